@@ -20,11 +20,11 @@ enum class StatusCode {
   kFailedPrecondition = 3,  // the system is not in a state where this is allowed
   kNotFound = 4,
   kAlreadyExists = 5,
-  kUnavailable = 6,         // a peer or resource cannot be reached (may be retried)
-  kDeadlineExceeded = 7,    // a bounded wait ran out
-  kDataLoss = 8,            // truncated or corrupt file / frame
+  kUnavailable = 6,       // a peer or resource cannot be reached (may be retried)
+  kDeadlineExceeded = 7,  // a bounded wait ran out
+  kDataLoss = 8,          // truncated or corrupt file / frame
   kUnimplemented = 9,
-  kAborted = 10,            // stopped by shutdown or a dead peer
+  kAborted = 10,  // stopped by shutdown or a dead peer
   kInternal = 11,
 };
 
@@ -47,19 +47,25 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgumentError(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgumentError(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status OutOfRangeError(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status FailedPreconditionError(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
 inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status AlreadyExistsError(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
+inline Status AlreadyExistsError(std::string m) {
+  return {StatusCode::kAlreadyExists, std::move(m)};
+}
 inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status DeadlineExceededError(std::string m) {
   return {StatusCode::kDeadlineExceeded, std::move(m)};
 }
 inline Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
-inline Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status UnimplementedError(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
 inline Status AbortedError(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
@@ -87,9 +93,9 @@ class [[nodiscard]] StatusOr {
 }  // namespace sieve
 
 // Returns early from the enclosing function with the Status if it is not OK.
-#define SIEVE_RETURN_IF_ERROR(expr)              \
-  do {                                           \
-    ::sieve::Status sieve_status_ = (expr);      \
+#define SIEVE_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::sieve::Status sieve_status_ = (expr);        \
     if (!sieve_status_.ok()) return sieve_status_; \
   } while (0)
 

@@ -1,0 +1,382 @@
+#include "net/node.h"
+
+#include <glog/logging.h>
+
+#include <random>
+
+namespace sieve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t RandomInstance() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+         static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+}
+
+bool IsDataPlane(pb::MsgType t) {
+  return t == pb::MSG_PUSH || t == pb::MSG_UPDATE || t == pb::MSG_PULL_DENSE ||
+         t == pb::MSG_DENSE || t == pb::MSG_ERROR;
+}
+
+}  // namespace
+
+Node::Node(const NodeOptions& options) : options_(options), instance_(RandomInstance()) {}
+
+StatusOr<std::unique_ptr<Node>> Node::Start(const NodeOptions& options) {
+  if (options.role != pb::ROLE_SERVER && options.role != pb::ROLE_WORKER) {
+    return InvalidArgumentError("a Node is a server or a worker");
+  }
+  std::string sched_host;
+  uint16_t sched_port = 0;
+  SIEVE_RETURN_IF_ERROR(ParseHostPort(options.scheduler, &sched_host, &sched_port));
+  std::unique_ptr<Node> node(new Node(options));
+  auto transport = CreateZmqTransport(options.transport);
+  if (!transport.ok()) return transport.status();
+  node->transport_ = std::move(transport).value();
+  SIEVE_RETURN_IF_ERROR(node->transport_->Connect(kSchedulerId, sched_host, sched_port));
+  node->last_from_scheduler_ = Clock::now();
+  node->io_ = std::thread([n = node.get()] { n->IoLoop(); });
+  SIEVE_RETURN_IF_ERROR(node->Register());
+  return node;
+}
+
+Node::~Node() {
+  io_stop_ = true;
+  if (io_.joinable()) io_.join();
+  if (transport_) transport_->Close();
+}
+
+Status Node::Register() {
+  pb::Header h;
+  h.set_type(pb::MSG_REGISTER);
+  h.set_sender(-1);
+  h.set_recipient(kSchedulerId);
+  auto* r = h.mutable_register_();
+  r->set_role(options_.role);
+  r->set_host(transport_->host());
+  r->set_port(transport_->port());
+  r->set_protocol_version(kProtocolVersion);
+  r->set_rank(options_.rank);
+  r->set_instance(instance_);
+  r->set_num_params(options_.num_params);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (int attempt = 0; attempt < options_.register_attempts && !acked_; ++attempt) {
+    lock.unlock();
+    auto frames = EncodeControl(h);
+    if (!frames.ok()) return frames.status();
+    Status s = transport_->Send(kSchedulerId, std::move(frames).value());
+    lock.lock();
+    if (!s.ok() && s.code() != StatusCode::kDeadlineExceeded) return s;
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.register_retry_ms), [&] {
+      return acked_ || have_table_ || !register_error_.empty() || !StopStatusLocked().ok();
+    });
+    if (!register_error_.empty())
+      return FailedPreconditionError("scheduler refused registration: " + register_error_);
+    SIEVE_RETURN_IF_ERROR(StopStatusLocked());
+  }
+  if (!acked_ && !have_table_) {
+    return UnavailableError("scheduler at " + options_.scheduler + " did not answer " +
+                            std::to_string(options_.register_attempts) +
+                            " registration attempts (" +
+                            std::to_string(options_.register_retry_ms) + " ms apart)");
+  }
+  const bool got = cv_.wait_for(lock, std::chrono::milliseconds(options_.startup_timeout_ms), [&] {
+    return have_table_ || !register_error_.empty() || !StopStatusLocked().ok();
+  });
+  if (!register_error_.empty())
+    return FailedPreconditionError("scheduler refused registration: " + register_error_);
+  SIEVE_RETURN_IF_ERROR(StopStatusLocked());
+  if (!got) {
+    return DeadlineExceededError("registered, but no node table within " +
+                                 std::to_string(options_.startup_timeout_ms) +
+                                 " ms (other nodes missing?)");
+  }
+  return Status::Ok();
+}
+
+Status Node::StopStatusLocked() const {
+  if (!stop_reason_.empty()) return AbortedError(stop_reason_);
+  if (scheduler_lost_) {
+    return UnavailableError("scheduler silent for more than " +
+                            std::to_string(options_.heartbeat_timeout_ms) + " ms");
+  }
+  if (shutdown_) return AbortedError(shutdown_failed_ ? "job failed" : "job finished");
+  return Status::Ok();
+}
+
+void Node::IoLoop() {
+  auto next_heartbeat = Clock::now();
+  const int poll_ms =
+      options_.heartbeat_interval_ms > 0 ? std::min(100, options_.heartbeat_interval_ms) : 100;
+  while (!io_stop_) {
+    Frames frames;
+    auto got = transport_->Recv(&frames, poll_ms);
+    if (!got.ok()) {
+      if (got.status().code() == StatusCode::kAborted) break;
+      LOG(WARNING) << "receive failed: " << got.status().ToString();
+      continue;
+    }
+    if (*got) Dispatch(std::move(frames));
+    if (options_.heartbeat_interval_ms <= 0) continue;
+    const auto now = Clock::now();
+    bool registered;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      registered = (acked_ || have_table_) && !shutdown_;
+    }
+    if (!registered) continue;
+    if (now >= next_heartbeat) {
+      next_heartbeat = now + std::chrono::milliseconds(options_.heartbeat_interval_ms);
+      pb::Header h;
+      h.set_type(pb::MSG_HEARTBEAT);
+      h.set_sender(id_ >= 0 ? id_ : -1);
+      h.set_recipient(kSchedulerId);
+      h.mutable_heartbeat();
+      auto enc = EncodeControl(h);
+      if (enc.ok()) (void)transport_->Send(kSchedulerId, std::move(enc).value());
+    }
+    if (now - last_from_scheduler_ > std::chrono::milliseconds(options_.heartbeat_timeout_ms)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!scheduler_lost_) {
+        LOG(ERROR) << "scheduler silent for more than " << options_.heartbeat_timeout_ms << " ms";
+        scheduler_lost_ = true;
+        cv_.notify_all();
+      }
+    }
+  }
+}
+
+void Node::Dispatch(Frames frames) {
+  Message msg;
+  pb::ErrorCode code;
+  Status s;
+  {
+    // shard_lengths_ is only written by this thread (InstallTable), so reading it here is safe.
+    DecodeLimits limits;
+    limits.shard_lengths = shard_lengths_;
+    s = Decode(std::move(frames), limits, &msg, &code);
+  }
+  const int sender = msg.header.sender();
+  if (sender == kSchedulerId) last_from_scheduler_ = Clock::now();
+  if (!s.ok()) {
+    rejected_++;
+    LOG(WARNING) << "rejected " << MsgTypeName(msg.header.type()) << " from node " << sender << ": "
+                 << s.ToString();
+    if (have_table_ && sender > 0 && sender <= table_.nodes_size()) {
+      (void)SendError(sender, code, s.message(), msg.header.type(), msg.header.round());
+    }
+    return;
+  }
+  if (IsDataPlane(msg.type()) && !(msg.type() == pb::MSG_ERROR && sender == kSchedulerId)) {
+    if (!have_table_ || sender <= 0 || sender > table_.nodes_size()) {
+      rejected_++;
+      LOG(WARNING) << "dropped " << MsgTypeName(msg.type()) << " from unknown node " << sender;
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.push_back(std::move(msg));
+    cv_.notify_all();
+    return;
+  }
+  if (sender != kSchedulerId) {
+    rejected_++;
+    LOG(WARNING) << "dropped control message " << MsgTypeName(msg.type()) << " from node "
+                 << sender;
+    return;
+  }
+  HandleControl(std::move(msg));
+}
+
+void Node::HandleControl(Message msg) {
+  const pb::Header& h = msg.header;
+  switch (h.type()) {
+    case pb::MSG_REGISTER_ACK: {
+      std::lock_guard<std::mutex> lock(mu_);
+      acked_ = true;
+      cv_.notify_all();
+      break;
+    }
+    case pb::MSG_NODE_TABLE:
+      InstallTable(h.node_table());
+      break;
+    case pb::MSG_BARRIER_RELEASE: {
+      std::lock_guard<std::mutex> lock(mu_);
+      const uint32_t g = h.barrier().group();
+      if (g < barrier_released_.size() && h.barrier().seq() > barrier_released_[g]) {
+        barrier_released_[g] = h.barrier().seq();
+      }
+      cv_.notify_all();
+      break;
+    }
+    case pb::MSG_NODE_DEAD: {
+      std::function<void(const pb::NodeDead&)> fn;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        dead_.insert(h.node_dead().id());
+        fn = on_node_dead_;
+      }
+      LOG(WARNING) << "node " << h.node_dead().id() << " is dead: " << h.node_dead().reason();
+      if (fn) fn(h.node_dead());
+      break;
+    }
+    case pb::MSG_SHUTDOWN: {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+      shutdown_failed_ = h.shutdown().failed();
+      LOG(INFO) << "shutdown from scheduler: " << h.shutdown().reason();
+      cv_.notify_all();
+      break;
+    }
+    case pb::MSG_ERROR: {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!have_table_)
+        register_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
+      LOG(ERROR) << "scheduler error: " << h.error().message();
+      cv_.notify_all();
+      break;
+    }
+    case pb::MSG_HEARTBEAT:
+      break;  // liveness already recorded
+    default:
+      rejected_++;
+      LOG(WARNING) << "unexpected " << MsgTypeName(h.type()) << " from the scheduler";
+  }
+}
+
+void Node::InstallTable(const pb::NodeTable& table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (have_table_) {
+    // A later table (a node re-admitted under its rank): reconnect nodes whose address changed.
+    for (const auto& n : table.nodes()) {
+      const auto& old = table_.nodes(n.id() - 1);
+      if (n.id() != id_ && (old.host() != n.host() || old.port() != n.port())) {
+        (void)transport_->Connect(n.id(), n.host(), n.port());
+        dead_.erase(n.id());
+      }
+    }
+    table_ = table;
+    return;
+  }
+  table_ = table;
+  for (const auto& n : table.nodes()) {
+    if (n.instance() == instance_) {
+      id_ = n.id();
+      rank_ = n.rank();
+    } else {
+      Status s = transport_->Connect(n.id(), n.host(), n.port());
+      if (!s.ok()) LOG(ERROR) << "cannot connect to node " << n.id() << ": " << s.ToString();
+    }
+    if (n.role() == pb::ROLE_SERVER) {
+      shards_.push_back({n.shard_lo(), n.shard_hi()});
+      shard_lengths_.push_back(n.shard_hi() - n.shard_lo());
+    }
+  }
+  if (id_ < 0) {
+    register_error_ = "node table does not list this node";
+  } else {
+    have_table_ = true;
+  }
+  cv_.notify_all();
+}
+
+Status Node::Send(int peer, Frames frames) { return transport_->Send(peer, std::move(frames)); }
+
+Status Node::SendError(int peer, pb::ErrorCode code, const std::string& message,
+                       pb::MsgType rejected, uint64_t round) {
+  pb::Header h;
+  h.set_type(pb::MSG_ERROR);
+  h.set_sender(id_);
+  h.set_recipient(peer);
+  h.set_round(round);
+  h.mutable_error()->set_code(code);
+  h.mutable_error()->set_message(message);
+  h.mutable_error()->set_rejected_type(rejected);
+  auto frames = EncodeControl(h);
+  if (!frames.ok()) return frames.status();
+  return transport_->Send(peer, std::move(frames).value());
+}
+
+StatusOr<bool> Node::Receive(Message* out, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto ready = [&] { return !inbox_.empty() || !StopStatusLocked().ok(); };
+  if (timeout_ms < 0) {
+    cv_.wait(lock, ready);
+  } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    return false;
+  }
+  if (!inbox_.empty()) {
+    *out = std::move(inbox_.front());
+    inbox_.pop_front();
+    return true;
+  }
+  return StopStatusLocked();
+}
+
+Status Node::Barrier(uint32_t group, int timeout_ms) {
+  if (group == 0 || group > kGroupAll) return InvalidArgumentError("bad barrier group");
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = ++barrier_seq_[group];
+  }
+  pb::Header h;
+  h.set_type(pb::MSG_BARRIER);
+  h.set_sender(id_);
+  h.set_recipient(kSchedulerId);
+  h.mutable_barrier()->set_group(group);
+  h.mutable_barrier()->set_seq(seq);
+  auto frames = EncodeControl(h);
+  if (!frames.ok()) return frames.status();
+  SIEVE_RETURN_IF_ERROR(transport_->Send(kSchedulerId, std::move(frames).value()));
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool done = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return barrier_released_[group] >= seq || !StopStatusLocked().ok();
+  });
+  if (barrier_released_[group] >= seq) return Status::Ok();
+  SIEVE_RETURN_IF_ERROR(StopStatusLocked());
+  if (!done)
+    return DeadlineExceededError("barrier " + std::to_string(seq) + " not released in " +
+                                 std::to_string(timeout_ms) + " ms");
+  return Status::Ok();
+}
+
+Status Node::Finish() {
+  pb::Header h;
+  h.set_type(pb::MSG_FINISHED);
+  h.set_sender(id_);
+  h.set_recipient(kSchedulerId);
+  h.mutable_finished();
+  auto frames = EncodeControl(h);
+  if (!frames.ok()) return frames.status();
+  return transport_->Send(kSchedulerId, std::move(frames).value());
+}
+
+Status Node::WaitShutdown(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool done = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                 [&] { return shutdown_ || !StopStatusLocked().ok(); });
+  if (shutdown_ && !shutdown_failed_ && stop_reason_.empty()) return Status::Ok();
+  if (!done)
+    return DeadlineExceededError("no shutdown within " + std::to_string(timeout_ms) + " ms");
+  return StopStatusLocked();
+}
+
+void Node::RequestStop(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_reason_.empty()) stop_reason_ = reason.empty() ? "stopped" : reason;
+  cv_.notify_all();
+}
+
+void Node::set_on_node_dead(std::function<void(const pb::NodeDead&)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_node_dead_ = std::move(fn);
+}
+
+std::set<int> Node::dead_nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dead_;
+}
+
+}  // namespace sieve

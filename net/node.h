@@ -1,0 +1,141 @@
+// Node: the runtime every server and worker process runs on. It owns the node's Transport and an
+// I/O thread that receives everything, answers the control plane (registration, node table,
+// heartbeats, barriers, node deaths, shutdown) and hands data-plane messages (PUSH, UPDATE,
+// PULL_DENSE, DENSE, ERROR from peers) to the role through Receive(). Malformed messages from
+// peers never reach the role: the runtime answers them with an ERROR and counts them.
+//
+// Node ids: scheduler 0, server rank r -> 1 + r, worker rank r -> 1 + S + r.
+//
+// Thread-safety: every public method may be called from any thread, except Receive(), which is
+// meant for one consumer thread. The on_node_dead callback runs on the I/O thread: keep it short.
+#ifndef SIEVE_NET_NODE_H_
+#define SIEVE_NET_NODE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "net/transport.h"
+#include "proto/codec.h"
+#include "proto/shards.h"
+
+namespace sieve {
+
+struct NodeOptions {
+  pb::Role role = pb::ROLE_WORKER;
+  int rank = -1;          // requested rank; -1 = scheduler picks
+  std::string scheduler;  // "host:port"
+  TransportOptions transport;
+  uint64_t num_params = 0;           // D declared at registration (workers); 0 = none
+  int heartbeat_interval_ms = 1000;  // 0 disables heartbeats and scheduler-loss detection
+  int heartbeat_timeout_ms = 10000;  // scheduler silent this long -> the node fails
+  int register_attempts = 20;        // REGISTER sends before giving up on the scheduler
+  int register_retry_ms = 500;       // wait for REGISTER_ACK per attempt
+  int startup_timeout_ms = 600000;   // wait for the node table after the ack
+};
+
+class Node {
+ public:
+  // Binds, registers with the scheduler and returns once the node table arrived. Errors:
+  // Unavailable (bind failed, scheduler never answered), the scheduler's ERROR as
+  // FailedPrecondition (e.g. registration full, version mismatch), DeadlineExceeded (no table).
+  static StatusOr<std::unique_ptr<Node>> Start(const NodeOptions& options);
+
+  ~Node();  // stops the I/O thread and closes the transport (pending sends get 2 s to flush)
+
+  int id() const { return id_; }
+  int rank() const { return rank_; }
+  pb::Role role() const { return options_.role; }
+  uint64_t num_params() const { return table_.num_params(); }
+  uint32_t num_servers() const { return table_.num_servers(); }
+  uint32_t num_workers() const { return table_.num_workers(); }
+  const std::vector<ShardRange>& shards() const { return shards_; }
+  const pb::NodeTable& table() const { return table_; }  // as received at start-up
+  int ServerId(int rank) const { return 1 + rank; }
+  int WorkerId(int rank) const { return 1 + static_cast<int>(table_.num_servers()) + rank; }
+  int WorkerRankOf(int id) const { return id - 1 - static_cast<int>(table_.num_servers()); }
+
+  // Sends an encoded message to a peer. Errors as Transport::Send.
+  Status Send(int peer, Frames frames);
+  // Answers `peer` with an ERROR message.
+  Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
+                   uint64_t round = 0);
+
+  // Next data-plane message: true with *out filled, false on timeout (timeout_ms, -1 = forever),
+  // Aborted after SHUTDOWN / RequestStop, Unavailable once the scheduler is lost.
+  StatusOr<bool> Receive(Message* out, int timeout_ms);
+
+  // Enters barrier `group` (kGroup*) and waits until every live member arrived. Errors:
+  // DeadlineExceeded after timeout_ms, Aborted/Unavailable as Receive.
+  Status Barrier(uint32_t group, int timeout_ms);
+
+  // Worker: tells the scheduler its training is done (the job ends when every worker is).
+  Status Finish();
+
+  // Waits for the scheduler's SHUTDOWN. OK when it came and was not a failure; Aborted with the
+  // reason when the job failed or RequestStop was called; DeadlineExceeded after timeout_ms.
+  Status WaitShutdown(int timeout_ms);
+
+  // Local stop (e.g. SIGTERM): wakes every wait with Aborted. Safe from any thread, repeatable.
+  void RequestStop(const std::string& reason);
+
+  // Called on the I/O thread for every NODE_DEAD the scheduler announces.
+  void set_on_node_dead(std::function<void(const pb::NodeDead&)> fn);
+  std::set<int> dead_nodes() const;
+
+  uint64_t rejected_messages() const { return rejected_.load(); }
+
+ private:
+  explicit Node(const NodeOptions& options);
+  Status Register();
+  void IoLoop();
+  void Dispatch(Frames frames);
+  void HandleControl(Message msg);
+  void InstallTable(const pb::NodeTable& table);
+  // Non-OK when the node must stop waiting (shutdown, stop, scheduler lost). Requires mu_.
+  Status StopStatusLocked() const;
+
+  const NodeOptions options_;
+  const uint64_t instance_;
+  std::unique_ptr<Transport> transport_;
+  std::thread io_;
+  std::atomic<bool> io_stop_{false};
+  std::atomic<uint64_t> rejected_{0};
+
+  // Written once by the I/O thread before `have_table_` is set under mu_, then read-only.
+  int id_ = -1;
+  int rank_ = -1;
+  pb::NodeTable table_;
+  std::vector<ShardRange> shards_;
+  std::vector<uint64_t> shard_lengths_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool acked_ = false;
+  bool have_table_ = false;
+  std::string register_error_;
+  bool shutdown_ = false;
+  bool shutdown_failed_ = false;
+  std::string stop_reason_;
+  bool scheduler_lost_ = false;
+  std::deque<Message> inbox_;
+  std::vector<uint64_t> barrier_seq_ = std::vector<uint64_t>(4, 0);       // last entered, by group
+  std::vector<uint64_t> barrier_released_ = std::vector<uint64_t>(4, 0);  // last released, by group
+  std::set<int> dead_;
+  std::function<void(const pb::NodeDead&)> on_node_dead_;
+  std::chrono::steady_clock::time_point last_from_scheduler_;
+};
+
+}  // namespace sieve
+
+#endif  // SIEVE_NET_NODE_H_

@@ -1,0 +1,64 @@
+// Transport: how a node moves multipart messages, seen through a narrow interface so that the
+// node runtime, scheduler, server and worker never touch sockets. Each node binds exactly one
+// receive endpoint and opens one outgoing connection per peer it talks to (ZeroMQ PULL/PUSH).
+//
+// Thread-safety: Send, Connect and Disconnect may be called from any thread (each peer's socket
+// has its own lock); Recv must only be called from one thread at a time (the node's I/O thread).
+#ifndef SIEVE_NET_TRANSPORT_H_
+#define SIEVE_NET_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "proto/codec.h"
+
+namespace sieve {
+
+struct TransportOptions {
+  std::string bind_host = "0.0.0.0";  // interface to bind the receive socket on
+  uint16_t port = 0;                  // 0 = pick a free port (reported by port())
+  std::string advertise_host;         // what peers connect to; empty = detect (see DetectHost)
+  int send_timeout_ms = 30000;        // a send that cannot be queued within this fails
+  int send_hwm = 1000;                // messages queued per peer before Send waits
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // The address peers use to reach this node's receive socket.
+  virtual const std::string& host() const = 0;
+  virtual uint16_t port() const = 0;
+
+  // Opens (or re-opens, replacing the old connection) the outgoing connection to `peer`.
+  // Asynchronous: succeeds before the peer is up; messages queue until it is.
+  virtual Status Connect(int peer, const std::string& host, uint16_t port) = 0;
+  virtual void Disconnect(int peer) = 0;
+
+  // Queues `frames` to `peer`. Errors: NotFound (never connected), DeadlineExceeded (queue full
+  // for send_timeout_ms), Unavailable (transport closed). Frames are consumed either way.
+  virtual Status Send(int peer, Frames frames) = 0;
+
+  // Waits up to timeout_ms (-1 = forever) for the next message. Returns true with *frames filled,
+  // false on timeout, or Aborted once Close() was called.
+  virtual StatusOr<bool> Recv(Frames* frames, int timeout_ms) = 0;
+
+  // Stops the transport: pending and future Recv/Send fail with Aborted/Unavailable.
+  virtual void Close() = 0;
+};
+
+// Creates the ZeroMQ implementation and binds its receive socket. Errors: Unavailable with the
+// address when the bind fails (e.g. port already in use), InvalidArgument for a bad host.
+StatusOr<std::unique_ptr<Transport>> CreateZmqTransport(const TransportOptions& options);
+
+// The first non-loopback IPv4 address of an interface that is up, else "127.0.0.1".
+std::string DetectHost();
+
+// Splits "host:port". Errors: InvalidArgument naming the bad text.
+Status ParseHostPort(const std::string& text, std::string* host, uint16_t* port);
+
+}  // namespace sieve
+
+#endif  // SIEVE_NET_TRANSPORT_H_

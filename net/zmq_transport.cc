@@ -1,0 +1,186 @@
+// ZeroMQ implementation of Transport: one PULL socket bound for everything this node receives,
+// one PUSH socket connected per peer. A private zmq::context_t per transport (no global state).
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+
+#include <map>
+#include <mutex>
+#include <zmq_addon.hpp>
+
+#include "net/transport.h"
+
+namespace sieve {
+namespace {
+
+class ZmqTransport final : public Transport {
+ public:
+  ZmqTransport(const TransportOptions& options)
+      : options_(options), pull_(ctx_, zmq::socket_type::pull) {}
+
+  ~ZmqTransport() override {
+    Close();
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      peers_.clear();
+    }
+    pull_.close();
+  }
+
+  Status Bind() {
+    try {
+      pull_.set(zmq::sockopt::linger, 0);
+      pull_.set(zmq::sockopt::rcvhwm, 0);
+      const std::string port = options_.port == 0 ? "*" : std::to_string(options_.port);
+      pull_.bind("tcp://" + options_.bind_host + ":" + port);
+      const std::string endpoint = pull_.get(zmq::sockopt::last_endpoint);
+      port_ = static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+    } catch (const zmq::error_t& e) {
+      return UnavailableError("cannot bind tcp://" + options_.bind_host + ":" +
+                              std::to_string(options_.port) + ": " + e.what());
+    } catch (const std::exception& e) {
+      return InternalError(std::string("bind: ") + e.what());
+    }
+    host_ = options_.advertise_host;
+    if (host_.empty()) {
+      host_ = (options_.bind_host == "0.0.0.0" || options_.bind_host == "*") ? DetectHost()
+                                                                             : options_.bind_host;
+    }
+    return Status::Ok();
+  }
+
+  const std::string& host() const override { return host_; }
+  uint16_t port() const override { return port_; }
+
+  Status Connect(int peer, const std::string& host, uint16_t port) override {
+    std::shared_ptr<Peer> p;
+    try {
+      p = std::make_shared<Peer>(ctx_);
+      p->socket.set(zmq::sockopt::linger, 2000);
+      p->socket.set(zmq::sockopt::sndtimeo, options_.send_timeout_ms);
+      p->socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
+      p->socket.connect("tcp://" + host + ":" + std::to_string(port));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return UnavailableError("transport closed");
+      return InvalidArgumentError("cannot connect to " + host + ":" + std::to_string(port) + ": " +
+                                  e.what());
+    }
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    if (closed_) return UnavailableError("transport closed");
+    peers_[peer] = std::move(p);
+    return Status::Ok();
+  }
+
+  void Disconnect(int peer) override {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    peers_.erase(peer);
+  }
+
+  Status Send(int peer, Frames frames) override {
+    std::shared_ptr<Peer> p;
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      if (closed_) return UnavailableError("transport closed");
+      auto it = peers_.find(peer);
+      if (it == peers_.end()) return NotFoundError("no connection to node " + std::to_string(peer));
+      p = it->second;
+    }
+    std::lock_guard<std::mutex> lock(p->mu);
+    try {
+      for (size_t i = 0; i < frames.size(); ++i) {
+        const auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+        if (!p->socket.send(frames[i], flags)) {
+          // Only the first frame can time out: ZeroMQ queues a multipart message atomically.
+          return DeadlineExceededError("send queue to node " + std::to_string(peer) + " full for " +
+                                       std::to_string(options_.send_timeout_ms) + " ms");
+        }
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return UnavailableError("transport closed");
+      return UnavailableError("send to node " + std::to_string(peer) + ": " + e.what());
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<bool> Recv(Frames* frames, int timeout_ms) override {
+    try {
+      zmq::pollitem_t item{pull_.handle(), 0, ZMQ_POLLIN, 0};
+      const int n = zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
+      if (n == 0) return false;
+      frames->clear();
+      auto got = zmq::recv_multipart(pull_, std::back_inserter(*frames), zmq::recv_flags::dontwait);
+      return got.has_value();
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return AbortedError("transport closed");
+      return UnavailableError(std::string("recv: ") + e.what());
+    }
+  }
+
+  void Close() override {
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      if (closed_) return;
+      closed_ = true;
+    }
+    ctx_.shutdown();  // wakes a blocked Recv with ETERM
+  }
+
+ private:
+  struct Peer {
+    explicit Peer(zmq::context_t& ctx) : socket(ctx, zmq::socket_type::push) {}
+    std::mutex mu;
+    zmq::socket_t socket;
+  };
+
+  const TransportOptions options_;
+  zmq::context_t ctx_;
+  zmq::socket_t pull_;
+  std::string host_;
+  uint16_t port_ = 0;
+  std::mutex peers_mu_;
+  bool closed_ = false;                         // guarded by peers_mu_
+  std::map<int, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Transport>> CreateZmqTransport(const TransportOptions& options) {
+  auto t = std::make_unique<ZmqTransport>(options);
+  SIEVE_RETURN_IF_ERROR(t->Bind());
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+std::string DetectHost() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string found = "127.0.0.1";
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if (!(a->ifa_flags & IFF_UP) || (a->ifa_flags & IFF_LOOPBACK)) continue;
+    char buf[INET_ADDRSTRLEN];
+    const auto* sin = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)) != nullptr) {
+      found = buf;
+      break;
+    }
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+Status ParseHostPort(const std::string& text, std::string* host, uint16_t* port) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    return InvalidArgumentError("expected HOST:PORT, got '" + text + "'");
+  }
+  const std::string p = text.substr(colon + 1);
+  if (p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5 ||
+      std::stoul(p) > 65535 || std::stoul(p) == 0) {
+    return InvalidArgumentError("bad port in '" + text + "'");
+  }
+  *host = text.substr(0, colon);
+  *port = static_cast<uint16_t>(std::stoul(p));
+  return Status::Ok();
+}
+
+}  // namespace sieve

@@ -1,0 +1,97 @@
+// The codec between sieve messages and ZeroMQ multipart frames. Pure: bytes in, messages out; it
+// performs no I/O. Frame layout (docs/protocol.md):
+//   control:           [Header]
+//   PUSH/UPDATE:       [Header][indices: count x uint32 LE][values: count x fp32|fp16 LE]
+//   dense PUSH/UPDATE: [Header][values: count x fp32|fp16]          (FLAG_DENSE, count = shard len)
+//   DENSE:             [Header][values: count x fp32|fp16]          (count = shard len)
+//   PULL_DENSE:        [Header]
+// Encoding borrows the caller's arrays zero-copy: ZeroMQ frees nothing of them, it drops the
+// caller's keepalive once the frames are sent. Decoding validates everything (header, version,
+// frame count, sizes, shard, index order and bound, finiteness, checksum) before returning, and
+// the returned Message views its arrays inside the received frames without copying them.
+// Thread-safety: all functions are reentrant; a Message is a value owned by one thread at a time.
+#ifndef SIEVE_PROTO_CODEC_H_
+#define SIEVE_PROTO_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+#include <zmq.hpp>
+
+#include "base/status.h"
+#include "proto/sieve.pb.h"
+
+namespace sieve {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr int kSchedulerId = 0;  // node id of the scheduler
+// Barrier groups (pb::Barrier.group bits).
+inline constexpr uint32_t kGroupServers = 1;
+inline constexpr uint32_t kGroupWorkers = 2;
+inline constexpr uint32_t kGroupAll = kGroupServers | kGroupWorkers;
+
+using Frames = std::vector<zmq::message_t>;
+
+// A decoded message. The spans point into `storage` (or into `realigned` when a small frame was
+// not 4-byte aligned), so they stay valid while the Message lives, including after a move.
+struct Message {
+  pb::Header header;
+  std::span<const uint32_t> indices;      // shard-relative, strictly increasing; empty if dense
+  std::span<const float> values;          // fp32 values (empty when FLAG_FP16)
+  std::span<const uint16_t> values_fp16;  // binary16 values (empty unless FLAG_FP16)
+  Frames storage;
+  std::vector<uint32_t> realigned;
+
+  pb::MsgType type() const { return header.type(); }
+  bool dense() const { return (header.flags() & pb::FLAG_DENSE) != 0; }
+};
+
+// Arrays of a data message to be sent. Not owned: `keepalive` must keep them alive and unchanged
+// until ZeroMQ releases it (after the bytes are handed to the kernel), which may be after Encode
+// and the send call return.
+struct DataPayload {
+  std::span<const uint32_t> indices;  // empty for dense messages
+  std::span<const std::byte> values;  // count x 4 bytes (fp32) or count x 2 bytes (fp16)
+  bool fp16 = false;
+  bool dense = false;
+  std::shared_ptr<const void> keepalive;
+};
+
+struct EncodeOptions {
+  bool checksum = true;  // compute CRC32 over the data frames and set FLAG_CHECKSUM
+};
+
+// Serializes a control message (no data frames). Sets header.version. Never fails for a header
+// built by this process; returns Internal if protobuf refuses to serialize it.
+StatusOr<Frames> EncodeControl(pb::Header header);
+
+// Serializes a data message: sets version, count, the FP16/DENSE/CHECKSUM flags and the checksum
+// from `payload`. Errors: InvalidArgument when index and value counts differ (sparse) or the value
+// byte size is not a whole number of elements.
+StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
+                            const EncodeOptions& options = {});
+
+// What the receiver knows when validating. shard_lengths[s] is the length of shard s (from the
+// node table); empty before the node table arrives, in which case every data message is rejected.
+struct DecodeLimits {
+  std::span<const uint64_t> shard_lengths;
+  bool verify_checksum = true;
+};
+
+// Validates and decodes `frames`. On success returns OK and fills *out. On failure returns a
+// non-OK Status, sets *error to the wire error code, leaves out->header holding whatever header
+// could be parsed (so the receiver can answer the sender) and no data views. Never crashes on any
+// byte content.
+Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::ErrorCode* error);
+
+// Element size of the values frame for a header's flags (2 for FP16, else 4).
+inline size_t ValueSize(uint32_t flags) { return (flags & pb::FLAG_FP16) ? 2 : 4; }
+
+// Human-readable name of a message type ("PUSH", ...).
+std::string_view MsgTypeName(pb::MsgType type);
+
+}  // namespace sieve
+
+#endif  // SIEVE_PROTO_CODEC_H_

@@ -1,0 +1,31 @@
+// Balanced contiguous key-range sharding of the flat parameter vector [0, D) over S servers.
+// Shard s owns [lo_s, hi_s); ranges are contiguous, disjoint, cover [0, D) exactly once, and their
+// sizes differ by at most one (the first D mod S shards hold one extra index). Pure functions.
+#ifndef SIEVE_PROTO_SHARDS_H_
+#define SIEVE_PROTO_SHARDS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+
+namespace sieve {
+
+struct ShardRange {
+  uint64_t lo = 0;
+  uint64_t hi = 0;  // exclusive
+  uint64_t size() const { return hi - lo; }
+  bool operator==(const ShardRange&) const = default;
+};
+
+// Errors: InvalidArgument when num_servers == 0 or num_params < num_servers (a shard would be
+// empty), or num_params >= 2^32 * num_servers (shard-relative indices are uint32 on the wire).
+StatusOr<std::vector<ShardRange>> SplitShards(uint64_t num_params, uint32_t num_servers);
+
+// Index of the shard owning global index `i`; -1 when `i` is outside every range.
+// `ranges` must come from SplitShards (sorted, contiguous). O(log S).
+int ShardOf(const std::vector<ShardRange>& ranges, uint64_t i);
+
+}  // namespace sieve
+
+#endif  // SIEVE_PROTO_SHARDS_H_

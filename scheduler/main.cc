@@ -1,0 +1,71 @@
+// sieve-scheduler: the job coordinator daemon. Start it first; every server and worker needs only
+// its address. Prints "sieve-scheduler listening on HOST:PORT" once bound (port 0 = any free one).
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "net/signal_watcher.h"
+#include "scheduler/scheduler.h"
+
+DEFINE_uint32(num_workers, 1, "Workers the job waits for before it starts (>= 1)");
+DEFINE_uint32(num_servers, 1, "Servers the job waits for before it starts (>= 1)");
+DEFINE_uint64(
+    num_params, 0,
+    "D, the length of the flat parameter vector; 0 = take it from the workers' registration");
+DEFINE_uint32(port, 9310, "TCP port to listen on; 0 picks a free port (printed at start-up)");
+DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
+DEFINE_string(host, "",
+              "Address advertised to nodes (default: first non-loopback IPv4, else 127.0.0.1)");
+DEFINE_int32(heartbeat_timeout_ms, 10000,
+             "A node silent for this long is declared dead and the others are told; 0 disables");
+DEFINE_int32(startup_timeout_ms, 600000,
+             "Every expected node must register within this, else the job fails");
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "the sieve scheduler: admits servers and workers, assigns ranks and shards, runs barriers,\n"
+      "watches heartbeats and ends the job.\n  usage: sieve-scheduler --num_servers=S "
+      "--num_workers=W "
+      "[--num_params=D] [--port=P]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  if (argc > 1) {
+    std::cerr << "sieve-scheduler: unexpected argument '" << argv[1] << "' (see --help)\n";
+    return 2;
+  }
+  if (FLAGS_port > 65535) {
+    std::cerr << "sieve-scheduler: --port must be in [0, 65535]\n";
+    return 2;
+  }
+  sieve::SchedulerOptions opt;
+  opt.num_workers = FLAGS_num_workers;
+  opt.num_servers = FLAGS_num_servers;
+  opt.num_params = FLAGS_num_params;
+  opt.transport.bind_host = FLAGS_bind;
+  opt.transport.port = static_cast<uint16_t>(FLAGS_port);
+  opt.transport.advertise_host = FLAGS_host;
+  opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  opt.startup_timeout_ms = FLAGS_startup_timeout_ms;
+
+  auto scheduler = sieve::Scheduler::Create(opt);
+  if (!scheduler.ok()) {
+    std::cerr << "sieve-scheduler: " << scheduler.status().ToString() << "\n";
+    return 1;
+  }
+  sieve::Scheduler* s = scheduler->get();
+  sieve::SignalWatcher signals(
+      [s](int signo) { s->Stop(std::string("stopped by signal ") + strsignal(signo)); });
+  std::printf("sieve-scheduler listening on %s:%u\n", s->host().c_str(), s->port());
+  std::fflush(stdout);
+  sieve::Status st = s->Run();
+  if (!st.ok()) {
+    std::cerr << "sieve-scheduler: job failed: " << st.ToString() << "\n";
+    return 1;
+  }
+  std::printf("sieve-scheduler: job finished\n");
+  return 0;
+}

@@ -1,0 +1,454 @@
+#include "scheduler/scheduler.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+namespace sieve {
+namespace {
+
+const char* RoleName(pb::Role r) { return r == pb::ROLE_SERVER ? "server" : "worker"; }
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options) {
+  if (options.num_workers == 0) return InvalidArgumentError("--num_workers must be >= 1");
+  if (options.num_servers == 0) return InvalidArgumentError("--num_servers must be >= 1");
+  if (options.num_params != 0 && options.num_params < options.num_servers) {
+    return InvalidArgumentError("--num_params=" + std::to_string(options.num_params) +
+                                " is smaller than " +
+                                "--num_servers=" + std::to_string(options.num_servers));
+  }
+  std::unique_ptr<Scheduler> s(new Scheduler(options));
+  auto t = CreateZmqTransport(options.transport);
+  if (!t.ok()) return t.status();
+  s->transport_ = std::move(t).value();
+  s->num_params_ = options.num_params;
+  return s;
+}
+
+void Scheduler::Stop(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (stop_reason_.empty()) stop_reason_ = reason;
+  stop_ = true;
+}
+
+Status Scheduler::Run() {
+  const auto start = Clock::now();
+  LOG(INFO) << "waiting for " << options_.num_servers << " servers and " << options_.num_workers
+            << " workers";
+  while (!done_) {
+    if (stop_) {
+      std::string reason;
+      {
+        std::lock_guard<std::mutex> lock(stop_mu_);
+        reason = stop_reason_;
+      }
+      ShutdownAll(reason, true);
+      return AbortedError(reason);
+    }
+    Frames frames;
+    auto got = transport_->Recv(&frames, 100);
+    if (!got.ok()) return got.status();
+    if (*got) Handle(std::move(frames));
+    if (!started_ && failure_.ok() &&
+        Clock::now() - start > std::chrono::milliseconds(options_.startup_timeout_ms)) {
+      failure_ = DeadlineExceededError("only " + std::to_string(pending_.size()) + " of " +
+                                       std::to_string(options_.num_servers + options_.num_workers) +
+                                       " nodes registered within " +
+                                       std::to_string(options_.startup_timeout_ms) + " ms");
+    }
+    if (started_) CheckHeartbeats();
+    if (!failure_.ok()) {
+      LOG(ERROR) << "job failed: " << failure_.ToString();
+      ShutdownAll(failure_.message(), true);
+      return failure_;
+    }
+  }
+  LOG(INFO) << "every worker finished; shutting down";
+  ShutdownAll("training finished", false);
+  return Status::Ok();
+}
+
+void Scheduler::Handle(Frames frames) {
+  Message msg;
+  pb::ErrorCode code;
+  Status s = Decode(std::move(frames), DecodeLimits{}, &msg, &code);
+  const pb::Header& h = msg.header;
+  if (!s.ok()) {
+    LOG(WARNING) << "rejected message from node " << h.sender() << ": " << s.ToString();
+    ReplyError(h, code, s.message());
+    return;
+  }
+  if (Entry* e = Find(h.sender())) {
+    e->last_seen = Clock::now();
+    if (e->dead) {
+      ReplyError(
+          h, pb::ERROR_NOT_REGISTERED,
+          "node " + std::to_string(h.sender()) + " was declared dead; re-register to rejoin");
+      return;
+    }
+  }
+  switch (h.type()) {
+    case pb::MSG_REGISTER:
+      HandleRegister(h);
+      return;
+    case pb::MSG_HEARTBEAT:
+      if (Find(h.sender()) != nullptr) {
+        pb::Header echo;
+        echo.set_type(pb::MSG_HEARTBEAT);
+        echo.set_sender(kSchedulerId);
+        echo.set_recipient(h.sender());
+        echo.mutable_heartbeat();
+        SendTo(h.sender(), echo);
+      }
+      return;
+    default:
+      break;
+  }
+  Entry* e = Find(h.sender());
+  if (e == nullptr) {
+    ReplyError(h, pb::ERROR_NOT_REGISTERED,
+               "sender " + std::to_string(h.sender()) + " is not in the node table");
+    return;
+  }
+  switch (h.type()) {
+    case pb::MSG_BARRIER:
+      HandleBarrier(h.sender(), h.barrier());
+      break;
+    case pb::MSG_FINISHED: {
+      if (e->info.role() != pb::ROLE_WORKER) {
+        ReplyError(h, pb::ERROR_UNEXPECTED_TYPE, "only workers send FINISHED");
+        break;
+      }
+      e->finished = true;
+      LOG(INFO) << "worker " << e->info.rank() << " finished";
+      bool all = true;
+      for (const auto& [id, n] : nodes_) {
+        if (n.info.role() == pb::ROLE_WORKER && !n.dead && !n.finished) all = false;
+      }
+      if (all) done_ = true;
+      break;
+    }
+    default:
+      ReplyError(
+          h, pb::ERROR_UNEXPECTED_TYPE,
+          std::string("the scheduler does not accept ") + std::string(MsgTypeName(h.type())));
+  }
+}
+
+void Scheduler::HandleRegister(const pb::Header& h) {
+  const pb::Register& r = h.register_();
+  if (r.role() != pb::ROLE_SERVER && r.role() != pb::ROLE_WORKER) {
+    return ReplyError(h, pb::ERROR_BAD_REGISTRATION, "role must be server or worker");
+  }
+  if (r.host().empty() || r.port() == 0 || r.port() > 65535) {
+    return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+                      "registration without a host:port to reach the node");
+  }
+  if (r.protocol_version() != kProtocolVersion) {
+    return ReplyError(h, pb::ERROR_VERSION_MISMATCH,
+                      "node speaks protocol version " + std::to_string(r.protocol_version()) +
+                          ", scheduler " + std::to_string(kProtocolVersion));
+  }
+  const uint32_t expected =
+      r.role() == pb::ROLE_SERVER ? options_.num_servers : options_.num_workers;
+  if (r.rank() < -1 || r.rank() >= static_cast<int>(expected)) {
+    return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+                      std::string(RoleName(r.role())) + " rank " + std::to_string(r.rank()) +
+                          " outside [0, " + std::to_string(expected) + ")");
+  }
+  if (r.role() == pb::ROLE_WORKER && r.num_params() != 0) {
+    if (num_params_ != 0 && num_params_ != r.num_params()) {
+      return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+                        "worker declares D = " + std::to_string(r.num_params()) +
+                            " but the job has D = " + std::to_string(num_params_));
+    }
+  }
+
+  if (started_) {
+    // A node re-admitted under the rank of a dead one (same role), e.g. after a restart.
+    for (auto& [id, e] : nodes_) {
+      if (e.info.instance() == r.instance()) {  // resent registration: the table already went out
+        SendTo(id, [&] {
+          pb::Header t;
+          t.set_type(pb::MSG_NODE_TABLE);
+          t.set_sender(kSchedulerId);
+          t.set_recipient(id);
+          *t.mutable_node_table() = BuildTable();
+          return t;
+        }());
+        return;
+      }
+    }
+    for (auto& [id, e] : nodes_) {
+      if (e.info.role() != r.role() || !e.dead) continue;
+      if (r.rank() != -1 && e.info.rank() != r.rank()) continue;
+      e.info.set_host(r.host());
+      e.info.set_port(r.port());
+      e.info.set_instance(r.instance());
+      e.dead = false;
+      e.finished = false;
+      e.last_seen = Clock::now();
+      (void)transport_->Connect(id, r.host(), r.port());
+      ++generation_;
+      LOG(INFO) << RoleName(r.role()) << " " << e.info.rank() << " rejoined from " << r.host()
+                << ":" << r.port();
+      pb::Header t;
+      t.set_type(pb::MSG_NODE_TABLE);
+      t.set_sender(kSchedulerId);
+      *t.mutable_node_table() = BuildTable();
+      Broadcast(t);
+      return;
+    }
+    return ReplyError(h, pb::ERROR_REGISTRATION_FULL,
+                      std::string("all ") + std::to_string(expected) + " " + RoleName(r.role()) +
+                          " ranks are taken by live nodes");
+  }
+
+  int temp_id = 0;
+  uint32_t same_role = 0;
+  for (const Entry& e : pending_) {
+    if (e.info.instance() == r.instance()) temp_id = e.info.id();
+    if (e.info.role() == r.role()) ++same_role;
+    if (e.info.instance() != r.instance() && e.info.role() == r.role() && r.rank() >= 0 &&
+        e.info.rank() == r.rank()) {
+      return ReplyError(h, pb::ERROR_DUPLICATE_RANK,
+                        std::string(RoleName(r.role())) + " rank " + std::to_string(r.rank()) +
+                            " is already taken");
+    }
+  }
+  if (temp_id == 0) {
+    if (same_role >= expected) {
+      return ReplyError(
+          h, pb::ERROR_REGISTRATION_FULL,
+          std::string("already have ") + std::to_string(expected) + " " + RoleName(r.role()) + "s");
+    }
+    Entry e;
+    temp_id = next_temp_id_--;
+    e.info.set_id(temp_id);
+    e.info.set_role(r.role());
+    e.info.set_rank(r.rank());
+    e.info.set_host(r.host());
+    e.info.set_port(r.port());
+    e.info.set_instance(r.instance());
+    e.last_seen = Clock::now();
+    Status s = transport_->Connect(temp_id, r.host(), r.port());
+    if (!s.ok()) {
+      LOG(WARNING) << "cannot reach registering node: " << s.ToString();
+      return;
+    }
+    if (r.role() == pb::ROLE_WORKER && r.num_params() != 0) num_params_ = r.num_params();
+    pending_.push_back(e);
+    LOG(INFO) << RoleName(r.role()) << " registered from " << r.host() << ":" << r.port() << " ("
+              << pending_.size() << "/" << options_.num_servers + options_.num_workers << ")";
+  }
+  pb::Header ack;
+  ack.set_type(pb::MSG_REGISTER_ACK);
+  ack.set_sender(kSchedulerId);
+  ack.mutable_register_ack()->set_waiting_for(
+      static_cast<int32_t>(options_.num_servers + options_.num_workers - pending_.size()));
+  SendTo(temp_id, ack);
+  failure_ = MaybeStart();
+}
+
+Status Scheduler::MaybeStart() {
+  if (pending_.size() < options_.num_servers + options_.num_workers) return Status::Ok();
+  if (num_params_ == 0) {
+    return FailedPreconditionError(
+        "D unknown: pass --num_params to the scheduler or have a worker declare it");
+  }
+  auto shards = SplitShards(num_params_, options_.num_servers);
+  if (!shards.ok()) return shards.status();
+  // Requested ranks first, then the rest in arrival order.
+  for (pb::Role role : {pb::ROLE_SERVER, pb::ROLE_WORKER}) {
+    const uint32_t n = role == pb::ROLE_SERVER ? options_.num_servers : options_.num_workers;
+    std::vector<bool> taken(n, false);
+    for (const Entry& e : pending_) {
+      if (e.info.role() == role && e.info.rank() >= 0) taken[e.info.rank()] = true;
+    }
+    uint32_t next = 0;
+    for (Entry& e : pending_) {
+      if (e.info.role() != role || e.info.rank() >= 0) continue;
+      while (taken[next]) ++next;
+      e.info.set_rank(static_cast<int>(next));
+      taken[next] = true;
+    }
+  }
+  for (Entry& e : pending_) {
+    const int temp = e.info.id();
+    const int rank = e.info.rank();
+    const int id = e.info.role() == pb::ROLE_SERVER
+                       ? 1 + rank
+                       : 1 + static_cast<int>(options_.num_servers) + rank;
+    e.info.set_id(id);
+    if (e.info.role() == pb::ROLE_SERVER) {
+      e.info.set_shard_lo((*shards)[rank].lo);
+      e.info.set_shard_hi((*shards)[rank].hi);
+    }
+    transport_->Disconnect(temp);
+    SIEVE_RETURN_IF_ERROR(transport_->Connect(id, e.info.host(), e.info.port()));
+    e.last_seen = Clock::now();
+    nodes_[id] = e;
+  }
+  pending_.clear();
+  started_ = true;
+  generation_ = 1;
+  pb::Header t;
+  t.set_type(pb::MSG_NODE_TABLE);
+  t.set_sender(kSchedulerId);
+  *t.mutable_node_table() = BuildTable();
+  Broadcast(t);
+  LOG(INFO) << "node table sent: D = " << num_params_ << ", " << options_.num_servers
+            << " servers, " << options_.num_workers << " workers";
+  return Status::Ok();
+}
+
+pb::NodeTable Scheduler::BuildTable() const {
+  pb::NodeTable t;
+  t.set_num_params(num_params_);
+  t.set_num_servers(options_.num_servers);
+  t.set_num_workers(options_.num_workers);
+  t.set_generation(generation_);
+  for (const auto& [id, e] : nodes_) *t.add_nodes() = e.info;
+  return t;
+}
+
+void Scheduler::HandleBarrier(int id, const pb::Barrier& b) {
+  if (b.group() == 0 || b.group() > kGroupAll) {
+    pb::Header h;
+    h.set_sender(id);
+    h.set_type(pb::MSG_BARRIER);
+    return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+                      "bad barrier group " + std::to_string(b.group()));
+  }
+  barriers_[{b.group(), b.seq()}].insert(id);
+  CheckBarriers();
+}
+
+void Scheduler::CheckBarriers() {
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    const auto [group, seq] = it->first;
+    bool complete = true;
+    for (const auto& [id, e] : nodes_) {
+      const uint32_t bit = e.info.role() == pb::ROLE_SERVER ? kGroupServers : kGroupWorkers;
+      if ((group & bit) && !e.dead && !it->second.count(id)) complete = false;
+    }
+    if (!complete) {
+      ++it;
+      continue;
+    }
+    pb::Header rel;
+    rel.set_type(pb::MSG_BARRIER_RELEASE);
+    rel.set_sender(kSchedulerId);
+    rel.mutable_barrier()->set_group(group);
+    rel.mutable_barrier()->set_seq(seq);
+    for (int id : it->second) {
+      Entry* e = Find(id);
+      if (e != nullptr && !e->dead) SendTo(id, rel);
+    }
+    it = barriers_.erase(it);
+  }
+}
+
+void Scheduler::CheckHeartbeats() {
+  if (options_.heartbeat_timeout_ms <= 0) return;
+  const auto now = Clock::now();
+  for (auto& [id, e] : nodes_) {
+    if (e.dead || e.finished) continue;
+    if (now - e.last_seen > std::chrono::milliseconds(options_.heartbeat_timeout_ms)) {
+      DeclareDead(e, "no heartbeat for " + std::to_string(options_.heartbeat_timeout_ms) + " ms");
+    }
+  }
+}
+
+void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
+  e.dead = true;
+  LOG(WARNING) << RoleName(e.info.role()) << " " << e.info.rank() << " (node " << e.info.id()
+               << ") is dead: " << reason;
+  pb::Header h;
+  h.set_type(pb::MSG_NODE_DEAD);
+  h.set_sender(kSchedulerId);
+  auto* d = h.mutable_node_dead();
+  d->set_id(e.info.id());
+  d->set_role(e.info.role());
+  d->set_rank(e.info.rank());
+  d->set_reason(reason);
+  Broadcast(h, e.info.id());
+  if (e.info.role() == pb::ROLE_SERVER) {
+    failure_ = UnavailableError("server " + std::to_string(e.info.rank()) + " died (" + reason +
+                                "); its shard is lost");
+    return;
+  }
+  bool any_live = false, all_done = true;
+  for (const auto& [id, n] : nodes_) {
+    if (n.info.role() != pb::ROLE_WORKER || n.dead) continue;
+    any_live = true;
+    if (!n.finished) all_done = false;
+  }
+  if (!any_live) {
+    failure_ = UnavailableError("every worker died");
+    return;
+  }
+  if (all_done) done_ = true;
+  CheckBarriers();
+}
+
+Scheduler::Entry* Scheduler::Find(int id) {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+void Scheduler::SendTo(int id, const pb::Header& h) {
+  pb::Header copy = h;
+  copy.set_recipient(id);
+  auto frames = EncodeControl(copy);
+  if (!frames.ok()) return;
+  Status s = transport_->Send(id, std::move(frames).value());
+  if (!s.ok())
+    LOG(WARNING) << "send " << MsgTypeName(h.type()) << " to node " << id << ": " << s.ToString();
+}
+
+void Scheduler::ReplyError(const pb::Header& to, pb::ErrorCode code, const std::string& message) {
+  pb::Header h;
+  h.set_type(pb::MSG_ERROR);
+  h.set_sender(kSchedulerId);
+  h.mutable_error()->set_code(code);
+  h.mutable_error()->set_message(message);
+  h.mutable_error()->set_rejected_type(to.type());
+  LOG(WARNING) << "error to node " << to.sender() << ": " << pb::ErrorCode_Name(code) << ": "
+               << message;
+  if (Find(to.sender()) != nullptr) return SendTo(to.sender(), h);
+  // Not (or not yet) in the table: answer at the address it registered with, if it gave one.
+  if (to.has_register_() && !to.register_().host().empty() && to.register_().port() > 0 &&
+      to.register_().port() <= 65535) {
+    for (const Entry& e : pending_) {
+      if (e.info.instance() == to.register_().instance()) return SendTo(e.info.id(), h);
+    }
+    const int temp = next_temp_id_--;
+    if (transport_
+            ->Connect(temp, to.register_().host(), static_cast<uint16_t>(to.register_().port()))
+            .ok()) {
+      SendTo(temp, h);
+      transport_->Disconnect(temp);  // ZeroMQ's linger still delivers the queued ERROR
+    }
+  }
+}
+
+void Scheduler::Broadcast(const pb::Header& h, int except) {
+  for (const auto& [id, e] : nodes_) {
+    if (id != except && !e.dead) SendTo(id, h);
+  }
+}
+
+void Scheduler::ShutdownAll(const std::string& reason, bool failed) {
+  pb::Header h;
+  h.set_type(pb::MSG_SHUTDOWN);
+  h.set_sender(kSchedulerId);
+  h.mutable_shutdown()->set_reason(reason);
+  h.mutable_shutdown()->set_failed(failed);
+  Broadcast(h);
+  for (const Entry& e : pending_) SendTo(e.info.id(), h);
+}
+
+}  // namespace sieve

@@ -1,0 +1,98 @@
+// Scheduler: the coordinator of a sieve job. It admits servers and workers (REGISTER), assigns
+// ranks and balanced shard ranges once the expected counts are in, broadcasts the NODE_TABLE,
+// releases barriers, tracks heartbeats (declaring silent nodes dead and telling the others), and
+// ends the job with SHUTDOWN when every worker has FINISHED. A worker that dies is dropped from
+// the job; a dead server ends the job as failed (its shard would be lost; recovery is not built).
+// A peer's bad message gets an ERROR reply and changes nothing.
+//
+// Thread-safety: Run() executes the whole protocol on the calling thread; Stop() may be called
+// from any thread (e.g. a signal watcher).
+#ifndef SIEVE_SCHEDULER_SCHEDULER_H_
+#define SIEVE_SCHEDULER_SCHEDULER_H_
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "net/transport.h"
+#include "proto/codec.h"
+#include "proto/shards.h"
+
+namespace sieve {
+
+struct SchedulerOptions {
+  uint32_t num_workers = 1;
+  uint32_t num_servers = 1;
+  uint64_t num_params = 0;  // D; 0 = take it from the workers' registrations
+  TransportOptions transport;
+  int heartbeat_timeout_ms = 10000;  // 0 disables dead-node detection
+  int startup_timeout_ms = 600000;   // all nodes must register within this
+};
+
+class Scheduler {
+ public:
+  // Binds the scheduler's socket. Errors: InvalidArgument (zero counts), Unavailable (bind).
+  static StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options);
+
+  const std::string& host() const { return transport_->host(); }
+  uint16_t port() const { return transport_->port(); }
+
+  // Runs the job to its end. OK when every worker finished (some may have died); an error when
+  // the job failed (startup timeout, D missing or too small, every worker or any server dead,
+  // Stop()). Every live node has been sent SHUTDOWN when Run returns.
+  Status Run();
+
+  // Ends Run() soon with Aborted(reason), shutting the nodes down. Thread-safe.
+  void Stop(const std::string& reason);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Entry {
+    pb::NodeInfo info;
+    Clock::time_point last_seen;
+    bool dead = false;
+    bool finished = false;
+  };
+
+  explicit Scheduler(const SchedulerOptions& options) : options_(options) {}
+  void Handle(Frames frames);
+  void HandleRegister(const pb::Header& h);
+  void HandleBarrier(int id, const pb::Barrier& b);
+  Status MaybeStart();
+  void CheckHeartbeats();
+  void CheckBarriers();
+  void DeclareDead(Entry& e, const std::string& reason);
+  void SendTo(int id, const pb::Header& h);
+  void ReplyError(const pb::Header& to, pb::ErrorCode code, const std::string& message);
+  void Broadcast(const pb::Header& h, int except = -1);
+  void ShutdownAll(const std::string& reason, bool failed);
+  pb::NodeTable BuildTable() const;
+  Entry* Find(int id);
+
+  const SchedulerOptions options_;
+  std::unique_ptr<Transport> transport_;
+  std::mutex stop_mu_;
+  std::string stop_reason_;  // guarded by stop_mu_
+  std::atomic<bool> stop_{false};
+
+  // Everything below is touched by the Run() thread only.
+  uint64_t num_params_ = 0;
+  bool started_ = false;
+  uint64_t generation_ = 0;
+  int next_temp_id_ = -1000;    // connection ids for peers without a node id yet
+  std::vector<Entry> pending_;  // registered before the table went out
+  std::map<int, Entry> nodes_;  // by node id, after the table went out
+  std::map<std::pair<uint32_t, uint64_t>, std::set<int>> barriers_;  // (group, seq) -> arrived
+  Status failure_;  // set when the job must end as failed
+  bool done_ = false;
+};
+
+}  // namespace sieve
+
+#endif  // SIEVE_SCHEDULER_SCHEDULER_H_
