@@ -1,0 +1,98 @@
+// Backend: the internal primitive layer of kernels/ (not for use outside kernels/). One
+// implementation source, backend_impl.cu, is compiled twice — into namespace sieve::cpu (g++,
+// Thrust OMP system + OpenMP twins of the custom kernels) and sieve::cuda (nvcc, Thrust CUDA
+// system + custom kernels) — and each exposes an instance of this interface.
+// Pointers named `*_dev` are in the backend's memory (host RAM for cpu, GPU global memory for
+// cuda); pointers and vectors named `*_host` are host memory. Lengths are element counts.
+// Keys: key(x) = the IEEE-754 bits of |x| as uint32; for finite x, |a| > |b| ⟺ key(a) > key(b);
+// NaN and ±Inf have key ≥ 0x7f800000.
+// Thread-safety: a Backend has no mutable state of its own; calls on disjoint buffers may run
+// concurrently (the CUDA backend uses the default stream and synchronizes before returning).
+#ifndef SIEVE_KERNELS_BACKEND_H_
+#define SIEVE_KERNELS_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/device.h"
+
+namespace sieve {
+
+inline constexpr uint32_t kNonFiniteKey = 0x7f800000u;
+inline constexpr int kKeyHistBits = 12;  // top 12 of the 31 magnitude bits → 4096 bins
+inline constexpr int kKeyHistShift = 31 - kKeyHistBits;
+inline constexpr size_t kKeyHistBins = size_t{1} << kKeyHistBits;
+
+// Sums over a vector: sum, sum of squares (double accumulation) and the count of NaN/±Inf.
+struct Moments {
+  double sum = 0.0;
+  double sumsq = 0.0;
+  uint64_t nonfinite = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // Memory of `n` floats in backend memory (zero-initialized); Free accepts nullptr.
+  virtual StatusOr<float*> Alloc(size_t n) = 0;
+  virtual void Free(float* p_dev) = 0;
+  virtual Status ToHost(const float* src_dev, size_t n, float* dst_host) = 0;
+  virtual Status FromHost(const float* src_host, size_t n, float* dst_dev) = 0;
+  virtual Status Zero(float* p_dev, size_t n) = 0;
+
+  // m = mu·m + g; r += lr·m, elementwise, in one pass. g_dev is in backend memory.
+  virtual Status MomentumAccumulate(float* m_dev, float* r_dev, const float* g_dev, size_t n,
+                                    float mu, float lr) = 0;
+
+  // One pass: sum, sum of squares, non-finite count.
+  virtual Status ComputeMoments(const float* x_dev, size_t n, Moments* out) = 0;
+
+  // One pass: Moments plus a histogram of key(x) >> kKeyHistShift into hist_host
+  // (kKeyHistBins entries, overwritten). Non-finite entries are counted in moments only.
+  virtual Status KeyHistogram(const float* x_dev, size_t n, std::vector<uint64_t>* hist_host,
+                              Moments* out) = 0;
+
+  // One fused pass: *count = #{i : key(x[i]) > key_thr} over finite entries (key_thr = -1 means
+  // every finite entry), *nonfinite = #NaN/Inf, *sumsq = Σ x² (meaningful when all finite).
+  // When *count ≤ cap (and no entry is non-finite), idx_host receives exactly those indices in
+  // ascending order; otherwise its content is unspecified. Requires n ≤ 2^32.
+  virtual Status CountCollect(const float* x_dev, size_t n, int64_t key_thr, uint64_t cap,
+                              std::vector<uint32_t>* idx_host, uint64_t* count, uint64_t* nonfinite,
+                              double* sumsq) = 0;
+
+  // out_host = |x[start + j·stride]| for every such index < n.
+  virtual Status StridedSampleAbs(const float* x_dev, size_t n, size_t start, size_t stride,
+                                  std::vector<float>* out_host) = 0;
+
+  // vals_host[j] = x[idx_host[j]] for j < count; then, when non-null, mask_a_dev[idx] = 0 and
+  // mask_b_dev[idx] = 0 for every selected idx (mask_a_dev may alias x_dev). Indices are trusted
+  // (< n of the buffers, produced by this layer).
+  virtual Status GatherMask(const float* x_dev, const uint32_t* idx_host, size_t count,
+                            float* vals_host, float* mask_a_dev, float* mask_b_dev) = 0;
+
+  // Histogram of (x − mean)/sigma into bins of width `width` covering [−bins/2·width,
+  // bins/2·width); values outside go to the first / last bin. counts_host gets `bins` entries.
+  // Non-finite entries are skipped.
+  virtual Status SigmaHistogram(const float* x_dev, size_t n, double mean, double sigma,
+                                double width, int bins, std::vector<uint64_t>* counts_host) = 0;
+};
+
+// The backend for a device; kCuda requires CudaBackendCompiled() (callers check via ParseDevice
+// or CudaDeviceAvailable, an unavailable device yields FailedPrecondition).
+StatusOr<Backend*> GetBackend(Device device);
+
+namespace cpu {
+Backend* Instance();
+}  // namespace cpu
+namespace cuda {
+Backend* Instance();
+int VisibleDeviceCount();
+}  // namespace cuda
+
+}  // namespace sieve
+
+#endif  // SIEVE_KERNELS_BACKEND_H_

@@ -1,0 +1,54 @@
+// Compressor: the selection operators of kernels/ (Shi et al., "Understanding Top-k
+// Sparsification in Distributed Deep Learning", and its baselines), their names on the command
+// line, and every tuning constant of the threshold-based operators, documented in one place.
+// Thread-safety: constants and pure functions only.
+#ifndef SIEVE_KERNELS_COMPRESSOR_H_
+#define SIEVE_KERNELS_COMPRESSOR_H_
+
+#include <string_view>
+
+#include "base/status.h"
+
+namespace sieve {
+
+enum class Compressor {
+  kNone,            // dense: every entry is sent; no index array is ever materialized
+  kTopk,            // exact k largest |r|, ties broken toward the lower index
+  kGaussiank,       // Gaussian first guess, then bracket + bisect into the count band (default)
+  kGaussiankPaper,  // the paper code's rule: first guess + at most 3 ×0.5/×1.5 adjustments
+  kDgc,             // Deep Gradient Compression: threshold from a ~1% strided random sample
+  kRandomk,         // k distinct uniform indices from a seeded generator
+};
+
+// Accepts exactly: none, topk, gaussiank, gaussiank_paper, dgc, randomk.
+StatusOr<Compressor> ParseCompressor(std::string_view name);
+std::string_view CompressorName(Compressor c);
+
+// Tuning constants. "count" below is the number of entries with |r| > threshold; k is the target.
+namespace compressor_constants {
+// gaussiank_paper and gaussiank: the accepted band is [kBandLow·k, kBandHigh·k].
+inline constexpr double kGaussBandLow = 2.0 / 3.0;
+inline constexpr double kGaussBandHigh = 4.0 / 3.0;
+// Threshold factors of the paper rule (count too low → ×0.5, too high → ×1.5).
+inline constexpr double kGaussShrink = 0.5;
+inline constexpr double kGaussGrow = 1.5;
+// The paper rule counts at most this many times (the last count is accepted as is).
+inline constexpr int kGaussPaperMaxCounts = 3;
+// gaussiank: at most this many counting passes after the first guess (bracket expansion by the
+// paper factors, then bisection); beyond that, an exact top-k over the candidates decides.
+inline constexpr int kGaussMaxAdjustments = 30;
+// dgc: sample every kDgcSampleStride-th entry (≈1%) starting at a seeded random offset.
+inline constexpr unsigned kDgcSampleStride = 100;
+// dgc: accepted band [kDgcBandLow·k, kDgcBandHigh·k]; count too high → thr×kDgcGrow, too low →
+// thr×kDgcShrink, at most kDgcMaxAdjustments times; still above the band → exact top-k over the
+// candidates; still below → accepted.
+inline constexpr double kDgcBandLow = 0.8;
+inline constexpr double kDgcBandHigh = 1.3;
+inline constexpr double kDgcGrow = 1.3;
+inline constexpr double kDgcShrink = 0.8;
+inline constexpr int kDgcMaxAdjustments = 10;
+}  // namespace compressor_constants
+
+}  // namespace sieve
+
+#endif  // SIEVE_KERNELS_COMPRESSOR_H_

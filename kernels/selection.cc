@@ -1,0 +1,487 @@
+#include "kernels/selection.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <unordered_set>
+
+#include "kernels/backend.h"
+#include "kernels/normal_quantile.h"
+
+namespace sieve {
+namespace {
+
+namespace cc = compressor_constants;
+
+constexpr uint64_t kMaxDim = std::numeric_limits<uint32_t>::max();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+Status CheckDims(size_t d, uint64_t k) {
+  if (d == 0) return InvalidArgumentError("selection over an empty vector (d = 0)");
+  if (d > kMaxDim) {
+    return InvalidArgumentError("d = " + std::to_string(d) + " exceeds 2^32-1 (uint32 indices)");
+  }
+  if (k > d) {
+    return InvalidArgumentError("k = " + std::to_string(k) + " exceeds d = " + std::to_string(d));
+  }
+  return Status::Ok();
+}
+
+Status NonFiniteError(uint64_t count) {
+  return InvalidArgumentError("residual holds " + std::to_string(count) +
+                              " NaN/Inf entries; nothing selected");
+}
+
+// The key threshold selecting |x| > thr: -1 (every entry) for thr < 0.
+int64_t KeyThreshold(float thr) {
+  if (!(thr >= 0.0f)) return -1;
+  return static_cast<int64_t>(std::bit_cast<uint32_t>(thr) & 0x7fffffffu);
+}
+
+// One fused counting pass; fails on non-finite input.
+struct Pass {
+  uint64_t count = 0;
+  double sumsq = 0.0;
+};
+Status CountPass(Backend* be, const float* x, size_t d, float thr, uint64_t cap,
+                 std::vector<uint32_t>* idx, Pass* pass) {
+  uint64_t nonfinite = 0;
+  SIEVE_RETURN_IF_ERROR(
+      be->CountCollect(x, d, KeyThreshold(thr), cap, idx, &pass->count, &nonfinite, &pass->sumsq));
+  if (nonfinite != 0) return NonFiniteError(nonfinite);
+  return Status::Ok();
+}
+
+// Exact top-k (ties toward the lower index) among `cand` (ascending), result ascending in *sel.
+Status TopkAmong(Backend* be, const float* x, const std::vector<uint32_t>& cand, uint64_t k,
+                 std::vector<uint32_t>* sel) {
+  if (cand.size() <= k) {
+    *sel = cand;
+    return Status::Ok();
+  }
+  std::vector<float> vals(cand.size());
+  SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), vals.data(), nullptr, nullptr));
+  // Composite key: larger |x| first, then lower index first.
+  std::vector<uint64_t> keys(cand.size());
+  for (size_t j = 0; j < cand.size(); ++j) {
+    const uint32_t mag = std::bit_cast<uint32_t>(vals[j]) & 0x7fffffffu;
+    keys[j] = (static_cast<uint64_t>(~mag) << 32) | cand[j];
+  }
+  std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
+  sel->resize(k);
+  for (uint64_t j = 0; j < k; ++j) (*sel)[j] = static_cast<uint32_t>(keys[j]);
+  std::sort(sel->begin(), sel->end());
+  return Status::Ok();
+}
+
+void AllIndices(size_t d, std::vector<uint32_t>* idx) {
+  idx->resize(d);
+  for (size_t i = 0; i < d; ++i) (*idx)[i] = static_cast<uint32_t>(i);
+}
+
+// Exact top-k: one histogram pass over the top 12 magnitude bits, one pass collecting the
+// entries at or above the boundary bin, then an exact selection among those candidates.
+Status RunTopk(Backend* be, const float* x, size_t d, uint64_t k, Selection* out) {
+  std::vector<uint64_t> hist;
+  Moments mom;
+  SIEVE_RETURN_IF_ERROR(be->KeyHistogram(x, d, &hist, &mom));
+  if (mom.nonfinite != 0) return NonFiniteError(mom.nonfinite);
+  out->sumsq_total = mom.sumsq;
+  uint64_t above = 0;
+  size_t bin = kKeyHistBins;
+  while (bin > 0) {
+    --bin;
+    if (above + hist[bin] >= k) break;
+    above += hist[bin];
+  }
+  const uint64_t candidates = above + hist[bin];
+  const int64_t key_thr = static_cast<int64_t>(bin << kKeyHistShift) - 1;
+  std::vector<uint32_t> cand;
+  Pass pass;
+  uint64_t nonfinite = 0;
+  SIEVE_RETURN_IF_ERROR(
+      be->CountCollect(x, d, key_thr, candidates, &cand, &pass.count, &nonfinite, nullptr));
+  if (pass.count != candidates || cand.size() != candidates) {
+    return InternalError("topk: candidate count mismatch");
+  }
+  return TopkAmong(be, x, cand, k, &out->indices);
+}
+
+struct Band {
+  uint64_t lo, hi;
+  bool Contains(uint64_t c) const { return c >= lo && c <= hi; }
+};
+
+Band MakeBand(uint64_t k, double lo, double hi) {
+  Band b{static_cast<uint64_t>(std::ceil(lo * static_cast<double>(k))),
+         static_cast<uint64_t>(std::floor(hi * static_cast<double>(k)))};
+  b.lo = std::max<uint64_t>(b.lo, 1);
+  b.hi = std::max(b.hi, b.lo);
+  return b;
+}
+
+// mean + Φ⁻¹(1 − ρ/2)·std (unbiased std), the paper's first guess. Fills sumsq_total.
+Status GaussianGuess(Backend* be, const float* x, size_t d, uint64_t k, Selection* out,
+                     float* thr) {
+  Moments mom;
+  SIEVE_RETURN_IF_ERROR(be->ComputeMoments(x, d, &mom));
+  if (mom.nonfinite != 0) return NonFiniteError(mom.nonfinite);
+  out->sumsq_total = mom.sumsq;
+  const double n = static_cast<double>(d);
+  const double mean = mom.sum / n;
+  const double var = d > 1 ? std::max(0.0, (mom.sumsq - n * mean * mean) / (n - 1.0)) : 0.0;
+  const double rho = static_cast<double>(k) / n;
+  *thr = static_cast<float>(mean + NormalQuantile(1.0 - rho / 2.0) * std::sqrt(var));
+  return Status::Ok();
+}
+
+Status RunGaussianPaper(Backend* be, const float* x, size_t d, uint64_t k, Selection* out) {
+  float thr;
+  SIEVE_RETURN_IF_ERROR(GaussianGuess(be, x, d, k, out, &thr));
+  const Band band = MakeBand(k, cc::kGaussBandLow, cc::kGaussBandHigh);
+  for (int pass_no = 0;; ++pass_no) {
+    const bool last = pass_no + 1 == cc::kGaussPaperMaxCounts;
+    Pass pass;
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, last ? d : band.hi, &out->indices, &pass));
+    if (band.Contains(pass.count) || last) {
+      out->threshold = thr;
+      out->iterations = pass_no;
+      return Status::Ok();
+    }
+    thr = static_cast<float>(thr * (pass.count < band.lo ? cc::kGaussShrink : cc::kGaussGrow));
+  }
+}
+
+Status RunGaussianRobust(Backend* be, const float* x, size_t d, uint64_t k,
+                         const SelectOptions& opt, Selection* out) {
+  float thr;
+  const bool warm = opt.prev_threshold > 0.0f && std::isfinite(opt.prev_threshold);
+  if (warm) {
+    thr = opt.prev_threshold;
+  } else {
+    SIEVE_RETURN_IF_ERROR(GaussianGuess(be, x, d, k, out, &thr));
+  }
+  const Band band = MakeBand(k, cc::kGaussBandLow, cc::kGaussBandHigh);
+  bool have_lo = false, have_hi = false;  // lo: count above band; hi: count below band
+  float lo = 0.0f, hi = 0.0f;
+  uint64_t lo_count = 0;
+  int adj = 0;
+  for (;;) {
+    Pass pass;
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, band.hi, &out->indices, &pass));
+    if (adj == 0 && warm) out->sumsq_total = pass.sumsq;
+    out->iterations = adj;
+    if (band.Contains(pass.count)) {
+      out->threshold = thr;
+      return Status::Ok();
+    }
+    if (pass.count > band.hi) {
+      have_lo = true;
+      lo = thr;
+      lo_count = pass.count;
+    } else {
+      have_hi = true;
+      hi = thr;
+    }
+    if (adj == cc::kGaussMaxAdjustments) break;
+    float next;
+    if (have_lo && have_hi) {
+      next = lo + 0.5f * (hi - lo);
+      if (!(next > lo && next < hi)) break;  // the band falls between two adjacent floats
+    } else if (pass.count > band.hi) {
+      const double rms = std::sqrt(out->sumsq_total / static_cast<double>(d));
+      next = thr > 0.0f ? static_cast<float>(thr * cc::kGaussGrow) : static_cast<float>(rms);
+      if (!(next > thr)) break;
+    } else {
+      if (!(thr > 0.0f)) break;  // fewer than band.lo non-zero entries
+      next = static_cast<float>(thr * cc::kGaussShrink);
+    }
+    thr = next;
+    ++adj;
+  }
+  // Last resort: exact top-k over the candidates above the best lower bound (or over all).
+  out->exact_fallback = true;
+  std::vector<uint32_t> cand;
+  if (have_lo) {
+    Pass pass;
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, lo, lo_count, &cand, &pass));
+  } else {
+    AllIndices(d, &cand);
+  }
+  return TopkAmong(be, x, cand, k, &out->indices);
+}
+
+Status RunDgc(Backend* be, const float* x, size_t d, uint64_t k, const SelectOptions& opt,
+              Selection* out) {
+  float thr;
+  if (opt.prev_threshold > 0.0f && std::isfinite(opt.prev_threshold)) {
+    thr = opt.prev_threshold;
+  } else {
+    std::mt19937_64 rng(opt.seed);
+    const size_t stride = std::min<size_t>(cc::kDgcSampleStride, d);
+    const size_t start = static_cast<size_t>(rng() % stride);
+    std::vector<float> sample;
+    SIEVE_RETURN_IF_ERROR(be->StridedSampleAbs(x, d, start, stride, &sample));
+    for (float v : sample) {
+      if (!std::isfinite(v)) return NonFiniteError(1);
+    }
+    const double rho = static_cast<double>(k) / static_cast<double>(d);
+    // ks entries of the sample should lie strictly above the threshold.
+    const size_t ks = std::max<size_t>(
+        1, static_cast<size_t>(std::ceil(rho * static_cast<double>(sample.size()))));
+    if (ks >= sample.size()) {
+      thr = -1.0f;
+    } else {
+      std::nth_element(sample.begin(), sample.begin() + ks, sample.end(), std::greater<float>());
+      thr = sample[ks];
+    }
+  }
+  const Band band = MakeBand(k, cc::kDgcBandLow, cc::kDgcBandHigh);
+  Pass pass;
+  for (int adj = 0;; ++adj) {
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, band.hi, &out->indices, &pass));
+    if (adj == 0) out->sumsq_total = pass.sumsq;
+    out->iterations = adj;
+    out->threshold = thr;
+    if (band.Contains(pass.count) || adj == cc::kDgcMaxAdjustments) break;
+    if (pass.count > band.hi) {
+      const double rms = std::sqrt(out->sumsq_total / static_cast<double>(d));
+      const float next =
+          thr > 0.0f ? static_cast<float>(thr * cc::kDgcGrow) : static_cast<float>(rms);
+      if (!(next > thr)) break;
+      thr = next;
+    } else {
+      if (!(thr > 0.0f)) break;
+      thr = static_cast<float>(thr * cc::kDgcShrink);
+    }
+  }
+  if (pass.count > band.hi) {
+    out->exact_fallback = true;
+    std::vector<uint32_t> cand;
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, pass.count, &cand, &pass));
+    return TopkAmong(be, x, cand, k, &out->indices);
+  }
+  return Status::Ok();  // in band, or below it after the last adjustment (accepted)
+}
+
+void RandomIndices(size_t d, uint64_t k, uint64_t seed, std::vector<uint32_t>* idx) {
+  std::mt19937_64 rng(seed);
+  idx->clear();
+  if (k <= d / 8) {
+    // Floyd's sampling: k draws, each distinct.
+    std::unordered_set<uint64_t> seen;
+    seen.reserve(k * 2);
+    for (uint64_t j = d - k; j < d; ++j) {
+      const uint64_t t = std::uniform_int_distribution<uint64_t>(0, j)(rng);
+      const uint64_t pick = seen.insert(t).second ? t : j;
+      if (pick == j) seen.insert(j);
+      idx->push_back(static_cast<uint32_t>(pick));
+    }
+    std::sort(idx->begin(), idx->end());
+  } else {
+    // Selection sampling (one sequential scan): keep i with probability need / remaining.
+    idx->reserve(k);
+    uint64_t need = k;
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (uint64_t i = 0; i < d && need > 0; ++i) {
+      if (u(rng) * static_cast<double>(d - i) < static_cast<double>(need)) {
+        idx->push_back(static_cast<uint32_t>(i));
+        --need;
+      }
+    }
+  }
+}
+
+// Fills indices (or dense), threshold, iterations, sumsq_total; values are gathered by Finish.
+Status SelectIndices(Backend* be, Compressor c, const float* x, size_t d, uint64_t k,
+                     const SelectOptions& opt, Selection* out) {
+  SIEVE_RETURN_IF_ERROR(CheckDims(d, k));
+  Selection s;
+  s.dim = d;
+  s.threshold = kNaN;
+  const bool trivial = k == 0 || k == d || c == Compressor::kNone || c == Compressor::kRandomk;
+  if (trivial) {
+    Moments mom;
+    SIEVE_RETURN_IF_ERROR(be->ComputeMoments(x, d, &mom));
+    if (mom.nonfinite != 0) return NonFiniteError(mom.nonfinite);
+    s.sumsq_total = mom.sumsq;
+    if (c == Compressor::kNone) {
+      s.dense = true;
+    } else if (k == d) {
+      AllIndices(d, &s.indices);
+    } else if (c == Compressor::kRandomk) {
+      RandomIndices(d, k, opt.seed, &s.indices);
+    }
+    *out = std::move(s);
+    return Status::Ok();
+  }
+  switch (c) {
+    case Compressor::kTopk:
+      SIEVE_RETURN_IF_ERROR(RunTopk(be, x, d, k, &s));
+      break;
+    case Compressor::kGaussiankPaper:
+      SIEVE_RETURN_IF_ERROR(RunGaussianPaper(be, x, d, k, &s));
+      break;
+    case Compressor::kGaussiank:
+      SIEVE_RETURN_IF_ERROR(RunGaussianRobust(be, x, d, k, opt, &s));
+      break;
+    case Compressor::kDgc:
+      SIEVE_RETURN_IF_ERROR(RunDgc(be, x, d, k, opt, &s));
+      break;
+    default:
+      return InternalError("unhandled compressor");
+  }
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+// Gathers the values (masking r and m when given) and the selected sum of squares.
+Status Finish(Backend* be, const float* x, float* mask_r, float* mask_m, Selection* out) {
+  if (out->dense) {
+    out->values.resize(out->dim);
+    SIEVE_RETURN_IF_ERROR(be->ToHost(x, out->dim, out->values.data()));
+    if (mask_r != nullptr) SIEVE_RETURN_IF_ERROR(be->Zero(mask_r, out->dim));
+    out->sumsq_selected = out->sumsq_total;
+    return Status::Ok();
+  }
+  out->values.resize(out->indices.size());
+  SIEVE_RETURN_IF_ERROR(be->GatherMask(x, out->indices.data(), out->indices.size(),
+                                       out->values.data(), mask_r, mask_m));
+  double ss = 0.0;
+  float min_abs = std::numeric_limits<float>::infinity();
+  for (float v : out->values) {
+    ss += static_cast<double>(v) * v;
+    min_abs = std::min(min_abs, std::fabs(v));
+  }
+  out->sumsq_selected = ss;
+  if ((std::isnan(out->threshold) || out->exact_fallback) && !out->values.empty() &&
+      out->indices.size() != out->dim) {
+    out->threshold = min_abs;  // exact top-k: the k-th largest |r|
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+double Selection::ContractionRatio() const {
+  if (!(sumsq_total > 0.0)) return 0.0;
+  return std::clamp((sumsq_total - sumsq_selected) / sumsq_total, 0.0, 1.0);
+}
+
+uint64_t KForDensity(double density, uint64_t d) {
+  if (!(density > 0.0)) return 0;
+  if (density >= 1.0) return d;
+  const auto k = static_cast<uint64_t>(std::llround(density * static_cast<double>(d)));
+  return std::clamp<uint64_t>(k, d > 0 ? 1 : 0, d);
+}
+
+Status Select(Device device, Compressor compressor, const float* x, size_t d, uint64_t k,
+              const SelectOptions& options, Selection* out) {
+  StatusOr<Backend*> be = GetBackend(device);
+  if (!be.ok()) return be.status();
+  Selection s;
+  SIEVE_RETURN_IF_ERROR(SelectIndices(*be, compressor, x, d, k, options, &s));
+  SIEVE_RETURN_IF_ERROR(Finish(*be, x, nullptr, nullptr, &s));
+  if (compressor == Compressor::kRandomk) s.threshold = kNaN;
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------------------ ErrorFeedback
+
+ErrorFeedback::ErrorFeedback(Device device, Backend* backend, size_t d, float* m, float* r)
+    : device_(device), backend_(backend), d_(d), m_(m), r_(r) {}
+
+ErrorFeedback::~ErrorFeedback() {
+  backend_->Free(m_);
+  backend_->Free(r_);
+}
+
+StatusOr<std::unique_ptr<ErrorFeedback>> ErrorFeedback::Create(Device device, size_t d) {
+  SIEVE_RETURN_IF_ERROR(CheckDims(d, 0));
+  StatusOr<Backend*> be = GetBackend(device);
+  if (!be.ok()) return be.status();
+  StatusOr<float*> m = (*be)->Alloc(d);
+  if (!m.ok()) return m.status();
+  StatusOr<float*> r = (*be)->Alloc(d);
+  if (!r.ok()) {
+    (*be)->Free(*m);
+    return r.status();
+  }
+  return std::unique_ptr<ErrorFeedback>(new ErrorFeedback(device, *be, d, *m, *r));
+}
+
+Status ErrorFeedback::Accumulate(std::span<const float> grad_host, float momentum, float lr) {
+  if (grad_host.size() != d_) {
+    return InvalidArgumentError("gradient has " + std::to_string(grad_host.size()) +
+                                " entries, expected " + std::to_string(d_));
+  }
+  if (device_ == Device::kCpu) return AccumulateDevice(grad_host.data(), momentum, lr);
+  StatusOr<float*> g = backend_->Alloc(d_);
+  if (!g.ok()) return g.status();
+  Status st = backend_->FromHost(grad_host.data(), d_, *g);
+  if (st.ok()) st = AccumulateDevice(*g, momentum, lr);
+  backend_->Free(*g);
+  return st;
+}
+
+Status ErrorFeedback::AccumulateDevice(const float* grad_dev, float momentum, float lr) {
+  if (grad_dev == nullptr) return InvalidArgumentError("null gradient");
+  if (!std::isfinite(momentum) || !std::isfinite(lr)) {
+    return InvalidArgumentError("momentum and learning rate must be finite");
+  }
+  return backend_->MomentumAccumulate(m_, r_, grad_dev, d_, momentum, lr);
+}
+
+Status ErrorFeedback::Select(Compressor compressor, uint64_t k, const SelectOptions& options,
+                             Selection* out) {
+  Selection s;
+  SIEVE_RETURN_IF_ERROR(SelectIndices(backend_, compressor, r_, d_, k, options, &s));
+  // Nothing was modified so far; from here on r (and m unless dense) are masked.
+  SIEVE_RETURN_IF_ERROR(Finish(backend_, r_, r_, s.dense ? nullptr : m_, &s));
+  if (compressor == Compressor::kRandomk) s.threshold = kNaN;
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status ErrorFeedback::SigmaHistogram(double width_sigma, int bins,
+                                     std::vector<uint64_t>* counts) const {
+  if (bins < 2 || bins > 4096) return InvalidArgumentError("bins must be in [2, 4096]");
+  if (!(width_sigma > 0.0) || !std::isfinite(width_sigma)) {
+    return InvalidArgumentError("width_sigma must be positive and finite");
+  }
+  Moments mom;
+  SIEVE_RETURN_IF_ERROR(backend_->ComputeMoments(r_, d_, &mom));
+  if (mom.nonfinite != 0) return NonFiniteError(mom.nonfinite);
+  const double n = static_cast<double>(d_);
+  const double mean = mom.sum / n;
+  double sigma = std::sqrt(std::max(0.0, mom.sumsq / n - mean * mean));
+  if (!(sigma > 0.0)) sigma = 1.0;  // constant r: everything lands in the centre bin(s)
+  return backend_->SigmaHistogram(r_, d_, mean, sigma, width_sigma, bins, counts);
+}
+
+Status ErrorFeedback::ReadState(std::vector<float>* m, std::vector<float>* r) const {
+  if (m != nullptr) {
+    m->resize(d_);
+    SIEVE_RETURN_IF_ERROR(backend_->ToHost(m_, d_, m->data()));
+  }
+  if (r != nullptr) {
+    r->resize(d_);
+    SIEVE_RETURN_IF_ERROR(backend_->ToHost(r_, d_, r->data()));
+  }
+  return Status::Ok();
+}
+
+Status ErrorFeedback::WriteState(std::span<const float> m, std::span<const float> r) {
+  if (m.size() != d_ || r.size() != d_) {
+    return InvalidArgumentError("state must have " + std::to_string(d_) + " entries");
+  }
+  SIEVE_RETURN_IF_ERROR(backend_->FromHost(m.data(), d_, m_));
+  return backend_->FromHost(r.data(), d_, r_);
+}
+
+}  // namespace sieve

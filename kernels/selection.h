@@ -1,0 +1,120 @@
+// Selection operators and per-worker error feedback (DESIGN.md, "Data flow of one round", steps
+// 2–5). A flat float32 vector r of length d (1 ≤ d ≤ 2^32−1; sizes are 64-bit) lives in the
+// memory of a backend (Device); the result of a selection is always copied into host vectors:
+// global indices as uint32 sorted strictly ascending, and the values r[i] at those indices.
+//
+// Errors on caller input are Status values and leave every piece of state unchanged: k > d,
+// d = 0 or d ≥ 2^32, NaN/±Inf anywhere in r (nothing is selected), bad sizes, an unavailable
+// device. Only k = 0 … d is accepted; k = 0 selects nothing, k = d selects everything.
+//
+// Ownership: ErrorFeedback owns its m and r buffers (backend memory); it is movable, not
+// copyable. Thread-safety: one ErrorFeedback must not be used from two threads at once; distinct
+// objects and the free functions are safe to use concurrently.
+#ifndef SIEVE_KERNELS_SELECTION_H_
+#define SIEVE_KERNELS_SELECTION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/compressor.h"
+#include "kernels/device.h"
+
+namespace sieve {
+
+class Backend;
+
+struct SelectOptions {
+  // gaussiank / dgc: when > 0 and finite, used as the first threshold guess instead of the
+  // statistics (one counting pass in steady state). Ignored by the other operators.
+  float prev_threshold = 0.0f;
+  // randomk: the generator seed (e.g. a hash of worker rank and round); dgc: the seed of the
+  // random start of its strided sample. Same seed + same input → same selection.
+  uint64_t seed = 0;
+};
+
+struct Selection {
+  uint64_t dim = 0;  // d of the vector selected from
+  // kNone: true; `values` holds all d entries in order and `indices` stays empty.
+  bool dense = false;
+  std::vector<uint32_t> indices;  // ascending global indices (empty when dense)
+  std::vector<float> values;      // r[indices[j]] (or r when dense)
+  // Entries with |r| > threshold were selected (gaussiank*, dgc). topk: the k-th largest |r|.
+  // NaN when the operator has no threshold (none, randomk, k = 0).
+  float threshold = 0.0f;
+  // gaussiank*, dgc: threshold adjustments (counting passes after the first); 0 otherwise.
+  int iterations = 0;
+  // gaussiank / dgc: true when the exact top-k over the candidates decided the final set.
+  bool exact_fallback = false;
+  // Σ r² over all d entries and over the selected ones (double accumulation, one pass).
+  double sumsq_total = 0.0;
+  double sumsq_selected = 0.0;
+
+  size_t size() const { return values.size(); }
+  // ‖r − sel(r)‖² / ‖r‖² (0 when r = 0).
+  double ContractionRatio() const;
+};
+
+// Selects from x (length d, in the memory of `device`) without modifying it. k ≤ d.
+Status Select(Device device, Compressor compressor, const float* x, size_t d, uint64_t k,
+              const SelectOptions& options, Selection* out);
+
+// Host-memory convenience (the server's shard and its two-way compression): CPU backend.
+inline Status SelectHost(Compressor compressor, std::span<const float> x, uint64_t k,
+                         const SelectOptions& options, Selection* out) {
+  return Select(Device::kCpu, compressor, x.data(), x.size(), k, options, out);
+}
+
+// k for a density ρ ∈ [0, 1]: round(ρ·d) clamped to [min(1, d)·(ρ > 0), d].
+uint64_t KForDensity(double density, uint64_t d);
+
+// Per-worker error-feedback state: momentum m and residual r of length d in backend memory.
+class ErrorFeedback {
+ public:
+  // Both buffers start at zero.
+  static StatusOr<std::unique_ptr<ErrorFeedback>> Create(Device device, size_t d);
+  ~ErrorFeedback();
+  ErrorFeedback(const ErrorFeedback&) = delete;
+  ErrorFeedback& operator=(const ErrorFeedback&) = delete;
+
+  Device device() const { return device_; }
+  size_t dim() const { return d_; }
+
+  // m = momentum·m + g; r += lr·m (DGC momentum correction with the learning rate inside the
+  // memory). grad_host has length d. One pass; single rounding per operation (no FMA).
+  Status Accumulate(std::span<const float> grad_host, float momentum, float lr);
+  // The same with the gradient already in this backend's memory (length d).
+  Status AccumulateDevice(const float* grad_dev, float momentum, float lr);
+
+  // S = select(r); out gets (S, r[S]); then r[S] = 0 and m[S] = 0 (momentum-factor masking).
+  // kNone: out is dense (all of r), r = 0, m untouched. On error nothing changes.
+  Status Select(Compressor compressor, uint64_t k, const SelectOptions& options, Selection* out);
+
+  // Histogram of r in σ bins: `bins` bins of width `width_sigma`·σ centred on the mean of r;
+  // out-of-range values land in the first / last bin. bins in [2, 4096], width_sigma > 0.
+  Status SigmaHistogram(double width_sigma, int bins, std::vector<uint64_t>* counts) const;
+
+  // Host copies of the state (tests, checkpoints) and a way to restore it (lengths d).
+  Status ReadState(std::vector<float>* m, std::vector<float>* r) const;
+  Status WriteState(std::span<const float> m, std::span<const float> r);
+
+  // Backend-memory pointers (valid for the object's lifetime), e.g. for Select(device, ...).
+  const float* residual_data() const { return r_; }
+  const float* momentum_data() const { return m_; }
+
+ private:
+  ErrorFeedback(Device device, Backend* backend, size_t d, float* m, float* r);
+
+  Device device_;
+  Backend* backend_;
+  size_t d_;
+  float* m_;
+  float* r_;
+};
+
+}  // namespace sieve
+
+#endif  // SIEVE_KERNELS_SELECTION_H_

@@ -1,0 +1,44 @@
+// Host-memory helpers around sparse (index, value) vectors, used by workers and by the server,
+// which keeps its shard on the host: scatter-add into a dense buffer, the split of sorted global
+// indices into per-shard slices with shard-relative uint32 indices, and fp16 packing of values.
+// All inputs are validated (bounds, ordering, sizes) and reported as Status; outputs are caller-
+// owned. Pure functions on caller buffers: thread-safe as long as buffers are not shared.
+#ifndef SIEVE_KERNELS_SPARSE_OPS_H_
+#define SIEVE_KERNELS_SPARSE_OPS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+
+namespace sieve {
+
+// dense[indices[j]] += scale · values[j] for every j (duplicates accumulate). Fails, touching
+// nothing, when the sizes differ or an index is ≥ dense.size().
+Status ScatterAdd(std::span<const uint32_t> indices, std::span<const float> values, float scale,
+                  std::span<float> dense);
+
+// Splits ascending global indices by contiguous shard ranges. `bounds` has S+1 entries
+// 0 = b_0 ≤ b_1 ≤ … ≤ b_S (shard s owns [b_s, b_{s+1})). On success `offsets` has S+1 entries:
+// shard s owns positions [offsets[s], offsets[s+1]) of `indices` (and of the matching values,
+// which therefore need no copy), and relative[j] = indices[j] − b_s for those positions.
+// Fails when bounds are malformed, indices are not strictly ascending, or an index is ≥ b_S.
+Status SplitByShard(std::span<const uint32_t> indices, std::span<const uint64_t> bounds,
+                    std::vector<size_t>* offsets, std::vector<uint32_t>* relative);
+
+// The balanced split of [0, d) into `shards` contiguous ranges (first d % shards get one more).
+std::vector<uint64_t> BalancedShardBounds(uint64_t d, uint32_t shards);
+
+// IEEE-754 binary16 conversion, round to nearest even; overflow → ±Inf, NaN stays NaN,
+// subnormals handled in both directions.
+uint16_t FloatToHalf(float f);
+float HalfToFloat(uint16_t h);
+// Elementwise over spans of equal length (fails otherwise).
+Status PackFp16(std::span<const float> in, std::span<uint16_t> out);
+Status UnpackFp16(std::span<const uint16_t> in, std::span<float> out);
+
+}  // namespace sieve
+
+#endif  // SIEVE_KERNELS_SPARSE_OPS_H_
