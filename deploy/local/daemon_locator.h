@@ -1,0 +1,28 @@
+// Finding the sieve daemons (sieve-scheduler, sieve-server, sieve-worker) and the flags they
+// define.
+//
+// Contract:
+// - FindDaemon(program, bin_dir) returns the first executable regular file named `program` in:
+//   bin_dir (when not empty); the directory of the running `sieve` binary; its ../scheduler,
+//   ../server and ../worker (the build tree layout); then each directory of $PATH. NotFound
+//   lists the places searched.
+// - QueryDaemonFlags(path) runs `path --helpxml` (bounded wait; gflags exits non-zero after
+//   printing, so the exit code is ignored) and parses the XML. Errors name the program.
+#ifndef SIEVE_DEPLOY_LOCAL_DAEMON_LOCATOR_H_
+#define SIEVE_DEPLOY_LOCAL_DAEMON_LOCATOR_H_
+
+#include <chrono>
+#include <string>
+
+#include "base/status.h"
+#include "deploy/local/flag_routing.h"
+
+namespace sieve {
+
+StatusOr<std::string> FindDaemon(const std::string& program, const std::string& bin_dir);
+
+StatusOr<DaemonFlags> QueryDaemonFlags(const std::string& path, std::chrono::milliseconds timeout);
+
+}  // namespace sieve
+
+#endif  // SIEVE_DEPLOY_LOCAL_DAEMON_LOCATOR_H_

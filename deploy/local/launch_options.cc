@@ -1,0 +1,123 @@
+#include "deploy/local/launch_options.h"
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <string_view>
+
+namespace sieve {
+
+const char kLaunchUsage[] =
+    R"(usage: sieve launch [launcher flags] [--] [daemon flags...]
+
+Starts a local cluster: sieve-scheduler, then S sieve-server and W sieve-worker processes
+(each with --scheduler=127.0.0.1:PORT --rank=i). Their output is printed line by line with a
+[scheduler], [server i] or [worker i] prefix. If any process fails, all others are stopped and
+the launcher exits non-zero naming it; Ctrl-C (or SIGTERM) stops everything.
+
+Launcher flags:
+  --num_servers=S          servers to start (default 1)
+  --num_workers=W          workers to start (default 1); both also go to the scheduler
+  --port=P                 scheduler port; 0 lets the scheduler pick (default 0)
+  --bin_dir=DIR            where to look first for the daemons (then next to sieve,
+                           ../scheduler, ../server, ../worker, then PATH)
+  --log_dir=DIR            also write each process's output to DIR/<role>-<rank>.log
+  --startup_timeout_ms=N   wait for the scheduler's "listening on" line (default 30000)
+  --finish_grace_ms=N      once the scheduler exits 0, how long the others may take
+                           (default 10000)
+  --stop_timeout_ms=N      SIGTERM to SIGKILL interval when stopping (default 5000)
+
+Daemon flags: every other flag (--name=value, --name value, --name, --noname) goes to exactly
+the daemons that define it (as listed by their --helpxml); a flag no daemon defines is an error.
+
+Exit status: 0 when every process exits 0; 1 when one fails; 2 for usage errors;
+130/143 when interrupted by SIGINT/SIGTERM.
+)";
+
+namespace {
+
+Status ParseInt(const std::string& name, std::string_view text, long min, long max, long* out) {
+  long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    return InvalidArgumentError("--" + name + " must be an integer in [" + std::to_string(min) +
+                                ", " + std::to_string(max) + "], got '" + std::string(text) + "'");
+  }
+  *out = value;
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
+  LaunchOptions o;
+  auto set_int = [](int* field, long min, long max) {
+    return [=](const std::string& name, std::string_view v) {
+      long x = 0;
+      SIEVE_RETURN_IF_ERROR(ParseInt(name, v, min, max, &x));
+      *field = static_cast<int>(x);
+      return Status::Ok();
+    };
+  };
+  auto set_ms = [](std::chrono::milliseconds* field) {
+    return [=](const std::string& name, std::string_view v) {
+      long x = 0;
+      SIEVE_RETURN_IF_ERROR(ParseInt(name, v, 0, 24L * 3600 * 1000, &x));
+      *field = std::chrono::milliseconds(x);
+      return Status::Ok();
+    };
+  };
+  auto set_str = [](std::string* field) {
+    return [=](const std::string& name, std::string_view v) {
+      if (v.empty()) return InvalidArgumentError("--" + name + " must not be empty");
+      *field = std::string(v);
+      return Status::Ok();
+    };
+  };
+  const std::map<std::string, std::function<Status(const std::string&, std::string_view)>> own = {
+      {"num_servers", set_int(&o.num_servers, 1, 4096)},
+      {"num_workers", set_int(&o.num_workers, 1, 4096)},
+      {"port", set_int(&o.port, 0, 65535)},
+      {"bin_dir", set_str(&o.bin_dir)},
+      {"log_dir", set_str(&o.log_dir)},
+      {"startup_timeout_ms", set_ms(&o.startup_timeout)},
+      {"finish_grace_ms", set_ms(&o.finish_grace)},
+      {"stop_timeout_ms", set_ms(&o.stop_timeout)},
+  };
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word == "--") {
+      o.pass_through.insert(o.pass_through.end(), args.begin() + i + 1, args.end());
+      break;
+    }
+    if (word == "--help" || word == "-h" || word == "-help") {
+      o.help = true;
+      return o;
+    }
+    std::string_view body = word;
+    if (body.starts_with("--")) {
+      body.remove_prefix(2);
+    } else if (body.starts_with("-")) {
+      body.remove_prefix(1);
+    }
+    size_t eq = body.find('=');
+    auto it = own.find(std::string(body.substr(0, eq)));
+    if (body.size() == word.size() || it == own.end()) {
+      o.pass_through.push_back(word);
+      continue;
+    }
+    std::string_view value;
+    if (eq != std::string_view::npos) {
+      value = body.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return InvalidArgumentError("--" + it->first + " needs a value");
+    }
+    SIEVE_RETURN_IF_ERROR(it->second(it->first, value));
+  }
+  return o;
+}
+
+}  // namespace sieve

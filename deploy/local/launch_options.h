@@ -1,0 +1,41 @@
+// Command-line options of `sieve launch`.
+//
+// Contract: ParseLaunchArgs() consumes the launcher's own flags (see kLaunchUsage), written
+// `--name=value` or `--name value`, anywhere among the arguments; every other word is kept, in
+// order, in pass_through for flag routing. Everything after a bare `--` is pass-through as is.
+// Out-of-range or malformed values are InvalidArgument errors naming the flag. `--help`/`-h`
+// sets help and nothing else is checked.
+#ifndef SIEVE_DEPLOY_LOCAL_LAUNCH_OPTIONS_H_
+#define SIEVE_DEPLOY_LOCAL_LAUNCH_OPTIONS_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace sieve {
+
+extern const char kLaunchUsage[];
+
+struct LaunchOptions {
+  int num_servers = 1;
+  int num_workers = 1;
+  int port = 0;  // 0: the scheduler picks one and reports it
+  std::string bin_dir;
+  std::string log_dir;
+  // How long the scheduler may take to print its "listening on" line.
+  std::chrono::milliseconds startup_timeout{30000};
+  // How long servers and workers may keep running once the scheduler has exited 0.
+  std::chrono::milliseconds finish_grace{10000};
+  // SIGTERM → SIGKILL interval when stopping everything.
+  std::chrono::milliseconds stop_timeout{5000};
+  bool help = false;
+  std::vector<std::string> pass_through;
+};
+
+StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args);
+
+}  // namespace sieve
+
+#endif  // SIEVE_DEPLOY_LOCAL_LAUNCH_OPTIONS_H_

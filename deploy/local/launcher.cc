@@ -1,0 +1,260 @@
+#include "deploy/local/launcher.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "deploy/local/child_process.h"
+#include "deploy/local/daemon_locator.h"
+#include "deploy/local/flag_routing.h"
+#include "deploy/local/supervisor.h"
+
+namespace sieve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr milliseconds kHelpXmlTimeout{10000};
+constexpr milliseconds kIdlePoll{1000};
+const char kListeningMarker[] = "sieve-scheduler listening on ";
+
+struct Role {
+  const char* name;     // "server": used in prefixes, log names and routing
+  const char* program;  // "sieve-server"
+};
+constexpr Role kRoles[] = {
+    {"scheduler", "sieve-scheduler"}, {"server", "sieve-server"}, {"worker", "sieve-worker"}};
+
+class Reporter {
+ public:
+  explicit Reporter(int fd) : fd_(fd) {}
+  void Say(const std::string& message) const {
+    std::string line = "sieve launch: " + message + "\n";
+    (void)!write(fd_, line.data(), line.size());
+  }
+
+ private:
+  int fd_;
+};
+
+// The port in "...sieve-scheduler listening on HOST:PORT", or nullopt.
+std::optional<int> ListeningPort(std::string_view line) {
+  size_t at = line.find(kListeningMarker);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view address = line.substr(at + sizeof(kListeningMarker) - 1);
+  while (!address.empty() && (address.back() == ' ' || address.back() == '\r')) {
+    address.remove_suffix(1);
+  }
+  size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view digits = address.substr(colon + 1);
+  int port = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (ec != std::errc() || end != digits.data() + digits.size() || port <= 0 || port > 65535) {
+    return std::nullopt;
+  }
+  return port;
+}
+
+Status MakeDirs(const std::string& dir) {
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    std::string prefix = dir.substr(0, pos);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return UnavailableError("cannot create " + prefix + ": " + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+// Command lines of every process, or a usage error.
+struct Plan {
+  std::vector<ChildSpec> scheduler_servers_workers[3];
+};
+
+StatusOr<Plan> MakePlan(const LaunchOptions& o) {
+  std::string paths[3];
+  DaemonFlags flags[3];
+  for (int r = 0; r < 3; ++r) {
+    auto path = FindDaemon(kRoles[r].program, o.bin_dir);
+    if (!path.ok()) return path.status();
+    paths[r] = *path;
+    auto f = QueryDaemonFlags(paths[r], kHelpXmlTimeout);
+    if (!f.ok()) return f.status();
+    flags[r] = *f;
+  }
+  std::vector<const DaemonFlags*> daemons = {&flags[0], &flags[1], &flags[2]};
+  auto parsed = ParsePassThrough(
+      o.pass_through, [&](const std::string& name) { return KindAcross(daemons, name); });
+  if (!parsed.ok()) return parsed.status();
+  for (const PassThroughFlag& f : *parsed) {
+    if (f.name == "scheduler" || f.name == "rank") {
+      return InvalidArgumentError("--" + f.name + " is set by the launcher for each process");
+    }
+    if (f.name == "helpxml" || f.name == "help" || f.name == "helpfull") {
+      return InvalidArgumentError("--" + f.name + " cannot be passed through");
+    }
+  }
+  std::vector<PassThroughFlag> counts = {{"num_workers", std::to_string(o.num_workers)},
+                                         {"num_servers", std::to_string(o.num_servers)}};
+  counts.insert(counts.end(), parsed->begin(), parsed->end());
+  // The scheduler always takes the counts, whether or not its --helpxml lists them.
+  flags[0].types.emplace("num_workers", "int32");
+  flags[0].types.emplace("num_servers", "int32");
+  auto routed = RouteFlags(counts, {kRoles[0].name, kRoles[1].name, kRoles[2].name}, daemons);
+  if (!routed.ok()) return routed.status();
+
+  Plan plan;
+  const int counts_per_role[3] = {1, o.num_servers, o.num_workers};
+  for (int r = 0; r < 3; ++r) {
+    for (int rank = 0; rank < counts_per_role[r]; ++rank) {
+      ChildSpec spec;
+      spec.name =
+          r == 0 ? kRoles[r].name : std::string(kRoles[r].name) + " " + std::to_string(rank);
+      spec.log_name =
+          r == 0 ? kRoles[r].name : std::string(kRoles[r].name) + "-" + std::to_string(rank);
+      spec.argv.push_back(paths[r]);
+      // --scheduler is filled in once the port is known.
+      if (r == 0) {
+        spec.argv.push_back("--port=" + std::to_string(o.port));
+      } else {
+        spec.argv.push_back("--rank=" + std::to_string(rank));
+      }
+      const auto& mine = (*routed)[kRoles[r].name];
+      spec.argv.insert(spec.argv.end(), mine.begin(), mine.end());
+      plan.scheduler_servers_workers[r].push_back(std::move(spec));
+    }
+  }
+  return plan;
+}
+
+int MillisUntil(Clock::time_point t) {
+  auto left = std::chrono::duration_cast<milliseconds>(t - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+// Stops everything, then returns `failure_code`.
+int StopAndExit(Supervisor& sup, const LaunchOptions& o, int failure_code) {
+  sup.StopAll(o.stop_timeout);
+  return failure_code;
+}
+
+// The first child (in exit order) that ended badly.
+std::optional<size_t> FirstFailure(const Supervisor& sup) {
+  for (size_t i : sup.exit_order()) {
+    int st = sup.wait_status(i);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return i;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
+  Reporter say(err_fd);
+  auto plan = MakePlan(o);
+  if (!plan.ok()) {
+    say.Say(plan.status().message());
+    return plan.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  }
+  if (!o.log_dir.empty()) {
+    if (Status s = MakeDirs(o.log_dir); !s.ok()) {
+      say.Say(s.message());
+      return kExitFailure;
+    }
+  }
+
+  Supervisor sup({o.log_dir, out_fd, err_fd});
+  if (Status s = sup.Init(); !s.ok()) {
+    say.Say(s.message());
+    return kExitFailure;
+  }
+  std::optional<int> port;
+  sup.set_line_observer([&](size_t child, bool is_stderr, std::string_view line) {
+    if (child == 0 && !is_stderr && !port) port = ListeningPort(line);
+  });
+
+  auto interrupted = [&] {
+    int sig = sup.received_signal();
+    if (sig == 0) return false;
+    say.Say(std::string("received ") + strsignal(sig) + "; stopping all processes");
+    return true;
+  };
+  auto report_failure = [&](size_t i) {
+    say.Say(sup.name(i) + " (pid " + std::to_string(sup.pid(i)) +
+            ") failed: " + DescribeWaitStatus(sup.wait_status(i)) + "; stopping all processes");
+  };
+
+  // Scheduler, then its port.
+  if (auto s = sup.Start(plan->scheduler_servers_workers[0][0]); !s.ok()) {
+    say.Say(s.status().message());
+    return kExitFailure;
+  }
+  const auto startup_deadline = Clock::now() + o.startup_timeout;
+  while (!port) {
+    if (interrupted()) return StopAndExit(sup, o, 128 + sup.received_signal());
+    if (!sup.running(0)) {
+      say.Say("scheduler " + DescribeWaitStatus(sup.wait_status(0)) + " before reporting its port");
+      return StopAndExit(sup, o, kExitFailure);
+    }
+    int left = MillisUntil(startup_deadline);
+    if (left == 0) {
+      say.Say("scheduler did not print \"" + std::string(kListeningMarker) + "HOST:PORT\" within " +
+              std::to_string(o.startup_timeout.count()) + " ms");
+      return StopAndExit(sup, o, kExitFailure);
+    }
+    sup.Pump(milliseconds(left));
+  }
+  const std::string scheduler_flag = "--scheduler=127.0.0.1:" + std::to_string(*port);
+
+  for (int r = 1; r < 3; ++r) {
+    for (ChildSpec spec : plan->scheduler_servers_workers[r]) {
+      spec.argv.insert(spec.argv.begin() + 1, scheduler_flag);
+      if (auto s = sup.Start(spec); !s.ok()) {
+        say.Say(s.status().message());
+        return StopAndExit(sup, o, kExitFailure);
+      }
+    }
+  }
+
+  std::optional<Clock::time_point> finish_deadline;
+  for (;;) {
+    if (interrupted()) return StopAndExit(sup, o, 128 + sup.received_signal());
+    if (auto failed = FirstFailure(sup)) {
+      report_failure(*failed);
+      return StopAndExit(sup, o, kExitFailure);
+    }
+    if (!sup.AnyRunning()) {
+      sup.StopAll(milliseconds(0));  // drains the last output
+      return 0;
+    }
+    if (!sup.running(0) && !finish_deadline) finish_deadline = Clock::now() + o.finish_grace;
+    int timeout = static_cast<int>(kIdlePoll.count());
+    if (finish_deadline) {
+      timeout = MillisUntil(*finish_deadline);
+      if (timeout == 0) {
+        std::string left;
+        for (size_t i = 0; i < sup.size(); ++i) {
+          if (sup.running(i)) left += (left.empty() ? "" : ", ") + sup.name(i);
+        }
+        say.Say("scheduler exited 0 but " + left + " still running after " +
+                std::to_string(o.finish_grace.count()) + " ms; stopping them");
+        return StopAndExit(sup, o, kExitFailure);
+      }
+    }
+    sup.Pump(milliseconds(timeout));
+  }
+}
+
+}  // namespace sieve

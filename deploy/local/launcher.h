@@ -1,0 +1,29 @@
+// Launch(): run a local sieve cluster to completion.
+//
+// Contract, in order:
+// 1. Find sieve-scheduler, sieve-server and sieve-worker (daemon_locator.h) and ask each for its
+//    flags (--helpxml, once per daemon per launch). Route the pass-through flags
+//    (flag_routing.h); a flag no daemon defines, or one the launcher sets itself (--scheduler,
+//    --rank), is a usage error: nothing is started, exit 2.
+// 2. Start the scheduler with --port, --num_workers, --num_servers (the last two also go to any
+//    other daemon defining them) and its routed flags; wait (bounded by startup_timeout) for its
+//    line "sieve-scheduler listening on HOST:PORT".
+// 3. Start servers 0..S-1 and workers 0..W-1 with --scheduler=127.0.0.1:PORT --rank=i and their
+//    routed flags. Output is relayed with [scheduler] / [server i] / [worker i] prefixes.
+// 4. Exit 0 once every process has exited 0. If one exits non-zero or by a signal, stop all
+//    others (SIGTERM, then SIGKILL after stop_timeout), print which one failed and how, exit 1.
+//    If the scheduler exits 0 and others are still running after finish_grace, stop them and
+//    exit 1. SIGINT/SIGTERM to the launcher stops everyone and exits 128 + signal.
+// Launcher messages go to err_fd prefixed "sieve launch: ". Nothing is left running on return.
+#ifndef SIEVE_DEPLOY_LOCAL_LAUNCHER_H_
+#define SIEVE_DEPLOY_LOCAL_LAUNCHER_H_
+
+#include "deploy/local/launch_options.h"
+
+namespace sieve {
+
+int Launch(const LaunchOptions& options, int out_fd = 1, int err_fd = 2);
+
+}  // namespace sieve
+
+#endif  // SIEVE_DEPLOY_LOCAL_LAUNCHER_H_

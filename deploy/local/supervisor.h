@@ -1,0 +1,93 @@
+// Supervisor: runs a set of child processes, relays their output as prefixed lines, reaps them,
+// and stops them all on request.
+//
+// Contract:
+// - Init() installs handlers for SIGINT, SIGTERM and SIGCHLD (self-pipe), and ignores SIGPIPE,
+//   for the lifetime of the process; call it once before Start(). received_signal() reports the
+//   last SIGINT/SIGTERM seen (0 if none).
+// - Start() spawns a child in its own process group (see child_process.h). Every complete line
+//   it writes is printed to the supervisor's out fd (child stdout) or err fd (child stderr) as
+//   "[<name>] <line>" with one write() per line, so lines from different children never mix
+//   mid-line. With a log dir, the raw lines (stdout and stderr) also go to
+//   <log_dir>/<log_name>.log. The observer, if set, sees every line after it is printed.
+// - Pump(t) waits at most t for output, a child exit or a signal, and handles whatever arrived;
+//   exits are reaped (no zombies) and recorded in exit_order() in the order they were seen.
+// - StopAll(grace) sends SIGTERM to the process group of every running child, waits up to `grace`
+//   for them to exit (a second SIGINT/SIGTERM cuts the wait short), SIGKILLs the groups of what is
+//   left, reaps everything and drains the remaining output (bounded). The destructor does the same
+//   with no grace, so nothing outlives the supervisor.
+// Single-threaded: all methods from one thread.
+#ifndef SIEVE_DEPLOY_LOCAL_SUPERVISOR_H_
+#define SIEVE_DEPLOY_LOCAL_SUPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "deploy/local/line_prefixer.h"
+
+namespace sieve {
+
+struct ChildSpec {
+  std::string name;      // shown in prefixes and messages: "worker 2"
+  std::string log_name;  // log file stem: "worker-2"
+  std::vector<std::string> argv;
+};
+
+struct SupervisorOptions {
+  std::string log_dir;  // empty: no log files
+  int out_fd = 1;
+  int err_fd = 2;
+};
+
+class Supervisor {
+ public:
+  using LineObserver = std::function<void(size_t child, bool is_stderr, std::string_view line)>;
+
+  explicit Supervisor(SupervisorOptions options);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  Status Init();
+  // Index of the new child.
+  StatusOr<size_t> Start(const ChildSpec& spec);
+  void set_line_observer(LineObserver observer) { observer_ = std::move(observer); }
+
+  void Pump(std::chrono::milliseconds timeout);
+  void StopAll(std::chrono::milliseconds grace);
+
+  size_t size() const { return children_.size(); }
+  const std::string& name(size_t i) const;
+  pid_t pid(size_t i) const;
+  bool running(size_t i) const;
+  int wait_status(size_t i) const;
+  bool AnyRunning() const;
+  const std::vector<size_t>& exit_order() const { return exit_order_; }
+  int received_signal() const;
+
+ private:
+  struct Child;
+
+  void ReadFrom(Child& c, bool is_stderr);
+  void Emit(Child& c, bool is_stderr, const std::vector<std::string>& lines);
+  void ReapExited();
+  void DrainOutput(std::chrono::milliseconds limit);
+  void SignalRunning(int sig);
+
+  SupervisorOptions options_;
+  std::vector<std::unique_ptr<Child>> children_;
+  std::vector<size_t> exit_order_;
+  bool stopped_ = false;
+  LineObserver observer_;
+};
+
+}  // namespace sieve
+
+#endif  // SIEVE_DEPLOY_LOCAL_SUPERVISOR_H_
