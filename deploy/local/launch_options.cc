@@ -22,10 +22,13 @@ Launcher flags:
   --bin_dir=DIR            where to look first for the daemons (then next to sieve,
                            ../scheduler, ../server, ../worker, then PATH)
   --log_dir=DIR            also write each process's output to DIR/<role>-<rank>.log
-  --startup_timeout_ms=N   wait for the scheduler's "listening on" line (default 30000)
+  --listen_timeout_ms=N    wait for the scheduler's "listening on" line (default 30000)
   --finish_grace_ms=N      once the scheduler exits 0, how long the others may take
                            (default 10000)
   --stop_timeout_ms=N      SIGTERM to SIGKILL interval when stopping (default 5000)
+
+The launcher's own flags are never passed through (so glog's --log_dir of the daemons is
+not reachable from here); --scheduler and --rank are set per process.
 
 Daemon flags: every other flag (--name=value, --name value, --name, --noname) goes to exactly
 the daemons that define it (as listed by their --helpxml); a flag no daemon defines is an error.
@@ -80,7 +83,7 @@ StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
       {"port", set_int(&o.port, 0, 65535)},
       {"bin_dir", set_str(&o.bin_dir)},
       {"log_dir", set_str(&o.log_dir)},
-      {"startup_timeout_ms", set_ms(&o.startup_timeout)},
+      {"listen_timeout_ms", set_ms(&o.listen_timeout)},
       {"finish_grace_ms", set_ms(&o.finish_grace)},
       {"stop_timeout_ms", set_ms(&o.stop_timeout)},
   };

@@ -25,7 +25,7 @@ struct LaunchOptions {
   std::string bin_dir;
   std::string log_dir;
   // How long the scheduler may take to print its "listening on" line.
-  std::chrono::milliseconds startup_timeout{30000};
+  std::chrono::milliseconds listen_timeout{30000};
   // How long servers and workers may keep running once the scheduler has exited 0.
   std::chrono::milliseconds finish_grace{10000};
   // SIGTERM → SIGKILL interval when stopping everything.

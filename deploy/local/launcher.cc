@@ -201,17 +201,17 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
     say.Say(s.status().message());
     return kExitFailure;
   }
-  const auto startup_deadline = Clock::now() + o.startup_timeout;
+  const auto listen_deadline = Clock::now() + o.listen_timeout;
   while (!port) {
     if (interrupted()) return StopAndExit(sup, o, 128 + sup.received_signal());
     if (!sup.running(0)) {
       say.Say("scheduler " + DescribeWaitStatus(sup.wait_status(0)) + " before reporting its port");
       return StopAndExit(sup, o, kExitFailure);
     }
-    int left = MillisUntil(startup_deadline);
+    int left = MillisUntil(listen_deadline);
     if (left == 0) {
       say.Say("scheduler did not print \"" + std::string(kListeningMarker) + "HOST:PORT\" within " +
-              std::to_string(o.startup_timeout.count()) + " ms");
+              std::to_string(o.listen_timeout.count()) + " ms");
       return StopAndExit(sup, o, kExitFailure);
     }
     sup.Pump(milliseconds(left));

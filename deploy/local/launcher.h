@@ -6,7 +6,7 @@
 //    (flag_routing.h); a flag no daemon defines, or one the launcher sets itself (--scheduler,
 //    --rank), is a usage error: nothing is started, exit 2.
 // 2. Start the scheduler with --port, --num_workers, --num_servers (the last two also go to any
-//    other daemon defining them) and its routed flags; wait (bounded by startup_timeout) for its
+//    other daemon defining them) and its routed flags; wait (bounded by listen_timeout) for its
 //    line "sieve-scheduler listening on HOST:PORT".
 // 3. Start servers 0..S-1 and workers 0..W-1 with --scheduler=127.0.0.1:PORT --rank=i and their
 //    routed flags. Output is relayed with [scheduler] / [server i] / [worker i] prefixes.
