@@ -9,7 +9,6 @@ void Im2Col(const float* x, int batch, int h, int w, int c, int k, float* patche
   const int oh = h - k + 1;
   const int ow = w - k + 1;
   const int64_t row = int64_t{k} * k * c;
-#pragma omp parallel for if (batch >= 8)
   for (int b = 0; b < batch; ++b) {
     for (int oy = 0; oy < oh; ++oy) {
       for (int ox = 0; ox < ow; ++ox) {
@@ -29,7 +28,6 @@ void Col2Im(const float* dpatches, int batch, int h, int w, int c, int k, float*
   const int ow = w - k + 1;
   const int64_t row = int64_t{k} * k * c;
   const int64_t kc = int64_t{k} * c;
-#pragma omp parallel for if (batch >= 8)
   for (int b = 0; b < batch; ++b) {
     float* img = dx + int64_t{b} * h * w * c;
     std::memset(img, 0, sizeof(float) * h * w * c);

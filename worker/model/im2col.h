@@ -5,7 +5,7 @@
 //   oh = h - k + 1, ow = w - k + 1.
 // Im2Col overwrites `patches`; Col2Im is its adjoint: it *overwrites* dx (batch x h x w x c) with
 // the sum of every patch gradient at its source position. Buffers are owned by the caller.
-// Thread-safety: no shared state (OpenMP over the batch inside a call).
+// Thread-safety: no shared state.
 #ifndef SIEVE_WORKER_MODEL_IM2COL_H_
 #define SIEVE_WORKER_MODEL_IM2COL_H_
 

@@ -7,7 +7,6 @@ namespace sieve {
 void MaxPool2x2Forward(const float* x, int batch, int h, int w, int c, float* y, int32_t* argmax) {
   const int oh = h / 2;
   const int ow = w / 2;
-#pragma omp parallel for if (batch >= 8)
   for (int b = 0; b < batch; ++b) {
     for (int oy = 0; oy < oh; ++oy) {
       for (int ox = 0; ox < ow; ++ox) {
@@ -33,7 +32,6 @@ void MaxPool2x2Backward(const float* dy, const int32_t* argmax, int batch, int h
   std::memset(dx, 0, sizeof(float) * batch * h * w * c);
   const int n = batch * (h / 2) * (w / 2) * c;
   // Windows do not overlap, so every x position receives at most one contribution.
-#pragma omp parallel for if (n >= (1 << 16))
   for (int j = 0; j < n; ++j) dx[argmax[j]] = dy[j];
 }
 

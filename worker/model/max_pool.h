@@ -2,7 +2,7 @@
 // Forward overwrites y and records in argmax[j] the flat index into x of the maximum that produced
 // y[j] (first maximum on ties, in (dy, dx) order). Backward *overwrites* dx (batch x h x w x c)
 // with dy routed to those positions and zeros elsewhere. Buffers are owned by the caller.
-// Thread-safety: no shared state (OpenMP over the batch inside a call).
+// Thread-safety: no shared state.
 #ifndef SIEVE_WORKER_MODEL_MAX_POOL_H_
 #define SIEVE_WORKER_MODEL_MAX_POOL_H_
 

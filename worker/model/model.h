@@ -13,7 +13,8 @@
 //
 // Thread-safety: a Model instance keeps scratch buffers (grown on demand to the largest batch seen,
 // then reused without allocation) and must be used by one thread at a time; use one instance per
-// thread. Calls may use OpenMP and OpenBLAS threads internally.
+// thread. The only threads a call may use are OpenBLAS's own (inside sgemm); a process running
+// several workers on few cores should cap them (OPENBLAS_NUM_THREADS or openblas_set_num_threads).
 #ifndef SIEVE_WORKER_MODEL_MODEL_H_
 #define SIEVE_WORKER_MODEL_MODEL_H_
 

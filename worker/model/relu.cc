@@ -2,17 +2,11 @@
 
 namespace sieve {
 
-namespace {
-constexpr int64_t kParallelMin = 1 << 16;
-}  // namespace
-
 void ReluForward(float* v, int64_t n) {
-#pragma omp parallel for if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
 }
 
 void ReluBackward(const float* y, int64_t n, float* dv) {
-#pragma omp parallel for if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     if (y[i] <= 0.0f) dv[i] = 0.0f;
   }

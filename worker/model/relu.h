@@ -1,6 +1,6 @@
 // ReLU, in place. Forward: v[i] = max(v[i], 0). Backward: given the forward *output* y,
 // dv[i] = 0 wherever y[i] <= 0 (the subgradient 0 is used at 0). n is the element count.
-// Thread-safety: no shared state (OpenMP threads inside a call for large n).
+// Thread-safety: no shared state.
 #ifndef SIEVE_WORKER_MODEL_RELU_H_
 #define SIEVE_WORKER_MODEL_RELU_H_
 
