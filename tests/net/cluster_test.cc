@@ -1,0 +1,149 @@
+// Multi-process integration tests of the scheduler and the node runtime on loopback: real
+// sieve-scheduler processes and test_node stand-ins for servers and workers.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "tests/net/subprocess.h"
+
+namespace sieve::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string SchedulerBin() { return SelfDir() + "/../../scheduler/sieve-scheduler"; }
+std::string NodeBin() { return SelfDir() + "/test_node"; }
+
+struct Cluster {
+  std::unique_ptr<Subprocess> scheduler;
+  std::string address;
+  std::vector<std::unique_ptr<Subprocess>> nodes;
+
+  void StartScheduler(int servers, int workers, const std::string& extra = "") {
+    std::vector<std::string> argv = {SchedulerBin(),
+                                     "--port=0",
+                                     "--bind=127.0.0.1",
+                                     "--host=127.0.0.1",
+                                     "--num_servers=" + std::to_string(servers),
+                                     "--num_workers=" + std::to_string(workers),
+                                     "--heartbeat_timeout_ms=1000"};
+    if (!extra.empty()) argv.push_back(extra);
+    scheduler = std::make_unique<Subprocess>(argv);
+    auto line = scheduler->WaitFor("listening on", seconds(10));
+    ASSERT_TRUE(line.has_value()) << "scheduler did not start";
+    address = line->substr(line->rfind(' ') + 1);
+  }
+  Subprocess& StartNode(const std::string& role, std::vector<std::string> flags) {
+    std::vector<std::string> argv = {NodeBin(), "--scheduler=" + address, "--role=" + role};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    nodes.push_back(std::make_unique<Subprocess>(argv));
+    return *nodes.back();
+  }
+};
+
+bool ExitedOk(std::optional<int> st) { return st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0; }
+
+TEST(NetClusterTest, AllNodesGetSameTableBarrierAndCleanShutdown) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.StartScheduler(2, 3));
+  for (int i = 0; i < 2; ++i) c.StartNode("server", {"--barriers=2"});
+  for (int i = 0; i < 3; ++i) c.StartNode("worker", {"--barriers=2", "--num_params=1001"});
+  std::set<std::string> digests;
+  std::set<std::pair<std::string, int>> ranks;
+  for (auto& n : c.nodes) {
+    auto line = n->WaitFor("table ", seconds(20));
+    ASSERT_TRUE(line.has_value());
+    std::istringstream in(*line);
+    std::string word, role, digest, text;
+    int id, rank;
+    in >> word >> id >> role >> rank >> digest >> text;
+    digests.insert(digest);
+    ranks.insert({role, rank});
+    EXPECT_EQ(id, role == "server" ? 1 + rank : 3 + rank);
+    // Shards of D = 1001 over 2 servers: [0, 501) and [501, 1001).
+    EXPECT_NE(text.find("/0-501;"), std::string::npos) << text;
+    EXPECT_NE(text.find("/501-1001;"), std::string::npos) << text;
+  }
+  EXPECT_EQ(digests.size(), 1u) << "nodes disagree on the node table";
+  EXPECT_EQ(ranks, (std::set<std::pair<std::string, int>>{
+                       {"server", 0}, {"server", 1}, {"worker", 0}, {"worker", 1}, {"worker", 2}}));
+  for (auto& n : c.nodes) {
+    EXPECT_TRUE(n->WaitFor("barrier 2 done", seconds(20)).has_value());
+  }
+  for (auto& n : c.nodes) EXPECT_TRUE(ExitedOk(n->Wait(seconds(20))));
+  EXPECT_TRUE(ExitedOk(c.scheduler->Wait(seconds(20))));
+  for (auto& n : c.nodes) EXPECT_NE(kill(n->pid(), 0), 0) << "process left behind";
+}
+
+TEST(NetClusterTest, KilledWorkerIsDeclaredDeadAndOthersFinish) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.StartScheduler(2, 3));
+  for (int i = 0; i < 2; ++i)
+    c.StartNode("server", {"--wait_dead=1", "--rank=" + std::to_string(i)});
+  for (int i = 0; i < 3; ++i) {
+    c.StartNode("worker", {"--wait_dead=1", "--num_params=100", "--rank=" + std::to_string(i)});
+  }
+  for (auto& n : c.nodes) ASSERT_TRUE(n->WaitFor("barrier 1 done", seconds(20)).has_value());
+  Subprocess& victim = *c.nodes[4];  // worker rank 2 -> node id 5
+  const auto killed_at = std::chrono::steady_clock::now();
+  victim.Kill(SIGKILL);
+  for (size_t i = 0; i < 4; ++i) {
+    auto line = c.nodes[i]->WaitFor("dead ", seconds(10));
+    ASSERT_TRUE(line.has_value());
+    EXPECT_EQ(*line, "dead 5");
+  }
+  // Heartbeat timeout 1 s plus the scheduler's 100 ms check period; generous bound for a loaded CI.
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, seconds(8));
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(ExitedOk(c.nodes[i]->Wait(seconds(20))));
+  EXPECT_TRUE(ExitedOk(c.scheduler->Wait(seconds(20))));
+}
+
+TEST(NetClusterTest, DeadServerFailsTheJobWithoutHanging) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.StartScheduler(2, 1));
+  c.StartNode("server", {"--wait_dead=1", "--rank=0"});
+  c.StartNode("server", {"--wait_dead=1", "--rank=1"});
+  c.StartNode("worker", {"--wait_dead=1", "--num_params=100"});
+  for (auto& n : c.nodes) ASSERT_TRUE(n->WaitFor("barrier 1 done", seconds(20)).has_value());
+  c.nodes[1]->Kill(SIGKILL);
+  auto st = c.scheduler->Wait(seconds(20));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1);
+  for (size_t i : {0u, 2u}) {
+    auto exit = c.nodes[i]->Wait(seconds(20));
+    ASSERT_TRUE(exit.has_value()) << "node hangs after the job failed";
+  }
+}
+
+TEST(NetClusterTest, SchedulerRefusesPortInUse) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.StartScheduler(1, 1));
+  const std::string port = c.address.substr(c.address.rfind(':') + 1);
+  Subprocess second({SchedulerBin(), "--port=" + port, "--bind=127.0.0.1"});
+  auto st = second.Wait(seconds(10));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) != 0);
+  bool mentions = false;
+  for (const auto& l : second.lines()) mentions |= l.find("cannot bind") != std::string::npos;
+  EXPECT_TRUE(mentions);
+}
+
+TEST(NetClusterTest, SchedulerHelpDocumentsEveryFlag) {
+  Subprocess help({SchedulerBin(), "--help"});
+  ASSERT_TRUE(help.Wait(seconds(10)).has_value());
+  std::string all;
+  for (const auto& l : help.lines()) all += l + "\n";
+  for (const char* flag : {"-num_workers", "-num_servers", "-num_params", "-port", "-bind", "-host",
+                           "-heartbeat_timeout_ms", "-startup_timeout_ms"}) {
+    EXPECT_NE(all.find(flag), std::string::npos) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace sieve::testing
