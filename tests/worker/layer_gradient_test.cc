@@ -17,11 +17,11 @@
 namespace sieve {
 namespace {
 
-using testing::AllIndices;
-using testing::CentralDifferences;
-using testing::ExpectGradientClose;
-using testing::ToDouble;
-using testing::Vec;
+using reference::AllIndices;
+using reference::CentralDifferences;
+using reference::ExpectGradientClose;
+using reference::ToDouble;
+using reference::Vec;
 
 constexpr double kEps = 1e-6;
 constexpr double kRtol = 1e-3;
@@ -74,11 +74,11 @@ TEST(WorkerModelLayerGradient, Dense) {
   std::vector<float> y(batch * out), dw(out * in), db(out), dx(batch * in);
   DenseForward(x.data(), batch, in, w.data(), b.data(), out, y.data());
   const Vec xd = ToDouble(x), wd = ToDouble(w), bd = ToDouble(b);
-  ExpectForwardClose(y, testing::RefDense(xd, batch, in, wd.data(), bd.data(), out));
+  ExpectForwardClose(y, reference::RefDense(xd, batch, in, wd.data(), bd.data(), out));
   // L = sum(r * y), so dL/dy = r.
   DenseBackward(x.data(), batch, in, w.data(), out, r.data(), dw.data(), db.data(), dx.data());
   auto loss = [&](const Vec& xv, const Vec& wv, const Vec& bv) {
-    return Dot(testing::RefDense(xv, batch, in, wv.data(), bv.data(), out), r);
+    return Dot(reference::RefDense(xv, batch, in, wv.data(), bv.data(), out), r);
   };
   ExpectAffineGradients(loss, xd, wd, bd, dx, dw, db);
 }
@@ -94,14 +94,14 @@ TEST(WorkerModelLayerGradient, ConvolutionAsIm2ColGemm) {
   Im2Col(x.data(), batch, h, w, c, k, patches.data());
   DenseForward(patches.data(), rows, patch, wt.data(), b.data(), oc, y.data());
   const Vec xd = ToDouble(x), wd = ToDouble(wt), bd = ToDouble(b);
-  ExpectForwardClose(y, testing::RefConv(xd, batch, h, w, c, wd.data(), bd.data(), oc, k));
+  ExpectForwardClose(y, reference::RefConv(xd, batch, h, w, c, wd.data(), bd.data(), oc, k));
 
   std::vector<float> dw(oc * patch), db(oc), dpatches(rows * patch), dx(x.size(), 123.0f);
   DenseBackward(patches.data(), rows, patch, wt.data(), oc, r.data(), dw.data(), db.data(),
                 dpatches.data());
   Col2Im(dpatches.data(), batch, h, w, c, k, dx.data());
   auto loss = [&](const Vec& xv, const Vec& wv, const Vec& bv) {
-    return Dot(testing::RefConv(xv, batch, h, w, c, wv.data(), bv.data(), oc, k), r);
+    return Dot(reference::RefConv(xv, batch, h, w, c, wv.data(), bv.data(), oc, k), r);
   };
   ExpectAffineGradients(loss, xd, wd, bd, dx, dw, db);
 }
@@ -115,10 +115,10 @@ TEST(WorkerModelLayerGradient, MaxPool) {
   std::vector<int32_t> argmax(r.size());
   MaxPool2x2Forward(x.data(), batch, h, w, c, y.data(), argmax.data());
   const Vec xd = ToDouble(x);
-  ExpectForwardClose(y, testing::RefMaxPool(xd, batch, h, w, c));
+  ExpectForwardClose(y, reference::RefMaxPool(xd, batch, h, w, c));
   MaxPool2x2Backward(r.data(), argmax.data(), batch, h, w, c, dx.data());
   ExpectFullGradient(
-      dx, [&](const Vec& v) { return Dot(testing::RefMaxPool(v, batch, h, w, c), r); }, xd, "dx");
+      dx, [&](const Vec& v) { return Dot(reference::RefMaxPool(v, batch, h, w, c), r); }, xd, "dx");
 }
 
 TEST(WorkerModelLayerGradient, Relu) {
@@ -129,11 +129,11 @@ TEST(WorkerModelLayerGradient, Relu) {
   std::vector<float> y = x;
   ReluForward(y.data(), 50);
   const Vec xd = ToDouble(x);
-  ExpectForwardClose(y, testing::RefRelu(xd));
+  ExpectForwardClose(y, reference::RefRelu(xd));
   std::vector<float> dx = r;
   ReluBackward(y.data(), 50, dx.data());
   ExpectFullGradient(
-      dx, [&](const Vec& v) { return Dot(testing::RefRelu(v), r); }, xd, "dx");
+      dx, [&](const Vec& v) { return Dot(reference::RefRelu(v), r); }, xd, "dx");
 }
 
 TEST(WorkerModelLayerGradient, SoftmaxCrossEntropy) {
@@ -147,7 +147,7 @@ TEST(WorkerModelLayerGradient, SoftmaxCrossEntropy) {
   const float loss =
       SoftmaxCrossEntropy(logits.data(), labels.data(), batch, classes, dlogits.data(), &correct);
   const Vec ld = ToDouble(logits);
-  const double want = testing::RefCrossEntropy(ld, labels.data(), batch, classes);
+  const double want = reference::RefCrossEntropy(ld, labels.data(), batch, classes);
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want));
   int64_t expected_correct = 0;
@@ -161,8 +161,8 @@ TEST(WorkerModelLayerGradient, SoftmaxCrossEntropy) {
   EXPECT_GE(correct, 1);  // row 0 is dominated by its label's logit
   ExpectFullGradient(
       dlogits,
-      [&](const Vec& v) { return testing::RefCrossEntropy(v, labels.data(), batch, classes); }, ld,
-      "dlogits");
+      [&](const Vec& v) { return reference::RefCrossEntropy(v, labels.data(), batch, classes); },
+      ld, "dlogits");
 }
 
 }  // namespace

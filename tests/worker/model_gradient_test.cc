@@ -17,7 +17,7 @@
 namespace sieve {
 namespace {
 
-using testing::Vec;
+using reference::Vec;
 
 struct Problem {
   std::unique_ptr<Model> model;
@@ -60,8 +60,8 @@ class WorkerModelGradient : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(WorkerModelGradient, ForwardMatchesDoubleReference) {
   Problem p = MakeProblem(GetParam(), 5, 11);
-  const double want = testing::RefModelLoss(p.model->layout(), testing::ToDouble(p.params),
-                                            testing::ToDouble(p.x), p.labels.data(), p.batch);
+  const double want = reference::RefModelLoss(p.model->layout(), reference::ToDouble(p.params),
+                                              reference::ToDouble(p.x), p.labels.data(), p.batch);
   const float got = p.model->Loss(p.params.data(), p.x.data(), p.labels.data(), p.batch, nullptr);
   EXPECT_NEAR(got, want, 1e-4 * (1 + std::fabs(want)));
 }
@@ -71,13 +71,13 @@ TEST_P(WorkerModelGradient, MatchesDoublePrecisionCentralDifferences) {
   std::vector<float> grad(p.model->num_params());
   p.model->ForwardBackward(p.params.data(), p.x.data(), p.labels.data(), p.batch, grad.data());
   const std::vector<size_t> which = SampleCoordinates(p.model->layout(), 16, 3);
-  const Vec x = testing::ToDouble(p.x);
-  const Vec numeric = testing::CentralDifferences(
+  const Vec x = reference::ToDouble(p.x);
+  const Vec numeric = reference::CentralDifferences(
       [&](const Vec& params) {
-        return testing::RefModelLoss(p.model->layout(), params, x, p.labels.data(), p.batch);
+        return reference::RefModelLoss(p.model->layout(), params, x, p.labels.data(), p.batch);
       },
-      testing::ToDouble(p.params), which, 1e-6);
-  testing::ExpectGradientClose(grad, numeric, which, 1e-2, 1e-5, GetParam());
+      reference::ToDouble(p.params), which, 1e-6);
+  reference::ExpectGradientClose(grad, numeric, which, 1e-2, 1e-5, GetParam());
 }
 
 TEST_P(WorkerModelGradient, MatchesFloatCentralDifferences) {

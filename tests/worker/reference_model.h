@@ -14,7 +14,7 @@
 
 #include "kernels/model/model_layout.h"
 
-namespace sieve::testing {
+namespace sieve::reference {
 
 using Vec = std::vector<double>;
 
@@ -149,6 +149,6 @@ inline void ExpectGradientClose(const std::vector<float>& analytic, const Vec& n
 
 inline Vec ToDouble(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
 
-}  // namespace sieve::testing
+}  // namespace sieve::reference
 
 #endif  // SIEVE_TESTS_WORKER_REFERENCE_MODEL_H_

@@ -4,7 +4,7 @@
 //
 // The backward pass takes dy = dL/dy and *overwrites* dw (out x in) and dbias (out) with dL/dw and
 // dL/dbias, and dx (batch x in) with dL/dx when dx is not null. Buffers are owned by the caller and
-// must not overlap (except where noted). Thread-safety: no shared state; OpenBLAS may use its own
+// must not overlap. Thread-safety: no shared state; OpenBLAS may use its own
 // threads inside a call.
 #ifndef SIEVE_WORKER_MODEL_DENSE_H_
 #define SIEVE_WORKER_MODEL_DENSE_H_
