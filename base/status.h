@@ -85,6 +85,7 @@ class [[nodiscard]] StatusOr {
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
 
  private:
   std::variant<Status, T> v_;
