@@ -276,8 +276,19 @@ void MomentsCpu(const float* x, size_t n, Moments* out, std::vector<uint64_t>* h
         fss += vf * vf;
         bad += finite ? 0u : 1u;
       }
-      s += fs;
-      ss += fss;
+      if (!std::isfinite(fs) || !std::isfinite(fss)) {  // float overflow: redo in double
+        double ds = 0.0, dss = 0.0;
+        for (size_t i = b; i < e; ++i) {
+          if (AbsKey(x[i]) >= kNonFiniteKey) continue;
+          ds += x[i];
+          dss += static_cast<double>(x[i]) * x[i];
+        }
+        s += ds;
+        ss += dss;
+      } else {
+        s += fs;
+        ss += fss;
+      }
       nf += bad;
       if constexpr (kHist) {
         for (size_t i = b; i < e; ++i) {
@@ -429,7 +440,11 @@ class BackendImpl final : public Backend {
           mk = std::max(mk, AbsKey(x[i]));
           fss += x[i] * x[i];
         }
-        s2 += fss;
+        if (std::isfinite(fss)) {
+          s2 += fss;
+        } else {  // float overflow (or non-finite input): redo in double
+          for (size_t i = b; i < e; ++i) s2 += static_cast<double>(x[i]) * x[i];
+        }
         if (static_cast<int64_t>(mk) <= key_thr) continue;  // nothing selected, all finite
         for (size_t i = b; i < e; ++i) {
           const uint32_t key = AbsKey(x[i]);

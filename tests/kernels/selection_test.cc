@@ -1,0 +1,318 @@
+// Oracle and adversarial tests of every selection operator and of the error-feedback state,
+// run through each available backend (CUDA cases skip without a GPU).
+#include "kernels/selection.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/compressor.h"
+#include "kernels/device.h"
+
+namespace sieve {
+namespace {
+
+constexpr Compressor kAll[] = {Compressor::kNone,      Compressor::kTopk,
+                               Compressor::kGaussiank, Compressor::kGaussiankPaper,
+                               Compressor::kDgc,       Compressor::kRandomk};
+constexpr Compressor kSparse[] = {Compressor::kTopk, Compressor::kGaussiank,
+                                  Compressor::kGaussiankPaper, Compressor::kDgc,
+                                  Compressor::kRandomk};
+
+// Brute force: full sort by (|x| descending, index ascending), first k, ascending.
+std::vector<uint32_t> OracleTopk(const std::vector<float>& x, uint64_t k) {
+  std::vector<uint32_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const float fa = std::fabs(x[a]), fb = std::fabs(x[b]);
+    return fa != fb ? fa > fb : a < b;
+  });
+  order.resize(k);
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+std::vector<uint32_t> OracleAbove(const std::vector<float>& x, float thr) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::fabs(x[i]) > thr) out.push_back(static_cast<uint32_t>(i));
+  }
+  return out;
+}
+
+class KernelsSelect : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Device::kCuda && !CudaDeviceAvailable()) GTEST_SKIP() << "no GPU";
+  }
+
+  // Runs `c` through ErrorFeedback (loaded with r = x, m = 1) and through the stateless
+  // Select; checks both agree with the oracle and that masking happened exactly on S.
+  void CheckOperator(Compressor c, const std::vector<float>& x, uint64_t k,
+                     const std::string& what) {
+    SCOPED_TRACE(std::string(CompressorName(c)) + " on " + what + " k=" + std::to_string(k));
+    const size_t d = x.size();
+    Selection stateless;
+    std::unique_ptr<ErrorFeedback> ef = Make(d);
+    ASSERT_TRUE(ef->WriteState(std::vector<float>(d, 1.0f), x).ok());
+    ASSERT_TRUE(Select(GetParam(), c, ef->residual_data(), d, k, {.seed = 11}, &stateless).ok());
+    Selection s;
+    ASSERT_TRUE(ef->Select(c, k, {.seed = 11}, &s).ok());
+    EXPECT_EQ(s.indices, stateless.indices);
+    EXPECT_EQ(s.values, stateless.values);
+    EXPECT_EQ(s.dim, d);
+    std::vector<float> m, r;
+    ASSERT_TRUE(ef->ReadState(&m, &r).ok());
+    if (c == Compressor::kNone) {
+      EXPECT_TRUE(s.dense);
+      EXPECT_TRUE(s.indices.empty());
+      EXPECT_EQ(s.values, x);
+      EXPECT_EQ(r, std::vector<float>(d, 0.0f));
+      EXPECT_EQ(m, std::vector<float>(d, 1.0f));  // dense path does not mask m
+      return;
+    }
+    EXPECT_FALSE(s.dense);
+    ASSERT_EQ(s.values.size(), s.indices.size());
+    for (size_t j = 0; j < s.indices.size(); ++j) {
+      if (j > 0) {
+        EXPECT_LT(s.indices[j - 1], s.indices[j]);
+      }
+      ASSERT_LT(s.indices[j], d);
+      EXPECT_EQ(std::bit_cast<uint32_t>(s.values[j]), std::bit_cast<uint32_t>(x[s.indices[j]]));
+    }
+    std::vector<char> in_s(d, 0);
+    for (uint32_t i : s.indices) in_s[i] = 1;
+    for (size_t i = 0; i < d; ++i) {
+      if (in_s[i]) {
+        EXPECT_EQ(r[i], 0.0f);
+        EXPECT_EQ(m[i], 0.0f);
+      } else {
+        EXPECT_EQ(std::bit_cast<uint32_t>(r[i]), std::bit_cast<uint32_t>(x[i]));
+        EXPECT_EQ(m[i], 1.0f);
+      }
+    }
+    switch (c) {
+      case Compressor::kTopk:
+        EXPECT_EQ(s.indices, OracleTopk(x, k));
+        break;
+      case Compressor::kRandomk:
+        EXPECT_EQ(s.indices.size(), k);
+        break;
+      default:  // threshold operators: exactly {|x| > thr}, or the exact top-k on fallback
+        if (k == 0) {
+          EXPECT_TRUE(s.indices.empty());
+        } else if (k == d) {
+          EXPECT_EQ(s.indices.size(), d);
+        } else if (s.exact_fallback) {
+          EXPECT_EQ(s.indices, OracleTopk(x, k));
+        } else {
+          EXPECT_EQ(s.indices, OracleAbove(x, s.threshold));
+        }
+    }
+    double ss = 0.0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    EXPECT_NEAR(s.sumsq_total, ss, 1e-5 * ss + 1e-30);
+  }
+
+  std::unique_ptr<ErrorFeedback> Make(size_t d) {
+    StatusOr<std::unique_ptr<ErrorFeedback>> ef = ErrorFeedback::Create(GetParam(), d);
+    EXPECT_TRUE(ef.ok()) << ef.status().ToString();
+    return std::move(ef).value();
+  }
+};
+
+std::vector<float> Normal(size_t d, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(d);
+  for (float& v : x) v = n(rng);
+  return x;
+}
+
+TEST_P(KernelsSelect, RandomDataMatchesOracle) {
+  for (size_t d : {1000ul, 65537ul}) {
+    const std::vector<float> x = Normal(d, d);
+    for (uint64_t k : {uint64_t{0}, uint64_t{1}, uint64_t{7}, d / 100, d / 10, d - 1, d}) {
+      for (Compressor c : kAll) CheckOperator(c, x, k, "normal d=" + std::to_string(d));
+    }
+  }
+}
+
+TEST_P(KernelsSelect, AdversarialDataMatchesOracle) {
+  const size_t d = 4096;
+  std::mt19937_64 rng(3);
+  std::vector<std::pair<std::string, std::vector<float>>> cases;
+  cases.push_back({"all equal", std::vector<float>(d, 0.5f)});
+  cases.push_back({"all zero", std::vector<float>(d, 0.0f)});
+  std::vector<float> ties(d);
+  for (float& v : ties) v = static_cast<float>(static_cast<int>(rng() % 5) - 2);
+  cases.push_back({"many ties", ties});
+  std::vector<float> zeros(d);
+  for (size_t i = 0; i < d; ++i) zeros[i] = (i % 2) ? -0.0f : 0.0f;
+  zeros[100] = -0.0f;
+  zeros[4000] = 1.0f;
+  cases.push_back({"signed zeros", zeros});
+  std::vector<float> denorm(d);
+  for (float& v : denorm) {
+    v = std::numeric_limits<float>::denorm_min() * static_cast<float>(rng() % 1000) *
+        ((rng() & 1) ? 1.0f : -1.0f);
+  }
+  cases.push_back({"denormals", denorm});
+  std::vector<float> wide(d);
+  for (float& v : wide) {
+    v = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f,
+                   static_cast<int>(rng() % 250) - 125);
+  }
+  wide[5] = std::numeric_limits<float>::max();
+  wide[6] = -std::numeric_limits<float>::max();
+  cases.push_back({"huge and tiny", wide});
+  std::vector<float> pm(d);
+  for (size_t i = 0; i < d; ++i) pm[i] = (i % 3 == 0) ? -2.0f : 2.0f;
+  cases.push_back({"plus minus equal", pm});
+  for (const auto& [name, x] : cases) {
+    for (uint64_t k : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{41}, uint64_t{1000}, d}) {
+      for (Compressor c : kAll) CheckOperator(c, x, k, name);
+    }
+  }
+}
+
+TEST_P(KernelsSelect, SingleElement) {
+  for (float v : {0.0f, -3.0f, 1e-40f}) {
+    for (uint64_t k : {0, 1}) {
+      for (Compressor c : kAll) CheckOperator(c, {v}, k, "d=1");
+    }
+  }
+}
+
+TEST_P(KernelsSelect, KAboveDIsAnError) {
+  std::unique_ptr<ErrorFeedback> ef = Make(10);
+  for (Compressor c : kAll) {
+    Selection s;
+    Status st = ef->Select(c, 11, {}, &s);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << CompressorName(c);
+    EXPECT_NE(st.message().find("exceeds"), std::string::npos);
+  }
+  EXPECT_FALSE(ErrorFeedback::Create(GetParam(), 0).ok());
+}
+
+TEST_P(KernelsSelect, NonFiniteIsAnErrorAndChangesNothing) {
+  const size_t d = 5000;
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    for (size_t pos : {size_t{0}, size_t{1234}, d - 1}) {
+      std::vector<float> x = Normal(d, pos), m0(d, 2.0f);
+      x[pos] = bad;
+      for (Compressor c : kAll) {
+        for (uint64_t k : {uint64_t{0}, uint64_t{5}, uint64_t{d}}) {
+          std::unique_ptr<ErrorFeedback> ef = Make(d);
+          ASSERT_TRUE(ef->WriteState(m0, x).ok());
+          Selection s;
+          s.values = {42.0f};
+          Status st = ef->Select(c, k, {.prev_threshold = 0.5f}, &s);
+          EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << CompressorName(c);
+          EXPECT_NE(st.message().find("NaN/Inf"), std::string::npos);
+          EXPECT_EQ(s.values, std::vector<float>{42.0f});  // output untouched
+          std::vector<float> m, r;
+          ASSERT_TRUE(ef->ReadState(&m, &r).ok());
+          EXPECT_EQ(m, m0);
+          for (size_t i = 0; i < d; ++i) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(r[i]), std::bit_cast<uint32_t>(x[i]));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(KernelsSelect, ErrorFeedbackInvariantIsExact) {
+  // r_before + η·m = r_after + sent, elementwise and bit-exact, over several rounds.
+  const size_t d = 20000;
+  for (Compressor c : kAll) {
+    std::unique_ptr<ErrorFeedback> ef = Make(d);
+    std::mt19937_64 rng(99);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    const float mu = 0.9f, lr = 0.05f;
+    float prev_thr = 0.0f;
+    for (int round = 0; round < 4; ++round) {
+      std::vector<float> g(d), m0, r0;
+      for (float& v : g) v = n(rng);
+      ASSERT_TRUE(ef->ReadState(&m0, &r0).ok());
+      ASSERT_TRUE(ef->Accumulate(g, mu, lr).ok());
+      Selection s;
+      ASSERT_TRUE(
+          ef->Select(c, 40, {.prev_threshold = prev_thr, .seed = uint64_t(round)}, &s).ok());
+      if (std::isfinite(s.threshold)) prev_thr = s.threshold;
+      std::vector<float> m1, r1;
+      ASSERT_TRUE(ef->ReadState(&m1, &r1).ok());
+      std::vector<float> sent(d, 0.0f);
+      if (s.dense) {
+        sent = s.values;
+      } else {
+        for (size_t j = 0; j < s.indices.size(); ++j) sent[s.indices[j]] = s.values[j];
+      }
+      std::vector<char> in_s(d, s.dense ? 1 : 0);
+      for (uint32_t i : s.indices) in_s[i] = 1;
+      for (size_t i = 0; i < d; ++i) {
+        const float m = mu * m0[i] + g[i];
+        const float lhs = r0[i] + lr * m;
+        ASSERT_EQ(lhs, r1[i] + sent[i]) << CompressorName(c) << " i=" << i;
+        ASSERT_EQ(m1[i], (in_s[i] && !s.dense) ? 0.0f : m) << CompressorName(c) << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST_P(KernelsSelect, RandomkIsSeededUniformAndDistinct) {
+  const size_t d = 10000;
+  std::vector<float> x = Normal(d, 5);
+  for (uint64_t k : {uint64_t{50}, uint64_t{5000}}) {
+    Selection a, b, c;
+    ASSERT_TRUE(SelectHost(Compressor::kRandomk, x, k, {.seed = 1}, &a).ok());
+    ASSERT_TRUE(SelectHost(Compressor::kRandomk, x, k, {.seed = 1}, &b).ok());
+    ASSERT_TRUE(SelectHost(Compressor::kRandomk, x, k, {.seed = 2}, &c).ok());
+    EXPECT_EQ(a.indices, b.indices);
+    EXPECT_NE(a.indices, c.indices);
+    ASSERT_EQ(a.indices.size(), k);
+    EXPECT_TRUE(std::adjacent_find(a.indices.begin(), a.indices.end(), [](uint32_t p, uint32_t q) {
+                  return p >= q;
+                }) == a.indices.end());
+  }
+  // Uniformity: 400 draws of k = 100 over d = 1000 → each index expected 40 times.
+  std::vector<float> y(1000, 1.0f);
+  std::vector<int> count(1000, 0);
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    Selection s;
+    ASSERT_TRUE(SelectHost(Compressor::kRandomk, y, 100, {.seed = seed}, &s).ok());
+    for (uint32_t i : s.indices) ++count[i];
+  }
+  double chi2 = 0.0;
+  for (int cnt : count) chi2 += (cnt - 40.0) * (cnt - 40.0) / 40.0;
+  EXPECT_LT(chi2, 1200.0);  // 999 dof: mean 999, sd ≈ 45
+}
+
+TEST_P(KernelsSelect, PreviousThresholdGivesOnePassInSteadyState) {
+  const std::vector<float> x = Normal(200000, 8);
+  for (Compressor c : {Compressor::kGaussiank, Compressor::kDgc}) {
+    Selection first, second;
+    ASSERT_TRUE(SelectHost(c, x, 200, {}, &first).ok());
+    ASSERT_TRUE(SelectHost(c, x, 200, {.prev_threshold = first.threshold}, &second).ok());
+    EXPECT_EQ(second.iterations, 0) << CompressorName(c);
+    EXPECT_EQ(second.indices, first.indices);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, KernelsSelect, ::testing::Values(Device::kCpu, Device::kCuda),
+                         [](const ::testing::TestParamInfo<Device>& info) {
+                           return std::string(DeviceName(info.param));
+                         });
+
+}  // namespace
+}  // namespace sieve
