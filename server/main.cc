@@ -1,0 +1,266 @@
+// sieve-server: one key-range shard of the flat parameter vector. Registers with the scheduler,
+// generates its shard's initial weights from --model/--seed exactly as the workers do, then
+// serves PUSH and PULL_DENSE until the scheduler's SHUTDOWN. Prints one summary line at the end:
+//   sieve-server summary: rank=R lo=.. hi=.. rounds=.. applied=.. duplicates=.. rejected=..
+//                         max_staleness=.. pushed_sum=.. checksum=<crc32 of the weights>
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+
+#include "kernels/compressor.h"
+#include "kernels/model/model_layout.h"
+#include "kernels/model/param_init.h"
+#include "kernels/sparse_ops.h"
+#include "net/node.h"
+#include "net/signal_watcher.h"
+#include "server/consistency.h"
+#include "server/shard_server.h"
+
+DEFINE_string(scheduler, "127.0.0.1:9310", "Scheduler address host:port");
+DEFINE_int32(rank, -1, "Requested server rank (-1 = assigned by the scheduler)");
+DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
+DEFINE_string(host, "", "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
+DEFINE_uint32(port, 0, "Port to listen on (0 = any free port)");
+DEFINE_string(model, "fnn3", "Model whose layout and seeded init the shard uses: softmax|fnn3|cnn|synthetic");
+DEFINE_uint64(num_params, 0, "D for --model=synthetic");
+DEFINE_uint64(seed, 1, "Initialization seed (must match the workers')");
+DEFINE_string(consistency, "bsp", "bsp | ssp | asp");
+DEFINE_int32(staleness, 2, "SSP bound: max rounds a worker may run ahead of the slowest");
+DEFINE_double(async_scale, 0.0, "ASP/SSP: w -= scale * pushed value; 0 = 1/num_workers");
+DEFINE_string(server_compressor, "none", "Two-way compression of the BSP aggregate: none|topk|gaussiank");
+DEFINE_double(server_density, 0.001, "Density rho' of the server-side selection (two-way compression)");
+DEFINE_int32(heartbeat_interval_ms, 1000, "Heartbeat period to the scheduler (0 = off)");
+DEFINE_int32(heartbeat_timeout_ms, 10000, "Fail when the scheduler is silent this long");
+DEFINE_string(dump_weights, "", "At the end, write the shard's weights here (raw little-endian float32)");
+
+namespace sieve {
+namespace {
+
+int Run() {
+  auto consistency = ParseConsistency(FLAGS_consistency);
+  if (!consistency.ok()) {
+    std::cerr << "sieve-server: --consistency: " << consistency.status().message() << "\n";
+    return 2;
+  }
+  auto compressor = ParseCompressor(FLAGS_server_compressor);
+  if (!compressor.ok() || (*compressor != Compressor::kNone && *compressor != Compressor::kTopk &&
+                           *compressor != Compressor::kGaussiank)) {
+    std::cerr << "sieve-server: --server_compressor must be none, topk or gaussiank\n";
+    return 2;
+  }
+  if (FLAGS_staleness < 0) {
+    std::cerr << "sieve-server: --staleness must be >= 0\n";
+    return 2;
+  }
+  if (!(FLAGS_server_density > 0 && FLAGS_server_density <= 1)) {
+    std::cerr << "sieve-server: --server_density must be in (0, 1]\n";
+    return 2;
+  }
+  if (FLAGS_port > 65535) {
+    std::cerr << "sieve-server: --port must be in [0, 65535]\n";
+    return 2;
+  }
+  auto layout = MakeModelLayout(FLAGS_model, FLAGS_num_params);
+  if (!layout.ok()) {
+    std::cerr << "sieve-server: --model: " << layout.status().ToString() << "\n";
+    return 2;
+  }
+
+  NodeOptions no;
+  no.role = pb::ROLE_SERVER;
+  no.rank = FLAGS_rank;
+  no.scheduler = FLAGS_scheduler;
+  no.transport.bind_host = FLAGS_bind;
+  no.transport.port = static_cast<uint16_t>(FLAGS_port);
+  no.transport.advertise_host = FLAGS_host;
+  no.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
+  no.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+
+  std::mutex mu;
+  Node* node_ptr = nullptr;
+  SignalWatcher signals([&](int signo) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (node_ptr) node_ptr->RequestStop(std::string("stopped by signal ") + strsignal(signo));
+  });
+  auto started = Node::Start(no);
+  if (!started.ok()) {
+    std::cerr << "sieve-server: " << started.status().ToString() << "\n";
+    return 1;
+  }
+  Node& node = **started;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    node_ptr = &node;
+  }
+  if (layout->num_params != node.num_params()) {
+    std::cerr << "sieve-server: model " << FLAGS_model << " has D = " << layout->num_params
+              << " but the job has D = " << node.num_params() << "\n";
+    return 2;
+  }
+  const int rank = node.rank();
+  const ShardRange range = node.shards()[rank];
+  std::vector<float> init(range.size());
+  InitSlice(*layout, FLAGS_seed, range.lo, range.hi, init.data());
+
+  ShardServerOptions so;
+  so.num_workers = node.num_workers();
+  so.consistency = *consistency;
+  so.staleness = FLAGS_staleness;
+  so.async_scale = static_cast<float>(FLAGS_async_scale);
+  so.server_compressor = *compressor;
+  so.server_density = FLAGS_server_density;
+  auto created = ShardServer::Create(so, std::move(init));
+  if (!created.ok()) {
+    std::cerr << "sieve-server: " << created.status().ToString() << "\n";
+    return 2;
+  }
+  ShardServer& shard = **created;
+  LOG(INFO) << "server " << rank << " owns [" << range.lo << ", " << range.hi << ") of D = " << node.num_params()
+            << ", " << ConsistencyName(*consistency) << ", " << node.num_workers() << " workers";
+
+  std::mutex dead_mu;
+  std::vector<int> dead_workers;
+  node.set_on_node_dead([&](const pb::NodeDead& d) {
+    if (d.role() != pb::ROLE_WORKER) return;
+    std::lock_guard<std::mutex> lock(dead_mu);
+    dead_workers.push_back(d.rank());
+  });
+
+  Outbox out;
+  std::vector<float> unpacked;
+  auto flush = [&] {
+    for (Reply& r : out) {
+      const int peer = node.WorkerId(r.worker);
+      if (r.type == pb::MSG_ERROR) {
+        (void)node.SendError(peer, r.code, r.message, pb::MSG_PUSH, r.round);
+        continue;
+      }
+      pb::Header h;
+      h.set_type(r.type);
+      h.set_sender(node.id());
+      h.set_recipient(peer);
+      h.set_shard(rank);
+      h.set_round(r.round);
+      DataPayload p;
+      p.dense = r.dense;
+      p.indices = r.buffer->indices;
+      p.values = std::as_bytes(std::span<const float>(r.buffer->values));
+      p.keepalive = r.buffer;
+      auto frames = EncodeData(h, p);
+      if (!frames.ok()) {
+        LOG(ERROR) << "encode reply: " << frames.status().ToString();
+        continue;
+      }
+      Status s = node.Send(peer, std::move(frames).value());
+      if (!s.ok()) LOG(WARNING) << "reply to worker " << r.worker << ": " << s.ToString();
+    }
+    out.clear();
+  };
+
+  Status end;
+  while (true) {
+    Message msg;
+    auto got = node.Receive(&msg, 200);
+    {
+      std::vector<int> dead;
+      {
+        std::lock_guard<std::mutex> lock(dead_mu);
+        dead.swap(dead_workers);
+      }
+      for (int w : dead) shard.OnWorkerDead(w, &out);
+      flush();
+    }
+    if (!got.ok()) {
+      end = got.status();
+      break;
+    }
+    if (!*got) continue;
+    const int sender = msg.header.sender();
+    const int worker = node.WorkerRankOf(sender);
+    const bool from_worker = worker >= 0 && worker < static_cast<int>(node.num_workers());
+    switch (msg.type()) {
+      case pb::MSG_PUSH:
+      case pb::MSG_PULL_DENSE: {
+        if (!from_worker) {
+          (void)node.SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers push or pull", msg.type(),
+                               msg.header.round());
+          break;
+        }
+        if (msg.header.shard() != rank) {
+          (void)node.SendError(sender, pb::ERROR_WRONG_SHARD,
+                               "this is server " + std::to_string(rank) + ", message is for shard " +
+                                   std::to_string(msg.header.shard()),
+                               msg.type(), msg.header.round());
+          break;
+        }
+        if (msg.type() == pb::MSG_PULL_DENSE) {
+          shard.OnPullDense(worker, &out);
+          break;
+        }
+        std::span<const float> values = msg.values;
+        if (!msg.values_fp16.empty()) {
+          unpacked.resize(msg.values_fp16.size());
+          (void)UnpackFp16(msg.values_fp16, unpacked);
+          values = unpacked;
+        }
+        shard.OnPush(worker, msg.header.round(), msg.indices, values, msg.dense(), &out);
+        break;
+      }
+      case pb::MSG_ERROR:
+        LOG(WARNING) << "error from node " << sender << ": " << msg.header.error().message();
+        break;
+      default:
+        (void)node.SendError(sender, pb::ERROR_UNEXPECTED_TYPE,
+                             std::string("a server does not accept ") + std::string(MsgTypeName(msg.type())),
+                             msg.type(), msg.header.round());
+    }
+    flush();
+  }
+
+  const auto w = shard.weights();
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(w.data()), static_cast<uInt>(w.size_bytes())));
+  if (!FLAGS_dump_weights.empty()) {
+    std::ofstream f(FLAGS_dump_weights, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size_bytes()));
+    if (!f) std::cerr << "sieve-server: cannot write " << FLAGS_dump_weights << "\n";
+  }
+  const auto& st = shard.stats();
+  std::printf(
+      "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu rejected=%lu "
+      "dropped=%lu max_staleness=%d pushed_sum=%.9g checksum=%08x\n",
+      rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
+      static_cast<unsigned long>(st.rounds_completed), static_cast<unsigned long>(st.pushes_applied),
+      static_cast<unsigned long>(st.duplicates), static_cast<unsigned long>(st.rejected),
+      static_cast<unsigned long>(node.rejected_messages()), st.max_staleness, st.pushed_sum, crc);
+  std::fflush(stdout);
+  Status shutdown = node.WaitShutdown(0);
+  if (!shutdown.ok()) {
+    std::cerr << "sieve-server: ended: " << end.ToString() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace sieve
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "a sieve parameter server: holds one key-range shard, aggregates pushes (BSP/SSP/ASP) and\n"
+      "answers with sparse updates.\n  usage: sieve-server --scheduler=HOST:PORT [--consistency=bsp] ...");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  if (argc > 1) {
+    std::cerr << "sieve-server: unexpected argument '" << argv[1] << "' (see --help)\n";
+    return 2;
+  }
+  return sieve::Run();
+}

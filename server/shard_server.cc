@@ -1,0 +1,261 @@
+#include "server/shard_server.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/selection.h"
+
+namespace sieve {
+
+StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(const ShardServerOptions& options,
+                                                           std::vector<float> initial) {
+  if (options.num_workers == 0) return InvalidArgumentError("a shard server needs >= 1 worker");
+  if (options.staleness < 0) return InvalidArgumentError("staleness must be >= 0");
+  if (initial.empty()) return InvalidArgumentError("empty shard");
+  if (initial.size() > (uint64_t{1} << 32)) return InvalidArgumentError("shard longer than 2^32");
+  if (options.server_compressor != Compressor::kNone &&
+      !(options.server_density > 0.0 && options.server_density <= 1.0)) {
+    return InvalidArgumentError("server density must be in (0, 1]");
+  }
+  if (options.async_scale < 0 || !std::isfinite(options.async_scale)) {
+    return InvalidArgumentError("async scale must be finite and >= 0");
+  }
+  return std::unique_ptr<ShardServer>(new ShardServer(options, std::move(initial)));
+}
+
+ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> initial)
+    : options_(options), w_(std::move(initial)), live_(options.num_workers, true), live_count_(options.num_workers) {
+  const size_t n = w_.size();
+  const uint32_t workers = options.num_workers;
+  if (options.consistency == Consistency::kBsp) {
+    acc_.assign(n, 0.0f);
+    touched_.assign(n, 0);
+    arrived_.assign(workers, false);
+    if (options.server_compressor != Compressor::kNone) residual_.assign(n, 0.0f);
+  } else {
+    scale_ = options.async_scale > 0 ? options.async_scale : 1.0f / static_cast<float>(workers);
+    last_round_.assign(workers, -1);
+    dirty_flag_.assign(workers, std::vector<uint8_t>(n, 0));
+    dirty_list_.assign(workers, {});
+    all_dirty_.assign(workers, false);
+    waiting_.assign(workers, false);
+    waiting_round_.assign(workers, 0);
+  }
+}
+
+void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message, Outbox* out) {
+  ++stats_.rejected;
+  Reply r;
+  r.worker = worker;
+  r.type = pb::MSG_ERROR;
+  r.round = round;
+  r.code = code;
+  r.message = std::move(message);
+  out->push_back(std::move(r));
+}
+
+void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> indices,
+                         std::span<const float> values, bool dense, Outbox* out) {
+  if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) {
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED, "unknown worker rank " + std::to_string(worker), out);
+  }
+  if (!live_[worker]) {
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED, "worker was declared dead", out);
+  }
+  if (dense ? values.size() != w_.size() : indices.size() != values.size()) {
+    return Reject(worker, round, pb::ERROR_BAD_COUNT, "push sizes do not match the shard", out);
+  }
+  if (options_.consistency == Consistency::kBsp) return BspPush(worker, round, indices, values, dense, out);
+  AsyncPush(worker, round, indices, values, dense, out);
+}
+
+void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> indices,
+                          std::span<const float> values, bool dense, Outbox* out) {
+  if (round + 1 == round_ && last_reply_) {  // the previous round, resent: answer it again
+    ++stats_.duplicates;
+    out->push_back({worker, pb::MSG_UPDATE, round, last_reply_dense_, last_reply_, pb::ERROR_NONE, ""});
+    return;
+  }
+  if (round != round_) {
+    return Reject(worker, round, pb::ERROR_UNKNOWN_ROUND,
+                  "BSP server is aggregating round " + std::to_string(round_) + ", got round " + std::to_string(round),
+                  out);
+  }
+  if (arrived_[worker]) {  // same round twice: applied once
+    ++stats_.duplicates;
+    return;
+  }
+  if (dense) {
+    dense_round_ = true;
+    for (size_t i = 0; i < values.size(); ++i) {
+      acc_[i] += values[i];
+      stats_.pushed_sum += values[i];
+    }
+  } else {
+    for (size_t j = 0; j < indices.size(); ++j) {
+      const uint32_t i = indices[j];
+      if (!touched_[i]) {
+        touched_[i] = 1;
+        union_.push_back(i);
+      }
+      acc_[i] += values[j];
+      stats_.pushed_sum += values[j];
+    }
+  }
+  arrived_[worker] = true;
+  ++contributions_;
+  ++stats_.pushes_applied;
+  BspMaybeComplete(out);
+}
+
+void ShardServer::BspMaybeComplete(Outbox* out) {
+  uint32_t arrived_live = 0;
+  for (uint32_t w = 0; w < options_.num_workers; ++w) arrived_live += (live_[w] && arrived_[w]) ? 1 : 0;
+  if (contributions_ == 0 || arrived_live < live_count_) return;
+  const float n = static_cast<float>(contributions_);
+  auto buf = pool_.Get();
+  bool dense_reply = false;
+  if (dense_round_) {
+    for (size_t i = 0; i < w_.size(); ++i) {
+      w_[i] -= acc_[i] / n;
+      acc_[i] = 0.0f;
+    }
+    for (uint32_t i : union_) touched_[i] = 0;
+    buf->values.assign(w_.begin(), w_.end());
+    dense_reply = true;
+  } else if (!residual_.empty()) {
+    // Two-way compression: the averaged aggregate enters the server residual; only its selection
+    // is applied and sent.
+    for (uint32_t i : union_) {
+      residual_[i] += acc_[i] / n;
+      acc_[i] = 0.0f;
+      touched_[i] = 0;
+    }
+    Selection sel;
+    const uint64_t k = KForDensity(options_.server_density, residual_.size());
+    Status s = SelectHost(options_.server_compressor, residual_, k, SelectOptions{}, &sel);
+    if (s.ok()) {
+      for (size_t j = 0; j < sel.indices.size(); ++j) {
+        const uint32_t i = sel.indices[j];
+        w_[i] -= residual_[i];
+        residual_[i] = 0.0f;
+        buf->indices.push_back(i);
+        buf->values.push_back(w_[i]);
+      }
+    }
+  } else {
+    std::sort(union_.begin(), union_.end());
+    buf->indices.assign(union_.begin(), union_.end());
+    buf->values.resize(union_.size());
+    for (size_t j = 0; j < union_.size(); ++j) {
+      const uint32_t i = union_[j];
+      w_[i] -= acc_[i] / n;
+      acc_[i] = 0.0f;
+      touched_[i] = 0;
+      buf->values[j] = w_[i];
+    }
+  }
+  union_.clear();
+  std::shared_ptr<const ReplyBuffer> reply = std::move(buf);
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    if (live_[w]) out->push_back({static_cast<int>(w), pb::MSG_UPDATE, round_, dense_reply, reply, pb::ERROR_NONE, ""});
+  }
+  last_reply_ = reply;
+  last_reply_dense_ = dense_reply;
+  std::fill(arrived_.begin(), arrived_.end(), false);
+  contributions_ = 0;
+  dense_round_ = false;
+  ++round_;
+  ++stats_.rounds_completed;
+}
+
+void ShardServer::MarkDirty(uint32_t i) {
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    if (!dirty_flag_[w][i]) {
+      dirty_flag_[w][i] = 1;
+      dirty_list_[w].push_back(i);
+    }
+  }
+}
+
+void ShardServer::AsyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
+                            std::span<const float> values, bool dense, Outbox* out) {
+  if (static_cast<int64_t>(round) <= last_round_[worker]) {  // replay: not applied again
+    ++stats_.duplicates;
+    if (!waiting_[worker]) AsyncReply(worker, round, out);
+    return;
+  }
+  if (dense) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      w_[i] -= scale_ * values[i];
+      stats_.pushed_sum += values[i];
+    }
+    std::fill(all_dirty_.begin(), all_dirty_.end(), true);
+  } else {
+    for (size_t j = 0; j < indices.size(); ++j) {
+      w_[indices[j]] -= scale_ * values[j];
+      stats_.pushed_sum += values[j];
+      MarkDirty(indices[j]);
+    }
+  }
+  last_round_[worker] = static_cast<int64_t>(round);
+  ++stats_.pushes_applied;
+  waiting_[worker] = true;
+  waiting_round_[worker] = round;
+  AsyncRelease(out);
+}
+
+void ShardServer::AsyncRelease(Outbox* out) {
+  // Clock of a worker = rounds it has pushed = last round + 1.
+  int64_t min_clock = INT64_MAX;
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    if (live_[w]) min_clock = std::min(min_clock, last_round_[w] + 1);
+  }
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    if (!waiting_[w]) continue;
+    const int64_t lead = live_count_ == 0 ? 0 : last_round_[w] + 1 - min_clock;
+    if (options_.consistency == Consistency::kSsp && live_[w] && lead > options_.staleness) continue;
+    stats_.max_staleness = std::max<int>(stats_.max_staleness, static_cast<int>(lead));
+    waiting_[w] = false;
+    AsyncReply(static_cast<int>(w), waiting_round_[w], out);
+  }
+}
+
+void ShardServer::AsyncReply(int worker, uint64_t round, Outbox* out) {
+  auto buf = pool_.Get();
+  bool dense = false;
+  if (all_dirty_[worker]) {
+    buf->values.assign(w_.begin(), w_.end());
+    dense = true;
+    all_dirty_[worker] = false;
+  } else {
+    auto& list = dirty_list_[worker];
+    std::sort(list.begin(), list.end());
+    buf->indices.assign(list.begin(), list.end());
+    buf->values.resize(list.size());
+    for (size_t j = 0; j < list.size(); ++j) buf->values[j] = w_[list[j]];
+  }
+  for (uint32_t i : dirty_list_[worker]) dirty_flag_[worker][i] = 0;
+  dirty_list_[worker].clear();
+  out->push_back({worker, pb::MSG_UPDATE, round, dense, std::move(buf), pb::ERROR_NONE, ""});
+}
+
+void ShardServer::OnPullDense(int worker, Outbox* out) {
+  auto buf = pool_.Get();
+  buf->values.assign(w_.begin(), w_.end());
+  out->push_back({worker, pb::MSG_DENSE, 0, true, std::move(buf), pb::ERROR_NONE, ""});
+}
+
+void ShardServer::OnWorkerDead(int worker, Outbox* out) {
+  if (worker < 0 || worker >= static_cast<int>(options_.num_workers) || !live_[worker]) return;
+  live_[worker] = false;
+  --live_count_;
+  if (options_.consistency == Consistency::kBsp) {
+    BspMaybeComplete(out);
+  } else {
+    waiting_[worker] = false;
+    AsyncRelease(out);
+  }
+}
+
+}  // namespace sieve

@@ -1,0 +1,134 @@
+// ShardServer: the state machine of one server shard — the authoritative weights of the key
+// range [lo, hi) and the consistency logic that turns workers' pushes into replies. It does no
+// I/O: every event returns the replies to send through an Outbox, so it is tested without
+// sockets and driven by the sieve-server daemon.
+//
+// Semantics (DESIGN.md, docs/architecture.md):
+//  BSP  pushes of round t from every live worker are summed into an accumulator; when the last
+//       arrives, w[i] -= a[i]/N over the union of their indices (N = pushes aggregated), every
+//       worker gets an UPDATE with the union and the new values, and the accumulator is cleared
+//       on the union only (no O(shard) work per sparse round). Optional two-way compression
+//       sparsifies a/N through a server residual before applying, so replies hold <= k' pairs.
+//  ASP  each push is applied at once (w[i] -= scale·v) and answered with every index changed
+//       since that worker's previous reply (per-worker dirty sets) and its current value.
+//  SSP  ASP, but a worker's reply (which lets it start its next round) is held back while its
+//       clock (rounds pushed) is more than `staleness` ahead of the slowest live worker's.
+//  A push repeated for a (worker, round) already applied is never applied again: BSP resends the
+//  round's reply, ASP/SSP answer with the current dirty set. Pushes for any other round get
+//  ERROR_UNKNOWN_ROUND. Errors change no state.
+//
+// Thread-safety: not thread-safe; one thread drives it. Reply buffers may be read by other
+// threads (ZeroMQ) after the call that produced them returns; they are never modified again.
+#ifndef SIEVE_SERVER_SHARD_SERVER_H_
+#define SIEVE_SERVER_SHARD_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/compressor.h"
+#include "proto/sieve.pb.h"
+#include "server/consistency.h"
+#include "server/reply_pool.h"
+
+namespace sieve {
+
+struct ShardServerOptions {
+  uint32_t num_workers = 1;
+  Consistency consistency = Consistency::kBsp;
+  int staleness = 0;           // SSP bound s >= 0
+  float async_scale = 0.0f;    // ASP/SSP step scale; 0 = 1/num_workers
+  // Two-way compression of the BSP aggregate (kNone = off).
+  Compressor server_compressor = Compressor::kNone;
+  double server_density = 0.0;  // ρ' of the shard, in (0, 1]
+};
+
+// What to send after an event. For UPDATE/DENSE, `buffer` holds the arrays (shared by all
+// recipients of the same round); for ERROR, `code` and `message`.
+struct Reply {
+  int worker = 0;  // worker rank
+  pb::MsgType type = pb::MSG_UPDATE;
+  uint64_t round = 0;
+  bool dense = false;
+  std::shared_ptr<const ReplyBuffer> buffer;
+  pb::ErrorCode code = pb::ERROR_NONE;
+  std::string message;
+};
+using Outbox = std::vector<Reply>;
+
+struct ShardServerStats {
+  uint64_t pushes_applied = 0;
+  uint64_t duplicates = 0;
+  uint64_t rejected = 0;
+  uint64_t rounds_completed = 0;  // BSP rounds
+  int max_staleness = 0;          // SSP/ASP: largest clock lead a released reply had
+  double pushed_sum = 0;          // Σ of every applied pushed value (fp64), for conservation checks
+};
+
+class ShardServer {
+ public:
+  // `initial` holds the shard's initial weights (length hi - lo >= 1). Errors: InvalidArgument
+  // for bad options (zero workers, negative staleness, density outside (0, 1]).
+  static StatusOr<std::unique_ptr<ShardServer>> Create(const ShardServerOptions& options,
+                                                       std::vector<float> initial);
+
+  // A validated PUSH (indices shard-relative, strictly ascending, < size(); values finite).
+  // Dense pushes carry size() values and no indices.
+  void OnPush(int worker, uint64_t round, std::span<const uint32_t> indices, std::span<const float> values,
+              bool dense, Outbox* out);
+  void OnPullDense(int worker, Outbox* out);
+  // The scheduler declared `worker` dead: it no longer counts for BSP rounds or SSP clocks.
+  void OnWorkerDead(int worker, Outbox* out);
+
+  std::span<const float> weights() const { return w_; }
+  uint64_t size() const { return w_.size(); }
+  uint64_t round() const { return round_; }  // BSP: the round being aggregated
+  const ShardServerStats& stats() const { return stats_; }
+
+ private:
+  ShardServer(const ShardServerOptions& options, std::vector<float> initial);
+  void Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message, Outbox* out);
+  void BspPush(int worker, uint64_t round, std::span<const uint32_t> indices, std::span<const float> values,
+               bool dense, Outbox* out);
+  void BspMaybeComplete(Outbox* out);
+  void AsyncPush(int worker, uint64_t round, std::span<const uint32_t> indices, std::span<const float> values,
+                 bool dense, Outbox* out);
+  void AsyncRelease(Outbox* out);
+  void AsyncReply(int worker, uint64_t round, Outbox* out);
+  void MarkDirty(uint32_t i);
+
+  const ShardServerOptions options_;
+  std::vector<float> w_;
+  ReplyPool pool_;
+  ShardServerStats stats_;
+  std::vector<bool> live_;
+  uint32_t live_count_;
+
+  // BSP.
+  uint64_t round_ = 0;
+  std::vector<float> acc_;
+  std::vector<uint8_t> touched_;
+  std::vector<uint32_t> union_;
+  bool dense_round_ = false;
+  std::vector<bool> arrived_;
+  uint32_t contributions_ = 0;
+  std::shared_ptr<const ReplyBuffer> last_reply_;  // reply of round_ - 1, for resends
+  bool last_reply_dense_ = false;
+  std::vector<float> residual_;  // two-way compression
+
+  // ASP / SSP.
+  float scale_ = 1.0f;
+  std::vector<int64_t> last_round_;       // last round applied per worker (-1 = none)
+  std::vector<std::vector<uint8_t>> dirty_flag_;
+  std::vector<std::vector<uint32_t>> dirty_list_;
+  std::vector<bool> all_dirty_;
+  std::vector<bool> waiting_;             // SSP: reply held back
+  std::vector<uint64_t> waiting_round_;
+};
+
+}  // namespace sieve
+
+#endif  // SIEVE_SERVER_SHARD_SERVER_H_

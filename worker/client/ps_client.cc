@@ -1,0 +1,189 @@
+#include "worker/client/ps_client.h"
+
+#include <glog/logging.h>
+
+#include <chrono>
+
+#include "kernels/sparse_ops.h"
+
+namespace sieve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint64_t FrameBytes(const Frames& frames) {
+  uint64_t n = 0;
+  for (const auto& f : frames) n += f.size();
+  return n;
+}
+
+}  // namespace
+
+PsClient::PsClient(const PsClientOptions& options, std::unique_ptr<Node> node)
+    : options_(options), node_(std::move(node)), buffers_(std::make_shared<SendBuffers>()) {
+  bounds_.push_back(0);
+  for (const auto& r : node_->shards()) bounds_.push_back(r.hi);
+}
+
+StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const PsClientOptions& options) {
+  NodeOptions n = options.node;
+  n.role = pb::ROLE_WORKER;
+  auto node = Node::Start(n);
+  if (!node.ok()) return node.status();
+  return std::unique_ptr<PsClient>(new PsClient(options, std::move(node).value()));
+}
+
+template <typename Fn>
+Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply) {
+  const uint32_t servers = node_->num_servers();
+  std::vector<bool> done(servers, false);
+  uint32_t left = servers;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (left > 0) {
+    const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (remaining <= 0) {
+      return DeadlineExceededError(std::string("no ") + std::string(MsgTypeName(type)) + " for round " +
+                                   std::to_string(round) + " from " + std::to_string(left) + " of " +
+                                   std::to_string(servers) + " servers within " + std::to_string(timeout_ms) +
+                                   " ms");
+    }
+    Message msg;
+    auto got = node_->Receive(&msg, static_cast<int>(remaining));
+    if (!got.ok()) return got.status();
+    if (!*got) continue;
+    const int server = msg.header.sender() - 1;
+    if (server < 0 || server >= static_cast<int>(servers)) continue;  // not from a server
+    if (msg.type() == pb::MSG_ERROR) {
+      if (msg.header.round() != round) continue;
+      return FailedPreconditionError("server " + std::to_string(server) + " rejected " +
+                                     std::string(MsgTypeName(msg.header.error().rejected_type())) + ": " +
+                                     pb::ErrorCode_Name(msg.header.error().code()) + ": " +
+                                     msg.header.error().message());
+    }
+    if (msg.type() != type || msg.header.round() != round || done[server]) continue;  // stale or duplicate
+    if (msg.header.shard() != server) {
+      LOG(WARNING) << "server " << server << " answered for shard " << msg.header.shard() << "; ignored";
+      continue;
+    }
+    apply(server, msg);
+    done[server] = true;
+    --left;
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Writes a validated UPDATE/DENSE of shard [lo, hi) into the replica.
+void ApplyValues(const Message& msg, uint64_t lo, std::span<float> weights) {
+  const bool half = !msg.values_fp16.empty();
+  const size_t n = half ? msg.values_fp16.size() : msg.values.size();
+  if (msg.dense() || msg.type() == pb::MSG_DENSE) {
+    for (size_t j = 0; j < n; ++j) weights[lo + j] = half ? HalfToFloat(msg.values_fp16[j]) : msg.values[j];
+    return;
+  }
+  for (size_t j = 0; j < n; ++j) {
+    weights[lo + msg.indices[j]] = half ? HalfToFloat(msg.values_fp16[j]) : msg.values[j];
+  }
+}
+
+}  // namespace
+
+Status PsClient::PullDense(std::span<float> weights, int timeout_ms) {
+  if (weights.size() != num_params()) {
+    return InvalidArgumentError("replica has " + std::to_string(weights.size()) + " values, D = " +
+                                std::to_string(num_params()));
+  }
+  for (uint32_t s = 0; s < num_servers(); ++s) {
+    pb::Header h;
+    h.set_type(pb::MSG_PULL_DENSE);
+    h.set_sender(node_->id());
+    h.set_recipient(node_->ServerId(static_cast<int>(s)));
+    h.set_shard(static_cast<int>(s));
+    auto frames = EncodeControl(h);
+    if (!frames.ok()) return frames.status();
+    SIEVE_RETURN_IF_ERROR(node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames).value()));
+  }
+  return Collect(pb::MSG_DENSE, 0, timeout_ms,
+                 [&](int s, const Message& m) { ApplyValues(m, bounds_[s], weights); });
+}
+
+Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weights, RoundStats* stats,
+                          int timeout_ms) {
+  const uint64_t d = num_params();
+  if (weights.size() != d) {
+    return InvalidArgumentError("replica has " + std::to_string(weights.size()) + " values, D = " + std::to_string(d));
+  }
+  if (sel->dense ? sel->values.size() != d : sel->indices.size() != sel->values.size()) {
+    return InvalidArgumentError("selection sizes do not match (dense: D values; sparse: one value per index)");
+  }
+  const auto t0 = Clock::now();
+  if (buffers_.use_count() > 1) buffers_ = std::make_shared<SendBuffers>();  // ZeroMQ still holds the old
+  SendBuffers& b = *buffers_;
+  if (!sel->dense) {
+    SIEVE_RETURN_IF_ERROR(SplitByShard(sel->indices, bounds_, &offsets_, &b.relative));
+  }
+  b.indices.swap(sel->indices);
+  b.values.swap(sel->values);
+  if (options_.fp16) {
+    b.half.resize(b.values.size());
+    SIEVE_RETURN_IF_ERROR(PackFp16(b.values, b.half));
+  }
+  RoundStats local;
+  Status status;
+  const uint32_t servers = num_servers();
+  for (uint32_t s = 0; s < servers && status.ok(); ++s) {
+    const size_t from = sel->dense ? bounds_[s] : offsets_[s];
+    const size_t to = sel->dense ? bounds_[s + 1] : offsets_[s + 1];
+    pb::Header h;
+    h.set_type(pb::MSG_PUSH);
+    h.set_sender(node_->id());
+    h.set_recipient(node_->ServerId(static_cast<int>(s)));
+    h.set_shard(static_cast<int>(s));
+    h.set_round(round);
+    DataPayload p;
+    p.dense = sel->dense;
+    p.fp16 = options_.fp16;
+    if (!sel->dense) p.indices = std::span<const uint32_t>(b.relative).subspan(from, to - from);
+    if (options_.fp16) {
+      p.values = std::as_bytes(std::span<const uint16_t>(b.half).subspan(from, to - from));
+    } else {
+      p.values = std::as_bytes(std::span<const float>(b.values).subspan(from, to - from));
+    }
+    p.keepalive = buffers_;
+    EncodeOptions eo;
+    eo.checksum = options_.checksum;
+    auto frames = EncodeData(h, p, eo);
+    if (!frames.ok()) {
+      status = frames.status();
+      break;
+    }
+    local.bytes_up += FrameBytes(*frames);
+    local.pairs_up += to - from;
+    status = node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames).value());
+  }
+  local.push_seconds = Since(t0);
+  const auto t1 = Clock::now();
+  if (status.ok()) {
+    status = Collect(pb::MSG_UPDATE, round, timeout_ms, [&](int s, const Message& m) {
+      local.bytes_down += FrameBytes(m.storage);
+      local.pairs_down += m.header.count();
+      ApplyValues(m, bounds_[s], weights);
+    });
+  }
+  local.wait_seconds = Since(t1);
+  // Hand the arrays back unless ZeroMQ still holds frames pointing into them.
+  if (buffers_.use_count() == 1) {
+    sel->indices.swap(b.indices);
+    sel->values.swap(b.values);
+  } else {
+    sel->indices.clear();
+    sel->values.clear();
+  }
+  if (stats != nullptr) *stats = local;
+  return status;
+}
+
+}  // namespace sieve

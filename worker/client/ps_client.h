@@ -1,0 +1,108 @@
+// PsClient: the worker side of sieve's push/pull protocol — the C++ API a training loop links to
+// talk to the parameter servers. It registers the worker with the scheduler (through the node
+// runtime), splits a sparse selection of the flat parameter vector by server shard, pushes every
+// slice before waiting for any reply, and applies the servers' UPDATEs (absolute weight values)
+// to the caller's replica. Example (docs/worker-api.md):
+//
+//   auto client = PsClient::Connect(options);          // registers, waits for the node table
+//   std::vector<float> w(client->num_params());
+//   client->PullDense(w, 60000);                       // authoritative initial weights
+//   client->Barrier(60000);
+//   for (uint64_t round = 0; ...; ++round) {
+//     Selection sel = ...;                             // kernels/selection.h
+//     RoundStats stats;
+//     client->PushPull(round, sel, w, &stats, 60000);  // w now holds the servers' values
+//   }
+//   client->Finish();  client->WaitShutdown(60000);
+//
+// Every server receives exactly one PUSH per round, with count 0 when the worker selected nothing
+// in its shard (docs/architecture.md explains why BSP needs it). Values travel as fp32, or fp16
+// when options.fp16 is set.
+//
+// Thread-safety: one thread drives a PsClient (its methods are not reentrant); RequestStop may be
+// called from any thread. Ownership: the caller owns the replica spans it passes in.
+#ifndef SIEVE_WORKER_CLIENT_PS_CLIENT_H_
+#define SIEVE_WORKER_CLIENT_PS_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/selection.h"
+#include "net/node.h"
+
+namespace sieve {
+
+struct PsClientOptions {
+  NodeOptions node;    // role is forced to worker; node.num_params declares D
+  bool fp16 = false;   // send pushed values as binary16
+  bool checksum = true;
+};
+
+struct RoundStats {
+  uint64_t bytes_up = 0;     // payload bytes pushed (indices + values + headers)
+  uint64_t bytes_down = 0;   // payload bytes received in UPDATEs
+  uint64_t pairs_up = 0;     // (index, value) pairs pushed (dense: D)
+  uint64_t pairs_down = 0;   // (index, value) pairs received
+  double push_seconds = 0;   // splitting + sending
+  double wait_seconds = 0;   // waiting for and applying the UPDATEs
+};
+
+class PsClient {
+ public:
+  // Registers with the scheduler and waits for the node table. Errors: those of Node::Start.
+  static StatusOr<std::unique_ptr<PsClient>> Connect(const PsClientOptions& options);
+
+  int rank() const { return node_->rank(); }
+  uint64_t num_params() const { return node_->num_params(); }
+  uint32_t num_workers() const { return node_->num_workers(); }
+  uint32_t num_servers() const { return node_->num_servers(); }
+  Node& node() { return *node_; }
+
+  // Replaces `weights` (length D) with the servers' current values. Errors: InvalidArgument
+  // (wrong length), DeadlineExceeded, Aborted/Unavailable (job ended), FailedPrecondition with
+  // the server's ERROR message.
+  Status PullDense(std::span<float> weights, int timeout_ms);
+
+  // One round: pushes `*sel` (global ascending indices into [0, D), or dense with D values) split
+  // by shard to every server, then waits for each server's UPDATE of `round` and writes its values
+  // into `weights` (length D). Zero-copy: sel's index and value arrays are lent to ZeroMQ for the
+  // call and handed back on return (only if ZeroMQ still holds them after an error are they kept
+  // until it lets go, and *sel comes back with empty arrays). Errors as PullDense, plus
+  // InvalidArgument for a malformed selection (nothing is sent then). A server's ERROR for this
+  // round fails the call.
+  Status PushPull(uint64_t round, Selection* sel, std::span<float> weights, RoundStats* stats,
+                  int timeout_ms);
+
+  Status Barrier(int timeout_ms) { return node_->Barrier(kGroupWorkers, timeout_ms); }
+  Status Finish() { return node_->Finish(); }
+  Status WaitShutdown(int timeout_ms) { return node_->WaitShutdown(timeout_ms); }
+  void RequestStop(const std::string& reason) { node_->RequestStop(reason); }
+
+ private:
+  PsClient(const PsClientOptions& options, std::unique_ptr<Node> node);
+  // Waits for one data message of `type` and `round` from each server in `pending` (by rank),
+  // calling apply(server_rank, message) for each. ERRORs for the round fail the wait.
+  template <typename Fn>
+  Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply);
+
+  // Arrays lent to ZeroMQ during a round; reused while no frame of an earlier round holds them.
+  struct SendBuffers {
+    std::vector<uint32_t> indices;   // the selection's global indices (moved in from Selection)
+    std::vector<float> values;       // the selection's values (moved in from Selection)
+    std::vector<uint32_t> relative;  // shard-relative indices
+    std::vector<uint16_t> half;      // fp16 values
+  };
+
+  const PsClientOptions options_;
+  std::unique_ptr<Node> node_;
+  std::vector<uint64_t> bounds_;  // S+1 shard boundaries
+  std::vector<size_t> offsets_;   // reused across rounds
+  std::shared_ptr<SendBuffers> buffers_;
+};
+
+}  // namespace sieve
+
+#endif  // SIEVE_WORKER_CLIENT_PS_CLIENT_H_
