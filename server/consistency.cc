@@ -8,14 +8,18 @@ StatusOr<Consistency> ParseConsistency(std::string_view name) {
   if (name == "bsp") return Consistency::kBsp;
   if (name == "ssp") return Consistency::kSsp;
   if (name == "asp") return Consistency::kAsp;
-  return InvalidArgumentError("unknown consistency '" + std::string(name) + "' (expected bsp, ssp or asp)");
+  return InvalidArgumentError("unknown consistency '" + std::string(name) +
+                              "' (expected bsp, ssp or asp)");
 }
 
 std::string_view ConsistencyName(Consistency c) {
   switch (c) {
-    case Consistency::kBsp: return "bsp";
-    case Consistency::kSsp: return "ssp";
-    case Consistency::kAsp: return "asp";
+    case Consistency::kBsp:
+      return "bsp";
+    case Consistency::kSsp:
+      return "ssp";
+    case Consistency::kAsp:
+      return "asp";
   }
   return "?";
 }

@@ -25,19 +25,24 @@
 DEFINE_string(scheduler, "127.0.0.1:9310", "Scheduler address host:port");
 DEFINE_int32(rank, -1, "Requested server rank (-1 = assigned by the scheduler)");
 DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
-DEFINE_string(host, "", "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
+DEFINE_string(host, "",
+              "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
 DEFINE_uint32(port, 0, "Port to listen on (0 = any free port)");
-DEFINE_string(model, "fnn3", "Model whose layout and seeded init the shard uses: softmax|fnn3|cnn|synthetic");
+DEFINE_string(model, "fnn3",
+              "Model whose layout and seeded init the shard uses: softmax|fnn3|cnn|synthetic");
 DEFINE_uint64(num_params, 0, "D for --model=synthetic");
 DEFINE_uint64(seed, 1, "Initialization seed (must match the workers')");
 DEFINE_string(consistency, "bsp", "bsp | ssp | asp");
 DEFINE_int32(staleness, 2, "SSP bound: max rounds a worker may run ahead of the slowest");
 DEFINE_double(async_scale, 0.0, "ASP/SSP: w -= scale * pushed value; 0 = 1/num_workers");
-DEFINE_string(server_compressor, "none", "Two-way compression of the BSP aggregate: none|topk|gaussiank");
-DEFINE_double(server_density, 0.001, "Density rho' of the server-side selection (two-way compression)");
+DEFINE_string(server_compressor, "none",
+              "Two-way compression of the BSP aggregate: none|topk|gaussiank");
+DEFINE_double(server_density, 0.001,
+              "Density rho' of the server-side selection (two-way compression)");
 DEFINE_int32(heartbeat_interval_ms, 1000, "Heartbeat period to the scheduler (0 = off)");
 DEFINE_int32(heartbeat_timeout_ms, 10000, "Fail when the scheduler is silent this long");
-DEFINE_string(dump_weights, "", "At the end, write the shard's weights here (raw little-endian float32)");
+DEFINE_string(dump_weights, "",
+              "At the end, write the shard's weights here (raw little-endian float32)");
 
 namespace sieve {
 namespace {
@@ -121,8 +126,9 @@ int Run() {
     return 2;
   }
   ShardServer& shard = **created;
-  LOG(INFO) << "server " << rank << " owns [" << range.lo << ", " << range.hi << ") of D = " << node.num_params()
-            << ", " << ConsistencyName(*consistency) << ", " << node.num_workers() << " workers";
+  LOG(INFO) << "server " << rank << " owns [" << range.lo << ", " << range.hi
+            << ") of D = " << node.num_params() << ", " << ConsistencyName(*consistency) << ", "
+            << node.num_workers() << " workers";
 
   std::mutex dead_mu;
   std::vector<int> dead_workers;
@@ -188,14 +194,14 @@ int Run() {
       case pb::MSG_PUSH:
       case pb::MSG_PULL_DENSE: {
         if (!from_worker) {
-          (void)node.SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers push or pull", msg.type(),
-                               msg.header.round());
+          (void)node.SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers push or pull",
+                               msg.type(), msg.header.round());
           break;
         }
         if (msg.header.shard() != rank) {
           (void)node.SendError(sender, pb::ERROR_WRONG_SHARD,
-                               "this is server " + std::to_string(rank) + ", message is for shard " +
-                                   std::to_string(msg.header.shard()),
+                               "this is server " + std::to_string(rank) +
+                                   ", message is for shard " + std::to_string(msg.header.shard()),
                                msg.type(), msg.header.round());
           break;
         }
@@ -216,16 +222,18 @@ int Run() {
         LOG(WARNING) << "error from node " << sender << ": " << msg.header.error().message();
         break;
       default:
-        (void)node.SendError(sender, pb::ERROR_UNEXPECTED_TYPE,
-                             std::string("a server does not accept ") + std::string(MsgTypeName(msg.type())),
-                             msg.type(), msg.header.round());
+        (void)node.SendError(
+            sender, pb::ERROR_UNEXPECTED_TYPE,
+            std::string("a server does not accept ") + std::string(MsgTypeName(msg.type())),
+            msg.type(), msg.header.round());
     }
     flush();
   }
 
   const auto w = shard.weights();
-  const uint32_t crc = static_cast<uint32_t>(
-      crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(w.data()), static_cast<uInt>(w.size_bytes())));
+  const uint32_t crc =
+      static_cast<uint32_t>(crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(w.data()),
+                                  static_cast<uInt>(w.size_bytes())));
   if (!FLAGS_dump_weights.empty()) {
     std::ofstream f(FLAGS_dump_weights, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size_bytes()));
@@ -233,12 +241,14 @@ int Run() {
   }
   const auto& st = shard.stats();
   std::printf(
-      "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu rejected=%lu "
+      "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu "
+      "rejected=%lu "
       "dropped=%lu max_staleness=%d pushed_sum=%.9g checksum=%08x\n",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
-      static_cast<unsigned long>(st.rounds_completed), static_cast<unsigned long>(st.pushes_applied),
-      static_cast<unsigned long>(st.duplicates), static_cast<unsigned long>(st.rejected),
-      static_cast<unsigned long>(node.rejected_messages()), st.max_staleness, st.pushed_sum, crc);
+      static_cast<unsigned long>(st.rounds_completed),
+      static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
+      static_cast<unsigned long>(st.rejected), static_cast<unsigned long>(node.rejected_messages()),
+      st.max_staleness, st.pushed_sum, crc);
   std::fflush(stdout);
   Status shutdown = node.WaitShutdown(0);
   if (!shutdown.ok()) {
@@ -254,7 +264,8 @@ int Run() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "a sieve parameter server: holds one key-range shard, aggregates pushes (BSP/SSP/ASP) and\n"
-      "answers with sparse updates.\n  usage: sieve-server --scheduler=HOST:PORT [--consistency=bsp] ...");
+      "answers with sparse updates.\n  usage: sieve-server --scheduler=HOST:PORT "
+      "[--consistency=bsp] ...");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

@@ -24,7 +24,10 @@ StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(const ShardServerOpti
 }
 
 ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> initial)
-    : options_(options), w_(std::move(initial)), live_(options.num_workers, true), live_count_(options.num_workers) {
+    : options_(options),
+      w_(std::move(initial)),
+      live_(options.num_workers, true),
+      live_count_(options.num_workers) {
   const size_t n = w_.size();
   const uint32_t workers = options.num_workers;
   if (options.consistency == Consistency::kBsp) {
@@ -43,7 +46,8 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
   }
 }
 
-void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message, Outbox* out) {
+void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message,
+                         Outbox* out) {
   ++stats_.rejected;
   Reply r;
   r.worker = worker;
@@ -57,7 +61,8 @@ void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::st
 void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                          std::span<const float> values, bool dense, Outbox* out) {
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) {
-    return Reject(worker, round, pb::ERROR_NOT_REGISTERED, "unknown worker rank " + std::to_string(worker), out);
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
+                  "unknown worker rank " + std::to_string(worker), out);
   }
   if (!live_[worker]) {
     return Reject(worker, round, pb::ERROR_NOT_REGISTERED, "worker was declared dead", out);
@@ -65,7 +70,8 @@ void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> i
   if (dense ? values.size() != w_.size() : indices.size() != values.size()) {
     return Reject(worker, round, pb::ERROR_BAD_COUNT, "push sizes do not match the shard", out);
   }
-  if (options_.consistency == Consistency::kBsp) return BspPush(worker, round, indices, values, dense, out);
+  if (options_.consistency == Consistency::kBsp)
+    return BspPush(worker, round, indices, values, dense, out);
   AsyncPush(worker, round, indices, values, dense, out);
 }
 
@@ -73,12 +79,14 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
                           std::span<const float> values, bool dense, Outbox* out) {
   if (round + 1 == round_ && last_reply_) {  // the previous round, resent: answer it again
     ++stats_.duplicates;
-    out->push_back({worker, pb::MSG_UPDATE, round, last_reply_dense_, last_reply_, pb::ERROR_NONE, ""});
+    out->push_back(
+        {worker, pb::MSG_UPDATE, round, last_reply_dense_, last_reply_, pb::ERROR_NONE, ""});
     return;
   }
   if (round != round_) {
     return Reject(worker, round, pb::ERROR_UNKNOWN_ROUND,
-                  "BSP server is aggregating round " + std::to_string(round_) + ", got round " + std::to_string(round),
+                  "BSP server is aggregating round " + std::to_string(round_) + ", got round " +
+                      std::to_string(round),
                   out);
   }
   if (arrived_[worker]) {  // same round twice: applied once
@@ -110,7 +118,8 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
 
 void ShardServer::BspMaybeComplete(Outbox* out) {
   uint32_t arrived_live = 0;
-  for (uint32_t w = 0; w < options_.num_workers; ++w) arrived_live += (live_[w] && arrived_[w]) ? 1 : 0;
+  for (uint32_t w = 0; w < options_.num_workers; ++w)
+    arrived_live += (live_[w] && arrived_[w]) ? 1 : 0;
   if (contributions_ == 0 || arrived_live < live_count_) return;
   const float n = static_cast<float>(contributions_);
   auto buf = pool_.Get();
@@ -158,7 +167,9 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
   union_.clear();
   std::shared_ptr<const ReplyBuffer> reply = std::move(buf);
   for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    if (live_[w]) out->push_back({static_cast<int>(w), pb::MSG_UPDATE, round_, dense_reply, reply, pb::ERROR_NONE, ""});
+    if (live_[w])
+      out->push_back(
+          {static_cast<int>(w), pb::MSG_UPDATE, round_, dense_reply, reply, pb::ERROR_NONE, ""});
   }
   last_reply_ = reply;
   last_reply_dense_ = dense_reply;
@@ -214,7 +225,8 @@ void ShardServer::AsyncRelease(Outbox* out) {
   for (uint32_t w = 0; w < options_.num_workers; ++w) {
     if (!waiting_[w]) continue;
     const int64_t lead = live_count_ == 0 ? 0 : last_round_[w] + 1 - min_clock;
-    if (options_.consistency == Consistency::kSsp && live_[w] && lead > options_.staleness) continue;
+    if (options_.consistency == Consistency::kSsp && live_[w] && lead > options_.staleness)
+      continue;
     stats_.max_staleness = std::max<int>(stats_.max_staleness, static_cast<int>(lead));
     waiting_[w] = false;
     AsyncReply(static_cast<int>(w), waiting_round_[w], out);

@@ -39,8 +39,8 @@ namespace sieve {
 struct ShardServerOptions {
   uint32_t num_workers = 1;
   Consistency consistency = Consistency::kBsp;
-  int staleness = 0;           // SSP bound s >= 0
-  float async_scale = 0.0f;    // ASP/SSP step scale; 0 = 1/num_workers
+  int staleness = 0;         // SSP bound s >= 0
+  float async_scale = 0.0f;  // ASP/SSP step scale; 0 = 1/num_workers
   // Two-way compression of the BSP aggregate (kNone = off).
   Compressor server_compressor = Compressor::kNone;
   double server_density = 0.0;  // ρ' of the shard, in (0, 1]
@@ -65,7 +65,7 @@ struct ShardServerStats {
   uint64_t rejected = 0;
   uint64_t rounds_completed = 0;  // BSP rounds
   int max_staleness = 0;          // SSP/ASP: largest clock lead a released reply had
-  double pushed_sum = 0;          // Σ of every applied pushed value (fp64), for conservation checks
+  double pushed_sum = 0;  // Σ of every applied pushed value (fp64), for conservation checks
 };
 
 class ShardServer {
@@ -77,8 +77,8 @@ class ShardServer {
 
   // A validated PUSH (indices shard-relative, strictly ascending, < size(); values finite).
   // Dense pushes carry size() values and no indices.
-  void OnPush(int worker, uint64_t round, std::span<const uint32_t> indices, std::span<const float> values,
-              bool dense, Outbox* out);
+  void OnPush(int worker, uint64_t round, std::span<const uint32_t> indices,
+              std::span<const float> values, bool dense, Outbox* out);
   void OnPullDense(int worker, Outbox* out);
   // The scheduler declared `worker` dead: it no longer counts for BSP rounds or SSP clocks.
   void OnWorkerDead(int worker, Outbox* out);
@@ -91,11 +91,11 @@ class ShardServer {
  private:
   ShardServer(const ShardServerOptions& options, std::vector<float> initial);
   void Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message, Outbox* out);
-  void BspPush(int worker, uint64_t round, std::span<const uint32_t> indices, std::span<const float> values,
-               bool dense, Outbox* out);
+  void BspPush(int worker, uint64_t round, std::span<const uint32_t> indices,
+               std::span<const float> values, bool dense, Outbox* out);
   void BspMaybeComplete(Outbox* out);
-  void AsyncPush(int worker, uint64_t round, std::span<const uint32_t> indices, std::span<const float> values,
-                 bool dense, Outbox* out);
+  void AsyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
+                 std::span<const float> values, bool dense, Outbox* out);
   void AsyncRelease(Outbox* out);
   void AsyncReply(int worker, uint64_t round, Outbox* out);
   void MarkDirty(uint32_t i);
@@ -121,11 +121,11 @@ class ShardServer {
 
   // ASP / SSP.
   float scale_ = 1.0f;
-  std::vector<int64_t> last_round_;       // last round applied per worker (-1 = none)
+  std::vector<int64_t> last_round_;  // last round applied per worker (-1 = none)
   std::vector<std::vector<uint8_t>> dirty_flag_;
   std::vector<std::vector<uint32_t>> dirty_list_;
   std::vector<bool> all_dirty_;
-  std::vector<bool> waiting_;             // SSP: reply held back
+  std::vector<bool> waiting_;  // SSP: reply held back
   std::vector<uint64_t> waiting_round_;
 };
 

@@ -11,7 +11,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 uint64_t FrameBytes(const Frames& frames) {
   uint64_t n = 0;
@@ -42,12 +44,13 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
   uint32_t left = servers;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   while (left > 0) {
-    const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto remaining =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (remaining <= 0) {
-      return DeadlineExceededError(std::string("no ") + std::string(MsgTypeName(type)) + " for round " +
-                                   std::to_string(round) + " from " + std::to_string(left) + " of " +
-                                   std::to_string(servers) + " servers within " + std::to_string(timeout_ms) +
-                                   " ms");
+      return DeadlineExceededError(std::string("no ") + std::string(MsgTypeName(type)) +
+                                   " for round " + std::to_string(round) + " from " +
+                                   std::to_string(left) + " of " + std::to_string(servers) +
+                                   " servers within " + std::to_string(timeout_ms) + " ms");
     }
     Message msg;
     auto got = node_->Receive(&msg, static_cast<int>(remaining));
@@ -58,13 +61,15 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
     if (msg.type() == pb::MSG_ERROR) {
       if (msg.header.round() != round) continue;
       return FailedPreconditionError("server " + std::to_string(server) + " rejected " +
-                                     std::string(MsgTypeName(msg.header.error().rejected_type())) + ": " +
-                                     pb::ErrorCode_Name(msg.header.error().code()) + ": " +
+                                     std::string(MsgTypeName(msg.header.error().rejected_type())) +
+                                     ": " + pb::ErrorCode_Name(msg.header.error().code()) + ": " +
                                      msg.header.error().message());
     }
-    if (msg.type() != type || msg.header.round() != round || done[server]) continue;  // stale or duplicate
+    if (msg.type() != type || msg.header.round() != round || done[server])
+      continue;  // stale or duplicate
     if (msg.header.shard() != server) {
-      LOG(WARNING) << "server " << server << " answered for shard " << msg.header.shard() << "; ignored";
+      LOG(WARNING) << "server " << server << " answered for shard " << msg.header.shard()
+                   << "; ignored";
       continue;
     }
     apply(server, msg);
@@ -81,7 +86,8 @@ void ApplyValues(const Message& msg, uint64_t lo, std::span<float> weights) {
   const bool half = !msg.values_fp16.empty();
   const size_t n = half ? msg.values_fp16.size() : msg.values.size();
   if (msg.dense() || msg.type() == pb::MSG_DENSE) {
-    for (size_t j = 0; j < n; ++j) weights[lo + j] = half ? HalfToFloat(msg.values_fp16[j]) : msg.values[j];
+    for (size_t j = 0; j < n; ++j)
+      weights[lo + j] = half ? HalfToFloat(msg.values_fp16[j]) : msg.values[j];
     return;
   }
   for (size_t j = 0; j < n; ++j) {
@@ -93,8 +99,8 @@ void ApplyValues(const Message& msg, uint64_t lo, std::span<float> weights) {
 
 Status PsClient::PullDense(std::span<float> weights, int timeout_ms) {
   if (weights.size() != num_params()) {
-    return InvalidArgumentError("replica has " + std::to_string(weights.size()) + " values, D = " +
-                                std::to_string(num_params()));
+    return InvalidArgumentError("replica has " + std::to_string(weights.size()) +
+                                " values, D = " + std::to_string(num_params()));
   }
   for (uint32_t s = 0; s < num_servers(); ++s) {
     pb::Header h;
@@ -104,23 +110,27 @@ Status PsClient::PullDense(std::span<float> weights, int timeout_ms) {
     h.set_shard(static_cast<int>(s));
     auto frames = EncodeControl(h);
     if (!frames.ok()) return frames.status();
-    SIEVE_RETURN_IF_ERROR(node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames).value()));
+    SIEVE_RETURN_IF_ERROR(
+        node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames).value()));
   }
   return Collect(pb::MSG_DENSE, 0, timeout_ms,
                  [&](int s, const Message& m) { ApplyValues(m, bounds_[s], weights); });
 }
 
-Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weights, RoundStats* stats,
-                          int timeout_ms) {
+Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weights,
+                          RoundStats* stats, int timeout_ms) {
   const uint64_t d = num_params();
   if (weights.size() != d) {
-    return InvalidArgumentError("replica has " + std::to_string(weights.size()) + " values, D = " + std::to_string(d));
+    return InvalidArgumentError("replica has " + std::to_string(weights.size()) +
+                                " values, D = " + std::to_string(d));
   }
   if (sel->dense ? sel->values.size() != d : sel->indices.size() != sel->values.size()) {
-    return InvalidArgumentError("selection sizes do not match (dense: D values; sparse: one value per index)");
+    return InvalidArgumentError(
+        "selection sizes do not match (dense: D values; sparse: one value per index)");
   }
   const auto t0 = Clock::now();
-  if (buffers_.use_count() > 1) buffers_ = std::make_shared<SendBuffers>();  // ZeroMQ still holds the old
+  if (buffers_.use_count() > 1)
+    buffers_ = std::make_shared<SendBuffers>();  // ZeroMQ still holds the old
   SendBuffers& b = *buffers_;
   if (!sel->dense) {
     SIEVE_RETURN_IF_ERROR(SplitByShard(sel->indices, bounds_, &offsets_, &b.relative));

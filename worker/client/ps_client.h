@@ -36,18 +36,18 @@
 namespace sieve {
 
 struct PsClientOptions {
-  NodeOptions node;    // role is forced to worker; node.num_params declares D
-  bool fp16 = false;   // send pushed values as binary16
+  NodeOptions node;   // role is forced to worker; node.num_params declares D
+  bool fp16 = false;  // send pushed values as binary16
   bool checksum = true;
 };
 
 struct RoundStats {
-  uint64_t bytes_up = 0;     // payload bytes pushed (indices + values + headers)
-  uint64_t bytes_down = 0;   // payload bytes received in UPDATEs
-  uint64_t pairs_up = 0;     // (index, value) pairs pushed (dense: D)
-  uint64_t pairs_down = 0;   // (index, value) pairs received
-  double push_seconds = 0;   // splitting + sending
-  double wait_seconds = 0;   // waiting for and applying the UPDATEs
+  uint64_t bytes_up = 0;    // payload bytes pushed (indices + values + headers)
+  uint64_t bytes_down = 0;  // payload bytes received in UPDATEs
+  uint64_t pairs_up = 0;    // (index, value) pairs pushed (dense: D)
+  uint64_t pairs_down = 0;  // (index, value) pairs received
+  double push_seconds = 0;  // splitting + sending
+  double wait_seconds = 0;  // waiting for and applying the UPDATEs
 };
 
 class PsClient {

@@ -1,0 +1,338 @@
+// ShardServer against independent references: a dense brute-force replay of the same pushes.
+#include "server/shard_server.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+namespace sieve {
+namespace {
+
+struct SparsePush {
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+};
+
+SparsePush RandomPush(std::mt19937& rng, uint32_t n, uint32_t k) {
+  std::set<uint32_t> s;
+  std::uniform_int_distribution<uint32_t> pick(0, n - 1);
+  while (s.size() < k) s.insert(pick(rng));
+  SparsePush p;
+  p.idx.assign(s.begin(), s.end());
+  std::normal_distribution<float> v(0.0f, 1.0f);
+  for (size_t j = 0; j < p.idx.size(); ++j) p.val.push_back(v(rng));
+  return p;
+}
+
+std::unique_ptr<ShardServer> Make(ShardServerOptions o, std::vector<float> init) {
+  auto s = ShardServer::Create(o, std::move(init));
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+std::vector<float> Iota(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = 0.01f * static_cast<float>(i);
+  return v;
+}
+
+TEST(ServerShardTest, BspAveragesUnionAndRepliesEveryWorker) {
+  const uint32_t n = 500, workers = 3;
+  ShardServerOptions o;
+  o.num_workers = workers;
+  auto s = Make(o, Iota(n));
+  std::vector<float> ref = Iota(n);
+  std::mt19937 rng(7);
+  for (uint64_t round = 0; round < 5; ++round) {
+    std::vector<float> sum(n, 0.0f);
+    std::set<uint32_t> uni;
+    Outbox out;
+    for (uint32_t w = 0; w < workers; ++w) {
+      SparsePush p = RandomPush(rng, n, 20 + w);
+      for (size_t j = 0; j < p.idx.size(); ++j) {
+        sum[p.idx[j]] += p.val[j];
+        uni.insert(p.idx[j]);
+      }
+      s->OnPush(static_cast<int>(w), round, p.idx, p.val, false, &out);
+      if (w + 1 < workers) {
+        EXPECT_TRUE(out.empty()) << "replied before the round completed";
+      }
+    }
+    for (uint32_t i : uni) ref[i] -= sum[i] / static_cast<float>(workers);
+    ASSERT_EQ(out.size(), workers);
+    std::set<int> recipients;
+    for (const Reply& r : out) {
+      recipients.insert(r.worker);
+      EXPECT_EQ(r.type, pb::MSG_UPDATE);
+      EXPECT_EQ(r.round, round);
+      ASSERT_EQ(r.buffer->indices.size(), uni.size());
+      EXPECT_TRUE(std::equal(uni.begin(), uni.end(), r.buffer->indices.begin()));
+      for (size_t j = 0; j < r.buffer->indices.size(); ++j) {
+        EXPECT_EQ(r.buffer->values[j], ref[r.buffer->indices[j]]);
+      }
+    }
+    EXPECT_EQ(recipients.size(), workers);
+  }
+  for (uint32_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(s->weights()[i], ref[i]) << i;
+  EXPECT_EQ(s->round(), 5u);
+}
+
+TEST(ServerShardTest, BspDuplicatePushIsAppliedOnceAndResentReplyIsIdentical) {
+  ShardServerOptions o;
+  o.num_workers = 2;
+  auto s = Make(o, std::vector<float>(10, 1.0f));
+  std::vector<uint32_t> idx = {2, 5};
+  std::vector<float> val = {1.0f, 2.0f};
+  Outbox out;
+  s->OnPush(0, 0, idx, val, false, &out);
+  s->OnPush(0, 0, idx, val, false, &out);  // duplicate within the round
+  EXPECT_TRUE(out.empty());
+  s->OnPush(1, 0, idx, val, false, &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_FLOAT_EQ(s->weights()[2], 1.0f - 1.0f);  // (1+1)/2
+  EXPECT_FLOAT_EQ(s->weights()[5], 1.0f - 2.0f);
+  const auto first = out[0].buffer;
+  out.clear();
+  s->OnPush(1, 0, idx, val, false, &out);  // resent after completion -> same reply, no apply
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].buffer, first);
+  EXPECT_FLOAT_EQ(s->weights()[2], 0.0f);
+  EXPECT_EQ(s->stats().duplicates, 2u);
+  EXPECT_EQ(s->stats().pushes_applied, 2u);
+}
+
+TEST(ServerShardTest, BspUnknownRoundIsRejectedWithoutChange) {
+  ShardServerOptions o;
+  o.num_workers = 2;
+  auto s = Make(o, Iota(8));
+  std::vector<uint32_t> idx = {1};
+  std::vector<float> val = {5.0f};
+  Outbox out;
+  s->OnPush(0, 3, idx, val, false, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_ERROR);
+  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
+  for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(s->weights()[i], Iota(8)[i]);
+  out.clear();
+  s->OnPush(7, 0, idx, val, false, &out);  // no such worker
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].code, pb::ERROR_NOT_REGISTERED);
+}
+
+TEST(ServerShardTest, BspDeadWorkerNoLongerBlocksTheRound) {
+  ShardServerOptions o;
+  o.num_workers = 3;
+  auto s = Make(o, std::vector<float>(4, 0.0f));
+  std::vector<uint32_t> idx = {0};
+  std::vector<float> val = {3.0f};
+  Outbox out;
+  s->OnPush(0, 0, idx, val, false, &out);
+  s->OnPush(1, 0, idx, val, false, &out);
+  EXPECT_TRUE(out.empty());
+  s->OnWorkerDead(2, &out);
+  ASSERT_EQ(out.size(), 2u);                // workers 0 and 1
+  EXPECT_FLOAT_EQ(s->weights()[0], -3.0f);  // mean of the two pushes
+  out.clear();
+  s->OnPush(2, 1, idx, val, false, &out);  // a dead worker's push is refused
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_ERROR);
+}
+
+TEST(ServerShardTest, BspDensePushesAreMomentumSgdOnTheAverage) {
+  const uint32_t n = 6;
+  ShardServerOptions o;
+  o.num_workers = 2;
+  auto s = Make(o, Iota(n));
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-1, 0, 1, 0, -1, 2};
+  Outbox out;
+  s->OnPush(0, 0, {}, a, true, &out);
+  s->OnPush(1, 0, {}, b, true, &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].dense);
+  for (uint32_t i = 0; i < n; ++i) {
+    const float want = Iota(n)[i] - (a[i] + b[i]) / 2.0f;
+    EXPECT_FLOAT_EQ(s->weights()[i], want);
+    EXPECT_FLOAT_EQ(out[0].buffer->values[i], want);
+  }
+}
+
+TEST(ServerShardTest, TwoWayCompressionMatchesAResidualTopkReference) {
+  const uint32_t n = 1000, k = 10;
+  ShardServerOptions o;
+  o.num_workers = 2;
+  o.server_compressor = Compressor::kTopk;
+  o.server_density = 0.01;  // k' = 10
+  auto s = Make(o, std::vector<float>(n, 0.0f));
+  std::vector<float> w(n, 0.0f), e(n, 0.0f);  // reference weights and server residual
+  std::mt19937 rng(3);
+  for (uint64_t round = 0; round < 6; ++round) {
+    Outbox out;
+    std::vector<float> sum(n, 0.0f);
+    std::set<uint32_t> uni;
+    for (int wk = 0; wk < 2; ++wk) {
+      SparsePush p = RandomPush(rng, n, 50);
+      for (size_t j = 0; j < p.idx.size(); ++j) {
+        sum[p.idx[j]] += p.val[j];
+        uni.insert(p.idx[j]);
+      }
+      s->OnPush(wk, round, p.idx, p.val, false, &out);
+    }
+    for (uint32_t i : uni) e[i] += sum[i] / 2.0f;
+    std::vector<uint32_t> order(n);
+    for (uint32_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return std::abs(e[a]) > std::abs(e[b]); });
+    std::vector<uint32_t> sel(order.begin(), order.begin() + k);
+    std::sort(sel.begin(), sel.end());
+    for (uint32_t i : sel) {
+      w[i] -= e[i];
+      e[i] = 0.0f;
+    }
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].buffer->indices, sel) << "round " << round;
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(s->weights()[i], w[i]) << i;
+  }
+}
+
+TEST(ServerShardTest, AspAppliesAtOnceAndRepliesWithPerWorkerDirtySets) {
+  const uint32_t n = 50;
+  ShardServerOptions o;
+  o.num_workers = 2;
+  o.consistency = Consistency::kAsp;
+  auto s = Make(o, std::vector<float>(n, 0.0f));
+  Outbox out;
+  std::vector<uint32_t> i0 = {1, 3}, i1 = {3, 7};
+  std::vector<float> v0 = {2.0f, 4.0f}, v1 = {6.0f, 8.0f};
+  s->OnPush(0, 0, i0, v0, false, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].worker, 0);
+  EXPECT_EQ(out[0].buffer->indices, (std::vector<uint32_t>{1, 3}));
+  EXPECT_EQ(out[0].buffer->values, (std::vector<float>{-1.0f, -2.0f}));  // scale 1/2
+  out.clear();
+  s->OnPush(1, 0, i1, v1, false, &out);
+  ASSERT_EQ(out.size(), 1u);
+  // Worker 1 has not heard of worker 0's change at 1 yet: dirty set {1, 3, 7}.
+  EXPECT_EQ(out[0].buffer->indices, (std::vector<uint32_t>{1, 3, 7}));
+  EXPECT_EQ(out[0].buffer->values, (std::vector<float>{-1.0f, -5.0f, -4.0f}));
+  out.clear();
+  s->OnPush(0, 0, i0, v0, false, &out);  // replay: answered, not applied
+  EXPECT_FLOAT_EQ(s->weights()[1], -1.0f);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].buffer->indices, (std::vector<uint32_t>{3, 7}));
+}
+
+TEST(ServerShardTest, AspConservesEveryPushedValue) {
+  const uint32_t n = 300, workers = 4;
+  ShardServerOptions o;
+  o.num_workers = workers;
+  o.consistency = Consistency::kAsp;
+  o.async_scale = 0.5f;
+  auto s = Make(o, std::vector<float>(n, 0.0f));
+  std::mt19937 rng(11);
+  std::vector<double> ref(n, 0.0);
+  std::vector<uint64_t> next(workers, 0);
+  for (int step = 0; step < 200; ++step) {
+    const int w = static_cast<int>(rng() % workers);
+    SparsePush p = RandomPush(rng, n, 1 + rng() % 20);
+    for (size_t j = 0; j < p.idx.size(); ++j) ref[p.idx[j]] -= 0.5 * p.val[j];
+    Outbox out;
+    s->OnPush(w, next[w]++, p.idx, p.val, false, &out);
+    ASSERT_EQ(out.size(), 1u);
+  }
+  for (uint32_t i = 0; i < n; ++i) EXPECT_NEAR(s->weights()[i], ref[i], 1e-4) << i;
+  EXPECT_EQ(s->stats().pushes_applied, 200u);
+}
+
+TEST(ServerShardTest, SspHoldsWorkersAheadOfTheBound) {
+  ShardServerOptions o;
+  o.num_workers = 2;
+  o.consistency = Consistency::kSsp;
+  o.staleness = 1;
+  auto s = Make(o, std::vector<float>(4, 0.0f));
+  std::vector<uint32_t> idx = {0};
+  std::vector<float> val = {1.0f};
+  Outbox out;
+  s->OnPush(0, 0, idx, val, false, &out);  // clock 1 vs 0: lead 1 <= 1
+  ASSERT_EQ(out.size(), 1u);
+  out.clear();
+  s->OnPush(0, 1, idx, val, false, &out);  // clock 2 vs 0: held
+  EXPECT_TRUE(out.empty());
+  s->OnPush(1, 0, idx, val, false, &out);  // worker 1 reaches clock 1: both released
+  ASSERT_EQ(out.size(), 2u);
+  std::set<int> got = {out[0].worker, out[1].worker};
+  EXPECT_EQ(got, (std::set<int>{0, 1}));
+  EXPECT_LE(s->stats().max_staleness, 1);
+  out.clear();
+  s->OnPush(0, 2, idx, val, false, &out);  // clock 3 vs 1: held until worker 1 dies
+  EXPECT_TRUE(out.empty());
+  s->OnWorkerDead(1, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].worker, 0);
+}
+
+TEST(ServerShardTest, RandomizedSspNeverExceedsItsBound) {
+  const uint32_t workers = 4;
+  for (int bound : {0, 1, 3}) {
+    ShardServerOptions o;
+    o.num_workers = workers;
+    o.consistency = Consistency::kSsp;
+    o.staleness = bound;
+    auto s = Make(o, std::vector<float>(16, 0.0f));
+    std::mt19937 rng(bound + 5);
+    std::vector<uint64_t> next(workers, 0);
+    std::vector<bool> blocked(workers, false);
+    std::vector<float> one = {1.0f};
+    for (int step = 0; step < 400; ++step) {
+      std::vector<int> ready;
+      for (uint32_t w = 0; w < workers; ++w) {
+        if (!blocked[w]) ready.push_back(static_cast<int>(w));
+      }
+      ASSERT_FALSE(ready.empty()) << "deadlock";
+      const int w = ready[rng() % ready.size()];
+      std::vector<uint32_t> idx = {static_cast<uint32_t>(rng() % 16)};
+      Outbox out;
+      blocked[w] = true;
+      s->OnPush(w, next[w]++, idx, one, false, &out);
+      for (const Reply& r : out) blocked[r.worker] = false;
+      // Independent check: every running worker is within the bound of the slowest.
+      uint64_t lo = UINT64_MAX;
+      for (uint32_t u = 0; u < workers; ++u) lo = std::min(lo, next[u]);
+      for (uint32_t u = 0; u < workers; ++u) {
+        if (!blocked[u]) {
+          EXPECT_LE(next[u] - lo, static_cast<uint64_t>(bound));
+        }
+      }
+    }
+    EXPECT_LE(s->stats().max_staleness, bound);
+  }
+}
+
+TEST(ServerShardTest, PullDenseReturnsTheWholeShard) {
+  ShardServerOptions o;
+  auto s = Make(o, Iota(9));
+  Outbox out;
+  s->OnPullDense(0, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_DENSE);
+  EXPECT_EQ(out[0].buffer->values, Iota(9));
+}
+
+TEST(ServerShardTest, BadOptionsAreRejected) {
+  ShardServerOptions o;
+  o.num_workers = 0;
+  EXPECT_FALSE(ShardServer::Create(o, Iota(3)).ok());
+  o.num_workers = 1;
+  EXPECT_FALSE(ShardServer::Create(o, {}).ok());
+  o.staleness = -1;
+  EXPECT_FALSE(ShardServer::Create(o, Iota(3)).ok());
+  o.staleness = 0;
+  o.server_compressor = Compressor::kTopk;
+  o.server_density = 0;
+  EXPECT_FALSE(ShardServer::Create(o, Iota(3)).ok());
+}
+
+}  // namespace
+}  // namespace sieve
