@@ -103,13 +103,14 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
     return InvalidArgumentError("value bytes are not a whole number of elements");
   }
   const size_t count = payload.values.size() / vsize;
-  if (!payload.dense && payload.indices.size() != count) {
+  const bool dense = payload.dense || header.type() == pb::MSG_DENSE;
+  if (!dense && payload.indices.size() != count) {
     return InvalidArgumentError("indices (" + std::to_string(payload.indices.size()) +
                                 ") and values (" + std::to_string(count) + ") differ in count");
   }
   uint32_t flags = header.flags() & ~(pb::FLAG_FP16 | pb::FLAG_DENSE | pb::FLAG_CHECKSUM);
   if (payload.fp16) flags |= pb::FLAG_FP16;
-  if (payload.dense || header.type() == pb::MSG_DENSE) flags |= pb::FLAG_DENSE;
+  if (dense) flags |= pb::FLAG_DENSE;
   const bool has_indices = !(flags & pb::FLAG_DENSE);
   if (options.checksum) {
     flags |= pb::FLAG_CHECKSUM;

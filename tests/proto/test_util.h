@@ -1,0 +1,72 @@
+// Helpers shared by the proto/ unit tests: raw frame construction that bypasses the encoder, so
+// tests can build exactly the bytes a faulty or hostile peer would send.
+#ifndef SIEVE_TESTS_PROTO_TEST_UTIL_H_
+#define SIEVE_TESTS_PROTO_TEST_UTIL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "proto/codec.h"
+
+namespace sieve::testing {
+
+// A frame holding a copy of `bytes`.
+inline zmq::message_t CopyFrame(const void* data, size_t size) {
+  return zmq::message_t(data, size);
+}
+
+inline zmq::message_t StringFrame(const std::string& bytes) {
+  return zmq::message_t(bytes.data(), bytes.size());
+}
+
+// A frame holding the serialized header as is (no version or count fix-ups).
+inline zmq::message_t HeaderFrame(const pb::Header& h) {
+  std::string bytes;
+  h.SerializeToString(&bytes);
+  return StringFrame(bytes);
+}
+
+template <typename T>
+zmq::message_t ArrayFrame(const std::vector<T>& v) {
+  return CopyFrame(v.data(), v.size() * sizeof(T));
+}
+
+// Builds [header][indices][values] (sparse) or [header][values] (dense) from raw pieces. The
+// header is taken verbatim: the caller sets version, count, flags and checksum.
+inline Frames RawData(const pb::Header& h, const std::vector<uint32_t>* indices,
+                      const std::vector<float>& values) {
+  Frames f;
+  f.push_back(HeaderFrame(h));
+  if (indices != nullptr) f.push_back(ArrayFrame(*indices));
+  f.push_back(ArrayFrame(values));
+  return f;
+}
+
+// A valid-looking data header for `type` on `shard` with `count` elements (no checksum).
+inline pb::Header DataHeader(pb::MsgType type, int shard, uint64_t count, uint32_t flags = 0) {
+  pb::Header h;
+  h.set_version(kProtocolVersion);
+  h.set_type(type);
+  h.set_sender(3);
+  h.set_recipient(1);
+  h.set_round(7);
+  h.set_shard(shard);
+  h.set_count(count);
+  h.set_flags(flags);
+  return h;
+}
+
+inline std::span<const std::byte> Bytes(const std::vector<float>& v) {
+  return std::as_bytes(std::span<const float>(v));
+}
+inline std::span<const std::byte> Bytes(const std::vector<uint16_t>& v) {
+  return std::as_bytes(std::span<const uint16_t>(v));
+}
+
+}  // namespace sieve::testing
+
+#endif  // SIEVE_TESTS_PROTO_TEST_UTIL_H_
