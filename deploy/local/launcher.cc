@@ -131,6 +131,11 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
       } else {
         spec.argv.push_back("--rank=" + std::to_string(rank));
       }
+      // A local cluster lives on loopback: bind and advertise 127.0.0.1 unless the user's
+      // pass-through flags (which come later on the command line, so they win) say otherwise.
+      for (const char* name : {"bind", "host"}) {
+        if (flags[r].types.count(name)) spec.argv.push_back(std::string("--") + name + "=127.0.0.1");
+      }
       const auto& mine = (*routed)[kRoles[r].name];
       spec.argv.insert(spec.argv.end(), mine.begin(), mine.end());
       plan.scheduler_servers_workers[r].push_back(std::move(spec));
