@@ -1,0 +1,231 @@
+// sieve-worker: the worker daemon. Registers with the scheduler, trains its data partition with
+// sparse push/pull (worker/trainer/trainer.h), prints a `sieve-worker summary:` line and exits 0
+// after the scheduler's shutdown; any failure exits 1 with a message on stderr, a bad flag value
+// exits 2 before connecting.
+#include <cblas.h>
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+
+#include "kernels/model/model_layout.h"
+#include "net/signal_watcher.h"
+#include "worker/client/ps_client.h"
+#include "worker/trainer/summary.h"
+#include "worker/trainer/trainer.h"
+#include "worker/trainer/trainer_options.h"
+
+// Model and data.
+DEFINE_string(model, "fnn3", "Model: softmax, fnn3, cnn (Fashion-MNIST) or synthetic (no data)");
+DEFINE_uint64(num_params, 0, "D of --model=synthetic (1 .. 2^40); ignored by the other models");
+DEFINE_string(grad_dist, "gaussian",
+              "Synthetic gradient noise: gaussian (bell-shaped) or laplace (heavy-tailed)");
+DEFINE_double(synthetic_scale, 1.0, "Standard deviation of the synthetic gradient noise (>= 0)");
+DEFINE_double(synthetic_pull, 0.01,
+              "λ of the synthetic objective 0.5·λ·|w|² (gradient λ·w + noise; >= 0)");
+DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
+              "Directory with the Fashion-MNIST IDX files (train-*, t10k-*)");
+// Optimizer.
+DEFINE_int32(batch_size, 32, "Minibatch size per worker (>= 1)");
+DEFINE_int32(epochs, 1, "Passes over the data partition (>= 1)");
+DEFINE_int32(rounds_per_epoch, 100, "Rounds per epoch of --model=synthetic (>= 1)");
+DEFINE_double(lr, 0.1, "Learning rate (>= 0)");
+DEFINE_double(momentum, 0.9, "Momentum μ in [0, 1) (momentum correction: m = μm + g)");
+DEFINE_double(weight_decay, 0.0, "L2 weight decay added to the gradient: g += wd·w (>= 0)");
+DEFINE_double(lr_warmup_epochs, 0.0,
+              "Linear learning-rate warm-up over this many epochs: round t gets lr·(t+1)/T");
+DEFINE_string(lr_steps, "", "Comma-separated ascending epochs at which lr *= lr_gamma, e.g. 30,60");
+DEFINE_double(lr_gamma, 0.1, "Factor of each --lr_steps step (> 0)");
+// Compression.
+DEFINE_string(compressor, "topk",
+              "Selection: none, topk, gaussiank, gaussiank_paper, dgc, randomk");
+DEFINE_double(density, 0.001, "Density ρ in (0, 1]: k = round(ρ·D) pairs pushed per round");
+DEFINE_string(
+    density_warmup, "",
+    "Comma-separated densities of the first epochs, e.g. 0.015625,0.004 (then --density)");
+DEFINE_string(device, "auto", "Error feedback + selection backend: auto, cpu or cuda");
+DEFINE_bool(fp16, false, "Push values as binary16 instead of fp32");
+DEFINE_bool(checksum, true, "Checksum pushed payloads");
+DEFINE_uint64(seed, 1, "Seed of the initial weights (must match the servers'), shuffling, randomk");
+// Output.
+DEFINE_int32(eval_every, 1, "Rank 0: test accuracy every n epochs and at the end (0 = end only)");
+DEFINE_string(metrics_out, "",
+              "JSON-lines metrics file (rank 0 only, unless the path contains {rank})");
+DEFINE_int32(metrics_every, 1, "Write a metrics line every n rounds (>= 1)");
+DEFINE_int32(contraction_every, 0,
+             "Add the contraction ratio and its bounds every n rounds (0 = never)");
+DEFINE_string(dump_weights, "",
+              "After training, write the replica as D raw little-endian float32 values "
+              "({rank} in the path is replaced by the worker rank)");
+DEFINE_string(progress, "auto", "Progress display: bar, log, or auto (bar when stdout is a TTY)");
+// Cluster.
+DEFINE_string(scheduler, "127.0.0.1:9310", "Scheduler address host:port");
+DEFINE_int32(rank, -1, "Requested worker rank (-1 = the scheduler assigns one)");
+DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
+DEFINE_string(host, "",
+              "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
+DEFINE_int32(port, 0, "TCP port to listen on (0 = any free port)");
+DEFINE_int32(heartbeat_interval_ms, 1000, "Heartbeat period (0 disables heartbeats)");
+DEFINE_int32(heartbeat_timeout_ms, 10000, "Scheduler silent this long -> the worker fails");
+DEFINE_int32(round_timeout_ms, 120000, "Longest wait for one round's replies / a barrier / a pull");
+DEFINE_int32(shutdown_timeout_ms, 600000,
+             "After training, longest wait for the other workers and the scheduler's shutdown");
+DEFINE_int32(blas_threads, 1, "OpenBLAS threads (several workers often share few cores)");
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+int Usage(const std::string& message) {
+  std::cerr << "sieve-worker: " << message << " (see --help)\n";
+  return kExitUsage;
+}
+
+// The client the signal callback stops; guarded because the callback runs on its own thread.
+std::mutex g_client_mu;
+sieve::PsClient* g_client = nullptr;
+
+void SetClient(sieve::PsClient* client) {
+  std::lock_guard<std::mutex> lock(g_client_mu);
+  g_client = client;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "the sieve worker: trains a data partition with sparse push/pull.\n"
+      "  usage: sieve-worker --scheduler=HOST:PORT [--model=fnn3] [--compressor=topk]\n"
+      "         [--density=0.001] [--epochs=1] ...");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  if (argc > 1) return Usage(std::string("unexpected argument '") + argv[1] + "'");
+
+  sieve::TrainerOptions o;
+  o.model = FLAGS_model;
+  o.num_params = FLAGS_num_params;
+  auto dist = sieve::ParseGradDist(FLAGS_grad_dist);
+  if (!dist.ok()) return Usage("--grad_dist: " + dist.status().message());
+  o.grad_dist = *dist;
+  o.synthetic_scale = FLAGS_synthetic_scale;
+  o.synthetic_pull = FLAGS_synthetic_pull;
+  o.data_dir = FLAGS_data_dir;
+  o.batch_size = FLAGS_batch_size;
+  o.epochs = FLAGS_epochs;
+  o.rounds_per_epoch = FLAGS_rounds_per_epoch;
+  o.lr = FLAGS_lr;
+  o.momentum = FLAGS_momentum;
+  o.weight_decay = FLAGS_weight_decay;
+  o.lr_warmup_epochs = FLAGS_lr_warmup_epochs;
+  auto steps = sieve::ParseIntList(FLAGS_lr_steps);
+  if (!steps.ok()) return Usage("--lr_steps: " + steps.status().message());
+  o.lr_steps = *steps;
+  o.lr_gamma = FLAGS_lr_gamma;
+  auto compressor = sieve::ParseCompressor(FLAGS_compressor);
+  if (!compressor.ok()) return Usage("--compressor: " + compressor.status().message());
+  o.compressor = *compressor;
+  o.density = FLAGS_density;
+  auto warmup = sieve::ParseDoubleList(FLAGS_density_warmup);
+  if (!warmup.ok()) return Usage("--density_warmup: " + warmup.status().message());
+  o.density_warmup = *warmup;
+  o.device = FLAGS_device;
+  o.seed = FLAGS_seed;
+  o.fp16 = FLAGS_fp16;
+  o.eval_every = FLAGS_eval_every;
+  o.metrics_out = FLAGS_metrics_out;
+  o.metrics_every = FLAGS_metrics_every;
+  o.contraction_every = FLAGS_contraction_every;
+  o.dump_weights = FLAGS_dump_weights;
+  o.round_timeout_ms = FLAGS_round_timeout_ms;
+  if (FLAGS_progress == "auto") {
+    o.progress_bar = isatty(STDOUT_FILENO) != 0;
+  } else if (FLAGS_progress == "bar" || FLAGS_progress == "log") {
+    o.progress_bar = FLAGS_progress == "bar";
+  } else {
+    return Usage("--progress must be auto, bar or log");
+  }
+  if (sieve::Status s = sieve::ValidateTrainerOptions(o); !s.ok()) return Usage(s.message());
+  if (FLAGS_rank < -1) return Usage("--rank must be >= -1");
+  if (FLAGS_port < 0 || FLAGS_port > 65535) return Usage("--port must be in [0, 65535]");
+  if (FLAGS_heartbeat_interval_ms < 0 || FLAGS_heartbeat_timeout_ms < 0) {
+    return Usage("heartbeat intervals must be >= 0");
+  }
+  if (FLAGS_shutdown_timeout_ms < 1) return Usage("--shutdown_timeout_ms must be >= 1");
+  if (FLAGS_blas_threads < 1) return Usage("--blas_threads must be >= 1");
+  if (FLAGS_scheduler.rfind(':') == std::string::npos) {
+    return Usage("--scheduler must be host:port");
+  }
+  auto device = sieve::ParseDevice(o.device);
+  if (!device.ok()) return Usage("--device: " + device.status().message());
+  auto layout = sieve::MakeModelLayout(o.model, o.num_params);
+  if (!layout.ok()) return Usage("--model: " + layout.status().message());
+  openblas_set_num_threads(FLAGS_blas_threads);
+
+  sieve::SignalWatcher signals([](int signo) {
+    std::lock_guard<std::mutex> lock(g_client_mu);
+    std::string reason = std::string("stopped by signal ") + strsignal(signo);
+    if (g_client != nullptr) {
+      g_client->RequestStop(reason);
+    } else {
+      std::fprintf(stderr, "sieve-worker: %s before joining the job\n", reason.c_str());
+      std::_Exit(128 + signo);
+    }
+  });
+
+  sieve::PsClientOptions copt;
+  copt.node.role = sieve::pb::ROLE_WORKER;
+  copt.node.rank = FLAGS_rank;
+  copt.node.scheduler = FLAGS_scheduler;
+  copt.node.transport.bind_host = FLAGS_bind;
+  copt.node.transport.port = static_cast<uint16_t>(FLAGS_port);
+  copt.node.transport.advertise_host = FLAGS_host;
+  copt.node.num_params = layout->num_params;
+  copt.node.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
+  copt.node.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  copt.fp16 = o.fp16;
+  copt.checksum = FLAGS_checksum;
+  auto client = sieve::PsClient::Connect(copt);
+  if (!client.ok()) {
+    std::cerr << "sieve-worker: cannot join the job: " << client.status().ToString() << "\n";
+    return 1;
+  }
+  SetClient(client->get());
+  sieve::PsClient& c = **client;
+  LOG(INFO) << "worker " << c.rank() << " of " << c.num_workers() << ", " << c.num_servers()
+            << " servers, D = " << c.num_params() << ", model " << o.model << ", compressor "
+            << FLAGS_compressor << ", device " << sieve::DeviceName(*device);
+
+  int code = 0;
+  auto trainer = sieve::Trainer::Create(o, *device, &c);
+  if (!trainer.ok()) {
+    std::cerr << "sieve-worker: " << trainer.status().ToString() << "\n";
+    code = 1;
+  } else {
+    auto summary = (*trainer)->Run();
+    if (!summary.ok()) {
+      std::cerr << "sieve-worker: training failed: " << summary.status().ToString() << "\n";
+      code = 1;
+    } else {
+      std::printf("%s\n", sieve::FormatSummaryLine(*summary).c_str());
+      std::fflush(stdout);
+    }
+  }
+  if (code == 0) {
+    sieve::Status s = c.Finish();
+    if (s.ok()) s = c.WaitShutdown(FLAGS_shutdown_timeout_ms);
+    if (!s.ok()) {
+      std::cerr << "sieve-worker: job did not end cleanly: " << s.ToString() << "\n";
+      code = 1;
+    }
+  } else {
+    c.RequestStop("training failed");
+  }
+  SetClient(nullptr);
+  client->reset();
+  return code;
+}

@@ -1,0 +1,117 @@
+#include "worker/trainer/metrics.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+namespace sieve {
+namespace {
+
+void AppendNumber(std::string* out, double v) {
+  if (!std::isfinite(v)) {
+    *out += "null";
+    return;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  *out += buf;
+}
+
+void AppendKey(std::string* out, const char* key) {
+  if (out->size() > 1) *out += ',';
+  *out += '"';
+  *out += key;
+  *out += "\":";
+}
+
+void Field(std::string* out, const char* key, double v) {
+  AppendKey(out, key);
+  AppendNumber(out, v);
+}
+
+void Field(std::string* out, const char* key, uint64_t v) {
+  AppendKey(out, key);
+  *out += std::to_string(v);
+}
+
+void Field(std::string* out, const char* key, const std::optional<double>& v) {
+  AppendKey(out, key);
+  if (v) {
+    AppendNumber(out, *v);
+  } else {
+    *out += "null";
+  }
+}
+
+}  // namespace
+
+std::string FormatMetricsJson(const RoundMetrics& m) {
+  std::string out = "{";
+  Field(&out, "round", m.round);
+  Field(&out, "epoch", m.epoch);
+  Field(&out, "loss", m.loss);
+  Field(&out, "train_acc", m.train_acc);
+  Field(&out, "test_acc", m.test_acc);
+  Field(&out, "selected", m.selected);
+  Field(&out, "k", m.k);
+  Field(&out, "density", m.density);
+  Field(&out, "threshold", m.threshold);
+  AppendKey(&out, "iterations");
+  out += std::to_string(m.iterations);
+  Field(&out, "bytes_up", m.bytes_up);
+  Field(&out, "bytes_down", m.bytes_down);
+  Field(&out, "dense_bytes", m.dense_bytes);
+  Field(&out, "t_compute", m.t_compute);
+  Field(&out, "t_select", m.t_select);
+  Field(&out, "t_comm", m.t_comm);
+  if (m.has_contraction) {
+    Field(&out, "contraction", m.contraction);
+    Field(&out, "bound_1", m.bound_1);
+    Field(&out, "bound_2", m.bound_2);
+  }
+  out += '}';
+  return out;
+}
+
+std::string ExpandRankPattern(const std::string& path, int rank) {
+  static constexpr std::string_view kPattern = "{rank}";
+  std::string out = path;
+  for (size_t pos = out.find(kPattern); pos != std::string::npos; pos = out.find(kPattern, pos)) {
+    std::string r = std::to_string(rank);
+    out.replace(pos, kPattern.size(), r);
+    pos += r.size();
+  }
+  return out;
+}
+
+MetricsWriter::~MetricsWriter() { (void)Close(); }
+
+Status MetricsWriter::Open(const std::string& path) {
+  (void)Close();
+  file_ = std::fopen(path.c_str(), "w");
+  if (file_ == nullptr) {
+    return UnavailableError("cannot open metrics file " + path + ": " + std::strerror(errno));
+  }
+  path_ = path;
+  return Status::Ok();
+}
+
+Status MetricsWriter::Write(const RoundMetrics& m) {
+  if (file_ == nullptr) return FailedPreconditionError("metrics file not open");
+  std::string line = FormatMetricsJson(m);
+  line += '\n';
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+    return DataLossError("cannot write metrics file " + path_ + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status MetricsWriter::Close() {
+  if (file_ == nullptr) return Status::Ok();
+  const bool ok = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!ok) return DataLossError("cannot close metrics file " + path_);
+  return Status::Ok();
+}
+
+}  // namespace sieve

@@ -1,0 +1,74 @@
+// Per-round training metrics and their JSON-lines form (--metrics_out).
+//
+// FormatMetricsJson renders one RoundMetrics as one JSON object on one line (no trailing
+// newline), keys in this order: round, epoch, loss, train_acc, test_acc, selected, k, density,
+// threshold, iterations, bytes_up, bytes_down, dense_bytes, t_compute, t_select, t_comm, and —
+// only when has_contraction — contraction, bound_1 (1 − k/d), bound_2 ((1 − k/d)²). Absent
+// optional values and non-finite numbers (e.g. the threshold of `none`) are written as null.
+// Times are seconds; bytes are this round's payload bytes.
+//
+// MetricsWriter appends lines to a file it owns; it flushes every line (a crash loses at most the
+// line being written). Thread-safety: one thread per writer; FormatMetricsJson is pure.
+#ifndef SIEVE_WORKER_TRAINER_METRICS_H_
+#define SIEVE_WORKER_TRAINER_METRICS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+
+namespace sieve {
+
+struct RoundMetrics {
+  uint64_t round = 0;
+  uint64_t epoch = 0;
+  double loss = 0.0;
+  std::optional<double> train_acc;
+  std::optional<double> test_acc;
+  uint64_t selected = 0;  // pairs this worker pushed
+  uint64_t k = 0;         // the target count
+  double density = 0.0;   // ρ of this epoch
+  double threshold = 0.0;
+  int iterations = 0;
+  uint64_t bytes_up = 0;
+  uint64_t bytes_down = 0;
+  uint64_t dense_bytes = 0;  // 4·D: what a dense fp32 push would have sent
+  double t_compute = 0.0;    // gradient (+ weight decay)
+  double t_select = 0.0;     // momentum / error-feedback accumulate + selection
+  double t_comm = 0.0;       // push, wait and apply the UPDATEs
+  bool has_contraction = false;
+  double contraction = 0.0;  // ‖r − sel(r)‖² / ‖r‖²
+  double bound_1 = 0.0;
+  double bound_2 = 0.0;
+};
+
+std::string FormatMetricsJson(const RoundMetrics& m);
+
+// "{rank}" in `path` replaced by the decimal rank (every occurrence).
+std::string ExpandRankPattern(const std::string& path, int rank);
+
+class MetricsWriter {
+ public:
+  MetricsWriter() = default;
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  // Creates/truncates `path`. Errors: Unavailable naming the path and errno text.
+  Status Open(const std::string& path);
+  bool is_open() const { return file_ != nullptr; }
+  // Appends the line + '\n' and flushes. Errors: DataLoss on a write failure.
+  Status Write(const RoundMetrics& m);
+  // Flushes and closes (also done by the destructor). Errors: DataLoss.
+  Status Close();
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace sieve
+
+#endif  // SIEVE_WORKER_TRAINER_METRICS_H_

@@ -1,0 +1,42 @@
+// Progress reporting of a training run. On a terminal (tty = true) a single self-overwriting line
+// on stdout: a bar, rounds done / total, the running loss and an ETA extrapolated from the mean
+// round time so far, redrawn at most 10 times a second. Otherwise nothing per round. In both modes
+// EndEpoch prints one line per epoch (epoch, mean loss, test accuracy when evaluated, bytes pushed
+// so far, mean pairs selected per round): to stdout after the bar on a terminal, else via glog
+// INFO. Thread-safety: one thread per reporter.
+#ifndef SIEVE_WORKER_TRAINER_PROGRESS_H_
+#define SIEVE_WORKER_TRAINER_PROGRESS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace sieve {
+
+// "1h02m03s", "4m05s", "7s".
+std::string FormatDuration(double seconds);
+
+class ProgressReporter {
+ public:
+  ProgressReporter(bool tty, uint64_t total_rounds);
+
+  // After round `rounds_done - 1` finished.
+  void Round(uint64_t rounds_done, double loss);
+  void EndEpoch(uint64_t epoch, double mean_loss, std::optional<double> test_acc,
+                uint64_t bytes_up_total, double selected_per_round);
+  // Terminates the bar line (terminal mode).
+  void Finish();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool tty_;
+  uint64_t total_;
+  Clock::time_point start_;
+  Clock::time_point last_draw_;
+  bool drawn_ = false;
+};
+
+}  // namespace sieve
+
+#endif  // SIEVE_WORKER_TRAINER_PROGRESS_H_

@@ -1,0 +1,30 @@
+#include "worker/trainer/summary.h"
+
+#include <cstdio>
+
+namespace sieve {
+
+std::string FormatSummaryLine(const TrainSummary& s) {
+  char buf[512];
+  std::string out = kSummaryPrefix;
+  std::snprintf(buf, sizeof(buf), " rank=%d rounds=%llu epochs=%llu", s.rank,
+                static_cast<unsigned long long>(s.rounds),
+                static_cast<unsigned long long>(s.epochs));
+  out += buf;
+  if (s.test_acc) {
+    std::snprintf(buf, sizeof(buf), " test_acc=%.4f", *s.test_acc);
+    out += buf;
+  }
+  const double ratio =
+      s.dense_bytes ? static_cast<double>(s.bytes_up) / static_cast<double>(s.dense_bytes) : 0.0;
+  std::snprintf(buf, sizeof(buf),
+                " loss=%.6g bytes_up=%llu bytes_down=%llu dense_bytes=%llu ratio=%.6g"
+                " mean_round_s=%.6g seconds=%.3f",
+                s.loss, static_cast<unsigned long long>(s.bytes_up),
+                static_cast<unsigned long long>(s.bytes_down),
+                static_cast<unsigned long long>(s.dense_bytes), ratio, s.mean_round_s(), s.seconds);
+  out += buf;
+  return out;
+}
+
+}  // namespace sieve

@@ -1,0 +1,36 @@
+// The one-line end-of-run summary every worker prints, for people and for scripts:
+//   sieve-worker summary: rank=R rounds=N epochs=E [test_acc=0.xxxx] loss=L bytes_up=B
+//       bytes_down=B dense_bytes=B ratio=X mean_round_s=S seconds=S
+// (one line; test_acc only when the worker evaluated, i.e. rank 0 on a real model). bytes_* are
+// totals over the run; dense_bytes = 4·D·rounds (what dense fp32 pushes would have sent); ratio =
+// bytes_up / dense_bytes. Every field is `key=value` with no spaces inside a value.
+// Thread-safety: pure.
+#ifndef SIEVE_WORKER_TRAINER_SUMMARY_H_
+#define SIEVE_WORKER_TRAINER_SUMMARY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace sieve {
+
+inline constexpr char kSummaryPrefix[] = "sieve-worker summary:";
+
+struct TrainSummary {
+  int rank = 0;
+  uint64_t rounds = 0;
+  uint64_t epochs = 0;
+  std::optional<double> test_acc;
+  double loss = 0.0;  // mean training loss of the last epoch
+  uint64_t bytes_up = 0;
+  uint64_t bytes_down = 0;
+  uint64_t dense_bytes = 0;
+  double seconds = 0.0;  // wall time of the training loop
+  double mean_round_s() const { return rounds ? seconds / static_cast<double>(rounds) : 0.0; }
+};
+
+std::string FormatSummaryLine(const TrainSummary& s);
+
+}  // namespace sieve
+
+#endif  // SIEVE_WORKER_TRAINER_SUMMARY_H_

@@ -1,0 +1,79 @@
+// TrainerOptions: everything that shapes a worker's training run (model, data, optimizer,
+// compressor and their schedules, metrics). A plain value; sieve-worker fills it from its flags
+// and ValidateTrainerOptions checks it before anything connects.
+//
+// Units: learning rates are per round (one minibatch step); epochs count passes over the rank's
+// data partition (synthetic: `rounds_per_epoch` rounds); densities are fractions of D in (0, 1].
+// Thread-safety: plain data.
+#ifndef SIEVE_WORKER_TRAINER_TRAINER_OPTIONS_H_
+#define SIEVE_WORKER_TRAINER_TRAINER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/compressor.h"
+#include "kernels/device.h"
+
+namespace sieve {
+
+enum class GradDist { kGaussian, kLaplace };
+
+// Accepts exactly "gaussian" or "laplace".
+StatusOr<GradDist> ParseGradDist(std::string_view name);
+
+struct TrainerOptions {
+  // softmax | fnn3 | cnn (Fashion-MNIST) or synthetic (no data; see synthetic_gradient.h).
+  std::string model = "fnn3";
+  uint64_t num_params = 0;  // D of the synthetic model; ignored otherwise
+  GradDist grad_dist = GradDist::kGaussian;
+  double synthetic_scale = 1.0;  // standard deviation of the synthetic gradient noise
+  double synthetic_pull = 0.01;  // λ of the synthetic objective 0.5·λ·‖w‖²
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+
+  int batch_size = 32;  // per worker
+  int epochs = 1;
+  int rounds_per_epoch = 100;  // synthetic model only (real data: from the partition size)
+
+  double lr = 0.1;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  // Linear warm-up over the first lr_warmup_epochs epochs (may be fractional): round t gets
+  // lr·(t+1)/T with T = round(lr_warmup_epochs·steps_per_epoch), then the step schedule.
+  double lr_warmup_epochs = 0.0;
+  std::vector<int> lr_steps;  // ascending epochs e: from the start of epoch e on, lr *= lr_gamma
+  double lr_gamma = 0.1;
+
+  // Selection operator. Default topk: exact, the baseline the paper's approximations are
+  // measured against (gaussiank is the fast approximation; choose it with --compressor).
+  Compressor compressor = Compressor::kTopk;
+  double density = 0.001;              // ρ after the warm-up
+  std::vector<double> density_warmup;  // ρ of epochs 0, 1, ... before `density` applies
+  std::string device = "auto";         // auto | cpu | cuda (error feedback + selection)
+  uint64_t seed = 1;                   // initial weights (as the servers), shuffling, randomk
+  bool fp16 = false;                   // push values as binary16
+
+  int eval_every = 1;         // rank 0: test accuracy every n epochs (0 = only at the end)
+  std::string metrics_out;    // JSON lines; "" = none; "{rank}" in the path is replaced
+  int metrics_every = 1;      // write one metrics line every n rounds (plus eval rounds)
+  int contraction_every = 0;  // add the contraction ratio every n rounds (0 = never)
+  // Raw little-endian fp32 of the final replica (D values, no header); "" = none; "{rank}" in
+  // the path is replaced (every worker writes; give each rank its own path).
+  std::string dump_weights;
+  bool progress_bar = false;  // single-line bar with ETA (a TTY) instead of per-epoch log lines
+  int round_timeout_ms = 120000;
+};
+
+// Parses a comma-separated list ("" → empty). Errors: InvalidArgument naming the bad item.
+StatusOr<std::vector<double>> ParseDoubleList(std::string_view text);
+StatusOr<std::vector<int>> ParseIntList(std::string_view text);
+
+// Checks every field's range and names: InvalidArgument with a message naming the flag.
+// Does not look at the filesystem or the GPU (ParseDevice does that separately).
+Status ValidateTrainerOptions(const TrainerOptions& options);
+
+}  // namespace sieve
+
+#endif  // SIEVE_WORKER_TRAINER_TRAINER_OPTIONS_H_
