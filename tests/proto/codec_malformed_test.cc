@@ -214,7 +214,7 @@ TEST_F(ProtoCodecMalformedTest, FrameSizeDiffersFromCount) {
   ragged[2] = testing::CopyFrame(val.data(), 11);
   ExpectRejected(std::move(ragged), pb::ERROR_BAD_FRAME_SIZE);
   Frames ragged_idx = RawData(h, &idx, val);
-  ragged_idx[1] = testing::CopyFrame(idx.data(), 13);
+  ragged_idx[1] = testing::CopyFrame(long_idx.data(), 13);
   ExpectRejected(std::move(ragged_idx), pb::ERROR_BAD_FRAME_SIZE);
   // FP16 values must be 2 bytes each: a 4-byte-per-element frame is wrong.
   pb::Header h16 = DataHeader(pb::MSG_PUSH, 0, 3, pb::FLAG_FP16);
