@@ -61,6 +61,11 @@ Status Node::Register() {
   r->set_rank(options_.rank);
   r->set_instance(instance_);
   r->set_num_params(options_.num_params);
+  register_bytes_ = [&] {
+    pb::Header copy = h;
+    copy.set_version(kProtocolVersion);
+    return copy.SerializeAsString();
+  }();
   std::unique_lock<std::mutex> lock(mu_);
   for (int attempt = 0; attempt < options_.register_attempts && !acked_; ++attempt) {
     lock.unlock();
@@ -121,13 +126,21 @@ void Node::IoLoop() {
     if (*got) Dispatch(std::move(frames));
     if (options_.heartbeat_interval_ms <= 0) continue;
     const auto now = Clock::now();
-    bool registered;
+    bool registered, have_table;
     {
       std::lock_guard<std::mutex> lock(mu_);
       registered = (acked_ || have_table_) && !shutdown_;
+      have_table = have_table_;
     }
     if (!registered) continue;
-    if (now >= next_heartbeat) {
+    if (now >= next_heartbeat && !have_table) {
+      // Before the node table the scheduler knows this node only by its registration, so the
+      // liveness signal is the (idempotent) REGISTER itself, which the scheduler acknowledges.
+      next_heartbeat = now + std::chrono::milliseconds(options_.heartbeat_interval_ms);
+      Frames frames;
+      frames.emplace_back(register_bytes_.data(), register_bytes_.size());
+      (void)transport_->Send(kSchedulerId, std::move(frames));
+    } else if (now >= next_heartbeat) {
       next_heartbeat = now + std::chrono::milliseconds(options_.heartbeat_interval_ms);
       pb::Header h;
       h.set_type(pb::MSG_HEARTBEAT);

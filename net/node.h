@@ -107,6 +107,8 @@ class Node {
 
   const NodeOptions options_;
   const uint64_t instance_;
+  std::string
+      register_bytes_;  // the serialized REGISTER header, resent while waiting for the table
   std::unique_ptr<Transport> transport_;
   std::thread io_;
   std::atomic<bool> io_stop_{false};

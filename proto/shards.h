@@ -19,7 +19,7 @@ struct ShardRange {
 };
 
 // Errors: InvalidArgument when num_servers == 0 or num_params < num_servers (a shard would be
-// empty), or num_params >= 2^32 * num_servers (shard-relative indices are uint32 on the wire).
+// empty), or num_params > 2^32 * num_servers (shard-relative indices are uint32 on the wire).
 StatusOr<std::vector<ShardRange>> SplitShards(uint64_t num_params, uint32_t num_servers);
 
 // Index of the shard owning global index `i`; -1 when `i` is outside every range.

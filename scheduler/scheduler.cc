@@ -319,8 +319,7 @@ void Scheduler::HandleBarrier(int id, const pb::Barrier& b) {
     pb::Header h;
     h.set_sender(id);
     h.set_type(pb::MSG_BARRIER);
-    return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
-                      "bad barrier group " + std::to_string(b.group()));
+    return ReplyError(h, pb::ERROR_BAD_BARRIER, "bad barrier group " + std::to_string(b.group()));
   }
   barriers_[{b.group(), b.seq()}].insert(id);
   CheckBarriers();
