@@ -4,6 +4,7 @@
 // exits 2 before connecting.
 #include <cblas.h>
 #include <gflags/gflags.h>
+#include <omp.h>
 #include <glog/logging.h>
 #include <unistd.h>
 
@@ -75,6 +76,9 @@ DEFINE_int32(round_timeout_ms, 120000, "Longest wait for one round's replies / a
 DEFINE_int32(shutdown_timeout_ms, 600000,
              "After training, longest wait for the other workers and the scheduler's shutdown");
 DEFINE_int32(blas_threads, 1, "OpenBLAS threads (several workers often share few cores)");
+DEFINE_int32(kernel_threads, 1,
+             "OpenMP threads of the CPU selection kernels (1 suits several workers sharing few cores; "
+             "spinning OpenMP teams on oversubscribed cores are many times slower)");
 
 namespace {
 
@@ -157,6 +161,7 @@ int main(int argc, char** argv) {
   }
   if (FLAGS_shutdown_timeout_ms < 1) return Usage("--shutdown_timeout_ms must be >= 1");
   if (FLAGS_blas_threads < 1) return Usage("--blas_threads must be >= 1");
+  if (FLAGS_kernel_threads < 1) return Usage("--kernel_threads must be >= 1");
   if (FLAGS_scheduler.rfind(':') == std::string::npos) {
     return Usage("--scheduler must be host:port");
   }
@@ -165,6 +170,7 @@ int main(int argc, char** argv) {
   auto layout = sieve::MakeModelLayout(o.model, o.num_params);
   if (!layout.ok()) return Usage("--model: " + layout.status().message());
   openblas_set_num_threads(FLAGS_blas_threads);
+  omp_set_num_threads(FLAGS_kernel_threads);
 
   sieve::SignalWatcher signals([](int signo) {
     std::lock_guard<std::mutex> lock(g_client_mu);
