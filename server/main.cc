@@ -41,7 +41,7 @@ DEFINE_double(server_density, 0.001,
               "Density rho' of the server-side selection (two-way compression)");
 DEFINE_int32(heartbeat_interval_ms, 1000, "Heartbeat period to the scheduler (0 = off)");
 DEFINE_int32(heartbeat_timeout_ms, 10000, "Fail when the scheduler is silent this long");
-DEFINE_string(dump_weights, "",
+DEFINE_string(dump_shard, "",
               "At the end, write the shard's weights here (raw little-endian float32)");
 
 namespace sieve {
@@ -234,10 +234,13 @@ int Run() {
   const uint32_t crc =
       static_cast<uint32_t>(crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(w.data()),
                                   static_cast<uInt>(w.size_bytes())));
-  if (!FLAGS_dump_weights.empty()) {
-    std::ofstream f(FLAGS_dump_weights, std::ios::binary | std::ios::trunc);
+  if (!FLAGS_dump_shard.empty()) {
+    std::string path = FLAGS_dump_shard;
+    if (const size_t at = path.find("{rank}"); at != std::string::npos)
+      path.replace(at, 6, std::to_string(rank));
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size_bytes()));
-    if (!f) std::cerr << "sieve-server: cannot write " << FLAGS_dump_weights << "\n";
+    if (!f) std::cerr << "sieve-server: cannot write " << path << "\n";
   }
   const auto& st = shard.stats();
   std::printf(

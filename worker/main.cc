@@ -4,8 +4,8 @@
 // exits 2 before connecting.
 #include <cblas.h>
 #include <gflags/gflags.h>
-#include <omp.h>
 #include <glog/logging.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -76,9 +76,10 @@ DEFINE_int32(round_timeout_ms, 120000, "Longest wait for one round's replies / a
 DEFINE_int32(shutdown_timeout_ms, 600000,
              "After training, longest wait for the other workers and the scheduler's shutdown");
 DEFINE_int32(blas_threads, 1, "OpenBLAS threads (several workers often share few cores)");
-DEFINE_int32(kernel_threads, 1,
-             "OpenMP threads of the CPU selection kernels (1 suits several workers sharing few cores; "
-             "spinning OpenMP teams on oversubscribed cores are many times slower)");
+DEFINE_int32(
+    kernel_threads, 1,
+    "OpenMP threads of the CPU selection kernels (1 suits several workers sharing few cores; "
+    "spinning OpenMP teams on oversubscribed cores are many times slower)");
 
 namespace {
 

@@ -25,7 +25,8 @@ struct TrainSummary {
   uint64_t bytes_up = 0;
   uint64_t bytes_down = 0;
   uint64_t dense_bytes = 0;
-  double seconds = 0.0;  // wall time of the training loop
+  double seconds = 0.0;     // wall time of the training loop
+  double pushed_sum = 0.0;  // Σ of every value pushed (fp64), for conservation checks
   double mean_round_s() const { return rounds ? seconds / static_cast<double>(rounds) : 0.0; }
 };
 

@@ -231,6 +231,7 @@ StatusOr<TrainSummary> Trainer::Run() {
       const auto t2 = Clock::now();
       const uint64_t selected = sel.size();
       const double contraction_ratio = contraction ? sel.ContractionRatio() : 0.0;
+      for (float v : sel.values) summary.pushed_sum += v;
       RoundStats stats;
       SIEVE_RETURN_IF_ERROR(client_->PushPull(round, &sel, w_, &stats, options_.round_timeout_ms));
       const auto t3 = Clock::now();
