@@ -133,17 +133,18 @@ Result RunSieve(size_t k, int workers, int rounds, bool checksum) {
     bytes = 0;
     t0 = Clock::now();
   });
+  // Receives and fully validates one message of k pairs; false on timeout or any error.
+  auto receive = [&](Transport& t, Message* m) {
+    Frames in;
+    auto got = t.Recv(&in, 30000);
+    if (!got.ok() || !*got) return false;
+    pb::ErrorCode err;
+    return Decode(std::move(in), limits, m, &err).ok() && m->values.size() == k;
+  };
   std::thread server_thread([&] {
     for (int n = 0; n < total && !failed; ++n) {
-      Frames in;
-      auto got = server->Recv(&in, 30000);
-      if (!got.ok() || !*got) {
-        failed = true;
-        return;
-      }
       Message m;
-      pb::ErrorCode err;
-      if (!Decode(std::move(in), limits, &m, &err).ok() || m.values.size() != k) {
+      if (!receive(*server, &m)) {
         failed = true;
         return;
       }
@@ -155,25 +156,16 @@ Result RunSieve(size_t k, int workers, int rounds, bool checksum) {
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      for (int r = 0; r < kWarmup + rounds && !failed; ++r) {
+      int r = 0;
+      for (; r < kWarmup + rounds && !failed; ++r) {
         if (r == kWarmup) start.arrive_and_wait();
-        if (!wt[w]->Send(0, encode(pb::MSG_PUSH, 1 + w, r)).ok()) {
-          failed = true;
-          return;
-        }
-        Frames in;
-        auto got = wt[w]->Recv(&in, 30000);
-        if (!got.ok() || !*got) {
-          failed = true;
-          return;
-        }
         Message m;
-        pb::ErrorCode err;
-        if (!Decode(std::move(in), limits, &m, &err).ok() || m.values.size() != k) {
+        if (!wt[w]->Send(0, encode(pb::MSG_PUSH, 1 + w, r)).ok() || !receive(*wt[w], &m)) {
           failed = true;
-          return;
+          break;
         }
       }
+      if (r < kWarmup) start.arrive_and_drop();  // failed early: do not hold the others
     });
   }
   for (auto& t : threads) t.join();
