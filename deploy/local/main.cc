@@ -4,12 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "deploy/local/compare_command.h"
 #include "deploy/local/launch_command.h"
 #include "deploy/local/subcommand.h"
 
 namespace {
 
-std::vector<const sieve::Subcommand*> AllSubcommands() { return {&sieve::LaunchSubcommand()}; }
+std::vector<const sieve::Subcommand*> AllSubcommands() {
+  return {&sieve::LaunchSubcommand(), &sieve::CompareSubcommand()};
+}
 
 void PrintUsage(FILE* out) {
   std::fputs("usage: sieve <subcommand> [flags...]\n\nsubcommands:\n", out);

@@ -1,0 +1,73 @@
+#include "deploy/local/compare_command.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace sieve {
+namespace {
+
+bool IsFile(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+
+// Directory of this executable (build/deploy), from /proc/self/exe.
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The driver: $SIEVE_COMPARE_PY, else next to the sources this binary was built from.
+std::string FindDriver() {
+  if (const char* env = std::getenv("SIEVE_COMPARE_PY"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  const std::string built_from = std::string(SIEVE_SOURCE_DIR) + "/deploy/local/compare_command.py";
+  if (IsFile(built_from)) return built_from;
+  const std::string relative = SelfDir() + "/../../deploy/local/compare_command.py";
+  if (IsFile(relative)) return relative;
+  return "";
+}
+
+// Debian's interpreter first: python3-yaml / python3-matplotlib are installed for it.
+std::string FindPython() {
+  if (const char* env = std::getenv("SIEVE_PYTHON"); env != nullptr && *env != '\0') return env;
+  if (access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+  return "python3";
+}
+
+int RunCompare(const std::vector<std::string>& args) {
+  const std::string driver = FindDriver();
+  if (driver.empty()) {
+    std::fprintf(stderr, "sieve compare: cannot find compare_command.py (set SIEVE_COMPARE_PY)\n");
+    return 1;
+  }
+  const std::string python = FindPython();
+  std::vector<std::string> words = {python, driver, "--build=" + SelfDir() + "/.."};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  std::fprintf(stderr, "sieve compare: cannot run %s: %s\n", python.c_str(), std::strerror(errno));
+  return 1;
+}
+
+}  // namespace
+
+const Subcommand& CompareSubcommand() {
+  static const Subcommand kCompare = {
+      "compare", "run a grid of jobs from a YAML config; write CSV, Markdown and plots",
+      &RunCompare};
+  return kCompare;
+}
+
+}  // namespace sieve
