@@ -29,14 +29,15 @@ std::string SelfDir() {
 
 StatusOr<std::string> FindDaemon(const std::string& program, const std::string& bin_dir) {
   std::vector<std::string> dirs;
-  if (!bin_dir.empty()) dirs.push_back(bin_dir);
-  if (std::string self = SelfDir(); !self.empty()) {
+  if (!bin_dir.empty()) {
+    dirs.push_back(bin_dir);  // an explicit --bin_dir is the only place looked at
+  } else if (std::string self = SelfDir(); !self.empty()) {
     dirs.push_back(self);
     for (const char* sub : {"scheduler", "server", "worker"}) {
       dirs.push_back(self + "/../" + sub);
     }
   }
-  if (const char* path = std::getenv("PATH")) {
+  if (const char* path = std::getenv("PATH"); path != nullptr && bin_dir.empty()) {
     std::string all(path);
     size_t start = 0;
     while (start <= all.size()) {

@@ -3,9 +3,9 @@
 //
 // Contract:
 // - FindDaemon(program, bin_dir) returns the first executable regular file named `program` in:
-//   bin_dir (when not empty); the directory of the running `sieve` binary; its ../scheduler,
-//   ../server and ../worker (the build tree layout); then each directory of $PATH. NotFound
-//   lists the places searched.
+//   bin_dir alone when it is not empty; otherwise the directory of the running `sieve` binary,
+//   its ../scheduler, ../server and ../worker (the build tree layout), then each directory of
+//   $PATH. NotFound lists the places searched.
 // - QueryDaemonFlags(path) runs `path --helpxml` (bounded wait; gflags exits non-zero after
 //   printing, so the exit code is ignored) and parses the XML. Errors name the program.
 #ifndef SIEVE_DEPLOY_LOCAL_DAEMON_LOCATOR_H_

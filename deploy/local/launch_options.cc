@@ -19,8 +19,8 @@ Launcher flags:
   --num_servers=S          servers to start (default 1)
   --num_workers=W          workers to start (default 1); both also go to the scheduler
   --port=P                 scheduler port; 0 lets the scheduler pick (default 0)
-  --bin_dir=DIR            where to look first for the daemons (then next to sieve,
-                           ../scheduler, ../server, ../worker, then PATH)
+  --bin_dir=DIR            the only place to look for the daemons (default: next to
+                           sieve, ../scheduler, ../server, ../worker, then PATH)
   --log_dir=DIR            also write each process's output to DIR/<role>-<rank>.log
   --listen_timeout_ms=N    wait for the scheduler's "listening on" line (default 30000)
   --finish_grace_ms=N      once the scheduler exits 0, how long the others may take
