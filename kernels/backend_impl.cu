@@ -420,6 +420,10 @@ class BackendImpl final : public Backend {
     return Sync("count-collect");
 #else
     const int nt = omp_get_max_threads();
+    const float thr_f =
+        key_thr >= 0
+            ? std::bit_cast<float>(static_cast<uint32_t>(std::min<int64_t>(key_thr, 0x7f800000)))
+            : 0.0f;
     std::vector<std::vector<uint32_t>> local(nt);
     std::vector<uint64_t> cnt(nt, 0), bad(nt, 0);
     std::vector<double> sq(nt, 0.0);
@@ -433,19 +437,24 @@ class BackendImpl final : public Backend {
       std::vector<uint32_t>& v = local[t];
       for (size_t b = lo; b < hi; b += kBlock) {
         const size_t e = std::min(hi, b + kBlock);
-        uint32_t mk = 0;
+        // Float max of |x| (vectorizes with plain SSE2, unlike an unsigned max); a non-finite
+        // entry makes fss non-finite, which sends the block to the exact scan below.
+        float mx = 0.0f;
         float fss = 0.0f;
-#pragma omp simd reduction(max : mk) reduction(+ : fss)
+#pragma omp simd reduction(max : mx) reduction(+ : fss)
         for (size_t i = b; i < e; ++i) {
-          mk = std::max(mk, AbsKey(x[i]));
+          const float a = std::fabs(x[i]);
+          mx = a > mx ? a : mx;
           fss += x[i] * x[i];
         }
-        if (std::isfinite(fss)) {
+        const bool finite = std::isfinite(fss);
+        if (finite) {
           s2 += fss;
         } else {  // float overflow (or non-finite input): redo in double
           for (size_t i = b; i < e; ++i) s2 += static_cast<double>(x[i]) * x[i];
         }
-        if (static_cast<int64_t>(mk) <= key_thr) continue;  // nothing selected, all finite
+        // For finite values |x| > thr_f  <=>  AbsKey(x) > key_thr (the key order is |x|'s order).
+        if (finite && key_thr >= 0 && !(mx > thr_f)) continue;  // nothing selected here
         for (size_t i = b; i < e; ++i) {
           const uint32_t key = AbsKey(x[i]);
           if (key >= kNonFiniteKey) {
