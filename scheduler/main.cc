@@ -23,6 +23,11 @@ DEFINE_int32(heartbeat_timeout_ms, 10000,
              "A node silent for this long is declared dead and the others are told; 0 disables");
 DEFINE_int32(startup_timeout_ms, 600000,
              "Every expected node must register within this, else the job fails");
+DEFINE_string(server_failure, "wait",
+              "A dead server: wait (for a restart under its rank, up to "
+              "--server_restart_timeout_ms) or fail (end the job at once)");
+DEFINE_int32(server_restart_timeout_ms, 60000,
+             "With --server_failure=wait: the job fails if a dead server is not back within this");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
@@ -50,6 +55,12 @@ int main(int argc, char** argv) {
   opt.transport.advertise_host = FLAGS_host;
   opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   opt.startup_timeout_ms = FLAGS_startup_timeout_ms;
+  if (FLAGS_server_failure != "wait" && FLAGS_server_failure != "fail") {
+    std::cerr << "sieve-scheduler: --server_failure must be wait or fail\n";
+    return 2;
+  }
+  opt.wait_for_server_restart = FLAGS_server_failure == "wait";
+  opt.server_restart_timeout_ms = FLAGS_server_restart_timeout_ms;
 
   auto scheduler = sieve::Scheduler::Create(opt);
   if (!scheduler.ok()) {

@@ -181,6 +181,15 @@ void Scheduler::HandleRegister(const pb::Header& h) {
         return;
       }
     }
+    if (r.rank() >= 0) {  // a restarted process replaces the live holder of its rank
+      for (auto& [id, e] : nodes_) {
+        if (e.info.role() == r.role() && e.info.rank() == r.rank() && !e.dead) {
+          DeclareDead(e, "replaced by a new process registering under its rank");
+          break;
+        }
+      }
+      if (!failure_.ok()) return;
+    }
     for (auto& [id, e] : nodes_) {
       if (e.info.role() != r.role() || !e.dead) continue;
       if (r.rank() != -1 && e.info.rank() != r.rank()) continue;
@@ -354,6 +363,12 @@ void Scheduler::CheckHeartbeats() {
   if (options_.heartbeat_timeout_ms <= 0) return;
   const auto now = Clock::now();
   for (auto& [id, e] : nodes_) {
+    if (e.dead && e.info.role() == pb::ROLE_SERVER && failure_.ok() &&
+        now - e.dead_since > std::chrono::milliseconds(options_.server_restart_timeout_ms)) {
+      failure_ = UnavailableError("server " + std::to_string(e.info.rank()) +
+                                  " died and did not restart within " +
+                                  std::to_string(options_.server_restart_timeout_ms) + " ms");
+    }
     if (e.dead || e.finished) continue;
     if (now - e.last_seen > std::chrono::milliseconds(options_.heartbeat_timeout_ms)) {
       DeclareDead(e, "no heartbeat for " + std::to_string(options_.heartbeat_timeout_ms) + " ms");
@@ -374,9 +389,16 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
   d->set_rank(e.info.rank());
   d->set_reason(reason);
   Broadcast(h, e.info.id());
+  e.dead_since = Clock::now();
   if (e.info.role() == pb::ROLE_SERVER) {
-    failure_ = UnavailableError("server " + std::to_string(e.info.rank()) + " died (" + reason +
-                                "); its shard is lost");
+    if (!options_.wait_for_server_restart) {
+      failure_ = UnavailableError("server " + std::to_string(e.info.rank()) + " died (" + reason +
+                                  "); its shard is lost");
+      return;
+    }
+    LOG(WARNING) << "waiting up to " << options_.server_restart_timeout_ms << " ms for server "
+                 << e.info.rank() << " to restart";
+    CheckBarriers();
     return;
   }
   bool any_live = false, all_done = true;

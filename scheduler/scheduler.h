@@ -2,7 +2,11 @@
 // ranks and balanced shard ranges once the expected counts are in, broadcasts the NODE_TABLE,
 // releases barriers, tracks heartbeats (declaring silent nodes dead and telling the others), and
 // ends the job with SHUTDOWN when every worker has FINISHED. A worker that dies is dropped from
-// the job; a dead server ends the job as failed (its shard would be lost; recovery is not built).
+// the job. A dead server is waited for (SchedulerOptions::server_failure): a restarted process
+// registering under its rank is re-admitted and the new table goes to everyone; if none comes
+// within server_restart_timeout_ms, or with the `fail` policy, the job fails. A REGISTER that
+// requests the rank of a live node of its role after the start replaces that node (it is declared
+// dead first): a restarted process need not wait for its predecessor's heartbeat timeout.
 // A peer's bad message gets an ERROR reply and changes nothing.
 //
 // Thread-safety: Run() executes the whole protocol on the calling thread; Stop() may be called
@@ -33,6 +37,10 @@ struct SchedulerOptions {
   TransportOptions transport;
   int heartbeat_timeout_ms = 10000;  // 0 disables dead-node detection
   int startup_timeout_ms = 600000;   // all nodes must register within this
+  // A dead server: wait up to server_restart_timeout_ms for its restart (true), or fail the job
+  // at once (false).
+  bool wait_for_server_restart = true;
+  int server_restart_timeout_ms = 60000;
 };
 
 class Scheduler {
@@ -58,6 +66,7 @@ class Scheduler {
     Clock::time_point last_seen;
     bool dead = false;
     bool finished = false;
+    Clock::time_point dead_since;
   };
 
   explicit Scheduler(const SchedulerOptions& options) : options_(options) {}

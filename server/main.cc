@@ -19,6 +19,7 @@
 #include "kernels/sparse_ops.h"
 #include "net/node.h"
 #include "net/signal_watcher.h"
+#include "server/checkpointer.h"
 #include "server/consistency.h"
 #include "server/shard_server.h"
 
@@ -43,6 +44,12 @@ DEFINE_int32(heartbeat_interval_ms, 1000, "Heartbeat period to the scheduler (0 
 DEFINE_int32(heartbeat_timeout_ms, 10000, "Fail when the scheduler is silent this long");
 DEFINE_string(dump_shard, "",
               "At the end, write the shard's weights here (raw little-endian float32)");
+DEFINE_string(checkpoint_dir, "", "Directory of this shard's checkpoint (empty = no checkpoints)");
+DEFINE_uint64(checkpoint_every, 0, "BSP: checkpoint every N completed rounds (0 = off)");
+DEFINE_double(checkpoint_every_s, 0, "Checkpoint every S seconds, any consistency (0 = off)");
+DEFINE_string(restore, "auto",
+              "Restore the shard from --checkpoint_dir: auto (when rejoining a running job, i.e. "
+              "after a restart), always, never");
 
 namespace sieve {
 namespace {
@@ -126,6 +133,24 @@ int Run() {
     return 2;
   }
   ShardServer& shard = **created;
+  ShardCheckpointer checkpointer;
+  {
+    CheckpointConfig cc;
+    cc.model = FLAGS_model;
+    cc.num_params = node.num_params();
+    cc.lo = range.lo;
+    cc.hi = range.hi;
+    cc.consistency = std::string(ConsistencyName(*consistency));
+    cc.seed = FLAGS_seed;
+    CheckpointerOptions co{FLAGS_checkpoint_dir, FLAGS_checkpoint_every, FLAGS_checkpoint_every_s,
+                           FLAGS_restore, node.table().generation() > 1};
+    Status restored = checkpointer.Init(co, cc, rank, &shard);
+    if (!restored.ok()) {
+      std::cerr << "sieve-server: " << restored.ToString() << "\n";
+      node.RequestStop("checkpoint: " + restored.message());
+      return 1;
+    }
+  }
   LOG(INFO) << "server " << rank << " owns [" << range.lo << ", " << range.hi
             << ") of D = " << node.num_params() << ", " << ConsistencyName(*consistency) << ", "
             << node.num_workers() << " workers";
@@ -228,6 +253,7 @@ int Run() {
             msg.type(), msg.header.round());
     }
     flush();
+    checkpointer.MaybeWrite(shard);
   }
 
   const auto w = shard.weights();
@@ -246,12 +272,15 @@ int Run() {
   std::printf(
       "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu "
       "rejected=%lu "
-      "dropped=%lu max_staleness=%d pushed_sum=%.9g checksum=%08x\n",
+      "dropped=%lu max_staleness=%d pushed_sum=%.9g checksum=%08x resync=%lu checkpoints=%lu "
+      "restored_round=%ld\n",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
       static_cast<unsigned long>(st.rounds_completed),
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
       static_cast<unsigned long>(st.rejected), static_cast<unsigned long>(node.rejected_messages()),
-      st.max_staleness, st.pushed_sum, crc);
+      st.max_staleness, st.pushed_sum, crc, static_cast<unsigned long>(st.resync_replies),
+      static_cast<unsigned long>(checkpointer.written()),
+      static_cast<long>(checkpointer.restored_round()));
   std::fflush(stdout);
   Status shutdown = node.WaitShutdown(0);
   if (!shutdown.ok()) {

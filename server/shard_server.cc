@@ -77,6 +77,7 @@ void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> i
 
 void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                           std::span<const float> values, bool dense, Outbox* out) {
+  if (resync_) return ResyncPush(worker, round, indices, values, dense, out);
   if (round + 1 == round_ && last_reply_) {  // the previous round, resent: answer it again
     ++stats_.duplicates;
     out->push_back(
@@ -165,6 +166,12 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
     }
   }
   union_.clear();
+  if (dense_next_reply_) {  // the first round after a restore resynchronizes every replica
+    buf->indices.clear();
+    buf->values.assign(w_.begin(), w_.end());
+    dense_reply = true;
+    dense_next_reply_ = false;
+  }
   std::shared_ptr<const ReplyBuffer> reply = std::move(buf);
   for (uint32_t w = 0; w < options_.num_workers; ++w) {
     if (live_[w])
@@ -263,10 +270,82 @@ void ShardServer::OnWorkerDead(int worker, Outbox* out) {
   live_[worker] = false;
   --live_count_;
   if (options_.consistency == Consistency::kBsp) {
+    if (resync_) {
+      held_[worker] = HeldPush{};
+      return ResyncMaybeFinish(out);
+    }
     BspMaybeComplete(out);
   } else {
     waiting_[worker] = false;
     AsyncRelease(out);
+  }
+}
+
+}  // namespace sieve
+
+namespace sieve {
+
+Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
+  if (weights.size() != w_.size()) {
+    return InvalidArgumentError("restored shard has " + std::to_string(weights.size()) +
+                                " values, the shard has " + std::to_string(w_.size()));
+  }
+  w_ = std::move(weights);
+  if (options_.consistency == Consistency::kBsp) {
+    round_ = round;
+    last_reply_.reset();
+    resync_ = true;
+    held_.assign(options_.num_workers, HeldPush{});
+  } else {
+    std::fill(all_dirty_.begin(), all_dirty_.end(), true);
+  }
+  return Status::Ok();
+}
+
+void ShardServer::ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
+                             std::span<const float> values, bool dense, Outbox* out) {
+  HeldPush& h = held_[worker];
+  if (h.held) ++stats_.duplicates;  // a resend: the latest push of the worker is kept
+  h.held = true;
+  h.round = round;
+  h.dense = dense;
+  h.indices.assign(indices.begin(), indices.end());
+  h.values.assign(values.begin(), values.end());
+  ResyncMaybeFinish(out);
+}
+
+void ShardServer::ResyncMaybeFinish(Outbox* out) {
+  uint64_t target = round_;
+  bool any = false;
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    if (!live_[w]) continue;
+    if (!held_[w].held) return;
+    target = std::max(target, held_[w].round);
+    any = true;
+  }
+  if (!any) return;
+  resync_ = false;
+  round_ = target;
+  dense_next_reply_ = true;
+  std::vector<HeldPush> held;
+  held.swap(held_);
+  std::shared_ptr<const ReplyBuffer> current;
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    HeldPush& h = held[w];
+    if (!live_[w] || !h.held || h.round == target) continue;
+    if (!current) {
+      auto buf = pool_.Get();
+      buf->values.assign(w_.begin(), w_.end());
+      current = std::move(buf);
+    }
+    ++stats_.resync_replies;
+    out->push_back(
+        {static_cast<int>(w), pb::MSG_UPDATE, h.round, true, current, pb::ERROR_NONE, ""});
+  }
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    HeldPush& h = held[w];
+    if (!live_[w] || !h.held || h.round != target) continue;
+    BspPush(static_cast<int>(w), target, h.indices, h.values, h.dense, out);
   }
 }
 

@@ -65,7 +65,8 @@ struct ShardServerStats {
   uint64_t rejected = 0;
   uint64_t rounds_completed = 0;  // BSP rounds
   int max_staleness = 0;          // SSP/ASP: largest clock lead a released reply had
-  double pushed_sum = 0;  // Σ of every applied pushed value (fp64), for conservation checks
+  double pushed_sum = 0;        // Σ of every applied pushed value (fp64), for conservation checks
+  uint64_t resync_replies = 0;  // dense UPDATEs sent to resynchronize workers after a restore
 };
 
 class ShardServer {
@@ -83,6 +84,22 @@ class ShardServer {
   // The scheduler declared `worker` dead: it no longer counts for BSP rounds or SSP clocks.
   void OnWorkerDead(int worker, Outbox* out);
 
+  // Restart from a checkpoint (server/checkpoint.h): the shard's weights become `weights` (size()
+  // values) and, in BSP, `round` (rounds completed at the snapshot) is the earliest round the
+  // shard will aggregate. Call before any other event. Errors: InvalidArgument (wrong length).
+  //
+  // BSP resync after a restore: the workers' rounds are unknown (they may be ahead of the
+  // checkpoint, and a kill between replies can leave them one round apart), so the first push of
+  // every live worker is held, not applied. When all are in, E = max(round, their rounds): held
+  // pushes of round E are aggregated as round E; a worker whose held push is older gets, at once,
+  // a dense UPDATE of its own round holding the restored weights (its push is dropped) and joins
+  // round E with its next push. The reply that completes round E is dense as well, so every
+  // worker's replica of the shard equals the server's again. Updates to the shard between the
+  // checkpoint and the restart are lost (at most the checkpoint interval).
+  // ASP/SSP: the weights are restored and every worker's next reply is dense.
+  Status Restore(uint64_t round, std::vector<float> weights);
+  bool resyncing() const { return resync_; }
+
   std::span<const float> weights() const { return w_; }
   uint64_t size() const { return w_.size(); }
   uint64_t round() const { return round_; }  // BSP: the round being aggregated
@@ -99,6 +116,9 @@ class ShardServer {
   void AsyncRelease(Outbox* out);
   void AsyncReply(int worker, uint64_t round, Outbox* out);
   void MarkDirty(uint32_t i);
+  void ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
+                  std::span<const float> values, bool dense, Outbox* out);
+  void ResyncMaybeFinish(Outbox* out);
 
   const ShardServerOptions options_;
   std::vector<float> w_;
@@ -118,6 +138,18 @@ class ShardServer {
   std::shared_ptr<const ReplyBuffer> last_reply_;  // reply of round_ - 1, for resends
   bool last_reply_dense_ = false;
   std::vector<float> residual_;  // two-way compression
+
+  // BSP resync after Restore (see there).
+  struct HeldPush {
+    bool held = false;
+    uint64_t round = 0;
+    bool dense = false;
+    std::vector<uint32_t> indices;
+    std::vector<float> values;
+  };
+  bool resync_ = false;
+  bool dense_next_reply_ = false;  // the round completing the resync replies densely
+  std::vector<HeldPush> held_;
 
   // ASP / SSP.
   float scale_ = 1.0f;

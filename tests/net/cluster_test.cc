@@ -106,7 +106,7 @@ TEST(NetClusterTest, KilledWorkerIsDeclaredDeadAndOthersFinish) {
 
 TEST(NetClusterTest, DeadServerFailsTheJobWithoutHanging) {
   Cluster c;
-  ASSERT_NO_FATAL_FAILURE(c.StartScheduler(2, 1));
+  ASSERT_NO_FATAL_FAILURE(c.StartScheduler(2, 1, "--server_failure=fail"));
   c.StartNode("server", {"--wait_dead=1", "--rank=0"});
   c.StartNode("server", {"--wait_dead=1", "--rank=1"});
   c.StartNode("worker", {"--wait_dead=1", "--num_params=100"});

@@ -38,14 +38,31 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const PsClientOptions& opt
 }
 
 template <typename Fn>
-Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply) {
+Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
+                         const std::function<void(int)>& resend) {
   const uint32_t servers = node_->num_servers();
   std::vector<bool> done(servers, false);
   uint32_t left = servers;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const bool resending = resend && options_.resend_initial_ms > 0;
+  int resend_ms = options_.resend_initial_ms;
+  auto next_resend = Clock::now() + std::chrono::milliseconds(resend_ms);
   while (left > 0) {
-    const auto remaining =
+    if (resending && Clock::now() >= next_resend) {
+      for (uint32_t s = 0; s < servers; ++s) {
+        if (!done[s]) resend(static_cast<int>(s));
+      }
+      resend_ms = std::min(2 * resend_ms, std::max(options_.resend_max_ms, resend_ms));
+      next_resend = Clock::now() + std::chrono::milliseconds(resend_ms);
+    }
+    auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (resending) {
+      const auto to_resend =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_resend - Clock::now());
+      remaining = std::min<int64_t>(remaining, to_resend.count() + 1);
+    }
+    if (remaining <= 0 && Clock::now() < deadline) remaining = 1;
     if (remaining <= 0) {
       return DeadlineExceededError(std::string("no ") + std::string(MsgTypeName(type)) +
                                    " for round " + std::to_string(round) + " from " +
@@ -144,7 +161,7 @@ Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weigh
   RoundStats local;
   Status status;
   const uint32_t servers = num_servers();
-  for (uint32_t s = 0; s < servers && status.ok(); ++s) {
+  auto push_to = [&](uint32_t s) -> Status {
     const size_t from = sel->dense ? bounds_[s] : offsets_[s];
     const size_t to = sel->dense ? bounds_[s + 1] : offsets_[s + 1];
     pb::Header h;
@@ -166,22 +183,30 @@ Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weigh
     EncodeOptions eo;
     eo.checksum = options_.checksum;
     auto frames = EncodeData(h, p, eo);
-    if (!frames.ok()) {
-      status = frames.status();
-      break;
-    }
+    if (!frames.ok()) return frames.status();
     local.bytes_up += FrameBytes(*frames);
     local.pairs_up += to - from;
-    status = node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames).value());
-  }
+    return node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames).value());
+  };
+  for (uint32_t s = 0; s < servers && status.ok(); ++s) status = push_to(s);
   local.push_seconds = Since(t0);
   const auto t1 = Clock::now();
   if (status.ok()) {
-    status = Collect(pb::MSG_UPDATE, round, timeout_ms, [&](int s, const Message& m) {
-      local.bytes_down += FrameBytes(m.storage);
-      local.pairs_down += m.header.count();
-      ApplyValues(m, bounds_[s], weights);
-    });
+    status = Collect(
+        pb::MSG_UPDATE, round, timeout_ms,
+        [&](int s, const Message& m) {
+          local.bytes_down += FrameBytes(m.storage);
+          local.pairs_down += m.header.count();
+          ApplyValues(m, bounds_[s], weights);
+        },
+        [&](int s) {
+          ++resends_;
+          Status r = push_to(static_cast<uint32_t>(s));
+          if (!r.ok()) {
+            LOG(WARNING) << "resend of round " << round << " to server " << s << ": "
+                         << r.ToString();
+          }
+        });
   }
   local.wait_seconds = Since(t1);
   // Hand the arrays back unless ZeroMQ still holds frames pointing into them.
