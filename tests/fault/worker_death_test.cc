@@ -1,0 +1,84 @@
+// kill -9 of a worker in the middle of a BSP run (real processes, Fashion-MNIST softmax, 2 servers,
+// 2 workers, 2 s heartbeat timeout): the scheduler declares it dead, the servers drop it from the
+// round in progress, and the surviving worker stalls at most 2 × the heartbeat timeout before
+// rounds complete again; the job then completes normally.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "tests/fault/cluster.h"
+
+namespace sieve {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using testing::FaultCluster;
+
+constexpr int kHeartbeatTimeoutMs = 2000;
+
+// Round of server `rank`'s checkpoint in `dir`, or -1.
+int64_t CheckpointRound(const fs::path& dir, int rank) {
+  const std::string path = (dir / ("server-" + std::to_string(rank) + ".ckpt")).string();
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return -1;
+  uint64_t round = 0;
+  const bool ok = std::fseek(f, 24, SEEK_SET) == 0 && std::fread(&round, 8, 1, f) == 1;
+  std::fclose(f);
+  return ok ? static_cast<int64_t>(round) : -1;
+}
+
+// Polls (bounded) until server 0's checkpoint round is >= `round`; returns false on timeout.
+bool WaitForCheckpoint(FaultCluster& c, const fs::path& dir, int64_t round, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    c.Drain();
+    if (CheckpointRound(dir, 0) >= round) return true;
+    (void)c.scheduler().ReadLine(milliseconds(2));  // paces the poll
+  }
+  return false;
+}
+
+TEST(WorkerDeathTest, SurvivorsStallAtMostTwoHeartbeatTimeoutsAndFinish) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not installed";
+  const fs::path dir = fs::temp_directory_path() / ("sieve-wdeath-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  FaultCluster c;
+  ASSERT_TRUE(
+      c.StartScheduler(2, 2, {"--heartbeat_timeout_ms=" + std::to_string(kHeartbeatTimeoutMs)}));
+  for (int s = 0; s < 2; ++s) {
+    c.StartServer(s, {"--model=softmax", "--seed=3", "--checkpoint_dir=" + dir.string(),
+                      "--checkpoint_every=1", "--heartbeat_interval_ms=200"});
+  }
+  for (int w = 0; w < 2; ++w) {
+    c.StartWorker(w, {"--model=softmax", "--seed=3", "--compressor=topk", "--density=0.05",
+                      "--batch_size=32", "--lr=0.01", "--epochs=1", "--eval_every=0",
+                      "--progress=log", "--heartbeat_interval_ms=200"});
+  }
+  ASSERT_TRUE(WaitForCheckpoint(c, dir, 200, milliseconds(60000))) << c.Log();
+  const int64_t at_kill = CheckpointRound(dir, 0);
+  c.worker(1).Kill(SIGKILL);
+  const auto killed = Clock::now();
+  // Rounds complete again once the scheduler declared the worker dead.
+  ASSERT_TRUE(WaitForCheckpoint(c, dir, at_kill + 5, milliseconds(30000))) << c.Log();
+  const double stall_ms = std::chrono::duration<double, std::milli>(Clock::now() - killed).count();
+  std::printf("worker killed at round %ld; rounds resumed after %.0f ms (heartbeat timeout %d)\n",
+              static_cast<long>(at_kill), stall_ms, kHeartbeatTimeoutMs);
+  RecordProperty("stall_ms", std::to_string(stall_ms));
+  EXPECT_LE(stall_ms, 2.0 * kHeartbeatTimeoutMs);
+  ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
+  auto st = c.scheduler().Wait(milliseconds(1));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << c.Log();
+  EXPECT_EQ(c.WorkerSummary(0)["rounds"], "937") << c.Log();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace sieve
