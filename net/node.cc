@@ -260,6 +260,7 @@ void Node::HandleControl(Message msg) {
 
 void Node::InstallTable(const pb::NodeTable& table) {
   std::lock_guard<std::mutex> lock(mu_);
+  tables_installed_.fetch_add(1);
   if (have_table_) {
     // A later table (a node re-admitted under its rank): reconnect nodes whose address changed.
     for (const auto& n : table.nodes()) {

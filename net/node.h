@@ -94,6 +94,8 @@ class Node {
   std::set<int> dead_nodes() const;
 
   uint64_t rejected_messages() const { return rejected_.load(); }
+  // Node tables installed so far: 1 after start-up, +1 for each re-admission (a restarted peer).
+  uint64_t tables_installed() const { return tables_installed_.load(); }
 
  private:
   explicit Node(const NodeOptions& options);
@@ -113,6 +115,7 @@ class Node {
   std::thread io_;
   std::atomic<bool> io_stop_{false};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> tables_installed_{0};
 
   // Written once by the I/O thread before `have_table_` is set under mu_, then read-only.
   int id_ = -1;

@@ -44,16 +44,20 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
   std::vector<bool> done(servers, false);
   uint32_t left = servers;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  const bool resending = resend && options_.resend_initial_ms > 0;
-  int resend_ms = options_.resend_initial_ms;
-  auto next_resend = Clock::now() + std::chrono::milliseconds(resend_ms);
+  const bool resending = resend && options_.resend_check_ms > 0;
+  auto next_resend = Clock::now() + std::chrono::milliseconds(options_.resend_check_ms);
   while (left > 0) {
     if (resending && Clock::now() >= next_resend) {
-      for (uint32_t s = 0; s < servers; ++s) {
-        if (!done[s]) resend(static_cast<int>(s));
+      // A new node table means a peer was re-admitted (e.g. a restarted server): what was sent
+      // to its predecessor is lost, so send again to every server still missing.
+      const uint64_t tables = node_->tables_installed();
+      if (tables != tables_at_send_) {
+        tables_at_send_ = tables;
+        for (uint32_t s = 0; s < servers; ++s) {
+          if (!done[s]) resend(static_cast<int>(s));
+        }
       }
-      resend_ms = std::min(2 * resend_ms, std::max(options_.resend_max_ms, resend_ms));
-      next_resend = Clock::now() + std::chrono::milliseconds(resend_ms);
+      next_resend = Clock::now() + std::chrono::milliseconds(options_.resend_check_ms);
     }
     auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -161,6 +165,7 @@ Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weigh
   RoundStats local;
   Status status;
   const uint32_t servers = num_servers();
+  tables_at_send_ = node_->tables_installed();
   auto push_to = [&](uint32_t s) -> Status {
     const size_t from = sel->dense ? bounds_[s] : offsets_[s];
     const size_t to = sel->dense ? bounds_[s + 1] : offsets_[s + 1];

@@ -40,12 +40,12 @@ struct PsClientOptions {
   NodeOptions node;   // role is forced to worker; node.num_params declares D
   bool fp16 = false;  // send pushed values as binary16
   bool checksum = true;
-  // PushPull resends the round's PUSH to every server that has not answered after
-  // resend_initial_ms, then after twice that, ... (at most resend_max_ms apart), until the
-  // round's timeout: a server restarted from a checkpoint gets the push again (servers apply a
-  // (worker, round) once, so resends are harmless). 0 = never resend.
-  int resend_initial_ms = 1000;
-  int resend_max_ms = 8000;
+  // While PushPull waits, it checks every resend_check_ms whether a new node table arrived (a
+  // peer was re-admitted, e.g. a server restarted from a checkpoint); if so it sends the round's
+  // PUSH again to every server that has not answered. At most one resend per table change, so a
+  // healthy job never resends; servers apply a (worker, round) once, so resends are harmless.
+  // 0 = never resend.
+  int resend_check_ms = 100;
 };
 
 struct RoundStats {
@@ -67,7 +67,7 @@ class PsClient {
   uint32_t num_workers() const { return node_->num_workers(); }
   uint32_t num_servers() const { return node_->num_servers(); }
   Node& node() { return *node_; }
-  uint64_t resends() const { return resends_; }  // PUSHes sent again (see resend_initial_ms)
+  uint64_t resends() const { return resends_; }  // PUSHes sent again (see resend_check_ms)
 
   // Replaces `weights` (length D) with the servers' current values. Errors: InvalidArgument
   // (wrong length), DeadlineExceeded, Aborted/Unavailable (job ended), FailedPrecondition with
@@ -93,8 +93,8 @@ class PsClient {
   PsClient(const PsClientOptions& options, std::unique_ptr<Node> node);
   // Waits for one data message of `type` and `round` from each server in `pending` (by rank),
   // calling apply(server_rank, message) for each. ERRORs for the round fail the wait.
-  // `resend(server_rank)`, when given, is called for each server still missing whenever the
-  // resend interval (options_.resend_*) passes.
+  // `resend(server_rank)`, when given, is called for each server still missing when a new node
+  // table was installed since the last send (checked every options_.resend_check_ms).
   template <typename Fn>
   Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
                  const std::function<void(int)>& resend = nullptr);
@@ -113,6 +113,7 @@ class PsClient {
   std::vector<size_t> offsets_;   // reused across rounds
   std::shared_ptr<SendBuffers> buffers_;
   uint64_t resends_ = 0;
+  uint64_t tables_at_send_ = 0;  // node tables installed when the round's PUSHes went out
 };
 
 }  // namespace sieve
