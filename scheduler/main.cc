@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "metrics/daemon_metrics.h"
 #include "net/signal_watcher.h"
 #include "scheduler/scheduler.h"
 
@@ -28,6 +29,8 @@ DEFINE_string(server_failure, "wait",
               "--server_restart_timeout_ms) or fail (end the job at once)");
 DEFINE_int32(server_restart_timeout_ms, 60000,
              "With --server_failure=wait: the job fails if a dead server is not back within this");
+DEFINE_uint32(metrics_port, 0,
+              "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
@@ -68,6 +71,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   sieve::Scheduler* s = scheduler->get();
+  auto metrics = sieve::DaemonMetrics::Start({"scheduler", FLAGS_bind, FLAGS_metrics_port});
+  if (!metrics.ok()) {
+    std::cerr << "sieve-scheduler: " << metrics.status().ToString() << "\n";
+    return 1;
+  }
+  (*metrics)->SetDeadNodesSource([s] { return static_cast<double>(s->nodes_declared_dead()); });
   sieve::SignalWatcher signals(
       [s](int signo) { s->Stop(std::string("stopped by signal ") + strsignal(signo)); });
   std::printf("sieve-scheduler listening on %s:%u\n", s->host().c_str(), s->port());

@@ -378,6 +378,7 @@ void Scheduler::CheckHeartbeats() {
 
 void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
   e.dead = true;
+  dead_count_.fetch_add(1, std::memory_order_relaxed);
   LOG(WARNING) << RoleName(e.info.role()) << " " << e.info.rank() << " (node " << e.info.id()
                << ") is dead: " << reason;
   pb::Header h;

@@ -59,6 +59,9 @@ class Scheduler {
   // Ends Run() soon with Aborted(reason), shutting the nodes down. Thread-safe.
   void Stop(const std::string& reason);
 
+  // Nodes declared dead so far (monitoring; any thread).
+  uint64_t nodes_declared_dead() const { return dead_count_.load(std::memory_order_relaxed); }
+
  private:
   using Clock = std::chrono::steady_clock;
   struct Entry {
@@ -89,6 +92,7 @@ class Scheduler {
   std::mutex stop_mu_;
   std::string stop_reason_;  // guarded by stop_mu_
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> dead_count_{0};
 
   // Everything below is touched by the Run() thread only.
   uint64_t num_params_ = 0;

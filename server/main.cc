@@ -7,6 +7,7 @@
 #include <glog/logging.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "kernels/model/model_layout.h"
 #include "kernels/model/param_init.h"
 #include "kernels/sparse_ops.h"
+#include "metrics/daemon_metrics.h"
 #include "net/node.h"
 #include "net/signal_watcher.h"
 #include "server/checkpointer.h"
@@ -50,6 +52,8 @@ DEFINE_double(checkpoint_every_s, 0, "Checkpoint every S seconds, any consistenc
 DEFINE_string(restore, "auto",
               "Restore the shard from --checkpoint_dir: auto (when rejoining a running job, i.e. "
               "after a restart), always, never");
+DEFINE_uint32(metrics_port, 0,
+              "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
 
 namespace sieve {
 namespace {
@@ -84,6 +88,23 @@ int Run() {
     return 2;
   }
 
+  // Serving /healthz before registering lets the Kubernetes probes pass while the job forms.
+  auto metrics_or = DaemonMetrics::Start({"server", FLAGS_bind, FLAGS_metrics_port});
+  if (!metrics_or.ok()) {
+    std::cerr << "sieve-server: " << metrics_or.status().ToString() << "\n";
+    return 1;
+  }
+  DaemonMetrics& metrics = **metrics_or;
+  auto frame_bytes = [](const Frames& frames) {
+    uint64_t n = 0;
+    for (const auto& f : frames) n += f.size();
+    return n;
+  };
+  using MetricsClock = std::chrono::steady_clock;
+  auto seconds_since = [](MetricsClock::time_point t) {
+    return std::chrono::duration<double>(MetricsClock::now() - t).count();
+  };
+
   NodeOptions no;
   no.role = pb::ROLE_SERVER;
   no.rank = FLAGS_rank;
@@ -116,6 +137,9 @@ int Run() {
     return 2;
   }
   const int rank = node.rank();
+  metrics.SetRank(rank);
+  ScopedDeadNodesSource dead_source(
+      &metrics, [&node] { return static_cast<double>(node.dead_nodes().size()); });
   const ShardRange range = node.shards()[rank];
   std::vector<float> init(range.size());
   InitSlice(*layout, FLAGS_seed, range.lo, range.hi, init.data());
@@ -188,6 +212,7 @@ int Run() {
         LOG(ERROR) << "encode reply: " << frames.status().ToString();
         continue;
       }
+      metrics.AddBytes(0, frame_bytes(*frames));
       Status s = node.Send(peer, std::move(frames).value());
       if (!s.ok()) LOG(WARNING) << "reply to worker " << r.worker << ": " << s.ToString();
     }
@@ -240,7 +265,13 @@ int Run() {
           (void)UnpackFp16(msg.values_fp16, unpacked);
           values = unpacked;
         }
+        const auto push_start = MetricsClock::now();
         shard.OnPush(worker, msg.header.round(), msg.indices, values, msg.dense(), &out);
+        metrics.ObservePushLatency(seconds_since(push_start));
+        metrics.AddBytes(frame_bytes(msg.storage), 0);
+        metrics.SetRoundsTotal(*consistency == Consistency::kBsp ? shard.stats().rounds_completed
+                                                                 : shard.stats().pushes_applied);
+        metrics.SetStaleness(shard.stats().max_staleness);
         break;
       }
       case pb::MSG_ERROR:
@@ -252,7 +283,10 @@ int Run() {
             std::string("a server does not accept ") + std::string(MsgTypeName(msg.type())),
             msg.type(), msg.header.round());
     }
+    const bool replies = !out.empty();
+    const auto flush_start = MetricsClock::now();
     flush();
+    if (replies) metrics.ObserveUpdateLatency(seconds_since(flush_start));
     checkpointer.MaybeWrite(shard);
   }
 

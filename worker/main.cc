@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "kernels/model/model_layout.h"
+#include "metrics/daemon_metrics.h"
 #include "net/signal_watcher.h"
 #include "worker/client/ps_client.h"
 #include "worker/trainer/summary.h"
@@ -80,6 +81,8 @@ DEFINE_int32(
     kernel_threads, 1,
     "OpenMP threads of the CPU selection kernels (1 suits several workers sharing few cores; "
     "spinning OpenMP teams on oversubscribed cores are many times slower)");
+DEFINE_uint32(metrics_port, 0,
+              "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
 
 namespace {
 
@@ -184,6 +187,13 @@ int main(int argc, char** argv) {
     }
   });
 
+  // Serving /healthz before joining lets the Kubernetes probes pass while the job forms.
+  auto metrics = sieve::DaemonMetrics::Start({"worker", FLAGS_bind, FLAGS_metrics_port});
+  if (!metrics.ok()) {
+    std::cerr << "sieve-worker: " << metrics.status().ToString() << "\n";
+    return 1;
+  }
+
   sieve::PsClientOptions copt;
   copt.node.role = sieve::pb::ROLE_WORKER;
   copt.node.rank = FLAGS_rank;
@@ -203,6 +213,16 @@ int main(int argc, char** argv) {
   }
   SetClient(client->get());
   sieve::PsClient& c = **client;
+  (*metrics)->SetRank(c.rank());
+  o.on_round = [m = metrics->get(), &c](uint64_t, uint64_t k, uint64_t selected,
+                                        const sieve::RoundStats& stats) {
+    m->AddRounds(1);
+    m->AddBytes(stats.bytes_down, stats.bytes_up);
+    m->ObservePushLatency(stats.push_seconds);
+    m->ObserveUpdateLatency(stats.wait_seconds);
+    m->SetSelectedK(selected, k);
+    m->SetDeadNodes(c.node().dead_nodes().size());
+  };
   LOG(INFO) << "worker " << c.rank() << " of " << c.num_workers() << ", " << c.num_servers()
             << " servers, D = " << c.num_params() << ", model " << o.model << ", compressor "
             << FLAGS_compressor << ", device " << sieve::DeviceName(*device);

@@ -235,6 +235,7 @@ StatusOr<TrainSummary> Trainer::Run() {
       RoundStats stats;
       SIEVE_RETURN_IF_ERROR(client_->PushPull(round, &sel, w_, &stats, options_.round_timeout_ms));
       const auto t3 = Clock::now();
+      if (options_.on_round) options_.on_round(round, k, selected, stats);
 
       summary.bytes_up += stats.bytes_up;
       summary.bytes_down += stats.bytes_down;

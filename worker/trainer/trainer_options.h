@@ -9,6 +9,7 @@
 #define SIEVE_WORKER_TRAINER_TRAINER_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "kernels/device.h"
 
 namespace sieve {
+
+struct RoundStats;  // worker/client/ps_client.h
 
 enum class GradDist { kGaussian, kLaplace };
 
@@ -64,6 +67,10 @@ struct TrainerOptions {
   std::string dump_weights;
   bool progress_bar = false;  // single-line bar with ETA (a TTY) instead of per-epoch log lines
   int round_timeout_ms = 120000;
+  // Called after every round's push/pull with the round, k, the pairs selected and the
+  // round's traffic (the daemon's Prometheus metrics); empty = none.
+  std::function<void(uint64_t round, uint64_t k, uint64_t selected, const RoundStats& stats)>
+      on_round;
 };
 
 // Parses a comma-separated list ("" → empty). Errors: InvalidArgument naming the bad item.

@@ -1,0 +1,390 @@
+"""DeployLocalRun: runs the rendered cpu-small overlay as local processes, container by container,
+with exactly the command, args and env of the manifests, and checks that the job trains to
+completion.
+
+What stands in for Kubernetes:
+- every pod is a set of processes: its init containers one after another, then its container;
+  the Deployment gets `replicas` pods, the StatefulSet `replicas` pods named <name>-<ordinal>,
+  the Indexed Job `completions` pods with the completion-index annotation;
+- env: literal values and Downward API fieldRefs (status.podIP -> 127.0.0.1, metadata.name,
+  metadata.namespace, metadata.labels[...], metadata.annotations[...]); $(VAR) references in
+  env values, command and args are expanded as the kubelet does ($$ escapes, unknown names stay);
+- the image: PATH holds one wrapper per binary (sieve-scheduler, sieve-server, sieve-worker,
+  sieve) that records its argv and execs the build's binary; nothing else from this shell's
+  environment is passed on;
+- networking: every containerPort of every pod gets its own free local port (`--<x>port=N` flags
+  are rewritten), and `<service>[.<ns>[.svc[.cluster.local]]]:<port>` and StatefulSet pod names
+  resolve to 127.0.0.1 and the local port of the (single) pod behind them;
+- volumes: configMap volumes become directories holding the ConfigMap's files (paths inside them
+  mapped the same way), PVCs and emptyDirs temporary directories; mountPath prefixes in strings
+  are rewritten to those directories.
+Checks: every recorded daemon argv and every flagfile it reads (recursively) names only flags the
+daemon defines (`--helpxml`; gflags ignores unknown flags in flagfiles), every container's
+readiness and liveness probe answers HTTP 200 while it runs, every process exits 0, every worker
+prints its summary line, the scheduler reports the job finished, and the servers wrote their
+checkpoint and final shard to the checkpoint volume (PVC).
+
+usage: local_run_test.py KUBECTL SCHEDULER SERVER WORKER LAUNCHER
+"""
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+import xml.etree.ElementTree as ET
+
+import k8s_render as k
+
+KUBECTL = None
+BINARIES = {}  # program name in the image -> build path
+JOB_TIMEOUT_S = 120
+NAMESPACE = "default"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def expand_vars(text, env):
+    """The kubelet's $(VAR) expansion: $$ -> $, $(NAME) -> env[NAME] if defined, else kept."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("$(", i):
+            end = text.find(")", i)
+            name = text[i + 2:end] if end > 0 else None
+            if name is not None and name in env:
+                out.append(env[name])
+                i = end + 1
+            else:
+                out.append("$(")
+                i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def field_ref(path, pod):
+    if path == "status.podIP":
+        return "127.0.0.1"
+    if path == "metadata.name":
+        return pod["name"]
+    if path == "metadata.namespace":
+        return NAMESPACE
+    m = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
+    if m:
+        return pod[m.group(1)][m.group(2)]
+    raise AssertionError(f"fieldRef {path} is not supported by the local stand-in")
+
+
+class Pod:
+    """One pod instance of a workload, with its local ports and directories."""
+
+    def __init__(self, workload, index, tmp):
+        kind, meta = workload["kind"], workload["metadata"]
+        tmpl = workload["spec"]["template"]
+        self.kind = kind
+        self.workload = meta["name"]
+        self.spec = tmpl["spec"]
+        self.labels = dict(tmpl["metadata"].get("labels", {}))
+        self.annotations = dict(tmpl["metadata"].get("annotations", {}))
+        if kind == "StatefulSet":
+            self.name = f"{meta['name']}-{index}"
+        elif kind == "Job":
+            self.name = f"{meta['name']}-{index}-local"
+            self.annotations["batch.kubernetes.io/job-completion-index"] = str(index)
+        else:
+            self.name = f"{meta['name']}-local-{index}"
+        self.dir = os.path.join(tmp, "pods", self.name)
+        os.makedirs(self.dir)
+        # containerPort -> local port, and port name -> local port.
+        self.ports, self.named_ports = {}, {}
+        for c in self.spec.get("initContainers", []) + self.spec["containers"]:
+            for p in c.get("ports", []):
+                local = self.ports.setdefault(p["containerPort"], free_port())
+                if "name" in p:
+                    self.named_ports[p["name"]] = local
+        self.claims = {}  # volumeClaimTemplate name -> directory
+        for t in workload["spec"].get("volumeClaimTemplates", []):
+            self.claims[t["metadata"]["name"]] = os.path.join(self.dir, "pvc", t["metadata"]["name"])
+            os.makedirs(self.claims[t["metadata"]["name"]])
+
+    def __getitem__(self, key):
+        return {"name": self.name, "labels": self.labels, "annotations": self.annotations}[key]
+
+    def local_port(self, port):
+        return self.named_ports[port] if isinstance(port, str) else self.ports[port]
+
+
+class LocalCluster:
+    def __init__(self, docs, tmp):
+        self.tmp = tmp
+        self.configmaps = {d["metadata"]["name"]: d for d in k.by_kind(docs, "ConfigMap")}
+        self.services = k.by_kind(docs, "Service")
+        self.pods = []
+        for w in k.by_kind(docs, "Deployment") + k.by_kind(docs, "StatefulSet"):
+            self.pods += [Pod(w, i, tmp) for i in range(w["spec"].get("replicas", 1))]
+        for w in k.by_kind(docs, "Job"):
+            self.assertion(w["spec"].get("completionMode") == "Indexed", "Job must be Indexed")
+            self.pods += [Pod(w, i, tmp) for i in range(w["spec"]["completions"])]
+        self.addresses = self.service_addresses()
+        self.bin_dir = os.path.join(tmp, "bin")
+        self.argv_dir = os.path.join(tmp, "argv")
+        os.makedirs(self.bin_dir)
+        os.makedirs(self.argv_dir)
+        for program, path in BINARIES.items():
+            wrapper = os.path.join(self.bin_dir, program)
+            with open(wrapper, "w", encoding="utf-8") as f:
+                f.write("#!/bin/sh\n"
+                        f"printf '%s\\n' \"$@\" > {shlex.quote(self.argv_dir)}/{program}.$$\n"
+                        f"exec {shlex.quote(path)} \"$@\"\n")
+            os.chmod(wrapper, 0o755)
+
+    @staticmethod
+    def assertion(ok, message):
+        if not ok:
+            raise AssertionError(message)
+
+    def service_addresses(self):
+        """'name:port' spellings of every Service (and StatefulSet pod) -> 127.0.0.1:local."""
+        out = {}
+        for svc in self.services:
+            name = svc["metadata"]["name"]
+            selector = svc["spec"].get("selector", {})
+            backends = [p for p in self.pods
+                        if all(p.labels.get(a) == b for a, b in selector.items())]
+            for sp in svc["spec"]["ports"]:
+                target = sp.get("targetPort", sp["port"])
+                for host in (name, f"{name}.{NAMESPACE}", f"{name}.{NAMESPACE}.svc",
+                             f"{name}.{NAMESPACE}.svc.cluster.local"):
+                    if len(backends) == 1:
+                        out[f"{host}:{sp['port']}"] = f"127.0.0.1:{backends[0].local_port(target)}"
+                    for b in backends:  # headless: <pod>.<service>
+                        if b.kind == "StatefulSet":
+                            out[f"{b.name}.{host}:{sp['port']}"] = \
+                                f"127.0.0.1:{b.local_port(target)}"
+        return out
+
+    def mounts(self, pod, container):
+        """mountPath -> local directory for one container."""
+        volumes = {v["name"]: v for v in pod.spec.get("volumes", [])}
+        out = {}
+        for m in container.get("volumeMounts", []):
+            name = m["name"]
+            if name in pod.claims:
+                out[m["mountPath"]] = pod.claims[name]
+                continue
+            v = volumes[name]
+            local = os.path.join(pod.dir, "volumes", name)
+            if "configMap" in v:
+                if not os.path.isdir(local):
+                    os.makedirs(local)
+                    cm = self.configmaps[v["configMap"]["name"]]
+                    for key, text in cm["data"].items():
+                        with open(os.path.join(local, key), "w", encoding="utf-8") as f:
+                            f.write(text)
+            elif "emptyDir" in v:
+                os.makedirs(local, exist_ok=True)
+            else:
+                raise AssertionError(f"volume {name}: only configMap, PVC and emptyDir here")
+            out[m["mountPath"]] = local
+        return out
+
+    def localize(self, text, pod, mounts):
+        if mounts:  # one pass: a local directory may itself contain a mount path (/tmp)
+            alternatives = "|".join(re.escape(p) for p in sorted(mounts, key=len, reverse=True))
+            text = re.sub(rf"(?<![\w./-])({alternatives})(?=/|$|[\s\"',:])",
+                          lambda m: mounts[m.group(1)], text)
+        for addr in sorted(self.addresses, key=len, reverse=True):
+            text = re.sub(rf"(?<![\w.-]){re.escape(addr)}(?!\d)", self.addresses[addr], text)
+        for port, local in pod.ports.items():
+            text = re.sub(rf"(--\w*port)=\"?{port}\"?(?!\d)", rf"\g<1>={local}", text)
+        return text
+
+    def localize_configmap_files(self, mounts_of_all):
+        """Flagfiles name mount paths of their own; map them like everything else."""
+        for mounts, pod in mounts_of_all:
+            for local in mounts.values():
+                if not local.startswith(os.path.join(pod.dir, "volumes")):
+                    continue
+                for fname in os.listdir(local):
+                    path = os.path.join(local, fname)
+                    with open(path, encoding="utf-8") as f:
+                        text = f.read()
+                    with open(path, "w", encoding="utf-8") as f:
+                        f.write(self.localize(text, pod, mounts))
+
+    def process(self, pod, container):
+        """(argv, env, probes) of one container, localized."""
+        mounts = self.mounts(pod, container)
+        env = {}
+        for e in container.get("env", []):
+            if "value" in e:
+                env[e["name"]] = expand_vars(e["value"], env)
+            else:
+                ref = e["valueFrom"]
+                self.assertion("fieldRef" in ref, f"{e['name']}: only fieldRef env sources")
+                env[e["name"]] = field_ref(ref["fieldRef"]["fieldPath"], pod)
+        argv = [expand_vars(a, env) for a in container.get("command", [])]
+        argv += [expand_vars(a, env) for a in container.get("args", [])]
+        self.assertion(argv, f"{pod.name}/{container['name']}: no command (image entrypoint)")
+        argv = [self.localize(a, pod, mounts) for a in argv]
+        env = {n: self.localize(v, pod, mounts) for n, v in env.items()}
+        env["PATH"] = f"{self.bin_dir}:/usr/local/bin:/usr/bin:/bin"
+        env["HOME"] = pod.dir
+        probes = []
+        for kind in ("readinessProbe", "livenessProbe"):
+            if kind in container:
+                get = container[kind]["httpGet"]
+                probes.append((kind, f"http://127.0.0.1:{pod.local_port(get['port'])}"
+                                     f"{get['path']}"))
+        return argv, env, probes, mounts
+
+
+def run_pod(cluster, pod, plan, results, probes_ok, stop):
+    """Init containers in order, then the container (pods here have one); records exit codes."""
+    for name, argv, env, probes in plan:
+        log = open(os.path.join(pod.dir, f"{name}.log"), "w", encoding="utf-8")
+        proc = subprocess.Popen(argv, env=env, cwd=pod.dir, stdout=log,
+                                stderr=subprocess.STDOUT)
+        seen = set()
+        while proc.poll() is None:
+            for kind, url in probes:
+                if (kind, url) in seen:
+                    continue
+                try:
+                    with urllib.request.urlopen(url, timeout=1) as r:
+                        if r.status == 200:
+                            seen.add((kind, url))
+                except OSError:
+                    pass
+            if stop.wait(0.05):
+                proc.kill()
+        log.close()
+        results[(pod.name, name)] = proc.returncode
+        probes_ok[(pod.name, name)] = len(seen) == len(probes)
+        if proc.returncode != 0:
+            stop.set()  # a failed container fails the job: stop the others at once
+            return
+
+
+def helpxml_flags(binary):
+    proc = subprocess.run([binary, "--helpxml"], capture_output=True, text=True, timeout=30,
+                          check=False)
+    root = ET.fromstring(proc.stdout)
+    return {f.findtext("name") for f in root.iter("flag")}
+
+
+def flag_names(args, known_file_reader):
+    """Flag names in an argv (and, recursively, in the flagfiles it names)."""
+    names = []
+    for a in args:
+        if not a.startswith("-"):
+            continue
+        name, _, value = a.lstrip("-").partition("=")
+        names.append(name)
+        if name == "flagfile":
+            for path in value.split(","):
+                names += flag_names(k.parse_flagfile(known_file_reader(path)), known_file_reader)
+    return names
+
+
+def read_file(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+class LocalRunTest(unittest.TestCase):
+
+    def test_cpu_small_trains_to_completion(self):
+        docs = k.render(KUBECTL, "overlays/cpu-small")
+        with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
+            cluster = LocalCluster(docs, tmp)
+            plans, all_mounts = {}, []
+            for pod in cluster.pods:
+                plan = []
+                for c in pod.spec.get("initContainers", []) + pod.spec["containers"]:
+                    argv, env, probes, mounts = cluster.process(pod, c)
+                    all_mounts.append((mounts, pod))
+                    plan.append((c["name"], argv, env, probes))
+                plans[pod.name] = plan
+            self.assertEqual(len(cluster.pods), 1 + 2 + 2)
+            cluster.localize_configmap_files(all_mounts)
+
+            results, probes_ok, stop = {}, {}, threading.Event()
+            threads = [threading.Thread(target=run_pod,
+                                        args=(cluster, p, plans[p.name], results, probes_ok,
+                                              stop))
+                       for p in cluster.pods]
+            start = time.monotonic()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(max(1.0, JOB_TIMEOUT_S - (time.monotonic() - start)))
+            timed_out = any(t.is_alive() for t in threads)
+            stop.set()
+            for t in threads:
+                t.join()
+            elapsed = time.monotonic() - start
+
+            logs = {}
+            for pod in cluster.pods:
+                for name, argv, _, _ in plans[pod.name]:
+                    path = os.path.join(pod.dir, f"{name}.log")
+                    logs[(pod.name, name)] = read_file(path) if os.path.exists(path) else ""
+                    print(f"=== {pod.name}/{name}: {shlex.join(argv)}")
+            print(f"job took {elapsed:.1f} s")
+
+            def dump():
+                return "\n".join(f"--- {p}/{c} (rc {results.get((p, c))})\n{text[-3000:]}"
+                                 for (p, c), text in logs.items())
+
+            self.assertFalse(timed_out, f"job did not end within {JOB_TIMEOUT_S} s\n{dump()}")
+            for key in logs:
+                self.assertEqual(results.get(key), 0, f"{key} failed\n{dump()}")
+                self.assertTrue(probes_ok[key], f"{key}: a probe never answered 200\n{dump()}")
+
+            # Every daemon flag, on the command line or in a flagfile, is one the daemon defines.
+            recorded = os.listdir(cluster.argv_dir)
+            self.assertEqual(sorted(r.split(".")[0] for r in recorded),
+                             ["sieve-scheduler", "sieve-server", "sieve-server", "sieve-worker",
+                              "sieve-worker"])
+            known = {p: helpxml_flags(b) for p, b in BINARIES.items() if p.startswith("sieve-")}
+            for r in recorded:
+                program = r.split(".")[0]
+                args = read_file(os.path.join(cluster.argv_dir, r)).splitlines()
+                for name in flag_names(args, read_file):
+                    defined = name in known[program] or (
+                        name.startswith("no") and name[2:] in known[program])
+                    self.assertTrue(defined, f"{program}: unknown flag --{name} in {args}")
+
+            workers = [p for p in cluster.pods if p.kind == "Job"]
+            for w in workers:
+                self.assertIn("sieve-worker summary:", logs[(w.name, "worker")])
+            sched = [p for p in cluster.pods if p.kind == "Deployment"][0]
+            self.assertIn("sieve-scheduler: job finished", logs[(sched.name, "scheduler")])
+            for s in (p for p in cluster.pods if p.kind == "StatefulSet"):
+                ordinal = s.name.rsplit("-", 1)[1]
+                self.assertIn(f"rank={ordinal}", logs[(s.name, "server")])
+                files = sorted(os.listdir(s.claims["checkpoints"]))
+                self.assertEqual(files, [f"server-{ordinal}.ckpt", f"shard-{ordinal}.f32"],
+                                 s.name)
+
+
+if __name__ == "__main__":
+    KUBECTL = sys.argv.pop(1)
+    for program in ("sieve-scheduler", "sieve-server", "sieve-worker", "sieve"):
+        BINARIES[program] = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)

@@ -1,0 +1,105 @@
+"""DeployKustomizeRender: every overlay renders offline with `kubectl kustomize`, and the rendered
+objects are consistent with each other: the scheduler waits for as many servers and workers as
+the StatefulSet and the Job start, every container has probes on /healthz, resources, the pod IP
+from the Downward API and the recommended labels; only the GPU overlays ask for GPUs.
+
+usage: render_test.py KUBECTL
+"""
+
+import sys
+import unittest
+
+import k8s_render as k
+
+KUBECTL = None
+RECOMMENDED = ("app.kubernetes.io/name", "app.kubernetes.io/instance",
+               "app.kubernetes.io/component", "app.kubernetes.io/part-of",
+               "app.kubernetes.io/managed-by", "app.kubernetes.io/version")
+
+
+class RenderTest(unittest.TestCase):
+
+    def check_overlay(self, overlay):
+        docs = k.render(KUBECTL, f"overlays/{overlay}")
+        kinds = sorted(d["kind"] for d in docs)
+        self.assertEqual(kinds, ["ConfigMap", "Deployment", "Job", "PodDisruptionBudget",
+                                 "Service", "Service", "StatefulSet"])
+        cm = k.one(docs, "ConfigMap")
+        flags = {key: k.parse_flagfile(text) for key, text in cm["data"].items()}
+        sched = k.one(docs, "Deployment", "sieve-scheduler")
+        servers = k.one(docs, "StatefulSet", "sieve-server")
+        workers = k.one(docs, "Job", "sieve-worker")
+
+        # The scheduler's expected counts match what the workloads start.
+        self.assertEqual(sched["spec"]["replicas"], 1)
+        self.assertEqual(int(k.flag_value(flags["scheduler.flags"], "num_servers")),
+                         servers["spec"]["replicas"])
+        self.assertEqual(int(k.flag_value(flags["scheduler.flags"], "num_workers")),
+                         workers["spec"]["completions"])
+        self.assertEqual(workers["spec"]["parallelism"], workers["spec"]["completions"])
+        self.assertEqual(workers["spec"]["completionMode"], "Indexed")
+        self.assertEqual(servers["spec"]["podManagementPolicy"], "Parallel")
+        self.assertEqual(servers["spec"]["serviceName"], "sieve-server")
+        headless = k.one(docs, "Service", "sieve-server")
+        self.assertEqual(headless["spec"]["clusterIP"], "None")
+        self.assertTrue(servers["spec"]["volumeClaimTemplates"])
+        # Servers and workers share the model file.
+        for role in ("server.flags", "worker.flags"):
+            self.assertIn("--flagfile=/etc/sieve/model.flags", flags[role])
+
+        gpu_overlay = overlay.endswith("-gpu")
+        for w in (sched, servers, workers):
+            name = w["metadata"]["name"]
+            tmpl_labels = w["spec"]["template"]["metadata"]["labels"]
+            for label in RECOMMENDED:
+                self.assertIn(label, w["metadata"]["labels"], f"{name}: {label}")
+                self.assertIn(label, tmpl_labels, f"{name} pod template: {label}")
+            spec = k.pod_spec(w)
+            self.assertTrue(spec["securityContext"]["runAsNonRoot"], name)
+            for c in spec["containers"]:
+                for probe in ("readinessProbe", "livenessProbe"):
+                    self.assertEqual(c[probe]["httpGet"]["path"], "/healthz", f"{name} {probe}")
+                    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+                    self.assertIn(c[probe]["httpGet"]["port"], ports, f"{name} {probe} port")
+                res = c["resources"]
+                self.assertIn("cpu", res["requests"], name)
+                self.assertIn("memory", res["limits"], name)
+                env = {e["name"]: e for e in c.get("env", [])}
+                self.assertEqual(env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"],
+                                 "status.podIP", name)
+                text = " ".join(c.get("command", []) + c.get("args", []))
+                self.assertIn("--bind=0.0.0.0", text, name)
+                self.assertIn("--metrics_port=", text, name)
+                self.assertTrue(c["image"].startswith("ghcr.io/sieve/sieve:"), name)
+                self.assertEqual(c["image"].endswith("-cuda"), gpu_overlay, name)
+                wants_gpu = "nvidia.com/gpu" in res.get("limits", {})
+                self.assertEqual(wants_gpu, gpu_overlay and w is workers, name)
+        return docs
+
+    def test_base_renders(self):
+        docs = k.render(KUBECTL, "base")
+        self.assertEqual(len(docs), 7)
+
+    def test_bsp_gpu(self):
+        docs = self.check_overlay("bsp-gpu")
+        cm = k.one(docs, "ConfigMap")
+        self.assertEqual(k.flag_value(k.parse_flagfile(cm["data"]["server.flags"]),
+                                      "consistency"), "bsp")
+
+    def test_asp_gpu(self):
+        docs = self.check_overlay("asp-gpu")
+        cm = k.one(docs, "ConfigMap")
+        self.assertEqual(k.flag_value(k.parse_flagfile(cm["data"]["server.flags"]),
+                                      "consistency"), "asp")
+
+    def test_cpu_small(self):
+        docs = self.check_overlay("cpu-small")
+        cm = k.one(docs, "ConfigMap")
+        self.assertEqual(k.flag_value(k.parse_flagfile(cm["data"]["worker.flags"]), "device"),
+                         "cpu")
+        self.assertNotIn("tolerations", k.pod_spec(k.one(docs, "Job")))
+
+
+if __name__ == "__main__":
+    KUBECTL = sys.argv.pop(1)
+    unittest.main(verbosity=2)

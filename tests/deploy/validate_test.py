@@ -1,0 +1,96 @@
+"""DeployOpenApiValidate: every object rendered from every overlay validates offline against the
+Kubernetes OpenAPI schemas of the npm package kubernetes-models (validate_objects.js).
+
+The package is installed once into NODE_DIR (an ignored build folder) with the ordinary npm
+client and reused while its version matches; when npm cannot install it the test fails. A
+deliberately broken object must be rejected, so a validator that accepts everything fails too.
+
+usage: validate_test.py KUBECTL NODE_DIR
+"""
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+import k8s_render as k
+
+PACKAGE = "kubernetes-models"
+VERSION = "4.5.1"
+KUBECTL = None
+NODE_DIR = None
+VALIDATOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "validate_objects.js")
+
+
+def ensure_package():
+    """Installs kubernetes-models@VERSION into NODE_DIR unless it is there already."""
+    stamp = os.path.join(NODE_DIR, "node_modules", PACKAGE, "package.json")
+    if os.path.exists(stamp):
+        with open(stamp, encoding="utf-8") as f:
+            if json.load(f).get("version") == VERSION:
+                return
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("npm not found: install Node.js/npm (Debian: nodejs npm)")
+    os.makedirs(NODE_DIR, exist_ok=True)
+    proc = subprocess.run(
+        [npm, "install", "--prefix", NODE_DIR, "--no-audit", "--no-fund", "--no-save",
+         "--loglevel=error", f"{PACKAGE}@{VERSION}"],
+        capture_output=True, text=True, timeout=300, check=False)
+    if proc.returncode != 0 or not os.path.exists(stamp):
+        raise RuntimeError(f"npm install {PACKAGE}@{VERSION} failed:\n{proc.stdout}{proc.stderr}")
+
+
+def validate(objects):
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        raise RuntimeError("node not found")
+    env = dict(os.environ, NODE_PATH=os.path.join(NODE_DIR, "node_modules"))
+    proc = subprocess.run([node, VALIDATOR], input=json.dumps(objects), capture_output=True,
+                          text=True, timeout=120, env=env, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+class ValidateTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        ensure_package()
+
+    def check(self, target):
+        docs = k.render(KUBECTL, target)
+        rc, out = validate(docs)
+        print(f"--- {target}\n{out}")
+        self.assertEqual(rc, 0, out)
+        self.assertIn(f"{len(docs)}/{len(docs)} objects valid", out)
+
+    def test_base(self):
+        self.check("base")
+
+    def test_overlays(self):
+        for overlay in k.OVERLAYS:
+            with self.subTest(overlay=overlay):
+                self.check(f"overlays/{overlay}")
+
+    def test_broken_objects_are_rejected(self):
+        docs = k.render(KUBECTL, "overlays/cpu-small")
+        for mutate in (
+                lambda d: k.pod_spec(k.one(d, "StatefulSet"))["containers"][0]["ports"][0]
+                .__setitem__("containerPort", "9320"),
+                lambda d: k.one(d, "Job")["spec"].__setitem__("completionMode", "Ordered"),
+                lambda d: k.pod_spec(k.one(d, "Deployment"))["containers"][0]
+                .__delitem__("name")):
+            broken = copy.deepcopy(docs)
+            mutate(broken)
+            rc, out = validate(broken)
+            self.assertNotEqual(rc, 0, out)
+            self.assertIn("FAIL", out)
+
+
+if __name__ == "__main__":
+    KUBECTL = sys.argv.pop(1)
+    NODE_DIR = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
