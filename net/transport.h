@@ -12,6 +12,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "net/curve.h"
 #include "proto/codec.h"
 
 namespace sieve {
@@ -22,6 +23,9 @@ struct TransportOptions {
   std::string advertise_host;         // what peers connect to; empty = detect (see DetectHost)
   int send_timeout_ms = 30000;        // a send that cannot be queued within this fails
   int send_hwm = 1000;                // messages queued per peer before Send waits
+  // CurveZMQ on every socket (docs/security.md): the receive socket is a CURVE server admitting
+  // only allow-listed client keys; every outgoing socket a CURVE client.
+  CurveOptions curve;
 };
 
 class Transport {
@@ -47,6 +51,10 @@ class Transport {
 
   // Stops the transport: pending and future Recv/Send fail with Aborted/Unavailable.
   virtual void Close() = 0;
+
+  // CURVE handshakes of peers admitted / refused by the allow-list (0 without CURVE).
+  virtual uint64_t auth_accepted() const { return 0; }
+  virtual uint64_t auth_denied() const { return 0; }
 };
 
 // Creates the ZeroMQ implementation and binds its receive socket. Errors: Unavailable with the

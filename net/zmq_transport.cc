@@ -9,6 +9,7 @@
 #include <zmq_addon.hpp>
 
 #include "net/transport.h"
+#include "net/zap_handler.h"
 
 namespace sieve {
 namespace {
@@ -25,10 +26,24 @@ class ZmqTransport final : public Transport {
       peers_.clear();
     }
     pull_.close();
+    if (zap_) zap_->Stop();
   }
 
+  uint64_t auth_accepted() const override { return zap_ ? zap_->accepted() : 0; }
+  uint64_t auth_denied() const override { return zap_ ? zap_->denied() : 0; }
+
   Status Bind() {
+    if (options_.curve.enabled) {
+      auto zap = ZapHandler::Start(ctx_, options_.curve.allowed_clients);
+      if (!zap.ok()) return zap.status();
+      zap_ = std::move(zap).value();
+    }
     try {
+      if (options_.curve.enabled) {
+        pull_.set(zmq::sockopt::zap_domain, "sieve");
+        pull_.set(zmq::sockopt::curve_server, true);
+        pull_.set(zmq::sockopt::curve_secretkey, options_.curve.server.secret_key);
+      }
       pull_.set(zmq::sockopt::linger, 0);
       pull_.set(zmq::sockopt::rcvhwm, 0);
       const std::string port = options_.port == 0 ? "*" : std::to_string(options_.port);
@@ -59,6 +74,11 @@ class ZmqTransport final : public Transport {
       p->socket.set(zmq::sockopt::linger, 2000);
       p->socket.set(zmq::sockopt::sndtimeo, options_.send_timeout_ms);
       p->socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
+      if (options_.curve.enabled) {
+        p->socket.set(zmq::sockopt::curve_serverkey, options_.curve.server.public_key);
+        p->socket.set(zmq::sockopt::curve_publickey, options_.curve.client.public_key);
+        p->socket.set(zmq::sockopt::curve_secretkey, options_.curve.client.secret_key);
+      }
       p->socket.connect("tcp://" + host + ":" + std::to_string(port));
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return UnavailableError("transport closed");
@@ -135,6 +155,7 @@ class ZmqTransport final : public Transport {
   const TransportOptions options_;
   zmq::context_t ctx_;
   zmq::socket_t pull_;
+  std::unique_ptr<ZapHandler> zap_;  // CURVE allow-list; stopped before ctx_ goes
   std::string host_;
   uint16_t port_ = 0;
   std::mutex peers_mu_;

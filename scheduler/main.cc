@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "metrics/daemon_metrics.h"
+#include "net/curve.h"
 #include "net/signal_watcher.h"
 #include "scheduler/scheduler.h"
 
@@ -20,6 +21,9 @@ DEFINE_uint32(port, 9310, "TCP port to listen on; 0 picks a free port (printed a
 DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
 DEFINE_string(host, "",
               "Address advertised to nodes (default: first non-loopback IPv4, else 127.0.0.1)");
+DEFINE_string(curve_dir, "",
+              "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
+              "allowed_clients; written by `sieve keygen`); empty = no encryption");
 DEFINE_int32(heartbeat_timeout_ms, 10000,
              "A node silent for this long is declared dead and the others are told; 0 disables");
 DEFINE_int32(startup_timeout_ms, 600000,
@@ -56,6 +60,14 @@ int main(int argc, char** argv) {
   opt.transport.bind_host = FLAGS_bind;
   opt.transport.port = static_cast<uint16_t>(FLAGS_port);
   opt.transport.advertise_host = FLAGS_host;
+  if (!FLAGS_curve_dir.empty()) {
+    auto curve = sieve::LoadCurveDir(FLAGS_curve_dir);
+    if (!curve.ok()) {
+      std::cerr << "sieve-scheduler: --curve_dir: " << curve.status().ToString() << "\n";
+      return 2;
+    }
+    opt.transport.curve = *curve;
+  }
   opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   opt.startup_timeout_ms = FLAGS_startup_timeout_ms;
   if (FLAGS_server_failure != "wait" && FLAGS_server_failure != "fail") {

@@ -19,6 +19,7 @@
 #include "kernels/model/param_init.h"
 #include "kernels/sparse_ops.h"
 #include "metrics/daemon_metrics.h"
+#include "net/curve.h"
 #include "net/node.h"
 #include "net/signal_watcher.h"
 #include "server/checkpointer.h"
@@ -30,6 +31,9 @@ DEFINE_int32(rank, -1, "Requested server rank (-1 = assigned by the scheduler)")
 DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
 DEFINE_string(host, "",
               "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
+DEFINE_string(curve_dir, "",
+              "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
+              "allowed_clients; written by `sieve keygen`); empty = no encryption");
 DEFINE_uint32(port, 0, "Port to listen on (0 = any free port)");
 DEFINE_string(model, "fnn3",
               "Model whose layout and seeded init the shard uses: softmax|fnn3|cnn|synthetic");
@@ -112,6 +116,14 @@ int Run() {
   no.transport.bind_host = FLAGS_bind;
   no.transport.port = static_cast<uint16_t>(FLAGS_port);
   no.transport.advertise_host = FLAGS_host;
+  if (!FLAGS_curve_dir.empty()) {
+    auto curve = LoadCurveDir(FLAGS_curve_dir);
+    if (!curve.ok()) {
+      std::cerr << "sieve-server: --curve_dir: " << curve.status().ToString() << "\n";
+      return 2;
+    }
+    no.transport.curve = *curve;
+  }
   no.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   no.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
 

@@ -15,6 +15,7 @@
 
 #include "kernels/model/model_layout.h"
 #include "metrics/daemon_metrics.h"
+#include "net/curve.h"
 #include "net/signal_watcher.h"
 #include "worker/client/ps_client.h"
 #include "worker/trainer/summary.h"
@@ -70,6 +71,9 @@ DEFINE_int32(rank, -1, "Requested worker rank (-1 = the scheduler assigns one)")
 DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
 DEFINE_string(host, "",
               "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
+DEFINE_string(curve_dir, "",
+              "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
+              "allowed_clients; written by `sieve keygen`); empty = no encryption");
 DEFINE_int32(port, 0, "TCP port to listen on (0 = any free port)");
 DEFINE_int32(heartbeat_interval_ms, 1000, "Heartbeat period (0 disables heartbeats)");
 DEFINE_int32(heartbeat_timeout_ms, 10000, "Scheduler silent this long -> the worker fails");
@@ -201,6 +205,11 @@ int main(int argc, char** argv) {
   copt.node.transport.bind_host = FLAGS_bind;
   copt.node.transport.port = static_cast<uint16_t>(FLAGS_port);
   copt.node.transport.advertise_host = FLAGS_host;
+  if (!FLAGS_curve_dir.empty()) {
+    auto curve = sieve::LoadCurveDir(FLAGS_curve_dir);
+    if (!curve.ok()) return Usage("--curve_dir: " + curve.status().ToString());
+    copt.node.transport.curve = *curve;
+  }
   copt.node.num_params = layout->num_params;
   copt.node.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   copt.node.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;

@@ -5,13 +5,14 @@
 #include <vector>
 
 #include "deploy/local/compare_command.h"
+#include "deploy/local/keygen_command.h"
 #include "deploy/local/launch_command.h"
 #include "deploy/local/subcommand.h"
 
 namespace {
 
 std::vector<const sieve::Subcommand*> AllSubcommands() {
-  return {&sieve::LaunchSubcommand(), &sieve::CompareSubcommand()};
+  return {&sieve::LaunchSubcommand(), &sieve::CompareSubcommand(), &sieve::KeygenSubcommand()};
 }
 
 void PrintUsage(FILE* out) {
