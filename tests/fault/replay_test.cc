@@ -80,17 +80,22 @@ class ReplayTest : public ::testing::Test {
     return m;
   }
 
+  // The first PULL_DENSE can reach the server before its own node table (it then cannot be
+  // answered), so it is resent a bounded number of times.
   std::vector<float> PullShard(int w) {
     pb::Header h;
     h.set_type(pb::MSG_PULL_DENSE);
     h.set_sender(nodes_[w]->id());
     h.set_shard(0);
-    EXPECT_TRUE(nodes_[w]->Send(1, *EncodeControl(h)).ok());
-    while (true) {
-      Message m = Next(w);
-      if (m.type() == pb::MSG_DENSE) return {m.values.begin(), m.values.end()};
-      if (m.type() == pb::MSG_ERROR || m.storage.empty()) return {};
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      EXPECT_TRUE(nodes_[w]->Send(1, *EncodeControl(h)).ok());
+      Message m;
+      auto got = nodes_[w]->Receive(&m, 1000);
+      if (!got.ok()) break;
+      if (*got && m.type() == pb::MSG_DENSE) return {m.values.begin(), m.values.end()};
     }
+    ADD_FAILURE() << "no DENSE reply";
+    return {};
   }
 
   std::unique_ptr<Scheduler> scheduler_;
