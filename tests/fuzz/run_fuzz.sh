@@ -25,6 +25,13 @@ OUT="$BUILD/fuzz"
 mkdir -p "$OUT/corpus"
 GEN="$(dirname "$(find "$BUILD" -name sieve.pb.cc -path '*proto*' | head -1)")"
 KERNELS="$BUILD/kernels/libsieve_kernels.a"
+# A build with the CUDA backend: libsieve_kernels.a calls into libsieve_kernels_cuda.a, which
+# needs the CUDA runtime (static; its path is in the CMake cache).
+CUDA_LIBS=()
+if [ -f "$BUILD/kernels/libsieve_kernels_cuda.a" ]; then
+  CUDART="$(sed -n 's/^SIEVE_CUDART_STATIC:FILEPATH=//p' "$BUILD/CMakeCache.txt")"
+  CUDA_LIBS=("$BUILD/kernels/libsieve_kernels_cuda.a" "$CUDART" -ldl -lrt -lpthread)
+fi
 BIN="$OUT/decode_push_fuzzer"
 SRCS=("$HERE/decode_push_fuzzer.cc" "$ROOT/proto/codec.cc" "$ROOT/proto/shards.cc"
       "$ROOT/server/shard_server.cc" "$ROOT/server/reply_pool.cc" "$ROOT/server/consistency.cc"
@@ -33,7 +40,7 @@ newest_src=$(stat -c %Y "${SRCS[@]}" "$KERNELS" | sort -n | tail -1)
 if [ ! -x "$BIN" ] || [ "$(stat -c %Y "$BIN")" -lt "$newest_src" ]; then
   echo "run_fuzz: building $BIN"
   "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$ROOT" -I"$GEN/.." -I"$GEN" "${SRCS[@]}" "$KERNELS" \
+    -I"$ROOT" -I"$GEN/.." -I"$GEN" "${SRCS[@]}" "$KERNELS" "${CUDA_LIBS[@]}" \
     $(pkg-config --cflags --libs libzmq protobuf) -lz -fopenmp=libgomp -lgomp -o "$BIN"
 fi
 cp -n "$HERE"/corpus/* "$OUT/corpus/" 2>/dev/null || true

@@ -15,6 +15,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 command -v ip >/dev/null && command -v tc >/dev/null || skip "iproute2 (ip, tc) not installed"
 probe="sieve-probe-$$"
 ip netns add "$probe" 2>/dev/null || skip "'ip netns add' does not work here"
+# `ip netns exec` also needs a mount namespace with / as a mount point (not so in a bare chroot).
+if ! ip netns exec "$probe" true 2>/dev/null; then
+  ip netns del "$probe"
+  skip "'ip netns exec' does not work here (e.g. a chroot whose / is not a mount point)"
+fi
 ip netns del "$probe"
 
 name="sieve-test-$$"
