@@ -16,6 +16,7 @@
 #include "kernels/model/model_layout.h"
 #include "kernels/model/param_init.h"
 #include "tests/net/subprocess.h"
+#include "tests/net/summary_line.h"
 #include "worker/data/dataset.h"
 #include "worker/model/model.h"
 #include "worker/trainer/schedule.h"
@@ -26,7 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::seconds;
-using KeyValues = std::map<std::string, std::string>;
+using testing::KeyValues;
+using testing::ParseSummary;
 
 bool HaveData() {
   return fs::exists(std::string(kFashionMnistDir) + "/train-images-idx3-ubyte.gz");
@@ -37,17 +39,6 @@ struct RunResult {
   std::map<int, KeyValues> workers, servers;
   std::string log;
 };
-
-KeyValues ParseSummary(const std::string& line, const std::string& marker) {
-  KeyValues kv;
-  std::istringstream in(line.substr(line.find(marker) + marker.size()));
-  std::string word;
-  while (in >> word) {
-    const size_t eq = word.find('=');
-    if (eq != std::string::npos) kv[word.substr(0, eq)] = word.substr(eq + 1);
-  }
-  return kv;
-}
 
 RunResult Launch(int servers, int workers, std::vector<std::string> flags) {
   std::vector<std::string> argv = {testing::SelfDir() + "/../../deploy/sieve", "launch",

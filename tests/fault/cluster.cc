@@ -16,17 +16,6 @@ KeyValues Summary(Subprocess& p, const std::string& marker) {
 
 }  // namespace
 
-KeyValues ParseSummary(const std::string& line, const std::string& marker) {
-  KeyValues kv;
-  std::istringstream in(line.substr(line.find(marker) + marker.size()));
-  std::string word;
-  while (in >> word) {
-    const size_t eq = word.find('=');
-    if (eq != std::string::npos) kv[word.substr(0, eq)] = word.substr(eq + 1);
-  }
-  return kv;
-}
-
 bool FaultCluster::StartScheduler(int servers, int workers, const std::vector<std::string>& flags) {
   std::vector<std::string> argv = {SelfDir() + "/../../scheduler/sieve-scheduler",
                                    "--port=0",

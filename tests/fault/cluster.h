@@ -11,13 +11,9 @@
 #include <vector>
 
 #include "tests/net/subprocess.h"
+#include "tests/net/summary_line.h"
 
 namespace sieve::testing {
-
-using KeyValues = std::map<std::string, std::string>;
-
-// "key=value" words after `marker` in `line`.
-KeyValues ParseSummary(const std::string& line, const std::string& marker);
 
 class FaultCluster {
  public:
