@@ -57,9 +57,10 @@ class Backend {
                               Moments* out) = 0;
 
   // One fused pass: *count = #{i : key(x[i]) > key_thr} over finite entries (key_thr = -1 means
-  // every finite entry), *nonfinite = #NaN/Inf, *sumsq = Σ x² (meaningful when all finite).
-  // When *count ≤ cap (and no entry is non-finite), idx_host receives exactly those indices in
-  // ascending order; otherwise its content is unspecified. Requires n ≤ 2^32.
+  // every finite entry), *nonfinite = #NaN/Inf, *sumsq = Σ x² (meaningful when all finite; sumsq
+  // may be null, and the pass is cheaper then). When *count ≤ cap (and no entry is non-finite),
+  // idx_host receives exactly those indices in ascending order; otherwise its content is
+  // unspecified. Requires n ≤ 2^32.
   virtual Status CountCollect(const float* x_dev, size_t n, int64_t key_thr, uint64_t cap,
                               std::vector<uint32_t>* idx_host, uint64_t* count, uint64_t* nonfinite,
                               double* sumsq) = 0;

@@ -242,6 +242,25 @@ class Scratch {
 #else
 // ------------------------------------------------------------------- CPU (OpenMP) twins
 constexpr size_t kBlock = 512;
+// Count+collect tests the max |x| of blocks this small, so that at small densities few blocks
+// (1 − (1 − ρ)^64 ≈ 6 % at ρ = 0.001) need the exact scalar scan.
+constexpr size_t kScanBlock = 64;
+
+// Whether any key AbsKey(x[i]), i < n, exceeds t (a signed compare: keys are < 2^31, and it
+// vectorizes with plain SSE2); with kSumSq also the float Σx² into *ss. Non-finite keys are
+// above every t < kNonFiniteKey, so a block holding one always reports a hit.
+template <bool kSumSq>
+inline bool BlockAbove(const float* x, size_t n, int32_t t, float* ss) {
+  int hit = 0;
+  float s = 0.0f;
+#pragma omp simd reduction(| : hit) reduction(+ : s)
+  for (size_t i = 0; i < n; ++i) {
+    hit |= static_cast<int32_t>(AbsKey(x[i])) > t;
+    if constexpr (kSumSq) s += x[i] * x[i];
+  }
+  if constexpr (kSumSq) *ss = s;
+  return hit != 0;
+}
 
 // Contiguous per-thread ranges [lo, hi) keep outputs in index order without a sort.
 inline void ThreadRange(size_t n, int t, int nt, size_t* lo, size_t* hi) {
@@ -265,21 +284,22 @@ void MomentsCpu(const float* x, size_t n, Moments* out, std::vector<uint64_t>* h
     std::vector<uint32_t> h(kHist ? kKeyHistBins : 0, 0);
     for (size_t b = lo; b < hi; b += kBlock) {
       const size_t e = std::min(hi, b + kBlock);
+      // Plain float sums vectorize; a non-finite entry (or a float overflow) makes one of them
+      // non-finite, which sends the block to the exact double scan that also counts the bad ones.
       float fs = 0.0f, fss = 0.0f;
-      uint32_t bad = 0;
-#pragma omp simd reduction(+ : fs, fss, bad)
+#pragma omp simd reduction(+ : fs, fss)
       for (size_t i = b; i < e; ++i) {
-        const float v = x[i];
-        const bool finite = AbsKey(v) < kNonFiniteKey;
-        const float vf = finite ? v : 0.0f;
-        fs += vf;
-        fss += vf * vf;
-        bad += finite ? 0u : 1u;
+        fs += x[i];
+        fss += x[i] * x[i];
       }
-      if (!std::isfinite(fs) || !std::isfinite(fss)) {  // float overflow: redo in double
+      uint64_t bad = 0;
+      if (!std::isfinite(fs) || !std::isfinite(fss)) {
         double ds = 0.0, dss = 0.0;
         for (size_t i = b; i < e; ++i) {
-          if (AbsKey(x[i]) >= kNonFiniteKey) continue;
+          if (AbsKey(x[i]) >= kNonFiniteKey) {
+            ++bad;
+            continue;
+          }
           ds += x[i];
           dss += static_cast<double>(x[i]) * x[i];
         }
@@ -420,10 +440,6 @@ class BackendImpl final : public Backend {
     return Sync("count-collect");
 #else
     const int nt = omp_get_max_threads();
-    const float thr_f =
-        key_thr >= 0
-            ? std::bit_cast<float>(static_cast<uint32_t>(std::min<int64_t>(key_thr, 0x7f800000)))
-            : 0.0f;
     std::vector<std::vector<uint32_t>> local(nt);
     std::vector<uint64_t> cnt(nt, 0), bad(nt, 0);
     std::vector<double> sq(nt, 0.0);
@@ -435,27 +451,9 @@ class BackendImpl final : public Backend {
       uint64_t c = 0, nf = 0;
       double s2 = 0.0;
       std::vector<uint32_t>& v = local[t];
-      for (size_t b = lo; b < hi; b += kBlock) {
-        const size_t e = std::min(hi, b + kBlock);
-        // Float max of |x| (vectorizes with plain SSE2, unlike an unsigned max); a non-finite
-        // entry makes fss non-finite, which sends the block to the exact scan below.
-        float mx = 0.0f;
-        float fss = 0.0f;
-#pragma omp simd reduction(max : mx) reduction(+ : fss)
-        for (size_t i = b; i < e; ++i) {
-          const float a = std::fabs(x[i]);
-          mx = a > mx ? a : mx;
-          fss += x[i] * x[i];
-        }
-        const bool finite = std::isfinite(fss);
-        if (finite) {
-          s2 += fss;
-        } else {  // float overflow (or non-finite input): redo in double
-          for (size_t i = b; i < e; ++i) s2 += static_cast<double>(x[i]) * x[i];
-        }
-        // For finite values |x| > thr_f  <=>  AbsKey(x) > key_thr (the key order is |x|'s order).
-        if (finite && key_thr >= 0 && !(mx > thr_f)) continue;  // nothing selected here
-        for (size_t i = b; i < e; ++i) {
+      // Scans [i0, i1) exactly: counts non-finite entries, collects keys above key_thr.
+      auto scan = [&](size_t i0, size_t i1) {
+        for (size_t i = i0; i < i1; ++i) {
           const uint32_t key = AbsKey(x[i]);
           if (key >= kNonFiniteKey) {
             ++nf;
@@ -464,6 +462,30 @@ class BackendImpl final : public Backend {
             ++c;
           }
         }
+      };
+      // Blocks with no key above t are skipped after the vector test; the others are scanned
+      // exactly. At small densities few blocks hold a selected entry.
+      const int32_t t_block = static_cast<int32_t>(std::min<int64_t>(key_thr, kNonFiniteKey - 1));
+      for (size_t b = lo; b < hi; b += kScanBlock) {
+        const size_t e = std::min(hi, b + kScanBlock);
+        const size_t len = e - b;
+        bool hit;
+        if (sumsq == nullptr) {
+          hit = len == kScanBlock ? BlockAbove<false>(x + b, kScanBlock, t_block, nullptr)
+                                  : BlockAbove<false>(x + b, len, t_block, nullptr);
+        } else {
+          float fss = 0.0f;
+          hit = len == kScanBlock ? BlockAbove<true>(x + b, kScanBlock, t_block, &fss)
+                                  : BlockAbove<true>(x + b, len, t_block, &fss);
+          if (std::isfinite(fss)) {
+            s2 += fss;
+          } else {  // float overflow (or non-finite input): redo in double
+            for (size_t i = b; i < e; ++i) {
+              if (AbsKey(x[i]) < kNonFiniteKey) s2 += static_cast<double>(x[i]) * x[i];
+            }
+          }
+        }
+        if (hit) scan(b, e);
       }
       cnt[t] = c;
       bad[t] = nf;

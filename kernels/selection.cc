@@ -42,16 +42,20 @@ int64_t KeyThreshold(float thr) {
   return static_cast<int64_t>(std::bit_cast<uint32_t>(thr) & 0x7fffffffu);
 }
 
-// One fused counting pass; fails on non-finite input.
+// One fused counting pass; fails on non-finite input. The sum of squares (pass->sumsq) is
+// computed only when asked for: the pass is cheaper without it.
 struct Pass {
   uint64_t count = 0;
   double sumsq = 0.0;
 };
+enum class SumSq { kSkip, kWant };
 Status CountPass(Backend* be, const float* x, size_t d, float thr, uint64_t cap,
-                 std::vector<uint32_t>* idx, Pass* pass) {
+                 std::vector<uint32_t>* idx, SumSq want, Pass* pass) {
   uint64_t nonfinite = 0;
-  SIEVE_RETURN_IF_ERROR(
-      be->CountCollect(x, d, KeyThreshold(thr), cap, idx, &pass->count, &nonfinite, &pass->sumsq));
+  pass->sumsq = 0.0;
+  SIEVE_RETURN_IF_ERROR(be->CountCollect(x, d, KeyThreshold(thr), cap, idx, &pass->count,
+                                         &nonfinite,
+                                         want == SumSq::kWant ? &pass->sumsq : nullptr));
   if (nonfinite != 0) return NonFiniteError(nonfinite);
   return Status::Ok();
 }
@@ -146,7 +150,8 @@ Status RunGaussianPaper(Backend* be, const float* x, size_t d, uint64_t k, Selec
   for (int pass_no = 0;; ++pass_no) {
     const bool last = pass_no + 1 == cc::kGaussPaperMaxCounts;
     Pass pass;
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, last ? d : band.hi, &out->indices, &pass));
+    SIEVE_RETURN_IF_ERROR(
+        CountPass(be, x, d, thr, last ? d : band.hi, &out->indices, SumSq::kSkip, &pass));
     if (band.Contains(pass.count) || last) {
       out->threshold = thr;
       out->iterations = pass_no;
@@ -172,7 +177,8 @@ Status RunGaussianRobust(Backend* be, const float* x, size_t d, uint64_t k,
   int adj = 0;
   for (;;) {
     Pass pass;
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, band.hi, &out->indices, &pass));
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, band.hi, &out->indices,
+                                    adj == 0 && warm ? SumSq::kWant : SumSq::kSkip, &pass));
     if (adj == 0 && warm) out->sumsq_total = pass.sumsq;
     out->iterations = adj;
     if (band.Contains(pass.count)) {
@@ -208,7 +214,7 @@ Status RunGaussianRobust(Backend* be, const float* x, size_t d, uint64_t k,
   std::vector<uint32_t> cand;
   if (have_lo) {
     Pass pass;
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, lo, lo_count, &cand, &pass));
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, lo, lo_count, &cand, SumSq::kSkip, &pass));
   } else {
     AllIndices(d, &cand);
   }
@@ -243,7 +249,8 @@ Status RunDgc(Backend* be, const float* x, size_t d, uint64_t k, const SelectOpt
   const Band band = MakeBand(k, cc::kDgcBandLow, cc::kDgcBandHigh);
   Pass pass;
   for (int adj = 0;; ++adj) {
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, band.hi, &out->indices, &pass));
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, band.hi, &out->indices,
+                                    adj == 0 ? SumSq::kWant : SumSq::kSkip, &pass));
     if (adj == 0) out->sumsq_total = pass.sumsq;
     out->iterations = adj;
     out->threshold = thr;
@@ -262,7 +269,7 @@ Status RunDgc(Backend* be, const float* x, size_t d, uint64_t k, const SelectOpt
   if (pass.count > band.hi) {
     out->exact_fallback = true;
     std::vector<uint32_t> cand;
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, pass.count, &cand, &pass));
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, pass.count, &cand, SumSq::kSkip, &pass));
     return TopkAmong(be, x, cand, k, &out->indices);
   }
   return Status::Ok();  // in band, or below it after the last adjustment (accepted)

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/compressor.h"
 #include "kernels/device.h"
 
@@ -306,6 +307,66 @@ TEST_P(KernelsSelect, PreviousThresholdGivesOnePassInSteadyState) {
     ASSERT_TRUE(SelectHost(c, x, 200, {.prev_threshold = first.threshold}, &second).ok());
     EXPECT_EQ(second.iterations, 0) << CompressorName(c);
     EXPECT_EQ(second.indices, first.indices);
+  }
+}
+
+// The fused count+collect primitive against a brute-force count, with and without the sum of
+// squares (the CPU twin takes a cheaper path without it), at block-boundary sizes, with a
+// non-finite entry in the first, a middle and the last (partial) block.
+TEST_P(KernelsSelect, CountCollectMatchesBruteForce) {
+  StatusOr<Backend*> be = GetBackend(GetParam());
+  ASSERT_TRUE(be.ok());
+  for (size_t d : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, size_t{4097}}) {
+    for (int bad_at : {-1, 0, 1, 2}) {  // -1: all finite; else which block gets a NaN/Inf
+      std::vector<float> x = Normal(d, d + 7 * bad_at);
+      size_t pos = 0;
+      if (bad_at >= 0) {
+        pos = bad_at == 0 ? 0 : bad_at == 1 ? d / 2 : d - 1;
+        x[pos] = bad_at == 1 ? -std::numeric_limits<float>::infinity()
+                             : std::numeric_limits<float>::quiet_NaN();
+      }
+      StatusOr<float*> dev = (*be)->Alloc(d);
+      ASSERT_TRUE(dev.ok());
+      ASSERT_TRUE((*be)->FromHost(x.data(), d, *dev).ok());
+      for (float thr : {-1.0f, 0.0f, 1.5f, 2.5f, 100.0f}) {
+        for (bool want_ss : {false, true}) {
+          SCOPED_TRACE("d=" + std::to_string(d) + " bad_at=" + std::to_string(bad_at) +
+                       " thr=" + std::to_string(thr) + " sumsq=" + std::to_string(want_ss));
+          std::vector<uint32_t> want;
+          uint64_t want_bad = 0;
+          double want_sumsq = 0.0;
+          for (size_t i = 0; i < d; ++i) {
+            if (!std::isfinite(x[i])) {
+              ++want_bad;
+              continue;
+            }
+            want_sumsq += static_cast<double>(x[i]) * x[i];
+            if (thr < 0.0f || std::fabs(x[i]) > thr) want.push_back(static_cast<uint32_t>(i));
+          }
+          const int64_t key_thr =
+              thr < 0.0f ? -1 : static_cast<int64_t>(std::bit_cast<uint32_t>(thr));
+          std::vector<uint32_t> idx;
+          uint64_t count = 0, bad = 0;
+          double sumsq = -1.0;
+          ASSERT_TRUE((*be)
+                          ->CountCollect(*dev, d, key_thr, d, &idx, &count, &bad,
+                                         want_ss ? &sumsq : nullptr)
+                          .ok());
+          EXPECT_EQ(bad, want_bad);
+          EXPECT_EQ(count, want.size());
+          if (want_bad == 0) {
+            EXPECT_EQ(idx, want);
+            if (want_ss) {
+              EXPECT_NEAR(sumsq, want_sumsq, 1e-5 * want_sumsq + 1e-12);
+            }
+          }
+          if (!want_ss) {
+            EXPECT_EQ(sumsq, -1.0);  // not written
+          }
+        }
+      }
+      (*be)->Free(*dev);
+    }
   }
 }
 
