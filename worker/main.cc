@@ -27,6 +27,9 @@ DEFINE_string(model, "fnn3", "Model: softmax, fnn3, cnn (Fashion-MNIST) or synth
 DEFINE_uint64(num_params, 0, "D of --model=synthetic (1 .. 2^40); ignored by the other models");
 DEFINE_string(grad_dist, "gaussian",
               "Synthetic gradient noise: gaussian (bell-shaped) or laplace (heavy-tailed)");
+DEFINE_string(synthetic_noise, "pool",
+              "Synthetic gradient noise source: pool (a once-drawn table read at per-round "
+              "offsets; cheap, for systems benchmarks) or hash (exact independent draws)");
 DEFINE_double(synthetic_scale, 1.0, "Standard deviation of the synthetic gradient noise (>= 0)");
 DEFINE_double(synthetic_pull, 0.01,
               "λ of the synthetic objective 0.5·λ·|w|² (gradient λ·w + noise; >= 0)");
@@ -124,6 +127,9 @@ int main(int argc, char** argv) {
   auto dist = sieve::ParseGradDist(FLAGS_grad_dist);
   if (!dist.ok()) return Usage("--grad_dist: " + dist.status().message());
   o.grad_dist = *dist;
+  auto noise = sieve::ParseSyntheticNoiseSource(FLAGS_synthetic_noise);
+  if (!noise.ok()) return Usage("--synthetic_noise: " + noise.status().message());
+  o.synthetic_noise = *noise;
   o.synthetic_scale = FLAGS_synthetic_scale;
   o.synthetic_pull = FLAGS_synthetic_pull;
   o.data_dir = FLAGS_data_dir;

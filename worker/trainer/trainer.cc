@@ -129,6 +129,7 @@ float Trainer::ComputeGradient(uint64_t round, const float* x, const uint8_t* la
   if (synthetic_) {
     SyntheticGradientSpec spec{options_.grad_dist, options_.synthetic_scale,
                                options_.synthetic_pull, options_.seed, rank_};
+    spec.noise = options_.synthetic_noise;
     SyntheticGradient(spec, round, w_, grad_);
     if (want_loss) loss = static_cast<float>(SyntheticLoss(options_.synthetic_pull, w_));
   } else {

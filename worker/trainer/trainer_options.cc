@@ -49,6 +49,13 @@ StatusOr<GradDist> ParseGradDist(std::string_view name) {
                               "' (expected gaussian or laplace)");
 }
 
+StatusOr<SyntheticNoiseSource> ParseSyntheticNoiseSource(std::string_view name) {
+  if (name == "hash") return SyntheticNoiseSource::kHash;
+  if (name == "pool") return SyntheticNoiseSource::kPool;
+  return InvalidArgumentError("unknown synthetic noise source '" + std::string(name) +
+                              "' (expected hash or pool)");
+}
+
 StatusOr<std::vector<double>> ParseDoubleList(std::string_view text) {
   return ParseList<double>(text);
 }

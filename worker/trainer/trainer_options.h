@@ -27,6 +27,14 @@ enum class GradDist { kGaussian, kLaplace };
 // Accepts exactly "gaussian" or "laplace".
 StatusOr<GradDist> ParseGradDist(std::string_view name);
 
+// Where the synthetic gradient's noise comes from (synthetic_gradient.h states both contracts):
+// kHash draws every coordinate exactly each round; kPool reads a once-drawn table at per-round
+// offsets (one streaming pass).
+enum class SyntheticNoiseSource { kHash, kPool };
+
+// Accepts exactly "hash" or "pool".
+StatusOr<SyntheticNoiseSource> ParseSyntheticNoiseSource(std::string_view name);
+
 struct TrainerOptions {
   // softmax | fnn3 | cnn (Fashion-MNIST) or synthetic (no data; see synthetic_gradient.h).
   std::string model = "fnn3";
@@ -34,6 +42,8 @@ struct TrainerOptions {
   GradDist grad_dist = GradDist::kGaussian;
   double synthetic_scale = 1.0;  // standard deviation of the synthetic gradient noise
   double synthetic_pull = 0.01;  // λ of the synthetic objective 0.5·λ·‖w‖²
+  // pool: cheap, for systems benchmarks (the default; why: synthetic_gradient.h); hash: exact.
+  SyntheticNoiseSource synthetic_noise = SyntheticNoiseSource::kPool;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
 
   int batch_size = 32;  // per worker
