@@ -17,7 +17,7 @@ uint64_t RandomInstance() {
 
 bool IsDataPlane(pb::MsgType t) {
   return t == pb::MSG_PUSH || t == pb::MSG_UPDATE || t == pb::MSG_PULL_DENSE ||
-         t == pb::MSG_DENSE || t == pb::MSG_ERROR;
+         t == pb::MSG_DENSE || t == pb::MSG_ERROR || t == pb::MSG_JOIN || t == pb::MSG_JOIN_ACK;
 }
 
 }  // namespace
@@ -259,21 +259,38 @@ void Node::HandleControl(Message msg) {
 }
 
 void Node::InstallTable(const pb::NodeTable& table) {
-  std::lock_guard<std::mutex> lock(mu_);
-  tables_installed_.fetch_add(1);
-  if (have_table_) {
-    // A later table (a node re-admitted under its rank): reconnect nodes whose address changed.
-    for (const auto& n : table.nodes()) {
-      const auto& old = table_.nodes(n.id() - 1);
-      if (n.id() != id_ && (old.host() != n.host() || old.port() != n.port())) {
-        (void)transport_->Connect(n.id(), n.host(), n.port());
-        dead_.erase(n.id());
+  std::vector<pb::NodeInfo> rejoined;
+  std::function<void(const pb::NodeInfo&)> fn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tables_installed_.fetch_add(1);
+    if (have_table_) {
+      // A later table (a node re-admitted under its rank): reconnect nodes whose address
+      // changed; report those running as a new instance. table_ stays the start-up table.
+      for (const auto& n : table.nodes()) {
+        if (n.id() < 1 || static_cast<size_t>(n.id()) > current_.size()) continue;
+        pb::NodeInfo& old = current_[n.id() - 1];
+        if (n.id() != id_ && (old.host() != n.host() || old.port() != n.port())) {
+          (void)transport_->Connect(n.id(), n.host(), n.port());
+          dead_.erase(n.id());
+        }
+        if (n.id() != id_ && old.instance() != n.instance()) rejoined.push_back(n);
+        old = n;
       }
+      fn = on_node_rejoined_;
+    } else {
+      InstallFirstTableLocked(table);
+      return;
     }
-    table_ = table;
-    return;
   }
+  if (fn) {
+    for (const pb::NodeInfo& n : rejoined) fn(n);
+  }
+}
+
+void Node::InstallFirstTableLocked(const pb::NodeTable& table) {
   table_ = table;
+  current_.assign(table.nodes().begin(), table.nodes().end());
   for (const auto& n : table.nodes()) {
     if (n.instance() == instance_) {
       id_ = n.id();
@@ -381,6 +398,11 @@ void Node::RequestStop(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_reason_.empty()) stop_reason_ = reason.empty() ? "stopped" : reason;
   cv_.notify_all();
+}
+
+void Node::set_on_node_rejoined(std::function<void(const pb::NodeInfo&)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_node_rejoined_ = std::move(fn);
 }
 
 void Node::set_on_node_dead(std::function<void(const pb::NodeDead&)> fn) {

@@ -60,7 +60,10 @@ class Node {
   uint32_t num_servers() const { return table_.num_servers(); }
   uint32_t num_workers() const { return table_.num_workers(); }
   const std::vector<ShardRange>& shards() const { return shards_; }
-  const pb::NodeTable& table() const { return table_; }  // as received at start-up
+  const pb::NodeTable& table() const { return table_; }  // as received at start-up; immutable
+  // True when this node was admitted into a running job (its first table had generation > 1:
+  // a restarted server or worker re-admitted under a dead node's rank).
+  bool joined_late() const { return table_.generation() > 1; }
   int ServerId(int rank) const { return 1 + rank; }
   int WorkerId(int rank) const { return 1 + static_cast<int>(table_.num_servers()) + rank; }
   int WorkerRankOf(int id) const { return id - 1 - static_cast<int>(table_.num_servers()); }
@@ -91,6 +94,11 @@ class Node {
 
   // Called on the I/O thread for every NODE_DEAD the scheduler announces.
   void set_on_node_dead(std::function<void(const pb::NodeDead&)> fn);
+  // Called on the I/O thread for every node a later node table shows under a new instance (a
+  // restarted process re-admitted under its old id and rank), after this node reconnected to
+  // it. For one peer, NODE_DEAD always comes before its rejoin (the scheduler sends them in that
+  // order on one socket), so a consumer that queues both events in order sees them in order.
+  void set_on_node_rejoined(std::function<void(const pb::NodeInfo&)> fn);
   std::set<int> dead_nodes() const;
 
   uint64_t rejected_messages() const { return rejected_.load(); }
@@ -104,6 +112,7 @@ class Node {
   void Dispatch(Frames frames);
   void HandleControl(Message msg);
   void InstallTable(const pb::NodeTable& table);
+  void InstallFirstTableLocked(const pb::NodeTable& table);  // requires mu_
   // Non-OK when the node must stop waiting (shutdown, stop, scheduler lost). Requires mu_.
   Status StopStatusLocked() const;
 
@@ -138,6 +147,8 @@ class Node {
   std::vector<uint64_t> barrier_released_ = std::vector<uint64_t>(4, 0);  // last released, by group
   std::set<int> dead_;
   std::function<void(const pb::NodeDead&)> on_node_dead_;
+  std::function<void(const pb::NodeInfo&)> on_node_rejoined_;
+  std::vector<pb::NodeInfo> current_;  // the latest table's entries, by id - 1
   std::chrono::steady_clock::time_point last_from_scheduler_;
 };
 

@@ -191,12 +191,23 @@ int Run() {
             << ") of D = " << node.num_params() << ", " << ConsistencyName(*consistency) << ", "
             << node.num_workers() << " workers";
 
-  std::mutex dead_mu;
-  std::vector<int> dead_workers;
+  // Worker deaths and rejoins, queued by the I/O thread in the order the scheduler sent them
+  // and applied by this thread before the next message.
+  struct WorkerEvent {
+    int rank;
+    bool rejoined;
+  };
+  std::mutex events_mu;
+  std::vector<WorkerEvent> worker_events;
   node.set_on_node_dead([&](const pb::NodeDead& d) {
     if (d.role() != pb::ROLE_WORKER) return;
-    std::lock_guard<std::mutex> lock(dead_mu);
-    dead_workers.push_back(d.rank());
+    std::lock_guard<std::mutex> lock(events_mu);
+    worker_events.push_back({d.rank(), false});
+  });
+  node.set_on_node_rejoined([&](const pb::NodeInfo& n) {
+    if (n.role() != pb::ROLE_WORKER) return;
+    std::lock_guard<std::mutex> lock(events_mu);
+    worker_events.push_back({n.rank(), true});
   });
 
   Outbox out;
@@ -205,7 +216,18 @@ int Run() {
     for (Reply& r : out) {
       const int peer = node.WorkerId(r.worker);
       if (r.type == pb::MSG_ERROR) {
-        (void)node.SendError(peer, r.code, r.message, pb::MSG_PUSH, r.round);
+        (void)node.SendError(peer, r.code, r.message, r.rejected, r.round);
+        continue;
+      }
+      if (r.type == pb::MSG_JOIN_ACK) {
+        pb::Header h;
+        h.set_type(pb::MSG_JOIN_ACK);
+        h.set_sender(node.id());
+        h.set_recipient(peer);
+        h.set_shard(rank);
+        h.set_round(r.round);
+        auto frames = EncodeControl(h);
+        if (frames.ok()) (void)node.Send(peer, std::move(frames).value());
         continue;
       }
       pb::Header h;
@@ -236,12 +258,19 @@ int Run() {
     Message msg;
     auto got = node.Receive(&msg, 200);
     {
-      std::vector<int> dead;
+      std::vector<WorkerEvent> events;
       {
-        std::lock_guard<std::mutex> lock(dead_mu);
-        dead.swap(dead_workers);
+        std::lock_guard<std::mutex> lock(events_mu);
+        events.swap(worker_events);
       }
-      for (int w : dead) shard.OnWorkerDead(w, &out);
+      for (const WorkerEvent& e : events) {
+        if (e.rejoined) {
+          LOG(INFO) << "worker " << e.rank << " was re-admitted; it may join again";
+          shard.OnWorkerRejoined(e.rank);
+        } else {
+          shard.OnWorkerDead(e.rank, &out);
+        }
+      }
       flush();
     }
     if (!got.ok()) {
@@ -253,6 +282,14 @@ int Run() {
     const int worker = node.WorkerRankOf(sender);
     const bool from_worker = worker >= 0 && worker < static_cast<int>(node.num_workers());
     switch (msg.type()) {
+      case pb::MSG_JOIN:
+        if (!from_worker) {
+          (void)node.SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers join", msg.type(),
+                               msg.header.round());
+        } else {
+          shard.OnJoin(worker, msg.header.round(), &out);
+        }
+        break;
       case pb::MSG_PUSH:
       case pb::MSG_PULL_DENSE: {
         if (!from_worker) {
@@ -319,14 +356,14 @@ int Run() {
       "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu "
       "rejected=%lu "
       "dropped=%lu max_staleness=%d pushed_sum=%.9g checksum=%08x resync=%lu checkpoints=%lu "
-      "restored_round=%ld\n",
+      "restored_round=%ld rejoins=%lu\n",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
       static_cast<unsigned long>(st.rounds_completed),
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
       static_cast<unsigned long>(st.rejected), static_cast<unsigned long>(node.rejected_messages()),
       st.max_staleness, st.pushed_sum, crc, static_cast<unsigned long>(st.resync_replies),
       static_cast<unsigned long>(checkpointer.written()),
-      static_cast<long>(checkpointer.restored_round()));
+      static_cast<long>(checkpointer.restored_round()), static_cast<unsigned long>(st.rejoins));
   std::fflush(stdout);
   Status shutdown = node.WaitShutdown(0);
   if (!shutdown.ok()) {

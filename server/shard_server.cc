@@ -27,7 +27,11 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
     : options_(options),
       w_(std::move(initial)),
       live_(options.num_workers, true),
-      live_count_(options.num_workers) {
+      live_count_(options.num_workers),
+      rejoined_(options.num_workers, false),
+      join_round_(options.num_workers, -1),
+      join_push_(options.num_workers),
+      dense_reply_to_(options.num_workers, false) {
   const size_t n = w_.size();
   const uint32_t workers = options.num_workers;
   if (options.consistency == Consistency::kBsp) {
@@ -47,7 +51,7 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
 }
 
 void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message,
-                         Outbox* out) {
+                         Outbox* out, pb::MsgType rejected) {
   ++stats_.rejected;
   Reply r;
   r.worker = worker;
@@ -55,6 +59,7 @@ void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::st
   r.round = round;
   r.code = code;
   r.message = std::move(message);
+  r.rejected = rejected;
   out->push_back(std::move(r));
 }
 
@@ -64,11 +69,32 @@ void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> i
     return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
                   "unknown worker rank " + std::to_string(worker), out);
   }
-  if (!live_[worker]) {
-    return Reject(worker, round, pb::ERROR_NOT_REGISTERED, "worker was declared dead", out);
-  }
   if (dense ? values.size() != w_.size() : indices.size() != values.size()) {
     return Reject(worker, round, pb::ERROR_BAD_COUNT, "push sizes do not match the shard", out);
+  }
+  if (!live_[worker]) {
+    if (options_.consistency == Consistency::kBsp && rejoined_[worker] &&
+        join_round_[worker] >= 0) {
+      if (round != static_cast<uint64_t>(join_round_[worker])) {
+        return Reject(worker, round, pb::ERROR_UNKNOWN_ROUND,
+                      "a joining worker pushes its join round " +
+                          std::to_string(join_round_[worker]) + " first, got round " +
+                          std::to_string(round),
+                      out);
+      }
+      HeldPush& h = join_push_[worker];  // applied when round_ reaches the join round
+      if (h.held) ++stats_.duplicates;
+      h.held = true;
+      h.round = round;
+      h.dense = dense;
+      h.indices.assign(indices.begin(), indices.end());
+      h.values.assign(values.begin(), values.end());
+      return;
+    }
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
+                  rejoined_[worker] ? "a re-admitted worker sends JOIN before pushing"
+                                    : "worker was declared dead",
+                  out);
   }
   if (options_.consistency == Consistency::kBsp)
     return BspPush(worker, round, indices, values, dense, out);
@@ -173,10 +199,22 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
     dense_next_reply_ = false;
   }
   std::shared_ptr<const ReplyBuffer> reply = std::move(buf);
+  std::shared_ptr<const ReplyBuffer> whole;  // for workers in their first round after a join
   for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    if (live_[w])
+    if (!live_[w]) continue;
+    if (dense_reply_to_[w] && !dense_reply) {
+      if (!whole) {
+        auto b = pool_.Get();
+        b->values.assign(w_.begin(), w_.end());
+        whole = std::move(b);
+      }
+      out->push_back(
+          {static_cast<int>(w), pb::MSG_UPDATE, round_, true, whole, pb::ERROR_NONE, ""});
+    } else {
       out->push_back(
           {static_cast<int>(w), pb::MSG_UPDATE, round_, dense_reply, reply, pb::ERROR_NONE, ""});
+    }
+    dense_reply_to_[w] = false;
   }
   last_reply_ = reply;
   last_reply_dense_ = dense_reply;
@@ -185,6 +223,23 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
   dense_round_ = false;
   ++round_;
   ++stats_.rounds_completed;
+  BspAdmitJoiners(out);
+}
+
+void ShardServer::BspAdmitJoiners(Outbox* out) {
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    if (live_[w] || !rejoined_[w] || join_round_[w] != static_cast<int64_t>(round_)) continue;
+    live_[w] = true;
+    ++live_count_;
+    rejoined_[w] = false;
+    join_round_[w] = -1;
+    dense_reply_to_[w] = true;
+    arrived_[w] = false;
+    ++stats_.rejoins;
+    HeldPush h;
+    std::swap(h, join_push_[w]);
+    if (h.held) BspPush(static_cast<int>(w), h.round, h.indices, h.values, h.dense, out);
+  }
 }
 
 void ShardServer::MarkDirty(uint32_t i) {
@@ -260,13 +315,77 @@ void ShardServer::AsyncReply(int worker, uint64_t round, Outbox* out) {
 }
 
 void ShardServer::OnPullDense(int worker, Outbox* out) {
+  if (worker < 0 || worker >= static_cast<int>(options_.num_workers) ||
+      (!live_[worker] && !rejoined_[worker])) {
+    return Reject(worker, 0, pb::ERROR_NOT_REGISTERED, "worker was declared dead", out,
+                  pb::MSG_PULL_DENSE);
+  }
+  uint64_t at = round_;
+  if (options_.consistency != Consistency::kBsp) {
+    int64_t clock = last_round_[worker] + 1;
+    int64_t min_live = INT64_MAX;
+    for (uint32_t w = 0; w < options_.num_workers; ++w) {
+      if (live_[w] && static_cast<int>(w) != worker)
+        min_live = std::min(min_live, last_round_[w] + 1);
+    }
+    if (min_live != INT64_MAX) clock = std::max(clock, min_live);
+    at = static_cast<uint64_t>(clock);
+  }
   auto buf = pool_.Get();
   buf->values.assign(w_.begin(), w_.end());
-  out->push_back({worker, pb::MSG_DENSE, 0, true, std::move(buf), pb::ERROR_NONE, ""});
+  out->push_back({worker, pb::MSG_DENSE, at, true, std::move(buf), pb::ERROR_NONE, ""});
+}
+
+void ShardServer::OnWorkerRejoined(int worker) {
+  if (worker < 0 || worker >= static_cast<int>(options_.num_workers) || live_[worker]) return;
+  rejoined_[worker] = true;
+  join_round_[worker] = -1;
+  join_push_[worker] = HeldPush{};
+}
+
+void ShardServer::OnJoin(int worker, uint64_t round, Outbox* out) {
+  auto ack = [&] {
+    out->push_back({worker, pb::MSG_JOIN_ACK, round, false, nullptr, pb::ERROR_NONE, ""});
+  };
+  if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) {
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
+                  "unknown worker rank " + std::to_string(worker), out, pb::MSG_JOIN);
+  }
+  if (live_[worker]) return ack();  // a repeated JOIN of a worker already counted
+  if (!rejoined_[worker]) {
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
+                  "JOIN from a worker the scheduler has not re-admitted", out, pb::MSG_JOIN);
+  }
+  if (options_.consistency == Consistency::kBsp) {
+    if (round < round_) {
+      return Reject(worker, round, pb::ERROR_JOIN_TOO_LATE,
+                    "BSP server is already aggregating round " + std::to_string(round_) +
+                        ", past join round " + std::to_string(round),
+                    out, pb::MSG_JOIN);
+    }
+    join_round_[worker] = static_cast<int64_t>(round);
+    ack();
+    if (round == round_ && !resync_) BspAdmitJoiners(out);
+    return;
+  }
+  live_[worker] = true;
+  ++live_count_;
+  rejoined_[worker] = false;
+  last_round_[worker] = std::max(last_round_[worker], static_cast<int64_t>(round) - 1);
+  all_dirty_[worker] = true;
+  waiting_[worker] = false;
+  ++stats_.rejoins;
+  ack();
 }
 
 void ShardServer::OnWorkerDead(int worker, Outbox* out) {
-  if (worker < 0 || worker >= static_cast<int>(options_.num_workers) || !live_[worker]) return;
+  if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) return;
+  if (!live_[worker]) {  // a re-admitted worker that died again before it was counted
+    rejoined_[worker] = false;
+    join_round_[worker] = -1;
+    join_push_[worker] = HeldPush{};
+    return;
+  }
   live_[worker] = false;
   --live_count_;
   if (options_.consistency == Consistency::kBsp) {

@@ -56,6 +56,7 @@ struct Reply {
   std::shared_ptr<const ReplyBuffer> buffer;
   pb::ErrorCode code = pb::ERROR_NONE;
   std::string message;
+  pb::MsgType rejected = pb::MSG_PUSH;  // ERROR: the type of the rejected message
 };
 using Outbox = std::vector<Reply>;
 
@@ -67,6 +68,7 @@ struct ShardServerStats {
   int max_staleness = 0;          // SSP/ASP: largest clock lead a released reply had
   double pushed_sum = 0;        // Σ of every applied pushed value (fp64), for conservation checks
   uint64_t resync_replies = 0;  // dense UPDATEs sent to resynchronize workers after a restore
+  uint64_t rejoins = 0;         // restarted workers counted again (see OnJoin)
 };
 
 class ShardServer {
@@ -80,9 +82,26 @@ class ShardServer {
   // Dense pushes carry size() values and no indices.
   void OnPush(int worker, uint64_t round, std::span<const uint32_t> indices,
               std::span<const float> values, bool dense, Outbox* out);
+  // Answers with a DENSE of the whole shard. Its round tells a (re)joining worker where the job
+  // is: BSP, the round being aggregated; ASP/SSP, the slowest live worker's clock (or this
+  // worker's own next round when larger). A worker that is dead and not re-admitted gets
+  // ERROR_NOT_REGISTERED.
   void OnPullDense(int worker, Outbox* out);
   // The scheduler declared `worker` dead: it no longer counts for BSP rounds or SSP clocks.
   void OnWorkerDead(int worker, Outbox* out);
+
+  // Worker rejoin (docs/architecture.md, "Worker rejoin"). OnWorkerRejoined: the scheduler
+  // re-admitted a dead worker's rank (a new process); it may now pull and send JOIN. Ignored for
+  // a live worker. OnJoin(worker, round): the re-admitted worker asks to be counted from `round`
+  // on, answered with JOIN_ACK (also for a repeated JOIN), or ERROR_JOIN_TOO_LATE when BSP has
+  // passed `round`, or ERROR_NOT_REGISTERED when the worker was not re-admitted.
+  //  BSP  the worker is counted again from the boundary where round_ becomes `round`: until
+  //       then rounds complete without it, and its PUSH of `round` is held. Its UPDATE for that
+  //       first round is the dense shard, so its replica equals the server's from then on.
+  //  ASP/SSP  counted at once; its clock becomes max(its old clock, round) and its next reply is
+  //       dense.
+  void OnWorkerRejoined(int worker);
+  void OnJoin(int worker, uint64_t round, Outbox* out);
 
   // Restart from a checkpoint (server/checkpoint.h): the shard's weights become `weights` (size()
   // values) and, in BSP, `round` (rounds completed at the snapshot) is the earliest round the
@@ -107,7 +126,8 @@ class ShardServer {
 
  private:
   ShardServer(const ShardServerOptions& options, std::vector<float> initial);
-  void Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message, Outbox* out);
+  void Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message, Outbox* out,
+              pb::MsgType rejected = pb::MSG_PUSH);
   void BspPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                std::span<const float> values, bool dense, Outbox* out);
   void BspMaybeComplete(Outbox* out);
@@ -119,6 +139,7 @@ class ShardServer {
   void ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                   std::span<const float> values, bool dense, Outbox* out);
   void ResyncMaybeFinish(Outbox* out);
+  void BspAdmitJoiners(Outbox* out);  // counts joiners whose join round is round_
 
   const ShardServerOptions options_;
   std::vector<float> w_;
@@ -150,6 +171,12 @@ class ShardServer {
   bool resync_ = false;
   bool dense_next_reply_ = false;  // the round completing the resync replies densely
   std::vector<HeldPush> held_;
+
+  // Worker rejoin.
+  std::vector<bool> rejoined_;        // re-admitted by the scheduler, not yet counted
+  std::vector<int64_t> join_round_;   // BSP: accepted join round (-1 = none)
+  std::vector<HeldPush> join_push_;   // BSP: a joiner's PUSH of its join round, held
+  std::vector<bool> dense_reply_to_;  // BSP: this worker's next UPDATE is the whole shard
 
   // ASP / SSP.
   float scale_ = 1.0f;

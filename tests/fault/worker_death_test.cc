@@ -8,6 +8,10 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "tests/fault/cluster.h"
 
@@ -76,6 +80,67 @@ TEST(WorkerDeathTest, SurvivorsStallAtMostTwoHeartbeatTimeoutsAndFinish) {
   ASSERT_TRUE(st.has_value());
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << c.Log();
   EXPECT_EQ(c.WorkerSummary(0)["rounds"], "937") << c.Log();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+std::vector<char> ReadFile(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// kill -9 of a worker, then a new process under its rank: the scheduler re-admits it, it pulls
+// the weights, joins at a round boundary, and the job finishes with both workers. At the end
+// both replicas are bitwise equal (the rejoiner's first UPDATE was the whole shard), and every
+// server counted one rejoin.
+TEST(WorkerDeathTest, RestartedWorkerRejoinsAndTrainingFinishes) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not installed";
+  const fs::path dir = fs::temp_directory_path() / ("sieve-wrejoin-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  FaultCluster c;
+  ASSERT_TRUE(
+      c.StartScheduler(2, 2, {"--heartbeat_timeout_ms=" + std::to_string(kHeartbeatTimeoutMs)}));
+  for (int s = 0; s < 2; ++s) {
+    c.StartServer(s, {"--model=softmax", "--seed=3", "--checkpoint_dir=" + dir.string(),
+                      "--checkpoint_every=1", "--heartbeat_interval_ms=200"});
+  }
+  const std::vector<std::string> worker_flags = {
+      "--model=softmax",
+      "--seed=3",
+      "--compressor=topk",
+      "--density=0.05",
+      "--batch_size=32",
+      "--lr=0.01",
+      "--epochs=4",
+      "--eval_every=0",
+      "--progress=log",
+      "--heartbeat_interval_ms=200",
+      "--dump_weights=" + (dir / "w{rank}.bin").string()};
+  for (int w = 0; w < 2; ++w) c.StartWorker(w, worker_flags);
+  ASSERT_TRUE(WaitForCheckpoint(c, dir, 100, milliseconds(60000))) << c.Log();
+  c.worker(1).Kill(SIGKILL);
+  const int64_t at_kill = CheckpointRound(dir, 0);
+  ASSERT_TRUE(WaitForCheckpoint(c, dir, at_kill + 5, milliseconds(30000))) << c.Log();
+  c.StartWorker(1, worker_flags);  // the restart
+  ASSERT_TRUE(c.WaitAll(milliseconds(240000))) << c.Log();
+  auto st = c.scheduler().Wait(milliseconds(1));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << c.Log();
+  const std::string total = std::to_string(4 * 937);
+  EXPECT_EQ(c.WorkerSummary(0)["rounds"], total) << c.Log();
+  testing::KeyValues rejoined = c.WorkerSummary(1);
+  EXPECT_EQ(rejoined["rounds"], total) << c.Log();
+  const int64_t first = std::stoll(rejoined["first_round"]);
+  std::printf("worker killed at round %ld, rejoined at round %ld of %s\n",
+              static_cast<long>(at_kill), static_cast<long>(first), total.c_str());
+  EXPECT_GT(first, at_kill + 5);
+  EXPECT_LT(first, 4 * 937);
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(c.ServerSummary(s)["rejoins"], "1") << c.Log();
+  const std::vector<char> w0 = ReadFile(dir / "w0.bin"), w1 = ReadFile(dir / "w1.bin");
+  EXPECT_EQ(w0.size(), 7850u * 4);
+  EXPECT_TRUE(w0 == w1) << "replicas differ after the rejoin";
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

@@ -141,6 +141,168 @@ TEST(ServerShardTest, BspDeadWorkerNoLongerBlocksTheRound) {
   EXPECT_EQ(out[0].type, pb::MSG_ERROR);
 }
 
+// A worker that died and was re-admitted joins at a future round boundary: rounds before it
+// complete without it, its early PUSH of the join round is held, from the join round on it is
+// counted again, and its first UPDATE is the whole shard. Reference: a dense replay averaging
+// over the pushes of each round.
+TEST(ServerShardTest, BspRejoinedWorkerIsCountedFromItsJoinRound) {
+  const uint32_t n = 50;
+  ShardServerOptions o;
+  o.num_workers = 3;
+  auto s = Make(o, Iota(n));
+  std::vector<float> ref = Iota(n);
+  std::mt19937 rng(5);
+  std::map<int, SparsePush> pushes;
+  // Pushes `who` for `round` and checks the replies when the round completes.
+  auto round_with = [&](uint64_t round, std::vector<int> who, std::vector<int> expect_replies) {
+    std::vector<float> sum(n, 0.0f);
+    Outbox out;
+    for (int w : who) {
+      SparsePush p = RandomPush(rng, n, 6);
+      for (size_t j = 0; j < p.idx.size(); ++j) sum[p.idx[j]] += p.val[j];
+      s->OnPush(w, round, p.idx, p.val, false, &out);
+    }
+    for (uint32_t i = 0; i < n; ++i) ref[i] -= sum[i] / static_cast<float>(who.size());
+    std::vector<int> got;
+    for (const Reply& r : out) {
+      EXPECT_EQ(r.type, pb::MSG_UPDATE);
+      EXPECT_EQ(r.round, round);
+      got.push_back(r.worker);
+    }
+    EXPECT_EQ(got, expect_replies) << "round " << round;
+    return out;
+  };
+  round_with(0, {0, 1, 2}, {0, 1, 2});
+  Outbox out;
+  s->OnWorkerDead(2, &out);
+  EXPECT_TRUE(out.empty());
+  round_with(1, {0, 1}, {0, 1});
+
+  s->OnPullDense(2, &out);  // dead and not re-admitted: refused
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].code, pb::ERROR_NOT_REGISTERED);
+  EXPECT_EQ(out[0].rejected, pb::MSG_PULL_DENSE);
+  out.clear();
+  s->OnJoin(2, 4, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].code, pb::ERROR_NOT_REGISTERED);
+  out.clear();
+
+  s->OnWorkerRejoined(2);
+  s->OnPullDense(2, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_DENSE);
+  EXPECT_EQ(out[0].round, 2u);  // the round being aggregated
+  out.clear();
+  s->OnJoin(2, 1, &out);  // already passed: refused, nothing changes
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].code, pb::ERROR_JOIN_TOO_LATE);
+  out.clear();
+  s->OnJoin(2, 4, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(out[0].round, 4u);
+  out.clear();
+  SparsePush early = RandomPush(rng, n, 6);
+  s->OnPush(2, 3, early.idx, early.val, false, &out);  // not its join round
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
+  out.clear();
+  s->OnPush(2, 4, early.idx, early.val, false, &out);  // held until round 4
+  EXPECT_TRUE(out.empty());
+
+  round_with(2, {0, 1}, {0, 1});
+  round_with(3, {0, 1}, {0, 1});
+  EXPECT_EQ(s->stats().rejoins, 1u);
+  // Round 4: the held push counts; worker 2's reply is the whole shard.
+  for (size_t j = 0; j < early.idx.size(); ++j) ref[early.idx[j]] -= early.val[j] / 3.0f;
+  std::vector<float> sum(n, 0.0f);
+  Outbox r4;
+  for (int w : {0, 1}) {
+    SparsePush p = RandomPush(rng, n, 6);
+    for (size_t j = 0; j < p.idx.size(); ++j) sum[p.idx[j]] += p.val[j];
+    s->OnPush(w, 4, p.idx, p.val, false, &r4);
+  }
+  for (uint32_t i = 0; i < n; ++i) ref[i] -= sum[i] / 3.0f;
+  ASSERT_EQ(r4.size(), 3u);
+  for (const Reply& r : r4) {
+    EXPECT_EQ(r.dense, r.worker == 2);
+    if (r.worker == 2) {
+      std::vector<float> whole(s->weights().begin(), s->weights().end());
+      EXPECT_EQ(r.buffer->values, whole);
+    }
+  }
+  for (uint32_t i = 0; i < n; ++i) EXPECT_NEAR(s->weights()[i], ref[i], 1e-5f) << i;
+  // Round 5 waits for worker 2 again.
+  Outbox r5;
+  for (int w : {0, 1}) {
+    SparsePush p = RandomPush(rng, n, 6);
+    s->OnPush(w, 5, p.idx, p.val, false, &r5);
+  }
+  EXPECT_TRUE(r5.empty());
+  SparsePush last = RandomPush(rng, n, 6);
+  s->OnPush(2, 5, last.idx, last.val, false, &r5);
+  ASSERT_EQ(r5.size(), 3u);
+  for (const Reply& r : r5) EXPECT_FALSE(r.dense);
+}
+
+TEST(ServerShardTest, BspJoinAtTheCurrentRoundCountsAtOnce) {
+  ShardServerOptions o;
+  o.num_workers = 2;
+  auto s = Make(o, std::vector<float>(4, 0.0f));
+  std::vector<uint32_t> idx = {1};
+  std::vector<float> val = {2.0f};
+  Outbox out;
+  s->OnWorkerDead(1, &out);
+  s->OnWorkerRejoined(1);
+  s->OnJoin(1, 0, &out);  // round 0 is being aggregated: counted now
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  out.clear();
+  s->OnPush(0, 0, idx, val, false, &out);
+  EXPECT_TRUE(out.empty());  // waits for worker 1
+  s->OnPush(1, 0, idx, val, false, &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_FLOAT_EQ(s->weights()[1], -2.0f);
+  out.clear();
+  s->OnJoin(1, 0, &out);  // repeated JOIN: acknowledged again, nothing else
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(s->stats().rejoins, 1u);
+}
+
+TEST(ServerShardTest, AspRejoinedWorkerContinuesPastTheSlowestClock) {
+  ShardServerOptions o;
+  o.num_workers = 2;
+  o.consistency = Consistency::kAsp;
+  o.async_scale = 1.0f;
+  auto s = Make(o, std::vector<float>(4, 0.0f));
+  std::vector<uint32_t> idx = {3};
+  std::vector<float> val = {1.0f};
+  Outbox out;
+  s->OnPush(1, 0, idx, val, false, &out);
+  s->OnWorkerDead(1, &out);
+  for (uint64_t r = 0; r < 5; ++r) s->OnPush(0, r, idx, val, false, &out);
+  out.clear();
+  s->OnWorkerRejoined(1);
+  s->OnPullDense(1, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].round, 5u);  // worker 0's clock
+  out.clear();
+  s->OnJoin(1, 7, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  out.clear();
+  s->OnPush(1, 7, idx, val, false, &out);
+  EXPECT_FLOAT_EQ(s->weights()[3], -7.0f);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].dense);  // the first reply after a rejoin resynchronizes the replica
+  out.clear();
+  s->OnPush(1, 6, idx, val, false, &out);  // below its join round: a replay, not applied
+  EXPECT_FLOAT_EQ(s->weights()[3], -7.0f);
+  EXPECT_EQ(s->stats().rejoins, 1u);
+}
+
 TEST(ServerShardTest, BspDensePushesAreMomentumSgdOnTheAverage) {
   const uint32_t n = 6;
   ShardServerOptions o;

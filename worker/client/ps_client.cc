@@ -21,6 +21,18 @@ uint64_t FrameBytes(const Frames& frames) {
   return n;
 }
 
+// The request a reply type answers (an ERROR names the request it rejects).
+pb::MsgType RequestFor(pb::MsgType reply) {
+  switch (reply) {
+    case pb::MSG_DENSE:
+      return pb::MSG_PULL_DENSE;
+    case pb::MSG_JOIN_ACK:
+      return pb::MSG_JOIN;
+    default:
+      return pb::MSG_PUSH;
+  }
+}
+
 }  // namespace
 
 PsClient::PsClient(const PsClientOptions& options, std::unique_ptr<Node> node)
@@ -39,25 +51,30 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const PsClientOptions& opt
 
 template <typename Fn>
 Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
-                         const std::function<void(int)>& resend) {
+                         const std::function<void(int)>& resend, bool always_resend,
+                         bool any_round) {
   const uint32_t servers = node_->num_servers();
   std::vector<bool> done(servers, false);
   uint32_t left = servers;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const bool resending = resend && options_.resend_check_ms > 0;
-  auto next_resend = Clock::now() + std::chrono::milliseconds(options_.resend_check_ms);
+  // Unconditional resends (idempotent requests) back off: the interval doubles up to 5 s, so a
+  // slow answer (a large dense shard in flight) is not requested over and over.
+  int interval_ms = options_.resend_check_ms;
+  auto next_resend = Clock::now() + std::chrono::milliseconds(interval_ms);
   while (left > 0) {
     if (resending && Clock::now() >= next_resend) {
       // A new node table means a peer was re-admitted (e.g. a restarted server): what was sent
       // to its predecessor is lost, so send again to every server still missing.
       const uint64_t tables = node_->tables_installed();
-      if (tables != tables_at_send_) {
+      if (always_resend || tables != tables_at_send_) {
         tables_at_send_ = tables;
         for (uint32_t s = 0; s < servers; ++s) {
           if (!done[s]) resend(static_cast<int>(s));
         }
       }
-      next_resend = Clock::now() + std::chrono::milliseconds(options_.resend_check_ms);
+      if (always_resend) interval_ms = std::min(2 * interval_ms, 5000);
+      next_resend = Clock::now() + std::chrono::milliseconds(interval_ms);
     }
     auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -80,13 +97,15 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
     const int server = msg.header.sender() - 1;
     if (server < 0 || server >= static_cast<int>(servers)) continue;  // not from a server
     if (msg.type() == pb::MSG_ERROR) {
-      if (msg.header.round() != round) continue;
+      const pb::MsgType rejected = msg.header.error().rejected_type();
+      if (rejected != pb::MSG_UNSPECIFIED && rejected != RequestFor(type)) continue;
+      if (!any_round && msg.header.round() != round) continue;
       return FailedPreconditionError("server " + std::to_string(server) + " rejected " +
                                      std::string(MsgTypeName(msg.header.error().rejected_type())) +
                                      ": " + pb::ErrorCode_Name(msg.header.error().code()) + ": " +
                                      msg.header.error().message());
     }
-    if (msg.type() != type || msg.header.round() != round || done[server])
+    if (msg.type() != type || (!any_round && msg.header.round() != round) || done[server])
       continue;  // stale or duplicate
     if (msg.header.shard() != server) {
       LOG(WARNING) << "server " << server << " answered for shard " << msg.header.shard()
@@ -118,24 +137,46 @@ void ApplyValues(const Message& msg, uint64_t lo, std::span<float> weights) {
 
 }  // namespace
 
-Status PsClient::PullDense(std::span<float> weights, int timeout_ms) {
+Status PsClient::SendControl(pb::MsgType type, uint64_t round, int s) {
+  pb::Header h;
+  h.set_type(type);
+  h.set_sender(node_->id());
+  h.set_recipient(node_->ServerId(s));
+  h.set_shard(s);
+  h.set_round(round);
+  auto frames = EncodeControl(h);
+  if (!frames.ok()) return frames.status();
+  return node_->Send(node_->ServerId(s), std::move(frames).value());
+}
+
+Status PsClient::PullDense(std::span<float> weights, int timeout_ms, uint64_t* at) {
   if (weights.size() != num_params()) {
     return InvalidArgumentError("replica has " + std::to_string(weights.size()) +
                                 " values, D = " + std::to_string(num_params()));
   }
   for (uint32_t s = 0; s < num_servers(); ++s) {
-    pb::Header h;
-    h.set_type(pb::MSG_PULL_DENSE);
-    h.set_sender(node_->id());
-    h.set_recipient(node_->ServerId(static_cast<int>(s)));
-    h.set_shard(static_cast<int>(s));
-    auto frames = EncodeControl(h);
-    if (!frames.ok()) return frames.status();
-    SIEVE_RETURN_IF_ERROR(
-        node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames).value()));
+    SIEVE_RETURN_IF_ERROR(SendControl(pb::MSG_PULL_DENSE, 0, static_cast<int>(s)));
   }
-  return Collect(pb::MSG_DENSE, 0, timeout_ms,
-                 [&](int s, const Message& m) { ApplyValues(m, bounds_[s], weights); });
+  uint64_t max_round = 0;
+  SIEVE_RETURN_IF_ERROR(Collect(
+      pb::MSG_DENSE, 0, timeout_ms,
+      [&](int s, const Message& m) {
+        ApplyValues(m, bounds_[s], weights);
+        max_round = std::max<uint64_t>(max_round, m.header.round());
+      },
+      [&](int s) { (void)SendControl(pb::MSG_PULL_DENSE, 0, s); }, /*always_resend=*/true,
+      /*any_round=*/true));
+  if (at != nullptr) *at = max_round;
+  return Status::Ok();
+}
+
+Status PsClient::Join(uint64_t round, int timeout_ms) {
+  for (uint32_t s = 0; s < num_servers(); ++s) {
+    SIEVE_RETURN_IF_ERROR(SendControl(pb::MSG_JOIN, round, static_cast<int>(s)));
+  }
+  return Collect(
+      pb::MSG_JOIN_ACK, round, timeout_ms, [](int, const Message&) {},
+      [&](int s) { (void)SendControl(pb::MSG_JOIN, round, s); }, /*always_resend=*/true);
 }
 
 Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weights,

@@ -69,10 +69,21 @@ class PsClient {
   Node& node() { return *node_; }
   uint64_t resends() const { return resends_; }  // PUSHes sent again (see resend_check_ms)
 
-  // Replaces `weights` (length D) with the servers' current values. Errors: InvalidArgument
+  // Replaces `weights` (length D) with the servers' current values; *at (optional) receives the
+  // largest round the servers reported (BSP: the round being aggregated; ASP/SSP: the clock this
+  // worker should continue from; 0 at the start of a job). The request is sent again to servers
+  // that have not answered (it is idempotent), after resend_check_ms, then at doubling
+  // intervals up to 5 s. Errors: InvalidArgument
   // (wrong length), DeadlineExceeded, Aborted/Unavailable (job ended), FailedPrecondition with
   // the server's ERROR message.
-  Status PullDense(std::span<float> weights, int timeout_ms);
+  Status PullDense(std::span<float> weights, int timeout_ms, uint64_t* at = nullptr);
+
+  // A worker admitted into a running job (joined_late()) asks every server to count it again
+  // from `round` on (MSG_JOIN, resent like PullDense until acknowledged). After OK the worker
+  // pushes `round` next. Errors: FailedPrecondition with the server's ERROR (e.g.
+  // ERROR_JOIN_TOO_LATE: the job passed `round`; pick a later one), DeadlineExceeded, Aborted.
+  Status Join(uint64_t round, int timeout_ms);
+  bool joined_late() const { return node_->joined_late(); }
 
   // One round: pushes `*sel` (global ascending indices into [0, D), or dense with D values) split
   // by shard to every server, then waits for each server's UPDATE of `round` and writes its values
@@ -94,10 +105,15 @@ class PsClient {
   // Waits for one data message of `type` and `round` from each server in `pending` (by rank),
   // calling apply(server_rank, message) for each. ERRORs for the round fail the wait.
   // `resend(server_rank)`, when given, is called for each server still missing when a new node
-  // table was installed since the last send (checked every options_.resend_check_ms).
+  // table was installed since the last send (checked every options_.resend_check_ms), or at
+  // every check when `always_resend` (then with the interval doubling up to 5 s). With `any_round`,
+  // messages of any round are taken.
   template <typename Fn>
   Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
-                 const std::function<void(int)>& resend = nullptr);
+                 const std::function<void(int)>& resend = nullptr, bool always_resend = false,
+                 bool any_round = false);
+  // Sends a header-only `type` for `round` to server `s`.
+  Status SendControl(pb::MsgType type, uint64_t round, int s);
 
   // Arrays lent to ZeroMQ during a round; reused while no frame of an earlier round holds them.
   struct SendBuffers {

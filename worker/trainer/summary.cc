@@ -7,8 +7,9 @@ namespace sieve {
 std::string FormatSummaryLine(const TrainSummary& s) {
   char buf[512];
   std::string out = kSummaryPrefix;
-  std::snprintf(buf, sizeof(buf), " rank=%d rounds=%llu epochs=%llu", s.rank,
+  std::snprintf(buf, sizeof(buf), " rank=%d rounds=%llu first_round=%llu epochs=%llu", s.rank,
                 static_cast<unsigned long long>(s.rounds),
+                static_cast<unsigned long long>(s.first_round),
                 static_cast<unsigned long long>(s.epochs));
   out += buf;
   if (s.test_acc) {

@@ -1,6 +1,8 @@
 // The one-line end-of-run summary every worker prints, for people and for scripts:
-//   sieve-worker summary: rank=R rounds=N epochs=E [test_acc=0.xxxx] loss=L bytes_up=B
-//       bytes_down=B dense_bytes=B ratio=X mean_round_s=S seconds=S
+//   sieve-worker summary: rank=R rounds=N first_round=F epochs=E [test_acc=0.xxxx] loss=L
+//       bytes_up=B bytes_down=B dense_bytes=B ratio=X mean_round_s=S seconds=S
+// (rounds = the job's round count the worker reached; first_round = where it started: 0, or the
+// join round of a worker that rejoined a running job)
 // (one line; test_acc only when the worker evaluated, i.e. rank 0 on a real model). bytes_* are
 // totals over the run; dense_bytes = 4·D·rounds (what dense fp32 pushes would have sent); ratio =
 // bytes_up / dense_bytes. Every field is `key=value` with no spaces inside a value.
@@ -18,7 +20,8 @@ inline constexpr char kSummaryPrefix[] = "sieve-worker summary:";
 
 struct TrainSummary {
   int rank = 0;
-  uint64_t rounds = 0;
+  uint64_t rounds = 0;       // rounds of the job completed when this worker stopped
+  uint64_t first_round = 0;  // 0, or the join round after a rejoin
   uint64_t epochs = 0;
   std::optional<double> test_acc;
   double loss = 0.0;  // mean training loss of the last epoch
@@ -27,7 +30,9 @@ struct TrainSummary {
   uint64_t dense_bytes = 0;
   double seconds = 0.0;     // wall time of the training loop
   double pushed_sum = 0.0;  // Σ of every value pushed (fp64), for conservation checks
-  double mean_round_s() const { return rounds ? seconds / static_cast<double>(rounds) : 0.0; }
+  double mean_round_s() const {
+    return rounds > first_round ? seconds / static_cast<double>(rounds - first_round) : 0.0;
+  }
 };
 
 std::string FormatSummaryLine(const TrainSummary& s);

@@ -109,8 +109,28 @@ Status Trainer::Load() {
   return Status::Ok();
 }
 
-Status Trainer::InitWeights() {
+Status Trainer::InitWeights(uint64_t* first_round) {
+  *first_round = 0;
   w_ = InitParams(layout_, options_.seed);
+  if (client_->joined_late()) {
+    // Rejoin (docs/architecture.md, "Worker rejoin"): the servers' weights, then a join round
+    // kJoinMargin rounds past the furthest server, so that no server passes it before the JOIN
+    // arrives. The replica is resynchronized by the dense UPDATE of that first round.
+    constexpr uint64_t kJoinMargin = 2;
+    uint64_t at = 0;
+    SIEVE_RETURN_IF_ERROR(client_->PullDense(w_, options_.round_timeout_ms, &at));
+    const uint64_t join = at + kJoinMargin;
+    Status joined = client_->Join(join, options_.round_timeout_ms);
+    if (!joined.ok()) {
+      return Status(joined.code(),
+                    "rejoin at round " + std::to_string(join) +
+                        " failed (the job moved on; restart the worker): " + joined.message());
+    }
+    LOG(INFO) << "rejoined a running job: servers at round " << at << ", counted from round "
+              << join;
+    *first_round = join;
+    return Status::Ok();
+  }
   std::vector<float> local = w_;
   SIEVE_RETURN_IF_ERROR(client_->PullDense(w_, options_.round_timeout_ms));
   if (std::memcmp(local.data(), w_.data(), d_ * sizeof(float)) != 0) {
@@ -163,8 +183,10 @@ Status Trainer::DumpWeights() const {
 }
 
 StatusOr<TrainSummary> Trainer::Run() {
-  SIEVE_RETURN_IF_ERROR(InitWeights());
-  SIEVE_RETURN_IF_ERROR(client_->Barrier(options_.round_timeout_ms));
+  uint64_t first_round = 0;
+  SIEVE_RETURN_IF_ERROR(InitWeights(&first_round));
+  // The start barrier is the job's start; a rejoining worker joined at a round boundary instead.
+  if (!client_->joined_late()) SIEVE_RETURN_IF_ERROR(client_->Barrier(options_.round_timeout_ms));
 
   MetricsWriter metrics;
   const bool per_rank_metrics = options_.metrics_out.find("{rank}") != std::string::npos;
@@ -178,15 +200,17 @@ StatusOr<TrainSummary> Trainer::Run() {
   TrainSummary summary;
   summary.rank = rank_;
   summary.epochs = epochs;
+  summary.first_round = first_round;
   const uint64_t dense_bytes = 4 * d_;
   const uint64_t seed_key =
       CounterHash(options_.seed, 0x5e1ec7'0000ULL + static_cast<uint32_t>(rank_));
   float prev_threshold = 0.0f;
   Selection sel;
   const auto run_start = Clock::now();
-  uint64_t round = 0;
+  uint64_t round = std::min(first_round, epochs * spe);
 
-  for (uint64_t epoch = 0; epoch < epochs; ++epoch) {
+  for (uint64_t epoch = round / spe; epoch < epochs; ++epoch) {
+    const uint64_t first_step = round - epoch * spe;  // > 0 only in a rejoiner's first epoch
     std::vector<int64_t> order;
     std::optional<MinibatchIterator> batches;
     if (!synthetic_) {
@@ -198,13 +222,17 @@ StatusOr<TrainSummary> Trainer::Run() {
       auto it = MinibatchIterator::Create(train_, order, options_.batch_size, /*drop_last=*/true);
       if (!it.ok()) return it.status();
       batches.emplace(std::move(*it));
+      Minibatch skipped;
+      for (uint64_t i = 0; i < first_step; ++i) {
+        if (!batches->Next(&skipped)) return InternalError("batch iterator ended while skipping");
+      }
     }
     const double density = DensityForEpoch(options_, epoch);
     const uint64_t k = options_.compressor == Compressor::kNone ? d_ : KForDensity(density, d_);
     double epoch_loss = 0.0;
     uint64_t epoch_selected = 0;
 
-    for (uint64_t step = 0; step < spe; ++step, ++round) {
+    for (uint64_t step = first_step; step < spe; ++step, ++round) {
       const bool last_of_epoch = step + 1 == spe;
       const bool eval = last_of_epoch && IsEvalEpoch(options_, epoch);
       const bool contraction =
@@ -242,7 +270,7 @@ StatusOr<TrainSummary> Trainer::Run() {
       summary.bytes_down += stats.bytes_down;
       summary.dense_bytes += dense_bytes;
       epoch_loss += synthetic_ ? 0.0 : loss;
-      if (synthetic_ && last_of_epoch) epoch_loss = loss * static_cast<double>(spe);
+      if (synthetic_ && last_of_epoch) epoch_loss = loss * static_cast<double>(spe - first_step);
       epoch_selected += selected;
 
       RoundMetrics m;
@@ -273,9 +301,10 @@ StatusOr<TrainSummary> Trainer::Run() {
       }
       progress.Round(round + 1, loss);
       if (last_of_epoch) {
-        summary.loss = epoch_loss / static_cast<double>(spe);
+        const double steps = static_cast<double>(spe - first_step);
+        summary.loss = epoch_loss / steps;
         progress.EndEpoch(epoch, summary.loss, m.test_acc, summary.bytes_up,
-                          static_cast<double>(epoch_selected) / static_cast<double>(spe));
+                          static_cast<double>(epoch_selected) / steps);
       }
     }
   }

@@ -56,7 +56,9 @@ class Trainer {
  private:
   Trainer(const TrainerOptions& options, Device device, PsClient* client, ModelLayout layout);
   Status Load();
-  Status InitWeights();
+  // Pulls the servers' weights; a worker admitted into a running job (a restart) then joins at
+  // a round boundary. *first_round: the round to push first (0 for a worker of the job's start).
+  Status InitWeights(uint64_t* first_round);
   // Fills grad_ for `round`; returns the loss to report (synthetic: only when `want_loss`).
   float ComputeGradient(uint64_t round, const float* x, const uint8_t* labels, bool want_loss);
   // Rank 0: test accuracy (and local train accuracy) of the replica.
