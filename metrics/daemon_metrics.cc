@@ -88,6 +88,8 @@ struct DaemonMetrics::Impl {
   prometheus::Gauge* selected_k = nullptr;
   prometheus::Gauge* target_k = nullptr;
   prometheus::Gauge* staleness = nullptr;
+  prometheus::Gauge* auth_accepted = nullptr;
+  prometheus::Gauge* auth_denied = nullptr;
   std::shared_ptr<CallbackGauge> dead_nodes;
 
   std::mutex rounds_mu;
@@ -131,6 +133,10 @@ StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(const DaemonMetric
   impl->target_k = gauge("sieve_target_k", "k = round(density * D) of the worker's current epoch");
   impl->staleness =
       gauge("sieve_staleness_max", "Largest clock lead (rounds) an SSP server released so far");
+  impl->auth_accepted =
+      gauge("sieve_auth_accepted", "CurveZMQ handshakes the allow-list accepted so far");
+  impl->auth_denied =
+      gauge("sieve_auth_denied", "CurveZMQ handshakes the allow-list refused so far");
   impl->dead_nodes =
       std::make_shared<CallbackGauge>("sieve_dead_nodes", "Nodes declared dead in this job", l);
   prometheus::BuildGauge()
@@ -214,6 +220,12 @@ void DaemonMetrics::SetStaleness(double max_staleness) {
 
 void DaemonMetrics::SetDeadNodes(uint64_t n) {
   if (impl_) impl_->dead_nodes->Set(static_cast<double>(n));
+}
+
+void DaemonMetrics::SetAuth(uint64_t accepted, uint64_t denied) {
+  if (!impl_) return;
+  impl_->auth_accepted->Set(static_cast<double>(accepted));
+  impl_->auth_denied->Set(static_cast<double>(denied));
 }
 
 void DaemonMetrics::SetDeadNodesSource(std::function<double()> fn) {

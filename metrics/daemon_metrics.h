@@ -18,6 +18,8 @@
 //   sieve_staleness_max                   server: largest SSP lead released so far
 //   sieve_dead_nodes                      nodes declared dead (scheduler: by itself; others: as
 //                                         told by the scheduler)
+//   sieve_auth_accepted, sieve_auth_denied  CurveZMQ handshakes of the receive socket accepted /
+//                                         refused by the ZAP allow-list so far (0 without CURVE)
 //
 // Disabled (port 0): Start returns an object whose methods do nothing and nothing listens, so
 // the daemons call it unconditionally. Thread-safety: every method may be called from any
@@ -62,6 +64,8 @@ class DaemonMetrics {
   void SetSelectedK(uint64_t selected, uint64_t target_k);
   void SetStaleness(double max_staleness);
   void SetDeadNodes(uint64_t n);
+  // CurveZMQ handshake totals (Node::auth_accepted / auth_denied).
+  void SetAuth(uint64_t accepted, uint64_t denied);
   // sieve_dead_nodes is read from `fn` at every scrape instead (fn must be thread-safe); an
   // empty fn keeps the last value read. See ScopedDeadNodesSource.
   void SetDeadNodesSource(std::function<double()> fn);

@@ -400,6 +400,9 @@ void Node::RequestStop(const std::string& reason) {
   cv_.notify_all();
 }
 
+uint64_t Node::auth_accepted() const { return transport_ ? transport_->auth_accepted() : 0; }
+uint64_t Node::auth_denied() const { return transport_ ? transport_->auth_denied() : 0; }
+
 void Node::set_on_node_rejoined(std::function<void(const pb::NodeInfo&)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   on_node_rejoined_ = std::move(fn);

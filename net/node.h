@@ -102,6 +102,9 @@ class Node {
   std::set<int> dead_nodes() const;
 
   uint64_t rejected_messages() const { return rejected_.load(); }
+  // CurveZMQ handshakes of this node's receive socket accepted / refused (0 without CURVE).
+  uint64_t auth_accepted() const;
+  uint64_t auth_denied() const;
   // Node tables installed so far: 1 after start-up, +1 for each re-admission (a restarted peer).
   uint64_t tables_installed() const { return tables_installed_.load(); }
 

@@ -272,6 +272,7 @@ int Run() {
         }
       }
       flush();
+      metrics.SetAuth(node.auth_accepted(), node.auth_denied());
     }
     if (!got.ok()) {
       end = got.status();
@@ -356,14 +357,16 @@ int Run() {
       "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu "
       "rejected=%lu "
       "dropped=%lu max_staleness=%d pushed_sum=%.9g checksum=%08x resync=%lu checkpoints=%lu "
-      "restored_round=%ld rejoins=%lu\n",
+      "restored_round=%ld rejoins=%lu auth_accepted=%lu auth_denied=%lu\n",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
       static_cast<unsigned long>(st.rounds_completed),
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
       static_cast<unsigned long>(st.rejected), static_cast<unsigned long>(node.rejected_messages()),
       st.max_staleness, st.pushed_sum, crc, static_cast<unsigned long>(st.resync_replies),
       static_cast<unsigned long>(checkpointer.written()),
-      static_cast<long>(checkpointer.restored_round()), static_cast<unsigned long>(st.rejoins));
+      static_cast<long>(checkpointer.restored_round()), static_cast<unsigned long>(st.rejoins),
+      static_cast<unsigned long>(node.auth_accepted()),
+      static_cast<unsigned long>(node.auth_denied()));
   std::fflush(stdout);
   Status shutdown = node.WaitShutdown(0);
   if (!shutdown.ok()) {
