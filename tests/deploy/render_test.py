@@ -47,7 +47,28 @@ class RenderTest(unittest.TestCase):
         for role in ("server.flags", "worker.flags"):
             self.assertIn("--flagfile=/etc/sieve/model.flags", flags[role])
 
+        # Every daemon reads security.flags; the GPU (multi-node) overlays turn CurveZMQ on there
+        # and mount the sieve-curve Secret where --curve_dir points, readable by the pod group.
         gpu_overlay = overlay.endswith("-gpu")
+        curve_dir = k.flag_value(flags["security.flags"], "curve_dir")
+        self.assertEqual(curve_dir, "/etc/sieve-curve" if gpu_overlay else None, overlay)
+        for w in (sched, servers, workers):
+            name = w["metadata"]["name"]
+            spec = k.pod_spec(w)
+            c = spec["containers"][0]
+            text = " ".join(c.get("command", []) + c.get("args", []))
+            self.assertIn("--flagfile=/etc/sieve/security.flags", text, name)
+            secrets = {v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v}
+            mounts = {m["name"]: m for m in c["volumeMounts"]}
+            if not gpu_overlay:
+                self.assertEqual(secrets, {}, name)
+                continue
+            self.assertEqual(secrets["curve"]["secretName"], "sieve-curve", name)
+            self.assertEqual(secrets["curve"]["defaultMode"], 0o440, name)
+            self.assertEqual(mounts["curve"]["mountPath"], curve_dir, name)
+            self.assertTrue(mounts["curve"]["readOnly"], name)
+            self.assertEqual(spec["securityContext"]["fsGroup"],
+                             spec["securityContext"]["runAsGroup"], name)
         for w in (sched, servers, workers):
             name = w["metadata"]["name"]
             tmpl_labels = w["spec"]["template"]["metadata"]["labels"]
