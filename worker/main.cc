@@ -64,6 +64,9 @@ DEFINE_string(metrics_out, "",
 DEFINE_int32(metrics_every, 1, "Write a metrics line every n rounds (>= 1)");
 DEFINE_int32(contraction_every, 0,
              "Add the contraction ratio and its bounds every n rounds (0 = never)");
+DEFINE_string(histogram_rounds, "",
+              "Comma-separated rounds at which the metrics line carries a histogram of the "
+              "error-feedback residual in 0.25-sigma bins (e.g. 0,100,1000)");
 DEFINE_string(dump_weights, "",
               "After training, write the replica as D raw little-endian float32 values "
               "({rank} in the path is replaced by the worker rank)");
@@ -158,6 +161,9 @@ int main(int argc, char** argv) {
   o.metrics_out = FLAGS_metrics_out;
   o.metrics_every = FLAGS_metrics_every;
   o.contraction_every = FLAGS_contraction_every;
+  auto hist_rounds = sieve::ParseIntList(FLAGS_histogram_rounds);
+  if (!hist_rounds.ok()) return Usage("--histogram_rounds: " + hist_rounds.status().message());
+  o.histogram_rounds = *hist_rounds;
   o.dump_weights = FLAGS_dump_weights;
   o.round_timeout_ms = FLAGS_round_timeout_ms;
   if (FLAGS_progress == "auto") {

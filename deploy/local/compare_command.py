@@ -19,18 +19,22 @@ CONFIG (YAML):
                                 # 1gbit, 10gbit, 500mbit ... (deploy/local/netns/run; root)
   delay: 1ms                    # optional, netns cells only (needs tc netem)
   contraction_every: 10         # optional: contraction ratio and bounds every n rounds
+  histogram_rounds: [0, 500]    # optional: residual histograms (rank 0) at these rounds
   timeout: 3600                 # per cell, seconds
 
 Each cell runs in results/<name>/cells/<cell>/ (log, per-rank metrics JSON lines, cell.json when
 it finished). A cell with cell.json is skipped on the next run (resumable); --force reruns all.
 Outputs: summary.csv, summary.md, and plots: accuracy_vs_time.png, accuracy_vs_epoch.png,
 loss.png, bytes_per_round.png, round_breakdown.png, contraction.png (cells with contraction
-samples; with the (1 - k/d) and (1 - k/d)^2 bounds).
+samples; with the (1 - k/d) and (1 - k/d)^2 bounds), histograms.png (cells with histogram_rounds:
+rank 0's error-feedback residual in 0.25-sigma bins at each chosen round, log scale, against the
+normal distribution fitted by mean and sigma, with the excess kurtosis estimated from the bins).
 """
 import argparse
 import csv
 import itertools
 import json
+import math
 import os
 import re
 import subprocess
@@ -123,6 +127,8 @@ def run_cell(cfg, cell, cell_dir, build, repo):
     flags.setdefault("progress", "log")
     if cfg.get("contraction_every"):
         flags["contraction_every"] = int(cfg["contraction_every"])
+    if cfg.get("histogram_rounds"):
+        flags["histogram_rounds"] = ",".join(str(int(r)) for r in as_list(cfg["histogram_rounds"]))
     flags["metrics_out"] = os.path.join(os.path.abspath(cell_dir), "metrics-{rank}.jsonl")
     timeout = float(cfg.get("timeout", 3600))
     if cell["link"] in ("local", "loopback", "none"):
@@ -235,8 +241,7 @@ def write_tables(out_dir, summaries, cfg):
         for s in summaries:
             f.write("| " + " | ".join(fmt(s.get(c)) for c in cols) + " |\n")
         f.write("\nPlots: accuracy_vs_time.png, accuracy_vs_epoch.png, loss.png, "
-                "bytes_per_round.png, round_breakdown.png, contraction.png. Gradient histograms are "
-                "not drawn: workers do not record gradient samples in their metrics.\n")
+                "bytes_per_round.png, round_breakdown.png, contraction.png, histograms.png.\n")
 
 
 def plot(out_dir, cells, summaries):
@@ -326,6 +331,74 @@ def plot(out_dir, cells, summaries):
         ax.text(0.5, 0.5, "no contraction samples (set contraction_every)", ha="center",
                 transform=ax.transAxes)
     save(fig, ax, "contraction.png")
+    plot_histograms(plt, out_dir, data)
+
+
+def normal_cdf(z):
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+def histogram_panels(data):
+    """[(cell, round, width, counts)] of every metrics row that carries a histogram."""
+    panels = []
+    for cid, rows in data.items():
+        for r in rows:
+            if r.get("hist"):
+                panels.append((cid, r["round"], float(r["hist_width"]), r["hist"]))
+    return panels
+
+
+def binned_excess_kurtosis(width, counts):
+    """Excess kurtosis of the binned residual (bin centres in sigma units; the end bins hold the
+    tails, so this underestimates heavy tails)."""
+    n = sum(counts)
+    if n == 0:
+        return float("nan")
+    bins = len(counts)
+    zs = [(i + 0.5 - bins / 2) * width for i in range(bins)]
+    m = sum(c * z for c, z in zip(counts, zs)) / n
+    m2 = sum(c * (z - m) ** 2 for c, z in zip(counts, zs)) / n
+    m4 = sum(c * (z - m) ** 4 for c, z in zip(counts, zs)) / n
+    return m4 / (m2 * m2) - 3.0 if m2 > 0 else float("nan")
+
+
+def plot_histograms(plt, out_dir, data):
+    """histograms.png: one panel per (cell, round), counts per 0.25-sigma bin (log scale) against
+    the fitted normal's expected counts n * (Phi(z_hi) - Phi(z_lo))."""
+    panels = histogram_panels(data)
+    if not panels:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        ax.text(0.5, 0.5, "no residual histograms (set histogram_rounds)", ha="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        fig.savefig(os.path.join(out_dir, "histograms.png"), dpi=100)
+        plt.close(fig)
+        return
+    cols = min(3, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_axis_off()
+    for ax, (cid, rnd, width, counts) in zip(axes.flat, panels):
+        bins = len(counts)
+        n = sum(counts)
+        edges = [(i - bins / 2) * width for i in range(bins + 1)]
+        centres = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+        ax.bar(centres, counts, width=width, color="tab:blue", alpha=0.6, label="residual")
+        expected = [n * (normal_cdf(b) - normal_cdf(a)) for a, b in zip(edges, edges[1:])]
+        expected[0] += n * normal_cdf(edges[0])  # the end bins hold everything beyond
+        expected[-1] += n * (1 - normal_cdf(edges[-1]))
+        ax.plot(centres, expected, color="tab:red", lw=1.2, label="fitted normal")
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.5)
+        ax.set_title(f"{cid}\nround {rnd}, excess kurtosis {binned_excess_kurtosis(width, counts):+.2f}",
+                     fontsize=8)
+        ax.set_xlabel("(r - mean) / sigma", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "histograms.png"), dpi=100)
+    plt.close(fig)
 
 
 def main():

@@ -29,6 +29,7 @@ grid:
   workers: [2]
   link: [local]
 contraction_every: 2
+histogram_rounds: [0, 8]
 timeout: 50
 YAML
 "$build/deploy/sieve" compare "$dir/grid.yaml" --out="$dir/out" >"$dir/run1.txt" 2>&1 ||
@@ -44,8 +45,20 @@ for r in rows:
 md = open(os.path.join(out, "summary.md")).read().splitlines()
 table = [l for l in md if l.startswith("| ")]
 assert len(table) == 3 and "bsp-topk-d0.01-w2-local" in table[1], table
+# Residual histograms at rounds 0 and 8: every one of the D entries counted once; round 0's
+# residual is lr * (a Gaussian gradient), so about 68 % lie within one sigma of the mean.
+for cell in ("bsp-topk-d0.01-w2-local", "asp-topk-d0.01-w2-local"):
+    import json
+    rows = [json.loads(l) for l in open(os.path.join(out, "cells", cell, "metrics-0.jsonl"))]
+    hists = {r["round"]: r for r in rows if r.get("hist")}
+    assert sorted(hists) == [0, 8], sorted(hists)
+    for r in hists.values():
+        h = r["hist"]
+        assert r["hist_width"] == 0.25 and len(h) == 48 and sum(h) == 20000, r
+    within = sum(hists[0]["hist"][20:28]) / 20000
+    assert 0.63 < within < 0.73, within
 for png in ["accuracy_vs_time", "accuracy_vs_epoch", "loss", "bytes_per_round",
-            "round_breakdown", "contraction"]:
+            "round_breakdown", "contraction", "histograms"]:
     data = open(os.path.join(out, png + ".png"), "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000, png
 print("outputs ok")

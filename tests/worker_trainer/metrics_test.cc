@@ -60,6 +60,19 @@ TEST(WorkerTrainerMetrics, JsonLineHasEveryKeyAndParsesBack) {
   EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_select")), 0.0005);
   EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_comm")), 0.001);
   EXPECT_EQ(ValueOf(line, "contraction"), "<absent>");
+  EXPECT_EQ(ValueOf(line, "hist"), "<absent>");
+}
+
+TEST(WorkerTrainerMetrics, HistogramIsAJsonArrayOfCounts) {
+  RoundMetrics m;
+  m.histogram_width = 0.25;
+  m.histogram = {0, 3, 17, 4, 1};
+  const std::string line = FormatMetricsJson(m);
+  EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "hist_width")), 0.25);
+  const size_t at = line.find("\"hist\":[");
+  ASSERT_NE(at, std::string::npos) << line;
+  EXPECT_EQ(line.substr(at + 7, line.find(']', at) - at - 6), "[0,3,17,4,1]");
+  EXPECT_EQ(line.back(), '}');
 }
 
 TEST(WorkerTrainerMetrics, ContractionAndNonFiniteValues) {

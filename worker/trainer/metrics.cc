@@ -69,6 +69,16 @@ std::string FormatMetricsJson(const RoundMetrics& m) {
     Field(&out, "bound_1", m.bound_1);
     Field(&out, "bound_2", m.bound_2);
   }
+  if (!m.histogram.empty()) {
+    Field(&out, "hist_width", m.histogram_width);
+    AppendKey(&out, "hist");
+    out += '[';
+    for (size_t i = 0; i < m.histogram.size(); ++i) {
+      if (i != 0) out += ',';
+      out += std::to_string(m.histogram[i]);
+    }
+    out += ']';
+  }
   out += '}';
   return out;
 }

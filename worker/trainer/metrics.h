@@ -3,7 +3,9 @@
 // FormatMetricsJson renders one RoundMetrics as one JSON object on one line (no trailing
 // newline), keys in this order: round, epoch, loss, train_acc, test_acc, selected, k, density,
 // threshold, iterations, bytes_up, bytes_down, dense_bytes, t_compute, t_select, t_comm, and —
-// only when has_contraction — contraction, bound_1 (1 − k/d), bound_2 ((1 − k/d)²). Absent
+// only when has_contraction — contraction, bound_1 (1 − k/d), bound_2 ((1 − k/d)²), and — only
+// when histogram is non-empty — hist_width (bin width in σ) and hist (counts of the residual in
+// bins of that width centred on its mean; the first/last bins hold everything beyond). Absent
 // optional values and non-finite numbers (e.g. the threshold of `none`) are written as null.
 // Times are seconds; bytes are this round's payload bytes.
 //
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -42,6 +45,8 @@ struct RoundMetrics {
   double contraction = 0.0;  // ‖r − sel(r)‖² / ‖r‖²
   double bound_1 = 0.0;
   double bound_2 = 0.0;
+  double histogram_width = 0.0;     // in σ
+  std::vector<uint64_t> histogram;  // empty = none this round
 };
 
 std::string FormatMetricsJson(const RoundMetrics& m);

@@ -40,6 +40,10 @@ Dataset Slice(const Dataset& full, IndexRange range) {
   return out;
 }
 
+// Residual histograms (--histogram_rounds): 48 bins of 0.25 σ, i.e. ±6 σ around the mean.
+constexpr double kHistogramWidthSigma = 0.25;
+constexpr int kHistogramBins = 48;
+
 bool IsEvalEpoch(const TrainerOptions& o, uint64_t epoch) {
   const bool last = epoch + 1 == static_cast<uint64_t>(o.epochs);
   return last || (o.eval_every > 0 && (epoch + 1) % static_cast<uint64_t>(o.eval_every) == 0);
@@ -237,9 +241,12 @@ StatusOr<TrainSummary> Trainer::Run() {
       const bool eval = last_of_epoch && IsEvalEpoch(options_, epoch);
       const bool contraction =
           options_.contraction_every > 0 && round % options_.contraction_every == 0;
+      const bool histogram =
+          std::binary_search(options_.histogram_rounds.begin(), options_.histogram_rounds.end(),
+                             static_cast<int64_t>(round));
       const bool write =
           metrics.is_open() && (round % options_.metrics_every == 0 || eval || contraction ||
-                                (last_of_epoch && epoch + 1 == epochs));
+                                histogram || (last_of_epoch && epoch + 1 == epochs));
 
       const auto t0 = Clock::now();
       Minibatch mb;
@@ -252,6 +259,10 @@ StatusOr<TrainSummary> Trainer::Run() {
       const double lr = LearningRate(options_, round, steps_per_epoch_);
       SIEVE_RETURN_IF_ERROR(
           ef_->Accumulate(grad_, static_cast<float>(options_.momentum), static_cast<float>(lr)));
+      std::vector<uint64_t> hist;
+      if (histogram && metrics.is_open()) {
+        SIEVE_RETURN_IF_ERROR(ef_->SigmaHistogram(kHistogramWidthSigma, kHistogramBins, &hist));
+      }
       SelectOptions so;
       so.prev_threshold = prev_threshold;
       so.seed = CounterHash(seed_key, round);
@@ -296,6 +307,10 @@ StatusOr<TrainSummary> Trainer::Run() {
           m.contraction = contraction_ratio;
           m.bound_1 = 1.0 - static_cast<double>(k) / static_cast<double>(d_);
           m.bound_2 = m.bound_1 * m.bound_1;
+        }
+        if (!hist.empty()) {
+          m.histogram_width = kHistogramWidthSigma;
+          m.histogram = std::move(hist);
         }
         SIEVE_RETURN_IF_ERROR(metrics.Write(m));
       }

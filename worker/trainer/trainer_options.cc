@@ -112,6 +112,12 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.eval_every < 0) return InvalidArgumentError("--eval_every must be >= 0");
   if (o.metrics_every < 1) return InvalidArgumentError("--metrics_every must be >= 1");
   if (o.contraction_every < 0) return InvalidArgumentError("--contraction_every must be >= 0");
+  for (size_t i = 0; i < o.histogram_rounds.size(); ++i) {
+    if (o.histogram_rounds[i] < 0 ||
+        (i > 0 && o.histogram_rounds[i] <= o.histogram_rounds[i - 1])) {
+      return InvalidArgumentError("--histogram_rounds must be strictly ascending rounds >= 0");
+    }
+  }
   if (o.round_timeout_ms < 1) return InvalidArgumentError("--round_timeout_ms must be >= 1");
   return Status::Ok();
 }

@@ -72,6 +72,9 @@ struct TrainerOptions {
   std::string metrics_out;    // JSON lines; "" = none; "{rank}" in the path is replaced
   int metrics_every = 1;      // write one metrics line every n rounds (plus eval rounds)
   int contraction_every = 0;  // add the contraction ratio every n rounds (0 = never)
+  // Rounds (ascending) at which the metrics line carries a histogram of the residual r (after
+  // accumulating the round's gradient, before selection) in bins of kHistogramWidthSigma·σ.
+  std::vector<int> histogram_rounds;
   // Raw little-endian fp32 of the final replica (D values, no header); "" = none; "{rank}" in
   // the path is replaced (every worker writes; give each rank its own path).
   std::string dump_weights;
