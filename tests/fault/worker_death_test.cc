@@ -47,18 +47,26 @@ bool WaitForCheckpoint(FaultCluster& c, const fs::path& dir, int64_t round, mill
   return false;
 }
 
+// Starts the scheduler (2 servers, 2 workers, short heartbeat timeout) and two softmax servers
+// checkpointing every round into `dir`; false if the scheduler did not come up.
+bool StartSchedulerAndServers(FaultCluster& c, const fs::path& dir) {
+  if (!c.StartScheduler(2, 2, {"--heartbeat_timeout_ms=" + std::to_string(kHeartbeatTimeoutMs)})) {
+    return false;
+  }
+  for (int s = 0; s < 2; ++s) {
+    c.StartServer(s, {"--model=softmax", "--seed=3", "--checkpoint_dir=" + dir.string(),
+                      "--checkpoint_every=1", "--heartbeat_interval_ms=200"});
+  }
+  return true;
+}
+
 TEST(WorkerDeathTest, SurvivorsStallAtMostTwoHeartbeatTimeoutsAndFinish) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "Fashion-MNIST not installed";
   const fs::path dir = fs::temp_directory_path() / ("sieve-wdeath-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   FaultCluster c;
-  ASSERT_TRUE(
-      c.StartScheduler(2, 2, {"--heartbeat_timeout_ms=" + std::to_string(kHeartbeatTimeoutMs)}));
-  for (int s = 0; s < 2; ++s) {
-    c.StartServer(s, {"--model=softmax", "--seed=3", "--checkpoint_dir=" + dir.string(),
-                      "--checkpoint_every=1", "--heartbeat_interval_ms=200"});
-  }
+  ASSERT_TRUE(StartSchedulerAndServers(c, dir)) << c.Log();
   for (int w = 0; w < 2; ++w) {
     c.StartWorker(w, {"--model=softmax", "--seed=3", "--compressor=topk", "--density=0.05",
                       "--batch_size=32", "--lr=0.01", "--epochs=1", "--eval_every=0",
@@ -100,12 +108,7 @@ TEST(WorkerDeathTest, RestartedWorkerRejoinsAndTrainingFinishes) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   FaultCluster c;
-  ASSERT_TRUE(
-      c.StartScheduler(2, 2, {"--heartbeat_timeout_ms=" + std::to_string(kHeartbeatTimeoutMs)}));
-  for (int s = 0; s < 2; ++s) {
-    c.StartServer(s, {"--model=softmax", "--seed=3", "--checkpoint_dir=" + dir.string(),
-                      "--checkpoint_every=1", "--heartbeat_interval_ms=200"});
-  }
+  ASSERT_TRUE(StartSchedulerAndServers(c, dir)) << c.Log();
   const std::vector<std::string> worker_flags = {
       "--model=softmax",
       "--seed=3",
