@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Server CPU time per round and peak memory vs D at fixed k, on loopback (no root needed).
+#
+#   bench/e2e/server_cpu.sh [--build=DIR] [--ds=1000000,10000000,100000000] [--k=10000]
+#                           [--servers=1] [--workers=2] [--rounds=40] [--skip=5] [--out=DIR]
+#
+# For every D: one job (scheduler, S servers, W workers, synthetic model with
+# --synthetic_noise=pool, topk with k pairs per worker, BSP, R rounds), each daemon run under
+# bench/e2e/rusage.py (getrusage CPU and peak RSS; per-thread CPU sampled from /proc every 10 ms).
+# Server CPU per round is the least-squares slope of the servers' CPU time against rounds done,
+# sampled whenever worker 0's per-round metrics file grows (rusage.py --watch), over rounds
+# SKIP..R: start-up (initial weights, the dense pull, connection set-up, first-touch page faults)
+# lies before the window and does not enter the slope. The slope of the main thread alone (the
+# data path: ShardServer and reply encoding) is printed next to the whole process's; the rest is
+# the node I/O thread (decode, CRC, heartbeats) and ZeroMQ's threads. Idle work (polls every
+# 100-200 ms, a heartbeat a second) grows with wall time, so the wall time per round is printed
+# too. Peak RSS (whole run, start-up included) of the servers and workers per parameter of a
+# shard / of D.
+# Writes OUT/rows.jsonl (default results/bench/server-cpu-<timestamp>/) and prints a table with
+# the load average before and after. Loopback only: the links play no part.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${SIEVE_BUILD_DIR:-build}
+ds=1000000,10000000,100000000
+k=10000
+servers=1
+workers=2
+rounds=40
+skip=5
+out=""
+for a in "$@"; do
+  case "$a" in
+    --build=*) build=${a#*=} ;;
+    --ds=*) ds=${a#*=} ;;
+    --k=*) k=${a#*=} ;;
+    --servers=*) servers=${a#*=} ;;
+    --workers=*) workers=${a#*=} ;;
+    --rounds=*) rounds=${a#*=} ;;
+    --skip=*) skip=${a#*=} ;;
+    --out=*) out=${a#*=} ;;
+    *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+  esac
+done
+IFS=, read -r -a d_list <<<"$ds"
+[ "$rounds" -ge $((skip + 5)) ] || { echo "server_cpu: need --rounds >= --skip + 5" >&2; exit 2; }
+[ -n "$out" ] || out="results/bench/server-cpu-$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+rows="$out/rows.jsonl"
+: >"$rows"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+rusage=bench/e2e/rusage.py
+
+for d in "${d_list[@]}"; do
+  density=$(awk -v k="$k" -v d="$d" 'BEGIN { printf "%.10g", k / d }')
+  logs="$out/d$d"
+  mkdir -p "$logs"
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  echo "server_cpu: D=$d rounds=$rounds (load $load)" >&2
+  common=(--model=synthetic --num_params="$d" --bind=127.0.0.1 --host=127.0.0.1
+          --heartbeat_timeout_ms=120000)
+  "$build/scheduler/sieve-scheduler" --port=0 --bind=127.0.0.1 --host=127.0.0.1 \
+    --heartbeat_timeout_ms=120000 --num_servers="$servers" --num_workers="$workers" \
+    >"$logs/scheduler.log" 2>&1 &
+  pids=($!)
+  port=""
+  for _ in $(seq 1 100); do
+    port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$logs/scheduler.log")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  [ -n "$port" ] || { echo "server_cpu: scheduler did not start" >&2; exit 1; }
+  for ((s = 0; s < servers; s++)); do
+    /usr/bin/python3 "$rusage" --watch="$logs/metrics-0.jsonl" "$logs/server$s.time" \
+      "$build/server/sieve-server" "${common[@]}" --scheduler=127.0.0.1:"$port" --rank="$s" \
+      >"$logs/server$s.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((w = 0; w < workers; w++)); do
+    /usr/bin/python3 "$rusage" "$logs/worker$w.time" "$build/worker/sieve-worker" \
+      "${common[@]}" --scheduler=127.0.0.1:"$port" --rank="$w" --compressor=topk \
+      --density="$density" --synthetic_noise=pool --rounds_per_epoch="$rounds" --epochs=1 \
+      --progress=log --metrics_out="$logs/metrics-{rank}.jsonl" >"$logs/worker$w.log" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  /usr/bin/python3 - "$logs" "$d" "$k" "$rounds" "$skip" "$rc" "$servers" "$workers" "$load" \
+    >>"$rows" <<'PY'
+import glob, json, sys
+logs, d, k, rounds, skip, rc, servers, workers, load = sys.argv[1:]
+skip = int(skip)
+
+
+def slope(points):
+    """Least-squares slope of y over x; None with fewer than 3 points."""
+    if len(points) < 3:
+        return None
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else None
+
+
+row = {"d": int(d), "k": int(k), "rounds": int(rounds), "skip": skip, "exit": int(rc),
+       "servers": int(servers), "workers": int(workers), "load_start": float(load),
+       "load_end": float(open("/proc/loadavg").read().split()[0]),
+       "server": [json.load(open(f)) for f in sorted(glob.glob(logs + "/server*.time"))],
+       "worker": [json.load(open(f)) for f in sorted(glob.glob(logs + "/worker*.time"))]}
+# Per server: slopes over rounds skip..R of [wall_s, lines, cpu_s, main_s]; summed over servers.
+fits = {"cpu_s": 2, "main_s": 3, "wall_s": 0}
+for name, col in fits.items():
+    per = [slope([(p[1], p[col]) for p in s.get("series", []) if p[1] >= skip])
+           for s in row["server"]]
+    row[name + "_per_round"] = (None if any(v is None for v in per) else
+                                (max(per) if name == "wall_s" else sum(per)))
+row["steady_points"] = min(len([p for p in s.get("series", []) if p[1] >= skip])
+                           for s in row["server"]) if row["server"] else 0
+print(json.dumps(row))
+PY
+done
+
+/usr/bin/python3 - "$rows" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ms = lambda v: "%.3f" % (1e3 * v) if v is not None else "-"
+print("\n| D | k/worker | server CPU ms/round | x vs first | main thread ms/round | x vs first | "
+      "wall ms/round | server peak RSS MB (B/param of shard) | worker peak RSS MB (B/param) | "
+      "load |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+base = None
+for r in sorted(rows, key=lambda r: r["d"]):
+    if r["exit"] or r["cpu_s_per_round"] is None:
+        print("| %g | failed (exit %d, %d steady points) |" % (r["d"], r["exit"], r["steady_points"]))
+        continue
+    base = base or r
+    srss = max(s["max_rss_kb"] for s in r["server"])
+    wrss = max(w["max_rss_kb"] for w in r["worker"])
+    shard = r["d"] / r["servers"]
+    print("| %g | %d | %s | %.2f | %s | %.2f | %.1f | %.0f (%.1f) | %.0f (%.1f) | %.1f-%.1f |" % (
+        r["d"], r["k"], ms(r["cpu_s_per_round"]), r["cpu_s_per_round"] / base["cpu_s_per_round"],
+        ms(r["main_s_per_round"]), r["main_s_per_round"] / base["main_s_per_round"],
+        1e3 * r["wall_s_per_round"], srss / 1024, srss * 1024 / shard, wrss / 1024,
+        wrss * 1024 / r["d"], r["load_start"], r["load_end"]))
+print("\nslopes over rounds >= %d of %d; load %s -> %s; rows: %s" % (
+    rows[0]["skip"], rows[0]["rounds"], sys.argv[2], sys.argv[3], sys.argv[1]))
+PY
