@@ -7,8 +7,9 @@
 //   PULL_DENSE:        [Header]
 // Encoding borrows the caller's arrays zero-copy: ZeroMQ frees nothing of them, it drops the
 // caller's keepalive once the frames are sent. Decoding validates everything (header, version,
-// frame count, sizes, shard, index order and bound, finiteness, checksum) before returning, and
-// the returned Message views its arrays inside the received frames without copying them.
+// frame count, sizes, shard, checksum, index order and bound, finiteness) before returning, and
+// the returned Message views its arrays inside the received frames without copying them. The
+// checksum is the CRC-32C (proto/crc32c.h) of the data frames' bytes in order.
 // Thread-safety: all functions are reentrant; a Message is a value owned by one thread at a time.
 #ifndef SIEVE_PROTO_CODEC_H_
 #define SIEVE_PROTO_CODEC_H_
@@ -25,7 +26,9 @@
 
 namespace sieve {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
+// different versions reject each other's messages with ERROR_VERSION_MISMATCH.
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr int kSchedulerId = 0;  // node id of the scheduler
 // Barrier groups (pb::Barrier.group bits).
 inline constexpr uint32_t kGroupServers = 1;
@@ -60,7 +63,7 @@ struct DataPayload {
 };
 
 struct EncodeOptions {
-  bool checksum = true;  // compute CRC32 over the data frames and set FLAG_CHECKSUM
+  bool checksum = true;  // compute the CRC-32C of the data frames and set FLAG_CHECKSUM
 };
 
 // Serializes a control message (no data frames). Sets header.version. Never fails for a header

@@ -126,7 +126,12 @@ TEST_F(ProtoCodecMalformedTest, WrongVersion) {
   std::vector<uint32_t> idx = {1};
   std::vector<float> val = {1.0f};
   pb::Header h = DataHeader(pb::MSG_PUSH, 0, 1);
-  h.set_version(2);
+  h.set_version(kProtocolVersion + 1);
+  ExpectRejected(RawData(h, &idx, val), pb::ERROR_VERSION_MISMATCH);
+  // Version 1 (zlib CRC-32 checksums) is refused as a version, not as a checksum failure.
+  h.set_version(1);
+  h.set_flags(pb::FLAG_CHECKSUM);
+  h.set_checksum(0x12345678);
   ExpectRejected(RawData(h, &idx, val), pb::ERROR_VERSION_MISMATCH);
 }
 
@@ -308,6 +313,60 @@ TEST_F(ProtoCodecMalformedTest, IndexBeyondShardLength) {
   ExpectRejected(Push({0xFFFFFFFFu}, {1}), pb::ERROR_INDEX_RANGE);
   ExpectRejected(Push({10, 50}, {1, 2}, 1), pb::ERROR_INDEX_RANGE);  // shard 1 has 50
   ExpectOk(Push({10, 49}, {1, 2}, 1));
+}
+
+// Decode checks long frames a chunk at a time (proto/codec.cc); a fault anywhere, including just
+// before, at and after a chunk edge and on the last element, is found and named exactly.
+TEST_F(ProtoCodecMalformedTest, LongFramesCheckedAcrossChunks) {
+  constexpr size_t kCount = 30000;
+  shard_lengths_ = {4 * kCount, 50};
+  const uint64_t len = shard_lengths_[0];
+  std::vector<uint32_t> good_idx(kCount);
+  for (size_t j = 0; j < kCount; ++j) good_idx[j] = static_cast<uint32_t>(4 * j + 1);
+  const std::vector<float> good_val(kCount, 0.5f);
+  ExpectOk(Push(good_idx, good_val));
+  auto at = [](size_t j) { return "position " + std::to_string(j); };
+  for (size_t j : {size_t{1}, size_t{6143}, size_t{6144}, size_t{6145}, size_t{12288},
+                   size_t{24575}, size_t{24576}, kCount - 1}) {
+    SCOPED_TRACE(j);
+    std::vector<uint32_t> idx = good_idx;
+    idx[j] = idx[j - 1];  // equal to its predecessor
+    Status s = RejectedStatus(Push(idx, good_val), pb::ERROR_INDEX_ORDER);
+    EXPECT_NE(s.message().find(at(j)), std::string::npos) << s.ToString();
+    idx = good_idx;
+    idx[j] = static_cast<uint32_t>(len);  // out of range, and so also out of order after it
+    s = RejectedStatus(Push(idx, good_val), pb::ERROR_INDEX_RANGE);
+    EXPECT_NE(s.message().find("index " + std::to_string(len)), std::string::npos);
+    std::vector<float> val = good_val;
+    val[j] = std::numeric_limits<float>::infinity();
+    s = RejectedStatus(Push(good_idx, val), pb::ERROR_NON_FINITE);
+    EXPECT_NE(s.message().find(at(j)), std::string::npos) << s.ToString();
+    // Indices are judged before values.
+    idx = good_idx;
+    idx[j] = idx[j - 1];
+    ExpectRejected(Push(idx, val), pb::ERROR_INDEX_ORDER);
+    // The first fault wins: an order fault at j before a range fault later.
+    idx[kCount - 1] = 0xFFFFFFFFu;
+    if (j < kCount - 1) ExpectRejected(Push(idx, good_val), pb::ERROR_INDEX_ORDER);
+  }
+  // A checksum failure is reported before anything the corrupted bytes might cause.
+  std::vector<uint32_t> idx = good_idx;
+  auto keep = std::make_shared<std::vector<float>>(good_val);
+  DataPayload p{idx, std::as_bytes(std::span<const float>(*keep)), false, false, keep};
+  auto frames = EncodeData(DataHeader(pb::MSG_PUSH, 0, 0), p);
+  ASSERT_TRUE(frames.ok());
+  idx[20000] = 0;                                            // out of order in transit
+  (*keep)[29999] = std::numeric_limits<float>::quiet_NaN();  // and non-finite
+  ExpectRejected(std::move(frames).value(), pb::ERROR_CHECKSUM);
+  // Dense fp16 over a long shard.
+  std::vector<uint16_t> halves(len, 0x3C00);
+  halves[len - 1] = 0x7C00;
+  Frames f;
+  f.push_back(
+      testing::HeaderFrame(DataHeader(pb::MSG_DENSE, 0, len, pb::FLAG_DENSE | pb::FLAG_FP16)));
+  f.push_back(testing::ArrayFrame(halves));
+  Status s = RejectedStatus(std::move(f), pb::ERROR_NON_FINITE);
+  EXPECT_NE(s.message().find(at(len - 1)), std::string::npos) << s.ToString();
 }
 
 TEST_F(ProtoCodecMalformedTest, NonFiniteFp32Values) {

@@ -142,7 +142,8 @@ size_t RandomLength(std::mt19937_64& rng) {
 // A header whose fields are drawn near the interesting values, serialized as is.
 std::string RandomHeader(std::mt19937_64& rng) {
   pb::Header h;
-  h.set_version(rng() % 8 == 0 ? static_cast<uint32_t>(rng() % 3) : kProtocolVersion);
+  h.set_version(rng() % 8 == 0 ? static_cast<uint32_t>(rng() % (kProtocolVersion + 2))
+                               : kProtocolVersion);
   h.set_type(static_cast<pb::MsgType>(rng() % 16));
   h.set_sender(static_cast<int32_t>(rng() % 8) - 1);
   h.set_shard(static_cast<int32_t>(rng() % 5) - 1);

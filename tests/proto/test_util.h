@@ -60,6 +60,18 @@ inline pb::Header DataHeader(pb::MsgType type, int shard, uint64_t count, uint32
   return h;
 }
 
+// CRC-32C computed one bit at a time straight from its definition (reflected polynomial
+// 0x82F63B78, initial value and final XOR 0xFFFFFFFF), independent of proto/crc32c.cc. Extends
+// `crc` like Crc32c().
+inline uint32_t ReferenceCrc32c(uint32_t crc, std::span<const std::byte> bytes) {
+  uint32_t c = ~crc;
+  for (std::byte b : bytes) {
+    c ^= static_cast<uint32_t>(b);
+    for (int bit = 0; bit < 8; ++bit) c = (c & 1u) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+  }
+  return ~c;
+}
+
 inline std::span<const std::byte> Bytes(const std::vector<float>& v) {
   return std::as_bytes(std::span<const float>(v));
 }
