@@ -58,14 +58,6 @@ Status SplitByShard(std::span<const uint32_t> indices, std::span<const uint64_t>
   return Status::Ok();
 }
 
-std::vector<uint64_t> BalancedShardBounds(uint64_t d, uint32_t shards) {
-  std::vector<uint64_t> b(shards + 1, 0);
-  if (shards == 0) return b;
-  const uint64_t per = d / shards, rem = d % shards;
-  for (uint32_t s = 0; s < shards; ++s) b[s + 1] = b[s] + per + (s < rem ? 1 : 0);
-  return b;
-}
-
 uint16_t FloatToHalf(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);

@@ -28,9 +28,6 @@ Status ScatterAdd(std::span<const uint32_t> indices, std::span<const float> valu
 Status SplitByShard(std::span<const uint32_t> indices, std::span<const uint64_t> bounds,
                     std::vector<size_t>* offsets, std::vector<uint32_t>* relative);
 
-// The balanced split of [0, d) into `shards` contiguous ranges (first d % shards get one more).
-std::vector<uint64_t> BalancedShardBounds(uint64_t d, uint32_t shards);
-
 // IEEE-754 binary16 conversion, round to nearest even; overflow → ±Inf, NaN stays NaN,
 // subnormals handled in both directions.
 uint16_t FloatToHalf(float f);

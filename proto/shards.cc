@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "base/balanced_split.h"
+
 namespace sieve {
 
 StatusOr<std::vector<ShardRange>> SplitShards(uint64_t num_params, uint32_t num_servers) {
@@ -19,13 +21,9 @@ StatusOr<std::vector<ShardRange>> SplitShards(uint64_t num_params, uint32_t num_
         "shard of " + std::to_string(base + 1) +
         " parameters exceeds the 2^32 limit of uint32 wire indices; add servers");
   }
+  const std::vector<uint64_t> bounds = BalancedSplitBounds(num_params, num_servers);
   std::vector<ShardRange> ranges(num_servers);
-  uint64_t lo = 0;
-  for (uint32_t s = 0; s < num_servers; ++s) {
-    const uint64_t len = base + (s < extra ? 1 : 0);
-    ranges[s] = {lo, lo + len};
-    lo += len;
-  }
+  for (uint32_t s = 0; s < num_servers; ++s) ranges[s] = {bounds[s], bounds[s + 1]};
   return ranges;
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "base/balanced_split.h"
 #include "kernels/compressor.h"
 #include "kernels/device.h"
 #include "kernels/normal_quantile.h"
@@ -82,7 +83,7 @@ TEST(KernelsShardSplit, EveryIndexLandsInExactlyOneShard) {
   std::mt19937_64 rng(7);
   for (uint32_t shards : {1u, 2u, 3u, 7u, 64u}) {
     const uint64_t d = 100003;
-    const std::vector<uint64_t> bounds = BalancedShardBounds(d, shards);
+    const std::vector<uint64_t> bounds = BalancedSplitBounds(d, shards);
     ASSERT_EQ(bounds.back(), d);
     std::vector<uint32_t> idx;
     for (uint64_t i = 0; i < d; ++i) {
