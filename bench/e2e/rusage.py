@@ -11,9 +11,10 @@ While CMD runs, its threads' CPU time is sampled every 10 ms from /proc/PID/task
 the last sample (< 10 ms) is missing from it; the getrusage figures are exact.
 
 --watch=FILE: also count FILE's lines at every sample (e.g. a worker's per-round metrics file,
-one flushed line per round) and write series: [[wall_s, lines, cpu_s, main_s], ...], one entry
-per line count, taken at the first sample that saw it. The slope of cpu_s over lines is CMD's CPU
-per round in the steady state, free of start-up cost."""
+one flushed line per round) and write series: [[wall_s, lines, cpu_s, main_s, zmq_s, other_s,
+rss_kb], ...] (cpu_s = the sum of the three thread kinds, rss_kb = VmRSS then), one entry per
+line count, taken at the first sample that saw it. The slope of cpu_s over lines is CMD's CPU per round in the steady state,
+free of start-up cost."""
 import json
 import os
 import sys
@@ -37,6 +38,14 @@ def sample_threads(pid, seen):
         kind = "main" if int(tid) == pid else "zmq" if name.startswith("ZMQbg") else "other"
         seen[tid] = (kind, max(ns / 1e9, seen.get(tid, (kind, 0.0))[1]))
     return True
+
+
+def rss_kb(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return next((int(l.split()[1]) for l in f if l.startswith("VmRSS:")), 0)
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def count_lines(path):
@@ -68,9 +77,9 @@ while True:
         n = count_lines(watch)
         if n != lines:
             lines = n
-            cpu = sum(s for _, s in seen.values())
-            main = sum(s for k, s in seen.values() if k == "main")
-            series.append([time.monotonic() - t0, n, cpu, main])
+            kinds = [sum(s for k, s in seen.values() if k == kind)
+                     for kind in ("main", "zmq", "other")]
+            series.append([time.monotonic() - t0, n, sum(kinds)] + kinds + [rss_kb(pid)])
     time.sleep(0.01)
 threads = {"main": 0.0, "zmq": 0.0, "other": 0.0}
 for kind, s in seen.values():

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Server CPU time per round and peak memory vs D at fixed k, on loopback (no root needed).
+# Server CPU time per round and peak/steady memory vs D at fixed k, on loopback (no root needed).
 #
 #   bench/e2e/server_cpu.sh [--build=DIR] [--ds=1000000,10000000,100000000] [--k=10000]
-#                           [--servers=1] [--workers=2] [--rounds=40] [--skip=5] [--out=DIR]
+#                           [--servers=1] [--workers=2] [--rounds=40] [--skip=5]
+#                           [--mem_limit_gb=8] [--out=DIR]
 #
 # For every D: one job (scheduler, S servers, W workers, synthetic model with
 # --synthetic_noise=pool, topk with k pairs per worker, BSP, R rounds), each daemon run under
@@ -14,8 +15,11 @@
 # data path: ShardServer and reply encoding) is printed next to the whole process's; the rest is
 # the node I/O thread (decode, CRC, heartbeats) and ZeroMQ's threads. Idle work (polls every
 # 100-200 ms, a heartbeat a second) grows with wall time, so the wall time per round is printed
-# too. Peak RSS (whole run, start-up included) of the servers and workers per parameter of a
-# shard / of D.
+# too. Memory per parameter of a shard (servers) or of D (workers): peak RSS (whole run, start-up
+# included, from getrusage) and steady RSS (VmRSS at the last round).
+# Every daemon runs under `ulimit -v` of --mem_limit_gb GiB, so a runaway process fails its cell
+# instead of exhausting a shared machine's memory (at D = 1e8 with 2 workers the dense pull's
+# resends drove one server to 23 GB; docs/results.md, "Memory").
 # Writes OUT/rows.jsonl (default results/bench/server-cpu-<timestamp>/) and prints a table with
 # the load average before and after. Loopback only: the links play no part.
 set -euo pipefail
@@ -27,6 +31,7 @@ servers=1
 workers=2
 rounds=40
 skip=5
+mem_limit_gb=8
 out=""
 for a in "$@"; do
   case "$a" in
@@ -37,6 +42,7 @@ for a in "$@"; do
     --workers=*) workers=${a#*=} ;;
     --rounds=*) rounds=${a#*=} ;;
     --skip=*) skip=${a#*=} ;;
+    --mem_limit_gb=*) mem_limit_gb=${a#*=} ;;
     --out=*) out=${a#*=} ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
   esac
@@ -50,6 +56,7 @@ rows="$out/rows.jsonl"
 : >"$rows"
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 rusage=bench/e2e/rusage.py
+ulimit -v $((mem_limit_gb * 1024 * 1024))  # KiB; inherited by every daemon started below
 
 for d in "${d_list[@]}"; do
   density=$(awk -v k="$k" -v d="$d" 'BEGIN { printf "%.10g", k / d }')
@@ -77,8 +84,9 @@ for d in "${d_list[@]}"; do
     pids+=($!)
   done
   for ((w = 0; w < workers; w++)); do
-    /usr/bin/python3 "$rusage" "$logs/worker$w.time" "$build/worker/sieve-worker" \
-      "${common[@]}" --scheduler=127.0.0.1:"$port" --rank="$w" --compressor=topk \
+    /usr/bin/python3 "$rusage" --watch="$logs/metrics-$w.jsonl" "$logs/worker$w.time" \
+      "$build/worker/sieve-worker" "${common[@]}" --scheduler=127.0.0.1:"$port" --rank="$w" \
+      --compressor=topk \
       --density="$density" --synthetic_noise=pool --rounds_per_epoch="$rounds" --epochs=1 \
       --progress=log --metrics_out="$logs/metrics-{rank}.jsonl" >"$logs/worker$w.log" 2>&1 &
     pids+=($!)
@@ -108,13 +116,19 @@ row = {"d": int(d), "k": int(k), "rounds": int(rounds), "skip": skip, "exit": in
        "load_end": float(open("/proc/loadavg").read().split()[0]),
        "server": [json.load(open(f)) for f in sorted(glob.glob(logs + "/server*.time"))],
        "worker": [json.load(open(f)) for f in sorted(glob.glob(logs + "/worker*.time"))]}
-# Per server: slopes over rounds skip..R of [wall_s, lines, cpu_s, main_s]; summed over servers.
-fits = {"cpu_s": 2, "main_s": 3, "wall_s": 0}
+# Per server: slopes over rounds skip..R of [wall_s, lines, cpu_s, main_s, zmq_s, other_s]
+# (rusage.py --watch); CPU slopes summed over the servers, the wall slope their maximum.
+fits = {"cpu_s": 2, "main_s": 3, "zmq_s": 4, "other_s": 5, "wall_s": 0}
 for name, col in fits.items():
     per = [slope([(p[1], p[col]) for p in s.get("series", []) if p[1] >= skip])
            for s in row["server"]]
     row[name + "_per_round"] = (None if any(v is None for v in per) else
                                 (max(per) if name == "wall_s" else sum(per)))
+# Largest server RSS at its last sample: the steady state (start-up transients are gone by then).
+row["server_steady_rss_kb"] = max((s["series"][-1][6] for s in row["server"] if s.get("series")),
+                                  default=0)
+row["worker_steady_rss_kb"] = max((w["series"][-1][6] for w in row["worker"] if w.get("series")),
+                                  default=0)
 row["steady_points"] = min(len([p for p in s.get("series", []) if p[1] >= skip])
                            for s in row["server"]) if row["server"] else 0
 print(json.dumps(row))
@@ -125,24 +139,31 @@ done
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 ms = lambda v: "%.3f" % (1e3 * v) if v is not None else "-"
+mb = lambda kb, params: "%.0f (%.1f)" % (kb / 1024, kb * 1024 / params)
 print("\n| D | k/worker | server CPU ms/round | x vs first | main thread ms/round | x vs first | "
-      "wall ms/round | server peak RSS MB (B/param of shard) | worker peak RSS MB (B/param) | "
-      "load |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      "zmq + other threads ms/round | wall ms/round | server peak RSS MB (B/param of shard) | "
+      "server steady RSS MB (B/param) | worker peak RSS MB (B/param) | "
+      "worker steady RSS MB (B/param) | load |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 base = None
 for r in sorted(rows, key=lambda r: r["d"]):
     if r["exit"] or r["cpu_s_per_round"] is None:
         print("| %g | failed (exit %d, %d steady points) |" % (r["d"], r["exit"], r["steady_points"]))
         continue
     base = base or r
-    srss = max(s["max_rss_kb"] for s in r["server"])
-    wrss = max(w["max_rss_kb"] for w in r["worker"])
     shard = r["d"] / r["servers"]
-    print("| %g | %d | %s | %.2f | %s | %.2f | %.1f | %.0f (%.1f) | %.0f (%.1f) | %.1f-%.1f |" % (
-        r["d"], r["k"], ms(r["cpu_s_per_round"]), r["cpu_s_per_round"] / base["cpu_s_per_round"],
-        ms(r["main_s_per_round"]), r["main_s_per_round"] / base["main_s_per_round"],
-        1e3 * r["wall_s_per_round"], srss / 1024, srss * 1024 / shard, wrss / 1024,
-        wrss * 1024 / r["d"], r["load_start"], r["load_end"]))
+    cells = [
+        "%g" % r["d"], str(r["k"]), ms(r["cpu_s_per_round"]),
+        "%.2f" % (r["cpu_s_per_round"] / base["cpu_s_per_round"]), ms(r["main_s_per_round"]),
+        "%.2f" % (r["main_s_per_round"] / base["main_s_per_round"]),
+        "%s + %s" % (ms(r["zmq_s_per_round"]), ms(r["other_s_per_round"])),
+        "%.1f" % (1e3 * r["wall_s_per_round"]),
+        mb(max(s["max_rss_kb"] for s in r["server"]), shard),
+        mb(r["server_steady_rss_kb"], shard),
+        mb(max(w["max_rss_kb"] for w in r["worker"]), r["d"]),
+        mb(r["worker_steady_rss_kb"], r["d"]),
+        "%.1f-%.1f" % (r["load_start"], r["load_end"])]
+    print("| " + " | ".join(cells) + " |")
 print("\nslopes over rounds >= %d of %d; load %s -> %s; rows: %s" % (
     rows[0]["skip"], rows[0]["rounds"], sys.argv[2], sys.argv[3], sys.argv[1]))
 PY
