@@ -2,6 +2,16 @@
 
 namespace sieve {
 
+size_t ReplyPool::pooled() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->free.size();
+}
+
+int ReplyPool::pooled_large() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->large;
+}
+
 std::shared_ptr<ReplyBuffer> ReplyPool::Get() {
   std::unique_ptr<ReplyBuffer> buf;
   {
@@ -9,6 +19,7 @@ std::shared_ptr<ReplyBuffer> ReplyPool::Get() {
     if (!state_->free.empty()) {
       buf = std::move(state_->free.back());
       state_->free.pop_back();
+      if (IsLarge(*buf)) --state_->large;
     }
   }
   if (!buf) buf = std::make_unique<ReplyBuffer>();
@@ -18,10 +29,17 @@ std::shared_ptr<ReplyBuffer> ReplyPool::Get() {
   return std::shared_ptr<ReplyBuffer>(buf.release(), [weak](ReplyBuffer* b) {
     if (auto s = weak.lock()) {
       std::lock_guard<std::mutex> lock(s->mu);
-      s->free.emplace_back(b);
-    } else {
-      delete b;
+      if (!IsLarge(*b)) {
+        s->free.emplace_back(b);
+        return;
+      }
+      if (s->large == 0) {
+        ++s->large;
+        s->free.emplace_back(b);
+        return;
+      }
     }
+    delete b;
   });
 }
 

@@ -51,16 +51,16 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const PsClientOptions& opt
 
 template <typename Fn>
 Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
-                         const std::function<void(int)>& resend, bool always_resend,
+                         const std::function<void(int)>& resend, int always_resend_ms,
                          bool any_round) {
   const uint32_t servers = node_->num_servers();
   std::vector<bool> done(servers, false);
   uint32_t left = servers;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const bool resending = resend && options_.resend_check_ms > 0;
-  // Unconditional resends (idempotent requests) back off: the interval doubles up to 5 s, so a
-  // slow answer (a large dense shard in flight) is not requested over and over.
-  int interval_ms = options_.resend_check_ms;
+  // Unconditional resends (idempotent requests) back off: the interval doubles up to 8 s.
+  const bool always_resend = always_resend_ms > 0;
+  int interval_ms = always_resend ? always_resend_ms : options_.resend_check_ms;
   auto next_resend = Clock::now() + std::chrono::milliseconds(interval_ms);
   while (left > 0) {
     if (resending && Clock::now() >= next_resend) {
@@ -73,7 +73,7 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
           if (!done[s]) resend(static_cast<int>(s));
         }
       }
-      if (always_resend) interval_ms = std::min(2 * interval_ms, 5000);
+      if (always_resend) interval_ms = std::min(2 * interval_ms, 8000);
       next_resend = Clock::now() + std::chrono::milliseconds(interval_ms);
     }
     auto remaining =
@@ -154,6 +154,7 @@ Status PsClient::PullDense(std::span<float> weights, int timeout_ms, uint64_t* a
     return InvalidArgumentError("replica has " + std::to_string(weights.size()) +
                                 " values, D = " + std::to_string(num_params()));
   }
+  tables_at_send_ = node_->tables_installed();
   for (uint32_t s = 0; s < num_servers(); ++s) {
     SIEVE_RETURN_IF_ERROR(SendControl(pb::MSG_PULL_DENSE, 0, static_cast<int>(s)));
   }
@@ -164,19 +165,25 @@ Status PsClient::PullDense(std::span<float> weights, int timeout_ms, uint64_t* a
         ApplyValues(m, bounds_[s], weights);
         max_round = std::max<uint64_t>(max_round, m.header.round());
       },
-      [&](int s) { (void)SendControl(pb::MSG_PULL_DENSE, 0, s); }, /*always_resend=*/true,
+      [&](int s) { (void)SendControl(pb::MSG_PULL_DENSE, 0, s); },
+      // A re-admitted worker's first request may reach a server before the node table that
+      // admits it (then it is refused towards the dead address): ask again, slowly, since every
+      // answer is a whole shard. Otherwise only a new node table triggers a resend.
+      /*always_resend_ms=*/joined_late() ? 1000 : 0,
       /*any_round=*/true));
   if (at != nullptr) *at = max_round;
   return Status::Ok();
 }
 
 Status PsClient::Join(uint64_t round, int timeout_ms) {
+  tables_at_send_ = node_->tables_installed();
   for (uint32_t s = 0; s < num_servers(); ++s) {
     SIEVE_RETURN_IF_ERROR(SendControl(pb::MSG_JOIN, round, static_cast<int>(s)));
   }
   return Collect(
       pb::MSG_JOIN_ACK, round, timeout_ms, [](int, const Message&) {},
-      [&](int s) { (void)SendControl(pb::MSG_JOIN, round, s); }, /*always_resend=*/true);
+      [&](int s) { (void)SendControl(pb::MSG_JOIN, round, s); },
+      /*always_resend_ms=*/options_.resend_check_ms);
 }
 
 Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weights,

@@ -72,10 +72,10 @@ class PsClient {
   // Replaces `weights` (length D) with the servers' current values; *at (optional) receives the
   // largest round the servers reported (BSP: the round being aggregated; ASP/SSP: the clock this
   // worker should continue from; 0 at the start of a job). The request is sent again to servers
-  // that have not answered (it is idempotent), after resend_check_ms, then at doubling
-  // intervals up to 5 s. Errors: InvalidArgument
-  // (wrong length), DeadlineExceeded, Aborted/Unavailable (job ended), FailedPrecondition with
-  // the server's ERROR message.
+  // that have not answered when a new node table arrives; for a worker that joined late also
+  // after 1 s, then at doubling intervals up to 8 s (each answer is a whole shard). Errors:
+  // InvalidArgument (wrong length), DeadlineExceeded, Aborted/Unavailable (job ended),
+  // FailedPrecondition with the server's ERROR message.
   Status PullDense(std::span<float> weights, int timeout_ms, uint64_t* at = nullptr);
 
   // A worker admitted into a running job (joined_late()) asks every server to count it again
@@ -105,12 +105,12 @@ class PsClient {
   // Waits for one data message of `type` and `round` from each server in `pending` (by rank),
   // calling apply(server_rank, message) for each. ERRORs for the round fail the wait.
   // `resend(server_rank)`, when given, is called for each server still missing when a new node
-  // table was installed since the last send (checked every options_.resend_check_ms), or at
-  // every check when `always_resend` (then with the interval doubling up to 5 s). With `any_round`,
-  // messages of any round are taken.
+  // table was installed since the last send (checked every options_.resend_check_ms), or, with
+  // always_resend_ms > 0, first after that many ms and then at doubling intervals up to 8 s.
+  // With `any_round`, messages of any round are taken.
   template <typename Fn>
   Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
-                 const std::function<void(int)>& resend = nullptr, bool always_resend = false,
+                 const std::function<void(int)>& resend = nullptr, int always_resend_ms = 0,
                  bool any_round = false);
   // Sends a header-only `type` for `round` to server `s`.
   Status SendControl(pb::MsgType type, uint64_t round, int s);
