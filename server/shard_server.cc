@@ -35,8 +35,6 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
   const size_t n = w_.size();
   const uint32_t workers = options.num_workers;
   if (options.consistency == Consistency::kBsp) {
-    acc_.assign(n, 0.0f);
-    touched_.assign(n, 0);
     arrived_.assign(workers, false);
     if (options.server_compressor != Compressor::kNone) residual_.assign(n, 0.0f);
   } else {
@@ -121,26 +119,52 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
     return;
   }
   if (dense) {
+    if (acc_.size() != w_.size()) acc_.assign(w_.size(), 0.0f);  // kept while dense rounds run
     dense_round_ = true;
     for (size_t i = 0; i < values.size(); ++i) {
       acc_[i] += values[i];
       stats_.pushed_sum += values[i];
     }
   } else {
-    for (size_t j = 0; j < indices.size(); ++j) {
-      const uint32_t i = indices[j];
-      if (!touched_[i]) {
-        touched_[i] = 1;
-        union_.push_back(i);
-      }
-      acc_[i] += values[j];
-      stats_.pushed_sum += values[j];
-    }
+    for (float v : values) stats_.pushed_sum += v;
+    MergeIntoUnion(indices, values);
   }
   arrived_[worker] = true;
   ++contributions_;
   ++stats_.pushes_applied;
   BspMaybeComplete(out);
+}
+
+void ShardServer::MergeIntoUnion(std::span<const uint32_t> indices, std::span<const float> values) {
+  // One merge of two ascending lists; equal indices add (in push arrival order, as a dense
+  // accumulator would). Sequential in both inputs: no access proportional to the shard size.
+  merge_idx_.clear();
+  merge_sum_.clear();
+  merge_idx_.reserve(union_.size() + indices.size());
+  merge_sum_.reserve(union_.size() + indices.size());
+  size_t a = 0, b = 0;
+  while (a < union_.size() && b < indices.size()) {
+    if (union_[a] < indices[b]) {
+      merge_idx_.push_back(union_[a]);
+      merge_sum_.push_back(union_sum_[a++]);
+    } else if (indices[b] < union_[a]) {
+      merge_idx_.push_back(indices[b]);
+      merge_sum_.push_back(0.0f + values[b++]);
+    } else {
+      merge_idx_.push_back(union_[a]);
+      merge_sum_.push_back(union_sum_[a++] + values[b++]);
+    }
+  }
+  for (; a < union_.size(); ++a) {
+    merge_idx_.push_back(union_[a]);
+    merge_sum_.push_back(union_sum_[a]);
+  }
+  for (; b < indices.size(); ++b) {
+    merge_idx_.push_back(indices[b]);
+    merge_sum_.push_back(0.0f + values[b]);
+  }
+  union_.swap(merge_idx_);
+  union_sum_.swap(merge_sum_);
 }
 
 void ShardServer::BspMaybeComplete(Outbox* out) {
@@ -152,21 +176,17 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
   auto buf = pool_.Get();
   bool dense_reply = false;
   if (dense_round_) {
+    for (size_t j = 0; j < union_.size(); ++j) acc_[union_[j]] += union_sum_[j];
     for (size_t i = 0; i < w_.size(); ++i) {
       w_[i] -= acc_[i] / n;
       acc_[i] = 0.0f;
     }
-    for (uint32_t i : union_) touched_[i] = 0;
     buf->values.assign(w_.begin(), w_.end());
     dense_reply = true;
   } else if (!residual_.empty()) {
     // Two-way compression: the averaged aggregate enters the server residual; only its selection
     // is applied and sent.
-    for (uint32_t i : union_) {
-      residual_[i] += acc_[i] / n;
-      acc_[i] = 0.0f;
-      touched_[i] = 0;
-    }
+    for (size_t j = 0; j < union_.size(); ++j) residual_[union_[j]] += union_sum_[j] / n;
     Selection sel;
     const uint64_t k = KForDensity(options_.server_density, residual_.size());
     Status s = SelectHost(options_.server_compressor, residual_, k, SelectOptions{}, &sel);
@@ -180,18 +200,17 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
       }
     }
   } else {
-    std::sort(union_.begin(), union_.end());
-    buf->indices.assign(union_.begin(), union_.end());
+    buf->indices.assign(union_.begin(), union_.end());  // ascending: built by merging
     buf->values.resize(union_.size());
     for (size_t j = 0; j < union_.size(); ++j) {
       const uint32_t i = union_[j];
-      w_[i] -= acc_[i] / n;
-      acc_[i] = 0.0f;
-      touched_[i] = 0;
+      w_[i] -= union_sum_[j] / n;
       buf->values[j] = w_[i];
     }
   }
+  if (!dense_round_ && !acc_.empty()) std::vector<float>().swap(acc_);  // sparse again: free it
   union_.clear();
+  union_sum_.clear();
   if (dense_next_reply_) {  // the first round after a restore resynchronizes every replica
     buf->indices.clear();
     buf->values.assign(w_.begin(), w_.end());

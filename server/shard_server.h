@@ -4,10 +4,12 @@
 // sockets and driven by the sieve-server daemon.
 //
 // Semantics (DESIGN.md, docs/architecture.md):
-//  BSP  pushes of round t from every live worker are summed into an accumulator; when the last
-//       arrives, w[i] -= a[i]/N over the union of their indices (N = pushes aggregated), every
-//       worker gets an UPDATE with the union and the new values, and the accumulator is cleared
-//       on the union only (no O(shard) work per sparse round). Optional two-way compression
+//  BSP  pushes of round t from every live worker are summed: each sparse push is merged into the
+//       round's ascending union of indices with per-index sums (sequential work in the push and
+//       union sizes; no access proportional to the shard, and no per-shard accumulator: a whole-
+//       shard one exists only while dense rounds run). When the last arrives, w[i] -= a[i]/N over
+//       the union (N = pushes aggregated) and every worker gets an UPDATE with the union and the
+//       new values. Optional two-way compression
 //       sparsifies a/N through a server residual before applying, so replies hold <= k' pairs.
 //  ASP  each push is applied at once (w[i] -= scale·v) and answered with every index changed
 //       since that worker's previous reply (per-worker dirty sets) and its current value.
@@ -131,6 +133,7 @@ class ShardServer {
   void BspPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                std::span<const float> values, bool dense, Outbox* out);
   void BspMaybeComplete(Outbox* out);
+  void MergeIntoUnion(std::span<const uint32_t> indices, std::span<const float> values);
   void AsyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                  std::span<const float> values, bool dense, Outbox* out);
   void AsyncRelease(Outbox* out);
@@ -150,9 +153,13 @@ class ShardServer {
 
   // BSP.
   uint64_t round_ = 0;
-  std::vector<float> acc_;
-  std::vector<uint8_t> touched_;
+  // The round's sparse pushes merged: ascending union of their indices and per-index sums. Dense
+  // pushes go to acc_, a whole-shard accumulator that exists only during a dense round.
   std::vector<uint32_t> union_;
+  std::vector<float> union_sum_;
+  std::vector<uint32_t> merge_idx_;  // scratch of MergeIntoUnion
+  std::vector<float> merge_sum_;
+  std::vector<float> acc_;
   bool dense_round_ = false;
   std::vector<bool> arrived_;
   uint32_t contributions_ = 0;

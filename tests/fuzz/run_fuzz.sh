@@ -33,7 +33,7 @@ if [ -f "$BUILD/kernels/libsieve_kernels_cuda.a" ]; then
   CUDA_LIBS=("$BUILD/kernels/libsieve_kernels_cuda.a" "$CUDART" -ldl -lrt -lpthread)
 fi
 BIN="$OUT/decode_push_fuzzer"
-SRCS=("$HERE/decode_push_fuzzer.cc" "$ROOT/proto/codec.cc" "$ROOT/proto/shards.cc"
+SRCS=("$HERE/decode_push_fuzzer.cc" "$ROOT/proto/codec.cc" "$ROOT/proto/crc32c.cc" "$ROOT/proto/shards.cc"
       "$ROOT/server/shard_server.cc" "$ROOT/server/reply_pool.cc" "$ROOT/server/consistency.cc"
       "$ROOT/base/status.cc" "$GEN/sieve.pb.cc")
 newest_src=$(stat -c %Y "${SRCS[@]}" "$KERNELS" | sort -n | tail -1)
