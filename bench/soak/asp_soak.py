@@ -6,8 +6,9 @@ after a warm-up (the first --warmup fraction of the run), the mean RSS of the la
 the mean of the first minute after warm-up by at most --tolerance_mb. Also reports each process's
 RSS slope (least squares, MB/min) over the post-warm-up samples.
 
-The run length is set by calibration: a 1-epoch job with the same cluster measures seconds per
-epoch, then the soak runs ceil(minutes·60 / that) epochs, so it ends on its own (a clean finish
+The run length is set by calibration: a 2-epoch job with the same cluster measures the training
+loop's seconds per epoch (worker 0's summary `seconds`, start-up excluded), then the soak runs
+ceil(minutes·60 / that) epochs, so it ends on its own (a clean finish
 is part of the test). Results: a table on stdout and JSON under results/bench/.
 
 usage: asp_soak.py [--build=build] [--minutes=10] [--workers=8] [--servers=2]
@@ -136,12 +137,17 @@ def main():
     if not os.path.exists(DATA):
         sys.exit(f"soak: {DATA} missing (Debian package dataset-fashion-mnist)")
 
-    procs, _, secs = run(a, 1, 1)
+    procs, _, _ = run(a, 2, 1)
     if any(p.p.returncode != 0 for p in procs):
         sys.exit("soak: calibration job failed:\n" + "\n".join(
             f"[{p.name}] {l}" for p in procs for l in p.lines[-5:]))
-    epochs = max(1, math.ceil(a.minutes * 60 / secs))
-    print(f"calibration: 1 epoch in {secs:.1f} s -> {epochs} epochs for ~{a.minutes:g} min",
+    summary = [l for l in procs[1 + a.servers].lines if "sieve-worker summary:" in l]
+    m = re.search(r" seconds=([0-9.]+)", summary[-1]) if summary else None
+    if m is None:
+        sys.exit("soak: no worker summary in the calibration job")
+    per_epoch = float(m.group(1)) / 2
+    epochs = max(1, math.ceil(a.minutes * 60 / per_epoch))
+    print(f"calibration: {per_epoch:.1f} s per epoch -> {epochs} epochs for ~{a.minutes:g} min",
           flush=True)
 
     procs, samples, wall = run(a, epochs, a.sample_s)
