@@ -15,10 +15,17 @@
 //
 // Each (k, W) runs each path 3 times, interleaved, after 3 untimed warm-up round trips per
 // worker; the median run is reported (the machine may be shared).
+// Allocator: every received frame is a fresh heap block (ZeroMQ allocates it). With glibc's
+// adaptive thresholds, blocks of 100s of KiB flip between reused pages and freshly mapped or
+// trimmed ones, whose page faults (and TLB shootdowns) cost more than the copy itself on a VM and
+// land at random on either path. By default (--pin_malloc=1) the process fixes the mmap threshold
+// at 32 MiB and turns trimming off, for both paths alike; --pin_malloc=0 keeps glibc's defaults.
 // Usage: bench_transport [--k=1000,10000,100000,1000000] [--workers=1,2,4,8] [--seconds=0.5]
-//                        [--json=PATH]
+//                        [--pin_malloc=1] [--json=PATH]
 // Prints the CRC-32C routine this CPU uses, then one table row per (k, W): round trips/s and GB/s
 // of raw, sieve with checksum, sieve without, and the ratios to raw. The JSON holds the same rows.
+#include <malloc.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -29,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -300,7 +308,7 @@ int Main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--help") == 0) {
       std::puts(
           "usage: bench_transport [--k=1000,10000,100000,1000000] [--workers=1,2,4,8]\n"
-          "                       [--seconds=0.5] [--json=PATH]");
+          "                       [--seconds=0.5] [--pin_malloc=1] [--json=PATH]");
       return 0;
     }
   }
@@ -308,11 +316,18 @@ int Main(int argc, char** argv) {
   const auto ws = ParseList(FlagValue(argc, argv, "workers", "1,2,4,8"));
   const double target_s = std::stod(FlagValue(argc, argv, "seconds", "0.5"));
   const std::string json_path = FlagValue(argc, argv, "json", "");
+  const bool pin_malloc = FlagValue(argc, argv, "pin_malloc", "1") != "0";
+  if (pin_malloc && (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 ||
+                     mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 1)) {
+    Die("mallopt refused the allocator settings");
+  }
 
   const char* crc_path = Crc32cPathName(Crc32cBestPath());
-  std::printf("checksum: CRC-32C (%s)\n", crc_path);
+  std::printf("checksum: CRC-32C (%s); allocator: %s\n", crc_path,
+              pin_malloc ? "pinned (mmap threshold 32 MiB, no trim)" : "glibc defaults");
   std::ostringstream json;
-  json << "{\"benchmark\":\"transport\",\"crc32c_path\":\"" << crc_path << "\",\"rows\":[";
+  json << "{\"benchmark\":\"transport\",\"crc32c_path\":\"" << crc_path
+       << "\",\"pin_malloc\":" << (pin_malloc ? "true" : "false") << ",\"rows\":[";
   std::printf("%-9s %-3s %12s %9s %12s %9s %7s %12s %9s %7s\n", "k", "W", "raw rt/s", "raw GB/s",
               "sieve rt/s", "GB/s", "ratio", "nocrc rt/s", "GB/s", "ratio");
   bool first = true;
