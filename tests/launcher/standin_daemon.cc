@@ -107,7 +107,9 @@ int main(int argc, char** argv) {
       return all;
     }();
     std::rename((dir + "/" + name + ".args.tmp").c_str(), (dir + "/" + name + ".args").c_str());
-    std::ofstream(dir + "/" + name + ".pid") << getpid() << "\n";
+    // Written then renamed, like the args: a stand-in killed mid-write leaves no empty pid file.
+    std::ofstream(dir + "/" + name + ".pid.tmp") << getpid() << "\n";
+    std::rename((dir + "/" + name + ".pid.tmp").c_str(), (dir + "/" + name + ".pid").c_str());
   }
 
   if (role == "scheduler") {
