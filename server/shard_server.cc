@@ -80,13 +80,8 @@ void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> i
                           std::to_string(round),
                       out);
       }
-      HeldPush& h = join_push_[worker];  // applied when round_ reaches the join round
-      if (h.held) ++stats_.duplicates;
-      h.held = true;
-      h.round = round;
-      h.dense = dense;
-      h.indices.assign(indices.begin(), indices.end());
-      h.values.assign(values.begin(), values.end());
+      // Applied when round_ reaches the join round.
+      if (join_push_[worker].Hold(round, dense, indices, values)) ++stats_.duplicates;
       return;
     }
     return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
@@ -442,13 +437,8 @@ Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
 
 void ShardServer::ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                              std::span<const float> values, bool dense, Outbox* out) {
-  HeldPush& h = held_[worker];
-  if (h.held) ++stats_.duplicates;  // a resend: the latest push of the worker is kept
-  h.held = true;
-  h.round = round;
-  h.dense = dense;
-  h.indices.assign(indices.begin(), indices.end());
-  h.values.assign(values.begin(), values.end());
+  // A resend replaces the worker's held push (the latest is kept).
+  if (held_[worker].Hold(round, dense, indices, values)) ++stats_.duplicates;
   ResyncMaybeFinish(out);
 }
 

@@ -174,6 +174,16 @@ class ShardServer {
     bool dense = false;
     std::vector<uint32_t> indices;
     std::vector<float> values;
+    // Keeps a copy of a push; true when one was already held (the new one replaces it).
+    bool Hold(uint64_t r, bool d, std::span<const uint32_t> idx, std::span<const float> vals) {
+      const bool had = held;
+      held = true;
+      round = r;
+      dense = d;
+      indices.assign(idx.begin(), idx.end());
+      values.assign(vals.begin(), vals.end());
+      return had;
+    }
   };
   bool resync_ = false;
   bool dense_next_reply_ = false;  // the round completing the resync replies densely
