@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <random>
 
 namespace sieve {
@@ -44,8 +45,10 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeOptions& options) {
 
 Node::~Node() {
   io_stop_ = true;
-  if (io_.joinable()) io_.join();
+  // The I/O thread may be waiting for a message with no timeout: closing the transport wakes it
+  // (Recv fails with Aborted).
   if (transport_) transport_->Close();
+  if (io_.joinable()) io_.join();
 }
 
 Status Node::Register() {
@@ -113,18 +116,26 @@ Status Node::StopStatusLocked() const {
 
 void Node::IoLoop() {
   auto next_heartbeat = Clock::now();
-  const int poll_ms =
+  // Until the scheduler acknowledges the registration, poll at this period; afterwards sleep until
+  // a message comes or the next heartbeat is due (forever without heartbeats), so an idle node
+  // wakes once per heartbeat interval, not several times a second.
+  const int unregistered_poll_ms =
       options_.heartbeat_interval_ms > 0 ? std::min(100, options_.heartbeat_interval_ms) : 100;
+  int wait_ms = unregistered_poll_ms;
+  bool scheduler_lost = false;  // this thread's copy of scheduler_lost_ (only it sets that)
   while (!io_stop_) {
     Frames frames;
-    auto got = transport_->Recv(&frames, poll_ms);
+    auto got = transport_->Recv(&frames, wait_ms);
     if (!got.ok()) {
       if (got.status().code() == StatusCode::kAborted) break;
       LOG(WARNING) << "receive failed: " << got.status().ToString();
       continue;
     }
     if (*got) Dispatch(std::move(frames));
-    if (options_.heartbeat_interval_ms <= 0) continue;
+    if (options_.heartbeat_interval_ms <= 0) {
+      wait_ms = -1;  // no heartbeats, no loss detection: only messages and Close() wake us
+      continue;
+    }
     const auto now = Clock::now();
     bool registered, have_table;
     {
@@ -132,7 +143,10 @@ void Node::IoLoop() {
       registered = (acked_ || have_table_) && !shutdown_;
       have_table = have_table_;
     }
-    if (!registered) continue;
+    if (!registered) {
+      wait_ms = unregistered_poll_ms;
+      continue;
+    }
     if (now >= next_heartbeat && !have_table) {
       // Before the node table the scheduler knows this node only by its registration, so the
       // liveness signal is the (idempotent) REGISTER itself, which the scheduler acknowledges.
@@ -155,9 +169,18 @@ void Node::IoLoop() {
       if (!scheduler_lost_) {
         LOG(ERROR) << "scheduler silent for more than " << options_.heartbeat_timeout_ms << " ms";
         scheduler_lost_ = true;
+        scheduler_lost = true;
         cv_.notify_all();
       }
     }
+    const auto loss_check = last_from_scheduler_ +
+                            std::chrono::milliseconds(options_.heartbeat_timeout_ms) +
+                            std::chrono::milliseconds(1);
+    const auto deadline = scheduler_lost ? next_heartbeat : std::min(next_heartbeat, loss_check);
+    const auto until = deadline - now;
+    wait_ms = static_cast<int>(
+        std::clamp<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(until).count(), 1,
+                            options_.heartbeat_interval_ms));
   }
 }
 
@@ -331,7 +354,7 @@ Status Node::SendError(int peer, pb::ErrorCode code, const std::string& message,
 
 StatusOr<bool> Node::Receive(Message* out, int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto ready = [&] { return !inbox_.empty() || !StopStatusLocked().ok(); };
+  auto ready = [&] { return !inbox_.empty() || interrupted_ || !StopStatusLocked().ok(); };
   if (timeout_ms < 0) {
     cv_.wait(lock, ready);
   } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
@@ -342,7 +365,16 @@ StatusOr<bool> Node::Receive(Message* out, int timeout_ms) {
     inbox_.pop_front();
     return true;
   }
-  return StopStatusLocked();
+  Status stop = StopStatusLocked();
+  if (!stop.ok()) return stop;
+  interrupted_ = false;
+  return false;
+}
+
+void Node::Interrupt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  interrupted_ = true;
+  cv_.notify_all();
 }
 
 Status Node::Barrier(uint32_t group, int timeout_ms) {

@@ -77,6 +77,11 @@ class Node {
   // Next data-plane message: true with *out filled, false on timeout (timeout_ms, -1 = forever),
   // Aborted after SHUTDOWN / RequestStop, Unavailable once the scheduler is lost.
   StatusOr<bool> Receive(Message* out, int timeout_ms);
+  // Makes the current (or, if none waits, the next) Receive return false at once when no message
+  // is queued: how a callback on the I/O thread (set_on_node_dead, ...) hands work to the thread
+  // that receives, without that thread polling. Safe from any thread; repeated calls before the
+  // wake-up coalesce into one.
+  void Interrupt();
 
   // Enters barrier `group` (kGroup*) and waits until every live member arrived. Errors:
   // DeadlineExceeded after timeout_ms, Aborted/Unavailable as Receive.
@@ -146,6 +151,7 @@ class Node {
   std::string stop_reason_;
   bool scheduler_lost_ = false;
   std::deque<Message> inbox_;
+  bool interrupted_ = false;  // Interrupt() called since Receive last returned for it
   std::vector<uint64_t> barrier_seq_ = std::vector<uint64_t>(4, 0);       // last entered, by group
   std::vector<uint64_t> barrier_released_ = std::vector<uint64_t>(4, 0);  // last released, by group
   std::set<int> dead_;

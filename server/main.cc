@@ -201,13 +201,19 @@ int Run() {
   std::vector<WorkerEvent> worker_events;
   node.set_on_node_dead([&](const pb::NodeDead& d) {
     if (d.role() != pb::ROLE_WORKER) return;
-    std::lock_guard<std::mutex> lock(events_mu);
-    worker_events.push_back({d.rank(), false});
+    {
+      std::lock_guard<std::mutex> lock(events_mu);
+      worker_events.push_back({d.rank(), false});
+    }
+    node.Interrupt();
   });
   node.set_on_node_rejoined([&](const pb::NodeInfo& n) {
     if (n.role() != pb::ROLE_WORKER) return;
-    std::lock_guard<std::mutex> lock(events_mu);
-    worker_events.push_back({n.rank(), true});
+    {
+      std::lock_guard<std::mutex> lock(events_mu);
+      worker_events.push_back({n.rank(), true});
+    }
+    node.Interrupt();
   });
 
   Outbox out;
@@ -256,7 +262,9 @@ int Run() {
   Status end;
   while (true) {
     Message msg;
-    auto got = node.Receive(&msg, 200);
+    // Worker events interrupt the wait (Node::Interrupt); the timeout only keeps the exported
+    // auth gauges fresh while no message comes, so without --metrics_port the thread sleeps.
+    auto got = node.Receive(&msg, FLAGS_metrics_port != 0 ? 1000 : -1);
     {
       std::vector<WorkerEvent> events;
       {

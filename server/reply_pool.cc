@@ -7,11 +7,6 @@ size_t ReplyPool::pooled() const {
   return state_->free.size();
 }
 
-int ReplyPool::pooled_large() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->large;
-}
-
 std::shared_ptr<ReplyBuffer> ReplyPool::Get() {
   std::unique_ptr<ReplyBuffer> buf;
   {
@@ -19,7 +14,6 @@ std::shared_ptr<ReplyBuffer> ReplyPool::Get() {
     if (!state_->free.empty()) {
       buf = std::move(state_->free.back());
       state_->free.pop_back();
-      if (IsLarge(*buf)) --state_->large;
     }
   }
   if (!buf) buf = std::make_unique<ReplyBuffer>();
@@ -27,19 +21,14 @@ std::shared_ptr<ReplyBuffer> ReplyPool::Get() {
   buf->values.clear();
   std::weak_ptr<State> weak = state_;
   return std::shared_ptr<ReplyBuffer>(buf.release(), [weak](ReplyBuffer* b) {
-    if (auto s = weak.lock()) {
-      std::lock_guard<std::mutex> lock(s->mu);
-      if (!IsLarge(*b)) {
-        s->free.emplace_back(b);
-        return;
-      }
-      if (s->large == 0) {
-        ++s->large;
+    if (!IsLarge(*b)) {
+      if (auto s = weak.lock()) {
+        std::lock_guard<std::mutex> lock(s->mu);
         s->free.emplace_back(b);
         return;
       }
     }
-    delete b;
+    delete b;  // large, or the pool is gone
   });
 }
 

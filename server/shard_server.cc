@@ -25,7 +25,7 @@ StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(const ShardServerOpti
 
 ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> initial)
     : options_(options),
-      w_(std::move(initial)),
+      w_(initial.begin(), initial.end()),
       live_(options.num_workers, true),
       live_count_(options.num_workers),
       rejoined_(options.num_workers, false),
@@ -423,7 +423,7 @@ Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
     return InvalidArgumentError("restored shard has " + std::to_string(weights.size()) +
                                 " values, the shard has " + std::to_string(w_.size()));
   }
-  w_ = std::move(weights);
+  w_.assign(weights.begin(), weights.end());
   if (options_.consistency == Consistency::kBsp) {
     round_ = round;
     last_reply_.reset();

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "base/huge_page_allocator.h"
 #include "base/status.h"
 #include "kernels/compressor.h"
 #include "proto/sieve.pb.h"
@@ -145,7 +146,7 @@ class ShardServer {
   void BspAdmitJoiners(Outbox* out);  // counts joiners whose join round is round_
 
   const ShardServerOptions options_;
-  std::vector<float> w_;
+  HugePageVector<float> w_;  // huge pages: the sparse rounds touch it at scattered indices
   ReplyPool pool_;
   ShardServerStats stats_;
   std::vector<bool> live_;

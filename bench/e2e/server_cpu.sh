@@ -20,6 +20,9 @@
 # Every daemon runs under `ulimit -v` of --mem_limit_gb GiB, so a runaway process fails its cell
 # instead of exhausting a shared machine's memory (at D = 1e8 with 2 workers the dense pull's
 # resends drove one server to 23 GB; docs/results.md, "Memory").
+# After each job, bench_access_floor measures the machine's floor at that D: the same number of
+# scattered read-modify-writes (k x W) into a D-float array allocated like the shard, back to back
+# ("busy") and after sleeping the job's wall time per round ("idle"), in CPU ms per round.
 # Writes OUT/rows.jsonl (default results/bench/server-cpu-<timestamp>/) and prints a table with
 # the load average before and after. Loopback only: the links play no part.
 set -euo pipefail
@@ -133,6 +136,21 @@ row["steady_points"] = min(len([p for p in s.get("series", []) if p[1] >= skip])
                            for s in row["server"]) if row["server"] else 0
 print(json.dumps(row))
 PY
+  # The memory floor at this D (bench_access_floor): the same number of scattered read-modify-
+  # writes into a shard-sized array, after sleeping the server's wall time per round.
+  idle_ms=$(/usr/bin/python3 -c 'import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print(max(1, round(1e3 * (r["wall_s_per_round"] or 0.1))))' "$rows")
+  floor=$("$build/bench/e2e/bench_access_floor" --num_params="$d" --pairs=$((k * workers)) \
+    --rounds=15 --idle_ms="$idle_ms" 2>"$logs/floor.log") || floor='{}'
+  /usr/bin/python3 - "$rows" "$floor" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+row = json.loads(lines[-1])
+row["floor"] = json.loads(sys.argv[2])
+lines[-1] = json.dumps(row)
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
 done
 
 /usr/bin/python3 - "$rows" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
@@ -140,11 +158,13 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 ms = lambda v: "%.3f" % (1e3 * v) if v is not None else "-"
 mb = lambda kb, params: "%.0f (%.1f)" % (kb / 1024, kb * 1024 / params)
+fl = lambda r: r.get("floor") if r.get("floor", {}).get("idle_ms_per_round") else None
 print("\n| D | k/worker | server CPU ms/round | x vs first | main thread ms/round | x vs first | "
-      "zmq + other threads ms/round | wall ms/round | server peak RSS MB (B/param of shard) | "
+      "zmq + other threads ms/round | wall ms/round | floor ms/round (busy / idle) | "
+      "x vs first (idle) | server peak RSS MB (B/param of shard) | "
       "server steady RSS MB (B/param) | worker peak RSS MB (B/param) | "
       "worker steady RSS MB (B/param) | load |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 base = None
 for r in sorted(rows, key=lambda r: r["d"]):
     if r["exit"] or r["cpu_s_per_round"] is None:
@@ -158,12 +178,18 @@ for r in sorted(rows, key=lambda r: r["d"]):
         "%.2f" % (r["main_s_per_round"] / base["main_s_per_round"]),
         "%s + %s" % (ms(r["zmq_s_per_round"]), ms(r["other_s_per_round"])),
         "%.1f" % (1e3 * r["wall_s_per_round"]),
+        "%.3f / %.3f" % (fl(r)["busy_ms"], fl(r)["idle_ms_per_round"]) if fl(r) else "-",
+        "%.2f" % (fl(r)["idle_ms_per_round"] / fl(base)["idle_ms_per_round"])
+        if fl(r) and fl(base) else "-",
         mb(max(s["max_rss_kb"] for s in r["server"]), shard),
         mb(r["server_steady_rss_kb"], shard),
         mb(max(w["max_rss_kb"] for w in r["worker"]), r["d"]),
         mb(r["worker_steady_rss_kb"], r["d"]),
         "%.1f-%.1f" % (r["load_start"], r["load_end"])]
     print("| " + " | ".join(cells) + " |")
-print("\nslopes over rounds >= %d of %d; load %s -> %s; rows: %s" % (
+print("\nfloor: bench_access_floor, %d scattered read-modify-writes per round into a D-float array "
+      "(busy: back to back; idle: after sleeping the wall time per round)" %
+      (rows[0]["k"] * rows[0]["workers"]))
+print("slopes over rounds >= %d of %d; load %s -> %s; rows: %s" % (
     rows[0]["skip"], rows[0]["rounds"], sys.argv[2], sys.argv[3], sys.argv[1]))
 PY

@@ -1,5 +1,5 @@
-// ReplyPool: small buffers are recycled with their capacity; of several large (dense-shard)
-// buffers released, only one stays pooled; a buffer that outlives its pool is simply freed.
+// ReplyPool: small buffers are recycled with their capacity; large (dense-shard) buffers are
+// freed, never pooled; a buffer that outlives its pool is simply freed.
 #include "server/reply_pool.h"
 
 #include <gtest/gtest.h>
@@ -26,24 +26,26 @@ TEST(ServerReplyPool, RecyclesSmallBuffersWithTheirCapacity) {
   EXPECT_EQ(pool.pooled(), 0u);
 }
 
-TEST(ServerReplyPool, KeepsAtMostOneLargeBuffer) {
+TEST(ServerReplyPool, FreesLargeBuffersAndKeepsSmallOnes) {
   ReplyPool pool;
+  const ReplyBuffer* small_ptr = nullptr;
   {
     std::vector<std::shared_ptr<ReplyBuffer>> pulls;
     for (int i = 0; i < 4; ++i) {  // four workers pull the whole shard at once
       pulls.push_back(pool.Get());
       pulls.back()->values.resize(ReplyPool::kLargeElements + 1);
     }
+    pulls.push_back(pool.Get());
+    pulls.back()->indices.resize(ReplyPool::kLargeElements + 1);  // large by its indices
     auto small = pool.Get();
-    small->values.resize(10);
+    small->values.resize(ReplyPool::kLargeElements);  // at the limit: still small
+    small_ptr = small.get();
   }
-  EXPECT_EQ(pool.pooled(), 2u);  // one large, one small
-  EXPECT_EQ(pool.pooled_large(), 1);
-  // Taking the large one out and returning it keeps the count right.
-  std::vector<std::shared_ptr<ReplyBuffer>> out = {pool.Get(), pool.Get()};
-  EXPECT_EQ(pool.pooled_large(), 0);
-  out.clear();
-  EXPECT_EQ(pool.pooled_large(), 1);
+  EXPECT_EQ(pool.pooled(), 1u);
+  auto again = pool.Get();
+  EXPECT_EQ(again.get(), small_ptr);
+  EXPECT_GE(again->values.capacity(), ReplyPool::kLargeElements);
+  EXPECT_EQ(pool.pooled(), 0u);
 }
 
 TEST(ServerReplyPool, BufferOutlivingThePoolIsFreed) {
