@@ -31,7 +31,8 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
       rejoined_(options.num_workers, false),
       join_round_(options.num_workers, -1),
       join_push_(options.num_workers),
-      dense_reply_to_(options.num_workers, false) {
+      dense_reply_to_(options.num_workers, false),
+      unpushed_joiner_(options.num_workers, false) {
   const size_t n = w_.size();
   const uint32_t workers = options.num_workers;
   if (options.consistency == Consistency::kBsp) {
@@ -125,6 +126,7 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
     MergeIntoUnion(indices, values);
   }
   arrived_[worker] = true;
+  unpushed_joiner_[worker] = false;
   ++contributions_;
   ++stats_.pushes_applied;
   BspMaybeComplete(out);
@@ -249,6 +251,7 @@ void ShardServer::BspAdmitJoiners(Outbox* out) {
     join_round_[w] = -1;
     dense_reply_to_[w] = true;
     arrived_[w] = false;
+    unpushed_joiner_[w] = true;  // until its push arrives (at once below when one is held)
     ++stats_.rejoins;
     HeldPush h;
     std::swap(h, join_push_[w]);
@@ -365,7 +368,22 @@ void ShardServer::OnJoin(int worker, uint64_t round, Outbox* out) {
     return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
                   "unknown worker rank " + std::to_string(worker), out, pb::MSG_JOIN);
   }
-  if (live_[worker]) return ack();  // a repeated JOIN of a worker already counted
+  if (live_[worker]) {
+    if (options_.consistency != Consistency::kBsp || !unpushed_joiner_[worker] || round <= round_)
+      return ack();  // a repeated JOIN of a worker already counted
+    // A retry: another server refused the joiner's first round, so it will start later. Uncount
+    // it here before it ever pushed, and wait for it at the new round.
+    live_[worker] = false;
+    --live_count_;
+    --stats_.rejoins;
+    rejoined_[worker] = true;
+    unpushed_joiner_[worker] = false;
+    dense_reply_to_[worker] = false;
+    join_round_[worker] = static_cast<int64_t>(round);
+    ack();
+    if (resync_) return ResyncMaybeFinish(out);
+    return BspMaybeComplete(out);  // the round may have waited for this worker alone
+  }
   if (!rejoined_[worker]) {
     return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
                   "JOIN from a worker the scheduler has not re-admitted", out, pb::MSG_JOIN);
@@ -376,6 +394,12 @@ void ShardServer::OnJoin(int worker, uint64_t round, Outbox* out) {
                     "BSP server is already aggregating round " + std::to_string(round_) +
                         ", past join round " + std::to_string(round),
                     out, pb::MSG_JOIN);
+    }
+    if (join_round_[worker] >= 0 && round < static_cast<uint64_t>(join_round_[worker])) {
+      return;  // stale: a resend of a JOIN that a retry for a later round has replaced
+    }
+    if (join_round_[worker] >= 0 && round > static_cast<uint64_t>(join_round_[worker])) {
+      join_push_[worker] = HeldPush{};  // a push held for the replaced round is void
     }
     join_round_[worker] = static_cast<int64_t>(round);
     ack();
@@ -394,6 +418,7 @@ void ShardServer::OnJoin(int worker, uint64_t round, Outbox* out) {
 
 void ShardServer::OnWorkerDead(int worker, Outbox* out) {
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) return;
+  unpushed_joiner_[worker] = false;
   if (!live_[worker]) {  // a re-admitted worker that died again before it was counted
     rejoined_[worker] = false;
     join_round_[worker] = -1;

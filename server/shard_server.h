@@ -103,6 +103,12 @@ class ShardServer {
   //       first round is the dense shard, so its replica equals the server's from then on.
   //  ASP/SSP  counted at once; its clock becomes max(its old clock, round) and its next reply is
   //       dense.
+  // Retries (BSP): a joiner refused by one server asks every server again for a later round.
+  // A JOIN for a later round replaces a pending one; one for an earlier round than the pending
+  // one is stale (a resend overtaken by the retry) and ignored without a reply. A joiner already
+  // counted from its join round but that has not pushed yet is uncounted again and moved to the
+  // later round (the round it left may then complete without it); once it has pushed, a JOIN is
+  // only acknowledged.
   void OnWorkerRejoined(int worker);
   void OnJoin(int worker, uint64_t round, Outbox* out);
 
@@ -191,10 +197,11 @@ class ShardServer {
   std::vector<HeldPush> held_;
 
   // Worker rejoin.
-  std::vector<bool> rejoined_;        // re-admitted by the scheduler, not yet counted
-  std::vector<int64_t> join_round_;   // BSP: accepted join round (-1 = none)
-  std::vector<HeldPush> join_push_;   // BSP: a joiner's PUSH of its join round, held
-  std::vector<bool> dense_reply_to_;  // BSP: this worker's next UPDATE is the whole shard
+  std::vector<bool> rejoined_;         // re-admitted by the scheduler, not yet counted
+  std::vector<int64_t> join_round_;    // BSP: accepted join round (-1 = none)
+  std::vector<HeldPush> join_push_;    // BSP: a joiner's PUSH of its join round, held
+  std::vector<bool> dense_reply_to_;   // BSP: this worker's next UPDATE is the whole shard
+  std::vector<bool> unpushed_joiner_;  // BSP: counted from its join round, no push arrived yet
 
   // ASP / SSP.
   float scale_ = 1.0f;

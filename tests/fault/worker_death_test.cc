@@ -138,6 +138,13 @@ TEST(WorkerDeathTest, RestartedWorkerRejoinsAndTrainingFinishes) {
   const int64_t first = std::stoll(rejoined["first_round"]);
   std::printf("worker killed at round %ld, rejoined at round %ld of %s\n",
               static_cast<long>(at_kill), static_cast<long>(first), total.c_str());
+  {
+    // The trainer's line names the join attempt (a refused join round is retried further ahead).
+    const std::string log = c.Log();
+    const size_t at = log.find("rejoined a running job");
+    if (at != std::string::npos)
+      std::printf("%s\n", log.substr(at, log.find('\n', at) - at).c_str());
+  }
   EXPECT_GT(first, at_kill + 5);
   EXPECT_LT(first, 4 * 937);
   for (int s = 0; s < 2; ++s) EXPECT_EQ(c.ServerSummary(s)["rejoins"], "1") << c.Log();

@@ -271,6 +271,80 @@ TEST(ServerShardTest, BspJoinAtTheCurrentRoundCountsAtOnce) {
   EXPECT_EQ(s->stats().rejoins, 1u);
 }
 
+TEST(ServerShardTest, BspJoinRetryMovesAnUnpushedJoinerToTheLaterRound) {
+  // Worker 1 died and rejoins; this server accepted its join round 1, another refused it, so it
+  // retries at round 3. Reference: a dense replay of exactly the pushes each round must count.
+  const uint32_t n = 8;
+  ShardServerOptions o;
+  o.num_workers = 2;
+  auto s = Make(o, std::vector<float>(n, 0.0f));
+  std::vector<float> ref(n, 0.0f);
+  auto push = [&](int w, uint64_t round, uint32_t i, float v, Outbox* out) {
+    std::vector<uint32_t> idx = {i};
+    std::vector<float> val = {v};
+    s->OnPush(w, round, idx, val, false, out);
+  };
+  Outbox out;
+  s->OnWorkerDead(1, &out);
+  push(0, 0, 0, 1.0f, &out);  // round 0 without worker 1
+  ref[0] -= 1.0f;
+  ASSERT_EQ(out.size(), 1u);
+  out.clear();
+  s->OnWorkerRejoined(1);
+  s->OnJoin(1, 1, &out);  // the first attempt: round 1 is being aggregated, counted at once
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  out.clear();
+  push(0, 1, 2, 4.0f, &out);
+  EXPECT_TRUE(out.empty());  // round 1 now waits for worker 1
+  EXPECT_EQ(s->stats().rejoins, 1u);
+
+  s->OnJoin(1, 3, &out);  // the retry: uncounted, so round 1 completes with worker 0 alone
+  ref[2] -= 4.0f;
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(out[0].round, 3u);
+  EXPECT_EQ(out[1].type, pb::MSG_UPDATE);
+  EXPECT_EQ(out[1].worker, 0);
+  EXPECT_EQ(out[1].round, 1u);
+  EXPECT_EQ(s->stats().rejoins, 0u);
+  out.clear();
+  s->OnJoin(1, 1, &out);  // the first attempt's resend, arriving late: refused as too late
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].code, pb::ERROR_JOIN_TOO_LATE);
+  out.clear();
+  s->OnJoin(1, 2, &out);  // an older attempt than the pending one (round 3): ignored, no reply
+  EXPECT_TRUE(out.empty());
+  push(1, 1, 5, 9.0f, &out);  // round 1 is no longer its to push
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
+  out.clear();
+
+  push(0, 2, 3, 2.0f, &out);  // round 2 without worker 1
+  ref[3] -= 2.0f;
+  ASSERT_EQ(out.size(), 1u);
+  out.clear();
+  push(0, 3, 4, 6.0f, &out);
+  EXPECT_TRUE(out.empty());  // round 3 waits for the joiner
+  push(1, 3, 4, 2.0f, &out);
+  ref[4] -= (6.0f + 2.0f) / 2.0f;
+  ASSERT_EQ(out.size(), 2u);
+  for (const Reply& r : out) EXPECT_EQ(r.dense, r.worker == 1);  // the joiner gets the shard
+  EXPECT_EQ(s->stats().rejoins, 1u);
+  out.clear();
+  s->OnJoin(1, 5, &out);  // after its first push a JOIN changes nothing
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  out.clear();
+  push(0, 4, 1, 1.0f, &out);
+  EXPECT_TRUE(out.empty());  // still counted: round 4 waits for it
+  push(1, 4, 1, 3.0f, &out);
+  ref[1] -= 2.0f;
+  ASSERT_EQ(out.size(), 2u);
+  std::vector<float> w(s->weights().begin(), s->weights().end());
+  EXPECT_EQ(w, ref);  // every value is exact in binary: equality, not tolerance
+}
+
 TEST(ServerShardTest, AspRejoinedWorkerContinuesPastTheSlowestClock) {
   ShardServerOptions o;
   o.num_workers = 2;

@@ -100,10 +100,13 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
       const pb::MsgType rejected = msg.header.error().rejected_type();
       if (rejected != pb::MSG_UNSPECIFIED && rejected != RequestFor(type)) continue;
       if (!any_round && msg.header.round() != round) continue;
-      return FailedPreconditionError("server " + std::to_string(server) + " rejected " +
-                                     std::string(MsgTypeName(msg.header.error().rejected_type())) +
-                                     ": " + pb::ErrorCode_Name(msg.header.error().code()) + ": " +
-                                     msg.header.error().message());
+      const std::string what = "server " + std::to_string(server) + " rejected " +
+                               std::string(MsgTypeName(msg.header.error().rejected_type())) + ": " +
+                               pb::ErrorCode_Name(msg.header.error().code()) + ": " +
+                               msg.header.error().message();
+      // The one refusal a caller recovers from by asking again later (Trainer's join retry).
+      if (msg.header.error().code() == pb::ERROR_JOIN_TOO_LATE) return OutOfRangeError(what);
+      return FailedPreconditionError(what);
     }
     if (msg.type() != type || (!any_round && msg.header.round() != round) || done[server])
       continue;  // stale or duplicate

@@ -80,8 +80,10 @@ class PsClient {
 
   // A worker admitted into a running job (joined_late()) asks every server to count it again
   // from `round` on (MSG_JOIN, resent like PullDense until acknowledged). After OK the worker
-  // pushes `round` next. Errors: FailedPrecondition with the server's ERROR (e.g.
-  // ERROR_JOIN_TOO_LATE: the job passed `round`; pick a later one), DeadlineExceeded, Aborted.
+  // pushes `round` next. Errors: OutOfRange when a server answered ERROR_JOIN_TOO_LATE (the job
+  // passed `round` there: pull again and join a later round; servers that accepted `round` move
+  // to the later one, see ShardServer::OnJoin), FailedPrecondition with any other ERROR,
+  // DeadlineExceeded, Aborted.
   Status Join(uint64_t round, int timeout_ms);
   bool joined_late() const { return node_->joined_late(); }
 

@@ -126,22 +126,31 @@ Status Trainer::InitWeights(uint64_t* first_round) {
   w_ = InitParams(layout_, options_.seed);
   if (client_->joined_late()) {
     // Rejoin (docs/architecture.md, "Worker rejoin"): the servers' weights, then a join round
-    // kJoinMargin rounds past the furthest server, so that no server passes it before the JOIN
-    // arrives. The replica is resynchronized by the dense UPDATE of that first round.
-    constexpr uint64_t kJoinMargin = 2;
-    uint64_t at = 0;
-    SIEVE_RETURN_IF_ERROR(client_->PullDense(w_, options_.round_timeout_ms, &at));
-    const uint64_t join = at + kJoinMargin;
-    Status joined = client_->Join(join, options_.round_timeout_ms);
-    if (!joined.ok()) {
-      return Status(joined.code(),
-                    "rejoin at round " + std::to_string(join) +
-                        " failed (the job moved on; restart the worker): " + joined.message());
+    // `margin` rounds past the furthest server, so that no server passes it before the JOIN
+    // arrives. The replica is resynchronized by the dense UPDATE of that first round. When a
+    // server passed it anyway (fast rounds), pull again and join with twice the margin.
+    constexpr uint64_t kFirstJoinMargin = 2;
+    constexpr int kJoinAttempts = 8;  // margins 2, 4, ..., 256 rounds
+    uint64_t margin = kFirstJoinMargin;
+    for (int attempt = 1;; ++attempt, margin *= 2) {
+      uint64_t at = 0;
+      SIEVE_RETURN_IF_ERROR(client_->PullDense(w_, options_.round_timeout_ms, &at));
+      const uint64_t join = at + margin;
+      Status joined = client_->Join(join, options_.round_timeout_ms);
+      if (joined.ok()) {
+        LOG(INFO) << "rejoined a running job: servers at round " << at << ", counted from round "
+                  << join << " (attempt " << attempt << ")";
+        *first_round = join;
+        return Status::Ok();
+      }
+      if (joined.code() != StatusCode::kOutOfRange || attempt == kJoinAttempts) {
+        return Status(joined.code(), "rejoin at round " + std::to_string(join) + " failed after " +
+                                         std::to_string(attempt) +
+                                         " attempt(s): " + joined.message());
+      }
+      LOG(WARNING) << "join round " << join << " already passed (" << joined.message()
+                   << "); pulling again and joining " << 2 * margin << " rounds ahead";
     }
-    LOG(INFO) << "rejoined a running job: servers at round " << at << ", counted from round "
-              << join;
-    *first_round = join;
-    return Status::Ok();
   }
   // A fingerprint, not a copy, of the local initialization (a copy would cost 4 B/param at peak).
   const uint64_t local = Fingerprint(w_);
