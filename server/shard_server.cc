@@ -373,16 +373,12 @@ void ShardServer::OnJoin(int worker, uint64_t round, Outbox* out) {
       return ack();  // a repeated JOIN of a worker already counted
     // A retry: another server refused the joiner's first round, so it will start later. Uncount
     // it here before it ever pushed, and wait for it at the new round.
-    live_[worker] = false;
-    --live_count_;
     --stats_.rejoins;
     rejoined_[worker] = true;
-    unpushed_joiner_[worker] = false;
     dense_reply_to_[worker] = false;
     join_round_[worker] = static_cast<int64_t>(round);
     ack();
-    if (resync_) return ResyncMaybeFinish(out);
-    return BspMaybeComplete(out);  // the round may have waited for this worker alone
+    return BspUncount(worker, out);  // the round may have waited for this worker alone
   }
   if (!rejoined_[worker]) {
     return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
@@ -425,18 +421,22 @@ void ShardServer::OnWorkerDead(int worker, Outbox* out) {
     join_push_[worker] = HeldPush{};
     return;
   }
+  if (options_.consistency == Consistency::kBsp) return BspUncount(worker, out);
   live_[worker] = false;
   --live_count_;
-  if (options_.consistency == Consistency::kBsp) {
-    if (resync_) {
-      held_[worker] = HeldPush{};
-      return ResyncMaybeFinish(out);
-    }
-    BspMaybeComplete(out);
-  } else {
-    waiting_[worker] = false;
-    AsyncRelease(out);
+  waiting_[worker] = false;
+  AsyncRelease(out);
+}
+
+void ShardServer::BspUncount(int worker, Outbox* out) {
+  live_[worker] = false;
+  --live_count_;
+  unpushed_joiner_[worker] = false;
+  if (resync_) {
+    held_[worker] = HeldPush{};
+    return ResyncMaybeFinish(out);
   }
+  BspMaybeComplete(out);  // the round may have waited for this worker alone
 }
 
 }  // namespace sieve

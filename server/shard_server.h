@@ -149,6 +149,8 @@ class ShardServer {
   void ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                   std::span<const float> values, bool dense, Outbox* out);
   void ResyncMaybeFinish(Outbox* out);
+  // BSP: stops counting the live `worker` and completes the round if it waited for it alone.
+  void BspUncount(int worker, Outbox* out);
   void BspAdmitJoiners(Outbox* out);  // counts joiners whose join round is round_
 
   const ShardServerOptions options_;
