@@ -2,10 +2,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
+#include "base/prefetch.h"
 #include "kernels/selection.h"
 
 namespace sieve {
+namespace {
+
+// Σ values in fp64 with four independent accumulators (one long dependency chain of fp64 adds
+// would cost more than the rest of a push's bookkeeping).
+double SumAsDouble(std::span<const float> values) {
+  double s[4] = {0, 0, 0, 0};
+  size_t j = 0;
+  for (; j + 4 <= values.size(); j += 4) {
+    for (int u = 0; u < 4; ++u) s[u] += values[j + u];
+  }
+  for (; j < values.size(); ++j) s[0] += values[j];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(const ShardServerOptions& options,
                                                            std::vector<float> initial) {
@@ -41,8 +58,8 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
   } else {
     scale_ = options.async_scale > 0 ? options.async_scale : 1.0f / static_cast<float>(workers);
     last_round_.assign(workers, -1);
-    dirty_flag_.assign(workers, std::vector<uint8_t>(n, 0));
     dirty_list_.assign(workers, {});
+    prepared_.assign(workers, nullptr);
     all_dirty_.assign(workers, false);
     waiting_.assign(workers, false);
     waiting_round_.assign(workers, 0);
@@ -122,7 +139,7 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
       stats_.pushed_sum += values[i];
     }
   } else {
-    for (float v : values) stats_.pushed_sum += v;
+    stats_.pushed_sum += SumAsDouble(values);
     MergeIntoUnion(indices, values);
   }
   arrived_[worker] = true;
@@ -197,13 +214,21 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
       }
     }
   } else {
-    buf->indices.assign(union_.begin(), union_.end());  // ascending: built by merging
-    buf->values.resize(union_.size());
-    for (size_t j = 0; j < union_.size(); ++j) {
-      const uint32_t i = union_[j];
-      w_[i] -= union_sum_[j] / n;
-      buf->values[j] = w_[i];
+    // One pass over the union (ascending: built by merging): apply, and gather the reply.
+    const size_t m = union_.size();
+    buf->values.resize(m);
+    const uint32_t* const idx = union_.data();
+    const float* const sum = union_sum_.data();
+    float* const vals = buf->values.data();
+    float* const w = w_.data();
+    const size_t ahead = m > kScatterPrefetchDistance ? m - kScatterPrefetchDistance : 0;
+    for (size_t j = 0; j < m; ++j) {
+      if (j < ahead) PrefetchForWrite(w + idx[j + kScatterPrefetchDistance]);
+      const uint32_t i = idx[j];
+      w[i] -= sum[j] / n;
+      vals[j] = w[i];
     }
+    buf->indices.swap(union_);  // the union becomes the reply's indices; union_ reuses its array
   }
   if (!dense_round_ && !acc_.empty()) std::vector<float>().swap(acc_);  // sparse again: free it
   union_.clear();
@@ -259,11 +284,23 @@ void ShardServer::BspAdmitJoiners(Outbox* out) {
   }
 }
 
-void ShardServer::MarkDirty(uint32_t i) {
+void ShardServer::MarkDirty(std::span<const uint32_t> indices, int except) {
   for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    if (!dirty_flag_[w][i]) {
-      dirty_flag_[w][i] = 1;
-      dirty_list_[w].push_back(i);
+    if (!live_[w] || all_dirty_[w] || static_cast<int>(w) == except) continue;
+    std::vector<uint32_t>& list = dirty_list_[w];
+    if (list.empty()) {
+      list.assign(indices.begin(), indices.end());
+    } else {
+      merge_idx_.clear();
+      merge_idx_.reserve(list.size() + indices.size());
+      std::set_union(list.begin(), list.end(), indices.begin(), indices.end(),
+                     std::back_inserter(merge_idx_));
+      list.swap(merge_idx_);
+    }
+    // Past half the shard a dense reply is smaller than the sparse one (4 vs 8 bytes per entry).
+    if (list.size() > w_.size() / 2) {
+      all_dirty_[w] = true;
+      std::vector<uint32_t>().swap(list);
     }
   }
 }
@@ -275,18 +312,35 @@ void ShardServer::AsyncPush(int worker, uint64_t round, std::span<const uint32_t
     if (!waiting_[worker]) AsyncReply(worker, round, out);
     return;
   }
+  stats_.pushed_sum += SumAsDouble(values);
   if (dense) {
-    for (size_t i = 0; i < values.size(); ++i) {
-      w_[i] -= scale_ * values[i];
-      stats_.pushed_sum += values[i];
-    }
+    for (size_t i = 0; i < values.size(); ++i) w_[i] -= scale_ * values[i];
     std::fill(all_dirty_.begin(), all_dirty_.end(), true);
+    for (auto& list : dirty_list_) std::vector<uint32_t>().swap(list);
   } else {
-    for (size_t j = 0; j < indices.size(); ++j) {
-      w_[indices[j]] -= scale_ * values[j];
-      stats_.pushed_sum += values[j];
-      MarkDirty(indices[j]);
+    // ASP answers at once, so when this worker has nothing else outstanding its reply is exactly
+    // the pushed indices: gather their new values in the same pass as the update.
+    const bool fused = options_.consistency == Consistency::kAsp && !all_dirty_[worker] &&
+                       dirty_list_[worker].empty();
+    std::shared_ptr<ReplyBuffer> reply;
+    float* gathered = nullptr;
+    if (fused) {
+      reply = pool_.Get();
+      reply->indices.assign(indices.begin(), indices.end());
+      reply->values.resize(indices.size());
+      gathered = reply->values.data();
     }
+    const size_t m = indices.size();
+    const uint32_t* const idx = indices.data();
+    float* const w = w_.data();
+    const size_t ahead = m > kScatterPrefetchDistance ? m - kScatterPrefetchDistance : 0;
+    for (size_t j = 0; j < m; ++j) {
+      if (j < ahead) PrefetchForWrite(w + idx[j + kScatterPrefetchDistance]);
+      w[idx[j]] -= scale_ * values[j];
+      if (gathered != nullptr) gathered[j] = w[idx[j]];
+    }
+    MarkDirty(indices, fused ? worker : -1);
+    prepared_[worker] = std::move(reply);
   }
   last_round_[worker] = static_cast<int64_t>(round);
   ++stats_.pushes_applied;
@@ -313,21 +367,33 @@ void ShardServer::AsyncRelease(Outbox* out) {
 }
 
 void ShardServer::AsyncReply(int worker, uint64_t round, Outbox* out) {
+  if (prepared_[worker]) {  // built while applying this worker's push (AsyncPush)
+    out->push_back(
+        {worker, pb::MSG_UPDATE, round, false, std::move(prepared_[worker]), pb::ERROR_NONE, ""});
+    prepared_[worker] = nullptr;
+    return;
+  }
   auto buf = pool_.Get();
   bool dense = false;
+  std::vector<uint32_t>& list = dirty_list_[worker];
   if (all_dirty_[worker]) {
     buf->values.assign(w_.begin(), w_.end());
     dense = true;
     all_dirty_[worker] = false;
+    list.clear();
   } else {
-    auto& list = dirty_list_[worker];
-    std::sort(list.begin(), list.end());
-    buf->indices.assign(list.begin(), list.end());
-    buf->values.resize(list.size());
-    for (size_t j = 0; j < list.size(); ++j) buf->values[j] = w_[list[j]];
+    // The list is ascending (built by merging): gather, then it becomes the reply's indices.
+    const size_t m = list.size();
+    buf->values.resize(m);
+    const float* const w = w_.data();
+    const size_t ahead = m > kScatterPrefetchDistance ? m - kScatterPrefetchDistance : 0;
+    for (size_t j = 0; j < m; ++j) {
+      if (j < ahead) PrefetchForRead(w + list[j + kScatterPrefetchDistance]);
+      buf->values[j] = w[list[j]];
+    }
+    buf->indices.swap(list);  // list takes the buffer's old (cleared) array
+    list.clear();
   }
-  for (uint32_t i : dirty_list_[worker]) dirty_flag_[worker][i] = 0;
-  dirty_list_[worker].clear();
   out->push_back({worker, pb::MSG_UPDATE, round, dense, std::move(buf), pb::ERROR_NONE, ""});
 }
 
@@ -425,6 +491,8 @@ void ShardServer::OnWorkerDead(int worker, Outbox* out) {
   live_[worker] = false;
   --live_count_;
   waiting_[worker] = false;
+  std::vector<uint32_t>().swap(dirty_list_[worker]);  // a rejoin starts with a dense reply
+  prepared_[worker] = nullptr;
   AsyncRelease(out);
 }
 

@@ -12,7 +12,9 @@
 //       new values. Optional two-way compression
 //       sparsifies a/N through a server residual before applying, so replies hold <= k' pairs.
 //  ASP  each push is applied at once (w[i] -= scale·v) and answered with every index changed
-//       since that worker's previous reply (per-worker dirty sets) and its current value.
+//       since that worker's previous reply and its current value (per-worker ascending dirty
+//       lists, merged push by push; one past half the shard becomes a dense reply). A worker with
+//       nothing else outstanding gets its reply gathered in the same pass as the update.
 //  SSP  ASP, but a worker's reply (which lets it start its next round) is held back while its
 //       clock (rounds pushed) is more than `staleness` ahead of the slowest live worker's.
 //  A push repeated for a (worker, round) already applied is never applied again: BSP resends the
@@ -145,7 +147,9 @@ class ShardServer {
                  std::span<const float> values, bool dense, Outbox* out);
   void AsyncRelease(Outbox* out);
   void AsyncReply(int worker, uint64_t round, Outbox* out);
-  void MarkDirty(uint32_t i);
+  // Merges ascending `indices` into the dirty list of every live worker but `except` (-1: none);
+  // a list past half the shard turns into all_dirty_ (a dense reply).
+  void MarkDirty(std::span<const uint32_t> indices, int except);
   void ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                   std::span<const float> values, bool dense, Outbox* out);
   void ResyncMaybeFinish(Outbox* out);
@@ -208,8 +212,10 @@ class ShardServer {
   // ASP / SSP.
   float scale_ = 1.0f;
   std::vector<int64_t> last_round_;  // last round applied per worker (-1 = none)
-  std::vector<std::vector<uint8_t>> dirty_flag_;
+  // Per worker: ascending indices changed since its last reply (merged push by push).
   std::vector<std::vector<uint32_t>> dirty_list_;
+  // ASP: a reply built while applying the worker's own push, sent by AsyncReply.
+  std::vector<std::shared_ptr<ReplyBuffer>> prepared_;
   std::vector<bool> all_dirty_;
   std::vector<bool> waiting_;  // SSP: reply held back
   std::vector<uint64_t> waiting_round_;

@@ -46,6 +46,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "bench/rawzmq/raw_round_trips.h"
 #include "net/transport.h"
 #include "proto/codec.h"
 #include "proto/crc32c.h"
@@ -191,85 +192,23 @@ Result RunSieve(size_t k, int workers, int rounds, bool checksum) {
   return r;
 }
 
-// ---- raw ZeroMQ path ----------------------------------------------------------------------------
-
-struct RawNode {
-  zmq::context_t ctx{1};
-  zmq::socket_t pull{ctx, zmq::socket_type::pull};
-  std::string endpoint;
-  RawNode() {
-    pull.set(zmq::sockopt::linger, 0);
-    pull.set(zmq::sockopt::rcvhwm, 0);
-    pull.bind("tcp://127.0.0.1:*");
-    endpoint = pull.get(zmq::sockopt::last_endpoint);
-  }
-};
-
-zmq::socket_t ConnectPush(zmq::context_t& ctx, const std::string& endpoint) {
-  zmq::socket_t s(ctx, zmq::socket_type::push);
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::sndhwm, 1000);
-  s.connect(endpoint);
-  return s;
-}
-
-// Sends [header][indices][values] without copying: ZeroMQ gets pointers into fixed buffers.
-void SendRaw(zmq::socket_t& s, const uint32_t* header, const Payload& p) {
-  zmq::message_t h(const_cast<uint32_t*>(header), 32, nullptr);
-  zmq::message_t i(const_cast<uint32_t*>(p.indices.data()), 4 * p.indices.size(), nullptr);
-  zmq::message_t v(const_cast<float*>(p.values.data()), 4 * p.values.size(), nullptr);
-  s.send(h, zmq::send_flags::sndmore);
-  s.send(i, zmq::send_flags::sndmore);
-  s.send(v, zmq::send_flags::none);
-}
+// ---- raw ZeroMQ path: bench/rawzmq, one server --------------------------------------------------
 
 Result RunRaw(size_t k, int workers, int rounds) {
-  auto payload = MakePayload(k);
-  RawNode server;
-  std::vector<std::unique_ptr<RawNode>> wn;
-  std::vector<zmq::socket_t> to_worker, to_server;
-  for (int w = 0; w < workers; ++w) {
-    wn.push_back(std::make_unique<RawNode>());
-    to_server.push_back(ConnectPush(wn.back()->ctx, server.endpoint));
-    to_worker.push_back(ConnectPush(server.ctx, wn.back()->endpoint));
-  }
-  std::vector<std::array<uint32_t, 8>> headers(workers + 1);
-  for (int w = 0; w <= workers; ++w) headers[w].fill(static_cast<uint32_t>(w));
-  const int total = (kWarmup + rounds) * workers;
-  std::atomic<uint64_t> bytes{0};
-  Clock::time_point t0;
-  std::barrier start(workers, [&]() noexcept { t0 = Clock::now(); });
-  uint64_t bytes_per_round_trip = 0;
-  std::thread server_thread([&] {
-    for (int n = 0; n < total; ++n) {
-      std::vector<zmq::message_t> in;
-      if (!zmq::recv_multipart(server.pull, std::back_inserter(in))) return;
-      uint32_t w;
-      std::memcpy(&w, in[0].data(), 4);
-      size_t b = 0;
-      for (auto& f : in) b += f.size();
-      SendRaw(to_worker[w - 1], headers[0].data(), *payload);
-      bytes_per_round_trip = 2 * b;
-    }
-  });
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      for (int r = 0; r < kWarmup + rounds; ++r) {
-        if (r == kWarmup) start.arrive_and_wait();
-        SendRaw(to_server[w], headers[w + 1].data(), *payload);
-        std::vector<zmq::message_t> in;
-        if (!zmq::recv_multipart(wn[w]->pull, std::back_inserter(in))) return;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  server_thread.join();
+  RawRoundTripConfig c;
+  c.workers = workers;
+  c.servers = 1;
+  c.up_pairs = k;
+  c.down_pairs = k;
+  c.rounds = rounds;
+  c.warmup = kWarmup;
+  const RawRoundTripResult raw = RunRawRoundTrips(c);
   Result r;
-  r.seconds = seconds;
-  r.round_trips = static_cast<uint64_t>(rounds) * workers;
-  r.bytes = r.round_trips * bytes_per_round_trip;
+  r.seconds = raw.seconds;
+  r.round_trips = raw.round_trips;
+  r.bytes = raw.bytes;
+  r.ok = raw.ok;
+  if (!raw.ok) r.error = "raw path failed";
   return r;
 }
 

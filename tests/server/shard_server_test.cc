@@ -482,6 +482,70 @@ TEST(ServerShardTest, AspConservesEveryPushedValue) {
   EXPECT_EQ(s->stats().pushes_applied, 200u);
 }
 
+// The contract a worker relies on: applying each UPDATE it gets to its replica makes the replica
+// equal the shard's weights at the moment the reply was produced, at every index. Exercised with
+// random pushes of all sizes (dirty lists that turn into dense replies past half the shard),
+// replays, a dense push, and for SSP held replies; the reference is the shard itself, compared
+// element by element.
+TEST(ServerShardTest, AsyncRepliesKeepEveryReplicaEqualToTheShard) {
+  const uint32_t n = 64, workers = 3;
+  for (Consistency c : {Consistency::kAsp, Consistency::kSsp}) {
+    ShardServerOptions o;
+    o.num_workers = workers;
+    o.consistency = c;
+    o.staleness = 1;
+    auto s = Make(o, Iota(n));
+    std::vector<std::vector<float>> replica(workers, Iota(n));
+    std::mt19937 rng(c == Consistency::kAsp ? 3 : 4);
+    std::vector<uint64_t> next(workers, 0);
+    std::vector<bool> blocked(workers, false);
+    int dense_replies = 0;
+    auto deliver = [&](const Outbox& out) {
+      for (const Reply& r : out) {
+        ASSERT_EQ(r.type, pb::MSG_UPDATE);
+        std::vector<float>& rep = replica[r.worker];
+        if (r.dense) {
+          ASSERT_EQ(r.buffer->values.size(), n);
+          rep = r.buffer->values;
+          ++dense_replies;
+        } else {
+          ASSERT_TRUE(std::is_sorted(r.buffer->indices.begin(), r.buffer->indices.end()));
+          for (size_t j = 0; j < r.buffer->indices.size(); ++j)
+            rep[r.buffer->indices[j]] = r.buffer->values[j];
+        }
+        blocked[r.worker] = false;
+        for (uint32_t i = 0; i < n; ++i) {
+          ASSERT_EQ(rep[i], s->weights()[i]) << "worker " << r.worker << " index " << i;
+        }
+      }
+    };
+    for (int step = 0; step < 600; ++step) {
+      std::vector<int> ready;
+      for (uint32_t w = 0; w < workers; ++w) {
+        if (!blocked[w]) ready.push_back(static_cast<int>(w));
+      }
+      ASSERT_FALSE(ready.empty()) << "deadlock";
+      const int w = ready[rng() % ready.size()];
+      Outbox out;
+      blocked[w] = true;
+      if (step == 300) {
+        std::vector<float> all(n, 0.25f);
+        s->OnPush(w, next[w]++, {}, all, true, &out);
+      } else if (step % 97 == 0 && next[w] > 0) {
+        SparsePush p = RandomPush(rng, n, 3);
+        s->OnPush(w, next[w] - 1, p.idx, p.val, false, &out);  // a replay: answered, not applied
+      } else {
+        // Mostly small pushes, sometimes most of the shard.
+        const uint32_t k = rng() % 8 == 0 ? 20 + rng() % 40 : 1 + rng() % 6;
+        SparsePush p = RandomPush(rng, n, k);
+        s->OnPush(w, next[w]++, p.idx, p.val, false, &out);
+      }
+      ASSERT_NO_FATAL_FAILURE(deliver(out));
+    }
+    EXPECT_GT(dense_replies, 0);  // the dense paths ran
+  }
+}
+
 TEST(ServerShardTest, SspHoldsWorkersAheadOfTheBound) {
   ShardServerOptions o;
   o.num_workers = 2;

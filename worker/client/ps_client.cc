@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "base/prefetch.h"
 #include "kernels/sparse_ops.h"
 
 namespace sieve {
@@ -133,8 +134,20 @@ void ApplyValues(const Message& msg, uint64_t lo, std::span<float> weights) {
       weights[lo + j] = half ? HalfToFloat(msg.values_fp16[j]) : msg.values[j];
     return;
   }
+  float* const base = weights.data() + lo;
+  const uint32_t* const idx = msg.indices.data();
+  const size_t ahead = n > kScatterPrefetchDistance ? n - kScatterPrefetchDistance : 0;
+  if (half) {
+    for (size_t j = 0; j < n; ++j) {
+      if (j < ahead) PrefetchForWrite(base + idx[j + kScatterPrefetchDistance]);
+      base[idx[j]] = HalfToFloat(msg.values_fp16[j]);
+    }
+    return;
+  }
+  const float* const v = msg.values.data();
   for (size_t j = 0; j < n; ++j) {
-    weights[lo + msg.indices[j]] = half ? HalfToFloat(msg.values_fp16[j]) : msg.values[j];
+    if (j < ahead) PrefetchForWrite(base + idx[j + kScatterPrefetchDistance]);
+    base[idx[j]] = v[j];
   }
 }
 
