@@ -37,11 +37,22 @@ inline constexpr int kGaussPaperMaxCounts = 3;
 // gaussiank: at most this many counting passes after the first guess (bracket expansion by the
 // paper factors, then bisection); beyond that, an exact top-k over the candidates decides.
 inline constexpr int kGaussMaxAdjustments = 30;
+// gaussiank: every counting pass collects the indices above its threshold while the count is at
+// most kGaussCollectFactor·k; a count above the band but within that cap is resolved by
+// choosing the threshold among the collected values (no further pass). After a count below the
+// band the next guess aims at kGaussUndershootAim·k, inside that window.
+inline constexpr double kGaussCollectFactor = 4.0;
+inline constexpr double kGaussUndershootAim = 2.0;
+// gaussiank / dgc warm start: a drift prev/older of the last two thresholds within
+// [kDriftMin, kDriftMax] is extrapolated into the first guess (SelectOptions::older_threshold).
+inline constexpr double kDriftMin = 0.8;
+inline constexpr double kDriftMax = 1.25;
 // dgc: sample every kDgcSampleStride-th entry (≈1%) starting at a seeded random offset.
 inline constexpr unsigned kDgcSampleStride = 100;
 // dgc: accepted band [kDgcBandLow·k, kDgcBandHigh·k]; count too high → thr×kDgcGrow, too low →
 // thr×kDgcShrink, at most kDgcMaxAdjustments times; still above the band → exact top-k over the
-// candidates; still below → accepted.
+// candidates; still below → accepted. A warm start (SelectOptions::prev_threshold) whose first
+// count misses the band re-estimates from the sample before these steps.
 inline constexpr double kDgcBandLow = 0.8;
 inline constexpr double kDgcBandHigh = 1.3;
 inline constexpr double kDgcGrow = 1.3;

@@ -161,23 +161,84 @@ Status RunGaussianPaper(Backend* be, const float* x, size_t d, uint64_t k, Selec
   }
 }
 
+bool Usable(float t) { return t > 0.0f && std::isfinite(t); }
+
+// The warm first guess: prev_threshold, times the drift prev/older when that is moderate.
+float WarmGuess(const SelectOptions& opt) {
+  const float prev = opt.prev_threshold;
+  if (!Usable(opt.older_threshold)) return prev;
+  const double q = static_cast<double>(prev) / opt.older_threshold;
+  if (q < cc::kDriftMin || q > cc::kDriftMax || q == 1.0) return prev;
+  const float guess = static_cast<float>(prev * q);
+  return Usable(guess) ? guess : prev;
+}
+
+// Φ⁻¹(1 − p/2): the |z| above which a fraction p of a centred Gaussian lies (p in (0, 1)).
+double TailZ(double p) { return NormalQuantile(1.0 - p / 2.0); }
+
+// The threshold at which `count` entries out of d lie above, modelling |r| as a centred Gaussian
+// of the scale that puts `count_at` entries above `at`: at·z(aim)/z(count_at). When count_at is 0
+// or d (no scale to read off), z(aim)·rms. Returns 0 when neither is usable.
+double ModelGuess(double at, uint64_t count_at, double aim, size_t d, double rms) {
+  const double n = static_cast<double>(d);
+  const double p_aim = std::clamp(aim / n, 0.5 / n, 1.0 - 0.5 / n);
+  if (count_at > 0 && count_at < d && at > 0.0) {
+    return at * TailZ(p_aim) / TailZ(static_cast<double>(count_at) / n);
+  }
+  return rms > 0.0 ? TailZ(p_aim) * rms : 0.0;
+}
+
+// From candidates `cand` (ascending; every index with |x| above some lower threshold, more than
+// band.hi of them): the threshold selecting ≤ k of them with |x| > it — the (k+1)-th largest |x|
+// — into out->threshold / out->indices, or (when ties leave fewer than band.lo above it) the
+// exact top-k with exact_fallback set.
+Status ThresholdAmong(Backend* be, const float* x, const std::vector<uint32_t>& cand, uint64_t k,
+                      const Band& band, Selection* out) {
+  std::vector<float> vals(cand.size());
+  SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), vals.data(), nullptr, nullptr));
+  std::vector<uint32_t> keys(cand.size());
+  for (size_t j = 0; j < cand.size(); ++j) keys[j] = std::bit_cast<uint32_t>(vals[j]) & 0x7fffffffu;
+  std::vector<uint32_t> order = keys;
+  std::nth_element(order.begin(), order.begin() + k, order.end(), std::greater<uint32_t>());
+  const uint32_t kth = order[k];
+  uint64_t above = 0;
+  for (uint32_t key : keys) above += key > kth;
+  if (above < band.lo) {
+    out->exact_fallback = true;
+    return TopkAmong(be, x, cand, k, &out->indices);
+  }
+  out->indices.clear();
+  out->indices.reserve(above);
+  for (size_t j = 0; j < cand.size(); ++j) {
+    if (keys[j] > kth) out->indices.push_back(cand[j]);
+  }
+  out->threshold = std::bit_cast<float>(kth);
+  return Status::Ok();
+}
+
+// gaussiank: first guess (warm or Gaussian), then guesses from a Gaussian tail model fitted to
+// the last count (moments when it is 0), safeguarded inside the bracket of the counts above and
+// below the band once both exist (log-log secant, every third step a bisection). A count above
+// the band but ≤ kGaussCollectFactor·k ends the search among the collected candidates.
 Status RunGaussianRobust(Backend* be, const float* x, size_t d, uint64_t k,
                          const SelectOptions& opt, Selection* out) {
   float thr;
-  const bool warm = opt.prev_threshold > 0.0f && std::isfinite(opt.prev_threshold);
+  const bool warm = Usable(opt.prev_threshold);
   if (warm) {
-    thr = opt.prev_threshold;
+    thr = WarmGuess(opt);
   } else {
     SIEVE_RETURN_IF_ERROR(GaussianGuess(be, x, d, k, out, &thr));
   }
   const Band band = MakeBand(k, cc::kGaussBandLow, cc::kGaussBandHigh);
+  const uint64_t cap = std::max<uint64_t>(
+      band.hi, static_cast<uint64_t>(cc::kGaussCollectFactor * static_cast<double>(k)));
   bool have_lo = false, have_hi = false;  // lo: count above band; hi: count below band
   float lo = 0.0f, hi = 0.0f;
-  uint64_t lo_count = 0;
+  uint64_t lo_count = 0, hi_count = 0;
   int adj = 0;
   for (;;) {
     Pass pass;
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, band.hi, &out->indices,
+    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, cap, &out->indices,
                                     adj == 0 && warm ? SumSq::kWant : SumSq::kSkip, &pass));
     if (adj == 0 && warm) out->sumsq_total = pass.sumsq;
     out->iterations = adj;
@@ -186,27 +247,50 @@ Status RunGaussianRobust(Backend* be, const float* x, size_t d, uint64_t k,
       return Status::Ok();
     }
     if (pass.count > band.hi) {
+      if (pass.count <= cap) {
+        const std::vector<uint32_t> cand = std::move(out->indices);
+        return ThresholdAmong(be, x, cand, k, band, out);
+      }
       have_lo = true;
       lo = thr;
       lo_count = pass.count;
     } else {
       have_hi = true;
       hi = thr;
+      hi_count = pass.count;
     }
     if (adj == cc::kGaussMaxAdjustments) break;
-    float next;
+    const double rms = std::sqrt(out->sumsq_total / static_cast<double>(d));
+    // Below the band: aim inside the collect window; above it: at k.
+    const double aim =
+        static_cast<double>(k) * (pass.count < band.lo ? cc::kGaussUndershootAim : 1.0);
+    double next = ModelGuess(thr, pass.count, aim, d, rms);
     if (have_lo && have_hi) {
-      next = lo + 0.5f * (hi - lo);
-      if (!(next > lo && next < hi)) break;  // the band falls between two adjacent floats
+      if (adj % 3 == 2 || hi_count == 0) {
+        next = lo + 0.5 * (static_cast<double>(hi) - lo);
+      } else {  // secant of log count against log threshold, towards the aim
+        const double l0 = std::log(static_cast<double>(lo)), l1 = std::log(static_cast<double>(hi));
+        const double c0 = std::log(static_cast<double>(lo_count));
+        const double c1 = std::log(static_cast<double>(hi_count));
+        next = std::exp(l0 + (std::log(aim) - c0) * (l1 - l0) / (c1 - c0));
+      }
+      // Keep strictly inside the bracket, away from its ends.
+      const double width = static_cast<double>(hi) - lo;
+      if (!(next >= lo + 0.1 * width && next <= hi - 0.1 * width)) {
+        next = lo + 0.5 * width;
+      }
+      const float rounded = static_cast<float>(next);
+      if (!(rounded > lo && rounded < hi)) break;  // the band falls between two adjacent floats
     } else if (pass.count > band.hi) {
-      const double rms = std::sqrt(out->sumsq_total / static_cast<double>(d));
-      next = thr > 0.0f ? static_cast<float>(thr * cc::kGaussGrow) : static_cast<float>(rms);
-      if (!(next > thr)) break;
+      // Too many: the model's guess; without one the paper's growth (rms from 0).
+      if (!(next > thr) || !std::isfinite(next)) next = thr > 0.0f ? thr * cc::kGaussGrow : rms;
+      if (!(next > thr) || !std::isfinite(next)) break;
     } else {
       if (!(thr > 0.0f)) break;  // fewer than band.lo non-zero entries
-      next = static_cast<float>(thr * cc::kGaussShrink);
+      // Too few: the model's guess; without one the paper's shrink.
+      if (!(next > 0.0 && next < thr)) next = thr * cc::kGaussShrink;
     }
-    thr = next;
+    thr = static_cast<float>(next);
     ++adj;
   }
   // Last resort: exact top-k over the candidates above the best lower bound (or over all).
@@ -221,30 +305,38 @@ Status RunGaussianRobust(Backend* be, const float* x, size_t d, uint64_t k,
   return TopkAmong(be, x, cand, k, &out->indices);
 }
 
+// dgc's first guess: the ks-th largest |r| of a seeded strided sample (≈1 %).
+Status DgcSampleGuess(Backend* be, const float* x, size_t d, uint64_t k, uint64_t seed,
+                      float* thr) {
+  std::mt19937_64 rng(seed);
+  const size_t stride = std::min<size_t>(cc::kDgcSampleStride, d);
+  const size_t start = static_cast<size_t>(rng() % stride);
+  std::vector<float> sample;
+  SIEVE_RETURN_IF_ERROR(be->StridedSampleAbs(x, d, start, stride, &sample));
+  for (float v : sample) {
+    if (!std::isfinite(v)) return NonFiniteError(1);
+  }
+  const double rho = static_cast<double>(k) / static_cast<double>(d);
+  // ks entries of the sample should lie strictly above the threshold.
+  const size_t ks =
+      std::max<size_t>(1, static_cast<size_t>(std::ceil(rho * static_cast<double>(sample.size()))));
+  if (ks >= sample.size()) {
+    *thr = -1.0f;
+  } else {
+    std::nth_element(sample.begin(), sample.begin() + ks, sample.end(), std::greater<float>());
+    *thr = sample[ks];
+  }
+  return Status::Ok();
+}
+
 Status RunDgc(Backend* be, const float* x, size_t d, uint64_t k, const SelectOptions& opt,
               Selection* out) {
   float thr;
-  if (opt.prev_threshold > 0.0f && std::isfinite(opt.prev_threshold)) {
-    thr = opt.prev_threshold;
+  const bool warm = Usable(opt.prev_threshold);
+  if (warm) {
+    thr = WarmGuess(opt);
   } else {
-    std::mt19937_64 rng(opt.seed);
-    const size_t stride = std::min<size_t>(cc::kDgcSampleStride, d);
-    const size_t start = static_cast<size_t>(rng() % stride);
-    std::vector<float> sample;
-    SIEVE_RETURN_IF_ERROR(be->StridedSampleAbs(x, d, start, stride, &sample));
-    for (float v : sample) {
-      if (!std::isfinite(v)) return NonFiniteError(1);
-    }
-    const double rho = static_cast<double>(k) / static_cast<double>(d);
-    // ks entries of the sample should lie strictly above the threshold.
-    const size_t ks = std::max<size_t>(
-        1, static_cast<size_t>(std::ceil(rho * static_cast<double>(sample.size()))));
-    if (ks >= sample.size()) {
-      thr = -1.0f;
-    } else {
-      std::nth_element(sample.begin(), sample.begin() + ks, sample.end(), std::greater<float>());
-      thr = sample[ks];
-    }
+    SIEVE_RETURN_IF_ERROR(DgcSampleGuess(be, x, d, k, opt.seed, &thr));
   }
   const Band band = MakeBand(k, cc::kDgcBandLow, cc::kDgcBandHigh);
   Pass pass;
@@ -255,6 +347,15 @@ Status RunDgc(Backend* be, const float* x, size_t d, uint64_t k, const SelectOpt
     out->iterations = adj;
     out->threshold = thr;
     if (band.Contains(pass.count) || adj == cc::kDgcMaxAdjustments) break;
+    if (adj == 0 && warm) {
+      // The previous threshold missed (the residual's scale moved): re-estimate from the sample.
+      float fresh;
+      SIEVE_RETURN_IF_ERROR(DgcSampleGuess(be, x, d, k, opt.seed, &fresh));
+      if (fresh != thr) {
+        thr = fresh;
+        continue;
+      }
+    }
     if (pass.count > band.hi) {
       const double rms = std::sqrt(out->sumsq_total / static_cast<double>(d));
       const float next =

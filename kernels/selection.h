@@ -31,6 +31,12 @@ struct SelectOptions {
   // gaussiank / dgc: when > 0 and finite, used as the first threshold guess instead of the
   // statistics (one counting pass in steady state). Ignored by the other operators.
   float prev_threshold = 0.0f;
+  // gaussiank / dgc: the threshold of the round before prev_threshold's (0 = unknown). When both
+  // are > 0 and finite and q = prev_threshold / older_threshold lies in [kDriftMin, kDriftMax]
+  // (compressor_constants), the first guess extrapolates that drift: prev_threshold·q (e.g. the
+  // slow decay of the residual's tail after a learning-rate step). q = 1 (a steady threshold)
+  // and larger jumps leave the first guess at prev_threshold.
+  float older_threshold = 0.0f;
   // randomk: the generator seed (e.g. a hash of worker rank and round); dgc: the seed of the
   // random start of its strided sample. Same seed + same input → same selection.
   uint64_t seed = 0;
@@ -46,6 +52,9 @@ struct Selection {
   // NaN when the operator has no threshold (none, randomk, k = 0).
   float threshold = 0.0f;
   // gaussiank*, dgc: threshold adjustments (counting passes after the first); 0 otherwise.
+  // gaussiank's last pass may also collect the candidates above a threshold whose count is
+  // above the band but at most kGaussCollectFactor·k: the final threshold is then chosen among
+  // their values without another pass.
   int iterations = 0;
   // gaussiank / dgc: true when the exact top-k over the candidates decided the final set.
   bool exact_fallback = false;

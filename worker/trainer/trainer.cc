@@ -224,7 +224,7 @@ StatusOr<TrainSummary> Trainer::Run() {
   const uint64_t dense_bytes = 4 * d_;
   const uint64_t seed_key =
       CounterHash(options_.seed, 0x5e1ec7'0000ULL + static_cast<uint32_t>(rank_));
-  float prev_threshold = 0.0f;
+  float prev_threshold = 0.0f, older_threshold = 0.0f;  // the last two thresholds (warm start)
   Selection sel;
   const auto run_start = Clock::now();
   uint64_t round = std::min(first_round, epochs * spe);
@@ -281,9 +281,13 @@ StatusOr<TrainSummary> Trainer::Run() {
       }
       SelectOptions so;
       so.prev_threshold = prev_threshold;
+      so.older_threshold = older_threshold;
       so.seed = CounterHash(seed_key, round);
       SIEVE_RETURN_IF_ERROR(ef_->Select(options_.compressor, k, so, &sel));
-      if (std::isfinite(sel.threshold) && sel.threshold > 0) prev_threshold = sel.threshold;
+      if (std::isfinite(sel.threshold) && sel.threshold > 0) {
+        older_threshold = prev_threshold;
+        prev_threshold = sel.threshold;
+      }
       const auto t2 = Clock::now();
       const uint64_t selected = sel.size();
       const double contraction_ratio = contraction ? sel.ContractionRatio() : 0.0;
