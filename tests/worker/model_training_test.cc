@@ -87,8 +87,8 @@ TEST(WorkerModelFashionMnist, SoftmaxOneEpochSgd) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("softmax, 1 epoch SGD: test loss %.4f accuracy %.4f in %.1f s\n", r.loss, r.accuracy,
               seconds);
+  // The time is printed for information only: a wall-clock bound fails on a loaded machine.
   EXPECT_GT(r.accuracy, 0.75);
-  EXPECT_LT(seconds, 20.0);
 }
 
 }  // namespace
