@@ -58,6 +58,16 @@ inline constexpr double kDgcBandHigh = 1.3;
 inline constexpr double kDgcGrow = 1.3;
 inline constexpr double kDgcShrink = 0.8;
 inline constexpr int kDgcMaxAdjustments = 10;
+// topk on the CPU backend with k ≥ kTopkSampleMinK: a strided sample of about
+// kTopkSampleAbove/ρ entries (every k/kTopkSampleAbove-th, so at least every 64th) sets a cutoff
+// with kTopkSampleAbove + kTopkSampleSigmas·√kTopkSampleAbove sample entries above it (≈1.6·k
+// entries of r expected); one fused pass collects the entries above it (with Σr²) and the exact
+// top-k is taken among them. Fewer than k or more than kTopkSampleCapFactor·k → the histogram
+// path (histogram of the top 12 key bits, then a collect at the boundary bin).
+inline constexpr uint64_t kTopkSampleMinK = 4096;
+inline constexpr double kTopkSampleAbove = 64.0;
+inline constexpr double kTopkSampleSigmas = 5.0;
+inline constexpr double kTopkSampleCapFactor = 4.0;
 }  // namespace compressor_constants
 
 }  // namespace sieve

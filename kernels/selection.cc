@@ -69,16 +69,21 @@ Status TopkAmong(Backend* be, const float* x, const std::vector<uint32_t>& cand,
   }
   std::vector<float> vals(cand.size());
   SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), vals.data(), nullptr, nullptr));
-  // Composite key: larger |x| first, then lower index first.
+  // Composite key, unique per candidate: larger |x| first, then lower index first.
   std::vector<uint64_t> keys(cand.size());
   for (size_t j = 0; j < cand.size(); ++j) {
     const uint32_t mag = std::bit_cast<uint32_t>(vals[j]) & 0x7fffffffu;
     keys[j] = (static_cast<uint64_t>(~mag) << 32) | cand[j];
   }
-  std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
-  sel->resize(k);
-  for (uint64_t j = 0; j < k; ++j) (*sel)[j] = static_cast<uint32_t>(keys[j]);
-  std::sort(sel->begin(), sel->end());
+  std::vector<uint64_t> order = keys;
+  std::nth_element(order.begin(), order.begin() + (k - 1), order.end());
+  const uint64_t last = order[k - 1];
+  // The k candidates with a key ≤ the k-th smallest, in their (ascending) order.
+  sel->clear();
+  sel->reserve(k);
+  for (size_t j = 0; j < cand.size(); ++j) {
+    if (keys[j] <= last) sel->push_back(cand[j]);
+  }
   return Status::Ok();
 }
 
@@ -89,7 +94,7 @@ void AllIndices(size_t d, std::vector<uint32_t>* idx) {
 
 // Exact top-k: one histogram pass over the top 12 magnitude bits, one pass collecting the
 // entries at or above the boundary bin, then an exact selection among those candidates.
-Status RunTopk(Backend* be, const float* x, size_t d, uint64_t k, Selection* out) {
+Status RunTopkHistogram(Backend* be, const float* x, size_t d, uint64_t k, Selection* out) {
   std::vector<uint64_t> hist;
   Moments mom;
   SIEVE_RETURN_IF_ERROR(be->KeyHistogram(x, d, &hist, &mom));
@@ -112,6 +117,38 @@ Status RunTopk(Backend* be, const float* x, size_t d, uint64_t k, Selection* out
   if (pass.count != candidates || cand.size() != candidates) {
     return InternalError("topk: candidate count mismatch");
   }
+  return TopkAmong(be, x, cand, k, &out->indices);
+}
+
+// Exact top-k. On the CPU with k ≥ kTopkSampleMinK: a cutoff from a strided sample, one fused
+// count + collect + Σr² pass above it, the exact selection among those candidates (every entry
+// of the top-k lies above the cutoff once at least k do). Otherwise, or when the cutoff leaves
+// fewer than k or more than the cap, the histogram path.
+Status RunTopk(Backend* be, const float* x, size_t d, uint64_t k, Selection* out) {
+  if (be->device() != Device::kCpu || k < cc::kTopkSampleMinK) {
+    return RunTopkHistogram(be, x, d, k, out);
+  }
+  const size_t stride =
+      std::max<size_t>(1, static_cast<size_t>(static_cast<double>(k) / cc::kTopkSampleAbove));
+  std::vector<float> sample;
+  SIEVE_RETURN_IF_ERROR(be->StridedSampleAbs(x, d, stride / 2, stride, &sample));
+  const double expect = static_cast<double>(k) * static_cast<double>(sample.size()) /
+                        static_cast<double>(d);  // sample entries expected in the top-k
+  const size_t rank = static_cast<size_t>(
+      std::ceil(expect + cc::kTopkSampleSigmas * std::sqrt(std::max(expect, 1.0))));
+  if (rank >= sample.size()) return RunTopkHistogram(be, x, d, k, out);
+  std::vector<uint32_t> keys(sample.size());
+  for (size_t j = 0; j < sample.size(); ++j) keys[j] = std::bit_cast<uint32_t>(sample[j]);
+  std::nth_element(keys.begin(), keys.begin() + rank, keys.end(), std::greater<uint32_t>());
+  const uint64_t cap = static_cast<uint64_t>(cc::kTopkSampleCapFactor * static_cast<double>(k));
+  std::vector<uint32_t> cand;
+  Pass pass;
+  uint64_t nonfinite = 0;
+  SIEVE_RETURN_IF_ERROR(
+      be->CountCollect(x, d, keys[rank], cap, &cand, &pass.count, &nonfinite, &pass.sumsq));
+  if (nonfinite != 0) return NonFiniteError(nonfinite);
+  if (pass.count < k || pass.count > cap) return RunTopkHistogram(be, x, d, k, out);
+  out->sumsq_total = pass.sumsq;
   return TopkAmong(be, x, cand, k, &out->indices);
 }
 

@@ -185,6 +185,52 @@ TEST_P(KernelsSelect, AdversarialDataMatchesOracle) {
   }
 }
 
+// topk at k ≥ kTopkSampleMinK takes its cutoff from a strided sample on the CPU: data that
+// fools the sample (spikes exactly on the sampled positions, ties, constant or monotone data)
+// must still give the oracle's top-k, through the histogram path when the cutoff leaves fewer
+// than k or more than the cap; non-finite entries off and on the sampled positions are errors.
+TEST_P(KernelsSelect, TopkSampledCutoffMatchesOracle) {
+  const size_t d = 150000;
+  std::mt19937_64 rng(17);
+  std::vector<std::pair<std::string, std::vector<float>>> cases;
+  cases.push_back({"normal", Normal(d, 21)});
+  std::vector<float> ties(d);
+  for (float& v : ties) v = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+  cases.push_back({"many ties", ties});
+  cases.push_back({"all equal", std::vector<float>(d, -1.25f)});
+  std::vector<float> ramp(d);
+  for (size_t i = 0; i < d; ++i) ramp[i] = static_cast<float>(i) * 1e-3f;
+  cases.push_back({"ascending", ramp});
+  std::vector<float> few(d, 0.0f);
+  for (size_t i = 0; i < d; i += 37) few[i] = static_cast<float>(i % 101) - 50.0f;
+  cases.push_back({"sparse nonzeros", few});
+  for (uint64_t k : {uint64_t{4096}, uint64_t{6000}, uint64_t{30000}}) {
+    // Spikes on every position of this k's sample (stride k/64, start stride/2): the sample sees
+    // only them, the cutoff lies above nearly all of r.
+    const size_t stride = k / 64;
+    std::vector<float> spikes = Normal(d, k);
+    for (size_t i = stride / 2; i < d; i += stride) spikes[i] = 100.0f + static_cast<float>(i % 5);
+    for (auto& [name, x] : cases) CheckOperator(Compressor::kTopk, x, k, name);
+    CheckOperator(Compressor::kTopk, spikes, k, "spikes on the sample");
+    // Spikes off the sample: the sample sees none of them, the cutoff lies below them all.
+    std::vector<float> hidden = Normal(d, k + 1);
+    for (size_t i = stride / 2 + 1; i < d; i += stride) hidden[i] = 50.0f;
+    CheckOperator(Compressor::kTopk, hidden, k, "spikes off the sample");
+    // Zeros on the sample: the cutoff is 0 and nearly every entry lies above it (over the cap).
+    std::vector<float> holes = Normal(d, k + 2);
+    for (size_t i = stride / 2; i < d; i += stride) holes[i] = 0.0f;
+    CheckOperator(Compressor::kTopk, holes, k, "zeros on the sample");
+    for (size_t pos : {stride / 2, stride / 2 + 1}) {
+      std::vector<float> bad = Normal(d, pos);
+      bad[pos] = std::numeric_limits<float>::quiet_NaN();
+      std::unique_ptr<ErrorFeedback> ef = Make(d);
+      ASSERT_TRUE(ef->WriteState(std::vector<float>(d, 0.0f), bad).ok());
+      Selection s;
+      EXPECT_EQ(ef->Select(Compressor::kTopk, k, {}, &s).code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
 TEST_P(KernelsSelect, SingleElement) {
   for (float v : {0.0f, -3.0f, 1e-40f}) {
     for (uint64_t k : {0, 1}) {
