@@ -235,6 +235,15 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 "unknown message type " + std::to_string(static_cast<int>(type)));
   }
+  if (h.parts() > 1 || h.part() != 0) {
+    const bool split_update = type == pb::MSG_UPDATE && !(h.flags() & pb::FLAG_DENSE);
+    if (!split_update || h.parts() > kMaxReplyParts || h.part() >= h.parts()) {
+      return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+                  "part " + std::to_string(h.part()) + " of " + std::to_string(h.parts()) +
+                      " (only a sparse UPDATE is split, into at most " +
+                      std::to_string(kMaxReplyParts) + " parts)");
+    }
+  }
   if (!IsDataType(type)) {
     if (frames.size() != 1) {
       return Fail(

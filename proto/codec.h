@@ -26,9 +26,12 @@
 
 namespace sieve {
 
-// 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
-// different versions reject each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: a sparse UPDATE may be split into parts (Header.part/parts); 2: the data-frame checksum is
+// CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of different versions reject each
+// other's messages with ERROR_VERSION_MISMATCH.
+inline constexpr uint32_t kProtocolVersion = 3;
+// Most parts one UPDATE may be split into (Header.parts).
+inline constexpr uint32_t kMaxReplyParts = 4096;
 inline constexpr int kSchedulerId = 0;  // node id of the scheduler
 // Barrier groups (pb::Barrier.group bits).
 inline constexpr uint32_t kGroupServers = 1;

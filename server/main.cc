@@ -56,6 +56,10 @@ DEFINE_double(checkpoint_every_s, 0, "Checkpoint every S seconds, any consistenc
 DEFINE_string(restore, "auto",
               "Restore the shard from --checkpoint_dir: auto (when rejoining a running job, i.e. "
               "after a restart), always, never");
+DEFINE_uint64(reply_part_pairs, 32768,
+              "Send a sparse UPDATE of more pairs than this in parts of about this many pairs, "
+              "each as soon as it is ready (BSP: while the rest of the round is applied); "
+              "0 = whole replies");
 DEFINE_uint32(metrics_port, 0,
               "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
 
@@ -163,6 +167,7 @@ int Run() {
   so.async_scale = static_cast<float>(FLAGS_async_scale);
   so.server_compressor = *compressor;
   so.server_density = FLAGS_server_density;
+  so.reply_part_pairs = FLAGS_reply_part_pairs;
   auto created = ShardServer::Create(so, std::move(init));
   if (!created.ok()) {
     std::cerr << "sieve-server: " << created.status().ToString() << "\n";
@@ -236,28 +241,58 @@ int Run() {
         if (frames.ok()) (void)node.Send(peer, std::move(frames).value());
         continue;
       }
-      pb::Header h;
-      h.set_type(r.type);
-      h.set_sender(node.id());
-      h.set_recipient(peer);
-      h.set_shard(rank);
-      h.set_round(r.round);
-      DataPayload p;
-      p.dense = r.dense;
-      p.indices = r.buffer->indices;
-      p.values = std::as_bytes(std::span<const float>(r.buffer->values));
-      p.keepalive = r.buffer;
-      auto frames = EncodeData(h, p);
-      if (!frames.ok()) {
-        LOG(ERROR) << "encode reply: " << frames.status().ToString();
+      // Sends pairs [from, to) of the reply as part `part` of `parts` (1 = unsplit).
+      auto send_slice = [&](uint32_t part, uint32_t parts, size_t from, size_t to) {
+        pb::Header h;
+        h.set_type(r.type);
+        h.set_sender(node.id());
+        h.set_recipient(peer);
+        h.set_shard(rank);
+        h.set_round(r.round);
+        if (parts > 1) {
+          h.set_part(part);
+          h.set_parts(parts);
+        }
+        DataPayload p;
+        p.dense = r.dense;
+        if (!r.dense) {
+          p.indices = std::span<const uint32_t>(r.buffer->indices).subspan(from, to - from);
+        }
+        p.values = std::as_bytes(std::span<const float>(r.buffer->values).subspan(from, to - from));
+        p.keepalive = r.buffer;
+        auto frames = EncodeData(h, p);
+        if (!frames.ok()) {
+          LOG(ERROR) << "encode reply: " << frames.status().ToString();
+          return false;
+        }
+        metrics.AddBytes(0, frame_bytes(*frames));
+        Status s = node.Send(peer, std::move(frames).value());
+        if (!s.ok()) LOG(WARNING) << "reply to worker " << r.worker << ": " << s.ToString();
+        return s.ok();
+      };
+      if (r.parts > 1) {  // a part ShardServer produced
+        send_slice(r.part, r.parts, r.begin, r.end);
         continue;
       }
-      metrics.AddBytes(0, frame_bytes(*frames));
-      Status s = node.Send(peer, std::move(frames).value());
-      if (!s.ok()) LOG(WARNING) << "reply to worker " << r.worker << ": " << s.ToString();
+      // A whole sparse UPDATE larger than a part goes out in parts too: the worker decodes one
+      // while it writes the previous into its replica.
+      const size_t pairs = r.buffer->values.size();
+      const uint64_t per = FLAGS_reply_part_pairs;
+      uint32_t parts = 1;
+      if (r.type == pb::MSG_UPDATE && !r.dense && per > 0 && pairs > per) {
+        parts = static_cast<uint32_t>(std::min<uint64_t>((pairs + per - 1) / per, kMaxReplyParts));
+      }
+      const size_t step = (pairs + parts - 1) / parts;
+      for (uint32_t part = 0; part < parts; ++part) {
+        if (!send_slice(part, parts, std::min(pairs, part * step),
+                        std::min(pairs, (part + 1) * step))) {
+          break;
+        }
+      }
     }
     out.clear();
   };
+  shard.set_part_sink([&flush](Outbox*) { flush(); });
 
   Status end;
   while (true) {

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 
 #include "base/prefetch.h"
 #include "kernels/selection.h"
+#include "proto/codec.h"
+#include "server/sorted_merge.h"
 
 namespace sieve {
 namespace {
@@ -58,8 +59,7 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
   } else {
     scale_ = options.async_scale > 0 ? options.async_scale : 1.0f / static_cast<float>(workers);
     last_round_.assign(workers, -1);
-    dirty_list_.assign(workers, {});
-    prepared_.assign(workers, nullptr);
+    dirty_.assign(workers, {});
     all_dirty_.assign(workers, false);
     waiting_.assign(workers, false);
     waiting_round_.assign(workers, 0);
@@ -150,33 +150,11 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
 }
 
 void ShardServer::MergeIntoUnion(std::span<const uint32_t> indices, std::span<const float> values) {
-  // One merge of two ascending lists; equal indices add (in push arrival order, as a dense
-  // accumulator would). Sequential in both inputs: no access proportional to the shard size.
-  merge_idx_.clear();
-  merge_sum_.clear();
-  merge_idx_.reserve(union_.size() + indices.size());
-  merge_sum_.reserve(union_.size() + indices.size());
-  size_t a = 0, b = 0;
-  while (a < union_.size() && b < indices.size()) {
-    if (union_[a] < indices[b]) {
-      merge_idx_.push_back(union_[a]);
-      merge_sum_.push_back(union_sum_[a++]);
-    } else if (indices[b] < union_[a]) {
-      merge_idx_.push_back(indices[b]);
-      merge_sum_.push_back(0.0f + values[b++]);
-    } else {
-      merge_idx_.push_back(union_[a]);
-      merge_sum_.push_back(union_sum_[a++] + values[b++]);
-    }
-  }
-  for (; a < union_.size(); ++a) {
-    merge_idx_.push_back(union_[a]);
-    merge_sum_.push_back(union_sum_[a]);
-  }
-  for (; b < indices.size(); ++b) {
-    merge_idx_.push_back(indices[b]);
-    merge_sum_.push_back(0.0f + values[b]);
-  }
+  // Equal indices add (in push arrival order, as a dense accumulator would; the first push adds
+  // to 0.0f too). Sequential in both inputs: no access proportional to the shard size.
+  MergeSortedPairs(
+      union_, union_sum_, indices, values, &merge_idx_, &merge_sum_,
+      [](float v) { return 0.0f + v; }, [](float sum, float v) { return sum + v; });
   union_.swap(merge_idx_);
   union_sum_.swap(merge_sum_);
 }
@@ -189,6 +167,7 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
   const float n = static_cast<float>(contributions_);
   auto buf = pool_.Get();
   bool dense_reply = false;
+  bool sent_in_parts = false;  // every live worker's UPDATE already went out in parts
   if (dense_round_) {
     for (size_t j = 0; j < union_.size(); ++j) acc_[union_[j]] += union_sum_[j];
     for (size_t i = 0; i < w_.size(); ++i) {
@@ -214,21 +193,48 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
       }
     }
   } else {
-    // One pass over the union (ascending: built by merging): apply, and gather the reply.
+    // One pass over the union (ascending: built by merging): apply, and gather the reply. The
+    // union becomes the reply's indices (union_ reuses the buffer's old array) before any part
+    // goes out, so the arrays ZeroMQ reads never move.
     const size_t m = union_.size();
     buf->values.resize(m);
-    const uint32_t* const idx = union_.data();
+    buf->indices.swap(union_);
+    uint32_t parts = 1;
+    const uint64_t per = options_.reply_part_pairs;
+    bool whole_only = dense_next_reply_;
+    for (uint32_t w = 0; w < options_.num_workers; ++w)
+      whole_only |= live_[w] && dense_reply_to_[w];
+    if (per > 0 && m > per && !whole_only) {
+      parts = static_cast<uint32_t>(std::min<uint64_t>((m + per - 1) / per, kMaxReplyParts));
+    }
+    const size_t step = (m + parts - 1) / parts;
+    const uint32_t* const idx = buf->indices.data();
     const float* const sum = union_sum_.data();
     float* const vals = buf->values.data();
     float* const w = w_.data();
-    const size_t ahead = m > kScatterPrefetchDistance ? m - kScatterPrefetchDistance : 0;
-    for (size_t j = 0; j < m; ++j) {
-      if (j < ahead) PrefetchForWrite(w + idx[j + kScatterPrefetchDistance]);
-      const uint32_t i = idx[j];
-      w[i] -= sum[j] / n;
-      vals[j] = w[i];
+    std::shared_ptr<const ReplyBuffer> shared = buf;
+    for (uint32_t p = 0; p < parts; ++p) {
+      const size_t from = p * step, to = std::min(m, from + step);
+      const size_t ahead = to > kScatterPrefetchDistance ? to - kScatterPrefetchDistance : 0;
+      for (size_t j = from; j < to; ++j) {
+        if (j < ahead) PrefetchForWrite(w + idx[j + kScatterPrefetchDistance]);
+        const uint32_t i = idx[j];
+        w[i] -= sum[j] / n;
+        vals[j] = w[i];
+      }
+      if (parts == 1) break;
+      for (uint32_t v = 0; v < options_.num_workers; ++v) {
+        if (!live_[v]) continue;
+        Reply r{static_cast<int>(v), pb::MSG_UPDATE, round_, false, shared, pb::ERROR_NONE, ""};
+        r.part = p;
+        r.parts = parts;
+        r.begin = from;
+        r.end = to;
+        out->push_back(std::move(r));
+      }
+      if (part_sink_) part_sink_(out);
     }
-    buf->indices.swap(union_);  // the union becomes the reply's indices; union_ reuses its array
+    sent_in_parts = parts > 1;
   }
   if (!dense_round_ && !acc_.empty()) std::vector<float>().swap(acc_);  // sparse again: free it
   union_.clear();
@@ -241,7 +247,7 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
   }
   std::shared_ptr<const ReplyBuffer> reply = std::move(buf);
   std::shared_ptr<const ReplyBuffer> whole;  // for workers in their first round after a join
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+  for (uint32_t w = 0; w < options_.num_workers && !sent_in_parts; ++w) {
     if (!live_[w]) continue;
     if (dense_reply_to_[w] && !dense_reply) {
       if (!whole) {
@@ -284,23 +290,25 @@ void ShardServer::BspAdmitJoiners(Outbox* out) {
   }
 }
 
-void ShardServer::MarkDirty(std::span<const uint32_t> indices, int except) {
+void ShardServer::MarkDirty(std::span<const uint32_t> indices, std::span<const float> values) {
   for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    if (!live_[w] || all_dirty_[w] || static_cast<int>(w) == except) continue;
-    std::vector<uint32_t>& list = dirty_list_[w];
-    if (list.empty()) {
-      list.assign(indices.begin(), indices.end());
+    if (!live_[w] || all_dirty_[w]) continue;
+    DirtyList& list = dirty_[w];
+    if (list.indices.empty()) {
+      list.indices.assign(indices.begin(), indices.end());
+      list.values.assign(values.begin(), values.end());
     } else {
-      merge_idx_.clear();
-      merge_idx_.reserve(list.size() + indices.size());
-      std::set_union(list.begin(), list.end(), indices.begin(), indices.end(),
-                     std::back_inserter(merge_idx_));
-      list.swap(merge_idx_);
+      // The push is newer: its value wins where both hold an index.
+      MergeSortedPairs(
+          list.indices, list.values, indices, values, &merge_idx_, &merge_sum_,
+          [](float v) { return v; }, [](float, float v) { return v; });
+      list.indices.swap(merge_idx_);
+      list.values.swap(merge_sum_);
     }
     // Past half the shard a dense reply is smaller than the sparse one (4 vs 8 bytes per entry).
-    if (list.size() > w_.size() / 2) {
+    if (list.indices.size() > w_.size() / 2) {
       all_dirty_[w] = true;
-      std::vector<uint32_t>().swap(list);
+      list = DirtyList{};
     }
   }
 }
@@ -316,31 +324,22 @@ void ShardServer::AsyncPush(int worker, uint64_t round, std::span<const uint32_t
   if (dense) {
     for (size_t i = 0; i < values.size(); ++i) w_[i] -= scale_ * values[i];
     std::fill(all_dirty_.begin(), all_dirty_.end(), true);
-    for (auto& list : dirty_list_) std::vector<uint32_t>().swap(list);
+    for (DirtyList& list : dirty_) list = DirtyList{};
   } else {
-    // ASP answers at once, so when this worker has nothing else outstanding its reply is exactly
-    // the pushed indices: gather their new values in the same pass as the update.
-    const bool fused = options_.consistency == Consistency::kAsp && !all_dirty_[worker] &&
-                       dirty_list_[worker].empty();
-    std::shared_ptr<ReplyBuffer> reply;
-    float* gathered = nullptr;
-    if (fused) {
-      reply = pool_.Get();
-      reply->indices.assign(indices.begin(), indices.end());
-      reply->values.resize(indices.size());
-      gathered = reply->values.data();
-    }
+    // Apply, and record the new values in the same pass: the dirty lists carry them, so a reply
+    // never reads the shard at scattered positions again.
     const size_t m = indices.size();
+    new_values_.resize(m);
     const uint32_t* const idx = indices.data();
     float* const w = w_.data();
+    float* const nv = new_values_.data();
     const size_t ahead = m > kScatterPrefetchDistance ? m - kScatterPrefetchDistance : 0;
     for (size_t j = 0; j < m; ++j) {
       if (j < ahead) PrefetchForWrite(w + idx[j + kScatterPrefetchDistance]);
       w[idx[j]] -= scale_ * values[j];
-      if (gathered != nullptr) gathered[j] = w[idx[j]];
+      nv[j] = w[idx[j]];
     }
-    MarkDirty(indices, fused ? worker : -1);
-    prepared_[worker] = std::move(reply);
+    MarkDirty(indices, new_values_);
   }
   last_round_[worker] = static_cast<int64_t>(round);
   ++stats_.pushes_applied;
@@ -367,33 +366,21 @@ void ShardServer::AsyncRelease(Outbox* out) {
 }
 
 void ShardServer::AsyncReply(int worker, uint64_t round, Outbox* out) {
-  if (prepared_[worker]) {  // built while applying this worker's push (AsyncPush)
-    out->push_back(
-        {worker, pb::MSG_UPDATE, round, false, std::move(prepared_[worker]), pb::ERROR_NONE, ""});
-    prepared_[worker] = nullptr;
-    return;
-  }
   auto buf = pool_.Get();
   bool dense = false;
-  std::vector<uint32_t>& list = dirty_list_[worker];
+  DirtyList& list = dirty_[worker];
   if (all_dirty_[worker]) {
     buf->values.assign(w_.begin(), w_.end());
     dense = true;
     all_dirty_[worker] = false;
-    list.clear();
   } else {
-    // The list is ascending (built by merging): gather, then it becomes the reply's indices.
-    const size_t m = list.size();
-    buf->values.resize(m);
-    const float* const w = w_.data();
-    const size_t ahead = m > kScatterPrefetchDistance ? m - kScatterPrefetchDistance : 0;
-    for (size_t j = 0; j < m; ++j) {
-      if (j < ahead) PrefetchForRead(w + list[j + kScatterPrefetchDistance]);
-      buf->values[j] = w[list[j]];
-    }
-    buf->indices.swap(list);  // list takes the buffer's old (cleared) array
-    list.clear();
+    // The list holds every index changed since the last reply with its current value, ascending:
+    // it becomes the reply, and takes over the buffer's old (cleared) arrays.
+    buf->indices.swap(list.indices);
+    buf->values.swap(list.values);
   }
+  list.indices.clear();
+  list.values.clear();
   out->push_back({worker, pb::MSG_UPDATE, round, dense, std::move(buf), pb::ERROR_NONE, ""});
 }
 
@@ -491,8 +478,7 @@ void ShardServer::OnWorkerDead(int worker, Outbox* out) {
   live_[worker] = false;
   --live_count_;
   waiting_[worker] = false;
-  std::vector<uint32_t>().swap(dirty_list_[worker]);  // a rejoin starts with a dense reply
-  prepared_[worker] = nullptr;
+  dirty_[worker] = DirtyList{};  // a rejoin starts with a dense reply
   AsyncRelease(out);
 }
 

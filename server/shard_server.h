@@ -12,9 +12,10 @@
 //       new values. Optional two-way compression
 //       sparsifies a/N through a server residual before applying, so replies hold <= k' pairs.
 //  ASP  each push is applied at once (w[i] -= scale·v) and answered with every index changed
-//       since that worker's previous reply and its current value (per-worker ascending dirty
-//       lists, merged push by push; one past half the shard becomes a dense reply). A worker with
-//       nothing else outstanding gets its reply gathered in the same pass as the update.
+//       since that worker's previous reply and its current value: per-worker ascending lists of
+//       (index, latest value), merged push by push from the values the update pass wrote, so a
+//       reply reads no weight at a scattered position; a list past half the shard becomes a
+//       dense reply.
 //  SSP  ASP, but a worker's reply (which lets it start its next round) is held back while its
 //       clock (rounds pushed) is more than `staleness` ahead of the slowest live worker's.
 //  A push repeated for a (worker, round) already applied is never applied again: BSP resends the
@@ -27,6 +28,7 @@
 #define SIEVE_SERVER_SHARD_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -49,10 +51,16 @@ struct ShardServerOptions {
   // Two-way compression of the BSP aggregate (kNone = off).
   Compressor server_compressor = Compressor::kNone;
   double server_density = 0.0;  // ρ' of the shard, in (0, 1]
+  // BSP: a sparse reply of more pairs than this is produced in parts of about this many pairs
+  // (at most kMaxReplyParts), each emitted as soon as its slice of the union is applied (see
+  // set_part_sink). 0 = always whole.
+  uint64_t reply_part_pairs = 0;
 };
 
 // What to send after an event. For UPDATE/DENSE, `buffer` holds the arrays (shared by all
-// recipients of the same round); for ERROR, `code` and `message`.
+// recipients of the same round, and by every part of a split reply); for ERROR, `code` and
+// `message`. A part of a split sparse UPDATE (parts > 1) covers pairs [begin, end) of the buffer;
+// otherwise the whole buffer is meant.
 struct Reply {
   int worker = 0;  // worker rank
   pb::MsgType type = pb::MSG_UPDATE;
@@ -62,6 +70,10 @@ struct Reply {
   pb::ErrorCode code = pb::ERROR_NONE;
   std::string message;
   pb::MsgType rejected = pb::MSG_PUSH;  // ERROR: the type of the rejected message
+  uint32_t part = 0;
+  uint32_t parts = 1;
+  size_t begin = 0;
+  size_t end = 0;
 };
 using Outbox = std::vector<Reply>;
 
@@ -128,6 +140,11 @@ class ShardServer {
   // checkpoint and the restart are lost (at most the checkpoint interval).
   // ASP/SSP: the weights are restored and every worker's next reply is dense.
   Status Restore(uint64_t round, std::vector<float> weights);
+
+  // Called with the outbox right after each part of a split reply was appended, from inside the
+  // event that produced it; it may send the outbox's replies and clear it, so a part travels while
+  // the next one is computed. Without a sink the parts stay in the outbox like any reply.
+  void set_part_sink(std::function<void(Outbox*)> sink) { part_sink_ = std::move(sink); }
   bool resyncing() const { return resync_; }
 
   std::span<const float> weights() const { return w_; }
@@ -147,9 +164,9 @@ class ShardServer {
                  std::span<const float> values, bool dense, Outbox* out);
   void AsyncRelease(Outbox* out);
   void AsyncReply(int worker, uint64_t round, Outbox* out);
-  // Merges ascending `indices` into the dirty list of every live worker but `except` (-1: none);
-  // a list past half the shard turns into all_dirty_ (a dense reply).
-  void MarkDirty(std::span<const uint32_t> indices, int except);
+  // Merges a push's ascending `indices` with the weights' new `values` there into the dirty list
+  // of every live worker; a list past half the shard turns into all_dirty_ (a dense reply).
+  void MarkDirty(std::span<const uint32_t> indices, std::span<const float> values);
   void ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                   std::span<const float> values, bool dense, Outbox* out);
   void ResyncMaybeFinish(Outbox* out);
@@ -158,6 +175,7 @@ class ShardServer {
   void BspAdmitJoiners(Outbox* out);  // counts joiners whose join round is round_
 
   const ShardServerOptions options_;
+  std::function<void(Outbox*)> part_sink_;
   HugePageVector<float> w_;  // huge pages: the sparse rounds touch it at scattered indices
   ReplyPool pool_;
   ShardServerStats stats_;
@@ -170,7 +188,7 @@ class ShardServer {
   // pushes go to acc_, a whole-shard accumulator that exists only during a dense round.
   std::vector<uint32_t> union_;
   std::vector<float> union_sum_;
-  std::vector<uint32_t> merge_idx_;  // scratch of MergeIntoUnion
+  std::vector<uint32_t> merge_idx_;  // merge scratch (the BSP union, ASP dirty lists)
   std::vector<float> merge_sum_;
   std::vector<float> acc_;
   bool dense_round_ = false;
@@ -212,10 +230,14 @@ class ShardServer {
   // ASP / SSP.
   float scale_ = 1.0f;
   std::vector<int64_t> last_round_;  // last round applied per worker (-1 = none)
-  // Per worker: ascending indices changed since its last reply (merged push by push).
-  std::vector<std::vector<uint32_t>> dirty_list_;
-  // ASP: a reply built while applying the worker's own push, sent by AsyncReply.
-  std::vector<std::shared_ptr<ReplyBuffer>> prepared_;
+  // Per worker: every index changed since its last reply, ascending, with the weight's value
+  // after its latest change (merged push by push; the reply is the list itself).
+  struct DirtyList {
+    std::vector<uint32_t> indices;
+    std::vector<float> values;
+  };
+  std::vector<DirtyList> dirty_;
+  std::vector<float> new_values_;  // scratch: a push's new weights
   std::vector<bool> all_dirty_;
   std::vector<bool> waiting_;  // SSP: reply held back
   std::vector<uint64_t> waiting_round_;

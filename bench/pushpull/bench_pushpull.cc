@@ -20,6 +20,9 @@
 // Usage: bench_pushpull --bin_dir=DIR [--k=1000,10000,100000,1000000] [--workers=1,4,8]
 //          [--consistency=bsp,asp] [--servers=1] [--num_params=10000000] [--seconds=0.5]
 //          [--repeats=3] [--verify_every=16] [--json=PATH] [--log_dir=/tmp]
+//          [--variant=LABEL:SERVER_FLAGS ...]
+// Each --variant runs every cell once more with extra sieve-server flags (e.g.
+// --variant=whole:--reply_part_pairs=0 --variant=parts:), for A/B comparisons in one run.
 #include <arpa/inet.h>
 #include <glog/logging.h>
 #include <netinet/in.h>
@@ -72,6 +75,7 @@ struct Cell {
   std::string consistency;
   int workers = 1;
   size_t k = 0;
+  std::vector<std::string> server_flags;  // extra sieve-server flags of this variant
 };
 
 struct Timed {
@@ -87,6 +91,9 @@ struct CellResult {
   int rounds_per_block = 0;
   double pairs_down_per_round = 0;  // per worker and round, all servers
   uint64_t verified_rounds = 0;
+  // Per round, timed blocks: worker 0's split+send and wait+apply time (RoundStats), and the
+  // CPU time of all servers (user + system, from /proc) divided by worker 0's rounds.
+  double push_ms = 0, wait_ms = 0, server_cpu_ms = 0;
   bool ok = true;
   std::string error;
 };
@@ -116,6 +123,21 @@ std::unique_ptr<Subprocess> Spawn(const std::string& bin, const std::vector<std:
   std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" >'" + log + "' 2>&1", bin};
   argv.insert(argv.end(), args.begin(), args.end());
   return std::make_unique<Subprocess>(argv);
+}
+
+// User + system CPU seconds of a process so far (0 when it cannot be read).
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return 0;
+  // Fields after the parenthesized command name: state is field 3, utime 14, stime 15.
+  std::stringstream ss(line.substr(line.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && ss >> field; ++i) {
+    if (i >= 14) ticks += std::stod(field);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 std::string ReadFile(const std::string& path) {
@@ -205,12 +227,16 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
   for (int s = 0; s < cfg.servers; ++s) {
     server_logs.push_back(cfg.log_dir + "/pushpull-server" + std::to_string(s) + "-" + tag +
                           ".log");
-    servers.push_back(Spawn(
-        cfg.bin_dir + "/server/sieve-server",
-        {"--scheduler=127.0.0.1:" + std::to_string(port), "--bind=127.0.0.1", "--host=127.0.0.1",
-         "--model=synthetic", "--num_params=" + std::to_string(cfg.num_params),
-         "--consistency=" + cell.consistency, "--server_compressor=none"},
-        server_logs.back()));
+    std::vector<std::string> args = {"--scheduler=127.0.0.1:" + std::to_string(port),
+                                     "--bind=127.0.0.1",
+                                     "--host=127.0.0.1",
+                                     "--model=synthetic",
+                                     "--num_params=" + std::to_string(cfg.num_params),
+                                     "--consistency=" + cell.consistency,
+                                     "--server_compressor=none"};
+    // A variant's flags go last: gflags keeps the last value of a repeated flag.
+    args.insert(args.end(), cell.server_flags.begin(), cell.server_flags.end());
+    servers.push_back(Spawn(cfg.bin_dir + "/server/sieve-server", args, server_logs.back()));
   }
 
   const int W = cell.workers;
@@ -232,6 +258,8 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
   });
   std::vector<uint64_t> bytes(W, 0), pairs_down(W, 0), verified(W, 0);
   std::vector<float> init, final_replica;
+  double push_s = 0, wait_s = 0;  // worker 0, timed rounds
+  uint64_t timed_rounds = 0;
 
   auto worker_main = [&](int w) {
     bool dropped = false;
@@ -290,6 +318,11 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
         return false;
       }
       if (timed) {
+        if (w == 0) {
+          push_s += st.push_seconds;
+          wait_s += st.wait_seconds;
+          ++timed_rounds;
+        }
         bytes[w] += st.bytes_up + st.bytes_down;
         pairs_down[w] += st.pairs_down;
       }
@@ -375,6 +408,12 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
   result.rounds_per_block = std::clamp(static_cast<int>(cfg.seconds / per_round), 3, 20000);
   rounds = result.rounds_per_block;
   std::vector<Timed> sieve_runs, raw_runs;
+  auto servers_cpu = [&] {
+    double sum = 0;
+    for (auto& s : servers) sum += ProcessCpuSeconds(s->pid());
+    return sum;
+  };
+  const double cpu0 = servers_cpu();
   for (int rep = 0; rep < cfg.repeats && !stop; ++rep) {
     std::fill(bytes.begin(), bytes.end(), 0);
     phase.arrive_and_wait();  // block start (t0)
@@ -402,7 +441,14 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
     raw_runs.push_back({raw.seconds, raw.round_trips, raw.bytes});
   }
   if (stop) phase.arrive_and_drop();
+  const double cpu1 = servers_cpu();
   for (auto& t : threads) t.join();
+  if (timed_rounds > 0) {
+    result.push_ms = push_s / timed_rounds * 1e3;
+    result.wait_ms = wait_s / timed_rounds * 1e3;
+    // Raw ZeroMQ blocks run while the servers idle, so this is the servers' cost of the rounds.
+    result.server_cpu_ms = (cpu1 - cpu0) / timed_rounds * 1e3;
+  }
   for (uint64_t v : verified) result.verified_rounds += v;
 
   // Every daemon must end cleanly, and no server may have rejected a message.
@@ -450,6 +496,8 @@ int Main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   Config cfg;
   std::string ks = "1000,10000,100000,1000000", ws = "1,4,8", cs = "bsp,asp", json;
+  // Variants: (label, extra server flags); each cell runs once per variant.
+  std::vector<std::pair<std::string, std::vector<std::string>>> variants;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const std::string& name) -> const char* {
@@ -462,7 +510,8 @@ int Main(int argc, char** argv) {
           "[--workers=1,4,8]\n"
           "         [--consistency=bsp,asp] [--servers=1] [--num_params=10000000] "
           "[--seconds=0.5]\n"
-          "         [--repeats=3] [--verify_every=16] [--json=PATH] [--log_dir=/tmp]");
+          "         [--repeats=3] [--verify_every=16] [--json=PATH] [--log_dir=/tmp]\n"
+          "         [--variant=LABEL:SERVER_FLAGS ...]   (each cell once per variant)");
       return 0;
     } else if (auto v = value("bin_dir")) {
       cfg.bin_dir = v;
@@ -486,11 +535,20 @@ int Main(int argc, char** argv) {
       json = v;
     } else if (auto v = value("log_dir")) {
       cfg.log_dir = v;
+    } else if (auto v = value("variant")) {
+      const std::string text = v;
+      const size_t colon = text.find(':');
+      if (colon == 0 || colon == std::string::npos) Die("--variant takes LABEL:FLAGS");
+      std::vector<std::string> flags;
+      std::stringstream ss(text.substr(colon + 1));
+      for (std::string f; ss >> f;) flags.push_back(f);
+      variants.emplace_back(text.substr(0, colon), flags);
     } else {
       Die("unknown argument '" + a + "' (see --help)");
     }
   }
   if (cfg.bin_dir.empty()) Die("--bin_dir (the build directory) is required");
+  if (variants.empty()) variants.emplace_back("", std::vector<std::string>{});
   if (cfg.servers < 1 || cfg.repeats < 1 || cfg.seconds <= 0 || cfg.num_params < 1 ||
       cfg.num_params >= (uint64_t{1} << 32)) {
     Die("bad --servers, --repeats, --seconds or --num_params");
@@ -500,8 +558,9 @@ int Main(int argc, char** argv) {
       << ",\"servers\":" << cfg.servers << ",\"repeats\":" << cfg.repeats << ",\"rows\":[";
   std::printf("D=%llu servers=%d; medians of %d interleaved blocks; ratio = sieve / raw ZeroMQ\n",
               static_cast<unsigned long long>(cfg.num_params), cfg.servers, cfg.repeats);
-  std::printf("%-4s %-3s %-8s %10s %9s %10s %9s %7s %7s %9s %6s\n", "mode", "W", "k", "sieve rt/s",
-              "GB/s", "raw rt/s", "GB/s", "rt x", "GB/s x", "pairs dn", "vrfy");
+  std::printf("%-8s %-4s %-3s %-8s %10s %8s %10s %8s %6s %6s %9s %7s %7s %7s %5s\n", "variant",
+              "mode", "W", "k", "sieve rt/s", "GB/s", "raw rt/s", "GB/s", "rt x", "GB/s x",
+              "pairs dn", "push ms", "wait ms", "srv ms", "vrfy");
   bool all_ok = true, first = true;
   for (const std::string& kstr : Split(ks)) {
     const size_t k = static_cast<size_t>(std::stod(kstr));
@@ -512,27 +571,33 @@ int Main(int argc, char** argv) {
       const auto pool = MakePool(k, cfg.num_params, std::max(kPoolSize, W + 1), 42 + k);
       for (const std::string& c : Split(cs)) {
         if (c != "bsp" && c != "asp") Die("--consistency takes bsp and/or asp");
-        const CellResult r = RunCell(cfg, {c, W, k}, pool);
-        all_ok = all_ok && r.ok;
-        std::printf("%-4s %-3d %-8zu %10.0f %9.3f %10.0f %9.3f %7.2f %7.2f %9.0f %6llu%s\n",
-                    c.c_str(), W, k, r.sieve.rts(), r.sieve.gbs(), r.raw.rts(), r.raw.gbs(),
-                    r.sieve.rts() / r.raw.rts(), r.sieve.gbs() / r.raw.gbs(),
-                    r.pairs_down_per_round, static_cast<unsigned long long>(r.verified_rounds),
-                    r.ok ? "" : "  FAILED");
-        if (!r.ok) std::fprintf(stderr, "  %s\n", r.error.c_str());
-        std::fflush(stdout);
-        out << (first ? "" : ",") << "{\"consistency\":\"" << c << "\",\"workers\":" << W
-            << ",\"k\":" << k << ",\"rounds_per_block\":" << r.rounds_per_block
-            << ",\"pairs_down_per_round\":" << r.pairs_down_per_round
-            << ",\"sieve_round_trips_per_s\":" << r.sieve.rts()
-            << ",\"sieve_gbytes_per_s\":" << r.sieve.gbs()
-            << ",\"raw_round_trips_per_s\":" << r.raw.rts()
-            << ",\"raw_gbytes_per_s\":" << r.raw.gbs()
-            << ",\"rt_ratio\":" << r.sieve.rts() / r.raw.rts()
-            << ",\"gbytes_ratio\":" << r.sieve.gbs() / r.raw.gbs()
-            << ",\"verified_rounds\":" << r.verified_rounds
-            << ",\"ok\":" << (r.ok ? "true" : "false") << "}";
-        first = false;
+        for (const auto& [label, flags] : variants) {
+          const CellResult r = RunCell(cfg, {c, W, k, flags}, pool);
+          all_ok = all_ok && r.ok;
+          std::printf(
+              "%-8s %-4s %-3d %-8zu %10.0f %8.3f %10.0f %8.3f %6.2f %6.2f %9.0f %7.3f %7.3f %7.3f "
+              "%5llu%s\n",
+              label.empty() ? "-" : label.c_str(), c.c_str(), W, k, r.sieve.rts(), r.sieve.gbs(),
+              r.raw.rts(), r.raw.gbs(), r.sieve.rts() / r.raw.rts(), r.sieve.gbs() / r.raw.gbs(),
+              r.pairs_down_per_round, r.push_ms, r.wait_ms, r.server_cpu_ms,
+              static_cast<unsigned long long>(r.verified_rounds), r.ok ? "" : "  FAILED");
+          if (!r.ok) std::fprintf(stderr, "  %s\n", r.error.c_str());
+          std::fflush(stdout);
+          out << (first ? "" : ",") << "{\"variant\":\"" << label << "\",\"consistency\":\"" << c
+              << "\",\"workers\":" << W << ",\"k\":" << k
+              << ",\"rounds_per_block\":" << r.rounds_per_block
+              << ",\"pairs_down_per_round\":" << r.pairs_down_per_round
+              << ",\"sieve_round_trips_per_s\":" << r.sieve.rts()
+              << ",\"sieve_gbytes_per_s\":" << r.sieve.gbs()
+              << ",\"raw_round_trips_per_s\":" << r.raw.rts()
+              << ",\"raw_gbytes_per_s\":" << r.raw.gbs()
+              << ",\"rt_ratio\":" << r.sieve.rts() / r.raw.rts()
+              << ",\"gbytes_ratio\":" << r.sieve.gbs() / r.raw.gbs() << ",\"push_ms\":" << r.push_ms
+              << ",\"wait_ms\":" << r.wait_ms << ",\"server_cpu_ms_per_round\":" << r.server_cpu_ms
+              << ",\"verified_rounds\":" << r.verified_rounds
+              << ",\"ok\":" << (r.ok ? "true" : "false") << "}";
+          first = false;
+        }
       }
     }
   }

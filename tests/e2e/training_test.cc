@@ -186,6 +186,34 @@ TEST_F(TrainingTest, TopkConvergesAndEveryReplicaEqualsTheServersBitwise) {
   EXPECT_LT(std::stod(run.workers[0]["ratio"]), 0.05);
 }
 
+// Replies split into parts (docs/protocol.md, "Split replies") change nothing a worker computes:
+// with one worker the job is deterministic, so the weights equal those of whole replies bit for
+// bit, and the replica equals the servers' weights (BSP parts made by the shard server, ASP parts
+// made when the reply is sent).
+TEST_F(TrainingTest, SplitRepliesGiveTheSameWeightsAsWholeReplies) {
+  for (const std::string consistency : {"bsp", "asp"}) {
+    const std::vector<std::string> common = {
+        "--model=softmax", "--compressor=topk", "--density=0.05", "--batch_size=64",
+        "--epochs=1",      "--eval_every=0",    ShardFlag(),      "--consistency=" + consistency};
+    auto with = [&](std::string extra) {
+      std::vector<std::string> f = common;
+      f.push_back(extra);
+      f.push_back(ReplicaFlag());
+      return f;
+    };
+    RunResult whole = Launch(2, 1, with("--reply_part_pairs=0"));
+    ASSERT_TRUE(whole.ok) << whole.log;
+    const std::vector<float> reference = ServerWeights(2);
+    RunResult split = Launch(2, 1, with("--reply_part_pairs=16"));  // ~200 pairs per shard
+    ASSERT_TRUE(split.ok) << split.log;
+    const std::vector<float> parts = ServerWeights(2);
+    ASSERT_EQ(parts.size(), 7850u);
+    EXPECT_EQ(parts, reference) << consistency;
+    EXPECT_EQ(ReadFloats((dir_ / "replica0.bin").string()), parts) << consistency;
+    EXPECT_EQ(split.workers[0]["rounds"], whole.workers[0]["rounds"]);
+  }
+}
+
 TEST_F(TrainingTest, WithoutMomentumTopkAtFullDensityEqualsDense) {
   const std::vector<std::string> common = {"--model=softmax", "--momentum=0", "--batch_size=256",
                                            "--epochs=1",      "--lr=0.1",     "--eval_every=0",

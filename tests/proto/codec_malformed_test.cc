@@ -243,6 +243,35 @@ TEST_F(ProtoCodecMalformedTest, UnknownFlagBits) {
                  pb::ERROR_MALFORMED_HEADER);
 }
 
+// Only a sparse UPDATE may be split into parts, into at most kMaxReplyParts, with part < parts.
+TEST_F(ProtoCodecMalformedTest, PartsOnlyOnASparseUpdateAndInRange) {
+  std::vector<uint32_t> idx = {1, 4};
+  std::vector<float> val = {1.0f, 2.0f};
+  auto with_parts = [](pb::Header h, uint32_t part, uint32_t parts) {
+    h.set_part(part);
+    h.set_parts(parts);
+    return h;
+  };
+  ExpectOk(RawData(with_parts(DataHeader(pb::MSG_UPDATE, 0, 2), 0, 2), &idx, val));
+  ExpectOk(RawData(with_parts(DataHeader(pb::MSG_UPDATE, 0, 2), 4095, kMaxReplyParts), &idx, val));
+  ExpectOk(RawData(with_parts(DataHeader(pb::MSG_UPDATE, 0, 2), 0, 1), &idx, val));  // whole
+  const std::vector<std::pair<uint32_t, uint32_t>> bad = {
+      {2, 2}, {5, 2}, {1, 0}, {1, 1}, {0, kMaxReplyParts + 1}};
+  for (const auto& [part, parts] : bad) {
+    ExpectRejected(RawData(with_parts(DataHeader(pb::MSG_UPDATE, 0, 2), part, parts), &idx, val),
+                   pb::ERROR_MALFORMED_HEADER);
+  }
+  ExpectRejected(RawData(with_parts(DataHeader(pb::MSG_PUSH, 0, 2), 0, 2), &idx, val),
+                 pb::ERROR_MALFORMED_HEADER);
+  std::vector<float> shard(100, 0.0f);
+  ExpectRejected(
+      RawData(with_parts(DataHeader(pb::MSG_UPDATE, 0, 100, pb::FLAG_DENSE), 0, 2), nullptr, shard),
+      pb::ERROR_MALFORMED_HEADER);
+  ExpectRejected(
+      One(zmq::message_t(with_parts(Control(pb::MSG_HEARTBEAT), 0, 2).SerializeAsString())),
+      pb::ERROR_MALFORMED_HEADER);
+}
+
 TEST_F(ProtoCodecMalformedTest, WrongShard) {
   std::vector<uint32_t> idx = {1};
   std::vector<float> val = {1.0f};

@@ -80,6 +80,67 @@ TEST(ServerShardTest, BspAveragesUnionAndRepliesEveryWorker) {
   EXPECT_EQ(s->round(), 5u);
 }
 
+// A BSP reply larger than reply_part_pairs comes out in parts, each handed to the sink as soon as
+// it is ready, that tile the union exactly; the weights and the reply's content equal those of a
+// server that replies whole.
+TEST(ServerShardTest, BspSplitReplyTilesTheUnionAndEqualsTheWholeReply) {
+  const uint32_t n = 200, workers = 3;
+  ShardServerOptions o;
+  o.num_workers = workers;
+  auto whole = Make(o, Iota(n));
+  o.reply_part_pairs = 7;
+  auto split = Make(o, Iota(n));
+  std::vector<Outbox> emitted;  // what the sink saw, one outbox per call
+  split->set_part_sink([&](Outbox* out) {
+    emitted.push_back(*out);
+    out->clear();
+  });
+  std::mt19937 rng(21);
+  for (uint64_t round = 0; round < 5; ++round) {
+    Outbox out_whole, out_split;
+    emitted.clear();
+    for (uint32_t w = 0; w < workers; ++w) {
+      SparsePush p = RandomPush(rng, n, 5 + rng() % 30);
+      whole->OnPush(static_cast<int>(w), round, p.idx, p.val, false, &out_whole);
+      split->OnPush(static_cast<int>(w), round, p.idx, p.val, false, &out_split);
+    }
+    ASSERT_EQ(out_whole.size(), workers);
+    const ReplyBuffer& ref = *out_whole[0].buffer;
+    const uint32_t parts = static_cast<uint32_t>((ref.indices.size() + 6) / 7);
+    ASSERT_GT(parts, 1u);
+    EXPECT_TRUE(out_split.empty());  // every part went through the sink
+    ASSERT_EQ(emitted.size(), parts);
+    for (uint32_t w = 0; w < workers; ++w) {
+      std::vector<uint32_t> idx;
+      std::vector<float> val;
+      for (uint32_t p = 0; p < parts; ++p) {
+        ASSERT_EQ(emitted[p].size(), workers);  // one part for every live worker per call
+        const Reply& r = emitted[p][w];
+        EXPECT_EQ(r.worker, static_cast<int>(w));
+        EXPECT_EQ(r.round, round);
+        EXPECT_EQ(r.part, p);
+        EXPECT_EQ(r.parts, parts);
+        EXPECT_FALSE(r.dense);
+        ASSERT_LE(r.end - r.begin, 7u);
+        ASSERT_EQ(r.begin, idx.size());  // consecutive slices
+        idx.insert(idx.end(), r.buffer->indices.begin() + r.begin,
+                   r.buffer->indices.begin() + r.end);
+        val.insert(val.end(), r.buffer->values.begin() + r.begin, r.buffer->values.begin() + r.end);
+      }
+      EXPECT_EQ(idx, ref.indices);
+      EXPECT_EQ(val, ref.values);
+    }
+    ASSERT_TRUE(std::equal(whole->weights().begin(), whole->weights().end(),
+                           split->weights().begin(), split->weights().end()));
+  }
+  // A resend of the completed round is answered whole (one message completes it too).
+  Outbox again;
+  SparsePush p = RandomPush(rng, n, 3);
+  split->OnPush(0, 4, p.idx, p.val, false, &again);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].parts, 1u);
+}
+
 TEST(ServerShardTest, BspDuplicatePushIsAppliedOnceAndResentReplyIsIdentical) {
   ShardServerOptions o;
   o.num_workers = 2;

@@ -56,6 +56,9 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
                          bool any_round) {
   const uint32_t servers = node_->num_servers();
   std::vector<bool> done(servers, false);
+  // A reply split into parts (UPDATE only): which parts of each server's reply arrived.
+  std::vector<std::vector<bool>> parts_seen(servers);
+  std::vector<uint32_t> parts_left(servers, 0);
   uint32_t left = servers;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const bool resending = resend && options_.resend_check_ms > 0;
@@ -116,7 +119,25 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
                    << "; ignored";
       continue;
     }
-    apply(server, msg);
+    const uint32_t parts = msg.header.parts();
+    if (parts > 1) {  // one part of a split reply (validated by the codec: part < parts)
+      std::vector<bool>& seen = parts_seen[server];
+      if (seen.empty()) {
+        seen.assign(parts, false);
+        parts_left[server] = parts;
+      }
+      if (seen.size() != parts) {
+        LOG(WARNING) << "server " << server << " split round " << round << " into " << parts
+                     << " parts after " << seen.size() << "; part ignored";
+        continue;
+      }
+      if (seen[msg.header.part()]) continue;  // duplicate part
+      seen[msg.header.part()] = true;
+      apply(server, msg);
+      if (--parts_left[server] > 0) continue;
+    } else {
+      apply(server, msg);  // the whole reply (also completes a partly received split one)
+    }
     done[server] = true;
     --left;
   }

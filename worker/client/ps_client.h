@@ -105,11 +105,12 @@ class PsClient {
  private:
   PsClient(const PsClientOptions& options, std::unique_ptr<Node> node);
   // Waits for one data message of `type` and `round` from each server in `pending` (by rank),
-  // calling apply(server_rank, message) for each. ERRORs for the round fail the wait.
-  // `resend(server_rank)`, when given, is called for each server still missing when a new node
-  // table was installed since the last send (checked every options_.resend_check_ms), or, with
-  // always_resend_ms > 0, first after that many ms and then at doubling intervals up to 8 s.
-  // With `any_round`, messages of any round are taken.
+  // calling apply(server_rank, message) for each; a reply split into parts (docs/protocol.md,
+  // "Split replies") calls apply once per distinct part and counts once all have arrived. ERRORs
+  // for the round fail the wait. `resend(server_rank)`, when given, is called for each server still
+  // missing when a new node table was installed since the last send (checked every
+  // options_.resend_check_ms), or, with always_resend_ms > 0, first after that many ms and then at
+  // doubling intervals up to 8 s. With `any_round`, messages of any round are taken.
   template <typename Fn>
   Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
                  const std::function<void(int)>& resend = nullptr, int always_resend_ms = 0,
