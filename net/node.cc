@@ -211,6 +211,11 @@ void Node::Dispatch(Frames frames) {
       LOG(WARNING) << "dropped " << MsgTypeName(msg.type()) << " from unknown node " << sender;
       return;
     }
+    std::lock_guard<std::mutex> data_lock(data_mu_);
+    if (on_data_) {
+      on_data_(std::move(msg));
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     inbox_.push_back(std::move(msg));
     cv_.notify_all();
@@ -438,6 +443,18 @@ uint64_t Node::auth_denied() const { return transport_ ? transport_->auth_denied
 void Node::set_on_node_rejoined(std::function<void(const pb::NodeInfo&)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   on_node_rejoined_ = std::move(fn);
+}
+
+void Node::set_on_data(std::function<void(Message)> fn) {
+  std::lock_guard<std::mutex> data_lock(data_mu_);
+  on_data_ = std::move(fn);
+  if (!on_data_) return;
+  std::deque<Message> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued.swap(inbox_);
+  }
+  for (Message& m : queued) on_data_(std::move(m));
 }
 
 void Node::set_on_node_dead(std::function<void(const pb::NodeDead&)> fn) {

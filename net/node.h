@@ -97,6 +97,14 @@ class Node {
   // Local stop (e.g. SIGTERM): wakes every wait with Aborted. Safe from any thread, repeatable.
   void RequestStop(const std::string& reason);
 
+  // Hands every later data-plane message (validated, from a known peer) to `fn` on the I/O thread
+  // instead of queuing it for Receive: a server answers a push without waking a second thread.
+  // Messages queued before the call are handed to `fn` first, on the calling thread, and no later
+  // message overtakes them (the I/O thread waits meanwhile). `fn` runs on one thread at a time,
+  // in arrival order; it must not block for long (heartbeats wait for it). nullptr restores
+  // queuing for Receive; once set_on_data returns, `fn` is not running and will not run again.
+  void set_on_data(std::function<void(Message)> fn);
+
   // Called on the I/O thread for every NODE_DEAD the scheduler announces.
   void set_on_node_dead(std::function<void(const pb::NodeDead&)> fn);
   // Called on the I/O thread for every node a later node table shows under a new instance (a
@@ -151,6 +159,9 @@ class Node {
   std::string stop_reason_;
   bool scheduler_lost_ = false;
   std::deque<Message> inbox_;
+  // Held while on_data_ runs or changes (never while holding mu_): data messages stay in order.
+  std::mutex data_mu_;
+  std::function<void(Message)> on_data_;  // guarded by data_mu_
   bool interrupted_ = false;  // Interrupt() called since Receive last returned for it
   std::vector<uint64_t> barrier_seq_ = std::vector<uint64_t>(4, 0);       // last entered, by group
   std::vector<uint64_t> barrier_released_ = std::vector<uint64_t>(4, 0);  // last released, by group

@@ -196,31 +196,6 @@ int Run() {
             << ") of D = " << node.num_params() << ", " << ConsistencyName(*consistency) << ", "
             << node.num_workers() << " workers";
 
-  // Worker deaths and rejoins, queued by the I/O thread in the order the scheduler sent them
-  // and applied by this thread before the next message.
-  struct WorkerEvent {
-    int rank;
-    bool rejoined;
-  };
-  std::mutex events_mu;
-  std::vector<WorkerEvent> worker_events;
-  node.set_on_node_dead([&](const pb::NodeDead& d) {
-    if (d.role() != pb::ROLE_WORKER) return;
-    {
-      std::lock_guard<std::mutex> lock(events_mu);
-      worker_events.push_back({d.rank(), false});
-    }
-    node.Interrupt();
-  });
-  node.set_on_node_rejoined([&](const pb::NodeInfo& n) {
-    if (n.role() != pb::ROLE_WORKER) return;
-    {
-      std::lock_guard<std::mutex> lock(events_mu);
-      worker_events.push_back({n.rank(), true});
-    }
-    node.Interrupt();
-  });
-
   Outbox out;
   std::vector<float> unpacked;
   auto flush = [&] {
@@ -294,34 +269,33 @@ int Run() {
   };
   shard.set_part_sink([&flush](Outbox*) { flush(); });
 
-  Status end;
-  while (true) {
-    Message msg;
-    // Worker events interrupt the wait (Node::Interrupt); the timeout only keeps the exported
-    // auth gauges fresh while no message comes, so without --metrics_port the thread sleeps.
-    auto got = node.Receive(&msg, FLAGS_metrics_port != 0 ? 1000 : -1);
-    {
-      std::vector<WorkerEvent> events;
-      {
-        std::lock_guard<std::mutex> lock(events_mu);
-        events.swap(worker_events);
-      }
-      for (const WorkerEvent& e : events) {
-        if (e.rejoined) {
-          LOG(INFO) << "worker " << e.rank << " was re-admitted; it may join again";
-          shard.OnWorkerRejoined(e.rank);
-        } else {
-          shard.OnWorkerDead(e.rank, &out);
-        }
-      }
-      flush();
-      metrics.SetAuth(node.auth_accepted(), node.auth_denied());
-    }
-    if (!got.ok()) {
-      end = got.status();
-      break;
-    }
-    if (!*got) continue;
+  // Everything below runs on the node's I/O thread (Node::set_on_data and the peer callbacks):
+  // a push is answered without waking a second thread, and worker deaths and rejoins are
+  // applied in the order the scheduler sent them, between data messages. The gate (shared with
+  // the handlers, so it outlives any call still in flight) turns them off at the end of Run;
+  // while it is open only the I/O thread touches the shard, `out` and `unpacked`.
+  struct HandlerGate {
+    std::mutex mu;
+    bool serving = true;
+  };
+  auto gate = std::make_shared<HandlerGate>();
+  node.set_on_node_dead([&, gate](const pb::NodeDead& d) {
+    if (d.role() != pb::ROLE_WORKER) return;
+    std::lock_guard<std::mutex> lock(gate->mu);
+    if (!gate->serving) return;
+    shard.OnWorkerDead(d.rank(), &out);
+    flush();
+  });
+  node.set_on_node_rejoined([&, gate](const pb::NodeInfo& n) {
+    if (n.role() != pb::ROLE_WORKER) return;
+    std::lock_guard<std::mutex> lock(gate->mu);
+    if (!gate->serving) return;
+    LOG(INFO) << "worker " << n.rank() << " was re-admitted; it may join again";
+    shard.OnWorkerRejoined(n.rank());
+  });
+  node.set_on_data([&, gate](Message msg) {
+    std::lock_guard<std::mutex> lock(gate->mu);
+    if (!gate->serving) return;
     const int sender = msg.header.sender();
     const int worker = node.WorkerRankOf(sender);
     const bool from_worker = worker >= 0 && worker < static_cast<int>(node.num_workers());
@@ -381,6 +355,18 @@ int Run() {
     flush();
     if (replies) metrics.ObserveUpdateLatency(seconds_since(flush_start));
     checkpointer.MaybeWrite(shard);
+  });
+
+  // This thread only waits for the end; with --metrics_port it refreshes the auth gauges.
+  Status end;
+  do {
+    end = node.WaitShutdown(FLAGS_metrics_port != 0 ? 1000 : 3600 * 1000);
+    metrics.SetAuth(node.auth_accepted(), node.auth_denied());
+  } while (end.code() == StatusCode::kDeadlineExceeded);
+  node.set_on_data(nullptr);  // from here on no data handler runs
+  {
+    std::lock_guard<std::mutex> lock(gate->mu);
+    gate->serving = false;  // nor a worker-event handler
   }
 
   const auto w = shard.weights();
@@ -411,8 +397,7 @@ int Run() {
       static_cast<unsigned long>(node.auth_accepted()),
       static_cast<unsigned long>(node.auth_denied()));
   std::fflush(stdout);
-  Status shutdown = node.WaitShutdown(0);
-  if (!shutdown.ok()) {
+  if (!end.ok()) {
     std::cerr << "sieve-server: ended: " << end.ToString() << "\n";
     return 1;
   }

@@ -22,7 +22,8 @@
 //          [--repeats=3] [--verify_every=16] [--json=PATH] [--log_dir=/tmp]
 //          [--variant=LABEL:SERVER_FLAGS ...]
 // Each --variant runs every cell once more with extra sieve-server flags (e.g.
-// --variant=whole:--reply_part_pairs=0 --variant=parts:), for A/B comparisons in one run.
+// --variant=whole:--reply_part_pairs=0 --variant=parts:), for A/B comparisons in one run; a
+// --bin_dir=DIR among them takes that variant's daemons from another build of the same protocol.
 #include <arpa/inet.h>
 #include <glog/logging.h>
 #include <netinet/in.h>
@@ -76,6 +77,7 @@ struct Cell {
   int workers = 1;
   size_t k = 0;
   std::vector<std::string> server_flags;  // extra sieve-server flags of this variant
+  std::string bin_dir;                    // the variant's daemons (empty: --bin_dir's)
 };
 
 struct Timed {
@@ -213,11 +215,12 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
   CellResult result;
   const bool bsp = cell.consistency == "bsp";
   const int port = FreePort();
+  const std::string bin_dir = cell.bin_dir.empty() ? cfg.bin_dir : cell.bin_dir;
   const std::string tag = cell.consistency + "-w" + std::to_string(cell.workers) + "-k" +
                           std::to_string(cell.k) + "-" + std::to_string(getpid());
   const std::string sched_log = cfg.log_dir + "/pushpull-scheduler-" + tag + ".log";
   auto scheduler =
-      Spawn(cfg.bin_dir + "/scheduler/sieve-scheduler",
+      Spawn(bin_dir + "/scheduler/sieve-scheduler",
             {"--num_servers=" + std::to_string(cfg.servers),
              "--num_workers=" + std::to_string(cell.workers), "--port=" + std::to_string(port),
              "--bind=127.0.0.1", "--host=127.0.0.1", "--startup_timeout_ms=60000"},
@@ -236,7 +239,7 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
                                      "--server_compressor=none"};
     // A variant's flags go last: gflags keeps the last value of a repeated flag.
     args.insert(args.end(), cell.server_flags.begin(), cell.server_flags.end());
-    servers.push_back(Spawn(cfg.bin_dir + "/server/sieve-server", args, server_logs.back()));
+    servers.push_back(Spawn(bin_dir + "/server/sieve-server", args, server_logs.back()));
   }
 
   const int W = cell.workers;
@@ -497,7 +500,7 @@ int Main(int argc, char** argv) {
   Config cfg;
   std::string ks = "1000,10000,100000,1000000", ws = "1,4,8", cs = "bsp,asp", json;
   // Variants: (label, extra server flags); each cell runs once per variant.
-  std::vector<std::pair<std::string, std::vector<std::string>>> variants;
+  std::vector<std::pair<std::string, Cell>> variants;  // label, server flags and daemons
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const std::string& name) -> const char* {
@@ -539,16 +542,22 @@ int Main(int argc, char** argv) {
       const std::string text = v;
       const size_t colon = text.find(':');
       if (colon == 0 || colon == std::string::npos) Die("--variant takes LABEL:FLAGS");
-      std::vector<std::string> flags;
+      Cell variant;
       std::stringstream ss(text.substr(colon + 1));
-      for (std::string f; ss >> f;) flags.push_back(f);
-      variants.emplace_back(text.substr(0, colon), flags);
+      for (std::string f; ss >> f;) {
+        if (f.rfind("--bin_dir=", 0) == 0) {
+          variant.bin_dir = f.substr(10);
+        } else {
+          variant.server_flags.push_back(f);
+        }
+      }
+      variants.emplace_back(text.substr(0, colon), variant);
     } else {
       Die("unknown argument '" + a + "' (see --help)");
     }
   }
   if (cfg.bin_dir.empty()) Die("--bin_dir (the build directory) is required");
-  if (variants.empty()) variants.emplace_back("", std::vector<std::string>{});
+  if (variants.empty()) variants.emplace_back("", Cell{});
   if (cfg.servers < 1 || cfg.repeats < 1 || cfg.seconds <= 0 || cfg.num_params < 1 ||
       cfg.num_params >= (uint64_t{1} << 32)) {
     Die("bad --servers, --repeats, --seconds or --num_params");
@@ -571,8 +580,8 @@ int Main(int argc, char** argv) {
       const auto pool = MakePool(k, cfg.num_params, std::max(kPoolSize, W + 1), 42 + k);
       for (const std::string& c : Split(cs)) {
         if (c != "bsp" && c != "asp") Die("--consistency takes bsp and/or asp");
-        for (const auto& [label, flags] : variants) {
-          const CellResult r = RunCell(cfg, {c, W, k, flags}, pool);
+        for (const auto& [label, variant] : variants) {
+          const CellResult r = RunCell(cfg, {c, W, k, variant.server_flags, variant.bin_dir}, pool);
           all_ok = all_ok && r.ok;
           std::printf(
               "%-8s %-4s %-3d %-8zu %10.0f %8.3f %10.0f %8.3f %6.2f %6.2f %9.0f %7.3f %7.3f %7.3f "
