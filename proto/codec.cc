@@ -165,6 +165,12 @@ StatusOr<Frames> EncodeControl(pb::Header header) {
   return frames;
 }
 
+uint32_t DataChecksum(const DataPayload& payload) {
+  uint32_t crc = 0;
+  if (!payload.dense) crc = Crc32c(crc, payload.indices.data(), payload.indices.size_bytes());
+  return Crc32c(crc, payload.values.data(), payload.values.size());
+}
+
 StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
                             const EncodeOptions& options) {
   const size_t vsize = payload.fp16 ? 2 : 4;
@@ -183,10 +189,8 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
   const bool has_indices = !(flags & pb::FLAG_DENSE);
   if (options.checksum) {
     flags |= pb::FLAG_CHECKSUM;
-    uint32_t crc = 0;
-    if (has_indices) crc = Crc32c(crc, payload.indices.data(), payload.indices.size_bytes());
-    crc = Crc32c(crc, payload.values.data(), payload.values.size());
-    header.set_checksum(crc);
+    header.set_checksum(options.precomputed_checksum != nullptr ? *options.precomputed_checksum
+                                                                : DataChecksum(payload));
   } else {
     header.set_checksum(0);
   }

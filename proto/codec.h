@@ -67,7 +67,13 @@ struct DataPayload {
 
 struct EncodeOptions {
   bool checksum = true;  // compute the CRC-32C of the data frames and set FLAG_CHECKSUM
+  // With checksum: the CRC-32C of exactly these data frames (indices, then values), computed by
+  // the caller (DataChecksum), e.g. once for a reply sent to several workers; null = compute it.
+  const uint32_t* precomputed_checksum = nullptr;
 };
+
+// The CRC-32C that EncodeData puts in the header for `payload`'s data frames.
+uint32_t DataChecksum(const DataPayload& payload);
 
 // Serializes a control message (no data frames). Sets header.version. Never fails for a header
 // built by this process; returns Internal if protobuf refuses to serialize it.

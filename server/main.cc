@@ -198,6 +198,13 @@ int Run() {
 
   Outbox out;
   std::vector<float> unpacked;
+  // The checksum of the slice last sent within one flush (replies to several workers share their
+  // buffer; the outbox keeps every buffer alive, so an address names one content until then).
+  struct SliceChecksum {
+    const ReplyBuffer* buffer = nullptr;
+    size_t from = 0, to = 0;
+    uint32_t crc = 0;
+  } crc_of;
   auto flush = [&] {
     for (Reply& r : out) {
       const int peer = node.WorkerId(r.worker);
@@ -235,7 +242,13 @@ int Run() {
         }
         p.values = std::as_bytes(std::span<const float>(r.buffer->values).subspan(from, to - from));
         p.keepalive = r.buffer;
-        auto frames = EncodeData(h, p);
+        // Every live worker gets the same BSP reply: its checksum is computed once.
+        EncodeOptions eo;
+        if (crc_of.buffer != r.buffer.get() || crc_of.from != from || crc_of.to != to) {
+          crc_of = {r.buffer.get(), from, to, DataChecksum(p)};
+        }
+        eo.precomputed_checksum = &crc_of.crc;
+        auto frames = EncodeData(h, p, eo);
         if (!frames.ok()) {
           LOG(ERROR) << "encode reply: " << frames.status().ToString();
           return false;
@@ -266,6 +279,7 @@ int Run() {
       }
     }
     out.clear();
+    crc_of = SliceChecksum{};  // a pooled buffer may come back with other content
   };
   shard.set_part_sink([&flush](Outbox*) { flush(); });
 

@@ -59,6 +59,43 @@ void ExpectControlRoundTrip(const pb::Header& h) {
   EXPECT_EQ(msg.storage.size(), 1u);
 }
 
+// A checksum computed once by the caller (DataChecksum) is the one EncodeData computes, and a
+// wrong one is caught by the receiver.
+TEST(ProtoCodecTest, PrecomputedChecksumEqualsTheComputedOne) {
+  auto arrays = std::make_shared<std::pair<std::vector<uint32_t>, std::vector<float>>>(
+      std::vector<uint32_t>{2, 5, 9, 40}, std::vector<float>{0.5f, -1.0f, 3.0f, 7.25f});
+  pb::Header h;
+  h.set_type(pb::MSG_UPDATE);
+  h.set_sender(1);
+  h.set_shard(0);
+  h.set_round(3);
+  DataPayload p;
+  p.indices = arrays->first;
+  p.values = std::as_bytes(std::span<const float>(arrays->second));
+  p.keepalive = arrays;
+  const uint32_t crc = DataChecksum(p);
+  EncodeOptions given;
+  given.precomputed_checksum = &crc;
+  auto a = EncodeData(h, p);
+  auto b = EncodeData(h, p, given);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<uint64_t> shard_lengths = {100};
+  DecodeLimits limits{shard_lengths, true};
+  Message ma, mb;
+  pb::ErrorCode code;
+  ASSERT_TRUE(Decode(std::move(a).value(), limits, &ma, &code).ok());
+  ASSERT_TRUE(Decode(std::move(b).value(), limits, &mb, &code).ok());
+  EXPECT_EQ(ma.header.checksum(), crc);
+  EXPECT_EQ(mb.header.checksum(), crc);
+  const uint32_t wrong = crc ^ 1u;
+  given.precomputed_checksum = &wrong;
+  auto c = EncodeData(h, p, given);
+  ASSERT_TRUE(c.ok());
+  Message mc;
+  EXPECT_FALSE(Decode(std::move(c).value(), limits, &mc, &code).ok());
+  EXPECT_EQ(code, pb::ERROR_CHECKSUM);
+}
+
 TEST(ProtoCodecTest, RegisterRoundTrip) {
   pb::Header h = Base(pb::MSG_REGISTER, -1, kSchedulerId);
   auto* r = h.mutable_register_();
