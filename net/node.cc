@@ -10,6 +10,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Peers' messages kept while waiting for the first node table (more are dropped).
+constexpr size_t kMaxMessagesBeforeTable = 1024;
+
 uint64_t RandomInstance() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
@@ -185,6 +188,13 @@ void Node::IoLoop() {
 }
 
 void Node::Dispatch(Frames frames) {
+  // Before the first table a peer's message can be neither decoded (no shard lengths) nor
+  // attributed, yet a peer that got the table first may already send: keep a copy to dispatch
+  // again once the table is in. have_table_ only changes on this thread.
+  Frames copy;
+  if (!have_table_) {
+    for (const auto& f : frames) copy.emplace_back(f.data(), f.size());
+  }
   Message msg;
   pb::ErrorCode code;
   Status s;
@@ -196,6 +206,14 @@ void Node::Dispatch(Frames frames) {
   }
   const int sender = msg.header.sender();
   if (sender == kSchedulerId) last_from_scheduler_ = Clock::now();
+  if (!have_table_ && sender > 0) {
+    if (before_table_.size() < kMaxMessagesBeforeTable) {
+      before_table_.push_back(std::move(copy));
+      return;
+    }
+    LOG(WARNING) << "more than " << kMaxMessagesBeforeTable
+                 << " peer messages before the node table; dropping";
+  }
   if (!s.ok()) {
     rejected_++;
     LOG(WARNING) << "rejected " << MsgTypeName(msg.header.type()) << " from node " << sender << ": "
@@ -239,9 +257,13 @@ void Node::HandleControl(Message msg) {
       cv_.notify_all();
       break;
     }
-    case pb::MSG_NODE_TABLE:
+    case pb::MSG_NODE_TABLE: {
       InstallTable(h.node_table());
+      std::vector<Frames> early;
+      if (have_table_) early.swap(before_table_);
+      for (Frames& f : early) Dispatch(std::move(f));
       break;
+    }
     case pb::MSG_BARRIER_RELEASE: {
       std::lock_guard<std::mutex> lock(mu_);
       const uint32_t g = h.barrier().group();

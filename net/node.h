@@ -162,13 +162,16 @@ class Node {
   // Held while on_data_ runs or changes (never while holding mu_): data messages stay in order.
   std::mutex data_mu_;
   std::function<void(Message)> on_data_;  // guarded by data_mu_
-  bool interrupted_ = false;  // Interrupt() called since Receive last returned for it
+  bool interrupted_ = false;              // Interrupt() called since Receive last returned for it
   std::vector<uint64_t> barrier_seq_ = std::vector<uint64_t>(4, 0);       // last entered, by group
   std::vector<uint64_t> barrier_released_ = std::vector<uint64_t>(4, 0);  // last released, by group
   std::set<int> dead_;
   std::function<void(const pb::NodeDead&)> on_node_dead_;
   std::function<void(const pb::NodeInfo&)> on_node_rejoined_;
   std::vector<pb::NodeInfo> current_;  // the latest table's entries, by id - 1
+  // Peers' messages that arrived before the first node table (a peer that got the scheduler's
+  // broadcast first may already send to this node), dispatched once it is installed. I/O thread.
+  std::vector<Frames> before_table_;
   std::chrono::steady_clock::time_point last_from_scheduler_;
 };
 

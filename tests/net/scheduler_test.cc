@@ -154,6 +154,54 @@ TEST(NetSchedulerTest, DuplicateRankIsRefused) {
       << dup.status().ToString();
 }
 
+// A worker that gets the node table before a server does may already send it PULL_DENSE (the
+// scheduler's broadcast and the worker's request travel on different connections). The server
+// cannot decode it yet (no shard lengths): it keeps it and delivers it once its table is in.
+TEST(NetNodeTest, PeerMessageBeforeTheTableIsDeliveredAfterIt) {
+  RunningScheduler sched(1, 2, 10);
+  NodeOptions so = NodeFor(sched.address(), pb::ROLE_SERVER);
+  {
+    auto probe = CreateZmqTransport(Loopback());  // a port that was free a moment ago
+    ASSERT_TRUE(probe.ok());
+    so.transport.port = (*probe)->port();
+  }
+  StatusOr<std::unique_ptr<Node>> server = UnavailableError("not started");
+  std::thread start([&] { server = Node::Start(so); });
+  // Worker 1 (a raw peer; node id 3 in the table) registers, again until the scheduler's ACK says
+  // only worker 0 is missing: the server is up and waits for its table.
+  std::unique_ptr<Transport> early = RawPeer(sched.address());
+  ASSERT_NE(early, nullptr);
+  for (int waiting = 2; waiting > 1;) {
+    ASSERT_NO_FATAL_FAILURE(SendRegister(*early, pb::ROLE_WORKER, 1, kProtocolVersion));
+    const Message ack = Reply(*early);
+    ASSERT_EQ(ack.type(), pb::MSG_REGISTER_ACK);
+    waiting = ack.header.register_ack().waiting_for();
+  }
+  // It asks the server for its shard before the table exists (worker 0 has not registered).
+  ASSERT_TRUE(early->Connect(1, "127.0.0.1", so.transport.port).ok());
+  pb::Header pull;
+  pull.set_type(pb::MSG_PULL_DENSE);
+  pull.set_sender(3);
+  pull.set_recipient(1);
+  pull.set_shard(0);
+  auto frames = EncodeControl(pull);
+  ASSERT_TRUE(frames.ok());
+  ASSERT_TRUE(early->Send(1, std::move(frames).value()).ok());
+  // Worker 0 completes the job; the table goes out.
+  NodeOptions wo = NodeFor(sched.address(), pb::ROLE_WORKER);
+  wo.rank = 0;
+  auto worker = Node::Start(wo);
+  start.join();
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Message m;
+  auto got = (*server)->Receive(&m, 60000);  // 60 s only bound a hang
+  ASSERT_TRUE(got.ok() && *got) << "the early PULL_DENSE was lost";
+  EXPECT_EQ(m.type(), pb::MSG_PULL_DENSE);
+  EXPECT_EQ(m.header.sender(), 3);
+  EXPECT_EQ((*server)->rejected_messages(), 0u);
+}
+
 TEST(NetSchedulerTest, DTooSmallForServersIsRejected) {
   SchedulerOptions o;
   o.num_servers = 4;
