@@ -6,6 +6,7 @@
 #include "base/prefetch.h"
 #include "kernels/selection.h"
 #include "proto/codec.h"
+#include "server/change_log.h"
 #include "server/sorted_merge.h"
 
 namespace sieve {
@@ -59,7 +60,7 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
   } else {
     scale_ = options.async_scale > 0 ? options.async_scale : 1.0f / static_cast<float>(workers);
     last_round_.assign(workers, -1);
-    dirty_.assign(workers, {});
+    changes_ = std::make_unique<ChangeLog>(workers);
     all_dirty_.assign(workers, false);
     waiting_.assign(workers, false);
     waiting_round_.assign(workers, 0);
@@ -290,29 +291,6 @@ void ShardServer::BspAdmitJoiners(Outbox* out) {
   }
 }
 
-void ShardServer::MarkDirty(std::span<const uint32_t> indices, std::span<const float> values) {
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    if (!live_[w] || all_dirty_[w]) continue;
-    DirtyList& list = dirty_[w];
-    if (list.indices.empty()) {
-      list.indices.assign(indices.begin(), indices.end());
-      list.values.assign(values.begin(), values.end());
-    } else {
-      // The push is newer: its value wins where both hold an index.
-      MergeSortedPairs(
-          list.indices, list.values, indices, values, &merge_idx_, &merge_sum_,
-          [](float v) { return v; }, [](float, float v) { return v; });
-      list.indices.swap(merge_idx_);
-      list.values.swap(merge_sum_);
-    }
-    // Past half the shard a dense reply is smaller than the sparse one (4 vs 8 bytes per entry).
-    if (list.indices.size() > w_.size() / 2) {
-      all_dirty_[w] = true;
-      list = DirtyList{};
-    }
-  }
-}
-
 void ShardServer::AsyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                             std::span<const float> values, bool dense, Outbox* out) {
   if (static_cast<int64_t>(round) <= last_round_[worker]) {  // replay: not applied again
@@ -324,9 +302,10 @@ void ShardServer::AsyncPush(int worker, uint64_t round, std::span<const uint32_t
   if (dense) {
     for (size_t i = 0; i < values.size(); ++i) w_[i] -= scale_ * values[i];
     std::fill(all_dirty_.begin(), all_dirty_.end(), true);
-    for (DirtyList& list : dirty_) list = DirtyList{};
+    for (uint32_t w = 0; w < options_.num_workers; ++w) changes_->Skip(w);
+    changes_->Trim(live_);
   } else {
-    // Apply, and record the new values in the same pass: the dirty lists carry them, so a reply
+    // Apply, and record the new values in the same pass: the change log carries them, so a reply
     // never reads the shard at scattered positions again.
     const size_t m = indices.size();
     new_values_.resize(m);
@@ -339,7 +318,15 @@ void ShardServer::AsyncPush(int worker, uint64_t round, std::span<const uint32_t
       w[idx[j]] -= scale_ * values[j];
       nv[j] = w[idx[j]];
     }
-    MarkDirty(indices, new_values_);
+    changes_->Append(indices, new_values_);
+    // A worker whose pending changes pass half the shard gets the whole shard instead (4 bytes
+    // per entry rather than 8), and no longer holds the log's records back.
+    for (uint32_t w = 0; w < options_.num_workers; ++w) {
+      if (live_[w] && !all_dirty_[w] && changes_->pending(w) > w_.size() / 2) {
+        all_dirty_[w] = true;
+        changes_->Skip(w);
+      }
+    }
   }
   last_round_[worker] = static_cast<int64_t>(round);
   ++stats_.pushes_applied;
@@ -368,19 +355,15 @@ void ShardServer::AsyncRelease(Outbox* out) {
 void ShardServer::AsyncReply(int worker, uint64_t round, Outbox* out) {
   auto buf = pool_.Get();
   bool dense = false;
-  DirtyList& list = dirty_[worker];
   if (all_dirty_[worker]) {
     buf->values.assign(w_.begin(), w_.end());
     dense = true;
     all_dirty_[worker] = false;
+    changes_->Skip(worker);
   } else {
-    // The list holds every index changed since the last reply with its current value, ascending:
-    // it becomes the reply, and takes over the buffer's old (cleared) arrays.
-    buf->indices.swap(list.indices);
-    buf->values.swap(list.values);
+    changes_->Take(worker, &buf->indices, &buf->values);
   }
-  list.indices.clear();
-  list.values.clear();
+  changes_->Trim(live_);
   out->push_back({worker, pb::MSG_UPDATE, round, dense, std::move(buf), pb::ERROR_NONE, ""});
 }
 
@@ -460,6 +443,7 @@ void ShardServer::OnJoin(int worker, uint64_t round, Outbox* out) {
   rejoined_[worker] = false;
   last_round_[worker] = std::max(last_round_[worker], static_cast<int64_t>(round) - 1);
   all_dirty_[worker] = true;
+  changes_->Skip(static_cast<uint32_t>(worker));  // the dense reply covers every change
   waiting_[worker] = false;
   ++stats_.rejoins;
   ack();
@@ -478,7 +462,7 @@ void ShardServer::OnWorkerDead(int worker, Outbox* out) {
   live_[worker] = false;
   --live_count_;
   waiting_[worker] = false;
-  dirty_[worker] = DirtyList{};  // a rejoin starts with a dense reply
+  changes_->Trim(live_);  // a dead worker holds no change back; a rejoin starts dense
   AsyncRelease(out);
 }
 
@@ -510,6 +494,8 @@ Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
     held_.assign(options_.num_workers, HeldPush{});
   } else {
     std::fill(all_dirty_.begin(), all_dirty_.end(), true);
+    for (uint32_t w = 0; w < options_.num_workers; ++w) changes_->Skip(w);
+    changes_->Trim(live_);
   }
   return Status::Ok();
 }

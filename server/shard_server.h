@@ -12,10 +12,10 @@
 //       new values. Optional two-way compression
 //       sparsifies a/N through a server residual before applying, so replies hold <= k' pairs.
 //  ASP  each push is applied at once (w[i] -= scale·v) and answered with every index changed
-//       since that worker's previous reply and its current value: per-worker ascending lists of
-//       (index, latest value), merged push by push from the values the update pass wrote, so a
-//       reply reads no weight at a scattered position; a list past half the shard becomes a
-//       dense reply.
+//       since that worker's previous reply and its current value: the update pass records the
+//       pushed indices' new values in a shared change log, and a reply merges the records the
+//       worker has not seen (server/change_log.h), so it reads no weight at a scattered position;
+//       past half the shard of pending changes a worker gets a dense reply instead.
 //  SSP  ASP, but a worker's reply (which lets it start its next round) is held back while its
 //       clock (rounds pushed) is more than `staleness` ahead of the slowest live worker's.
 //  A push repeated for a (worker, round) already applied is never applied again: BSP resends the
@@ -38,6 +38,7 @@
 #include "base/status.h"
 #include "kernels/compressor.h"
 #include "proto/sieve.pb.h"
+#include "server/change_log.h"
 #include "server/consistency.h"
 #include "server/reply_pool.h"
 
@@ -164,9 +165,6 @@ class ShardServer {
                  std::span<const float> values, bool dense, Outbox* out);
   void AsyncRelease(Outbox* out);
   void AsyncReply(int worker, uint64_t round, Outbox* out);
-  // Merges a push's ascending `indices` with the weights' new `values` there into the dirty list
-  // of every live worker; a list past half the shard turns into all_dirty_ (a dense reply).
-  void MarkDirty(std::span<const uint32_t> indices, std::span<const float> values);
   void ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                   std::span<const float> values, bool dense, Outbox* out);
   void ResyncMaybeFinish(Outbox* out);
@@ -230,13 +228,8 @@ class ShardServer {
   // ASP / SSP.
   float scale_ = 1.0f;
   std::vector<int64_t> last_round_;  // last round applied per worker (-1 = none)
-  // Per worker: every index changed since its last reply, ascending, with the weight's value
-  // after its latest change (merged push by push; the reply is the list itself).
-  struct DirtyList {
-    std::vector<uint32_t> indices;
-    std::vector<float> values;
-  };
-  std::vector<DirtyList> dirty_;
+  // Every change since each worker's last reply, with the values after it (server/change_log.h).
+  std::unique_ptr<ChangeLog> changes_;
   std::vector<float> new_values_;  // scratch: a push's new weights
   std::vector<bool> all_dirty_;
   std::vector<bool> waiting_;  // SSP: reply held back
