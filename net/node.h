@@ -2,7 +2,9 @@
 // I/O thread that receives everything, answers the control plane (registration, node table,
 // heartbeats, barriers, node deaths, shutdown) and hands data-plane messages (PUSH, UPDATE,
 // PULL_DENSE, DENSE, ERROR from peers) to the role through Receive(). Malformed messages from
-// peers never reach the role: the runtime answers them with an ERROR and counts them.
+// peers never reach the role: the runtime answers them with an ERROR and counts them. A peer's
+// message that arrives before this node's first node table (the peer got the table first) is
+// kept and handled once the table is in.
 //
 // Node ids: scheduler 0, server rank r -> 1 + r, worker rank r -> 1 + S + r.
 //
