@@ -1,7 +1,8 @@
-// Backend: the internal primitive layer of kernels/ (not for use outside kernels/). One
-// implementation source, backend_impl.cu, is compiled twice — into namespace sieve::cpu (g++,
-// Thrust OMP system + OpenMP twins of the custom kernels) and sieve::cuda (nvcc, Thrust CUDA
-// system + custom kernels) — and each exposes an instance of this interface.
+// Backend: the internal primitive layer of kernels/ (not for use outside kernels/). Two
+// implementations share the element-wise functors of backend_functors.h: backend_cpu.cc (namespace
+// sieve::cpu; g++, Thrust OMP system + OpenMP loops for the fused passes) and backend_cuda.cu
+// (sieve::cuda; nvcc, Thrust CUDA system + custom kernels); each exposes an instance of this
+// interface.
 // Pointers named `*_dev` are in the backend's memory (host RAM for cpu, GPU global memory for
 // cuda); pointers and vectors named `*_host` are host memory. Lengths are element counts.
 // Keys: key(x) = the IEEE-754 bits of |x| as uint32; for finite x, |a| > |b| ⟺ key(a) > key(b);

@@ -1,0 +1,282 @@
+// The CPU Backend (see kernels/backend.h for the contract): Thrust's OMP system for the plain
+// element-wise passes and hand-written OpenMP loops for the fused ones (count+collect, key
+// histogram, moments, σ-histogram). Host memory throughout; "device" pointers are host pointers.
+// Only explicit execution policies on raw pointers are used, never thrust::device or
+// device_vector, so this object coexists with the CUDA backend in one binary.
+#include <omp.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/system/omp/execution_policy.h>
+#include <thrust/transform.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/backend_functors.h"
+
+namespace sieve {
+namespace backend_internal {
+namespace {
+
+constexpr size_t kBlock = 512;
+// Count+collect tests the max |x| of blocks this small, so that at small densities few blocks
+// (1 − (1 − ρ)^64 ≈ 6 % at ρ = 0.001) need the exact scalar scan.
+constexpr size_t kScanBlock = 64;
+
+// Whether any key AbsKey(x[i]), i < n, exceeds t (a signed compare: keys are < 2^31, and it
+// vectorizes with plain SSE2); with kSumSq also the float Σx² into *ss. Non-finite keys are
+// above every t < kNonFiniteKey, so a block holding one always reports a hit.
+template <bool kSumSq>
+inline bool BlockAbove(const float* x, size_t n, int32_t t, float* ss) {
+  int hit = 0;
+  float s = 0.0f;
+#pragma omp simd reduction(| : hit) reduction(+ : s)
+  for (size_t i = 0; i < n; ++i) {
+    hit |= static_cast<int32_t>(AbsKey(x[i])) > t;
+    if constexpr (kSumSq) s += x[i] * x[i];
+  }
+  if constexpr (kSumSq) *ss = s;
+  return hit != 0;
+}
+
+// Runs fn(t, lo, hi) on nt OpenMP threads t = 0 … nt−1 over contiguous ranges [lo, hi) of
+// [0, n): outputs concatenated in thread order stay in index order without a sort.
+template <typename Fn>
+void ForThreadRanges(size_t n, int nt, Fn fn) {
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num();
+    const size_t per = n / nt, rem = n % nt;
+    const size_t lo = t * per + std::min<size_t>(t, rem);
+    fn(t, lo, lo + per + (static_cast<size_t>(t) < rem ? 1 : 0));
+  }
+}
+
+template <bool kHist>
+void MomentsCpu(const float* x, size_t n, Moments* out, std::vector<uint64_t>* hist) {
+  const int nt = omp_get_max_threads();
+  std::vector<Moments> part(nt);
+  std::vector<std::vector<uint64_t>> hparts(kHist ? nt : 0);
+  ForThreadRanges(n, nt, [&](int t, size_t lo, size_t hi) {
+    double s = 0.0, ss = 0.0;
+    uint64_t nf = 0;
+    std::vector<uint32_t> h(kHist ? kKeyHistBins : 0, 0);
+    for (size_t b = lo; b < hi; b += kBlock) {
+      const size_t e = std::min(hi, b + kBlock);
+      // Plain float sums vectorize; a non-finite entry (or a float overflow) makes one of them
+      // non-finite, which sends the block to the exact double scan that also counts the bad ones.
+      float fs = 0.0f, fss = 0.0f;
+#pragma omp simd reduction(+ : fs, fss)
+      for (size_t i = b; i < e; ++i) {
+        fs += x[i];
+        fss += x[i] * x[i];
+      }
+      uint64_t bad = 0;
+      if (!std::isfinite(fs) || !std::isfinite(fss)) {
+        double ds = 0.0, dss = 0.0;
+        for (size_t i = b; i < e; ++i) {
+          if (AbsKey(x[i]) >= kNonFiniteKey) {
+            ++bad;
+            continue;
+          }
+          ds += x[i];
+          dss += static_cast<double>(x[i]) * x[i];
+        }
+        s += ds;
+        ss += dss;
+      } else {
+        s += fs;
+        ss += fss;
+      }
+      nf += bad;
+      if constexpr (kHist) {
+        for (size_t i = b; i < e; ++i) {
+          const uint32_t key = AbsKey(x[i]);
+          if (key < kNonFiniteKey) ++h[key >> kKeyHistShift];
+        }
+      }
+    }
+    part[t] = Moments{s, ss, nf};
+    if constexpr (kHist) hparts[t].assign(h.begin(), h.end());
+  });
+  Moments m;
+  for (const Moments& p : part) {
+    m.sum += p.sum;
+    m.sumsq += p.sumsq;
+    m.nonfinite += p.nonfinite;
+  }
+  *out = m;
+  if constexpr (kHist) {
+    hist->assign(kKeyHistBins, 0);
+    for (const auto& hp : hparts) {
+      for (size_t b = 0; b < kKeyHistBins; ++b) (*hist)[b] += hp[b];
+    }
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::kCpu; }
+
+  StatusOr<float*> Alloc(size_t n) override {
+    float* p = new (std::nothrow) float[std::max<size_t>(1, n)]();
+    if (p == nullptr)
+      return InternalError("out of host memory for " + std::to_string(n) + " floats");
+    return p;
+  }
+  void Free(float* p) override { delete[] p; }
+  Status ToHost(const float* src, size_t n, float* dst) override {
+    if (n != 0) std::memcpy(dst, src, n * sizeof(float));
+    return Status::Ok();
+  }
+  Status FromHost(const float* src, size_t n, float* dst) override {
+    if (n != 0) std::memcpy(dst, src, n * sizeof(float));
+    return Status::Ok();
+  }
+  Status Zero(float* p, size_t n) override {
+    if (n != 0) std::memset(p, 0, n * sizeof(float));
+    return Status::Ok();
+  }
+
+  Status MomentumAccumulate(float* m, float* r, const float* g, size_t n, float mu,
+                            float lr) override {
+    thrust::for_each(thrust::omp::par, thrust::counting_iterator<size_t>(0),
+                     thrust::counting_iterator<size_t>(n), MomentumFn{m, r, g, mu, lr});
+    return Status::Ok();
+  }
+
+  Status ComputeMoments(const float* x, size_t n, Moments* out) override {
+    MomentsCpu<false>(x, n, out, nullptr);
+    return Status::Ok();
+  }
+
+  Status KeyHistogram(const float* x, size_t n, std::vector<uint64_t>* hist,
+                      Moments* out) override {
+    MomentsCpu<true>(x, n, out, hist);
+    return Status::Ok();
+  }
+
+  Status CountCollect(const float* x, size_t n, int64_t key_thr, uint64_t cap,
+                      std::vector<uint32_t>* idx, uint64_t* count, uint64_t* nonfinite,
+                      double* sumsq) override {
+    cap = std::min<uint64_t>(cap, n);
+    const int nt = omp_get_max_threads();
+    std::vector<std::vector<uint32_t>> local(nt);
+    std::vector<uint64_t> cnt(nt, 0), bad(nt, 0);
+    std::vector<double> sq(nt, 0.0);
+    ForThreadRanges(n, nt, [&](int t, size_t lo, size_t hi) {
+      uint64_t c = 0, nf = 0;
+      double s2 = 0.0;
+      std::vector<uint32_t>& v = local[t];
+      // Scans [i0, i1) exactly: counts non-finite entries, collects keys above key_thr.
+      auto scan = [&](size_t i0, size_t i1) {
+        for (size_t i = i0; i < i1; ++i) {
+          const uint32_t key = AbsKey(x[i]);
+          if (key >= kNonFiniteKey) {
+            ++nf;
+          } else if (static_cast<int64_t>(key) > key_thr) {
+            if (c < cap) v.push_back(static_cast<uint32_t>(i));
+            ++c;
+          }
+        }
+      };
+      // Blocks with no key above t are skipped after the vector test; the others are scanned
+      // exactly. At small densities few blocks hold a selected entry.
+      const int32_t t_block = static_cast<int32_t>(std::min<int64_t>(key_thr, kNonFiniteKey - 1));
+      for (size_t b = lo; b < hi; b += kScanBlock) {
+        const size_t e = std::min(hi, b + kScanBlock);
+        const size_t len = e - b;
+        bool hit;
+        if (sumsq == nullptr) {
+          hit = len == kScanBlock ? BlockAbove<false>(x + b, kScanBlock, t_block, nullptr)
+                                  : BlockAbove<false>(x + b, len, t_block, nullptr);
+        } else {
+          float fss = 0.0f;
+          hit = len == kScanBlock ? BlockAbove<true>(x + b, kScanBlock, t_block, &fss)
+                                  : BlockAbove<true>(x + b, len, t_block, &fss);
+          if (std::isfinite(fss)) {
+            s2 += fss;
+          } else {  // float overflow (or non-finite input): redo in double
+            for (size_t i = b; i < e; ++i) {
+              if (AbsKey(x[i]) < kNonFiniteKey) s2 += static_cast<double>(x[i]) * x[i];
+            }
+          }
+        }
+        if (hit) scan(b, e);
+      }
+      cnt[t] = c;
+      bad[t] = nf;
+      sq[t] = s2;
+    });
+    uint64_t total = 0, nf = 0;
+    double total_ss = 0.0;
+    for (int t = 0; t < nt; ++t) {
+      total += cnt[t];
+      nf += bad[t];
+      total_ss += sq[t];
+    }
+    if (sumsq != nullptr) *sumsq = total_ss;
+    *count = total;
+    *nonfinite = nf;
+    if (total <= cap && nf == 0) {
+      idx->clear();
+      idx->reserve(total);
+      for (const auto& v : local) idx->insert(idx->end(), v.begin(), v.end());
+    }
+    return Status::Ok();
+  }
+
+  Status StridedSampleAbs(const float* x, size_t n, size_t start, size_t stride,
+                          std::vector<float>* out) override {
+    const size_t m = start < n ? (n - start + stride - 1) / stride : 0;
+    out->resize(m);
+    thrust::transform(thrust::omp::par, thrust::counting_iterator<size_t>(0),
+                      thrust::counting_iterator<size_t>(m), out->data(),
+                      SampleFn{x, start, stride});
+    return Status::Ok();
+  }
+
+  Status GatherMask(const float* x, const uint32_t* idx, size_t count, float* vals, float* mask_a,
+                    float* mask_b) override {
+    if (count == 0) return Status::Ok();
+    thrust::for_each(thrust::omp::par, thrust::counting_iterator<size_t>(0),
+                     thrust::counting_iterator<size_t>(count),
+                     GatherMaskFn{x, idx, vals, mask_a, mask_b});
+    return Status::Ok();
+  }
+
+  Status SigmaHistogram(const float* x, size_t n, double mean, double sigma, double width, int bins,
+                        std::vector<uint64_t>* counts) override {
+    const double inv_w = 1.0 / (sigma * width);
+    counts->assign(bins, 0);
+    const int nt = omp_get_max_threads();
+    std::vector<std::vector<uint64_t>> parts(nt, std::vector<uint64_t>(bins, 0));
+    ForThreadRanges(n, nt, [&](int t, size_t lo, size_t hi) {
+      std::vector<uint64_t>& h = parts[t];
+      for (size_t i = lo; i < hi; ++i) {
+        if (AbsKey(x[i]) >= kNonFiniteKey) continue;
+        ++h[SigmaBin(x[i], mean, inv_w, bins)];
+      }
+    });
+    for (const auto& h : parts) {
+      for (int b = 0; b < bins; ++b) (*counts)[b] += h[b];
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+}  // namespace backend_internal
+
+namespace cpu {
+Backend* Instance() {
+  static backend_internal::CpuBackend* const instance = new backend_internal::CpuBackend();
+  return instance;
+}
+}  // namespace cpu
+}  // namespace sieve
