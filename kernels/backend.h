@@ -3,17 +3,29 @@
 // sieve::cpu; g++, Thrust OMP system + OpenMP loops for the fused passes) and backend_cuda.cu
 // (sieve::cuda; nvcc, Thrust CUDA system + custom kernels); each exposes an instance of this
 // interface.
+// A Backend is a stateless, process-wide factory (a function-local static per implementation); the
+// primitives run on a BackendContext it creates, which holds every mutable piece: on CUDA one
+// stream and a grow-only device scratch arena (+ pinned host staging), on the CPU nothing.
 // Pointers named `*_dev` are in the backend's memory (host RAM for cpu, GPU global memory for
 // cuda); pointers and vectors named `*_host` are host memory. Lengths are element counts.
 // Keys: key(x) = the IEEE-754 bits of |x| as uint32; for finite x, |a| > |b| ⟺ key(a) > key(b);
 // NaN and ±Inf have key ≥ 0x7f800000.
-// Thread-safety: a Backend has no mutable state of its own; calls on disjoint buffers may run
-// concurrently (the CUDA backend uses the default stream and synchronizes before returning).
+// Ordering: the calls on one context run in call order (on CUDA: its stream). A call that fills
+// host memory (ToHost, the *_host outputs, Moments, counts) returns with them complete; a call
+// that only changes backend memory (MomentumAccumulate*, Zero) may return with that work still
+// running on the context — its failure is then reported by the next call that waits, or by
+// Synchronize(). FromHost and Alloc return complete.
+// Errors: every CUDA API or kernel failure is a Status carrying cudaGetErrorString's message;
+// nothing aborts.
+// Thread-safety: a Backend is immutable and safe to share. One context per thread / object: a
+// context must not be used from two threads at once; distinct contexts are independent (on CUDA,
+// work on another context's buffers needs that context's Synchronize() first).
 #ifndef SIEVE_KERNELS_BACKEND_H_
 #define SIEVE_KERNELS_BACKEND_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
@@ -33,21 +45,34 @@ struct Moments {
   uint64_t nonfinite = 0;
 };
 
-class Backend {
+// The primitives, bound to one stream (CUDA) and its scratch. Created by Backend::NewContext;
+// owned by whoever runs kernels (e.g. an ErrorFeedback, or one stateless Select call). Buffers
+// from Alloc may be used with any context of the same backend once Synchronize()d.
+class BackendContext {
  public:
-  virtual ~Backend() = default;
+  virtual ~BackendContext() = default;
   virtual Device device() const = 0;
 
-  // Memory of `n` floats in backend memory (zero-initialized); Free accepts nullptr.
+  // Waits for every call made on this context; reports a failure of work still running.
+  virtual Status Synchronize() = 0;
+
+  // Memory of `n` floats in backend memory (zero-initialized, complete on return); Free accepts
+  // nullptr and waits for work on the buffer to finish.
   virtual StatusOr<float*> Alloc(size_t n) = 0;
   virtual void Free(float* p_dev) = 0;
   virtual Status ToHost(const float* src_dev, size_t n, float* dst_host) = 0;
+  // Returns once src_host may be reused (the copy is complete).
   virtual Status FromHost(const float* src_host, size_t n, float* dst_dev) = 0;
   virtual Status Zero(float* p_dev, size_t n) = 0;
 
-  // m = mu·m + g; r += lr·m, elementwise, in one pass. g_dev is in backend memory.
+  // m = mu·m + g; r += lr·m, elementwise, in one pass. g_dev is in backend memory (read
+  // asynchronously on CUDA: keep it unchanged until the next waiting call).
   virtual Status MomentumAccumulate(float* m_dev, float* r_dev, const float* g_dev, size_t n,
                                     float mu, float lr) = 0;
+  // The same with g in host memory (staged through the context's scratch on CUDA); g_host may be
+  // reused on return.
+  virtual Status MomentumAccumulateFromHost(float* m_dev, float* r_dev, const float* g_host,
+                                            size_t n, float mu, float lr) = 0;
 
   // One pass: sum, sum of squares, non-finite count.
   virtual Status ComputeMoments(const float* x_dev, size_t n, Moments* out) = 0;
@@ -81,6 +106,14 @@ class Backend {
   // Non-finite entries are skipped.
   virtual Status SigmaHistogram(const float* x_dev, size_t n, double mean, double sigma,
                                 double width, int bins, std::vector<uint64_t>* counts_host) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  // A fresh context (CUDA: a new stream on the current device, an empty arena). Cheap on the CPU.
+  virtual StatusOr<std::unique_ptr<BackendContext>> NewContext() const = 0;
 };
 
 // The backend for a device; kCuda requires CudaBackendCompiled() (callers check via ParseDevice

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -119,9 +120,11 @@ void MomentsCpu(const float* x, size_t n, Moments* out, std::vector<uint64_t>* h
   }
 }
 
-class CpuBackend final : public Backend {
+// Host memory throughout and every call completes before returning: no state to hold.
+class CpuContext final : public BackendContext {
  public:
   Device device() const override { return Device::kCpu; }
+  Status Synchronize() override { return Status::Ok(); }
 
   StatusOr<float*> Alloc(size_t n) override {
     float* p = new (std::nothrow) float[std::max<size_t>(1, n)]();
@@ -148,6 +151,10 @@ class CpuBackend final : public Backend {
     thrust::for_each(thrust::omp::par, thrust::counting_iterator<size_t>(0),
                      thrust::counting_iterator<size_t>(n), MomentumFn{m, r, g, mu, lr});
     return Status::Ok();
+  }
+  Status MomentumAccumulateFromHost(float* m, float* r, const float* g, size_t n, float mu,
+                                    float lr) override {
+    return MomentumAccumulate(m, r, g, n, mu, lr);
   }
 
   Status ComputeMoments(const float* x, size_t n, Moments* out) override {
@@ -267,6 +274,14 @@ class CpuBackend final : public Backend {
       for (int b = 0; b < bins; ++b) (*counts)[b] += h[b];
     }
     return Status::Ok();
+  }
+};
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::kCpu; }
+  StatusOr<std::unique_ptr<BackendContext>> NewContext() const override {
+    return std::unique_ptr<BackendContext>(std::make_unique<CpuContext>());
   }
 };
 

@@ -1,6 +1,6 @@
-// Device: which backend of kernels/ runs a computation. kernels/ is built twice from one source —
-// a CPU backend (Thrust OMP system + OpenMP, always present) and a CUDA backend (nvcc, present when
-// the build found nvcc) — and both live side by side in one binary. Buffers a backend owns live in
+// Device: which backend of kernels/ runs a computation. kernels/ has two backends — a CPU one
+// (Thrust OMP system + OpenMP, always present) and a CUDA one (nvcc, present when the build found
+// nvcc) — and both live side by side in one binary. Buffers a backend owns live in
 // that backend's memory (host RAM for kCpu, GPU global memory for kCuda).
 // Thread-safety: all functions here are pure or read process-wide, immutable facts; safe anywhere.
 #ifndef SIEVE_KERNELS_DEVICE_H_

@@ -31,6 +31,13 @@ Status CheckDims(size_t d, uint64_t k) {
   return Status::Ok();
 }
 
+Status CheckMomentum(float momentum, float lr) {
+  if (!std::isfinite(momentum) || !std::isfinite(lr)) {
+    return InvalidArgumentError("momentum and learning rate must be finite");
+  }
+  return Status::Ok();
+}
+
 Status NonFiniteError(uint64_t count) {
   return InvalidArgumentError("residual holds " + std::to_string(count) +
                               " NaN/Inf entries; nothing selected");
@@ -49,7 +56,7 @@ struct Pass {
   double sumsq = 0.0;
 };
 enum class SumSq { kSkip, kWant };
-Status CountPass(Backend* be, const float* x, size_t d, float thr, uint64_t cap,
+Status CountPass(BackendContext* be, const float* x, size_t d, float thr, uint64_t cap,
                  std::vector<uint32_t>* idx, SumSq want, Pass* pass) {
   uint64_t nonfinite = 0;
   pass->sumsq = 0.0;
@@ -61,7 +68,7 @@ Status CountPass(Backend* be, const float* x, size_t d, float thr, uint64_t cap,
 }
 
 // Exact top-k (ties toward the lower index) among `cand` (ascending), result ascending in *sel.
-Status TopkAmong(Backend* be, const float* x, const std::vector<uint32_t>& cand, uint64_t k,
+Status TopkAmong(BackendContext* be, const float* x, const std::vector<uint32_t>& cand, uint64_t k,
                  std::vector<uint32_t>* sel) {
   if (cand.size() <= k) {
     *sel = cand;
@@ -94,7 +101,7 @@ void AllIndices(size_t d, std::vector<uint32_t>* idx) {
 
 // Exact top-k: one histogram pass over the top 12 magnitude bits, one pass collecting the
 // entries at or above the boundary bin, then an exact selection among those candidates.
-Status RunTopkHistogram(Backend* be, const float* x, size_t d, uint64_t k, Selection* out) {
+Status RunTopkHistogram(BackendContext* be, const float* x, size_t d, uint64_t k, Selection* out) {
   std::vector<uint64_t> hist;
   Moments mom;
   SIEVE_RETURN_IF_ERROR(be->KeyHistogram(x, d, &hist, &mom));
@@ -124,7 +131,7 @@ Status RunTopkHistogram(Backend* be, const float* x, size_t d, uint64_t k, Selec
 // count + collect + Σr² pass above it, the exact selection among those candidates (every entry
 // of the top-k lies above the cutoff once at least k do). Otherwise, or when the cutoff leaves
 // fewer than k or more than the cap, the histogram path.
-Status RunTopk(Backend* be, const float* x, size_t d, uint64_t k, Selection* out) {
+Status RunTopk(BackendContext* be, const float* x, size_t d, uint64_t k, Selection* out) {
   if (be->device() != Device::kCpu || k < cc::kTopkSampleMinK) {
     return RunTopkHistogram(be, x, d, k, out);
   }
@@ -166,7 +173,7 @@ Band MakeBand(uint64_t k, double lo, double hi) {
 }
 
 // mean + Φ⁻¹(1 − ρ/2)·std (unbiased std), the paper's first guess. Fills sumsq_total.
-Status GaussianGuess(Backend* be, const float* x, size_t d, uint64_t k, Selection* out,
+Status GaussianGuess(BackendContext* be, const float* x, size_t d, uint64_t k, Selection* out,
                      float* thr) {
   Moments mom;
   SIEVE_RETURN_IF_ERROR(be->ComputeMoments(x, d, &mom));
@@ -180,7 +187,7 @@ Status GaussianGuess(Backend* be, const float* x, size_t d, uint64_t k, Selectio
   return Status::Ok();
 }
 
-Status RunGaussianPaper(Backend* be, const float* x, size_t d, uint64_t k, Selection* out) {
+Status RunGaussianPaper(BackendContext* be, const float* x, size_t d, uint64_t k, Selection* out) {
   float thr;
   SIEVE_RETURN_IF_ERROR(GaussianGuess(be, x, d, k, out, &thr));
   const Band band = MakeBand(k, cc::kGaussBandLow, cc::kGaussBandHigh);
@@ -229,8 +236,8 @@ double ModelGuess(double at, uint64_t count_at, double aim, size_t d, double rms
 // band.hi of them): the threshold selecting ≤ k of them with |x| > it — the (k+1)-th largest |x|
 // — into out->threshold / out->indices, or (when ties leave fewer than band.lo above it) the
 // exact top-k with exact_fallback set.
-Status ThresholdAmong(Backend* be, const float* x, const std::vector<uint32_t>& cand, uint64_t k,
-                      const Band& band, Selection* out) {
+Status ThresholdAmong(BackendContext* be, const float* x, const std::vector<uint32_t>& cand,
+                      uint64_t k, const Band& band, Selection* out) {
   std::vector<float> vals(cand.size());
   SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), vals.data(), nullptr, nullptr));
   std::vector<uint32_t> keys(cand.size());
@@ -257,7 +264,7 @@ Status ThresholdAmong(Backend* be, const float* x, const std::vector<uint32_t>& 
 // the last count (moments when it is 0), safeguarded inside the bracket of the counts above and
 // below the band once both exist (log-log secant, every third step a bisection). A count above
 // the band but ≤ kGaussCollectFactor·k ends the search among the collected candidates.
-Status RunGaussianRobust(Backend* be, const float* x, size_t d, uint64_t k,
+Status RunGaussianRobust(BackendContext* be, const float* x, size_t d, uint64_t k,
                          const SelectOptions& opt, Selection* out) {
   float thr;
   const bool warm = Usable(opt.prev_threshold);
@@ -343,7 +350,7 @@ Status RunGaussianRobust(Backend* be, const float* x, size_t d, uint64_t k,
 }
 
 // dgc's first guess: the ks-th largest |r| of a seeded strided sample (≈1 %).
-Status DgcSampleGuess(Backend* be, const float* x, size_t d, uint64_t k, uint64_t seed,
+Status DgcSampleGuess(BackendContext* be, const float* x, size_t d, uint64_t k, uint64_t seed,
                       float* thr) {
   std::mt19937_64 rng(seed);
   const size_t stride = std::min<size_t>(cc::kDgcSampleStride, d);
@@ -366,7 +373,7 @@ Status DgcSampleGuess(Backend* be, const float* x, size_t d, uint64_t k, uint64_
   return Status::Ok();
 }
 
-Status RunDgc(Backend* be, const float* x, size_t d, uint64_t k, const SelectOptions& opt,
+Status RunDgc(BackendContext* be, const float* x, size_t d, uint64_t k, const SelectOptions& opt,
               Selection* out) {
   float thr;
   const bool warm = Usable(opt.prev_threshold);
@@ -442,7 +449,7 @@ void RandomIndices(size_t d, uint64_t k, uint64_t seed, std::vector<uint32_t>* i
 }
 
 // Fills indices (or dense), threshold, iterations, sumsq_total; values are gathered by Finish.
-Status SelectIndices(Backend* be, Compressor c, const float* x, size_t d, uint64_t k,
+Status SelectIndices(BackendContext* be, Compressor c, const float* x, size_t d, uint64_t k,
                      const SelectOptions& opt, Selection* out) {
   SIEVE_RETURN_IF_ERROR(CheckDims(d, k));
   Selection s;
@@ -485,7 +492,7 @@ Status SelectIndices(Backend* be, Compressor c, const float* x, size_t d, uint64
 }
 
 // Gathers the values (masking r and m when given) and the selected sum of squares.
-Status Finish(Backend* be, const float* x, float* mask_r, float* mask_m, Selection* out) {
+Status Finish(BackendContext* be, const float* x, float* mask_r, float* mask_m, Selection* out) {
   if (out->dense) {
     out->values.resize(out->dim);
     SIEVE_RETURN_IF_ERROR(be->ToHost(x, out->dim, out->values.data()));
@@ -528,9 +535,11 @@ Status Select(Device device, Compressor compressor, const float* x, size_t d, ui
               const SelectOptions& options, Selection* out) {
   StatusOr<Backend*> be = GetBackend(device);
   if (!be.ok()) return be.status();
+  StatusOr<std::unique_ptr<BackendContext>> ctx = (*be)->NewContext();
+  if (!ctx.ok()) return ctx.status();
   Selection s;
-  SIEVE_RETURN_IF_ERROR(SelectIndices(*be, compressor, x, d, k, options, &s));
-  SIEVE_RETURN_IF_ERROR(Finish(*be, x, nullptr, nullptr, &s));
+  SIEVE_RETURN_IF_ERROR(SelectIndices(ctx->get(), compressor, x, d, k, options, &s));
+  SIEVE_RETURN_IF_ERROR(Finish(ctx->get(), x, nullptr, nullptr, &s));
   if (compressor == Compressor::kRandomk) s.threshold = kNaN;
   *out = std::move(s);
   return Status::Ok();
@@ -538,26 +547,30 @@ Status Select(Device device, Compressor compressor, const float* x, size_t d, ui
 
 // ------------------------------------------------------------------------------ ErrorFeedback
 
-ErrorFeedback::ErrorFeedback(Device device, Backend* backend, size_t d, float* m, float* r)
-    : device_(device), backend_(backend), d_(d), m_(m), r_(r) {}
+ErrorFeedback::ErrorFeedback(std::unique_ptr<BackendContext> ctx, size_t d, float* m, float* r)
+    : ctx_(std::move(ctx)), d_(d), m_(m), r_(r) {}
 
 ErrorFeedback::~ErrorFeedback() {
-  backend_->Free(m_);
-  backend_->Free(r_);
+  ctx_->Free(m_);
+  ctx_->Free(r_);
 }
+
+Device ErrorFeedback::device() const { return ctx_->device(); }
 
 StatusOr<std::unique_ptr<ErrorFeedback>> ErrorFeedback::Create(Device device, size_t d) {
   SIEVE_RETURN_IF_ERROR(CheckDims(d, 0));
   StatusOr<Backend*> be = GetBackend(device);
   if (!be.ok()) return be.status();
-  StatusOr<float*> m = (*be)->Alloc(d);
+  StatusOr<std::unique_ptr<BackendContext>> ctx = (*be)->NewContext();
+  if (!ctx.ok()) return ctx.status();
+  StatusOr<float*> m = (*ctx)->Alloc(d);
   if (!m.ok()) return m.status();
-  StatusOr<float*> r = (*be)->Alloc(d);
+  StatusOr<float*> r = (*ctx)->Alloc(d);
   if (!r.ok()) {
-    (*be)->Free(*m);
+    (*ctx)->Free(*m);
     return r.status();
   }
-  return std::unique_ptr<ErrorFeedback>(new ErrorFeedback(device, *be, d, *m, *r));
+  return std::unique_ptr<ErrorFeedback>(new ErrorFeedback(std::move(ctx).value(), d, *m, *r));
 }
 
 Status ErrorFeedback::Accumulate(std::span<const float> grad_host, float momentum, float lr) {
@@ -565,29 +578,22 @@ Status ErrorFeedback::Accumulate(std::span<const float> grad_host, float momentu
     return InvalidArgumentError("gradient has " + std::to_string(grad_host.size()) +
                                 " entries, expected " + std::to_string(d_));
   }
-  if (device_ == Device::kCpu) return AccumulateDevice(grad_host.data(), momentum, lr);
-  StatusOr<float*> g = backend_->Alloc(d_);
-  if (!g.ok()) return g.status();
-  Status st = backend_->FromHost(grad_host.data(), d_, *g);
-  if (st.ok()) st = AccumulateDevice(*g, momentum, lr);
-  backend_->Free(*g);
-  return st;
+  SIEVE_RETURN_IF_ERROR(CheckMomentum(momentum, lr));
+  return ctx_->MomentumAccumulateFromHost(m_, r_, grad_host.data(), d_, momentum, lr);
 }
 
 Status ErrorFeedback::AccumulateDevice(const float* grad_dev, float momentum, float lr) {
   if (grad_dev == nullptr) return InvalidArgumentError("null gradient");
-  if (!std::isfinite(momentum) || !std::isfinite(lr)) {
-    return InvalidArgumentError("momentum and learning rate must be finite");
-  }
-  return backend_->MomentumAccumulate(m_, r_, grad_dev, d_, momentum, lr);
+  SIEVE_RETURN_IF_ERROR(CheckMomentum(momentum, lr));
+  return ctx_->MomentumAccumulate(m_, r_, grad_dev, d_, momentum, lr);
 }
 
 Status ErrorFeedback::Select(Compressor compressor, uint64_t k, const SelectOptions& options,
                              Selection* out) {
   Selection s;
-  SIEVE_RETURN_IF_ERROR(SelectIndices(backend_, compressor, r_, d_, k, options, &s));
+  SIEVE_RETURN_IF_ERROR(SelectIndices(ctx_.get(), compressor, r_, d_, k, options, &s));
   // Nothing was modified so far; from here on r (and m unless dense) are masked.
-  SIEVE_RETURN_IF_ERROR(Finish(backend_, r_, r_, s.dense ? nullptr : m_, &s));
+  SIEVE_RETURN_IF_ERROR(Finish(ctx_.get(), r_, r_, s.dense ? nullptr : m_, &s));
   if (compressor == Compressor::kRandomk) s.threshold = kNaN;
   *out = std::move(s);
   return Status::Ok();
@@ -600,23 +606,25 @@ Status ErrorFeedback::SigmaHistogram(double width_sigma, int bins,
     return InvalidArgumentError("width_sigma must be positive and finite");
   }
   Moments mom;
-  SIEVE_RETURN_IF_ERROR(backend_->ComputeMoments(r_, d_, &mom));
+  SIEVE_RETURN_IF_ERROR(ctx_->ComputeMoments(r_, d_, &mom));
   if (mom.nonfinite != 0) return NonFiniteError(mom.nonfinite);
   const double n = static_cast<double>(d_);
   const double mean = mom.sum / n;
   double sigma = std::sqrt(std::max(0.0, mom.sumsq / n - mean * mean));
   if (!(sigma > 0.0)) sigma = 1.0;  // constant r: everything lands in the centre bin(s)
-  return backend_->SigmaHistogram(r_, d_, mean, sigma, width_sigma, bins, counts);
+  return ctx_->SigmaHistogram(r_, d_, mean, sigma, width_sigma, bins, counts);
 }
+
+Status ErrorFeedback::Synchronize() { return ctx_->Synchronize(); }
 
 Status ErrorFeedback::ReadState(std::vector<float>* m, std::vector<float>* r) const {
   if (m != nullptr) {
     m->resize(d_);
-    SIEVE_RETURN_IF_ERROR(backend_->ToHost(m_, d_, m->data()));
+    SIEVE_RETURN_IF_ERROR(ctx_->ToHost(m_, d_, m->data()));
   }
   if (r != nullptr) {
     r->resize(d_);
-    SIEVE_RETURN_IF_ERROR(backend_->ToHost(r_, d_, r->data()));
+    SIEVE_RETURN_IF_ERROR(ctx_->ToHost(r_, d_, r->data()));
   }
   return Status::Ok();
 }
@@ -625,8 +633,8 @@ Status ErrorFeedback::WriteState(std::span<const float> m, std::span<const float
   if (m.size() != d_ || r.size() != d_) {
     return InvalidArgumentError("state must have " + std::to_string(d_) + " entries");
   }
-  SIEVE_RETURN_IF_ERROR(backend_->FromHost(m.data(), d_, m_));
-  return backend_->FromHost(r.data(), d_, r_);
+  SIEVE_RETURN_IF_ERROR(ctx_->FromHost(m.data(), d_, m_));
+  return ctx_->FromHost(r.data(), d_, r_);
 }
 
 }  // namespace sieve

@@ -7,9 +7,11 @@
 // d = 0 or d ≥ 2^32, NaN/±Inf anywhere in r (nothing is selected), bad sizes, an unavailable
 // device. Only k = 0 … d is accepted; k = 0 selects nothing, k = d selects everything.
 //
-// Ownership: ErrorFeedback owns its m and r buffers (backend memory); it is movable, not
-// copyable. Thread-safety: one ErrorFeedback must not be used from two threads at once; distinct
-// objects and the free functions are safe to use concurrently.
+// Ownership: ErrorFeedback owns its m and r buffers (backend memory) and the backend context its
+// kernels run on (CUDA: one stream and a grow-only scratch arena per object); it is not copyable.
+// The free Select creates a context per call (on CUDA a stream + scratch: keep hot loops on an
+// ErrorFeedback). Thread-safety: one ErrorFeedback must not be used from two threads at once (its
+// const methods included); distinct objects and the free functions are safe to use concurrently.
 #ifndef SIEVE_KERNELS_SELECTION_H_
 #define SIEVE_KERNELS_SELECTION_H_
 
@@ -25,7 +27,7 @@
 
 namespace sieve {
 
-class Backend;
+class BackendContext;
 
 struct SelectOptions {
   // gaussiank / dgc: when > 0 and finite, used as the first threshold guess instead of the
@@ -89,14 +91,22 @@ class ErrorFeedback {
   ErrorFeedback(const ErrorFeedback&) = delete;
   ErrorFeedback& operator=(const ErrorFeedback&) = delete;
 
-  Device device() const { return device_; }
+  Device device() const;
   size_t dim() const { return d_; }
 
   // m = momentum·m + g; r += lr·m (DGC momentum correction with the learning rate inside the
-  // memory). grad_host has length d. One pass; single rounding per operation (no FMA).
+  // memory). grad_host has length d and may be reused on return. One pass; single rounding per
+  // operation (no FMA). On CUDA the pass may still run on the object's stream on return (the next
+  // method that returns host data, or Synchronize(), waits for it and reports its failure).
   Status Accumulate(std::span<const float> grad_host, float momentum, float lr);
-  // The same with the gradient already in this backend's memory (length d).
+  // The same with the gradient already in this backend's memory (length d), read on this object's
+  // stream: it must be ready before the call and stay unchanged until Synchronize() (or the next
+  // method that returns host data).
   Status AccumulateDevice(const float* grad_dev, float momentum, float lr);
+
+  // Waits for the work this object has enqueued (only Accumulate* leave any); needed before its
+  // buffers (residual_data()) are read through another context, e.g. the free Select.
+  Status Synchronize();
 
   // S = select(r); out gets (S, r[S]); then r[S] = 0 and m[S] = 0 (momentum-factor masking).
   // kNone: out is dense (all of r), r = 0, m untouched. On error nothing changes.
@@ -106,19 +116,20 @@ class ErrorFeedback {
   // out-of-range values land in the first / last bin. bins in [2, 4096], width_sigma > 0.
   Status SigmaHistogram(double width_sigma, int bins, std::vector<uint64_t>* counts) const;
 
-  // Host copies of the state (tests, checkpoints) and a way to restore it (lengths d).
+  // Host copies of the state (tests, checkpoints) and a way to restore it (lengths d); both
+  // complete before returning.
   Status ReadState(std::vector<float>* m, std::vector<float>* r) const;
   Status WriteState(std::span<const float> m, std::span<const float> r);
 
-  // Backend-memory pointers (valid for the object's lifetime), e.g. for Select(device, ...).
+  // Backend-memory pointers (valid for the object's lifetime), e.g. for Select(device, ...) after
+  // Synchronize().
   const float* residual_data() const { return r_; }
   const float* momentum_data() const { return m_; }
 
  private:
-  ErrorFeedback(Device device, Backend* backend, size_t d, float* m, float* r);
+  ErrorFeedback(std::unique_ptr<BackendContext> ctx, size_t d, float* m, float* r);
 
-  Device device_;
-  Backend* backend_;
+  std::unique_ptr<BackendContext> ctx_;  // runs every pass; frees m and r in ~ErrorFeedback
   size_t d_;
   float* m_;
   float* r_;

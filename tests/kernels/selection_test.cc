@@ -449,7 +449,9 @@ TEST_P(KernelsSelect, WarmStartThroughALearningRateStepNeedsFewPasses) {
 // squares (the CPU twin takes a cheaper path without it), at block-boundary sizes, with a
 // non-finite entry in the first, a middle and the last (partial) block.
 TEST_P(KernelsSelect, CountCollectMatchesBruteForce) {
-  StatusOr<Backend*> be = GetBackend(GetParam());
+  StatusOr<Backend*> backend = GetBackend(GetParam());
+  ASSERT_TRUE(backend.ok());
+  StatusOr<std::unique_ptr<BackendContext>> be = (*backend)->NewContext();
   ASSERT_TRUE(be.ok());
   for (size_t d : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, size_t{4097}}) {
     for (int bad_at : {-1, 0, 1, 2}) {  // -1: all finite; else which block gets a NaN/Inf
