@@ -1,5 +1,5 @@
 // Element-wise helpers and functors shared by the two Backend implementations: backend_cpu.cc
-// (g++, Thrust OMP system) and backend_cuda.cu (nvcc, Thrust CUDA system). Internal to kernels/.
+// (g++, Thrust OMP system) and backend_cuda.cu (nvcc, custom kernels). Internal to kernels/.
 // Under nvcc every function here is __host__ __device__ (SIEVE_HD); the arithmetic is written so
 // that both compilers round identically (one rounding per multiply and per add, never an FMA),
 // which keeps the two backends' error-feedback state bit-identical.
