@@ -270,7 +270,8 @@ int Run() {
       if (r.type == pb::MSG_UPDATE && !r.dense && per > 0 && pairs > per) {
         parts = static_cast<uint32_t>(std::min<uint64_t>((pairs + per - 1) / per, kMaxReplyParts));
       }
-      const size_t step = (pairs + parts - 1) / parts;
+      const size_t step = std::max<size_t>(1, (pairs + parts - 1) / parts);
+      parts = static_cast<uint32_t>(std::max<size_t>(1, (pairs + step - 1) / step));  // none empty
       for (uint32_t part = 0; part < parts; ++part) {
         if (!send_slice(part, parts, std::min(pairs, part * step),
                         std::min(pairs, (part + 1) * step))) {

@@ -8,6 +8,8 @@
 #include <random>
 #include <set>
 
+#include "proto/codec.h"
+
 namespace sieve {
 namespace {
 
@@ -139,6 +141,31 @@ TEST(ServerShardTest, BspSplitReplyTilesTheUnionAndEqualsTheWholeReply) {
   split->OnPush(0, 4, p.idx, p.val, false, &again);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].parts, 1u);
+}
+
+// More parts than kMaxReplyParts would be needed: the parts grow instead, none is empty, and
+// they still tile the reply.
+TEST(ServerShardTest, BspSplitReplyNeverExceedsTheMostPartsNorSendsAnEmptyOne) {
+  const uint32_t n = 20000;
+  ShardServerOptions o;
+  o.reply_part_pairs = 1;
+  auto s = Make(o, Iota(n));
+  std::mt19937 rng(8);
+  SparsePush p = RandomPush(rng, n, 5000);
+  Outbox out;
+  s->OnPush(0, 0, p.idx, p.val, false, &out);
+  ASSERT_FALSE(out.empty());
+  const uint32_t parts = out[0].parts;
+  EXPECT_LE(parts, kMaxReplyParts);
+  ASSERT_EQ(out.size(), parts);
+  size_t next = 0;
+  for (uint32_t q = 0; q < parts; ++q) {
+    EXPECT_EQ(out[q].part, q);
+    EXPECT_EQ(out[q].begin, next);
+    EXPECT_GT(out[q].end, out[q].begin);
+    next = out[q].end;
+  }
+  EXPECT_EQ(next, p.idx.size());
 }
 
 TEST(ServerShardTest, BspDuplicatePushIsAppliedOnceAndResentReplyIsIdentical) {
