@@ -209,7 +209,7 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
       parts = static_cast<uint32_t>(std::min<uint64_t>((m + per - 1) / per, kMaxReplyParts));
     }
     const size_t step = (m + parts - 1) / parts;
-    parts = static_cast<uint32_t>((m + step - 1) / step);  // no empty part (m >= 1 when split)
+    if (parts > 1) parts = static_cast<uint32_t>((m + step - 1) / step);  // none empty
     const uint32_t* const idx = buf->indices.data();
     const float* const sum = union_sum_.data();
     float* const vals = buf->values.data();

@@ -166,6 +166,16 @@ TEST(ServerShardTest, BspSplitReplyNeverExceedsTheMostPartsNorSendsAnEmptyOne) {
     next = out[q].end;
   }
   EXPECT_EQ(next, p.idx.size());
+  // A round where nobody selected anything in the shard: one empty UPDATE, split or not.
+  for (uint64_t per : {uint64_t{0}, uint64_t{4}}) {
+    o.reply_part_pairs = per;
+    auto e = Make(o, Iota(n));
+    Outbox none;
+    e->OnPush(0, 0, {}, {}, false, &none);
+    ASSERT_EQ(none.size(), 1u) << per;
+    EXPECT_EQ(none[0].parts, 1u);
+    EXPECT_TRUE(none[0].buffer->indices.empty());
+  }
 }
 
 TEST(ServerShardTest, BspDuplicatePushIsAppliedOnceAndResentReplyIsIdentical) {
