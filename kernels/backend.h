@@ -53,6 +53,11 @@ class BackendContext {
   virtual ~BackendContext() = default;
   virtual Device device() const = 0;
 
+  // The CUDA stream (a cudaStream_t) this context runs on; nullptr on the CPU. For the libraries
+  // layered on a context inside kernels/ (kernels/nn), which enqueue their own work on it so that
+  // it stays ordered with this context's calls. The context keeps ownership.
+  virtual void* native_stream() const { return nullptr; }
+
   // Waits for every call made on this context; reports a failure of work still running.
   virtual Status Synchronize() = 0;
 

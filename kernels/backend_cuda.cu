@@ -173,6 +173,7 @@ class CudaContext final : public BackendContext {
     SIEVE_CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream_, cudaStreamNonBlocking));
     return std::unique_ptr<BackendContext>(std::move(ctx));
   }
+  void* native_stream() const override { return stream_; }
   ~CudaContext() override {
     // Nothing to report errors to here; an earlier call has reported any failure of the stream.
     if (stream_ != nullptr) static_cast<void>(cudaStreamSynchronize(stream_));
