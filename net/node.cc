@@ -13,6 +13,25 @@ using Clock = std::chrono::steady_clock;
 // Peers' messages kept while waiting for the first node table (more are dropped).
 constexpr size_t kMaxMessagesBeforeTable = 1024;
 
+// What a node logs when the scheduler declares a peer dead: its role and rank, and what the
+// operator can do about it.
+std::string DeadPeerMessage(const pb::NodeDead& d) {
+  const bool server = d.role() == pb::ROLE_SERVER;
+  const std::string who = std::string(server ? "server " : "worker ") + std::to_string(d.rank());
+  std::string m = who + " (node " + std::to_string(d.id()) + ") is dead: " + d.reason() + ". ";
+  if (server) {
+    m += "With the scheduler's --server_failure=wait (the default) the job waits for a new "
+         "`sieve-server --rank=" +
+         std::to_string(d.rank()) +
+         "` started against the same --scheduler (with its --checkpoint_dir it restores the "
+         "shard); with --server_failure=fail the job ends.";
+  } else {
+    m += "The job goes on without it; a new `sieve-worker --rank=" + std::to_string(d.rank()) +
+         "` started against the same --scheduler rejoins it.";
+  }
+  return m;
+}
+
 uint64_t RandomInstance() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
@@ -280,7 +299,7 @@ void Node::HandleControl(Message msg) {
         dead_.insert(h.node_dead().id());
         fn = on_node_dead_;
       }
-      LOG(WARNING) << "node " << h.node_dead().id() << " is dead: " << h.node_dead().reason();
+      LOG(WARNING) << DeadPeerMessage(h.node_dead());
       if (fn) fn(h.node_dead());
       break;
     }
