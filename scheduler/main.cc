@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
   auto scheduler = sieve::Scheduler::Create(opt);
   if (!scheduler.ok()) {
     std::cerr << "sieve-scheduler: " << scheduler.status().ToString() << "\n";
-    return 1;
+    // Bad flag values are usage errors (2); a socket that cannot be bound is a failure (1).
+    return scheduler.status().code() == sieve::StatusCode::kInvalidArgument ? 2 : 1;
   }
   sieve::Scheduler* s = scheduler->get();
   auto metrics = sieve::DaemonMetrics::Start({"scheduler", FLAGS_bind, FLAGS_metrics_port});

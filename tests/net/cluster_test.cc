@@ -135,6 +135,28 @@ TEST(NetClusterTest, SchedulerRefusesPortInUse) {
   EXPECT_TRUE(mentions);
 }
 
+// A bad flag value is a usage error: exit 2 with a message naming the flag; a port in use (above)
+// is a run-time failure, exit 1.
+TEST(NetClusterTest, SchedulerBadFlagValuesExitTwoNamingTheFlag) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--num_workers=0", "--num_workers"},
+      {"--num_params=1 --num_servers=2", "--num_params"},
+      {"--server_failure=maybe", "--server_failure"},
+      {"--port=70000", "--port"}};
+  for (const auto& [flags, named] : bad) {
+    std::vector<std::string> argv = {SchedulerBin(), "--port=0", "--bind=127.0.0.1"};
+    std::stringstream ss(flags);
+    for (std::string f; ss >> f;) argv.push_back(f);
+    Subprocess p(argv);
+    auto st = p.Wait(kDeadline);
+    ASSERT_TRUE(st.has_value()) << flags;
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 2) << flags;
+    bool mentions = false;
+    for (const auto& l : p.lines()) mentions |= l.find(named) != std::string::npos;
+    EXPECT_TRUE(mentions) << flags;
+  }
+}
+
 TEST(NetClusterTest, SchedulerHelpDocumentsEveryFlag) {
   Subprocess help({SchedulerBin(), "--help"});
   ASSERT_TRUE(help.Wait(kDeadline).has_value());
