@@ -13,9 +13,8 @@ namespace sieve {
 // few ns per iteration).
 inline constexpr size_t kScatterPrefetchDistance = 32;
 
-// Prefetches the cache line of `p` for a write (read-for-ownership) or a read.
+// Prefetches the cache line of `p` for a write (read-for-ownership).
 inline void PrefetchForWrite(const void* p) { __builtin_prefetch(p, 1, 3); }
-inline void PrefetchForRead(const void* p) { __builtin_prefetch(p, 0, 3); }
 
 }  // namespace sieve
 

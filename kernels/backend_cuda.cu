@@ -17,18 +17,13 @@
 
 #include "kernels/backend.h"
 #include "kernels/backend_functors.h"
+#include "kernels/cuda_status.h"
 
 namespace sieve {
 namespace backend_internal {
 namespace {
 
 constexpr int kThreads = 256;
-
-inline Status CudaStatus(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return Status::Ok();
-  return InternalError(std::string("cuda: ") + what + ": " + cudaGetErrorString(err));
-}
-#define SIEVE_CUDA_TRY(expr) SIEVE_RETURN_IF_ERROR(CudaStatus((expr), #expr))
 
 inline unsigned Blocks(size_t n, unsigned max_blocks = 2048) {
   const size_t b = (n + kThreads - 1) / kThreads;

@@ -19,8 +19,8 @@
 //  SSP  ASP, but a worker's reply (which lets it start its next round) is held back while its
 //       clock (rounds pushed) is more than `staleness` ahead of the slowest live worker's.
 //  A push repeated for a (worker, round) already applied is never applied again: BSP resends the
-//  round's reply, ASP/SSP answer with the current dirty set. Pushes for any other round get
-//  ERROR_UNKNOWN_ROUND. Errors change no state.
+//  round's reply, ASP/SSP answer with every change the worker has not been sent yet. Pushes for any
+//  other round get ERROR_UNKNOWN_ROUND. Errors change no state.
 //
 // Thread-safety: not thread-safe; one thread drives it. Reply buffers may be read by other
 // threads (ZeroMQ) after the call that produced them returns; they are never modified again.
@@ -186,7 +186,7 @@ class ShardServer {
   // pushes go to acc_, a whole-shard accumulator that exists only during a dense round.
   std::vector<uint32_t> union_;
   std::vector<float> union_sum_;
-  std::vector<uint32_t> merge_idx_;  // merge scratch (the BSP union, ASP dirty lists)
+  std::vector<uint32_t> merge_idx_;  // scratch of MergeIntoUnion (the BSP union)
   std::vector<float> merge_sum_;
   std::vector<float> acc_;
   bool dense_round_ = false;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda_status.h"
 #include "kernels/nn/nn_functors.h"
 #include "kernels/nn/nn_ops.h"
 
@@ -21,15 +22,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-inline Status CudaStatus(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return Status::Ok();
-  return InternalError(std::string("cuda: ") + what + ": " + cudaGetErrorString(err));
-}
 inline Status CublasStatus(cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   return InternalError(std::string("cublas: ") + what + ": " + cublasGetStatusString(st));
 }
-#define SIEVE_NN_CUDA_TRY(expr) SIEVE_RETURN_IF_ERROR(CudaStatus((expr), #expr))
 #define SIEVE_NN_CUBLAS_TRY(expr) SIEVE_RETURN_IF_ERROR(CublasStatus((expr), #expr))
 
 inline unsigned Blocks(size_t n) {
@@ -74,7 +70,7 @@ class CudaNnOps final : public NnOps {
   StatusOr<int32_t*> AllocInt32(size_t n) override {
     void* p = nullptr;
     const size_t bytes = std::max<size_t>(1, n) * sizeof(int32_t);
-    SIEVE_NN_CUDA_TRY(cudaMalloc(&p, bytes));
+    SIEVE_CUDA_TRY(cudaMalloc(&p, bytes));
     const Status st = CudaStatus(cudaMemsetAsync(p, 0, bytes, stream_), "memset");
     const Status sync = st.ok() ? Sync("alloc") : st;
     if (!sync.ok()) {
@@ -90,8 +86,7 @@ class CudaNnOps final : public NnOps {
   }
   Status ToHostInt32(const int32_t* src, size_t n, int32_t* dst) override {
     if (n == 0) return Status::Ok();
-    SIEVE_NN_CUDA_TRY(
-        cudaMemcpyAsync(dst, src, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    SIEVE_CUDA_TRY(cudaMemcpyAsync(dst, src, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     return Sync("to host");
   }
 
@@ -141,7 +136,7 @@ class CudaNnOps final : public NnOps {
     double* row_loss = reinterpret_cast<double*>(base);
     int32_t* row_hit = reinterpret_cast<int32_t*>(base + loss_bytes);
     uint8_t* dlabels = reinterpret_cast<uint8_t*>(base + loss_bytes + hit_bytes);
-    SIEVE_NN_CUDA_TRY(cudaMemcpyAsync(dlabels, labels, nb, cudaMemcpyHostToDevice, stream_));
+    SIEVE_CUDA_TRY(cudaMemcpyAsync(dlabels, labels, nb, cudaMemcpyHostToDevice, stream_));
     SIEVE_RETURN_IF_ERROR(
         Launch(nb,
                SoftmaxXentRowFn{logits, dlabels, classes, 1.0f / static_cast<float>(batch), dlogits,
@@ -149,10 +144,10 @@ class CudaNnOps final : public NnOps {
                "softmax cross-entropy"));
     loss_host_.resize(nb);
     hit_host_.resize(nb);
-    SIEVE_NN_CUDA_TRY(cudaMemcpyAsync(loss_host_.data(), row_loss, nb * sizeof(double),
-                                      cudaMemcpyDeviceToHost, stream_));
-    SIEVE_NN_CUDA_TRY(cudaMemcpyAsync(hit_host_.data(), row_hit, nb * sizeof(int32_t),
-                                      cudaMemcpyDeviceToHost, stream_));
+    SIEVE_CUDA_TRY(cudaMemcpyAsync(loss_host_.data(), row_loss, nb * sizeof(double),
+                                   cudaMemcpyDeviceToHost, stream_));
+    SIEVE_CUDA_TRY(cudaMemcpyAsync(hit_host_.data(), row_hit, nb * sizeof(int32_t),
+                                   cudaMemcpyDeviceToHost, stream_));
     SIEVE_RETURN_IF_ERROR(Sync("softmax cross-entropy"));
     *out = ReduceXentRows(loss_host_.data(), hit_host_.data(), batch);
     return Status::Ok();
@@ -167,12 +162,12 @@ class CudaNnOps final : public NnOps {
     char* const base = *scratch;
     int32_t* row_hit = reinterpret_cast<int32_t*>(base);
     uint8_t* dlabels = reinterpret_cast<uint8_t*>(base + hit_bytes);
-    SIEVE_NN_CUDA_TRY(cudaMemcpyAsync(dlabels, labels, nb, cudaMemcpyHostToDevice, stream_));
+    SIEVE_CUDA_TRY(cudaMemcpyAsync(dlabels, labels, nb, cudaMemcpyHostToDevice, stream_));
     SIEVE_RETURN_IF_ERROR(
         Launch(nb, ArgMaxHitFn{logits, dlabels, classes, row_hit}, "arg-max accuracy"));
     hit_host_.resize(nb);
-    SIEVE_NN_CUDA_TRY(cudaMemcpyAsync(hit_host_.data(), row_hit, nb * sizeof(int32_t),
-                                      cudaMemcpyDeviceToHost, stream_));
+    SIEVE_CUDA_TRY(cudaMemcpyAsync(hit_host_.data(), row_hit, nb * sizeof(int32_t),
+                                   cudaMemcpyDeviceToHost, stream_));
     SIEVE_RETURN_IF_ERROR(Sync("arg-max accuracy"));
     *correct = ReduceXentRows(nullptr, hit_host_.data(), batch).correct;
     return Status::Ok();
@@ -202,7 +197,7 @@ class CudaNnOps final : public NnOps {
     SIEVE_RETURN_IF_ERROR(CheckPool(batch, h, w, c));
     const int64_t n = int64_t{batch} * h * w * c;
     if (n == 0) return Status::Ok();
-    SIEVE_NN_CUDA_TRY(cudaMemsetAsync(dx, 0, n * sizeof(float), stream_));
+    SIEVE_CUDA_TRY(cudaMemsetAsync(dx, 0, n * sizeof(float), stream_));
     return Launch(static_cast<size_t>(n / 4), MaxPoolBackwardFn{dy, argmax, dx},
                   "max-pool backward");
   }
@@ -221,9 +216,9 @@ class CudaNnOps final : public NnOps {
     char* const base = *scratch;
     uint32_t* didx = reinterpret_cast<uint32_t*>(base);
     float* dvals = reinterpret_cast<float*>(base + idx_bytes);
-    SIEVE_NN_CUDA_TRY(
+    SIEVE_CUDA_TRY(
         cudaMemcpyAsync(didx, idx, count * sizeof(uint32_t), cudaMemcpyHostToDevice, stream_));
-    SIEVE_NN_CUDA_TRY(
+    SIEVE_CUDA_TRY(
         cudaMemcpyAsync(dvals, vals, count * sizeof(float), cudaMemcpyHostToDevice, stream_));
     SIEVE_RETURN_IF_ERROR(Launch(count, ScatterSetFn{didx, dvals, w}, "scatter"));
     // The host inputs may come from pageable memory: wait so that the caller may reuse them.
@@ -249,11 +244,11 @@ class CudaNnOps final : public NnOps {
       const size_t grow = std::max(bytes, arena_bytes_ + arena_bytes_ / 2);
       if (arena_ != nullptr) {
         SIEVE_RETURN_IF_ERROR(Sync("arena"));
-        SIEVE_NN_CUDA_TRY(cudaFree(arena_));
+        SIEVE_CUDA_TRY(cudaFree(arena_));
       }
       arena_ = nullptr;
       arena_bytes_ = 0;
-      SIEVE_NN_CUDA_TRY(cudaMalloc(&arena_, grow));
+      SIEVE_CUDA_TRY(cudaMalloc(&arena_, grow));
       arena_bytes_ = grow;
     }
     return static_cast<char*>(arena_);
