@@ -74,6 +74,11 @@ StatusOr<ModelLayout> MakeModelLayout(std::string_view name, uint64_t synthetic_
     b.AddConv("conv2", 8, 16, 5, HeUniform(8 * 5 * 5));
     b.AddDense("fc1", 256, 64, HeUniform(256));
     b.AddDense("fc2", 64, 10, LecunUniform(64));
+  } else if (name == "cnn_large") {
+    b.AddConv("conv1", 1, 32, 5, HeUniform(1 * 5 * 5));
+    b.AddConv("conv2", 32, 64, 5, HeUniform(32 * 5 * 5));
+    b.AddDense("fc1", 1024, 2048, HeUniform(1024));
+    b.AddDense("fc2", 2048, 10, LecunUniform(2048));
   } else if (name == "synthetic") {
     if (synthetic_num_params == 0 || synthetic_num_params > kMaxSyntheticParams) {
       return InvalidArgumentError("synthetic model needs 1 <= num_params <= 2^40, got " +
@@ -83,7 +88,7 @@ StatusOr<ModelLayout> MakeModelLayout(std::string_view name, uint64_t synthetic_
           InitRule{InitKind::kNormal, 0.01f});
   } else {
     return NotFoundError("unknown model '" + std::string(name) +
-                         "' (expected softmax, fnn3, cnn or synthetic)");
+                         "' (expected softmax, fnn3, cnn, cnn_large or synthetic)");
   }
   return std::move(b).Build();
 }

@@ -1,5 +1,5 @@
 // ModelLayout: how a model's parameters sit in sieve's single flat fp32 parameter vector of length
-// D (DESIGN.md: all layers contiguous, selection global over the flat vector).
+// D (docs/architecture.md: all layers contiguous, selection global over the flat vector).
 //
 // A layout is an ordered list of named segments; segment i occupies the global indices
 // [offset, offset + length), segments are back to back in order, and the last one ends at D.
@@ -17,6 +17,8 @@
 //                fc1 256->64 (ReLU), fc2 64->10                                    D = 20,522
 //              Conv weights are [out_c][kh][kw][in_c] so that a convolution is one GEMM over
 //              NHWC patches; the flatten order after pool2 is (y, x, c).
+//   cnn_large  the same geometry, wider: conv1 5x5 (32) -> 12x12x32, conv2 5x5 (64) -> 4x4x64 =
+//              1024, fc1 1024->2048 (ReLU), fc2 2048->10                      D = 2,171,786
 //   synthetic  one segment "synthetic" of D = synthetic_num_params, Normal(0, 0.01) init; it has
 //              no data or model math (the worker fakes its gradients).
 //
@@ -69,7 +71,7 @@ struct ModelLayout {
 // Largest D accepted for the synthetic layout (2^40 parameters, 4 TiB of fp32).
 inline constexpr uint64_t kMaxSyntheticParams = uint64_t{1} << 40;
 
-// The layout of model `name` (softmax, fnn3, cnn, synthetic). `synthetic_num_params` is D for
+// The layout of model `name` (softmax, fnn3, cnn, cnn_large, synthetic). `synthetic_num_params` is D for
 // "synthetic" (must be in [1, kMaxSyntheticParams]) and ignored otherwise.
 // Errors: NotFound for an unknown name, InvalidArgument for a bad synthetic D.
 StatusOr<ModelLayout> MakeModelLayout(std::string_view name, uint64_t synthetic_num_params = 0);

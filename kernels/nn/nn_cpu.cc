@@ -137,6 +137,13 @@ class CpuNnOps final : public NnOps {
     return Status::Ok();
   }
 
+  Status GatherRows(const float* src, int64_t src_rows, int row_size, const int64_t* rows,
+                    int count, float* dst) override {
+    SIEVE_RETURN_IF_ERROR(CheckGather(src_rows, row_size, rows, count));
+    ForEach(static_cast<size_t>(int64_t{count} * row_size), GatherRowsFn{src, rows, row_size, dst});
+    return Status::Ok();
+  }
+
   Status ScatterSet(const uint32_t* idx, const float* vals, size_t count, float* w,
                     size_t n) override {
     SIEVE_RETURN_IF_ERROR(CheckScatter(idx, count, n));

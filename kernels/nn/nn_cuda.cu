@@ -206,6 +206,21 @@ class CudaNnOps final : public NnOps {
     return Launch(n, WeightDecayFn{w, wd, g}, "weight decay");
   }
 
+  Status GatherRows(const float* src, int64_t src_rows, int row_size, const int64_t* rows,
+                    int count, float* dst) override {
+    SIEVE_RETURN_IF_ERROR(CheckGather(src_rows, row_size, rows, count));
+    if (count == 0 || row_size == 0) return Status::Ok();
+    StatusOr<char*> scratch = Reserve(count * sizeof(int64_t));
+    if (!scratch.ok()) return scratch.status();
+    int64_t* drows = reinterpret_cast<int64_t*>(*scratch);
+    SIEVE_CUDA_TRY(
+        cudaMemcpyAsync(drows, rows, count * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
+    SIEVE_RETURN_IF_ERROR(Launch(static_cast<size_t>(int64_t{count} * row_size),
+                                 GatherRowsFn{src, drows, row_size, dst}, "gather rows"));
+    // The row indices may come from pageable memory: wait so that the caller may reuse them.
+    return Sync("gather rows");
+  }
+
   Status ScatterSet(const uint32_t* idx, const float* vals, size_t count, float* w,
                     size_t n) override {
     SIEVE_RETURN_IF_ERROR(CheckScatter(idx, count, n));

@@ -201,6 +201,18 @@ struct WeightDecayFn {
   SIEVE_HD void operator()(size_t i) const { g[i] = AddRn(g[i], MulRn(wd, w[i])); }
 };
 
+// dst[i] = src[rows[i / row_size]·row_size + i mod row_size].
+struct GatherRowsFn {
+  const float* src;
+  const int64_t* rows;
+  int64_t row_size;
+  float* dst;
+  SIEVE_HD void operator()(size_t i) const {
+    const int64_t j = static_cast<int64_t>(i) / row_size;
+    dst[i] = src[rows[j] * row_size + static_cast<int64_t>(i) % row_size];
+  }
+};
+
 struct ScatterSetFn {
   const uint32_t* idx;
   const float* vals;

@@ -91,6 +91,19 @@ Status CheckScatter(const uint32_t* idx_host, size_t count, size_t n) {
   return Status::Ok();
 }
 
+Status CheckGather(int64_t src_rows, int row_size, const int64_t* rows_host, int count) {
+  if (src_rows < 0 || row_size < 0 || count < 0) {
+    return InvalidArgumentError("gather rows: negative size");
+  }
+  for (int j = 0; j < count; ++j) {
+    if (rows_host[j] < 0 || rows_host[j] >= src_rows) {
+      return OutOfRangeError("gather rows: row " + std::to_string(rows_host[j]) + " outside [0, " +
+                             std::to_string(src_rows) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
 XentResult ReduceXentRows(const double* row_loss_host, const int32_t* row_hit_host, int batch) {
   double total = 0.0;
   XentResult r;

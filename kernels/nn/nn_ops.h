@@ -106,6 +106,12 @@ class NnOps {
   // g[i] += wd·w[i] (one rounding per multiply and add).
   virtual Status WeightDecayAdd(const float* w_dev, size_t n, float wd, float* g_dev) = 0;
 
+  // The mini-batch gather: row j of dst = row rows_host[j] of src (row_size floats each), j <
+  // count. src has src_rows rows; an index outside [0, src_rows) is OutOfRange and dst is
+  // unchanged. rows_host may be reused on return.
+  virtual Status GatherRows(const float* src_dev, int64_t src_rows, int row_size,
+                            const int64_t* rows_host, int count, float* dst_dev) = 0;
+
   // The scatter of an UPDATE into the weights: w[idx[j]] = vals[j] for j < count. Indices must be
   // < n (else OutOfRange and w is unchanged) and distinct.
   virtual Status ScatterSet(const uint32_t* idx_host, const float* vals_host, size_t count,
@@ -132,6 +138,7 @@ Status CheckLabels(const uint8_t* labels_host, int batch, int classes);
 Status CheckConv(int batch, int h, int w, int c, int k);
 Status CheckPool(int batch, int h, int w, int c);
 Status CheckScatter(const uint32_t* idx_host, size_t count, size_t n);
+Status CheckGather(int64_t src_rows, int row_size, const int64_t* rows_host, int count);
 // The host-side reduction of the per-row results, in row order (row_loss may be null: loss 0).
 XentResult ReduceXentRows(const double* row_loss_host, const int32_t* row_hit_host, int batch);
 }  // namespace nn_internal

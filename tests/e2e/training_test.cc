@@ -17,8 +17,8 @@
 #include "kernels/model/param_init.h"
 #include "tests/net/subprocess.h"
 #include "tests/net/summary_line.h"
+#include "tests/worker/cpu_reference/model.h"
 #include "worker/data/dataset.h"
-#include "worker/model/model.h"
 #include "worker/trainer/schedule.h"
 #include "worker/trainer/trainer_options.h"
 
@@ -104,7 +104,7 @@ class TrainingTest : public ::testing::Test {
 std::vector<float> ReferenceMomentumSgd(const TrainerOptions& o, int workers) {
   auto layout = MakeModelLayout(o.model);
   auto train = LoadFashionMnist("train");
-  auto model = MakeModel(o.model);
+  auto model = cpu_reference::MakeModel(o.model);  // the pre-NnOps CPU model: independent
   EXPECT_TRUE(layout.ok() && train.ok() && model.ok());
   std::vector<float> w = InitParams(*layout, o.seed);
   const size_t d = w.size();

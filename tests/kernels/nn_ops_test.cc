@@ -1,8 +1,8 @@
-// NnOps (kernels/nn/nn_ops.h) against independent references: today's worker/model/ functions
-// (bitwise on the CPU, where the same arithmetic is done; on CUDA bitwise for copies and
-// selections, else within a relative tolerance), brute-force loops in this file, and finite
-// differences for the backward ops. Every case runs on the CPU and on CUDA; the CUDA ones skip when
-// no GPU is visible. Deterministic: fixed seeds, no timing.
+// NnOps (kernels/nn/nn_ops.h) against independent references: the CPU reference model
+// (tests/worker/cpu_reference/) (bitwise on the CPU, where the same arithmetic is done; on CUDA
+// bitwise for copies and selections, else within a relative tolerance), brute-force loops in this
+// file, and finite differences for the backward ops. Every case runs on the CPU and on CUDA; the
+// CUDA ones skip when no GPU is visible. Deterministic: fixed seeds, no timing.
 #include "kernels/nn/nn_ops.h"
 
 #include <gtest/gtest.h>
@@ -19,14 +19,24 @@
 
 #include "kernels/backend.h"
 #include "kernels/device.h"
-#include "worker/model/cross_entropy.h"
-#include "worker/model/dense.h"
-#include "worker/model/im2col.h"
-#include "worker/model/max_pool.h"
-#include "worker/model/relu.h"
+#include "tests/worker/cpu_reference/cross_entropy.h"
+#include "tests/worker/cpu_reference/dense.h"
+#include "tests/worker/cpu_reference/im2col.h"
+#include "tests/worker/cpu_reference/max_pool.h"
+#include "tests/worker/cpu_reference/relu.h"
 
 namespace sieve {
 namespace {
+
+using cpu_reference::Col2Im;
+using cpu_reference::DenseBackward;
+using cpu_reference::DenseForward;
+using cpu_reference::Im2Col;
+using cpu_reference::MaxPool2x2Backward;
+using cpu_reference::MaxPool2x2Forward;
+using cpu_reference::ReluBackward;
+using cpu_reference::ReluForward;
+using cpu_reference::SoftmaxCrossEntropy;
 
 std::vector<float> Random(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
@@ -510,6 +520,30 @@ TEST_P(KernelsNn, ScatterSetMatchesBruteForceAndChecksIndices) {
             StatusCode::kOutOfRange);
   ExpectBitwise(Down(w, n), want, "w unchanged");
   EXPECT_TRUE(ops_->ScatterSet(nullptr, nullptr, 0, w, n).ok());
+}
+
+TEST_P(KernelsNn, GatherRowsMatchesBruteForceAndChecksRows) {
+  const int64_t src_rows = 50;
+  const int row_size = 13;
+  const std::vector<float> src0 = Random(src_rows * row_size, 34);
+  const std::vector<int64_t> rows = {7, 0, 49, 7, 21};
+  std::vector<float> want;
+  for (int64_t r : rows) {
+    want.insert(want.end(), src0.begin() + r * row_size, src0.begin() + (r + 1) * row_size);
+  }
+  float* src = Up(src0);
+  float* dst = Zeros(want.size());
+  ASSERT_TRUE(ops_->GatherRows(src, src_rows, row_size, rows.data(), 5, dst).ok());
+  ExpectBitwise(Down(dst, want.size()), want, "gathered");
+
+  const std::vector<float> before = Down(dst, want.size());
+  for (int64_t bad : {int64_t{-1}, src_rows}) {
+    const std::vector<int64_t> bad_rows = {1, bad};
+    EXPECT_EQ(ops_->GatherRows(src, src_rows, row_size, bad_rows.data(), 2, dst).code(),
+              StatusCode::kOutOfRange);
+  }
+  ExpectBitwise(Down(dst, want.size()), before, "dst unchanged");
+  EXPECT_TRUE(ops_->GatherRows(src, src_rows, row_size, nullptr, 0, dst).ok());
 }
 
 TEST_P(KernelsNn, EmptyInputsAreNoOps) {

@@ -8,14 +8,24 @@
 #include <vector>
 
 #include "reference_model.h"
-#include "worker/model/cross_entropy.h"
-#include "worker/model/dense.h"
-#include "worker/model/im2col.h"
-#include "worker/model/max_pool.h"
-#include "worker/model/relu.h"
+#include "tests/worker/cpu_reference/cross_entropy.h"
+#include "tests/worker/cpu_reference/dense.h"
+#include "tests/worker/cpu_reference/im2col.h"
+#include "tests/worker/cpu_reference/max_pool.h"
+#include "tests/worker/cpu_reference/relu.h"
 
 namespace sieve {
 namespace {
+
+using cpu_reference::Col2Im;
+using cpu_reference::DenseBackward;
+using cpu_reference::DenseForward;
+using cpu_reference::Im2Col;
+using cpu_reference::MaxPool2x2Backward;
+using cpu_reference::MaxPool2x2Forward;
+using cpu_reference::ReluBackward;
+using cpu_reference::ReluForward;
+using cpu_reference::SoftmaxCrossEntropy;
 
 using reference::AllIndices;
 using reference::CentralDifferences;

@@ -43,12 +43,16 @@ TEST_P(WorkerModelTraining, SgdStepsLowerTheLoss) {
   }
   std::vector<float> params = InitParams(model.layout(), 1);
   std::vector<float> grad(model.num_params());
-  const float initial =
-      model.ForwardBackward(params.data(), x.data(), labels.data(), batch, grad.data());
+  float initial = 0.0f;
+  ASSERT_TRUE(
+      model.ForwardBackward(params.data(), x.data(), labels.data(), batch, grad.data(), &initial)
+          .ok());
   float loss = initial;
   for (int step = 0; step < 20; ++step) {
     SgdStep(0.02f, grad, &params);
-    loss = model.ForwardBackward(params.data(), x.data(), labels.data(), batch, grad.data());
+    ASSERT_TRUE(
+        model.ForwardBackward(params.data(), x.data(), labels.data(), batch, grad.data(), &loss)
+            .ok());
   }
   EXPECT_LT(loss, 0.5f * initial) << "initial " << initial;
 }
@@ -78,11 +82,14 @@ TEST(WorkerModelFashionMnist, SoftmaxOneEpochSgd) {
   ASSERT_TRUE(it.ok());
   Minibatch b;
   while (it->Next(&b)) {
-    model.ForwardBackward(params.data(), b.images, b.labels, b.size, grad.data());
+    float loss = 0.0f;
+    ASSERT_TRUE(
+        model.ForwardBackward(params.data(), b.images, b.labels, b.size, grad.data(), &loss).ok());
     SgdStep(0.01f, grad, &params);
   }
-  const EvalResult r =
-      model.Evaluate(params.data(), test->images.data(), test->labels.data(), test->n);
+  EvalResult r;
+  ASSERT_TRUE(
+      model.Evaluate(params.data(), test->images.data(), test->labels.data(), test->n, &r).ok());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("softmax, 1 epoch SGD: test loss %.4f accuracy %.4f in %.1f s\n", r.loss, r.accuracy,

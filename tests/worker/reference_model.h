@@ -82,21 +82,24 @@ inline double RefCrossEntropy(const Vec& logits, const uint8_t* labels, int batc
   return total / batch;
 }
 
-// Mean loss of the model of `layout` ("softmax", "fnn3" or "cnn") on 28x28 inputs.
+// Mean loss of the model of `layout` ("softmax", "fnn3", "cnn" or "cnn_large") on 28x28 inputs.
 inline double RefModelLoss(const ModelLayout& layout, const Vec& p, const Vec& x,
                            const uint8_t* labels, int batch) {
   auto at = [&](const std::string& name) { return p.data() + layout.Find(name)->offset; };
   Vec a = x;
   int width = 784;
   std::vector<std::string> dense;
-  if (layout.name == "cnn") {
+  if (const Segment* conv1 = layout.Find("conv1.weight"); conv1 != nullptr) {
+    const int c1 = static_cast<int>(conv1->shape[0]), k = static_cast<int>(conv1->shape[1]);
+    const int c2 = static_cast<int>(layout.Find("conv2.weight")->shape[0]);
+    const int h1 = 28 - k + 1, p1 = h1 / 2, h2 = p1 - k + 1, p2 = h2 / 2;
     a = RefMaxPool(
-        RefRelu(RefConv(a, batch, 28, 28, 1, at("conv1.weight"), at("conv1.bias"), 8, 5)), batch,
-        24, 24, 8);
+        RefRelu(RefConv(a, batch, 28, 28, 1, at("conv1.weight"), at("conv1.bias"), c1, k)), batch,
+        h1, h1, c1);
     a = RefMaxPool(
-        RefRelu(RefConv(a, batch, 12, 12, 8, at("conv2.weight"), at("conv2.bias"), 16, 5)), batch,
-        8, 8, 16);
-    width = 256;
+        RefRelu(RefConv(a, batch, p1, p1, c1, at("conv2.weight"), at("conv2.bias"), c2, k)), batch,
+        h2, h2, c2);
+    width = p2 * p2 * c2;
     dense = {"fc1", "fc2"};
   } else if (layout.name == "fnn3") {
     dense = {"fc1", "fc2", "fc3"};

@@ -172,6 +172,19 @@ void ApplyValues(const Message& msg, uint64_t lo, std::span<float> weights) {
   }
 }
 
+// Hands msg's values (fp16 converted through *scratch) to sink; see UpdateSink.
+void ForwardValues(const Message& msg, uint64_t lo, const UpdateSink& sink,
+                   std::vector<float>* scratch) {
+  std::span<const float> values = msg.values;
+  if (!msg.values_fp16.empty()) {
+    scratch->resize(msg.values_fp16.size());
+    for (size_t j = 0; j < scratch->size(); ++j) (*scratch)[j] = HalfToFloat(msg.values_fp16[j]);
+    values = *scratch;
+  }
+  const bool dense = msg.dense() || msg.type() == pb::MSG_DENSE;
+  sink(lo, dense ? std::span<const uint32_t>() : std::span<const uint32_t>(msg.indices), values);
+}
+
 }  // namespace
 
 Status PsClient::SendControl(pb::MsgType type, uint64_t round, int s) {
@@ -225,11 +238,27 @@ Status PsClient::Join(uint64_t round, int timeout_ms) {
 
 Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weights,
                           RoundStats* stats, int timeout_ms) {
-  const uint64_t d = num_params();
-  if (weights.size() != d) {
+  if (weights.size() != num_params()) {
     return InvalidArgumentError("replica has " + std::to_string(weights.size()) +
-                                " values, D = " + std::to_string(d));
+                                " values, D = " + std::to_string(num_params()));
   }
+  return PushPullWith(
+      round, sel, [&](int s, const Message& m) { ApplyValues(m, bounds_[s], weights); }, stats,
+      timeout_ms);
+}
+
+Status PsClient::PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
+                          int timeout_ms) {
+  return PushPullWith(
+      round, sel,
+      [&](int s, const Message& m) { ForwardValues(m, bounds_[s], sink, &sink_scratch_); }, stats,
+      timeout_ms);
+}
+
+Status PsClient::PushPullWith(uint64_t round, Selection* sel,
+                              const std::function<void(int, const Message&)>& apply,
+                              RoundStats* stats, int timeout_ms) {
+  const uint64_t d = num_params();
   if (sel->dense ? sel->values.size() != d : sel->indices.size() != sel->values.size()) {
     return InvalidArgumentError(
         "selection sizes do not match (dense: D values; sparse: one value per index)");
@@ -287,7 +316,7 @@ Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weigh
         [&](int s, const Message& m) {
           local.bytes_down += FrameBytes(m.storage);
           local.pairs_down += m.header.count();
-          ApplyValues(m, bounds_[s], weights);
+          apply(s, m);
         },
         [&](int s) {
           ++resends_;

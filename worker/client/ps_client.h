@@ -57,6 +57,13 @@ struct RoundStats {
   double wait_seconds = 0;  // waiting for and applying the UPDATEs
 };
 
+// Receives the values of one UPDATE (or one part of a split UPDATE) of a round, for callers whose
+// replica is not a host array (a GPU-resident one): for a sparse part, values[j] is the new weight
+// at global index lo + rel[j]; for a dense part (rel empty), values[j] belongs at lo + j. The
+// spans are valid only during the call; fp16 payloads arrive converted to fp32.
+using UpdateSink =
+    std::function<void(uint64_t lo, std::span<const uint32_t> rel, std::span<const float> values)>;
+
 class PsClient {
  public:
   // Registers with the scheduler and waits for the node table. Errors: those of Node::Start.
@@ -96,6 +103,11 @@ class PsClient {
   // round fails the call.
   Status PushPull(uint64_t round, Selection* sel, std::span<float> weights, RoundStats* stats,
                   int timeout_ms);
+  // The same round with each UPDATE handed to `sink` instead of written into a host replica
+  // (called on this thread, before PushPull returns, once per UPDATE part; never after an error
+  // return for the parts that did not arrive).
+  Status PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
+                  int timeout_ms);
 
   Status Barrier(int timeout_ms) { return node_->Barrier(kGroupWorkers, timeout_ms); }
   Status Finish() { return node_->Finish(); }
@@ -115,6 +127,10 @@ class PsClient {
   Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
                  const std::function<void(int)>& resend = nullptr, int always_resend_ms = 0,
                  bool any_round = false);
+  // One round of PushPull, each arriving UPDATE given to apply(server_rank, message).
+  Status PushPullWith(uint64_t round, Selection* sel,
+                      const std::function<void(int, const Message&)>& apply, RoundStats* stats,
+                      int timeout_ms);
   // Sends a header-only `type` for `round` to server `s`.
   Status SendControl(pb::MsgType type, uint64_t round, int s);
 
@@ -131,6 +147,7 @@ class PsClient {
   std::vector<uint64_t> bounds_;  // S+1 shard boundaries
   std::vector<size_t> offsets_;   // reused across rounds
   std::shared_ptr<SendBuffers> buffers_;
+  std::vector<float> sink_scratch_;  // fp16 UPDATE values converted for an UpdateSink
   uint64_t resends_ = 0;
   uint64_t tables_at_send_ = 0;  // node tables installed when the round's PUSHes went out
 };

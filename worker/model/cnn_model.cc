@@ -2,110 +2,150 @@
 
 #include <glog/logging.h>
 
+#include <string>
 #include <utility>
+#include <vector>
 
-#include "worker/model/cross_entropy.h"
-#include "worker/model/dense.h"
-#include "worker/model/im2col.h"
-#include "worker/model/max_pool.h"
-#include "worker/model/relu.h"
+#include "worker/model/dense_layer.h"
 
 namespace sieve {
 namespace {
 
-// Geometry of the "cnn" layout.
-constexpr int kIn = 28, kK = 5;
-constexpr int kC1 = 8, kH1 = kIn - kK + 1, kP1 = kH1 / 2;   // 24 -> 12
-constexpr int kC2 = 16, kH2 = kP1 - kK + 1, kP2 = kH2 / 2;  // 8 -> 4
-constexpr int kFlat = kP2 * kP2 * kC2;                      // 256
-constexpr int kHidden = 64, kClasses = 10;
-constexpr int kPatch1 = kK * kK * 1, kPatch2 = kK * kK * kC1;
+constexpr int kIn = 28;
 
-template <typename T>
-T* Grow(std::vector<T>& v, int64_t n) {
-  v.resize(static_cast<size_t>(n));
-  return v.data();
+// Grows `buf` to n elements and hands back its pointer through *p.
+template <typename Buffer, typename T>
+Status Grow(Buffer& buf, int64_t n, T** p) {
+  SIEVE_RETURN_IF_ERROR(buf.Reserve(static_cast<size_t>(n)));
+  *p = buf.data();
+  return Status::Ok();
 }
 
 }  // namespace
 
-CnnModel::CnnModel(ModelLayout layout) : layout_(std::move(layout)) {
-  auto offsets = [this](const char* prefix, std::vector<int64_t> shape) {
-    const std::string p(prefix);
-    const Segment* w = layout_.Find(p + ".weight");
-    const Segment* b = layout_.Find(p + ".bias");
-    CHECK(w != nullptr && b != nullptr) << layout_.name << " lacks " << p;
-    CHECK(w->shape == shape) << p << ".weight has an unexpected shape";
-    CHECK_EQ(b->length, static_cast<uint64_t>(shape[0])) << p;
-    return Offsets{w->offset, b->offset};
+CnnModel::CnnModel(ModelLayout layout, std::unique_ptr<NnOps> ops)
+    : Model(std::move(ops)),
+      layout_(std::move(layout)),
+      patches1_(context()),
+      act1_(context()),
+      pool1_(context()),
+      patches2_(context()),
+      act2_(context()),
+      pool2_(context()),
+      hidden_(context()),
+      logits_(context()),
+      argmax1_(this->ops()),
+      argmax2_(this->ops()),
+      d_logits_(context()),
+      d_hidden_(context()),
+      d_pool2_(context()),
+      d_act2_(context()),
+      d_patches2_(context()),
+      d_pool1_(context()),
+      d_act1_(context()) {
+  auto find = [this](const std::string& prefix, size_t rank, Offsets* o) {
+    const Segment* w = layout_.Find(prefix + ".weight");
+    const Segment* b = layout_.Find(prefix + ".bias");
+    CHECK(w != nullptr && b != nullptr) << layout_.name << " lacks " << prefix;
+    CHECK_EQ(w->shape.size(), rank) << prefix << ".weight has an unexpected shape";
+    CHECK_EQ(b->length, static_cast<uint64_t>(w->shape[0])) << prefix;
+    *o = Offsets{w->offset, b->offset};
+    return w->shape;
   };
-  conv1_ = offsets("conv1", {kC1, kK, kK, 1});
-  conv2_ = offsets("conv2", {kC2, kK, kK, kC1});
-  fc1_ = offsets("fc1", {kHidden, kFlat});
-  fc2_ = offsets("fc2", {kClasses, kHidden});
+  const std::vector<int64_t> c1 = find("conv1", 4, &conv1_);  // [c1][k][k][1]
+  const std::vector<int64_t> c2 = find("conv2", 4, &conv2_);  // [c2][k][k][c1]
+  const std::vector<int64_t> f1 = find("fc1", 2, &fc1_);      // [hidden][flat]
+  const std::vector<int64_t> f2 = find("fc2", 2, &fc2_);      // [10][hidden]
+  g_.k = static_cast<int>(c1[1]);
+  g_.c1 = static_cast<int>(c1[0]);
+  g_.c2 = static_cast<int>(c2[0]);
+  g_.hidden = static_cast<int>(f1[0]);
+  CHECK(c1[2] == g_.k && c1[3] == 1) << "conv1 must be [c1][k][k][1]";
+  CHECK(c2[1] == g_.k && c2[2] == g_.k && c2[3] == g_.c1) << "conv2 must be [c2][k][k][c1]";
+  g_.h1 = kIn - g_.k + 1;
+  g_.p1 = g_.h1 / 2;
+  g_.h2 = g_.p1 - g_.k + 1;
+  g_.p2 = g_.h2 / 2;
+  CHECK(g_.h1 % 2 == 0 && g_.h2 > 0 && g_.h2 % 2 == 0) << layout_.name << ": odd pooling input";
+  g_.flat = g_.p2 * g_.p2 * g_.c2;
+  g_.patch1 = g_.k * g_.k;
+  g_.patch2 = g_.k * g_.k * g_.c1;
+  CHECK_EQ(f1[1], g_.flat) << "fc1 does not take the flattened pool2";
+  CHECK(f2[0] == num_classes() && f2[1] == g_.hidden) << "fc2 must be [10][hidden]";
 }
 
-float CnnModel::Run(const float* params, const float* x, const uint8_t* labels, int batch,
-                    float* grad, int64_t* correct) {
+Status CnnModel::Run(const float* params, const float* x, const uint8_t* labels, int batch,
+                     float* grad, XentResult* out) {
+  NnOps& nn = this->nn();
+  const Geometry& g = g_;
   const int64_t b = batch;
-  const int64_t rows1 = b * kH1 * kH1;  // output pixels of conv1
-  const int64_t rows2 = b * kH2 * kH2;
-  const int64_t n_act1 = rows1 * kC1;
-  const int64_t n_act2 = rows2 * kC2;
+  const int64_t rows1 = b * g.h1 * g.h1;  // output pixels of conv1
+  const int64_t rows2 = b * g.h2 * g.h2;
+  const int64_t n_act1 = rows1 * g.c1;
+  const int64_t n_act2 = rows2 * g.c2;
+  const int64_t n_pool1 = b * g.p1 * g.p1 * g.c1;
+  const int64_t n_pool2 = b * g.flat;
 
   // Forward.
-  float* patches1 = Grow(patches1_, rows1 * kPatch1);
-  float* act1 = Grow(act1_, n_act1);
-  float* pool1 = Grow(pool1_, b * kP1 * kP1 * kC1);
-  float* patches2 = Grow(patches2_, rows2 * kPatch2);
-  float* act2 = Grow(act2_, n_act2);
-  float* pool2 = Grow(pool2_, b * kFlat);
-  float* hidden = Grow(hidden_, b * kHidden);
-  float* logits = Grow(logits_, b * kClasses);
-  int32_t* argmax1 = Grow(argmax1_, b * kP1 * kP1 * kC1);
-  int32_t* argmax2 = Grow(argmax2_, b * kFlat);
+  float *patches1, *act1, *pool1, *patches2, *act2, *pool2, *hidden, *logits;
+  int32_t *argmax1, *argmax2;
+  SIEVE_RETURN_IF_ERROR(Grow(patches1_, rows1 * g.patch1, &patches1));
+  SIEVE_RETURN_IF_ERROR(Grow(act1_, n_act1, &act1));
+  SIEVE_RETURN_IF_ERROR(Grow(pool1_, n_pool1, &pool1));
+  SIEVE_RETURN_IF_ERROR(Grow(patches2_, rows2 * g.patch2, &patches2));
+  SIEVE_RETURN_IF_ERROR(Grow(act2_, n_act2, &act2));
+  SIEVE_RETURN_IF_ERROR(Grow(pool2_, n_pool2, &pool2));
+  SIEVE_RETURN_IF_ERROR(Grow(hidden_, b * g.hidden, &hidden));
+  SIEVE_RETURN_IF_ERROR(Grow(logits_, b * num_classes(), &logits));
+  SIEVE_RETURN_IF_ERROR(Grow(argmax1_, n_pool1, &argmax1));
+  SIEVE_RETURN_IF_ERROR(Grow(argmax2_, n_pool2, &argmax2));
 
-  Im2Col(x, batch, kIn, kIn, 1, kK, patches1);
-  DenseForward(patches1, static_cast<int>(rows1), kPatch1, params + conv1_.w, params + conv1_.b,
-               kC1, act1);
-  ReluForward(act1, n_act1);
-  MaxPool2x2Forward(act1, batch, kH1, kH1, kC1, pool1, argmax1);
-  Im2Col(pool1, batch, kP1, kP1, kC1, kK, patches2);
-  DenseForward(patches2, static_cast<int>(rows2), kPatch2, params + conv2_.w, params + conv2_.b,
-               kC2, act2);
-  ReluForward(act2, n_act2);
-  MaxPool2x2Forward(act2, batch, kH2, kH2, kC2, pool2, argmax2);
-  DenseForward(pool2, batch, kFlat, params + fc1_.w, params + fc1_.b, kHidden, hidden);
-  ReluForward(hidden, b * kHidden);
-  DenseForward(hidden, batch, kHidden, params + fc2_.w, params + fc2_.b, kClasses, logits);
+  SIEVE_RETURN_IF_ERROR(nn.Im2Col(x, batch, kIn, kIn, 1, g.k, patches1));
+  SIEVE_RETURN_IF_ERROR(DenseForward(nn, patches1, static_cast<int>(rows1), g.patch1,
+                                     params + conv1_.w, params + conv1_.b, g.c1, act1));
+  SIEVE_RETURN_IF_ERROR(nn.ReluForward(act1, n_act1));
+  SIEVE_RETURN_IF_ERROR(nn.MaxPool2x2Forward(act1, batch, g.h1, g.h1, g.c1, pool1, argmax1));
+  SIEVE_RETURN_IF_ERROR(nn.Im2Col(pool1, batch, g.p1, g.p1, g.c1, g.k, patches2));
+  SIEVE_RETURN_IF_ERROR(DenseForward(nn, patches2, static_cast<int>(rows2), g.patch2,
+                                     params + conv2_.w, params + conv2_.b, g.c2, act2));
+  SIEVE_RETURN_IF_ERROR(nn.ReluForward(act2, n_act2));
+  SIEVE_RETURN_IF_ERROR(nn.MaxPool2x2Forward(act2, batch, g.h2, g.h2, g.c2, pool2, argmax2));
+  SIEVE_RETURN_IF_ERROR(
+      DenseForward(nn, pool2, batch, g.flat, params + fc1_.w, params + fc1_.b, g.hidden, hidden));
+  SIEVE_RETURN_IF_ERROR(nn.ReluForward(hidden, b * g.hidden));
+  SIEVE_RETURN_IF_ERROR(DenseForward(nn, hidden, batch, g.hidden, params + fc2_.w, params + fc2_.b,
+                                     num_classes(), logits));
 
-  float* d_logits = grad != nullptr ? Grow(d_logits_, b * kClasses) : nullptr;
-  const float loss = SoftmaxCrossEntropy(logits, labels, batch, kClasses, d_logits, correct);
-  if (grad == nullptr) return loss;
+  float* d_logits = nullptr;
+  if (grad != nullptr) SIEVE_RETURN_IF_ERROR(Grow(d_logits_, b * num_classes(), &d_logits));
+  SIEVE_RETURN_IF_ERROR(
+      nn.SoftmaxCrossEntropy(logits, labels, batch, num_classes(), d_logits, out));
+  if (grad == nullptr) return Status::Ok();
 
   // Backward, layer by layer in reverse.
-  float* d_hidden = Grow(d_hidden_, b * kHidden);
-  float* d_pool2 = Grow(d_pool2_, b * kFlat);
-  float* d_act2 = Grow(d_act2_, n_act2);
-  float* d_patches2 = Grow(d_patches2_, rows2 * kPatch2);
-  float* d_pool1 = Grow(d_pool1_, b * kP1 * kP1 * kC1);
-  float* d_act1 = Grow(d_act1_, n_act1);
+  float *d_hidden, *d_pool2, *d_act2, *d_patches2, *d_pool1, *d_act1;
+  SIEVE_RETURN_IF_ERROR(Grow(d_hidden_, b * g.hidden, &d_hidden));
+  SIEVE_RETURN_IF_ERROR(Grow(d_pool2_, n_pool2, &d_pool2));
+  SIEVE_RETURN_IF_ERROR(Grow(d_act2_, n_act2, &d_act2));
+  SIEVE_RETURN_IF_ERROR(Grow(d_patches2_, rows2 * g.patch2, &d_patches2));
+  SIEVE_RETURN_IF_ERROR(Grow(d_pool1_, n_pool1, &d_pool1));
+  SIEVE_RETURN_IF_ERROR(Grow(d_act1_, n_act1, &d_act1));
 
-  DenseBackward(hidden, batch, kHidden, params + fc2_.w, kClasses, d_logits, grad + fc2_.w,
-                grad + fc2_.b, d_hidden);
-  ReluBackward(hidden, b * kHidden, d_hidden);
-  DenseBackward(pool2, batch, kFlat, params + fc1_.w, kHidden, d_hidden, grad + fc1_.w,
-                grad + fc1_.b, d_pool2);
-  MaxPool2x2Backward(d_pool2, argmax2, batch, kH2, kH2, kC2, d_act2);
-  ReluBackward(act2, n_act2, d_act2);
-  DenseBackward(patches2, static_cast<int>(rows2), kPatch2, params + conv2_.w, kC2, d_act2,
-                grad + conv2_.w, grad + conv2_.b, d_patches2);
-  Col2Im(d_patches2, batch, kP1, kP1, kC1, kK, d_pool1);
-  MaxPool2x2Backward(d_pool1, argmax1, batch, kH1, kH1, kC1, d_act1);
-  ReluBackward(act1, n_act1, d_act1);
-  DenseBackward(patches1, static_cast<int>(rows1), kPatch1, params + conv1_.w, kC1, d_act1,
-                grad + conv1_.w, grad + conv1_.b, nullptr);
-  return loss;
+  SIEVE_RETURN_IF_ERROR(DenseBackward(nn, hidden, batch, g.hidden, params + fc2_.w, num_classes(),
+                                      d_logits, grad + fc2_.w, grad + fc2_.b, d_hidden));
+  SIEVE_RETURN_IF_ERROR(nn.ReluBackward(hidden, b * g.hidden, d_hidden));
+  SIEVE_RETURN_IF_ERROR(DenseBackward(nn, pool2, batch, g.flat, params + fc1_.w, g.hidden, d_hidden,
+                                      grad + fc1_.w, grad + fc1_.b, d_pool2));
+  SIEVE_RETURN_IF_ERROR(nn.MaxPool2x2Backward(d_pool2, argmax2, batch, g.h2, g.h2, g.c2, d_act2));
+  SIEVE_RETURN_IF_ERROR(nn.ReluBackward(act2, n_act2, d_act2));
+  SIEVE_RETURN_IF_ERROR(DenseBackward(nn, patches2, static_cast<int>(rows2), g.patch2,
+                                      params + conv2_.w, g.c2, d_act2, grad + conv2_.w,
+                                      grad + conv2_.b, d_patches2));
+  SIEVE_RETURN_IF_ERROR(nn.Col2Im(d_patches2, batch, g.p1, g.p1, g.c1, g.k, d_pool1));
+  SIEVE_RETURN_IF_ERROR(nn.MaxPool2x2Backward(d_pool1, argmax1, batch, g.h1, g.h1, g.c1, d_act1));
+  SIEVE_RETURN_IF_ERROR(nn.ReluBackward(act1, n_act1, d_act1));
+  return DenseBackward(nn, patches1, static_cast<int>(rows1), g.patch1, params + conv1_.w, g.c1,
+                       d_act1, grad + conv1_.w, grad + conv1_.b, nullptr);
 }
 
 }  // namespace sieve

@@ -8,15 +8,19 @@
 
 namespace sieve {
 
-StatusOr<std::unique_ptr<Model>> MakeModel(std::string_view name) {
+StatusOr<std::unique_ptr<Model>> MakeModel(std::string_view name, Device device) {
   if (name == "synthetic") {
     return InvalidArgumentError(
         "'synthetic' has no model math: the worker generates its gradients itself");
   }
   StatusOr<ModelLayout> layout = MakeModelLayout(name);
   if (!layout.ok()) return layout.status();
-  if (name == "cnn") return std::unique_ptr<Model>(new CnnModel(std::move(*layout)));
-  return std::unique_ptr<Model>(new MlpModel(std::move(*layout)));
+  StatusOr<std::unique_ptr<NnOps>> ops = NnOps::Create(device);
+  if (!ops.ok()) return ops.status();
+  if (layout->Find("conv1.weight") != nullptr) {
+    return std::unique_ptr<Model>(new CnnModel(std::move(*layout), std::move(*ops)));
+  }
+  return std::unique_ptr<Model>(new MlpModel(std::move(*layout), std::move(*ops)));
 }
 
 }  // namespace sieve

@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <cstring>
 #include <span>
+#include <sstream>
 
 #include "kernels/model/param_init.h"
 #include "kernels/selection.h"
-#include "worker/data/minibatch.h"
 #include "worker/data/partition.h"
 #include "worker/trainer/metrics.h"
 #include "worker/trainer/progress.h"
@@ -89,10 +89,15 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options
 Status Trainer::Load() {
   if (synthetic_) {
     steps_per_epoch_ = options_.rounds_per_epoch;
+    auto ops = NnOps::Create(device_);
+    if (!ops.ok()) return ops.status();
+    own_ops_ = std::move(*ops);
+    nn_ = own_ops_.get();
   } else {
-    auto model = MakeModel(options_.model);
+    auto model = MakeModel(options_.model, device_);
     if (!model.ok()) return model.status();
     model_ = std::move(*model);
+    nn_ = model_->ops();
     auto full = LoadFashionMnist("train", options_.data_dir);
     if (!full.ok()) return full.status();
     train_total_ = full->n;
@@ -114,16 +119,68 @@ Status Trainer::Load() {
       test_ = std::move(*test);
     }
   }
+  BackendContext* ctx = nn_->context();
+  w_.emplace(ctx);
+  grad_.emplace(ctx);
+  SIEVE_RETURN_IF_ERROR(w_->Reserve(d_));
+  SIEVE_RETURN_IF_ERROR(grad_->Reserve(d_));
+  if (!synthetic_) {
+    batch_x_.emplace(ctx);
+    SIEVE_RETURN_IF_ERROR(
+        batch_x_->Reserve(static_cast<size_t>(options_.batch_size) * train_.example_size()));
+    SIEVE_RETURN_IF_ERROR(StageData());
+  }
   auto ef = ErrorFeedback::Create(device_, d_);
   if (!ef.ok()) return ef.status();
   ef_ = std::move(*ef);
-  grad_.assign(d_, 0.0f);
   return Status::Ok();
+}
+
+Status Trainer::StageData() {
+  if (device_ == Device::kCpu) {  // host memory already
+    train_x_ = train_.images.data();
+    test_x_ = test_.images.data();
+    return Status::Ok();
+  }
+  BackendContext* ctx = nn_->context();
+  auto stage = [ctx](const Dataset& data, std::optional<DeviceBuffer>* buf,
+                     const float** x) -> Status {
+    if (data.n == 0) return Status::Ok();
+    buf->emplace(ctx);
+    if (!(*buf)->Reserve(data.images.size()).ok()) {
+      buf->reset();  // does not fit: batches are copied up from the host instead
+      return Status::Ok();
+    }
+    SIEVE_RETURN_IF_ERROR(ctx->FromHost(data.images.data(), data.images.size(), (*buf)->data()));
+    *x = (*buf)->data();
+    return Status::Ok();
+  };
+  SIEVE_RETURN_IF_ERROR(stage(train_, &train_x_stage_, &train_x_));
+  SIEVE_RETURN_IF_ERROR(stage(test_, &test_x_stage_, &test_x_));
+  const double mb = 4.0 * static_cast<double>(train_.images.size()) / 1e6;
+  if (train_x_ == nullptr) {
+    LOG(WARNING) << "the training partition (" << mb << " MB as floats) does not fit in "
+                 << DeviceName(device_)
+                 << " memory next to the model: each batch is copied up from the host instead";
+  } else {
+    LOG(INFO) << "staged the training partition (" << mb << " MB) in " << DeviceName(device_)
+              << " memory";
+  }
+  return Status::Ok();
+}
+
+Status Trainer::UploadWeights(const std::vector<float>& w) {
+  return nn_->context()->FromHost(w.data(), d_, w_->data());
+}
+
+Status Trainer::ReadWeights(std::vector<float>* out) const {
+  out->resize(d_);
+  return nn_->context()->ToHost(w_->data(), d_, out->data());
 }
 
 Status Trainer::InitWeights(uint64_t* first_round) {
   *first_round = 0;
-  w_ = InitParams(layout_, options_.seed);
+  std::vector<float> w = InitParams(layout_, options_.seed);
   if (client_->joined_late()) {
     // Rejoin (docs/architecture.md, "Worker rejoin"): the servers' weights, then a join round
     // `margin` rounds past the furthest server, so that no server passes it before the JOIN
@@ -134,14 +191,14 @@ Status Trainer::InitWeights(uint64_t* first_round) {
     uint64_t margin = kFirstJoinMargin;
     for (int attempt = 1;; ++attempt, margin *= 2) {
       uint64_t at = 0;
-      SIEVE_RETURN_IF_ERROR(client_->PullDense(w_, options_.round_timeout_ms, &at));
+      SIEVE_RETURN_IF_ERROR(client_->PullDense(w, options_.round_timeout_ms, &at));
       const uint64_t join = at + margin;
       Status joined = client_->Join(join, options_.round_timeout_ms);
       if (joined.ok()) {
         LOG(INFO) << "rejoined a running job: servers at round " << at << ", counted from round "
                   << join << " (attempt " << attempt << ")";
         *first_round = join;
-        return Status::Ok();
+        return UploadWeights(w);
       }
       if (joined.code() != StatusCode::kOutOfRange || attempt == kJoinAttempts) {
         return Status(joined.code(), "rejoin at round " + std::to_string(join) + " failed after " +
@@ -153,53 +210,150 @@ Status Trainer::InitWeights(uint64_t* first_round) {
     }
   }
   // A fingerprint, not a copy, of the local initialization (a copy would cost 4 B/param at peak).
-  const uint64_t local = Fingerprint(w_);
-  SIEVE_RETURN_IF_ERROR(client_->PullDense(w_, options_.round_timeout_ms));
-  if (Fingerprint(w_) != local) {
+  const uint64_t local = Fingerprint(w);
+  SIEVE_RETURN_IF_ERROR(client_->PullDense(w, options_.round_timeout_ms));
+  if (Fingerprint(w) != local) {
     LOG(WARNING) << "the servers' initial weights differ from InitParams(" << options_.model
                  << ", seed " << options_.seed
                  << ") (different --seed or model on the servers?); using the servers'";
   }
-  return Status::Ok();
+  return UploadWeights(w);
 }
 
-float Trainer::ComputeGradient(uint64_t round, const float* x, const uint8_t* labels,
-                               bool want_loss) {
-  float loss = 0.0f;
+Status Trainer::GatherBatch(const std::vector<int64_t>& order, uint64_t step) {
+  const int b = options_.batch_size;
+  const int64_t* rows = order.data() + step * static_cast<uint64_t>(b);
+  if ((step + 1) * static_cast<uint64_t>(b) > order.size()) {
+    return InternalError("batch " + std::to_string(step) + " runs past the epoch's order");
+  }
+  labels_.resize(static_cast<size_t>(b));
+  for (int j = 0; j < b; ++j) labels_[j] = train_.labels[static_cast<size_t>(rows[j])];
+  const int ex = static_cast<int>(train_.example_size());
+  if (train_x_ != nullptr) {
+    return nn_->GatherRows(train_x_, train_.n, ex, rows, b, batch_x_->data());
+  }
+  host_batch_.resize(static_cast<size_t>(b) * ex);
+  for (int j = 0; j < b; ++j) {
+    std::memcpy(host_batch_.data() + static_cast<size_t>(j) * ex, train_.image(rows[j]),
+                sizeof(float) * ex);
+  }
+  return nn_->context()->FromHost(host_batch_.data(), host_batch_.size(), batch_x_->data());
+}
+
+Status Trainer::ComputeGradient(uint64_t round, bool want_loss, float* loss) {
+  *loss = 0.0f;
+  float* const w = w_->data();
+  float* const grad = grad_->data();
   if (synthetic_) {
     SyntheticGradientSpec spec{options_.grad_dist, options_.synthetic_scale,
                                options_.synthetic_pull, options_.seed, rank_};
     spec.noise = options_.synthetic_noise;
-    SyntheticGradient(spec, round, w_, grad_);
-    if (want_loss) loss = static_cast<float>(SyntheticLoss(options_.synthetic_pull, w_));
+    if (device_ == Device::kCpu) {
+      SyntheticGradient(spec, round, std::span<const float>(w, d_), std::span<float>(grad, d_));
+      if (want_loss) {
+        *loss = static_cast<float>(
+            SyntheticLoss(options_.synthetic_pull, std::span<const float>(w, d_)));
+      }
+    } else {
+      // Generated on the host, then copied up (the round's one dense copy on a GPU worker).
+      host_w_.resize(d_);
+      host_grad_.resize(d_);
+      SIEVE_RETURN_IF_ERROR(nn_->context()->ToHost(w, d_, host_w_.data()));
+      SyntheticGradient(spec, round, host_w_, host_grad_);
+      if (want_loss) *loss = static_cast<float>(SyntheticLoss(options_.synthetic_pull, host_w_));
+      SIEVE_RETURN_IF_ERROR(nn_->context()->FromHost(host_grad_.data(), d_, grad));
+    }
   } else {
-    loss = model_->ForwardBackward(w_.data(), x, labels, options_.batch_size, grad_.data());
+    SIEVE_RETURN_IF_ERROR(model_->ForwardBackward(w, batch_x_->data(), labels_.data(),
+                                                  options_.batch_size, grad, loss));
   }
   if (options_.weight_decay != 0.0) {
-    const float wd = static_cast<float>(options_.weight_decay);
-    for (uint64_t i = 0; i < d_; ++i) grad_[i] += wd * w_[i];
+    SIEVE_RETURN_IF_ERROR(
+        nn_->WeightDecayAdd(w, d_, static_cast<float>(options_.weight_decay), grad));
   }
-  return loss;
+  // The error feedback reads the gradient on its own stream: the model's work must be done.
+  return nn_->context()->Synchronize();
 }
 
-void Trainer::Evaluate(std::optional<double>* test_acc, std::optional<double>* train_acc) {
-  if (synthetic_ || rank_ != 0) return;
-  EvalResult test = model_->Evaluate(w_.data(), test_.images.data(), test_.labels.data(), test_.n);
-  *test_acc = test.accuracy;
-  EvalResult train =
-      model_->Evaluate(w_.data(), train_.images.data(), train_.labels.data(), train_.n);
-  *train_acc = train.accuracy;
+Status Trainer::PushPull(uint64_t round, Selection* sel, RoundStats* stats) {
+  update_idx_.clear();
+  update_vals_.clear();
+  BackendContext* ctx = nn_->context();
+  float* const w = w_->data();
+  Status dense_copy;
+  const UpdateSink sink = [&](uint64_t lo, std::span<const uint32_t> rel,
+                              std::span<const float> values) {
+    if (lo + values.size() > d_) {
+      dense_copy = InternalError("an UPDATE reaches past D");
+    } else if (rel.empty()) {  // a dense part: one contiguous copy
+      if (dense_copy.ok()) dense_copy = ctx->FromHost(values.data(), values.size(), w + lo);
+    } else {
+      for (uint32_t r : rel) update_idx_.push_back(static_cast<uint32_t>(lo + r));
+      update_vals_.insert(update_vals_.end(), values.begin(), values.end());
+    }
+  };
+  SIEVE_RETURN_IF_ERROR(client_->PushPull(round, sel, sink, stats, options_.round_timeout_ms));
+  SIEVE_RETURN_IF_ERROR(dense_copy);
+  return nn_->ScatterSet(update_idx_.data(), update_vals_.data(), update_idx_.size(), w, d_);
+}
+
+Status Trainer::EvaluateOn(const Dataset& data, const float* x_dev, double* accuracy) {
+  EvalResult r;
+  if (x_dev != nullptr) {
+    SIEVE_RETURN_IF_ERROR(model_->Evaluate(w_->data(), x_dev, data.labels.data(), data.n, &r));
+    *accuracy = r.accuracy;
+    return Status::Ok();
+  }
+  // Not staged: copy chunks of one batch buffer's size up and evaluate each.
+  const int64_t chunk = options_.batch_size;
+  int64_t correct = 0;
+  for (int64_t lo = 0; lo < data.n; lo += chunk) {
+    const int64_t n = std::min(chunk, data.n - lo);
+    SIEVE_RETURN_IF_ERROR(nn_->context()->FromHost(
+        data.image(lo), static_cast<size_t>(n * data.example_size()), batch_x_->data()));
+    SIEVE_RETURN_IF_ERROR(
+        model_->Evaluate(w_->data(), batch_x_->data(), data.labels.data() + lo, n, &r));
+    correct += r.correct;
+  }
+  *accuracy = data.n > 0 ? static_cast<double>(correct) / static_cast<double>(data.n) : 0.0;
+  return Status::Ok();
+}
+
+Status Trainer::Evaluate(std::optional<double>* test_acc, std::optional<double>* train_acc) {
+  if (synthetic_ || rank_ != 0) return Status::Ok();
+  double acc = 0.0;
+  SIEVE_RETURN_IF_ERROR(EvaluateOn(test_, test_x_, &acc));
+  *test_acc = acc;
+  SIEVE_RETURN_IF_ERROR(EvaluateOn(train_, train_x_, &acc));
+  *train_acc = acc;
+  return Status::Ok();
 }
 
 Status Trainer::DumpWeights() const {
   static_assert(std::endian::native == std::endian::little, "dump format is little-endian fp32");
+  std::vector<float> w;
+  SIEVE_RETURN_IF_ERROR(ReadWeights(&w));
   const std::string path = ExpandRankPattern(options_.dump_weights, rank_);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return UnavailableError("cannot open " + path + ": " + std::strerror(errno));
-  const bool ok = std::fwrite(w_.data(), sizeof(float), d_, f) == d_;
+  const bool ok = std::fwrite(w.data(), sizeof(float), d_, f) == d_;
   const bool closed = std::fclose(f) == 0;
   if (!ok || !closed) return DataLossError("cannot write " + path);
   return Status::Ok();
+}
+
+Status Trainer::Diverged(uint64_t round, double lr, const std::string& what) const {
+  const uint64_t epoch = static_cast<uint64_t>(round) / static_cast<uint64_t>(steps_per_epoch_);
+  std::ostringstream msg;
+  msg << "training diverged at round " << round << " (epoch " << epoch + 1 << "): " << what
+      << ", with learning rate " << lr << " (--lr=" << options_.lr
+      << ", --momentum=" << options_.momentum
+      << "). Try a smaller --lr (e.g. --lr=" << options_.lr / 4
+      << "), a learning-rate warm-up (--lr_warmup_epochs=1)";
+  if (options_.compressor != Compressor::kNone) {
+    msg << " or a density warm-up (--density_warmup=0.25,0.0625,0.015625,0.004)";
+  }
+  return FailedPreconditionError(msg.str());
 }
 
 StatusOr<TrainSummary> Trainer::Run() {
@@ -216,7 +370,7 @@ StatusOr<TrainSummary> Trainer::Run() {
 
   const uint64_t epochs = static_cast<uint64_t>(options_.epochs);
   const uint64_t spe = static_cast<uint64_t>(steps_per_epoch_);
-  ProgressReporter progress(options_.progress_bar, epochs * spe);
+  ProgressReporter progress(options_.progress_bar, epochs * spe, spe);
   TrainSummary summary;
   summary.rank = rank_;
   summary.epochs = epochs;
@@ -232,19 +386,14 @@ StatusOr<TrainSummary> Trainer::Run() {
   for (uint64_t epoch = round / spe; epoch < epochs; ++epoch) {
     const uint64_t first_step = round - epoch * spe;  // > 0 only in a rejoiner's first epoch
     std::vector<int64_t> order;
-    std::optional<MinibatchIterator> batches;
     if (!synthetic_) {
       auto global =
           EpochBatchOrder(train_total_, rank_, world_, options_.batch_size, options_.seed, epoch);
       if (!global.ok()) return global.status();
       order = std::move(*global);
-      for (int64_t& i : order) i -= train_lo_;
-      auto it = MinibatchIterator::Create(train_, order, options_.batch_size, /*drop_last=*/true);
-      if (!it.ok()) return it.status();
-      batches.emplace(std::move(*it));
-      Minibatch skipped;
-      for (uint64_t i = 0; i < first_step; ++i) {
-        if (!batches->Next(&skipped)) return InternalError("batch iterator ended while skipping");
+      for (int64_t& i : order) {
+        i -= train_lo_;
+        if (i < 0 || i >= train_.n) return InternalError("batch order leaves the partition");
       }
     }
     const double density = DensityForEpoch(options_, epoch);
@@ -265,16 +414,16 @@ StatusOr<TrainSummary> Trainer::Run() {
                                 histogram || (last_of_epoch && epoch + 1 == epochs));
 
       const auto t0 = Clock::now();
-      Minibatch mb;
-      if (batches && !batches->Next(&mb)) {
-        return InternalError("batch iterator ended early at step " + std::to_string(step));
-      }
-      const float loss =
-          ComputeGradient(round, mb.images, mb.labels, !synthetic_ || write || last_of_epoch);
-      const auto t1 = Clock::now();
       const double lr = LearningRate(options_, round, steps_per_epoch_);
-      SIEVE_RETURN_IF_ERROR(
-          ef_->Accumulate(grad_, static_cast<float>(options_.momentum), static_cast<float>(lr)));
+      if (!synthetic_) SIEVE_RETURN_IF_ERROR(GatherBatch(order, step));
+      float loss = 0.0f;
+      SIEVE_RETURN_IF_ERROR(ComputeGradient(round, !synthetic_ || write || last_of_epoch, &loss));
+      if (!std::isfinite(loss)) {
+        return Diverged(round, lr, "the loss is " + std::to_string(loss));
+      }
+      const auto t1 = Clock::now();
+      SIEVE_RETURN_IF_ERROR(ef_->AccumulateDevice(
+          grad_->data(), static_cast<float>(options_.momentum), static_cast<float>(lr)));
       std::vector<uint64_t> hist;
       if (histogram && metrics.is_open()) {
         SIEVE_RETURN_IF_ERROR(ef_->SigmaHistogram(kHistogramWidthSigma, kHistogramBins, &hist));
@@ -283,7 +432,12 @@ StatusOr<TrainSummary> Trainer::Run() {
       so.prev_threshold = prev_threshold;
       so.older_threshold = older_threshold;
       so.seed = CounterHash(seed_key, round);
-      SIEVE_RETURN_IF_ERROR(ef_->Select(options_.compressor, k, so, &sel));
+      if (Status selected = ef_->Select(options_.compressor, k, so, &sel); !selected.ok()) {
+        if (selected.message().find("NaN") != std::string::npos) {
+          return Diverged(round, lr, selected.message());
+        }
+        return selected;
+      }
       if (std::isfinite(sel.threshold) && sel.threshold > 0) {
         older_threshold = prev_threshold;
         prev_threshold = sel.threshold;
@@ -293,7 +447,7 @@ StatusOr<TrainSummary> Trainer::Run() {
       const double contraction_ratio = contraction ? sel.ContractionRatio() : 0.0;
       for (float v : sel.values) summary.pushed_sum += v;
       RoundStats stats;
-      SIEVE_RETURN_IF_ERROR(client_->PushPull(round, &sel, w_, &stats, options_.round_timeout_ms));
+      SIEVE_RETURN_IF_ERROR(PushPull(round, &sel, &stats));
       const auto t3 = Clock::now();
       if (options_.on_round) options_.on_round(round, k, selected, stats);
 
@@ -305,7 +459,7 @@ StatusOr<TrainSummary> Trainer::Run() {
       epoch_selected += selected;
 
       RoundMetrics m;
-      if (eval) Evaluate(&m.test_acc, &m.train_acc);
+      if (eval) SIEVE_RETURN_IF_ERROR(Evaluate(&m.test_acc, &m.train_acc));
       if (eval && m.test_acc) summary.test_acc = m.test_acc;
       if (write) {
         m.round = round;
@@ -332,9 +486,10 @@ StatusOr<TrainSummary> Trainer::Run() {
           m.histogram_width = kHistogramWidthSigma;
           m.histogram = std::move(hist);
         }
+        m.t_wall = Seconds(run_start, Clock::now());  // after the evaluation, if any
         SIEVE_RETURN_IF_ERROR(metrics.Write(m));
       }
-      progress.Round(round + 1, loss);
+      progress.Round(round + 1, loss, summary.bytes_up);
       if (last_of_epoch) {
         const double steps = static_cast<double>(spe - first_step);
         summary.loss = epoch_loss / steps;

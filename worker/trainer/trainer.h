@@ -1,10 +1,19 @@
-// Trainer: one worker's training loop (DESIGN.md, "Data flow of one round"). Per round t:
+// Trainer: one worker's training loop (docs/architecture.md, "Data flow of one round"). Per round
+// t:
 //   1. g = ∇L(w; batch) + wd·w          (synthetic: see synthetic_gradient.h)
 //   2.–3. m = μ·m + g;  r += η_t·m      (ErrorFeedback::Accumulate)
 //   4.–5. S = select(r) with k = KForDensity(ρ_epoch, D); r[S] = m[S] = 0 (none: dense, m kept)
-//   6. PsClient::PushPull(t, S, w): w[i] = the servers' new values
+//   6. PsClient::PushPull(t, S): w[i] = the servers' new values
 // Schedules (rounds per epoch, batch order, η_t, ρ_epoch) are those of schedule.h, so a
 // single-process reference reproduces them. Rounds are numbered from 0 across epochs.
+//
+// Device residency (docs/architecture.md, "Where the round's buffers live"): the replica w, the
+// gradient, the error-feedback state (m, r), the model's activations and the training partition
+// (staged once) live in the memory of `device`; mini-batches are gathered there. Per round only
+// the selected (index, value) pairs come to the host (Selection) and only the UPDATE's pairs go
+// back, scattered into w on the device. A training partition that does not fit in GPU memory is
+// kept on the host and each batch is copied up instead (logged once). On the CPU device all of
+// this is host memory and no copy is made.
 //
 // Start-up: the replica starts from InitParams(layout, seed), is then replaced by a dense pull of
 // the servers' weights (authoritative; a mismatch is logged as a warning: different seeds), and the
@@ -13,17 +22,23 @@
 // rank 0 writes, unless the path contains "{rank}"); the replica is written to dump_weights at the
 // end. The trainer does not call Finish / WaitShutdown: the daemon does.
 //
+// Divergence: a non-finite loss, or a selection that meets non-finite residual entries, stops the
+// run with FailedPrecondition naming the round, the learning rate and what to try.
+//
 // Ownership: the Trainer borrows the PsClient (it must outlive Run). Thread-safety: one thread.
 #ifndef SIEVE_WORKER_TRAINER_TRAINER_H_
 #define SIEVE_WORKER_TRAINER_TRAINER_H_
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "kernels/device.h"
 #include "kernels/model/model_layout.h"
+#include "kernels/nn/device_buffer.h"
+#include "kernels/nn/nn_ops.h"
 #include "worker/client/ps_client.h"
 #include "worker/data/dataset.h"
 #include "worker/model/model.h"
@@ -50,20 +65,33 @@ class Trainer {
   // selection, metrics or dump files.
   StatusOr<TrainSummary> Run();
 
-  // The replica (length D).
-  const std::vector<float>& weights() const { return w_; }
+  // A host copy of the replica (length D).
+  Status ReadWeights(std::vector<float>* out) const;
 
  private:
   Trainer(const TrainerOptions& options, Device device, PsClient* client, ModelLayout layout);
   Status Load();
+  // Stages the training partition (and rank 0's test set) in device memory when it fits.
+  Status StageData();
   // Pulls the servers' weights; a worker admitted into a running job (a restart) then joins at
   // a round boundary. *first_round: the round to push first (0 for a worker of the job's start).
   Status InitWeights(uint64_t* first_round);
-  // Fills grad_ for `round`; returns the loss to report (synthetic: only when `want_loss`).
-  float ComputeGradient(uint64_t round, const float* x, const uint8_t* labels, bool want_loss);
+  // Host copy of w into the device replica.
+  Status UploadWeights(const std::vector<float>& w);
+  // Puts batch `step` of `order` (local example indices) into batch_x_ and labels_.
+  Status GatherBatch(const std::vector<int64_t>& order, uint64_t step);
+  // Fills grad_ for `round` from the batch in batch_x_ / labels_; *loss gets the loss to report
+  // (synthetic: only when `want_loss`).
+  Status ComputeGradient(uint64_t round, bool want_loss, float* loss);
+  // The round's push/pull, with the UPDATE's pairs scattered into the device replica.
+  Status PushPull(uint64_t round, Selection* sel, RoundStats* stats);
+  // Accuracy of the replica on `data` (x_dev: its staged copy, or null to copy chunks up).
+  Status EvaluateOn(const Dataset& data, const float* x_dev, double* accuracy);
   // Rank 0: test accuracy (and local train accuracy) of the replica.
-  void Evaluate(std::optional<double>* test_acc, std::optional<double>* train_acc);
+  Status Evaluate(std::optional<double>* test_acc, std::optional<double>* train_acc);
   Status DumpWeights() const;
+  // The error for a run that diverged at `round`.
+  Status Diverged(uint64_t round, double lr, const std::string& what) const;
 
   const TrainerOptions options_;
   const Device device_;
@@ -73,14 +101,24 @@ class Trainer {
   const int rank_;
   const int world_;
   bool synthetic_;
-  std::unique_ptr<Model> model_;
-  Dataset train_;  // this rank's partition only
+  std::unique_ptr<Model> model_;    // null for synthetic
+  std::unique_ptr<NnOps> own_ops_;  // synthetic: ops on a context of their own
+  NnOps* nn_ = nullptr;             // model_'s ops or own_ops_
+  Dataset train_;                   // this rank's partition only
   int64_t train_lo_ = 0;
   int64_t train_total_ = 0;  // examples in the whole training set
   Dataset test_;             // rank 0 only
   int64_t steps_per_epoch_ = 0;
-  std::vector<float> w_;
-  std::vector<float> grad_;
+  // Device memory (see the file comment). The staged data sets are null when not staged (then
+  // batches are copied up); on the CPU they point at the host data sets.
+  std::optional<DeviceBuffer> w_, grad_, batch_x_, train_x_stage_, test_x_stage_;
+  const float* train_x_ = nullptr;
+  const float* test_x_ = nullptr;
+  std::vector<uint8_t> labels_;            // the current batch's labels (host)
+  std::vector<float> host_batch_;          // a batch gathered on the host (unstaged data)
+  std::vector<float> host_w_, host_grad_;  // synthetic gradients off the CPU device
+  std::vector<uint32_t> update_idx_;       // the round's UPDATE pairs, staged for the scatter
+  std::vector<float> update_vals_;
   std::unique_ptr<ErrorFeedback> ef_;
 };
 

@@ -63,9 +63,10 @@ StatusOr<std::vector<double>> ParseDoubleList(std::string_view text) {
 StatusOr<std::vector<int>> ParseIntList(std::string_view text) { return ParseList<int>(text); }
 
 Status ValidateTrainerOptions(const TrainerOptions& o) {
-  if (o.model != "softmax" && o.model != "fnn3" && o.model != "cnn" && o.model != "synthetic") {
-    return InvalidArgumentError("--model must be softmax, fnn3, cnn or synthetic, not '" + o.model +
-                                "'");
+  if (o.model != "softmax" && o.model != "fnn3" && o.model != "cnn" && o.model != "cnn_large" &&
+      o.model != "synthetic") {
+    return InvalidArgumentError(
+        "--model must be softmax, fnn3, cnn, cnn_large or synthetic, not '" + o.model + "'");
   }
   if (o.model == "synthetic") {
     if (o.num_params < 1 || o.num_params > kMaxSyntheticParams) {

@@ -1,6 +1,6 @@
-#include "worker/model/relu.h"
+#include "tests/worker/cpu_reference/relu.h"
 
-namespace sieve {
+namespace sieve::cpu_reference {
 
 void ReluForward(float* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
@@ -12,4 +12,4 @@ void ReluBackward(const float* y, int64_t n, float* dv) {
   }
 }
 
-}  // namespace sieve
+}  // namespace sieve::cpu_reference

@@ -1,8 +1,8 @@
-#include "worker/model/max_pool.h"
+#include "tests/worker/cpu_reference/max_pool.h"
 
 #include <cstring>
 
-namespace sieve {
+namespace sieve::cpu_reference {
 
 void MaxPool2x2Forward(const float* x, int batch, int h, int w, int c, float* y, int32_t* argmax) {
   const int oh = h / 2;
@@ -35,4 +35,4 @@ void MaxPool2x2Backward(const float* dy, const int32_t* argmax, int batch, int h
   for (int j = 0; j < n; ++j) dx[argmax[j]] = dy[j];
 }
 
-}  // namespace sieve
+}  // namespace sieve::cpu_reference

@@ -1,8 +1,8 @@
-#include "worker/model/dense.h"
+#include "tests/worker/cpu_reference/dense.h"
 
 #include <cblas.h>
 
-namespace sieve {
+namespace sieve::cpu_reference {
 
 void DenseForward(const float* x, int batch, int in, const float* w, const float* bias, int out,
                   float* y) {
@@ -29,4 +29,4 @@ void DenseBackward(const float* x, int batch, int in, const float* w, int out, c
   }
 }
 
-}  // namespace sieve
+}  // namespace sieve::cpu_reference

@@ -1,3 +1,5 @@
+// Part of the CPU reference model (tests/worker/cpu_reference/model.h): the worker's model math as
+// it was before it moved onto kernels/nn, kept as an independent second implementation.
 // Patch extraction for a k x k, stride-1, "valid" convolution over NHWC tensors, so that the
 // convolution becomes one GEMM (see dense.h): with patches of shape
 // (batch * oh * ow) x (k * k * c), columns ordered (ky, kx, channel), and weights
@@ -6,14 +8,14 @@
 // Im2Col overwrites `patches`; Col2Im is its adjoint: it *overwrites* dx (batch x h x w x c) with
 // the sum of every patch gradient at its source position. Buffers are owned by the caller.
 // Thread-safety: no shared state.
-#ifndef SIEVE_WORKER_MODEL_IM2COL_H_
-#define SIEVE_WORKER_MODEL_IM2COL_H_
+#ifndef SIEVE_TESTS_WORKER_CPU_REFERENCE_IM2COL_H_
+#define SIEVE_TESTS_WORKER_CPU_REFERENCE_IM2COL_H_
 
-namespace sieve {
+namespace sieve::cpu_reference {
 
 void Im2Col(const float* x, int batch, int h, int w, int c, int k, float* patches);
 void Col2Im(const float* dpatches, int batch, int h, int w, int c, int k, float* dx);
 
-}  // namespace sieve
+}  // namespace sieve::cpu_reference
 
-#endif  // SIEVE_WORKER_MODEL_IM2COL_H_
+#endif  // SIEVE_TESTS_WORKER_CPU_REFERENCE_IM2COL_H_

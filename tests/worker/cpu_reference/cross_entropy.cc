@@ -1,10 +1,10 @@
-#include "worker/model/cross_entropy.h"
+#include "tests/worker/cpu_reference/cross_entropy.h"
 
 #include <glog/logging.h>
 
 #include <cmath>
 
-namespace sieve {
+namespace sieve::cpu_reference {
 
 float SoftmaxCrossEntropy(const float* logits, const uint8_t* labels, int batch, int classes,
                           float* dlogits, int64_t* correct) {
@@ -37,4 +37,4 @@ float SoftmaxCrossEntropy(const float* logits, const uint8_t* labels, int batch,
   return static_cast<float>(total / batch);
 }
 
-}  // namespace sieve
+}  // namespace sieve::cpu_reference

@@ -1,9 +1,9 @@
-#include "worker/model/im2col.h"
+#include "tests/worker/cpu_reference/im2col.h"
 
 #include <cstdint>
 #include <cstring>
 
-namespace sieve {
+namespace sieve::cpu_reference {
 
 void Im2Col(const float* x, int batch, int h, int w, int c, int k, float* patches) {
   const int oh = h - k + 1;
@@ -44,4 +44,4 @@ void Col2Im(const float* dpatches, int batch, int h, int w, int c, int k, float*
   }
 }
 
-}  // namespace sieve
+}  // namespace sieve::cpu_reference

@@ -1,3 +1,5 @@
+// Part of the CPU reference model (tests/worker/cpu_reference/model.h): the worker's model math as
+// it was before it moved onto kernels/nn, kept as an independent second implementation.
 // Fully connected layer on row-major float buffers, computed with OpenBLAS sgemm.
 //
 //   y[b][o] = sum_i x[b][i] * w[o][i] + bias[o]        x: batch x in, w: out x in, y: batch x out
@@ -6,10 +8,10 @@
 // dL/dbias, and dx (batch x in) with dL/dx when dx is not null. Buffers are owned by the caller and
 // must not overlap. Thread-safety: no shared state; OpenBLAS may use its own
 // threads inside a call.
-#ifndef SIEVE_WORKER_MODEL_DENSE_H_
-#define SIEVE_WORKER_MODEL_DENSE_H_
+#ifndef SIEVE_TESTS_WORKER_CPU_REFERENCE_DENSE_H_
+#define SIEVE_TESTS_WORKER_CPU_REFERENCE_DENSE_H_
 
-namespace sieve {
+namespace sieve::cpu_reference {
 
 void DenseForward(const float* x, int batch, int in, const float* w, const float* bias, int out,
                   float* y);
@@ -17,6 +19,6 @@ void DenseForward(const float* x, int batch, int in, const float* w, const float
 void DenseBackward(const float* x, int batch, int in, const float* w, int out, const float* dy,
                    float* dw, float* dbias, float* dx);
 
-}  // namespace sieve
+}  // namespace sieve::cpu_reference
 
-#endif  // SIEVE_WORKER_MODEL_DENSE_H_
+#endif  // SIEVE_TESTS_WORKER_CPU_REFERENCE_DENSE_H_
