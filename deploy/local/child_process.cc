@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +18,12 @@ namespace {
 std::string ErrnoText(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
 // In the forked child only: async-signal-safe steps up to exec.
-[[noreturn]] void ExecInChild(char* const* argv, char* const* envp, int out_w, int err_w) {
+[[noreturn]] void ExecInChild(char* const* argv, char* const* envp, int out_w, int err_w,
+                              pid_t parent) {
+  // Die with the launcher, even when it is killed with SIGKILL (the setting survives exec). The
+  // parent may have died before prctl: then we were reparented and exit at once.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
   setpgid(0, 0);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -67,8 +73,9 @@ StatusOr<SpawnedChild> SpawnChild(const std::vector<std::string>& argv,
     close(out[1]);
     return s;
   }
+  const pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid == 0) ExecInChild(cargv.data(), cenv.data(), out[1], err[1]);
+  if (pid == 0) ExecInChild(cargv.data(), cenv.data(), out[1], err[1], parent);
   Status fork_error = pid < 0 ? InternalError(ErrnoText("fork")) : Status::Ok();
   close(out[1]);
   close(err[1]);

@@ -5,9 +5,11 @@
 //   environment plus `extra_env`, stdin from /dev/null, and stdout/stderr connected to fresh
 //   pipes whose read ends (close-on-exec, non-blocking) are returned. The child runs in its own
 //   process group (pgid == pid) so one signal reaches it and anything it starts, and Ctrl-C on
-//   the terminal reaches only the launcher. Signal dispositions and the signal mask are reset to
-//   defaults in the child. A failed exec makes the child exit with 127 after writing the reason
-//   to its stderr.
+//   the terminal reaches only the launcher. The child gets SIGKILL when the launcher dies
+//   (PR_SET_PDEATHSIG: a killed launcher leaves no daemon behind; the launcher must not spawn
+//   from a thread that exits before the child should). Signal dispositions and the signal mask are
+//   reset to defaults in the child. A failed exec makes the child exit with 127 after writing the
+//   reason to its stderr.
 // - RunAndCapture() runs a program to completion with a bounded wait, returning its stdout and
 //   wait status; on timeout the child's group is killed, reaped, and DeadlineExceeded returned.
 // - DescribeWaitStatus() renders a waitpid() status: "exited with code 3",

@@ -12,8 +12,11 @@ const char kLaunchUsage[] =
 
 Starts a local cluster: sieve-scheduler, then S sieve-server and W sieve-worker processes
 (each with --scheduler=127.0.0.1:PORT --rank=i). Their output is printed line by line with a
-[scheduler], [server i] or [worker i] prefix. If any process fails, all others are stopped and
-the launcher exits non-zero naming it; Ctrl-C (or SIGTERM) stops everything.
+[scheduler], [server i] or [worker i] prefix; the workers' progress lines are summed up in one
+job progress line instead (epoch, round, loss, rounds/s, bytes pushed, ETA; while the job forms,
+who is still missing). If a process fails, all others are stopped and the launcher exits
+non-zero naming it, unless --max_restarts allows restarting it; Ctrl-C (or SIGTERM) stops
+everything. The daemons die with the launcher, even when it is killed with SIGKILL.
 
 Launcher flags:
   --num_servers=S          servers to start (default 1)
@@ -26,6 +29,14 @@ Launcher flags:
   --finish_grace_ms=N      once the scheduler exits 0, how long the others may take
                            (default 10000)
   --stop_timeout_ms=N      SIGTERM to SIGKILL interval when stopping (default 5000)
+  --max_restarts=N         restart a server or worker that dies abnormally (non-zero exit or
+                           signal) while the scheduler runs, at most N times in all (default
+                           0: the job stops). A server restarts under its --rank (and restores
+                           its checkpoint with --checkpoint_dir); a worker restarts under its
+                           --rank and rejoins the running job. The scheduler is not restarted.
+  --progress=MODE          the job's progress: auto (a live line when stdout is a terminal,
+                           else a line every 10 s), live (or bar), lines (or log), off
+                           (default auto). The workers' own --progress is reachable after --
 
 The launcher's own flags are never passed through (so glog's --log_dir of the daemons is
 not reachable from here); --scheduler and --rank are set per process.
@@ -86,6 +97,22 @@ StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
       {"listen_timeout_ms", set_ms(&o.listen_timeout)},
       {"finish_grace_ms", set_ms(&o.finish_grace)},
       {"stop_timeout_ms", set_ms(&o.stop_timeout)},
+      {"max_restarts", set_int(&o.max_restarts, 0, 1000000)},
+      {"progress",
+       [&o](const std::string& name, std::string_view v) {
+         using P = LaunchOptions::Progress;
+         const std::map<std::string_view, P> modes = {{"auto", P::kAuto}, {"live", P::kLive},
+                                                      {"bar", P::kLive},  {"lines", P::kLines},
+                                                      {"log", P::kLines}, {"off", P::kOff}};
+         auto it = modes.find(v);
+         if (it == modes.end()) {
+           return InvalidArgumentError("--" + name +
+                                       " must be auto, live, bar, lines, log or off, got '" +
+                                       std::string(v) + "'");
+         }
+         o.progress = it->second;
+         return Status::Ok();
+       }},
   };
 
   for (size_t i = 0; i < args.size(); ++i) {

@@ -30,6 +30,13 @@ struct LaunchOptions {
   std::chrono::milliseconds finish_grace{10000};
   // SIGTERM → SIGKILL interval when stopping everything.
   std::chrono::milliseconds stop_timeout{5000};
+  // Abnormal exits of servers and workers restarted (under the same --rank) per job; 0: any
+  // daemon's death stops the job.
+  int max_restarts = 0;
+  // The job's progress display: auto (a live line when out_fd is a terminal, else periodic
+  // lines), live, lines or off.
+  enum class Progress { kAuto, kLive, kLines, kOff };
+  Progress progress = Progress::kAuto;
   bool help = false;
   std::vector<std::string> pass_through;
 };

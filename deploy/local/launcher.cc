@@ -1,5 +1,6 @@
 #include "deploy/local/launcher.h"
 
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "base/progress_line.h"
 #include "deploy/local/child_process.h"
 #include "deploy/local/daemon_locator.h"
 #include "deploy/local/flag_routing.h"
+#include "deploy/local/job_progress.h"
 #include "deploy/local/supervisor.h"
 
 namespace sieve {
@@ -27,6 +30,8 @@ constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 constexpr milliseconds kHelpXmlTimeout{10000};
 constexpr milliseconds kIdlePoll{1000};
+// How often --progress=lines prints the job's progress.
+constexpr std::chrono::seconds kProgressLineEvery{10};
 const char kListeningMarker[] = "sieve-scheduler listening on ";
 
 struct Role {
@@ -36,17 +41,29 @@ struct Role {
 constexpr Role kRoles[] = {
     {"scheduler", "sieve-scheduler"}, {"server", "sieve-server"}, {"worker", "sieve-worker"}};
 
+// Launcher messages on the err fd; through the supervisor once there is one (so they keep clear of
+// its status line).
 class Reporter {
  public:
   explicit Reporter(int fd) : fd_(fd) {}
+  void set_supervisor(Supervisor* sup) { sup_ = sup; }
   void Say(const std::string& message) const {
     std::string line = "sieve launch: " + message + "\n";
+    if (sup_ != nullptr) return sup_->Print(/*to_stderr=*/true, line);
     (void)!write(fd_, line.data(), line.size());
   }
 
  private:
   int fd_;
+  Supervisor* sup_ = nullptr;
 };
+
+// The width a status line may take on terminal `fd` without wrapping (80 when unknown).
+size_t StatusWidth(int fd) {
+  winsize ws{};
+  if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) return ws.ws_col - 1;
+  return 79;
+}
 
 // The port in "...sieve-scheduler listening on HOST:PORT", or nullopt.
 std::optional<int> ListeningPort(std::string_view line) {
@@ -134,7 +151,8 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
       // A local cluster lives on loopback: bind and advertise 127.0.0.1 unless the user's
       // pass-through flags (which come later on the command line, so they win) say otherwise.
       for (const char* name : {"bind", "host"}) {
-        if (flags[r].types.count(name)) spec.argv.push_back(std::string("--") + name + "=127.0.0.1");
+        if (flags[r].types.count(name))
+          spec.argv.push_back(std::string("--") + name + "=127.0.0.1");
       }
       const auto& mine = (*routed)[kRoles[r].name];
       spec.argv.insert(spec.argv.end(), mine.begin(), mine.end());
@@ -155,14 +173,7 @@ int StopAndExit(Supervisor& sup, const LaunchOptions& o, int failure_code) {
   return failure_code;
 }
 
-// The first child (in exit order) that ended badly.
-std::optional<size_t> FirstFailure(const Supervisor& sup) {
-  for (size_t i : sup.exit_order()) {
-    int st = sup.wait_status(i);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return i;
-  }
-  return std::nullopt;
-}
+bool Failed(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
 
 }  // namespace
 
@@ -185,10 +196,45 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
     say.Say(s.message());
     return kExitFailure;
   }
+  say.set_supervisor(&sup);
+  using Progress = LaunchOptions::Progress;
+  const bool live =
+      o.progress == Progress::kLive || (o.progress == Progress::kAuto && isatty(out_fd) != 0);
+  const bool lines = o.progress == Progress::kLines || (o.progress == Progress::kAuto && !live);
+  JobProgress progress(o.num_servers, o.num_workers);
+  std::map<size_t, int> worker_rank;  // child index -> rank, for workers
   std::optional<int> port;
   sup.set_line_observer([&](size_t child, bool is_stderr, std::string_view line) {
-    if (child == 0 && !is_stderr && !port) port = ListeningPort(line);
+    if (child == 0) {
+      if (!is_stderr && !port) port = ListeningPort(line);
+      progress.SchedulerLine(line);
+      return true;
+    }
+    auto worker = worker_rank.find(child);
+    if (worker == worker_rank.end() || is_stderr || o.progress == Progress::kOff) return true;
+    auto point = ParseProgressLine(line);
+    if (!point) return true;
+    progress.WorkerProgress(worker->second, *point, Clock::now());
+    return false;  // shown as the job's progress instead
   });
+  auto start = [&](const ChildSpec& spec, int rank_if_worker) -> Status {
+    auto index = sup.Start(spec);
+    if (!index.ok()) return index.status();
+    if (rank_if_worker >= 0) worker_rank[*index] = rank_if_worker;
+    return Status::Ok();
+  };
+  auto next_progress_line = Clock::now() + kProgressLineEvery;
+  auto show_progress = [&] {
+    std::string text = progress.Text();
+    if (live) {
+      const size_t width = StatusWidth(out_fd);
+      if (text.size() > width) text.resize(width);
+      sup.SetStatusLine(text);
+    } else if (lines && !text.empty() && Clock::now() >= next_progress_line) {
+      say.Say(text);
+      next_progress_line = Clock::now() + kProgressLineEvery;
+    }
+  };
 
   auto interrupted = [&] {
     int sig = sup.received_signal();
@@ -221,24 +267,53 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
     }
     sup.Pump(milliseconds(left));
   }
-  const std::string scheduler_flag = "--scheduler=127.0.0.1:" + std::to_string(*port);
+  const std::string scheduler_address = "127.0.0.1:" + std::to_string(*port);
+  const std::string scheduler_flag = "--scheduler=" + scheduler_address;
+  progress.set_scheduler_address(scheduler_address);
 
   for (int r = 1; r < 3; ++r) {
+    int rank = 0;
     for (ChildSpec spec : plan->scheduler_servers_workers[r]) {
       spec.argv.insert(spec.argv.begin() + 1, scheduler_flag);
-      if (auto s = sup.Start(spec); !s.ok()) {
-        say.Say(s.status().message());
+      if (Status s = start(spec, r == 2 ? rank : -1); !s.ok()) {
+        say.Say(s.message());
         return StopAndExit(sup, o, kExitFailure);
       }
+      ++rank;
     }
   }
 
   std::optional<Clock::time_point> finish_deadline;
+  size_t exits_seen = 0;
+  int restarts = 0;
   for (;;) {
     if (interrupted()) return StopAndExit(sup, o, 128 + sup.received_signal());
-    if (auto failed = FirstFailure(sup)) {
-      report_failure(*failed);
-      return StopAndExit(sup, o, kExitFailure);
+    // Exits in the order they happened: a failed server or worker is restarted while the job
+    // runs and restarts are left; any other failure stops the job.
+    while (exits_seen < sup.exit_order().size()) {
+      const size_t i = sup.exit_order()[exits_seen++];
+      const int status = sup.wait_status(i);
+      if (!Failed(status)) continue;
+      if (i == 0) {
+        report_failure(i);
+        if (o.max_restarts > 0) say.Say("the scheduler cannot be restarted; the job is lost");
+        return StopAndExit(sup, o, kExitFailure);
+      }
+      if (!sup.running(0) || restarts >= o.max_restarts) {
+        report_failure(i);
+        if (o.max_restarts > 0 && sup.running(0)) {
+          say.Say("no restarts left (" + std::to_string(o.max_restarts) + " used)");
+        }
+        return StopAndExit(sup, o, kExitFailure);
+      }
+      ++restarts;
+      say.Say("restarting " + sup.name(i) + " (" + DescribeWaitStatus(status) + "), restart " +
+              std::to_string(restarts) + " of " + std::to_string(o.max_restarts));
+      auto rank = worker_rank.find(i);
+      if (Status s = start(sup.spec(i), rank == worker_rank.end() ? -1 : rank->second); !s.ok()) {
+        say.Say(s.message());
+        return StopAndExit(sup, o, kExitFailure);
+      }
     }
     if (!sup.AnyRunning()) {
       sup.StopAll(milliseconds(0));  // drains the last output
@@ -259,6 +334,7 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
       }
     }
     sup.Pump(milliseconds(timeout));
+    show_progress();
   }
 }
 

@@ -10,10 +10,20 @@
 //    line "sieve-scheduler listening on HOST:PORT".
 // 3. Start servers 0..S-1 and workers 0..W-1 with --scheduler=127.0.0.1:PORT --rank=i and their
 //    routed flags. Output is relayed with [scheduler] / [server i] / [worker i] prefixes.
-// 4. Exit 0 once every process has exited 0. If one exits non-zero or by a signal, stop all
-//    others (SIGTERM, then SIGKILL after stop_timeout), print which one failed and how, exit 1.
-//    If the scheduler exits 0 and others are still running after finish_grace, stop them and
-//    exit 1. SIGINT/SIGTERM to the launcher stops everyone and exits 128 + signal.
+// 4. Exit 0 once every process has exited 0. If a server or worker exits non-zero or by a
+//    signal while the scheduler runs and fewer than max_restarts restarts were made in this job,
+//    print "restarting worker 1 (killed by signal 9 (Killed)), restart 1 of 3" and start it
+//    again with the same command line (same --rank: a server restores its checkpoint when it has
+//    --checkpoint_dir, a worker rejoins the running job). Otherwise a failed process stops all
+//    others (SIGTERM, then SIGKILL after stop_timeout): print which one failed and how, exit 1.
+//    The scheduler is never restarted. If the scheduler exits 0 and others are still running
+//    after finish_grace, stop them and exit 1. SIGINT/SIGTERM/SIGHUP to the launcher stops
+//    everyone and exits 128 + signal. Every child dies with the launcher (child_process.h).
+// 5. Progress (options.progress): the workers' progress lines (base/progress_line.h) are not
+//    relayed but summed up by JobProgress (job_progress.h), with the scheduler's registration
+//    lines while the job forms. Live: one status line on out_fd, redrawn in place (out_fd should
+//    be a terminal); lines: the same text as a launcher message every 10 s; off: the workers'
+//    progress lines are relayed like any other line.
 // Launcher messages go to err_fd prefixed "sieve launch: ". Nothing is left running on return.
 #ifndef SIEVE_DEPLOY_LOCAL_LAUNCHER_H_
 #define SIEVE_DEPLOY_LOCAL_LAUNCHER_H_

@@ -86,7 +86,7 @@ Status Supervisor::Init() {
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {
     if (sigaction(sig, &sa, nullptr) != 0) {
       return InternalError(std::string("sigaction: ") + std::strerror(errno));
     }
@@ -101,7 +101,10 @@ StatusOr<size_t> Supervisor::Start(const ChildSpec& spec) {
   auto child = std::make_unique<Child>(spec, "[" + spec.name + "] ");
   if (!options_.log_dir.empty()) {
     std::string path = options_.log_dir + "/" + spec.log_name + ".log";
-    child->log_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    // A restarted process (same log name) appends to its predecessor's log.
+    const bool restart = !logs_opened_.insert(spec.log_name).second;
+    child->log_fd = open(path.c_str(),
+                         O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (restart ? 0 : O_TRUNC), 0644);
     if (child->log_fd < 0) {
       return UnavailableError("cannot open log file " + path + ": " + std::strerror(errno));
     }
@@ -119,6 +122,7 @@ StatusOr<size_t> Supervisor::Start(const ChildSpec& spec) {
   return children_.size() - 1;
 }
 
+const ChildSpec& Supervisor::spec(size_t i) const { return children_[i]->spec; }
 const std::string& Supervisor::name(size_t i) const { return children_[i]->spec.name; }
 pid_t Supervisor::pid(size_t i) const { return children_[i]->pid; }
 bool Supervisor::running(size_t i) const { return children_[i]->running; }
@@ -135,10 +139,33 @@ void Supervisor::Emit(Child& c, bool is_stderr, const std::vector<std::string>& 
   size_t index = 0;
   while (children_[index].get() != &c) ++index;
   for (const std::string& line : lines) {
-    WriteAll(is_stderr ? options_.err_fd : options_.out_fd, c.prefixers[is_stderr].Decorate(line));
+    if (!observer_ || observer_(index, is_stderr, line)) {
+      Write(is_stderr ? options_.err_fd : options_.out_fd, c.prefixers[is_stderr].Decorate(line));
+    }
     if (c.log_fd >= 0) WriteAll(c.log_fd, line + "\n");
-    if (observer_) observer_(index, is_stderr, line);
   }
+}
+
+void Supervisor::Write(int fd, std::string_view text) {
+  if (status_.empty()) return WriteAll(fd, text);
+  constexpr std::string_view kErase = "\r\033[K";
+  if (fd == options_.out_fd) {
+    WriteAll(fd, std::string(kErase).append(text).append(status_));
+    return;
+  }
+  WriteAll(options_.out_fd, kErase);
+  WriteAll(fd, text);
+  WriteAll(options_.out_fd, status_);
+}
+
+void Supervisor::Print(bool to_stderr, std::string_view text) {
+  Write(to_stderr ? options_.err_fd : options_.out_fd, text);
+}
+
+void Supervisor::SetStatusLine(std::string text) {
+  if (text == status_) return;
+  WriteAll(options_.out_fd, "\r\033[K" + text);
+  status_ = std::move(text);
 }
 
 void Supervisor::ReadFrom(Child& c, bool is_stderr) {
@@ -226,6 +253,7 @@ void Supervisor::DrainOutput(milliseconds limit) {
 }
 
 void Supervisor::StopAll(milliseconds grace) {
+  SetStatusLine("");
   stopped_ = true;
   ReapExited();
   if (AnyRunning()) {

@@ -2,14 +2,21 @@
 // and stops them all on request.
 //
 // Contract:
-// - Init() installs handlers for SIGINT, SIGTERM and SIGCHLD (self-pipe), and ignores SIGPIPE,
-//   for the lifetime of the process; call it once before Start(). received_signal() reports the
-//   last SIGINT/SIGTERM seen (0 if none).
+// - Init() installs handlers for SIGINT, SIGTERM, SIGHUP and SIGCHLD (self-pipe), and ignores
+//   SIGPIPE, for the lifetime of the process; call it once before Start(). received_signal()
+//   reports the last SIGINT/SIGTERM/SIGHUP seen (0 if none).
 // - Start() spawns a child in its own process group (see child_process.h). Every complete line
 //   it writes is printed to the supervisor's out fd (child stdout) or err fd (child stderr) as
 //   "[<name>] <line>" with one write() per line, so lines from different children never mix
 //   mid-line. With a log dir, the raw lines (stdout and stderr) also go to
-//   <log_dir>/<log_name>.log. The observer, if set, sees every line after it is printed.
+//   <log_dir>/<log_name>.log (truncated by the first Start() of that log name, appended to by
+//   later ones: a restarted process continues its predecessor's log). The observer, if set, sees
+//   every line before it is printed and returns whether to print it (false: the line goes only to
+//   the log file).
+// - Print() writes launcher text the same way (one write, whole lines). SetStatusLine() shows a
+//   status line on the out fd, meant for a terminal: it is erased ("\r\033[K") before anything
+//   else is printed and redrawn after, so it always stays the last line; "" removes it. StopAll()
+//   removes it.
 // - Pump(t) waits at most t for output, a child exit or a signal, and handles whatever arrived;
 //   exits are reaped (no zombies) and recorded in exit_order() in the order they were seen.
 // - StopAll(grace) sends SIGTERM to the process group of every running child, waits up to `grace`
@@ -25,6 +32,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,7 +56,7 @@ struct SupervisorOptions {
 
 class Supervisor {
  public:
-  using LineObserver = std::function<void(size_t child, bool is_stderr, std::string_view line)>;
+  using LineObserver = std::function<bool(size_t child, bool is_stderr, std::string_view line)>;
 
   explicit Supervisor(SupervisorOptions options);
   ~Supervisor();
@@ -59,11 +67,14 @@ class Supervisor {
   // Index of the new child.
   StatusOr<size_t> Start(const ChildSpec& spec);
   void set_line_observer(LineObserver observer) { observer_ = std::move(observer); }
+  void Print(bool to_stderr, std::string_view text);
+  void SetStatusLine(std::string text);
 
   void Pump(std::chrono::milliseconds timeout);
   void StopAll(std::chrono::milliseconds grace);
 
   size_t size() const { return children_.size(); }
+  const ChildSpec& spec(size_t i) const;
   const std::string& name(size_t i) const;
   pid_t pid(size_t i) const;
   bool running(size_t i) const;
@@ -80,12 +91,15 @@ class Supervisor {
   void ReapExited();
   void DrainOutput(std::chrono::milliseconds limit);
   void SignalRunning(int sig);
+  void Write(int fd, std::string_view text);
 
   SupervisorOptions options_;
   std::vector<std::unique_ptr<Child>> children_;
   std::vector<size_t> exit_order_;
+  std::set<std::string> logs_opened_;
   bool stopped_ = false;
   LineObserver observer_;
+  std::string status_;  // shown after the last printed line when not empty
 };
 
 }  // namespace sieve

@@ -1,161 +1,11 @@
 // End-to-end runs of the `sieve` binary against stand-in daemons (standin_daemon.cc) placed in a
-// temporary --bin_dir. Every wait is bounded by a deadline; synchronization is by reading the
-// launcher's output, never by sleeping.
-#include <fcntl.h>
-#include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+// temporary --bin_dir (fixture: launch_fixture.h).
 #include <sstream>
-#include <string>
-#include <vector>
 
-extern char** environ;
+#include "tests/launcher/launch_fixture.h"
 
 namespace sieve {
 namespace {
-
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-struct RunResult {
-  int wait_status = -1;
-  std::string output;  // stdout and stderr of the launcher, interleaved by line
-  bool timed_out = false;
-};
-
-class LauncherIntegration : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "sieve-launch-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
-    bin_ = root_ / "bin";
-    state_ = root_ / "state";
-    fs::create_directories(bin_);
-    fs::create_directories(state_);
-    for (const char* name : {"sieve-scheduler", "sieve-server", "sieve-worker"}) {
-      fs::create_symlink(STANDIN_BINARY, bin_ / name);
-    }
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
-
-  // Runs `sieve launch --bin_dir=<bin> <args>` with the stand-in environment `env`. When
-  // term_after_ready > 0, sends SIGTERM to the launcher once that many "] ready" lines appeared.
-  RunResult Launch(std::vector<std::string> args, std::vector<std::string> env = {},
-                   int term_after_ready = 0) {
-    args.insert(args.begin(), {"launch", "--bin_dir=" + bin_.string()});
-    return RunSieve(args, env, term_after_ready);
-  }
-
-  RunResult RunSieve(const std::vector<std::string>& args, std::vector<std::string> env = {},
-                     int term_after_ready = 0) {
-    env.push_back("STANDIN_DIR=" + state_.string());
-    std::vector<std::string> argv = {SIEVE_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv, cenv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    for (char** e = environ; *e; ++e) {
-      if (std::string(*e).rfind("STANDIN_", 0) != 0) cenv.push_back(*e);
-    }
-    for (auto& e : env) cenv.push_back(e.data());
-    cenv.push_back(nullptr);
-
-    RunResult result;
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return result;
-    pid_t pid = fork();
-    if (pid == 0) {
-      dup2(p[1], 1);
-      dup2(p[1], 2);
-      execve(cargv[0], cargv.data(), cenv.data());
-      _exit(127);
-    }
-    close(p[1]);
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
-    int ready = 0;
-    bool termed = false;
-    char buf[4096];
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) {
-        result.timed_out = true;
-        kill(pid, SIGKILL);
-        break;
-      }
-      pollfd fd{p[0], POLLIN, 0};
-      if (poll(&fd, 1, static_cast<int>(left.count())) <= 0) continue;
-      ssize_t n = read(p[0], buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      result.output.append(buf, static_cast<size_t>(n));
-      if (term_after_ready > 0 && !termed) {
-        ready = CountOf(result.output, "] ready\n");
-        if (ready >= term_after_ready) {
-          kill(pid, SIGTERM);
-          termed = true;
-        }
-      }
-    }
-    close(p[0]);
-    waitpid(pid, &result.wait_status, 0);
-    return result;
-  }
-
-  static int CountOf(const std::string& text, const std::string& needle) {
-    int count = 0;
-    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
-      ++count;
-    }
-    return count;
-  }
-
-  // Arguments the stand-in `name` (e.g. "worker-1") received, or empty if it never ran.
-  std::vector<std::string> ArgsOf(const std::string& name) const {
-    std::ifstream in(state_ / (name + ".args"));
-    std::vector<std::string> args;
-    for (std::string line; std::getline(in, line);) args.push_back(line);
-    return args;
-  }
-
-  static bool Has(const std::vector<std::string>& v, const std::string& s) {
-    return std::find(v.begin(), v.end(), s) != v.end();
-  }
-
-  // Every stand-in that wrote a pid file is gone (reaped, not a zombie left to us).
-  void ExpectNoStandinAlive() const {
-    int files = 0;
-    for (const auto& entry : fs::directory_iterator(state_)) {
-      if (entry.path().extension() != ".pid") continue;
-      ++files;
-      std::ifstream in(entry.path());
-      pid_t pid = 0;
-      in >> pid;
-      ASSERT_GT(pid, 0) << entry.path();
-      errno = 0;
-      EXPECT_EQ(kill(pid, 0), -1) << entry.path() << " (pid " << pid << ") still exists";
-      EXPECT_EQ(errno, ESRCH);
-    }
-    EXPECT_GT(files, 0);
-  }
-
-  static int ExitCode(const RunResult& r) {
-    return WIFEXITED(r.wait_status) ? WEXITSTATUS(r.wait_status) : -1;
-  }
-
-  fs::path root_, bin_, state_;
-};
 
 TEST_F(LauncherIntegration, SuccessPathPrefixesEveryLine) {
   RunResult r =
@@ -269,6 +119,87 @@ TEST_F(LauncherIntegration, SigtermToLauncherStopsEveryone) {
   EXPECT_EQ(ExitCode(r), 143) << r.output;
   EXPECT_EQ(CountOf(r.output, "] ready\n"), 5);
   ExpectNoStandinAlive();
+}
+
+TEST_F(LauncherIntegration, KilledLauncherTakesEveryDaemonAlong) {
+  RunResult r = Launch({"--num_servers=2", "--num_workers=2"}, {"STANDIN_HANG=all"},
+                       /*term_after_ready=*/5, SIGKILL);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_TRUE(WIFSIGNALED(r.wait_status)) << r.output;
+  EXPECT_EQ(CountOf(r.output, "] ready\n"), 5);
+  ExpectNoStandinAliveWithin(std::chrono::seconds(10));
+}
+
+TEST_F(LauncherIntegration, FailedWorkerIsRestartedAndTheJobFinishes) {
+  const std::vector<std::string> env = {"STANDIN_FAIL=worker-1:signal:9", "STANDIN_FAIL_ONCE=1",
+                                        "STANDIN_SCHEDULER_WAITS=1"};
+  RunResult r = Launch({"--num_servers=1", "--num_workers=2", "--max_restarts=1",
+                        "--log_dir=" + (root_ / "logs").string()},
+                       env);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(ExitCode(r), 0) << r.output;
+  EXPECT_NE(r.output.find("sieve launch: restarting worker 1 (killed by signal 9"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("restart 1 of 1\n"), std::string::npos) << r.output;
+  EXPECT_EQ(ArgsOf("worker-1")[1], "--rank=1");  // the restart kept its rank
+  EXPECT_EQ(CountOf(r.output, "[worker 1] ready\n"), 2);
+  // The restarted process appends to its predecessor's log.
+  std::ifstream log(root_ / "logs" / "worker-1.log");
+  std::string log_text((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_EQ(CountOf(log_text, "ready\n"), 2) << log_text;
+}
+
+TEST_F(LauncherIntegration, WithoutRestartsTheSameFailureStopsTheJob) {
+  RunResult r = Launch({"--num_servers=1", "--num_workers=2"},
+                       {"STANDIN_FAIL=worker-1:signal:9", "STANDIN_FAIL_ONCE=1",
+                        "STANDIN_SCHEDULER_WAITS=1", "STANDIN_HANG=server-0,worker-0"});
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(ExitCode(r), 1) << r.output;
+  EXPECT_EQ(r.output.find("restarting"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("worker 1 (pid "), std::string::npos) << r.output;
+  ExpectNoStandinAlive();
+}
+
+TEST_F(LauncherIntegration, RestartsAreBoundedPerJob) {
+  RunResult r = Launch({"--num_servers=2", "--num_workers=2", "--max_restarts=2"},
+                       {"STANDIN_FAIL=server-1:exit:3", "STANDIN_SCHEDULER_WAITS=1",
+                        "STANDIN_HANG=server-0,worker-0,worker-1"});
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(ExitCode(r), 1) << r.output;
+  EXPECT_EQ(CountOf(r.output, "sieve launch: restarting server 1 (exited with code 3)"), 2)
+      << r.output;
+  EXPECT_NE(r.output.find("restart 2 of 2\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no restarts left (2 used)"), std::string::npos) << r.output;
+  ExpectNoStandinAlive();
+}
+
+TEST_F(LauncherIntegration, SchedulerIsNeverRestarted) {
+  RunResult r =
+      Launch({"--num_workers=2", "--max_restarts=5"},
+             {"STANDIN_FAIL=scheduler:exit:4", "STANDIN_HANG=server-0,worker-0,worker-1"});
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(ExitCode(r), 1) << r.output;
+  EXPECT_NE(r.output.find("scheduler (pid "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the scheduler cannot be restarted"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("restarting"), std::string::npos) << r.output;
+  ExpectNoStandinAlive();
+}
+
+TEST_F(LauncherIntegration, ProgressLinesAreSummedUpNotRelayed) {
+  RunResult r =
+      Launch({"--num_workers=2", "--progress=lines", "--log_dir=" + (root_ / "logs").string()},
+             {"STANDIN_PROGRESS=1"});
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(ExitCode(r), 0) << r.output;
+  EXPECT_EQ(r.output.find("] progress: "), std::string::npos) << r.output;
+  std::ifstream log(root_ / "logs" / "worker-1.log");
+  std::string log_text((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_NE(log_text.find("progress: epoch 1/2 round 3/8"), std::string::npos) << log_text;
+  // --progress=off relays them like any other line.
+  RunResult off = Launch({"--num_workers=2", "--progress=off"}, {"STANDIN_PROGRESS=1"});
+  EXPECT_EQ(ExitCode(off), 0) << off.output;
+  EXPECT_EQ(CountOf(off.output, "] progress: epoch 1/2 round 3/8"), 2) << off.output;
 }
 
 TEST_F(LauncherIntegration, SchedulerThatNeverListensTimesOut) {

@@ -9,16 +9,24 @@
 //   STANDIN_HANG=all | comma list of names                  those block until signalled;
 //   STANDIN_IGNORE_TERM=1                                   SIGTERM is ignored;
 //   STANDIN_NO_LISTEN=1                                     the scheduler never listens, blocks;
+//   STANDIN_FAIL_ONCE=1     STANDIN_FAIL applies to the first process of that name only (a
+//                           restarted one runs normally);
+//   STANDIN_SCHEDULER_WAITS=1  the scheduler exits 0 only once --num_workers workers exited 0
+//                           (each writes <name>.done), within 20 s (else exits 1);
+//   STANDIN_PROGRESS=1      workers print a progress line (base/progress_line.h) before "ready";
 // and otherwise exits 0. <name> is "scheduler", "server-1", "worker-2", ...
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -126,10 +134,16 @@ int main(int argc, char** argv) {
   Say(stdout, "argv:" + joined + "\n");
   Say(stderr, "part-");  // a line written in two pieces
   Say(stderr, "ial line on stderr\n");
+  if (role == "worker" && Env("STANDIN_PROGRESS") == "1") {
+    Say(stdout, "progress: epoch 1/2 round 3/8 loss 0.5000 bytes_up 1234\n");
+  }
   Say(stdout, "ready\n");
 
   const std::string fail = Env("STANDIN_FAIL");
-  if (fail.rfind(name + ":", 0) == 0) {
+  const std::string failed_marker = dir + "/" + name + ".failed";
+  const bool failed_before = std::filesystem::exists(failed_marker);
+  if (fail.rfind(name + ":", 0) == 0 && !(Env("STANDIN_FAIL_ONCE") == "1" && failed_before)) {
+    std::ofstream(failed_marker) << "1\n";
     std::string how = fail.substr(name.size() + 1);
     int value = std::atoi(how.substr(how.find(':') + 1).c_str());
     if (how.rfind("signal:", 0) == 0) {
@@ -139,5 +153,19 @@ int main(int argc, char** argv) {
     return value;
   }
   if (Listed(Env("STANDIN_HANG"), name)) BlockForever();
+  if (role == "worker") std::ofstream(dir + "/" + name + ".done") << "1\n";
+  if (role == "scheduler" && Env("STANDIN_SCHEDULER_WAITS") == "1") {
+    const int workers = std::atoi(FlagValue(argc, argv, "num_workers").c_str());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (;;) {
+      int done = 0;
+      for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        done += entry.path().extension() == ".done";
+      }
+      if (done >= workers) break;
+      if (std::chrono::steady_clock::now() > deadline) return 1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polls; bounded above
+    }
+  }
   return 0;
 }

@@ -6,29 +6,30 @@
 
 namespace sieve {
 
-std::string FormatDuration(double seconds) {
-  if (!(seconds >= 0)) seconds = 0;
-  const uint64_t s = static_cast<uint64_t>(seconds + 0.5);
-  char buf[64];
-  if (s >= 3600) {
-    std::snprintf(
-        buf, sizeof(buf), "%lluh%02llum%02llus", static_cast<unsigned long long>(s / 3600),
-        static_cast<unsigned long long>(s / 60 % 60), static_cast<unsigned long long>(s % 60));
-  } else if (s >= 60) {
-    std::snprintf(buf, sizeof(buf), "%llum%02llus", static_cast<unsigned long long>(s / 60),
-                  static_cast<unsigned long long>(s % 60));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%llus", static_cast<unsigned long long>(s));
-  }
-  return buf;
-}
+ProgressReporter::ProgressReporter(bool tty, uint64_t total_rounds, uint64_t rounds_per_epoch)
+    : tty_(tty),
+      total_(total_rounds),
+      per_epoch_(rounds_per_epoch == 0 ? 1 : rounds_per_epoch),
+      start_(Clock::now()),
+      last_draw_(start_) {}
 
-ProgressReporter::ProgressReporter(bool tty, uint64_t total_rounds)
-    : tty_(tty), total_(total_rounds), start_(Clock::now()), last_draw_(start_) {}
-
-void ProgressReporter::Round(uint64_t done, double loss) {
-  if (!tty_) return;
+void ProgressReporter::Round(uint64_t done, double loss, uint64_t bytes_up) {
   const auto now = Clock::now();
+  if (!tty_) {
+    if (drawn_ && done < total_ && now - last_draw_ < std::chrono::seconds(1)) return;
+    last_draw_ = now;
+    drawn_ = true;
+    ProgressPoint p;
+    p.epoch = done == 0 ? 1 : (done - 1) / per_epoch_ + 1;
+    p.epochs = (total_ + per_epoch_ - 1) / per_epoch_;
+    p.round = done;
+    p.rounds = total_;
+    p.loss = loss;
+    p.bytes_up = bytes_up;
+    std::printf("%s\n", FormatProgressLine(p).c_str());
+    std::fflush(stdout);
+    return;
+  }
   if (drawn_ && done < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
   drawn_ = true;

@@ -1,0 +1,199 @@
+// Test fixture of the `sieve launch` end-to-end tests: runs the `sieve` binary (SIEVE_BINARY) in a
+// temporary directory, with stand-in daemons (STANDIN_BINARY, standin_daemon.cc) linked into a
+// --bin_dir for Launch(), or the real daemons of the build tree for RunSieve({"launch", ...}).
+// Every wait is bounded by a deadline; synchronization is by reading the launcher's output, never
+// by sleeping.
+#ifndef SIEVE_TESTS_LAUNCHER_LAUNCH_FIXTURE_H_
+#define SIEVE_TESTS_LAUNCHER_LAUNCH_FIXTURE_H_
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace sieve {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct RunResult {
+  int wait_status = -1;
+  std::string output;  // stdout and stderr of the launcher, interleaved by line
+  bool timed_out = false;
+};
+
+class LauncherIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "sieve-launch-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+    bin_ = root_ / "bin";
+    state_ = root_ / "state";
+    fs::create_directories(bin_);
+    fs::create_directories(state_);
+    for (const char* name : {"sieve-scheduler", "sieve-server", "sieve-worker"}) {
+      fs::create_symlink(STANDIN_BINARY, bin_ / name);
+    }
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(root_, ignored);
+  }
+
+  // Runs `sieve launch --bin_dir=<bin> <args>` with the stand-in environment `env`. When
+  // term_after_ready > 0, sends `sig` to the launcher once that many "] ready" lines appeared.
+  RunResult Launch(std::vector<std::string> args, std::vector<std::string> env = {},
+                   int term_after_ready = 0, int sig = SIGTERM) {
+    args.insert(args.begin(), {"launch", "--bin_dir=" + bin_.string()});
+    bool sent = false;
+    return RunSieve(args, env, [&](pid_t launcher, const std::string& output) {
+      if (term_after_ready > 0 && !sent && CountOf(output, "] ready\n") >= term_after_ready) {
+        kill(launcher, sig);
+        sent = true;
+      }
+    });
+  }
+
+  // Runs `sieve <args>`; `on_output` sees the launcher's pid and all its output so far after each
+  // read. The run is killed after `limit` (a bound on hangs only).
+  RunResult RunSieve(const std::vector<std::string>& args, std::vector<std::string> env = {},
+                     const std::function<void(pid_t, const std::string&)>& on_output = {},
+                     std::chrono::seconds limit = std::chrono::seconds(20)) {
+    env.push_back("STANDIN_DIR=" + state_.string());
+    std::vector<std::string> argv = {SIEVE_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (char** e = environ; *e; ++e) {
+      if (std::string(*e).rfind("STANDIN_", 0) != 0) cenv.push_back(*e);
+    }
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+
+    RunResult result;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return result;
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(p[1], 1);
+      dup2(p[1], 2);
+      execve(cargv[0], cargv.data(), cenv.data());
+      _exit(127);
+    }
+    close(p[1]);
+    const auto deadline = Clock::now() + limit;
+    char buf[4096];
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        result.timed_out = true;
+        kill(pid, SIGKILL);
+        break;
+      }
+      pollfd fd{p[0], POLLIN, 0};
+      if (poll(&fd, 1, static_cast<int>(left.count())) <= 0) continue;
+      ssize_t n = read(p[0], buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      result.output.append(buf, static_cast<size_t>(n));
+      if (on_output) on_output(pid, result.output);
+    }
+    close(p[0]);
+    waitpid(pid, &result.wait_status, 0);
+    return result;
+  }
+
+  static int CountOf(const std::string& text, const std::string& needle) {
+    int count = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+      ++count;
+    }
+    return count;
+  }
+
+  // Arguments the stand-in `name` (e.g. "worker-1") received, or empty if it never ran.
+  std::vector<std::string> ArgsOf(const std::string& name) const {
+    std::ifstream in(state_ / (name + ".args"));
+    std::vector<std::string> args;
+    for (std::string line; std::getline(in, line);) args.push_back(line);
+    return args;
+  }
+
+  static bool Has(const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  }
+
+  // Every stand-in that wrote a pid file is gone (reaped, not a zombie left to us).
+  void ExpectNoStandinAlive() const {
+    int files = 0;
+    for (const auto& entry : fs::directory_iterator(state_)) {
+      if (entry.path().extension() != ".pid") continue;
+      ++files;
+      std::ifstream in(entry.path());
+      pid_t pid = 0;
+      in >> pid;
+      ASSERT_GT(pid, 0) << entry.path();
+      errno = 0;
+      EXPECT_EQ(kill(pid, 0), -1) << entry.path() << " (pid " << pid << ") still exists";
+      EXPECT_EQ(errno, ESRCH);
+    }
+    EXPECT_GT(files, 0);
+  }
+
+  // Every stand-in that wrote a pid file is gone (or a zombie waiting for its new parent) within
+  // `deadline`: the bound only stops a hang.
+  void ExpectNoStandinAliveWithin(std::chrono::seconds deadline) const {
+    const auto until = Clock::now() + deadline;
+    std::vector<pid_t> pids;
+    for (const auto& entry : fs::directory_iterator(state_)) {
+      if (entry.path().extension() != ".pid") continue;
+      std::ifstream in(entry.path());
+      pid_t pid = 0;
+      in >> pid;
+      ASSERT_GT(pid, 0) << entry.path();
+      pids.push_back(pid);
+    }
+    EXPECT_FALSE(pids.empty());
+    for (pid_t pid : pids) {
+      while (!Gone(pid) && Clock::now() < until) {
+        poll(nullptr, 0, 10);
+      }
+      EXPECT_TRUE(Gone(pid)) << "pid " << pid << " outlived the launcher";
+    }
+  }
+
+  static bool Gone(pid_t pid) {
+    if (kill(pid, 0) != 0) return errno == ESRCH;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    size_t paren = text.rfind(')');
+    return paren != std::string::npos && text.compare(paren, 4, ") Z ") == 0;
+  }
+
+  static int ExitCode(const RunResult& r) {
+    return WIFEXITED(r.wait_status) ? WEXITSTATUS(r.wait_status) : -1;
+  }
+
+  fs::path root_, bin_, state_;
+};
+
+}  // namespace sieve
+
+#endif  // SIEVE_TESTS_LAUNCHER_LAUNCH_FIXTURE_H_
