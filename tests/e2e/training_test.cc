@@ -214,6 +214,19 @@ TEST_F(TrainingTest, SplitRepliesGiveTheSameWeightsAsWholeReplies) {
   }
 }
 
+// A learning rate far too large: the worker stops at the first non-finite loss with a message that
+// names the round and the learning rate and says what to try, and the job fails (non-zero exit).
+TEST_F(TrainingTest, DivergenceStopsTheJobWithAnExplanation) {
+  RunResult run = Launch(1, 1,
+                         {"--model=fnn3", "--compressor=topk", "--density=0.01", "--lr=1000",
+                          "--epochs=1", "--eval_every=0"});
+  EXPECT_FALSE(run.ok) << run.log;
+  EXPECT_NE(run.log.find("training diverged at round "), std::string::npos) << run.log;
+  EXPECT_NE(run.log.find("--lr=1000"), std::string::npos) << run.log;
+  EXPECT_NE(run.log.find("Try a smaller --lr"), std::string::npos) << run.log;
+  EXPECT_TRUE(run.workers.empty()) << "a diverged worker prints no success summary";
+}
+
 TEST_F(TrainingTest, WithoutMomentumTopkAtFullDensityEqualsDense) {
   const std::vector<std::string> common = {"--model=softmax", "--momentum=0", "--batch_size=256",
                                            "--epochs=1",      "--lr=0.1",     "--eval_every=0",

@@ -39,6 +39,7 @@ TEST(WorkerTrainerMetrics, JsonLineHasEveryKeyAndParsesBack) {
   m.t_compute = 0.002;
   m.t_select = 0.0005;
   m.t_comm = 0.001;
+  m.t_wall = 12.5;
   const std::string line = FormatMetricsJson(m);
   EXPECT_EQ(line.front(), '{');
   EXPECT_EQ(line.back(), '}');
@@ -59,6 +60,7 @@ TEST(WorkerTrainerMetrics, JsonLineHasEveryKeyAndParsesBack) {
   EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_compute")), 0.002);
   EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_select")), 0.0005);
   EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_comm")), 0.001);
+  EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_wall")), 12.5);
   EXPECT_EQ(ValueOf(line, "contraction"), "<absent>");
   EXPECT_EQ(ValueOf(line, "hist"), "<absent>");
 }
@@ -136,6 +138,9 @@ TEST(WorkerTrainerSummary, LineIsKeyValueParsable) {
   EXPECT_NE(line.find(" dense_bytes=800000 "), std::string::npos);
   EXPECT_NE(line.find(" ratio=0.00125 "), std::string::npos) << line;
   EXPECT_NE(line.find(" mean_round_s=0.05 "), std::string::npos) << line;
+  EXPECT_EQ(line.find("near_chance"), std::string::npos);
+  s.test_acc = 0.1002;
+  EXPECT_NE(FormatSummaryLine(s).find(" test_acc=0.1002 near_chance=1 "), std::string::npos);
   s.test_acc.reset();
   EXPECT_EQ(FormatSummaryLine(s).find("test_acc"), std::string::npos);
 }

@@ -15,6 +15,7 @@ std::string FormatSummaryLine(const TrainSummary& s) {
   if (s.test_acc) {
     std::snprintf(buf, sizeof(buf), " test_acc=%.4f", *s.test_acc);
     out += buf;
+    if (s.near_chance()) out += " near_chance=1";
   }
   const double ratio =
       s.dense_bytes ? static_cast<double>(s.bytes_up) / static_cast<double>(s.dense_bytes) : 0.0;

@@ -50,7 +50,7 @@ struct TrainerOptions {
   int epochs = 1;
   int rounds_per_epoch = 100;  // synthetic model only (real data: from the partition size)
 
-  double lr = 0.1;
+  double lr = 0.05;
   double momentum = 0.9;
   double weight_decay = 0.0;
   // Linear warm-up over the first lr_warmup_epochs epochs (may be fractional): round t gets
