@@ -2,7 +2,9 @@
 // generates its shard's initial weights from --model/--seed exactly as the workers do, then
 // serves PUSH and PULL_DENSE until the scheduler's SHUTDOWN. Prints one summary line at the end:
 //   sieve-server summary: rank=R lo=.. hi=.. rounds=.. applied=.. duplicates=.. rejected=..
-//                         max_staleness=.. pushed_sum=.. checksum=<crc32 of the weights>
+//                         max_staleness=.. staleness_sum=.. released=.. pushed_sum=..
+//                         checksum=<crc32 of the weights> ...
+// (SSP/ASP: mean staleness = staleness_sum / released, the clock lead of each released reply)
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <zlib.h>
@@ -400,13 +402,16 @@ int Run() {
   std::printf(
       "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu "
       "rejected=%lu "
-      "dropped=%lu max_staleness=%d pushed_sum=%.9g checksum=%08x resync=%lu checkpoints=%lu "
-      "restored_round=%ld rejoins=%lu auth_accepted=%lu auth_denied=%lu\n",
+      "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu pushed_sum=%.9g checksum=%08x "
+      "resync=%lu checkpoints=%lu restored_round=%ld rejoins=%lu auth_accepted=%lu "
+      "auth_denied=%lu\n",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
       static_cast<unsigned long>(st.rounds_completed),
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
       static_cast<unsigned long>(st.rejected), static_cast<unsigned long>(node.rejected_messages()),
-      st.max_staleness, st.pushed_sum, crc, static_cast<unsigned long>(st.resync_replies),
+      st.max_staleness, static_cast<unsigned long>(st.staleness_sum),
+      static_cast<unsigned long>(st.released_replies), st.pushed_sum, crc,
+      static_cast<unsigned long>(st.resync_replies),
       static_cast<unsigned long>(checkpointer.written()),
       static_cast<long>(checkpointer.restored_round()), static_cast<unsigned long>(st.rejoins),
       static_cast<unsigned long>(node.auth_accepted()),

@@ -348,6 +348,8 @@ void ShardServer::AsyncRelease(Outbox* out) {
     if (options_.consistency == Consistency::kSsp && live_[w] && lead > options_.staleness)
       continue;
     stats_.max_staleness = std::max<int>(stats_.max_staleness, static_cast<int>(lead));
+    stats_.staleness_sum += static_cast<uint64_t>(lead);
+    ++stats_.released_replies;
     waiting_[w] = false;
     AsyncReply(static_cast<int>(w), waiting_round_[w], out);
   }

@@ -84,6 +84,8 @@ struct ShardServerStats {
   uint64_t rejected = 0;
   uint64_t rounds_completed = 0;  // BSP rounds
   int max_staleness = 0;          // SSP/ASP: largest clock lead a released reply had
+  uint64_t staleness_sum = 0;     // SSP/ASP: Σ clock lead over released replies (mean = / count)
+  uint64_t released_replies = 0;  // SSP/ASP: replies released (the mean's denominator)
   double pushed_sum = 0;        // Σ of every applied pushed value (fp64), for conservation checks
   uint64_t resync_replies = 0;  // dense UPDATEs sent to resynchronize workers after a restore
   uint64_t rejoins = 0;         // restarted workers counted again (see OnJoin)

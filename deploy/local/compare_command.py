@@ -2,8 +2,9 @@
 """sieve compare: run a grid of training jobs and compare them (run through `sieve compare`).
 
 usage: sieve compare CONFIG [--out=DIR] [--force] [--plots_only] [--dry_run]
+                            [--figures_out=DIR] [--progress_every=S]
 
-CONFIG (YAML):
+CONFIG (YAML; any other top-level key is an error):
   name: fnn3-sync-vs-async      # results go to results/<name>/ (or --out)
   servers: 2                    # servers per job (default 1)
   flags:                        # daemon flags shared by every cell (routed like `sieve launch`)
@@ -17,21 +18,40 @@ CONFIG (YAML):
     workers: [4]                # workers per job
     link: [local]               # local (loopback, `sieve launch`) or a netns-emulated link:
                                 # 1gbit, 10gbit, 500mbit ... (deploy/local/netns/run; root)
+  repeats: 1                    # runs per cell with seeds seed, seed+1, ... (--seed, default 1);
+                                # the table shows mean ± sample std over them
+  target_accuracy: 0.85         # the table's "time to target" column (default 0.85)
   delay: 1ms                    # optional, netns cells only (needs tc netem)
   contraction_every: 10         # optional: contraction ratio and bounds every n rounds
   histogram_rounds: [0, 500]    # optional: residual histograms (rank 0) at these rounds
-  timeout: 3600                 # per cell, seconds
+  timeout: 3600                 # per run, seconds
 
-Each cell runs in results/<name>/cells/<cell>/ (log, per-rank metrics JSON lines, cell.json when
-it finished). A cell with cell.json is skipped on the next run (resumable); --force reruns all.
-Outputs: summary.csv, summary.md, and plots: accuracy_vs_time.png, accuracy_vs_epoch.png,
-loss.png, bytes_per_round.png, round_breakdown.png, contraction.png (cells with contraction
-samples; with the (1 - k/d) and (1 - k/d)^2 bounds), histograms.png (cells with histogram_rounds:
-rank 0's error-feedback residual in 0.25-sigma bins at each chosen round, log scale, against the
-normal distribution fitted by mean and sigma, with the excess kurtosis estimated from the bins).
+Before anything runs, every flag each cell passes is checked against the daemons' own flags
+(`--helpxml` of sieve-scheduler, sieve-server and sieve-worker in the build tree): a flag that no
+daemon defines, or a value of the wrong type, is a usage error (exit 2) naming the cell and the
+flag. --dry_run does only that check and lists the runs.
+
+Each run (a cell, or a cell and seed when repeats > 1) lives in results/<name>/cells/<run>/: log,
+per-rank metrics JSON lines, key.json (its cache key: every flag of every daemon, the launcher's
+own settings, and a SHA-256 of each program's bytes) and cell.json once it finished. A finished
+run is reused on the next invocation only when its key is unchanged; otherwise it reruns and the
+change is printed. --force reruns everything. While a run goes, a progress line (epoch, round,
+loss, test accuracy so far) is printed every --progress_every seconds (default 5).
+
+Outputs: summary.csv (one row per cell: means, sample stds, deltas against the BSP dense cell of
+the same workers and link), runs.csv (one row per run), summary.md, and the plots that have data:
+accuracy_vs_time.png (wall-clock since training started), accuracy_vs_epoch.png, loss.png
+(smoothed), bytes_per_round.png, round_breakdown.png, contraction.png (sparse cells with
+contraction samples; with the (1 - k/d) and (1 - k/d)^2 bounds), histograms.png (cells with
+histogram_rounds: rank 0's error-feedback residual of each cell's first run in 0.25-sigma bins
+at each chosen round, log scale, against the normal distribution fitted by mean and sigma, with
+the excess kurtosis estimated from the bins). --figures_out=DIR also writes compact copies of the
+plots to DIR (for docs/).
 """
 import argparse
 import csv
+import difflib
+import hashlib
 import itertools
 import json
 import math
@@ -46,10 +66,28 @@ import yaml
 GRID_KEYS = ["consistency", "compressor", "density", "workers", "link"]
 GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.001],
                  "workers": [2], "link": ["local"]}
-CSV_FIELDS = ["cell", "consistency", "compressor", "density", "workers", "link", "status",
-              "wall_s", "rounds", "epochs", "final_loss", "test_acc", "mean_round_s",
-              "bytes_up_per_round", "bytes_down_per_round", "push_ratio", "t_compute_ms",
-              "t_select_ms", "t_comm_ms", "mean_contraction"]
+TOP_KEYS = ["name", "servers", "flags", "grid", "repeats", "target_accuracy", "delay",
+            "contraction_every", "histogram_rounds", "timeout"]
+DEFAULT_TARGET = 0.85
+DEFAULT_SEED = 1  # the daemons' --seed default
+DAEMONS = [("scheduler", "sieve-scheduler"), ("server", "sieve-server"), ("worker", "sieve-worker")]
+PROGRAMS = [("deploy", "sieve")] + DAEMONS
+NEAR_CHANCE = 0.15  # test accuracy below this (10 classes: chance 0.1) is flagged in the table
+RUN_FIELDS = ["run", "cell", "seed", "consistency", "compressor", "density", "workers", "link",
+              "status", "wall_s", "train_s", "rounds", "epochs", "final_loss", "test_acc",
+              "time_to_target_s", "mean_round_s", "bytes_up_per_round", "bytes_down_per_round",
+              "push_ratio", "max_staleness", "mean_staleness", "t_compute_ms", "t_select_ms",
+              "t_comm_ms", "mean_contraction"]
+# Per-cell means over the runs that finished (sample std next to the first three).
+MEAN_FIELDS = ["test_acc", "train_s", "time_to_target_s", "wall_s", "final_loss", "rounds",
+               "epochs", "mean_round_s", "bytes_up_per_round", "bytes_down_per_round",
+               "push_ratio", "mean_staleness", "t_compute_ms", "t_select_ms", "t_comm_ms",
+               "mean_contraction"]
+STD_FIELDS = ["test_acc", "train_s", "time_to_target_s"]
+CELL_FIELDS = (["cell", "consistency", "compressor", "density", "workers", "link", "runs",
+                "runs_ok", "status", "target_accuracy", "target_reached"] + MEAN_FIELDS +
+               [f + "_std" for f in STD_FIELDS] +
+               ["max_staleness", "acc_delta_vs_base", "time_ratio_vs_base", "base_cell"])
 
 
 def fail(msg):
@@ -61,27 +99,51 @@ def as_list(v):
     return v if isinstance(v, list) else [v]
 
 
-def load_config(path):
-    try:
-        with open(path) as f:
-            cfg = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        fail(f"cannot read {path}: {e}")
+def did_you_mean(word, known):
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.75)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def check_config(cfg, path):
+    """Returns cfg or exits 2 naming what is wrong (unknown keys, bad types)."""
     if not isinstance(cfg, dict) or "name" not in cfg:
         fail(f"{path}: expected a mapping with at least 'name'")
+    for k in cfg:
+        if k not in TOP_KEYS:
+            fail(f"{path}: unknown key '{k}'{did_you_mean(str(k), TOP_KEYS)}; "
+                 f"known keys: {', '.join(TOP_KEYS)}")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(cfg["name"])):
         fail("name may only hold letters, digits, '_', '.', '-'")
     grid = cfg.get("grid") or {}
-    unknown = set(grid) - set(GRID_KEYS)
-    if unknown:
-        fail(f"unknown grid keys {sorted(unknown)}; known: {GRID_KEYS}")
+    if not isinstance(grid, dict):
+        fail("'grid' must be a mapping of grid key -> list of values")
+    for k in grid:
+        if k not in GRID_KEYS:
+            fail(f"unknown grid key '{k}'{did_you_mean(str(k), GRID_KEYS)}; known: {GRID_KEYS}")
     flags = cfg.get("flags") or {}
     if not isinstance(flags, dict):
         fail("'flags' must be a mapping of daemon flag -> value")
     for k in ("consistency", "compressor", "density", "metrics_out", "num_workers", "num_servers"):
         if k in flags:
             fail(f"flag '{k}' is set per cell by the grid/driver; remove it from 'flags'")
+    repeats = cfg.get("repeats", 1)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        fail(f"'repeats' must be an integer >= 1, got {repeats!r}")
+    if repeats > 1 and "seed" in flags and not isinstance(flags["seed"], int):
+        fail("'flags: seed' must be an integer when repeats > 1")
+    target = cfg.get("target_accuracy", DEFAULT_TARGET)
+    if not isinstance(target, (int, float)) or isinstance(target, bool) or not 0 < target <= 1:
+        fail(f"'target_accuracy' must be a number in (0, 1], got {target!r}")
     return cfg
+
+
+def load_config(path):
+    try:
+        with open(path) as f:
+            cfg = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        fail(f"cannot read {path}: {e}")
+    return check_config(cfg, path)
 
 
 def fmt_density(d):
@@ -89,7 +151,7 @@ def fmt_density(d):
 
 
 def cells_of(cfg):
-    grid = {k: as_list(cfg.get("grid", {}).get(k, GRID_DEFAULTS[k])) for k in GRID_KEYS}
+    grid = {k: as_list((cfg.get("grid") or {}).get(k, GRID_DEFAULTS[k])) for k in GRID_KEYS}
     seen, cells = set(), []
     for values in itertools.product(*(grid[k] for k in GRID_KEYS)):
         c = dict(zip(GRID_KEYS, values))
@@ -106,58 +168,293 @@ def cells_of(cfg):
     return cells
 
 
+def runs_of(cfg, cells):
+    """One run per (cell, repeat): dicts with cell, seed (None: the flags' own) and id."""
+    repeats = int(cfg.get("repeats", 1))
+    base = int((cfg.get("flags") or {}).get("seed", DEFAULT_SEED))
+    runs = []
+    for c in cells:
+        for i in range(repeats):
+            seed = None if repeats == 1 else base + i
+            rid = c["id"] if seed is None else f"{c['id']}-seed{seed}"
+            runs.append({"cell": c, "seed": seed, "id": rid})
+    return runs
+
+
+def flag_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
 def flag_words(flags):
-    words = []
-    for k, v in flags.items():
-        if isinstance(v, bool):
-            v = "true" if v else "false"
-        elif isinstance(v, list):
-            v = ",".join(str(x) for x in v)
-        words.append(f"--{k}={v}")
-    return words
+    return [f"--{k}={flag_value(v)}" for k, v in flags.items()]
 
 
-def run_cell(cfg, cell, cell_dir, build, repo):
-    os.makedirs(cell_dir, exist_ok=True)
-    servers = int(cfg.get("servers", 1))
+def run_flags(cfg, run, cell_dir):
+    """Every daemon flag a run passes (name -> value), in command-line order."""
+    cell = run["cell"]
     flags = dict(cfg.get("flags") or {})
     flags["consistency"] = cell["consistency"]
     flags["compressor"] = cell["compressor"]
     flags["density"] = cell["density"]
+    if run["seed"] is not None:
+        flags["seed"] = run["seed"]
     flags.setdefault("progress", "log")
     if cfg.get("contraction_every"):
         flags["contraction_every"] = int(cfg["contraction_every"])
     if cfg.get("histogram_rounds"):
         flags["histogram_rounds"] = ",".join(str(int(r)) for r in as_list(cfg["histogram_rounds"]))
     flags["metrics_out"] = os.path.join(os.path.abspath(cell_dir), "metrics-{rank}.jsonl")
+    return flags
+
+
+def is_local(link):
+    return link in ("local", "loopback", "none")
+
+
+def run_command(cfg, run, cell_dir, build, repo):
+    """The command line of one run: `sieve launch` (loopback) or deploy/local/netns/run."""
+    cell = run["cell"]
+    servers = int(cfg.get("servers", 1))
+    words = flag_words(run_flags(cfg, run, cell_dir))
+    if is_local(cell["link"]):
+        return [os.path.join(build, "deploy", "sieve"), "launch", f"--num_servers={servers}",
+                f"--num_workers={cell['workers']}", "--"] + words
     timeout = float(cfg.get("timeout", 3600))
-    if cell["link"] in ("local", "loopback", "none"):
-        cmd = [os.path.join(build, "deploy", "sieve"), "launch", f"--num_servers={servers}",
-               f"--num_workers={cell['workers']}", "--"] + flag_words(flags)
-    else:
-        cmd = [os.path.join(repo, "deploy", "local", "netns", "run"), f"--build={build}",
-               f"--num_servers={servers}", f"--num_workers={cell['workers']}",
-               f"--link={cell['link']}", f"--timeout={int(timeout)}",
-               f"--log_dir={os.path.join(cell_dir, 'nodes')}", "--quiet"]
-        if cfg.get("delay"):
-            cmd.append(f"--delay={cfg['delay']}")
-        cmd += ["--"] + flag_words(flags)
+    cmd = [os.path.join(repo, "deploy", "local", "netns", "run"), f"--build={build}",
+           f"--num_servers={servers}", f"--num_workers={cell['workers']}",
+           f"--link={cell['link']}", f"--timeout={int(timeout)}",
+           f"--log_dir={os.path.join(cell_dir, 'nodes')}", "--quiet"]
+    if cfg.get("delay"):
+        cmd.append(f"--delay={cfg['delay']}")
+    return cmd + ["--"] + words
+
+
+# ---------------------------------------------------------------------------------------------
+# Cache key: a finished run is reused only when everything that defines it is unchanged.
+
+def file_sha256(path):
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return "missing"
+    return h.hexdigest()
+
+
+def program_ids(build, repo, netns):
+    """program -> SHA-256 of its bytes (the launcher, the daemons, and netns/run when used)."""
+    ids = {name: file_sha256(os.path.join(build, sub, name)) for sub, name in PROGRAMS}
+    if netns:
+        ids["netns/run"] = file_sha256(os.path.join(repo, "deploy", "local", "netns", "run"))
+    return ids
+
+
+def key_inputs(cfg, run, cell_dir, programs):
+    """What defines a run: its daemon flags (metrics_out without the folder), the launcher's own
+    settings and the programs' identities."""
+    cell = run["cell"]
+    flags = {k: flag_value(v) for k, v in run_flags(cfg, run, cell_dir).items()}
+    flags["metrics_out"] = "metrics-{rank}.jsonl"
+    launcher = {"servers": int(cfg.get("servers", 1)), "workers": cell["workers"],
+                "link": cell["link"]}
+    if not is_local(cell["link"]) and cfg.get("delay"):
+        launcher["delay"] = str(cfg["delay"])
+    return {"flags": flags, "launcher": launcher, "programs": programs}
+
+
+def cache_key(inputs):
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def key_changes(old, new):
+    """Human-readable differences between two key_inputs (what made a run stale)."""
+    out = []
+    for part in ("launcher", "flags"):
+        a, b = (old or {}).get(part, {}), new.get(part, {})
+        for k in sorted(set(a) | set(b)):
+            if a.get(k) != b.get(k):
+                prefix = "--" if part == "flags" else ""
+                out.append(f"{prefix}{k} {a.get(k, '(unset)')} -> {b.get(k, '(unset)')}")
+    a, b = (old or {}).get("programs", {}), new.get("programs", {})
+    changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    if changed:
+        out.append("rebuilt " + ", ".join(changed))
+    return out
+
+
+def reusable(cell_dir, inputs):
+    """(True, None) when cell.json exists and key.json holds the same key; else (False, why)."""
+    done = os.path.join(cell_dir, "cell.json")
+    if not os.path.exists(done):
+        return False, None
+    try:
+        with open(os.path.join(cell_dir, "key.json")) as f:
+            stored = json.load(f)
+    except (OSError, ValueError):
+        return False, "no cache key (an older sieve compare ran it)"
+    if stored.get("key") == cache_key(inputs):
+        return True, None
+    return False, "changed: " + ("; ".join(key_changes(stored.get("inputs"), inputs)) or "key")
+
+
+def write_key(cell_dir, inputs):
+    with open(os.path.join(cell_dir, "key.json"), "w") as f:
+        json.dump({"key": cache_key(inputs), "inputs": inputs}, f, indent=1, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Flag check against the daemons (before anything runs, and all of --dry_run).
+
+def parse_helpxml(xml):
+    """gflags --helpxml output -> {flag name: type}."""
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r"<flag>.*?<name>(.*?)</name>.*?<type>(.*?)</type>.*?</flag>", xml, re.S)}
+
+
+def daemon_flags(build):
+    """{program: {flag: type}} from each daemon's --helpxml; exits 1 when one cannot be asked."""
+    out = {}
+    for sub, name in DAEMONS:
+        path = os.path.join(build, sub, name)
+        try:
+            p = subprocess.run([path, "--helpxml"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            print(f"sieve compare: cannot ask {path} for its flags: {e} (build it, or pass "
+                  f"--build=DIR)", file=sys.stderr)
+            sys.exit(1)
+        flags = parse_helpxml(p.stdout)
+        if not flags:
+            print(f"sieve compare: {path} --helpxml listed no flags", file=sys.stderr)
+            sys.exit(1)
+        out[name] = flags
+    return out
+
+
+def value_fits(value, ftype):
+    if ftype == "bool":
+        return value.lower() in ("true", "false", "1", "0", "yes", "no", "t", "f", "y", "n")
+    if ftype in ("int32", "int64", "uint32", "uint64"):
+        return re.fullmatch(r"-?[0-9]+", value) is not None and not (
+            ftype.startswith("u") and value.startswith("-"))
+    if ftype == "double":
+        try:
+            float(value)
+        except ValueError:
+            return False
+    return True
+
+
+def flag_errors(run_id, flags, known):
+    """Messages for the flags of one run that no daemon defines or whose value has the wrong
+    type; `known` is daemon_flags()'s result."""
+    errors = []
+    all_names = sorted({n for f in known.values() for n in f})
+    for name, value in flags.items():
+        types = {prog: f[name] for prog, f in known.items() if name in f}
+        if not types:
+            errors.append(f"cell {run_id}: flag --{name} is not defined by any daemon "
+                          f"({', '.join(known)}){did_you_mean(name, all_names)}")
+            continue
+        v = flag_value(value)
+        for prog, ftype in types.items():
+            if not value_fits(v, ftype):
+                errors.append(f"cell {run_id}: --{name}={v} is not a valid {ftype} "
+                              f"(for {prog})")
+                break
+    return errors
+
+
+def check_flags(cfg, runs, out_dir, build):
+    known = daemon_flags(build)
+    errors = []
+    for r in runs:
+        errors += flag_errors(r["id"], run_flags(cfg, r, os.path.join(out_dir, "cells", r["id"])),
+                              known)
+    if errors:
+        for e in errors:
+            print("sieve compare: " + e, file=sys.stderr)
+        sys.exit(2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running and progress.
+
+class MetricsTail:
+    """Reads the JSON lines appended to a metrics file since the last call."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.partial = path, 0, ""
+        self.last, self.last_acc = None, None
+
+    def poll(self):
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                text = f.read()
+                self.offset = f.tell()
+        except OSError:
+            return
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            self.last = row
+            if row.get("test_acc") is not None:
+                self.last_acc = row["test_acc"]
+
+
+def progress_line(label, last, last_acc, epochs, elapsed):
+    """One progress line for a running run from its latest metrics row (None: none yet)."""
+    if last is None:
+        return f"sieve compare: {label}: starting ({elapsed:.0f} s)"
+    ep = f"epoch {last['epoch'] + 1}" + (f"/{epochs}" if epochs else "")
+    acc = f", test_acc {last_acc:.4f}" if last_acc is not None else ""
+    return (f"sieve compare: {label}: {ep}, round {last['round'] + 1}, loss {last['loss']:.4g}"
+            f"{acc} ({elapsed:.0f} s)")
+
+
+def run_one(cmd, cell_dir, label, timeout, epochs, progress_every):
+    """Runs one job, printing a progress line every progress_every seconds; (exit code, s)."""
+    os.makedirs(cell_dir, exist_ok=True)
     for old in os.listdir(cell_dir):
-        if old.startswith("metrics-"):
+        if old.startswith("metrics-") or old == "cell.json":
             os.remove(os.path.join(cell_dir, old))
-    print(f"sieve compare: running {cell['id']}", flush=True)
+    print(f"sieve compare: running {label}", flush=True)
+    tail = MetricsTail(os.path.join(cell_dir, "metrics-0.jsonl"))
     t0 = time.monotonic()
     with open(os.path.join(cell_dir, "log.txt"), "w") as log:
         log.write(" ".join(cmd) + "\n")
         log.flush()
-        try:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                timeout=timeout + 30).returncode
-        except subprocess.TimeoutExpired:
-            rc = 124
-    wall = time.monotonic() - t0
-    return rc, wall
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = t0 + timeout + 30
+        while True:
+            try:
+                rc = proc.wait(timeout=progress_every)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                rc = 124
+                break
+            tail.poll()
+            print(progress_line(label, tail.last, tail.last_acc, epochs, time.monotonic() - t0),
+                  flush=True)
+    return rc, time.monotonic() - t0
 
+
+# ---------------------------------------------------------------------------------------------
+# Per-run summaries.
 
 def read_metrics(path):
     rows = []
@@ -166,24 +463,58 @@ def read_metrics(path):
             for line in f:
                 line = line.strip()
                 if line:
-                    rows.append(json.loads(line))
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError:
+                        pass  # a line cut short by a crash
     return rows
 
 
-def worker_summary(cell_dir):
-    """key=value pairs of the rank-0 `sieve-worker summary:` line, from the cell's logs."""
-    texts = []
+def log_summaries(cell_dir, program):
+    """rank -> key=value pairs of every `<program> summary:` line in the run's logs."""
+    out = {}
     for root, _, files in os.walk(cell_dir):
-        for f in files:
-            if f.endswith(".txt") or f.endswith(".log"):
-                with open(os.path.join(root, f), errors="replace") as fh:
-                    texts.append(fh.read())
-    for text in texts:
-        for line in text.splitlines():
-            m = re.search(r"sieve-worker summary: (rank=0 .*)", line)
-            if m:
-                return dict(kv.split("=", 1) for kv in m.group(1).split() if "=" in kv)
-    return {}
+        for name in sorted(files):
+            if not (name.endswith(".txt") or name.endswith(".log")):
+                continue
+            with open(os.path.join(root, name), errors="replace") as fh:
+                for line in fh:
+                    m = re.search(re.escape(program) + r" summary: (rank=.*)", line)
+                    if m:
+                        kv = dict(w.split("=", 1) for w in m.group(1).split() if "=" in w)
+                        out[kv["rank"]] = kv
+    return out
+
+
+def staleness(server_summaries):
+    """(max, mean) clock lead of released replies over all servers; (None, None) when the
+    servers did not report it (BSP releases nothing this way)."""
+    mx, total, count = None, 0, 0
+    for kv in server_summaries.values():
+        if "max_staleness" in kv:
+            mx = max(mx or 0, int(kv["max_staleness"]))
+        if "staleness_sum" in kv and "released" in kv:
+            total += int(kv["staleness_sum"])
+            count += int(kv["released"])
+    return mx, (total / count if count else None)
+
+
+def wall_times(rows):
+    """Wall-clock seconds since training started for each metrics row: t_wall when the worker
+    wrote it, else the sum of round times so far (older metrics files)."""
+    out, t = [], 0.0
+    for r in rows:
+        t += (r.get("t_compute") or 0) + (r.get("t_select") or 0) + (r.get("t_comm") or 0)
+        out.append(r["t_wall"] if r.get("t_wall") is not None else t)
+    return out
+
+
+def time_to_target(rows, target):
+    """Wall-clock seconds at the first evaluation with test_acc >= target, else None."""
+    for r, t in zip(rows, wall_times(rows)):
+        if r.get("test_acc") is not None and r["test_acc"] >= target:
+            return t
+    return None
 
 
 def mean(xs):
@@ -191,20 +522,43 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-def summarize(cell, cell_dir, rc, wall):
+def std(xs):
+    """Sample standard deviation (n - 1), None for fewer than two values."""
+    xs = [x for x in xs if x is not None]
+    if len(xs) < 2:
+        return None
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _ms(x):
+    return None if x is None else 1e3 * x
+
+
+def _float(kv, key):
+    return float(kv[key]) if key in kv else None
+
+
+def summarize(run, cell_dir, rc, wall, target):
+    cell = run["cell"]
     rows = read_metrics(os.path.join(cell_dir, "metrics-0.jsonl"))
-    s = worker_summary(cell_dir)
+    s = log_summaries(cell_dir, "sieve-worker").get("0", {})
+    mx, mn = staleness(log_summaries(cell_dir, "sieve-server"))
     accs = [r["test_acc"] for r in rows if r.get("test_acc") is not None]
     out = {k: cell[k] for k in GRID_KEYS}
     out.update({
-        "cell": cell["id"], "status": "ok" if rc == 0 else f"failed({rc})", "wall_s": wall,
+        "run": run["id"], "cell": cell["id"], "seed": run["seed"],
+        "status": "ok" if rc == 0 else f"failed({rc})", "wall_s": wall,
+        "train_s": _float(s, "seconds"),
         "rounds": len(rows), "epochs": (rows[-1]["epoch"] + 1) if rows else None,
         "final_loss": rows[-1]["loss"] if rows else None,
-        "test_acc": float(s["test_acc"]) if "test_acc" in s else (accs[-1] if accs else None),
-        "mean_round_s": float(s["mean_round_s"]) if "mean_round_s" in s else None,
+        "test_acc": _float(s, "test_acc") if "test_acc" in s else (accs[-1] if accs else None),
+        "time_to_target_s": time_to_target(rows, target),
+        "mean_round_s": _float(s, "mean_round_s"),
         "bytes_up_per_round": mean([r.get("bytes_up") for r in rows]),
         "bytes_down_per_round": mean([r.get("bytes_down") for r in rows]),
-        "push_ratio": float(s["ratio"]) if "ratio" in s else None,
+        "push_ratio": _float(s, "ratio"),
+        "max_staleness": mx, "mean_staleness": mn,
         "t_compute_ms": _ms(mean([r.get("t_compute") for r in rows])),
         "t_select_ms": _ms(mean([r.get("t_select") for r in rows])),
         "t_comm_ms": _ms(mean([r.get("t_comm") for r in rows])),
@@ -213,8 +567,54 @@ def summarize(cell, cell_dir, rc, wall):
     return out
 
 
-def _ms(x):
-    return None if x is None else 1e3 * x
+# ---------------------------------------------------------------------------------------------
+# Per-cell aggregation and tables.
+
+def is_baseline(cell):
+    return cell["consistency"] == "bsp" and cell["compressor"] == "none"
+
+
+def group_of(cell):
+    return (cell["workers"], cell["link"])
+
+
+def aggregate(cells, run_summaries, target):
+    """One row per cell: means and sample stds over its finished runs, and the accuracy delta
+    and time ratio against the BSP dense cell with the same workers and link."""
+    rows = []
+    for c in cells:
+        runs = [s for s in run_summaries if s["cell"] == c["id"]]
+        ok = [s for s in runs if s["status"] == "ok"]
+        row = {k: c[k] for k in GRID_KEYS}
+        row.update({"cell": c["id"], "runs": len(runs), "runs_ok": len(ok),
+                    "target_accuracy": target,
+                    "target_reached": sum(1 for s in ok if s.get("time_to_target_s") is not None)})
+        if not runs:
+            row["status"] = "not run"
+        elif len(ok) == len(runs):
+            row["status"] = "ok"
+        else:
+            row["status"] = f"failed({len(runs) - len(ok)} of {len(runs)})"
+        for f in MEAN_FIELDS:
+            row[f] = mean([s.get(f) for s in ok])
+        for f in STD_FIELDS:
+            row[f + "_std"] = std([s.get(f) for s in ok])
+        mx = [s.get("max_staleness") for s in ok if s.get("max_staleness") is not None]
+        row["max_staleness"] = max(mx) if mx else None
+        if row["test_acc"] is not None and row["test_acc"] < NEAR_CHANCE and row["status"] == "ok":
+            row["status"] = "ok, near chance"
+        rows.append(row)
+    for row, c in zip(rows, cells):
+        base = next((r for r, b in zip(rows, cells)
+                     if is_baseline(b) and group_of(b) == group_of(c) and r["runs_ok"]), None)
+        row["base_cell"] = base["cell"] if base else None
+        row["acc_delta_vs_base"] = (row["test_acc"] - base["test_acc"]
+                                    if base and None not in (row["test_acc"], base["test_acc"])
+                                    else None)
+        row["time_ratio_vs_base"] = (row["train_s"] / base["train_s"]
+                                     if base and row["train_s"] is not None and base["train_s"]
+                                     else None)
+    return rows
 
 
 def fmt(v):
@@ -225,35 +625,114 @@ def fmt(v):
     return str(v)
 
 
-def write_tables(out_dir, summaries, cfg):
-    with open(os.path.join(out_dir, "summary.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+def pm(m, s, digits):
+    """'m ± s' with the given decimals ('m' alone without a std, '-' without a mean)."""
+    if m is None:
+        return "-"
+    return f"{m:.{digits}f}" if s is None else f"{m:.{digits}f} ± {s:.{digits}f}"
+
+
+def md_row(r):
+    """The Markdown table's cells for one aggregated row (see md_header)."""
+    ttt = pm(r["time_to_target_s"], r["time_to_target_s_std"], 1)
+    if r["test_acc"] is not None and r["target_reached"] < r["runs_ok"]:
+        ttt = ("not reached" if r["target_reached"] == 0
+               else f"{ttt} ({r['target_reached']} of {r['runs_ok']})")
+    delta = r["acc_delta_vs_base"]
+    ratio = r["time_ratio_vs_base"]
+    stale = ("-" if r["max_staleness"] is None or r["consistency"] == "bsp"
+             else f"{r['max_staleness']} / {fmt(r['mean_staleness'])}")
+    return [r["cell"], r["status"], f"{r['runs_ok']}/{r['runs']}",
+            pm(r["test_acc"], r["test_acc_std"], 4),
+            "-" if delta is None else f"{100 * delta:+.2f} pp",
+            ttt, pm(r["train_s"], r["train_s_std"], 1),
+            "-" if ratio is None else f"{ratio:.2f}×",
+            "-" if r["push_ratio"] is None else f"{r['push_ratio']:.4g}",
+            stale, fmt(r["final_loss"]),
+            "-" if r["mean_round_s"] is None else "%.3g" % (1e3 * r["mean_round_s"])]
+
+
+def md_header(target):
+    return ["cell", "status", "runs", "test acc", "Δ acc vs BSP dense",
+            f"time to {target:g} (s)", "train time (s)", "time ÷ BSP dense", "pushed ÷ dense",
+            "staleness max / mean", "final loss", "round (ms)"]
+
+
+def write_csv(path, fields, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
-        for s in summaries:
-            w.writerow({k: ("" if s.get(k) is None else s.get(k)) for k in CSV_FIELDS})
-    cols = ["cell", "status", "rounds", "test_acc", "final_loss", "mean_round_s",
-            "bytes_up_per_round", "bytes_down_per_round", "t_compute_ms", "t_select_ms",
-            "t_comm_ms", "wall_s"]
+        for s in rows:
+            w.writerow({k: ("" if s.get(k) is None else s.get(k)) for k in fields})
+
+
+def write_tables(out_dir, cell_rows, run_summaries, cfg, figures):
+    write_csv(os.path.join(out_dir, "summary.csv"), CELL_FIELDS, cell_rows)
+    write_csv(os.path.join(out_dir, "runs.csv"), RUN_FIELDS, run_summaries)
+    target = float(cfg.get("target_accuracy", DEFAULT_TARGET))
+    head = md_header(target)
     with open(os.path.join(out_dir, "summary.md"), "w") as f:
         f.write(f"# sieve compare: {cfg['name']}\n\n")
-        f.write(f"servers: {cfg.get('servers', 1)}; flags: `{' '.join(flag_words(cfg.get('flags') or {}))}`\n\n")
-        f.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
-        for s in summaries:
-            f.write("| " + " | ".join(fmt(s.get(c)) for c in cols) + " |\n")
-        f.write("\nPlots: accuracy_vs_time.png, accuracy_vs_epoch.png, loss.png, "
-                "bytes_per_round.png, round_breakdown.png, contraction.png, histograms.png.\n")
+        f.write(f"servers: {cfg.get('servers', 1)}; repeats: {cfg.get('repeats', 1)}; "
+                f"flags: `{' '.join(flag_words(cfg.get('flags') or {}))}`\n\n")
+        f.write("| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n")
+        for r in cell_rows:
+            f.write("| " + " | ".join(md_row(r)) + " |\n")
+        f.write(TABLE_NOTES)
+        if figures:
+            f.write("\nPlots: " + ", ".join(figures) + ".\n")
 
 
-def plot(out_dir, cells, summaries):
+TABLE_NOTES = """
+Mean ± sample standard deviation over the runs (seeds) that finished. Test accuracy is rank 0's
+after the last epoch; Δ and ÷ compare with the BSP dense (`bsp-none`) cell of the same workers
+and link. Time to target: wall-clock seconds from the start of training to the first evaluation
+at or above the target. Train time: rank 0's training wall-clock. Pushed ÷ dense: bytes rank 0
+pushed over what dense fp32 pushes would have sent. Staleness (ASP/SSP): the clock lead, in
+rounds, of a worker over the slowest when the server released its reply (max, mean).
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots.
+
+def smooth(ys, window):
+    """Trailing moving average over `window` points (the first points average what exists)."""
+    out, acc = [], 0.0
+    for i, y in enumerate(ys):
+        acc += y
+        if i >= window:
+            acc -= ys[i - window]
+        out.append(acc / min(i + 1, window))
+    return out
+
+
+def compact_png(path):
+    """Rewrites a PNG with an adaptive 256-colour palette (a third of the bytes for plots), when
+    Pillow (python3-pil, a dependency of python3-matplotlib) is there."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    with Image.open(path) as im:
+        small = im.convert("RGB").quantize(colors=256)
+    small.save(path, optimize=True)
+
+
+def plot(out_dir, cells, runs, cell_rows, dpi=100):
+    """Writes the plots that have data into out_dir (removing stale ones that have none there)
+    and returns their file names."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    data = {c["id"]: read_metrics(os.path.join(out_dir, "cells", c["id"], "metrics-0.jsonl"))
-            for c in cells}
+    data = [(r, read_metrics(os.path.join(r["dir"], "metrics-0.jsonl"))) for r in runs]
+    style = cell_styles(cells)
+    written = []
 
     def new(title, xlabel, ylabel):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig, ax = plt.subplots(figsize=(7, 4.2))
         ax.set_title(title)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
@@ -261,39 +740,67 @@ def plot(out_dir, cells, summaries):
         return fig, ax
 
     def save(fig, ax, name):
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, name), dpi=100)
+        path = os.path.join(out_dir, name)
+        if not ax.has_data():
+            plt.close(fig)
+            if os.path.exists(path):
+                os.remove(path)
+            return
+        handles, labels = ax.get_legend_handles_labels()
+        if handles:
+            # Below the axes, in columns: readable for many cells, never over the data.
+            ax.legend(handles, labels, fontsize=7, loc="upper center",
+                      bbox_to_anchor=(0.5, -0.16), ncol=min(3, len(handles)), frameon=False)
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")
         plt.close(fig)
+        written.append(name)
 
-    # Accuracy vs (cumulative round) time and vs epoch.
-    fig_t, ax_t = new("test accuracy vs time", "training time (s, sum of round times)", "test accuracy")
+    labelled = set()
+
+    def label(cid):
+        if cid in labelled:
+            return None
+        labelled.add(cid)
+        return cid
+
+    fig_t, ax_t = new("test accuracy vs wall-clock time", "seconds since training started",
+                      "test accuracy")
     fig_e, ax_e = new("test accuracy vs epoch", "epoch", "test accuracy")
-    fig_l, ax_l = new("training loss", "round", "loss (rank 0)")
+    fig_l, ax_l = new("training loss (rank 0, moving average)", "round", "loss")
     fig_b, ax_b = new("bytes per round (rank 0)", "round", "bytes (up + down)")
-    for cid, rows in data.items():
-        if not rows:
-            continue
-        t, acc_t, acc_e, ep = 0.0, [], [], []
-        for r in rows:
-            t += (r.get("t_compute") or 0) + (r.get("t_select") or 0) + (r.get("t_comm") or 0)
-            if r.get("test_acc") is not None:
-                acc_t.append((t, r["test_acc"]))
-                acc_e.append((r["epoch"] + 1, r["test_acc"]))
-        if acc_t:
-            ax_t.plot(*zip(*acc_t), marker=".", label=cid)
-            ax_e.plot(*zip(*acc_e), marker=".", label=cid)
-        ax_l.plot([r["round"] for r in rows], [r["loss"] for r in rows], label=cid, lw=0.8)
-        ax_b.plot([r["round"] for r in rows],
-                  [(r.get("bytes_up") or 0) + (r.get("bytes_down") or 0) for r in rows],
-                  label=cid, lw=0.8)
-    ax_b.set_yscale("log")
-    if not ax_t.lines:
-        ax_t.text(0.5, 0.5, "no test accuracy recorded (e.g. synthetic model)", ha="center",
-                  transform=ax_t.transAxes)
-        ax_e.text(0.5, 0.5, "no test accuracy recorded (e.g. synthetic model)", ha="center",
-                  transform=ax_e.transAxes)
+    first_epoch = None
+    for kind in ("acc", "loss", "bytes"):
+        labelled.clear()
+        for run, rows in data:
+            cid = run["cell"]["id"]
+            if not rows:
+                continue
+            st = style[cid]
+            if kind == "acc":
+                ts = wall_times(rows)
+                pts = [(t, r["epoch"] + 1, r["test_acc"]) for r, t in zip(rows, ts)
+                       if r.get("test_acc") is not None]
+                if not pts:
+                    continue
+                lab = label(cid)
+                ax_t.plot([p[0] for p in pts], [p[2] for p in pts], marker=".", label=lab, **st)
+                ax_e.plot([p[1] for p in pts], [p[2] for p in pts], marker=".", label=lab, **st)
+                first_epoch = min(first_epoch or pts[0][1], pts[0][1])
+            elif kind == "loss":
+                rounds = [r["round"] for r in rows]
+                losses = [r["loss"] for r in rows]
+                window = max(1, min(200, len(rows) // 40))
+                ax_l.plot(rounds, losses, lw=0.4, alpha=0.15, color=st["color"])
+                ax_l.plot(rounds, smooth(losses, window), lw=1.2, label=label(cid), **st)
+            else:
+                ax_b.plot([r["round"] for r in rows],
+                          [(r.get("bytes_up") or 0) + (r.get("bytes_down") or 0) for r in rows],
+                          lw=0.8, label=label(cid), **st)
+    ax_e.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if first_epoch is not None:
+        ax_e.set_xlim(left=first_epoch - 0.1)
+    if ax_b.has_data():
+        ax_b.set_yscale("log")
     save(fig_t, ax_t, "accuracy_vs_time.png")
     save(fig_e, ax_e, "accuracy_vs_epoch.png")
     save(fig_l, ax_l, "loss.png")
@@ -301,37 +808,65 @@ def plot(out_dir, cells, summaries):
 
     # Round-time breakdown: stacked mean compute / select / comm per cell.
     fig, ax = new("round time breakdown (rank 0, mean)", "", "ms per round")
-    names = [s["cell"] for s in summaries]
-    bottom = [0.0] * len(names)
-    for key, label in (("t_compute_ms", "compute"), ("t_select_ms", "select"), ("t_comm_ms", "comm")):
-        vals = [s.get(key) or 0.0 for s in summaries]
-        ax.bar(range(len(names)), vals, bottom=bottom, label=label)
+    shown = [r for r in cell_rows if r.get("t_compute_ms") is not None]
+    bottom = [0.0] * len(shown)
+    for key, name in (("t_compute_ms", "compute"), ("t_select_ms", "select"),
+                      ("t_comm_ms", "comm")):
+        vals = [r.get(key) or 0.0 for r in shown]
+        if shown:
+            ax.bar(range(len(shown)), vals, bottom=bottom, label=name)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=7)
+    ax.set_xticks(range(len(shown)))
+    ax.set_xticklabels([r["cell"] for r in shown], rotation=30, ha="right", fontsize=7)
     save(fig, ax, "round_breakdown.png")
 
-    # Contraction ratio |r - sel(r)|^2 / |r|^2 against the (1 - k/d) and (1 - k/d)^2 bounds.
-    fig, ax = new("contraction ratio vs round", "round", "contraction")
-    drawn = False
-    for cid, rows in data.items():
+    # Contraction ratio |r - sel(r)|^2 / |r|^2 of the sparse cells, against (1 - k/d) and
+    # (1 - k/d)^2 (dense cells select everything: nothing to draw).
+    fig, ax = new("contraction ratio vs round (sparse cells)", "round", "contraction")
+    labelled.clear()
+    bounds = {}  # the bound curves (one pair per density schedule), drawn once each
+    for run, rows in data:
+        cid = run["cell"]["id"]
         pts = [r for r in rows if r.get("contraction") is not None]
-        if not pts:
+        if run["cell"]["compressor"] == "none" or not pts:
             continue
-        drawn = True
-        line, = ax.plot([r["round"] for r in pts], [r["contraction"] for r in pts], marker=".",
-                        label=cid)
+        ax.plot([r["round"] for r in pts], [r["contraction"] for r in pts], marker=".",
+                markersize=3, label=label(cid), **style[cid])
         if pts[0].get("bound_1") is not None:
-            ax.plot([r["round"] for r in pts], [r["bound_1"] for r in pts], ls="--",
-                    color=line.get_color(), lw=0.8, label=f"{cid} 1-k/d")
-        if pts[0].get("bound_2") is not None:
-            ax.plot([r["round"] for r in pts], [r["bound_2"] for r in pts], ls=":",
-                    color=line.get_color(), lw=0.8, label=f"{cid} (1-k/d)^2")
-    if not drawn:
-        ax.text(0.5, 0.5, "no contraction samples (set contraction_every)", ha="center",
-                transform=ax.transAxes)
+            curve = tuple((r["round"], r["bound_1"]) for r in pts)
+            bounds.setdefault(curve, run["cell"]["density"])
+    for curve, density in bounds.items():
+        suffix = f" (density {density:g})" if len(set(bounds.values())) > 1 else ""
+        xs = [x for x, _ in curve]
+        ax.plot(xs, [b for _, b in curve], ls="--", color="black", lw=0.8,
+                label="1 - k/d" + suffix)
+        ax.plot(xs, [b * b for _, b in curve], ls=":", color="black", lw=0.8,
+                label="(1 - k/d)²" + suffix)
     save(fig, ax, "contraction.png")
-    plot_histograms(plt, out_dir, data)
+    # Histograms of each cell's first run only (the other seeds look alike).
+    firsts = {}
+    for run, rows in data:
+        firsts.setdefault(run["cell"]["id"], (run["id"], rows))
+    if plot_histograms(plt, out_dir, dict(firsts.values()), dpi):
+        written.append("histograms.png")
+    return written
+
+
+def cell_styles(cells):
+    """cell id -> matplotlib style: one colour per (compressor, density, workers, link), one
+    line style per consistency, so BSP/ASP pairs of the same compressor read together."""
+    import matplotlib
+    colours = matplotlib.colormaps["tab10"].colors
+    dashes = {"bsp": "-", "ssp": "-.", "asp": "--"}
+    keys = []
+    out = {}
+    for c in cells:
+        k = (c["compressor"], c["density"], c["workers"], c["link"])
+        if k not in keys:
+            keys.append(k)
+        out[c["id"]] = {"color": colours[keys.index(k) % len(colours)],
+                        "ls": dashes.get(c["consistency"], ":")}
+    return out
 
 
 def normal_cdf(z):
@@ -339,12 +874,12 @@ def normal_cdf(z):
 
 
 def histogram_panels(data):
-    """[(cell, round, width, counts)] of every metrics row that carries a histogram."""
+    """[(run, round, width, counts)] of every metrics row that carries a histogram."""
     panels = []
-    for cid, rows in data.items():
+    for rid, rows in data.items():
         for r in rows:
             if r.get("hist"):
-                panels.append((cid, r["round"], float(r["hist_width"]), r["hist"]))
+                panels.append((rid, r["round"], float(r["hist_width"]), r["hist"]))
     return panels
 
 
@@ -362,24 +897,22 @@ def binned_excess_kurtosis(width, counts):
     return m4 / (m2 * m2) - 3.0 if m2 > 0 else float("nan")
 
 
-def plot_histograms(plt, out_dir, data):
-    """histograms.png: one panel per (cell, round), counts per 0.25-sigma bin (log scale) against
-    the fitted normal's expected counts n * (Phi(z_hi) - Phi(z_lo))."""
+def plot_histograms(plt, out_dir, data, dpi):
+    """histograms.png: one panel per (run, round), counts per 0.25-sigma bin (log scale) against
+    the fitted normal's expected counts n * (Phi(z_hi) - Phi(z_lo)). False (and no file) when
+    no run has histograms."""
+    path = os.path.join(out_dir, "histograms.png")
     panels = histogram_panels(data)
     if not panels:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        ax.text(0.5, 0.5, "no residual histograms (set histogram_rounds)", ha="center",
-                transform=ax.transAxes)
-        ax.set_axis_off()
-        fig.savefig(os.path.join(out_dir, "histograms.png"), dpi=100)
-        plt.close(fig)
-        return
+        if os.path.exists(path):
+            os.remove(path)
+        return False
     cols = min(3, len(panels))
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_axis_off()
-    for ax, (cid, rnd, width, counts) in zip(axes.flat, panels):
+    for ax, (rid, rnd, width, counts) in zip(axes.flat, panels):
         bins = len(counts)
         n = sum(counts)
         edges = [(i - bins / 2) * width for i in range(bins + 1)]
@@ -391,15 +924,18 @@ def plot_histograms(plt, out_dir, data):
         ax.plot(centres, expected, color="tab:red", lw=1.2, label="fitted normal")
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.5)
-        ax.set_title(f"{cid}\nround {rnd}, excess kurtosis {binned_excess_kurtosis(width, counts):+.2f}",
-                     fontsize=8)
+        ax.set_title(f"{rid}\nround {rnd}, excess kurtosis "
+                     f"{binned_excess_kurtosis(width, counts):+.2f}", fontsize=8)
         ax.set_xlabel("(r - mean) / sigma", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "histograms.png"), dpi=100)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
+    return True
 
+
+# ---------------------------------------------------------------------------------------------
 
 def main():
     p = argparse.ArgumentParser(prog="sieve compare", description=__doc__,
@@ -408,44 +944,80 @@ def main():
     p.add_argument("--out", help="output directory (default results/<name>)")
     p.add_argument("--build", default=os.environ.get("SIEVE_BUILD_DIR", "build"),
                    help="build tree with deploy/sieve and the daemons")
-    p.add_argument("--force", action="store_true", help="rerun finished cells")
-    p.add_argument("--plots_only", action="store_true", help="only rebuild tables and plots")
-    p.add_argument("--dry_run", action="store_true", help="list the cells and exit")
+    p.add_argument("--force", action="store_true", help="rerun finished runs")
+    p.add_argument("--plots_only", action="store_true",
+                   help="only rebuild tables and plots from the runs whose key is unchanged")
+    p.add_argument("--dry_run", action="store_true",
+                   help="check every cell's flags against the daemons, list the runs, exit")
+    p.add_argument("--figures_out", help="also write compact copies of the plots here")
+    p.add_argument("--progress_every", type=float, default=5.0,
+                   help="seconds between progress lines of a running cell (default 5)")
     a = p.parse_args()
+    if a.progress_every <= 0:
+        fail("--progress_every must be > 0")
     cfg = load_config(a.config)
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out_dir = a.out or os.path.join("results", str(cfg["name"]))
+    build = os.path.abspath(a.build)
     cells = cells_of(cfg)
+    runs = runs_of(cfg, cells)
+    for r in runs:
+        r["dir"] = os.path.join(out_dir, "cells", r["id"])
+    check_flags(cfg, runs, out_dir, build)
     if a.dry_run:
-        for c in cells:
-            print(c["id"])
+        for r in runs:
+            print(r["id"])
+        print(f"sieve compare: {len(runs)} runs; every flag is defined by the daemons",
+              file=sys.stderr)
         return 0
     os.makedirs(os.path.join(out_dir, "cells"), exist_ok=True)
-    build = os.path.abspath(a.build)
+    target = float(cfg.get("target_accuracy", DEFAULT_TARGET))
+    epochs = (cfg.get("flags") or {}).get("epochs")
+    programs = {}
     summaries, failed = [], 0
-    for c in cells:
-        cell_dir = os.path.join(out_dir, "cells", c["id"])
-        done = os.path.join(cell_dir, "cell.json")
-        if os.path.exists(done) and not a.force:
-            print(f"sieve compare: {c['id']} finished before, skipped", flush=True)
-            with open(done) as f:
+    for i, r in enumerate(runs):
+        cell_dir = r["dir"]
+        netns = not is_local(r["cell"]["link"])
+        if netns not in programs:
+            programs[netns] = program_ids(build, repo, netns)
+        inputs = key_inputs(cfg, r, cell_dir, programs[netns])
+        label = f"[{i + 1}/{len(runs)}] {r['id']}"
+        ok, why = reusable(cell_dir, inputs)
+        if ok and not a.force:
+            print(f"sieve compare: {label}: unchanged since it finished, reused", flush=True)
+            with open(os.path.join(cell_dir, "cell.json")) as f:
                 summaries.append(json.load(f))
             continue
         if a.plots_only:
+            if why:
+                print(f"sieve compare: {label}: left out ({why})", flush=True)
             continue
-        rc, wall = run_cell(cfg, c, cell_dir, build, repo)
-        s = summarize(c, cell_dir, rc, wall)
+        if why and not a.force:
+            print(f"sieve compare: {label}: rerunning, {why}", flush=True)
+        rc, wall = run_one(run_command(cfg, r, cell_dir, build, repo), cell_dir, label,
+                           float(cfg.get("timeout", 3600)), epochs, a.progress_every)
+        s = summarize(r, cell_dir, rc, wall, target)
         summaries.append(s)
+        print(f"sieve compare: {label}: " + (
+            f"done in {wall:.1f} s, test_acc {fmt(s['test_acc'])}" if rc == 0 else
+            f"failed (exit {rc}); see {cell_dir}/log.txt"),
+            file=sys.stdout if rc == 0 else sys.stderr, flush=True)
         if rc == 0:
-            with open(done, "w") as f:
+            write_key(cell_dir, inputs)
+            with open(os.path.join(cell_dir, "cell.json"), "w") as f:
                 json.dump(s, f, indent=1)
         else:
             failed += 1
-            print(f"sieve compare: {c['id']} failed (exit {rc}); see {cell_dir}/log.txt",
-                  file=sys.stderr, flush=True)
-    write_tables(out_dir, summaries, cfg)
-    plot(out_dir, cells, summaries)
-    print(f"sieve compare: {len(summaries)} cells; wrote {out_dir}/summary.csv, summary.md, *.png")
+    cell_rows = aggregate(cells, summaries, target)
+    done = [r for r in runs if any(s["run"] == r["id"] for s in summaries)]
+    figures = plot(out_dir, cells, done, cell_rows)
+    write_tables(out_dir, cell_rows, summaries, cfg, figures)
+    if a.figures_out:
+        os.makedirs(a.figures_out, exist_ok=True)
+        for name in plot(a.figures_out, cells, done, cell_rows, dpi=72):
+            compact_png(os.path.join(a.figures_out, name))
+    print(f"sieve compare: {len(cells)} cells, {len(summaries)} runs; wrote {out_dir}/summary.csv, "
+          f"runs.csv, summary.md" + (", " + ", ".join(figures) if figures else ""))
     return 1 if failed else 0
 
 

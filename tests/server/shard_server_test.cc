@@ -663,6 +663,9 @@ TEST(ServerShardTest, SspHoldsWorkersAheadOfTheBound) {
   std::set<int> got = {out[0].worker, out[1].worker};
   EXPECT_EQ(got, (std::set<int>{0, 1}));
   EXPECT_LE(s->stats().max_staleness, 1);
+  // Leads of the released replies: 1 (first push), then 1 (worker 0) and 0 (worker 1).
+  EXPECT_EQ(s->stats().released_replies, 3u);
+  EXPECT_EQ(s->stats().staleness_sum, 2u);
   out.clear();
   s->OnPush(0, 2, idx, val, false, &out);  // clock 3 vs 1: held until worker 1 dies
   EXPECT_TRUE(out.empty());

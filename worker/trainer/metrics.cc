@@ -64,6 +64,7 @@ std::string FormatMetricsJson(const RoundMetrics& m) {
   Field(&out, "t_compute", m.t_compute);
   Field(&out, "t_select", m.t_select);
   Field(&out, "t_comm", m.t_comm);
+  Field(&out, "t_wall", m.t_wall);
   if (m.has_contraction) {
     Field(&out, "contraction", m.contraction);
     Field(&out, "bound_1", m.bound_1);

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Unit tests of deploy/local/compare_command.py's pure parts (no daemons): the table's
+aggregation (mean ± sample std, time to target, deltas against the BSP dense cell, staleness)
+against hand-computed values, the cache key, the config check and the flag check.
+Exit 77 (skipped) when python3-yaml is missing (scripts/setup installs it)."""
+import contextlib
+import importlib.util
+import io
+import math
+import os
+import sys
+import tempfile
+import unittest
+
+try:
+    import yaml  # noqa: F401  (compare_command imports it)
+except ImportError:
+    print("SKIPPED: python3-yaml missing (run scripts/setup)")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = importlib.util.spec_from_file_location(
+    "compare_command", os.path.join(HERE, "..", "..", "deploy", "local", "compare_command.py"))
+cc = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(cc)
+
+
+def cell(consistency, compressor, workers=4, link="local"):
+    c = {"consistency": consistency, "compressor": compressor,
+         "density": 1.0 if compressor == "none" else 0.001, "workers": workers, "link": link}
+    c["id"] = "%s-%s-d%s-w%d-%s" % (consistency, compressor, cc.fmt_density(c["density"]),
+                                   workers, link)
+    return c
+
+
+def run_summary(c, seed, status="ok", **values):
+    s = {k: c[k] for k in cc.GRID_KEYS}
+    s.update({"run": f"{c['id']}-seed{seed}", "cell": c["id"], "seed": seed, "status": status})
+    s.update(values)
+    return s
+
+
+def touch(path):
+    with open(path, "w") as f:
+        f.write("{}")
+
+
+def exit_code_and_stderr(fn, *args):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            fn(*args)
+        except SystemExit as e:
+            return e.code, err.getvalue()
+    return None, err.getvalue()
+
+
+class AggregateTest(unittest.TestCase):
+    def setUp(self):
+        self.dense = cell("bsp", "none")
+        self.asp = cell("asp", "topk")
+        self.other = cell("bsp", "none", workers=2)  # another group: not asp's baseline
+        self.runs = [
+            run_summary(self.dense, 1, test_acc=0.80, train_s=10.0, time_to_target_s=None),
+            run_summary(self.dense, 2, test_acc=0.84, train_s=14.0, time_to_target_s=None),
+            run_summary(self.asp, 1, test_acc=0.85, train_s=6.0, time_to_target_s=4.0,
+                        max_staleness=3, mean_staleness=0.5),
+            run_summary(self.asp, 2, test_acc=0.87, train_s=6.0, time_to_target_s=5.0,
+                        max_staleness=5, mean_staleness=0.7),
+            run_summary(self.asp, 3, test_acc=0.83, train_s=9.0, time_to_target_s=None,
+                        max_staleness=2, mean_staleness=0.9),
+            run_summary(self.asp, 4, status="failed(1)", test_acc=0.10, train_s=1.0),
+            run_summary(self.other, 1, test_acc=0.50, train_s=1.0),
+        ]
+        self.rows = {r["cell"]: r for r in cc.aggregate([self.dense, self.asp, self.other],
+                                                        self.runs, 0.85)}
+
+    def test_mean_and_sample_std_over_finished_runs(self):
+        d = self.rows[self.dense["id"]]
+        self.assertEqual((d["runs"], d["runs_ok"], d["status"]), (2, 2, "ok"))
+        self.assertAlmostEqual(d["test_acc"], 0.82)
+        self.assertAlmostEqual(d["test_acc_std"], math.sqrt(2 * 0.02 ** 2 / 1))
+        self.assertAlmostEqual(d["train_s"], 12.0)
+        self.assertAlmostEqual(d["train_s_std"], math.sqrt(8.0))
+        a = self.rows[self.asp["id"]]  # the failed run counts in runs, not in the means
+        self.assertEqual((a["runs"], a["runs_ok"], a["status"]), (4, 3, "failed(1 of 4)"))
+        self.assertAlmostEqual(a["test_acc"], 0.85)
+        self.assertAlmostEqual(a["test_acc_std"], 0.02)
+        self.assertAlmostEqual(a["train_s"], 7.0)
+        self.assertAlmostEqual(a["train_s_std"], math.sqrt(3.0))
+
+    def test_time_to_target_over_the_runs_that_reached_it(self):
+        a = self.rows[self.asp["id"]]
+        self.assertEqual(a["target_reached"], 2)
+        self.assertAlmostEqual(a["time_to_target_s"], 4.5)
+        self.assertAlmostEqual(a["time_to_target_s_std"], math.sqrt(0.5))
+        md = cc.md_row(a)
+        self.assertEqual(md[5], "4.5 ± 0.7 (2 of 3)")
+        self.assertEqual(cc.md_row(self.rows[self.dense["id"]])[5], "not reached")
+
+    def test_deltas_against_the_bsp_dense_cell_of_the_same_group(self):
+        a = self.rows[self.asp["id"]]
+        self.assertEqual(a["base_cell"], self.dense["id"])
+        self.assertAlmostEqual(a["acc_delta_vs_base"], 0.03)
+        self.assertAlmostEqual(a["time_ratio_vs_base"], 7.0 / 12.0)
+        md = cc.md_row(a)
+        self.assertEqual(md[3], "0.8500 ± 0.0200")
+        self.assertEqual(md[4], "+3.00 pp")
+        self.assertEqual(md[7], "0.58×")
+        self.assertEqual(self.rows[self.other["id"]]["base_cell"], self.other["id"])
+
+    def test_staleness_max_of_maxima_mean_of_means(self):
+        a = self.rows[self.asp["id"]]
+        self.assertEqual(a["max_staleness"], 5)
+        self.assertAlmostEqual(a["mean_staleness"], 0.7)
+        self.assertEqual(cc.md_row(a)[9], "5 / 0.7")
+        self.assertEqual(cc.md_row(self.rows[self.dense["id"]])[9], "-")
+
+    def test_near_chance_is_flagged(self):
+        c = cell("bsp", "topk")
+        rows = cc.aggregate([c], [run_summary(c, 1, test_acc=0.11)], 0.85)
+        self.assertEqual(rows[0]["status"], "ok, near chance")
+
+
+class MetricsTest(unittest.TestCase):
+    ROWS = [
+        {"round": 0, "epoch": 0, "loss": 2.0, "t_compute": 1, "t_select": 0, "t_comm": 1},
+        {"round": 9, "epoch": 0, "loss": 1.0, "test_acc": 0.70, "t_wall": 5.0},
+        {"round": 19, "epoch": 1, "loss": 0.5, "test_acc": 0.86, "t_wall": 11.0},
+        {"round": 29, "epoch": 2, "loss": 0.4, "test_acc": 0.90, "t_wall": 16.0},
+    ]
+
+    def test_time_to_target_is_the_first_evaluation_at_or_above_it(self):
+        self.assertEqual(cc.time_to_target(self.ROWS, 0.85), 11.0)
+        self.assertEqual(cc.time_to_target(self.ROWS, 0.86), 11.0)
+        self.assertEqual(cc.time_to_target(self.ROWS, 0.70), 5.0)
+        self.assertIsNone(cc.time_to_target(self.ROWS, 0.95))
+
+    def test_wall_times_fall_back_to_summed_round_times(self):
+        old = [{"t_compute": 1.0, "t_select": 0.5, "t_comm": 0.5}, {"t_compute": 2.0}]
+        self.assertEqual(cc.wall_times(old), [2.0, 4.0])
+        self.assertEqual(cc.wall_times(self.ROWS)[1:], [5.0, 11.0, 16.0])
+
+    def test_staleness_from_server_summaries(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "log.txt"), "w") as f:
+                f.write("[server 0] sieve-server summary: rank=0 lo=0 hi=5 max_staleness=3 "
+                        "staleness_sum=10 released=20 pushed_sum=1\n"
+                        "[worker 0] sieve-worker summary: rank=0 rounds=30 seconds=16.5\n"
+                        "[server 1] sieve-server summary: rank=1 lo=5 hi=9 max_staleness=5 "
+                        "staleness_sum=30 released=20 pushed_sum=1\n")
+            servers = cc.log_summaries(d, "sieve-server")
+            self.assertEqual(sorted(servers), ["0", "1"])
+            self.assertEqual(cc.staleness(servers), (5, 1.0))
+            self.assertEqual(cc.log_summaries(d, "sieve-worker")["0"]["seconds"], "16.5")
+        self.assertEqual(cc.staleness({"0": {"max_staleness": "0"}}), (0, None))
+
+    def test_smoothing_is_a_trailing_moving_average(self):
+        self.assertEqual(cc.smooth([1.0, 2.0, 3.0, 4.0], 2), [1.0, 1.5, 2.5, 3.5])
+        self.assertEqual(cc.smooth([1.0, 3.0], 1), [1.0, 3.0])
+
+    def test_metrics_tail_reads_only_complete_new_lines(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "metrics-0.jsonl")
+            tail = cc.MetricsTail(path)
+            tail.poll()  # no file yet
+            self.assertIsNone(tail.last)
+            with open(path, "w") as f:
+                f.write('{"round": 0, "epoch": 0, "loss": 2.0, "test_acc": 0.5}\n{"round": 1,')
+            tail.poll()
+            self.assertEqual((tail.last["round"], tail.last_acc), (0, 0.5))
+            with open(path, "a") as f:
+                f.write(' "epoch": 0, "loss": 1.5, "test_acc": null}\n')
+            tail.poll()
+            self.assertEqual((tail.last["round"], tail.last["loss"], tail.last_acc), (1, 1.5, 0.5))
+
+    def test_progress_line(self):
+        self.assertEqual(cc.progress_line("[1/2] x", None, None, 3, 4.2),
+                         "sieve compare: [1/2] x: starting (4 s)")
+        self.assertEqual(cc.progress_line("[1/2] x", self.ROWS[2], 0.86, 3, 12.0),
+                         "sieve compare: [1/2] x: epoch 2/3, round 20, loss 0.5, "
+                         "test_acc 0.8600 (12 s)")
+
+
+class CacheKeyTest(unittest.TestCase):
+    CFG = {"name": "t", "servers": 1, "flags": {"model": "synthetic", "epochs": 2, "lr": 0.1}}
+    PROGRAMS = {"sieve": "a", "sieve-worker": "b"}
+
+    def inputs(self, cfg, programs=None, cell_dir="/x/cells/c"):
+        run = cc.runs_of(cfg, [cell("bsp", "topk")])[0]
+        return cc.key_inputs(cfg, run, cell_dir, programs or self.PROGRAMS)
+
+    def finished(self, d, inputs):
+        cc.write_key(d, inputs)
+        touch(os.path.join(d, "cell.json"))
+
+    def test_unchanged_run_is_reused_anywhere(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.finished(d, self.inputs(self.CFG))
+            self.assertEqual(cc.reusable(d, self.inputs(self.CFG, cell_dir="/moved/c")),
+                             (True, None))
+
+    def test_changed_flag_reruns_and_says_what_changed(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.finished(d, self.inputs(self.CFG))
+            cfg = dict(self.CFG, flags={"model": "synthetic", "epochs": 1, "lr": 0.05})
+            ok, why = cc.reusable(d, self.inputs(cfg))
+            self.assertFalse(ok)
+            self.assertEqual(why, "changed: --epochs 2 -> 1; --lr 0.1 -> 0.05")
+
+    def test_other_grid_settings_rebuilt_programs_and_repeats_change_the_key(self):
+        base = cc.cache_key(self.inputs(self.CFG))
+        self.assertNotEqual(base, cc.cache_key(self.inputs(dict(self.CFG, servers=2))))
+        self.assertNotEqual(base, cc.cache_key(self.inputs(dict(self.CFG, contraction_every=5))))
+        rebuilt = self.inputs(self.CFG, programs={"sieve": "a", "sieve-worker": "c"})
+        self.assertNotEqual(base, cc.cache_key(rebuilt))
+        self.assertEqual(cc.key_changes(self.inputs(self.CFG), rebuilt), ["rebuilt sieve-worker"])
+        seeded = cc.runs_of(dict(self.CFG, repeats=2), [cell("bsp", "topk")])
+        self.assertEqual([r["seed"] for r in seeded], [1, 2])
+        self.assertEqual(seeded[1]["id"], "bsp-topk-d0.001-w4-local-seed2")
+
+    def test_unfinished_or_keyless_runs_rerun(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(cc.reusable(d, self.inputs(self.CFG)), (False, None))
+            touch(os.path.join(d, "cell.json"))
+            ok, why = cc.reusable(d, self.inputs(self.CFG))
+            self.assertFalse(ok)
+            self.assertIn("no cache key", why)
+
+
+class ConfigAndFlagCheckTest(unittest.TestCase):
+    def test_unknown_top_level_key_exits_2_and_suggests(self):
+        code, err = exit_code_and_stderr(cc.check_config, {"name": "x", "repeat": 3}, "g.yaml")
+        self.assertEqual(code, 2)
+        self.assertIn("unknown key 'repeat'", err)
+        self.assertIn("did you mean 'repeats'", err)
+
+    def test_bad_values_exit_2(self):
+        for bad in ({"repeats": 0}, {"target_accuracy": 1.5}, {"grid": {"worker": [2]}}):
+            code, _ = exit_code_and_stderr(cc.check_config, dict({"name": "x"}, **bad), "g")
+            self.assertEqual(code, 2, bad)
+        self.assertEqual(cc.check_config({"name": "x", "repeats": 3}, "g")["repeats"], 3)
+
+    def test_helpxml_parse(self):
+        xml = ("<?xml version=\"1.0\"?><AllFlags><program>sieve-worker</program>"
+               "<flag><file>a.cc</file><name>epochs</name><meaning>m</meaning>"
+               "<default>10</default><current>10</current><type>int32</type></flag>"
+               "<flag><file>a.cc</file><name>lr</name><meaning>m</meaning>"
+               "<default>0.1</default><current>0.1</current><type>double</type></flag>"
+               "</AllFlags>")
+        self.assertEqual(cc.parse_helpxml(xml), {"epochs": "int32", "lr": "double"})
+
+    def test_flags_no_daemon_defines_or_of_the_wrong_type(self):
+        known = {"sieve-server": {"density": "double", "seed": "uint64"},
+                 "sieve-worker": {"density": "double", "epochs": "int32", "ef": "bool"}}
+        ok = {"density": 0.1, "epochs": 3, "ef": True, "seed": 2}
+        self.assertEqual(cc.flag_errors("c1", ok, known), [])
+        errors = cc.flag_errors("c1", {"desnity": 0.1, "epochs": "two", "seed": -1, "ef": "maybe"},
+                                known)
+        self.assertEqual(errors, [
+            "cell c1: flag --desnity is not defined by any daemon (sieve-server, sieve-worker)"
+            " (did you mean 'density'?)",
+            "cell c1: --epochs=two is not a valid int32 (for sieve-worker)",
+            "cell c1: --seed=-1 is not a valid uint64 (for sieve-server)",
+            "cell c1: --ef=maybe is not a valid bool (for sieve-worker)"])
+
+
+if __name__ == "__main__":
+    unittest.main()
