@@ -31,9 +31,10 @@ Launcher flags:
   --stop_timeout_ms=N      SIGTERM to SIGKILL interval when stopping (default 5000)
   --max_restarts=N         restart a server or worker that dies abnormally (non-zero exit or
                            signal) while the scheduler runs, at most N times in all (default
-                           0: the job stops). A server restarts under its --rank (and restores
-                           its checkpoint with --checkpoint_dir); a worker restarts under its
-                           --rank and rejoins the running job. The scheduler is not restarted.
+                           0: the job stops). A server restarts under its --rank when it has
+                           --checkpoint_dir (it restores its shard from there; without one the
+                           job stops); a worker restarts under its --rank and rejoins the
+                           running job. The scheduler is not restarted.
   --progress=MODE          the job's progress: auto (a live line when stdout is a terminal,
                            else a line every 10 s), live (or bar), lines (or log), off
                            (default auto). The workers' own --progress is reachable after --

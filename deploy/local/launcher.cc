@@ -175,6 +175,18 @@ int StopAndExit(Supervisor& sup, const LaunchOptions& o, int failure_code) {
 
 bool Failed(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
 
+// Whether a server with command line `argv` restores its shard when restarted: its last
+// --checkpoint_dir is not empty, or a flag file may set it (then the server decides).
+bool ServerCanRestore(const std::vector<std::string>& argv) {
+  constexpr std::string_view kDir = "--checkpoint_dir=";
+  bool dir = false;
+  for (const std::string& a : argv) {
+    if (a.starts_with("--flagfile")) return true;
+    if (a.starts_with(kDir)) dir = a.size() > kDir.size();
+  }
+  return dir;
+}
+
 }  // namespace
 
 int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
@@ -299,9 +311,14 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
         if (o.max_restarts > 0) say.Say("the scheduler cannot be restarted; the job is lost");
         return StopAndExit(sup, o, kExitFailure);
       }
-      if (!sup.running(0) || restarts >= o.max_restarts) {
+      // A server without a checkpoint would come back without its shard: the job cannot go on.
+      const bool lost_shard = worker_rank.count(i) == 0 && !ServerCanRestore(sup.spec(i).argv);
+      if (!sup.running(0) || restarts >= o.max_restarts || lost_shard) {
         report_failure(i);
-        if (o.max_restarts > 0 && sup.running(0)) {
+        if (o.max_restarts > restarts && sup.running(0) && lost_shard) {
+          say.Say(sup.name(i) +
+                  " is not restarted: it has no --checkpoint_dir to restore its shard from");
+        } else if (o.max_restarts > 0 && sup.running(0)) {
           say.Say("no restarts left (" + std::to_string(o.max_restarts) + " used)");
         }
         return StopAndExit(sup, o, kExitFailure);

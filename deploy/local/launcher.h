@@ -13,9 +13,10 @@
 // 4. Exit 0 once every process has exited 0. If a server or worker exits non-zero or by a
 //    signal while the scheduler runs and fewer than max_restarts restarts were made in this job,
 //    print "restarting worker 1 (killed by signal 9 (Killed)), restart 1 of 3" and start it
-//    again with the same command line (same --rank: a server restores its checkpoint when it has
-//    --checkpoint_dir, a worker rejoins the running job). Otherwise a failed process stops all
-//    others (SIGTERM, then SIGKILL after stop_timeout): print which one failed and how, exit 1.
+//    again with the same command line (same --rank: a server restores its checkpoint, and is not
+//    restarted without --checkpoint_dir; a worker rejoins the running job). Otherwise a failed
+//    process stops all others (SIGTERM, then SIGKILL after stop_timeout): print which one failed
+//    and how, exit 1.
 //    The scheduler is never restarted. If the scheduler exits 0 and others are still running
 //    after finish_grace, stop them and exit 1. SIGINT/SIGTERM/SIGHUP to the launcher stops
 //    everyone and exits 128 + signal. Every child dies with the launcher (child_process.h).

@@ -162,7 +162,8 @@ TEST_F(LauncherIntegration, WithoutRestartsTheSameFailureStopsTheJob) {
 }
 
 TEST_F(LauncherIntegration, RestartsAreBoundedPerJob) {
-  RunResult r = Launch({"--num_servers=2", "--num_workers=2", "--max_restarts=2"},
+  RunResult r = Launch({"--num_servers=2", "--num_workers=2", "--max_restarts=2", "--",
+                        "--checkpoint_dir=" + (root_ / "ckpt").string()},
                        {"STANDIN_FAIL=server-1:exit:3", "STANDIN_SCHEDULER_WAITS=1",
                         "STANDIN_HANG=server-0,worker-0,worker-1"});
   ASSERT_FALSE(r.timed_out) << r.output;
@@ -171,6 +172,21 @@ TEST_F(LauncherIntegration, RestartsAreBoundedPerJob) {
       << r.output;
   EXPECT_NE(r.output.find("restart 2 of 2\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no restarts left (2 used)"), std::string::npos) << r.output;
+  ExpectNoStandinAlive();
+}
+
+// A server comes back with its shard only from a checkpoint: without --checkpoint_dir the job
+// cannot go on, so the launcher stops it instead of spending a restart.
+TEST_F(LauncherIntegration, ServerWithoutCheckpointDirIsNotRestarted) {
+  RunResult r = Launch({"--num_servers=2", "--num_workers=2", "--max_restarts=3"},
+                       {"STANDIN_FAIL=server-1:signal:9", "STANDIN_SCHEDULER_WAITS=1",
+                        "STANDIN_HANG=server-0,worker-0,worker-1"});
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(ExitCode(r), 1) << r.output;
+  EXPECT_EQ(r.output.find("restarting"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("server 1 is not restarted: it has no --checkpoint_dir"),
+            std::string::npos)
+      << r.output;
   ExpectNoStandinAlive();
 }
 

@@ -43,8 +43,9 @@ std::vector<FlagDef> FlagsOf(const std::string& role) {
     own = {{"port", "int32"},       {"num_workers", "int32"}, {"num_servers", "int32"},
            {"num_params", "int64"}, {"sched_only", "string"}, {"heartbeat_interval_ms", "int32"}};
   } else if (role == "server") {
-    own = {{"scheduler", "string"}, {"rank", "int32"}, {"consistency", "string"},
-           {"num_params", "int64"}, {"fast", "bool"},  {"shared", "string"}};
+    own = {{"scheduler", "string"},     {"rank", "int32"}, {"consistency", "string"},
+           {"num_params", "int64"},     {"fast", "bool"},  {"shared", "string"},
+           {"checkpoint_dir", "string"}};
   } else {
     own = {{"scheduler", "string"}, {"rank", "int32"}, {"lr", "double"},
            {"num_params", "int64"}, {"fast", "bool"},  {"shared", "string"}};
