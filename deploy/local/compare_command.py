@@ -40,13 +40,13 @@ loss, test accuracy so far) is printed every --progress_every seconds (default 5
 
 Outputs: summary.csv (one row per cell: means, sample stds, deltas against the BSP dense cell of
 the same workers and link), runs.csv (one row per run), summary.md, and the plots that have data:
-accuracy_vs_time.png (wall-clock since training started), accuracy_vs_epoch.png, loss.png
-(smoothed), bytes_per_round.png, round_breakdown.png, contraction.png (sparse cells with
-contraction samples; with the (1 - k/d) and (1 - k/d)^2 bounds), histograms.png (cells with
-histogram_rounds: rank 0's error-feedback residual of each cell's first run in 0.25-sigma bins
-at each chosen round, log scale, against the normal distribution fitted by mean and sigma, with
-the excess kurtosis estimated from the bins). --figures_out=DIR also writes compact copies of the
-plots to DIR (for docs/).
+accuracy_vs_time.png (wall-clock since training started) and accuracy_vs_epoch.png (with
+repeats: each seed faint, their mean bold), loss.png (smoothed), bytes_per_round.png,
+round_breakdown.png, contraction.png (sparse cells with contraction samples; with the (1 - k/d)
+and (1 - k/d)^2 bounds), histograms.png (cells with histogram_rounds: rank 0's error-feedback
+residual of each cell's first run in 0.25-sigma bins at each chosen round, log scale, against
+the normal distribution fitted by mean and sigma, with the excess kurtosis estimated from the
+bins). --figures_out=DIR also writes compact copies of the plots to DIR (for docs/).
 """
 import argparse
 import csv
@@ -707,6 +707,19 @@ def smooth(ys, window):
     return out
 
 
+def accuracy_points(rows):
+    """[(wall-clock s, epoch counted from 1, test accuracy)] of a run's evaluations."""
+    return [(t, r["epoch"] + 1, r["test_acc"]) for r, t in zip(rows, wall_times(rows))
+            if r.get("test_acc") is not None]
+
+
+def mean_curve(curves):
+    """Pointwise mean of equally indexed points over the curves (as long as the shortest)."""
+    n = min((len(c) for c in curves), default=0)
+    return [tuple(sum(c[i][j] for c in curves) / len(curves) for j in range(len(curves[0][0])))
+            for i in range(n)]
+
+
 def compact_png(path):
     """Rewrites a PNG with an adaptive 256-colour palette (a third of the bytes for plots), when
     Pillow (python3-pil, a dependency of python3-matplotlib) is there."""
@@ -728,6 +741,9 @@ def plot(out_dir, cells, runs, cell_rows, dpi=100):
     from matplotlib.ticker import MaxNLocator
 
     data = [(r, read_metrics(os.path.join(r["dir"], "metrics-0.jsonl"))) for r in runs]
+    seeds = {}  # cell id -> the metrics rows of each of its runs
+    for run, rows in data:
+        seeds.setdefault(run["cell"]["id"], []).append(rows)
     style = cell_styles(cells)
     written = []
 
@@ -739,7 +755,7 @@ def plot(out_dir, cells, runs, cell_rows, dpi=100):
         ax.grid(alpha=0.3)
         return fig, ax
 
-    def save(fig, ax, name):
+    def save(fig, ax, name, legend_inside=False):
         path = os.path.join(out_dir, name)
         if not ax.has_data():
             plt.close(fig)
@@ -747,7 +763,9 @@ def plot(out_dir, cells, runs, cell_rows, dpi=100):
                 os.remove(path)
             return
         handles, labels = ax.get_legend_handles_labels()
-        if handles:
+        if handles and legend_inside:
+            ax.legend(handles, labels, fontsize=7)
+        elif handles:
             # Below the axes, in columns: readable for many cells, never over the data.
             ax.legend(handles, labels, fontsize=7, loc="upper center",
                       bbox_to_anchor=(0.5, -0.16), ncol=min(3, len(handles)), frameon=False)
@@ -777,14 +795,14 @@ def plot(out_dir, cells, runs, cell_rows, dpi=100):
                 continue
             st = style[cid]
             if kind == "acc":
-                ts = wall_times(rows)
-                pts = [(t, r["epoch"] + 1, r["test_acc"]) for r, t in zip(rows, ts)
-                       if r.get("test_acc") is not None]
+                pts = accuracy_points(rows)
                 if not pts:
                     continue
-                lab = label(cid)
-                ax_t.plot([p[0] for p in pts], [p[2] for p in pts], marker=".", label=lab, **st)
-                ax_e.plot([p[1] for p in pts], [p[2] for p in pts], marker=".", label=lab, **st)
+                # One seed alone: a plain line; several: each faint, their mean drawn below.
+                faint = {"alpha": 0.3, "lw": 0.8} if len(seeds[cid]) > 1 else {
+                    "marker": ".", "label": label(cid)}
+                ax_t.plot([p[0] for p in pts], [p[2] for p in pts], **faint, **st)
+                ax_e.plot([p[1] for p in pts], [p[2] for p in pts], **faint, **st)
                 first_epoch = min(first_epoch or pts[0][1], pts[0][1])
             elif kind == "loss":
                 rounds = [r["round"] for r in rows]
@@ -796,6 +814,16 @@ def plot(out_dir, cells, runs, cell_rows, dpi=100):
                 ax_b.plot([r["round"] for r in rows],
                           [(r.get("bytes_up") or 0) + (r.get("bytes_down") or 0) for r in rows],
                           lw=0.8, label=label(cid), **st)
+    for cid, series in seeds.items():
+        if len(series) < 2:
+            continue
+        mean_pts = mean_curve([accuracy_points(rows) for rows in series])
+        if mean_pts:
+            lab = f"{cid} (mean of {len(series)})"
+            ax_t.plot([p[0] for p in mean_pts], [p[2] for p in mean_pts], marker=".", lw=1.6,
+                      label=lab, **style[cid])
+            ax_e.plot([p[1] for p in mean_pts], [p[2] for p in mean_pts], marker=".", lw=1.6,
+                      label=lab, **style[cid])
     ax_e.xaxis.set_major_locator(MaxNLocator(integer=True))
     if first_epoch is not None:
         ax_e.set_xlim(left=first_epoch - 0.1)
@@ -818,7 +846,7 @@ def plot(out_dir, cells, runs, cell_rows, dpi=100):
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(range(len(shown)))
     ax.set_xticklabels([r["cell"] for r in shown], rotation=30, ha="right", fontsize=7)
-    save(fig, ax, "round_breakdown.png")
+    save(fig, ax, "round_breakdown.png", legend_inside=True)
 
     # Contraction ratio |r - sel(r)|^2 / |r|^2 of the sparse cells, against (1 - k/d) and
     # (1 - k/d)^2 (dense cells select everything: nothing to draw).

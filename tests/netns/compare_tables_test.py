@@ -155,6 +155,17 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(cc.log_summaries(d, "sieve-worker")["0"]["seconds"], "16.5")
         self.assertEqual(cc.staleness({"0": {"max_staleness": "0"}}), (0, None))
 
+    def test_accuracy_points_and_their_mean_over_seeds(self):
+        pts = cc.accuracy_points(self.ROWS)
+        self.assertEqual(pts, [(5.0, 1, 0.70), (11.0, 2, 0.86), (16.0, 3, 0.90)])
+        other = [(7.0, 1, 0.80), (13.0, 2, 0.90)]
+        mean = cc.mean_curve([pts, other])
+        self.assertEqual(len(mean), 2)
+        for got, want in zip(mean, [(6.0, 1, 0.75), (12.0, 2, 0.88)]):
+            for g, w in zip(got, want):
+                self.assertAlmostEqual(g, w)
+        self.assertEqual(cc.mean_curve([]), [])
+
     def test_smoothing_is_a_trailing_moving_average(self):
         self.assertEqual(cc.smooth([1.0, 2.0, 3.0, 4.0], 2), [1.0, 1.5, 2.5, 3.5])
         self.assertEqual(cc.smooth([1.0, 3.0], 1), [1.0, 3.0])
