@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "base/flags.h"
 #include "metrics/daemon_metrics.h"
 #include "net/curve.h"
 #include "net/signal_watcher.h"
@@ -37,18 +38,20 @@ DEFINE_uint32(metrics_port, 0,
               "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "the sieve scheduler: admits servers and workers, assigns ranks and shards, runs barriers,\n"
-      "watches heartbeats and ends the job.\n  usage: sieve-scheduler --num_servers=S "
-      "--num_workers=W "
-      "[--num_params=D] [--port=P]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const sieve::ProgramInfo program = {
+      "sieve-scheduler",
+      "the sieve scheduler: admits servers and workers, assigns ranks and shards, runs barriers, "
+      "watches heartbeats and ends the job.",
+      "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
+      {{"Cluster",
+        {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir"}},
+       {"Failure handling",
+        {"heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
+         "server_restart_timeout_ms"}},
+       {"Metrics", {"metrics_port"}}}};
+  if (auto exit_code = sieve::ParseCommandLine(program, argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  if (argc > 1) {
-    std::cerr << "sieve-scheduler: unexpected argument '" << argv[1] << "' (see --help)\n";
-    return 2;
-  }
   if (FLAGS_port > 65535) {
     std::cerr << "sieve-scheduler: --port must be in [0, 65535]\n";
     return 2;

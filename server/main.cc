@@ -16,6 +16,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "base/flags.h"
 #include "kernels/compressor.h"
 #include "kernels/model/model_layout.h"
 #include "kernels/model/param_init.h"
@@ -428,16 +429,21 @@ int Run() {
 }  // namespace sieve
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "a sieve parameter server: holds one key-range shard, aggregates pushes (BSP/SSP/ASP) and\n"
-      "answers with sparse updates.\n  usage: sieve-server --scheduler=HOST:PORT "
-      "[--consistency=bsp] ...");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const sieve::ProgramInfo program = {
+      "sieve-server",
+      "a sieve parameter server: holds one key-range shard, aggregates pushes (BSP/SSP/ASP) and "
+      "answers with sparse updates.",
+      "sieve-server --scheduler=HOST:PORT [--consistency=bsp] ...",
+      {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir"}},
+       {"Model", {"model", "num_params", "seed"}},
+       {"Consistency", {"consistency", "staleness", "async_scale"}},
+       {"Compression", {"server_compressor", "server_density", "reply_part_pairs"}},
+       {"Failure handling",
+        {"heartbeat_interval_ms", "heartbeat_timeout_ms", "checkpoint_dir", "checkpoint_every",
+         "checkpoint_every_s", "restore"}},
+       {"Output and metrics", {"dump_shard", "metrics_port"}}}};
+  if (auto exit_code = sieve::ParseCommandLine(program, argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  if (argc > 1) {
-    std::cerr << "sieve-server: unexpected argument '" << argv[1] << "' (see --help)\n";
-    return 2;
-  }
   return sieve::Run();
 }

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "base/flags.h"
 #include "kernels/model/model_layout.h"
 #include "metrics/daemon_metrics.h"
 #include "net/curve.h"
@@ -96,6 +97,29 @@ DEFINE_uint32(metrics_port, 0,
 
 namespace {
 
+// --help lists the flags above in these groups (base/flags.h); a flag in none is under "Other".
+sieve::ProgramInfo WorkerProgram() {
+  return {"sieve-worker",
+          "the sieve worker: trains a data partition with sparse push/pull.",
+          "sieve-worker --scheduler=HOST:PORT [--model=fnn3] [--compressor=topk] "
+          "[--density=0.001] [--epochs=1] ...",
+          {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir"}},
+           {"Model and data",
+            {"model", "data_dir", "seed", "num_params", "grad_dist", "synthetic_noise",
+             "synthetic_scale", "synthetic_pull"}},
+           {"Training",
+            {"epochs", "batch_size", "lr", "momentum", "weight_decay", "lr_warmup_epochs",
+             "lr_steps", "lr_gamma", "rounds_per_epoch"}},
+           {"Compression", {"compressor", "density", "density_warmup", "fp16", "checksum"}},
+           {"Compute", {"device", "blas_threads", "kernel_threads"}},
+           {"Failure handling",
+            {"heartbeat_interval_ms", "heartbeat_timeout_ms", "round_timeout_ms",
+             "shutdown_timeout_ms"}},
+           {"Output and metrics",
+            {"progress", "eval_every", "metrics_out", "metrics_every", "contraction_every",
+             "histogram_rounds", "dump_weights", "metrics_port"}}}};
+}
+
 constexpr int kExitUsage = 2;
 
 int Usage(const std::string& message) {
@@ -115,11 +139,7 @@ void SetClient(sieve::PsClient* client) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "the sieve worker: trains a data partition with sparse push/pull.\n"
-      "  usage: sieve-worker --scheduler=HOST:PORT [--model=fnn3] [--compressor=topk]\n"
-      "         [--density=0.001] [--epochs=1] ...");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (auto exit_code = sieve::ParseCommandLine(WorkerProgram(), argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   if (argc > 1) return Usage(std::string("unexpected argument '") + argv[1] + "'");

@@ -19,8 +19,6 @@ std::optional<std::string_view> ElementText(std::string_view block, std::string_
   return block.substr(begin, end - begin);
 }
 
-bool IsBoolKind(FlagKind k) { return k == FlagKind::kBool; }
-
 }  // namespace
 
 StatusOr<DaemonFlags> ParseGflagsHelpXml(std::string_view xml) {
@@ -62,54 +60,13 @@ FlagKind KindAcross(const std::vector<const DaemonFlags*>& daemons, const std::s
   return kind;
 }
 
-StatusOr<std::vector<PassThroughFlag>> ParsePassThrough(const std::vector<std::string>& words,
-                                                        const FlagKindFn& kind_of) {
+StatusOr<std::vector<PassThroughFlag>> ParsePassThrough(
+    const std::vector<std::string>& words, const FlagKindFn& kind_of,
+    const std::vector<std::string>& known_names) {
+  auto parsed = ParseFlagWords(words, kind_of, known_names);
+  if (!parsed.ok()) return parsed.status();
   std::vector<PassThroughFlag> out;
-  for (size_t i = 0; i < words.size(); ++i) {
-    std::string_view word = words[i];
-    std::string_view body = word;
-    if (body.starts_with("--")) {
-      body.remove_prefix(2);
-    } else if (body.starts_with("-") && body.size() > 1) {
-      body.remove_prefix(1);
-    } else {
-      return InvalidArgumentError("unexpected argument '" + words[i] +
-                                  "': pass-through arguments must be flags (--name=value)");
-    }
-    size_t eq = body.find('=');
-    std::string name(body.substr(0, eq));
-    if (name.empty()) return InvalidArgumentError("malformed flag '" + words[i] + "'");
-    FlagKind kind = kind_of(name);
-    if (eq != std::string_view::npos) {
-      if (kind == FlagKind::kUnknown) {
-        return InvalidArgumentError("flag --" + name + " is not defined by any daemon");
-      }
-      out.push_back({name, std::string(body.substr(eq + 1))});
-      continue;
-    }
-    if (kind == FlagKind::kUnknown && name.starts_with("no") &&
-        IsBoolKind(kind_of(name.substr(2)))) {
-      out.push_back({name.substr(2), "false"});
-      continue;
-    }
-    switch (kind) {
-      case FlagKind::kUnknown:
-        return InvalidArgumentError("flag --" + name + " is not defined by any daemon");
-      case FlagKind::kConflicting:
-        return InvalidArgumentError("flag --" + name +
-                                    " has different types in different daemons; write --" + name +
-                                    "=VALUE");
-      case FlagKind::kBool:
-        out.push_back({name, "true"});
-        break;
-      case FlagKind::kValued:
-        if (i + 1 >= words.size()) {
-          return InvalidArgumentError("flag --" + name + " needs a value");
-        }
-        out.push_back({name, words[++i]});
-        break;
-    }
-  }
+  for (FlagAssignment& a : *parsed) out.push_back({std::move(a.name), std::move(a.value)});
   return out;
 }
 

@@ -4,12 +4,14 @@
 // - ParseGflagsHelpXml() reads the output of `<daemon> --helpxml` (gflags' XML: one <flag> per
 //   flag, each with <name> and <type>) into a DaemonFlags. Output without <AllFlags> is an
 //   InvalidArgument error (the program is not a gflags daemon).
-// - ParsePassThrough() normalizes command-line words into PassThroughFlag values. Accepted forms:
-//   `--name=value`, `-name=value`, `--name value` (value taken from the next word unless the flag
-//   is a bool), `--name` (bool true), `--noname` (bool false). `kind_of(name)` says whether the
-//   daemons that define a name take it as a bool (see KindAcross).
-//   Positional words, unknown names and missing values are InvalidArgument errors that name the
-//   offending word. Nothing is routed on error.
+// - ParsePassThrough() normalizes command-line words into PassThroughFlag values, as the daemons
+//   read them (ParseFlagWords, base/flag_args.h): `--name=value`, `-name=value`, `--name value`
+//   (value taken from the next word unless the flag is a bool), `--name` (bool true), `--noname`
+//   (bool false); `--flagfile=F` is expanded into the flags of F, every line checked.
+//   `kind_of(name)` says whether the daemons that define a name take it as a bool (see
+//   KindAcross); `known_names` feed the "did you mean" suggestions.
+//   Positional words, unknown names (in F too, named with F's line) and missing values are
+//   InvalidArgument errors that name the offending word. Nothing is routed on error.
 // - RouteFlags() assigns every flag to exactly the roles whose DaemonFlags define it; a flag no
 //   role defines is an InvalidArgument error naming it.
 // Everything here is pure (no I/O) and thread-compatible.
@@ -23,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/flag_args.h"
 #include "base/status.h"
 
 namespace sieve {
@@ -46,12 +49,9 @@ struct PassThroughFlag {
   bool operator==(const PassThroughFlag&) const = default;
 };
 
-// How the daemons that define a flag name take it.
-enum class FlagKind { kUnknown, kBool, kValued, kConflicting };
-using FlagKindFn = std::function<FlagKind(const std::string& name)>;
-
-StatusOr<std::vector<PassThroughFlag>> ParsePassThrough(const std::vector<std::string>& words,
-                                                        const FlagKindFn& kind_of);
+StatusOr<std::vector<PassThroughFlag>> ParsePassThrough(
+    const std::vector<std::string>& words, const FlagKindFn& kind_of,
+    const std::vector<std::string>& known_names = {});
 
 // FlagKind of `name` across the given daemons.
 FlagKind KindAcross(const std::vector<const DaemonFlags*>& daemons, const std::string& name);

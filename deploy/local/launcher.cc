@@ -112,8 +112,12 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
     flags[r] = *f;
   }
   std::vector<const DaemonFlags*> daemons = {&flags[0], &flags[1], &flags[2]};
+  std::vector<std::string> known;
+  for (const DaemonFlags& d : flags) {
+    for (const auto& [name, type] : d.types) known.push_back(name);
+  }
   auto parsed = ParsePassThrough(
-      o.pass_through, [&](const std::string& name) { return KindAcross(daemons, name); });
+      o.pass_through, [&](const std::string& name) { return KindAcross(daemons, name); }, known);
   if (!parsed.ok()) return parsed.status();
   for (const PassThroughFlag& f : *parsed) {
     if (f.name == "scheduler" || f.name == "rank") {
@@ -186,6 +190,13 @@ bool ServerCanRestore(const std::vector<std::string>& argv) {
   }
   return dir;
 }
+
+// A daemon exits 2 on a usage error (a bad flag or flag file, base/flags.h): the launch is a usage
+// error too (exit 2), and restarting that daemon would fail the same way.
+bool UsageExit(int wait_status) {
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitUsage;
+}
+int FailureCode(int wait_status) { return UsageExit(wait_status) ? kExitUsage : kExitFailure; }
 
 }  // namespace
 
@@ -269,7 +280,7 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
     if (interrupted()) return StopAndExit(sup, o, 128 + sup.received_signal());
     if (!sup.running(0)) {
       say.Say("scheduler " + DescribeWaitStatus(sup.wait_status(0)) + " before reporting its port");
-      return StopAndExit(sup, o, kExitFailure);
+      return StopAndExit(sup, o, FailureCode(sup.wait_status(0)));
     }
     int left = MillisUntil(listen_deadline);
     if (left == 0) {
@@ -309,19 +320,19 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
       if (i == 0) {
         report_failure(i);
         if (o.max_restarts > 0) say.Say("the scheduler cannot be restarted; the job is lost");
-        return StopAndExit(sup, o, kExitFailure);
+        return StopAndExit(sup, o, FailureCode(status));
       }
       // A server without a checkpoint would come back without its shard: the job cannot go on.
       const bool lost_shard = worker_rank.count(i) == 0 && !ServerCanRestore(sup.spec(i).argv);
-      if (!sup.running(0) || restarts >= o.max_restarts || lost_shard) {
+      if (!sup.running(0) || restarts >= o.max_restarts || lost_shard || UsageExit(status)) {
         report_failure(i);
         if (o.max_restarts > restarts && sup.running(0) && lost_shard) {
           say.Say(sup.name(i) +
                   " is not restarted: it has no --checkpoint_dir to restore its shard from");
-        } else if (o.max_restarts > 0 && sup.running(0)) {
+        } else if (o.max_restarts > 0 && sup.running(0) && !UsageExit(status)) {
           say.Say("no restarts left (" + std::to_string(o.max_restarts) + " used)");
         }
-        return StopAndExit(sup, o, kExitFailure);
+        return StopAndExit(sup, o, FailureCode(status));
       }
       ++restarts;
       say.Say("restarting " + sup.name(i) + " (" + DescribeWaitStatus(status) + "), restart " +

@@ -3,8 +3,9 @@
 // Contract, in order:
 // 1. Find sieve-scheduler, sieve-server and sieve-worker (daemon_locator.h) and ask each for its
 //    flags (--helpxml, once per daemon per launch). Route the pass-through flags
-//    (flag_routing.h); a flag no daemon defines, or one the launcher sets itself (--scheduler,
-//    --rank), is a usage error: nothing is started, exit 2.
+//    (flag_routing.h; --flagfile is read here, every line checked); a flag no daemon defines, or
+//    one the launcher sets itself (--scheduler, --rank), is a usage error: nothing is started,
+//    exit 2.
 // 2. Start the scheduler with --port, --num_workers, --num_servers (the last two also go to any
 //    other daemon defining them) and its routed flags; wait (bounded by listen_timeout) for its
 //    line "sieve-scheduler listening on HOST:PORT".
@@ -16,7 +17,8 @@
 //    again with the same command line (same --rank: a server restores its checkpoint, and is not
 //    restarted without --checkpoint_dir; a worker rejoins the running job). Otherwise a failed
 //    process stops all others (SIGTERM, then SIGKILL after stop_timeout): print which one failed
-//    and how, exit 1.
+//    and how, exit 1
+//    (2 when it exited 2, a daemon's usage error such as a bad flag: never restarted either).
 //    The scheduler is never restarted. If the scheduler exits 0 and others are still running
 //    after finish_grace, stop them and exit 1. SIGINT/SIGTERM/SIGHUP to the launcher stops
 //    everyone and exits 128 + signal. Every child dies with the launcher (child_process.h).

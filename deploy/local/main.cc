@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/version.h"
 #include "deploy/local/compare_command.h"
 #include "deploy/local/keygen_command.h"
 #include "deploy/local/launch_command.h"
@@ -20,7 +21,10 @@ void PrintUsage(FILE* out) {
   for (const sieve::Subcommand* s : AllSubcommands()) {
     std::fprintf(out, "  %-10s %s\n", s->name, s->summary);
   }
-  std::fputs("\nsieve <subcommand> --help prints the subcommand's flags.\n", out);
+  std::fputs(
+      "\nsieve <subcommand> --help prints the subcommand's flags; sieve --version the version.\n"
+      "Exit status: 0 success, 1 failure, 2 usage error.\n",
+      out);
 }
 
 }  // namespace
@@ -33,6 +37,10 @@ int main(int argc, char** argv) {
   const std::string first = argv[1];
   if (first == "--help" || first == "-h" || first == "help" || first == "-help") {
     PrintUsage(stdout);
+    return 0;
+  }
+  if (first == "--version" || first == "-version") {
+    std::printf("sieve %s\n", sieve::kVersion);
     return 0;
   }
   for (const sieve::Subcommand* s : AllSubcommands()) {

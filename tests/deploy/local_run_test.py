@@ -19,10 +19,10 @@ What stands in for Kubernetes:
   mapped the same way), PVCs and emptyDirs temporary directories; mountPath prefixes in strings
   are rewritten to those directories.
 Checks: every recorded daemon argv and every flagfile it reads (recursively) names only flags the
-daemon defines (`--helpxml`; gflags ignores unknown flags in flagfiles), every container's
-readiness and liveness probe answers HTTP 200 while it runs, every process exits 0, every worker
-prints its summary line, the scheduler reports the job finished, and the servers wrote their
-checkpoint and final shard to the checkpoint volume (PVC).
+daemon defines (`--helpxml`; the daemons also exit 2 on one, this names the manifest), every
+container's readiness and liveness probe answers HTTP 200 while it runs, every process exits 0,
+every worker prints its summary line, the scheduler reports the job finished, and the servers
+wrote their checkpoint and final shard to the checkpoint volume (PVC).
 
 usage: local_run_test.py KUBECTL SCHEDULER SERVER WORKER LAUNCHER
 """

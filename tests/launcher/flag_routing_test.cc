@@ -1,6 +1,10 @@
 #include "deploy/local/flag_routing.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 
 namespace sieve {
 namespace {
@@ -72,6 +76,27 @@ TEST_F(LauncherFlagParse, ConflictingTypesNeedAnExplicitValue) {
   daemons_.push_back(&odd_);
   EXPECT_FALSE(Parse({"--fast"}).ok());
   EXPECT_TRUE(Parse({"--fast=1"}).ok());
+}
+
+// --flagfile is read by the launcher (so every line is checked before anything starts) and its
+// flags are routed one by one; a typo names the file, the line and the nearest flag.
+TEST_F(LauncherFlagParse, FlagFilesAreReadAndChecked) {
+  const std::string path =
+      ::testing::TempDir() + "launcher_flag_routing_" + std::to_string(getpid()) + ".flags";
+  std::ofstream(path) << "# training\n--lr=0.5\n--consistency=ssp\n";
+  auto flags = Parse({"--fast", "--flagfile=" + path});
+  ASSERT_TRUE(flags.ok()) << flags.status().ToString();
+  EXPECT_EQ(*flags, (std::vector<PassThroughFlag>{
+                        {"fast", "true"}, {"lr", "0.5"}, {"consistency", "ssp"}}));
+  std::ofstream(path) << "--lr=0.5\n--consistncy=ssp\n";
+  auto typo = ParsePassThrough({"--flagfile=" + path},
+                               [&](const std::string& n) { return KindAcross(daemons_, n); },
+                               {"lr", "fast", "shared", "consistency"});
+  ASSERT_FALSE(typo.ok());
+  EXPECT_EQ(typo.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(typo.status().message(),
+            path + ":2: unknown flag --consistncy (did you mean --consistency?)");
+  std::remove(path.c_str());
 }
 
 TEST(LauncherFlagRouting, RoutesEachFlagToExactlyItsDefiners) {

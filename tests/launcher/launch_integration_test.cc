@@ -83,14 +83,29 @@ TEST_F(LauncherIntegration, LauncherOwnedFlagsCannotBePassedThrough) {
   EXPECT_TRUE(fs::is_empty(state_));
 }
 
+// The launcher reads pass-through flag files itself: a typo starts nothing.
+TEST_F(LauncherIntegration, FlagFileTypoStartsNothing) {
+  const std::string path = (root_ / "typo.flags").string();
+  std::ofstream(path) << "--lr=0.5\n--desnity=0.5\n";
+  RunResult r = Launch({"--num_workers=2", "--", "--flagfile=" + path});
+  EXPECT_EQ(ExitCode(r), 2) << r.output;
+  EXPECT_NE(r.output.find(path + ":2: unknown flag --desnity"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_empty(state_)) << "a daemon was started";
+}
+
+// The launcher exits 1, or 2 when the daemon's exit was a usage error (2: a bad flag value only
+// the daemon can check).
 TEST_F(LauncherIntegration, FailingWorkerStopsEveryoneAndIsNamed) {
-  RunResult r = Launch({"--num_servers=2", "--num_workers=4"},
-                       {"STANDIN_FAIL=worker-2:exit:3", "STANDIN_HANG=all"});
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_EQ(ExitCode(r), 1) << r.output;
-  EXPECT_NE(r.output.find("sieve launch: worker 2 (pid "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("failed: exited with code 3"), std::string::npos) << r.output;
-  ExpectNoStandinAlive();
+  for (const auto& [worker_code, launcher_code] : {std::pair{3, 1}, std::pair{2, 2}}) {
+    const std::string code = std::to_string(worker_code);
+    RunResult r = Launch({"--num_servers=2", "--num_workers=4"},
+                         {"STANDIN_FAIL=worker-2:exit:" + code, "STANDIN_HANG=all"});
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(ExitCode(r), launcher_code) << r.output;
+    EXPECT_NE(r.output.find("sieve launch: worker 2 (pid "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("failed: exited with code " + code), std::string::npos) << r.output;
+    ExpectNoStandinAlive();
+  }
 }
 
 TEST_F(LauncherIntegration, WorkerKilledBySignalIsReported) {

@@ -1,0 +1,138 @@
+// The command line of every daemon (base/flags.h), run as subprocesses: an unknown flag and a typo
+// in a flag file exit 2 naming the flag (and the file and line); --help exits 0 and starts with
+// the program's own groups, without the glog/gflags flags, with readable defaults; --version
+// prints the version CMake's project() declares (SIEVE_EXPECTED_VERSION, from CMake).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/base/temp_dir.h"
+#include "tests/net/subprocess.h"
+
+namespace sieve {
+namespace {
+
+using sieve::testing::Subprocess;
+
+constexpr std::chrono::seconds kDeadline{30};
+
+struct Daemon {
+  std::string name;      // "sieve-worker"
+  std::string path;      // the binary
+  std::string typo;      // a misspelt flag, e.g. "desnity"
+  std::string intended;  // the flag it is close to, e.g. "density"
+  std::string first_group;
+  std::string readable;  // one `--name=default ` its help shows
+};
+
+std::vector<Daemon> Daemons() {
+  return {
+      {"sieve-scheduler", SCHEDULER_BINARY, "num_wrokers", "num_workers",
+       "Cluster:", "--heartbeat_timeout_ms=10000 "},
+      {"sieve-server", SERVER_BINARY, "consistncy", "consistency",
+       "Cluster:", "--server_density=0.001 "},
+      {"sieve-worker", WORKER_BINARY, "desnity", "density", "Cluster:", "--synthetic_pull=0.01 "}};
+}
+
+struct Output {
+  int exit_code = -1;
+  std::vector<std::string> lines;  // stdout and stderr
+  std::string text;
+};
+
+Output RunDaemon(const Daemon& d, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {d.path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess p(argv);
+  Output r;
+  auto status = p.Wait(kDeadline);
+  if (status && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
+  r.lines = p.lines();
+  for (const auto& l : r.lines) r.text += l + "\n";
+  return r;
+}
+
+class DaemonCommandLine : public ::testing::TestWithParam<Daemon> {
+ protected:
+  sieve::testing::TempDir dir_{"sieve-daemon-flags"};
+};
+
+TEST_P(DaemonCommandLine, UnknownFlagExitsTwoNamingItWithASuggestion) {
+  const Daemon& d = GetParam();
+  Output r = RunDaemon(d, {"--" + d.typo + "=1"});
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_NE(
+      r.text.find(d.name + ": unknown flag --" + d.typo + " (did you mean --" + d.intended + "?)"),
+      std::string::npos)
+      << r.text;
+  Output far = RunDaemon(d, {"--no_such_flag_at_all"});
+  EXPECT_EQ(far.exit_code, 2) << far.text;
+  EXPECT_NE(far.text.find("unknown flag --no_such_flag_at_all"), std::string::npos) << far.text;
+  Output positional = RunDaemon(d, {"stray"});
+  EXPECT_EQ(positional.exit_code, 2) << positional.text;
+  Output bad_value = RunDaemon(d, {"--" + d.intended + "=not-a-number"});
+  EXPECT_EQ(bad_value.exit_code, 2) << bad_value.text;
+  EXPECT_NE(bad_value.text.find("--" + d.intended), std::string::npos) << bad_value.text;
+}
+
+TEST_P(DaemonCommandLine, TypoInAFlagFileExitsTwoNamingFileAndLine) {
+  const Daemon& d = GetParam();
+  const std::string path = (dir_.path() / "typo.flags").string();
+  std::ofstream(path) << "# from a ConfigMap\n--" << d.typo << "=1\n";
+  Output r = RunDaemon(d, {"--flagfile=" + path});
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_NE(r.text.find(path + ":2: unknown flag --" + d.typo), std::string::npos) << r.text;
+  // Nested, as the Kubernetes flag files include model.flags.
+  const std::string outer = (dir_.path() / "outer.flags").string();
+  std::ofstream(outer) << "--flagfile=" << path << "\n";
+  Output nested = RunDaemon(d, {"--flagfile=" + outer});
+  EXPECT_EQ(nested.exit_code, 2) << nested.text;
+  EXPECT_NE(nested.text.find(path + ":2:"), std::string::npos) << nested.text;
+}
+
+TEST_P(DaemonCommandLine, HelpShowsTheProgramsOwnGroupsOnly) {
+  const Daemon& d = GetParam();
+  Output help = RunDaemon(d, {"--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.text;
+  ASSERT_GE(help.lines.size(), 5u) << help.text;
+  EXPECT_EQ(help.lines[0].rfind(d.name + " " + SIEVE_EXPECTED_VERSION + ": ", 0), 0u) << help.text;
+  // After the header (name, usage) comes the first group of the program's own flags.
+  size_t first = 1;
+  while (first < help.lines.size() && !help.lines[first].empty()) ++first;
+  ASSERT_LT(first + 2, help.lines.size()) << help.text;
+  EXPECT_EQ(help.lines[first + 1], d.first_group) << help.text;
+  EXPECT_EQ(help.lines[first + 2].rfind("  --", 0), 0u) << help.text;
+  EXPECT_NE(help.text.find(d.readable), std::string::npos) << help.text;
+  for (const char* noise : {"--logtostderr", "--v=", "--vmodule", "--flagfile", "--helpxml",
+                            "--minloglevel", "0000000000000"}) {
+    EXPECT_EQ(help.text.find(noise), std::string::npos) << noise << "\n" << help.text;
+  }
+  Output short_help = RunDaemon(d, {"--helpshort"});
+  EXPECT_EQ(short_help.exit_code, 0);
+  EXPECT_EQ(short_help.text, help.text);
+  Output full = RunDaemon(d, {"--helpfull"});
+  EXPECT_EQ(full.exit_code, 0);
+  EXPECT_EQ(full.text.rfind(help.lines[0], 0), 0u);
+  EXPECT_NE(full.text.find("--logtostderr"), std::string::npos) << full.text;
+}
+
+TEST_P(DaemonCommandLine, VersionIsTheCMakeProjectVersion) {
+  const Daemon& d = GetParam();
+  Output r = RunDaemon(d, {"--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_EQ(r.text, d.name + " " + SIEVE_EXPECTED_VERSION + "\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(Daemons, DaemonCommandLine, ::testing::ValuesIn(Daemons()),
+                         [](const ::testing::TestParamInfo<Daemon>& info) {
+                           std::string name = info.param.name.substr(6);  // drop "sieve-"
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace sieve
