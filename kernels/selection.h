@@ -1,4 +1,4 @@
-// Selection operators and per-worker error feedback (DESIGN.md, "Data flow of one round", steps
+// Selection operators and per-worker error feedback (docs/architecture.md, "One round", steps
 // 2–5). A flat float32 vector r of length d (1 ≤ d ≤ 2^32−1; sizes are 64-bit) lives in the
 // memory of a backend (Device); the result of a selection is always copied into host vectors:
 // global indices as uint32 sorted strictly ascending, and the values r[i] at those indices.

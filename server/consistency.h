@@ -1,5 +1,5 @@
-// Consistency modes of a sieve server (DESIGN.md): BSP (synchronous rounds), SSP (bounded
-// staleness), ASP (fully asynchronous). Pure value types and parsing; thread-safe.
+// Consistency modes of a sieve server (docs/architecture.md): BSP (synchronous rounds), SSP
+// (bounded staleness), ASP (fully asynchronous). Pure value types and parsing; thread-safe.
 #ifndef SIEVE_SERVER_CONSISTENCY_H_
 #define SIEVE_SERVER_CONSISTENCY_H_
 

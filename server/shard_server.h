@@ -3,7 +3,7 @@
 // I/O: every event returns the replies to send through an Outbox, so it is tested without
 // sockets and driven by the sieve-server daemon.
 //
-// Semantics (DESIGN.md, docs/architecture.md):
+// Semantics (docs/architecture.md):
 //  BSP  pushes of round t from every live worker are summed: each sparse push is merged into the
 //       round's ascending union of indices with per-index sums (sequential work in the push and
 //       union sizes; no access proportional to the shard, and no per-shard accumulator: a whole-

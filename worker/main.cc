@@ -24,7 +24,8 @@
 #include "worker/trainer/trainer_options.h"
 
 // Model and data.
-DEFINE_string(model, "fnn3", "Model: softmax, fnn3, cnn (Fashion-MNIST) or synthetic (no data)");
+DEFINE_string(model, "fnn3",
+              "Model: softmax, fnn3, cnn, cnn_large (Fashion-MNIST) or synthetic (no data)");
 DEFINE_uint64(num_params, 0, "D of --model=synthetic (1 .. 2^40); ignored by the other models");
 DEFINE_string(grad_dist, "gaussian",
               "Synthetic gradient noise: gaussian (bell-shaped) or laplace (heavy-tailed)");
@@ -40,7 +41,8 @@ DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
 DEFINE_int32(batch_size, 32, "Minibatch size per worker (>= 1)");
 DEFINE_int32(epochs, 1, "Passes over the data partition (>= 1)");
 DEFINE_int32(rounds_per_epoch, 100, "Rounds per epoch of --model=synthetic (>= 1)");
-DEFINE_double(lr, 0.1, "Learning rate (>= 0)");
+DEFINE_double(lr, 0.05,
+              "Learning rate (>= 0); the step is lr·m with momentum m, averaged over the workers");
 DEFINE_double(momentum, 0.9, "Momentum μ in [0, 1) (momentum correction: m = μm + g)");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay added to the gradient: g += wd·w (>= 0)");
 DEFINE_double(lr_warmup_epochs, 0.0,
@@ -54,7 +56,9 @@ DEFINE_double(density, 0.001, "Density ρ in (0, 1]: k = round(ρ·D) pairs push
 DEFINE_string(
     density_warmup, "",
     "Comma-separated densities of the first epochs, e.g. 0.015625,0.004 (then --density)");
-DEFINE_string(device, "auto", "Error feedback + selection backend: auto, cpu or cuda");
+DEFINE_string(device, "auto",
+              "Where the worker computes (model, gradient, error feedback, selection): auto (cuda "
+              "when a GPU is visible), cpu or cuda");
 DEFINE_bool(fp16, false, "Push values as binary16 instead of fp32");
 DEFINE_bool(checksum, true, "Checksum pushed payloads");
 DEFINE_uint64(seed, 1, "Seed of the initial weights (must match the servers'), shuffling, randomk");
@@ -142,7 +146,6 @@ int main(int argc, char** argv) {
   if (auto exit_code = sieve::ParseCommandLine(WorkerProgram(), argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  if (argc > 1) return Usage(std::string("unexpected argument '") + argv[1] + "'");
 
   sieve::TrainerOptions o;
   o.model = FLAGS_model;
@@ -281,6 +284,13 @@ int main(int argc, char** argv) {
     } else {
       std::printf("%s\n", sieve::FormatSummaryLine(*summary).c_str());
       std::fflush(stdout);
+      if (summary->near_chance()) {
+        std::fprintf(stderr,
+                     "sieve-worker: warning: test accuracy %.4f is near chance (0.10 for 10 "
+                     "classes): the model did not learn. Try a smaller --lr (now %g) or more "
+                     "epochs.\n",
+                     *summary->test_acc, o.lr);
+      }
     }
   }
   if (code == 0) {

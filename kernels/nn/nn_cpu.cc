@@ -8,6 +8,7 @@
 #include <thrust/system/omp/execution_policy.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -26,6 +27,12 @@ void ForEach(size_t n, Fn fn) {
   if (n == 0) return;
   thrust::for_each(thrust::omp::par, thrust::counting_iterator<size_t>(0),
                    thrust::counting_iterator<size_t>(n), fn);
+}
+
+// A functor of nn_functors.h over its items().
+template <typename Fn>
+void RunItems(const Fn& fn) {
+  ForEach(fn.items(), fn);
 }
 
 class CpuNnOps final : public NnOps {
@@ -56,12 +63,12 @@ class CpuNnOps final : public NnOps {
 
   Status BiasFill(const float* bias, int64_t rows, int cols, float* y) override {
     if (rows < 0 || cols < 0) return InvalidArgumentError("bias fill: negative size");
-    ForEach(static_cast<size_t>(rows * cols), BiasFillFn{bias, cols, y});
+    RunItems(BiasFillFn{bias, rows, cols, y});
     return Status::Ok();
   }
   Status BiasAdd(const float* bias, int64_t rows, int cols, float* y) override {
     if (rows < 0 || cols < 0) return InvalidArgumentError("bias add: negative size");
-    ForEach(static_cast<size_t>(rows * cols), BiasAddFn{bias, cols, y});
+    RunItems(BiasAddFn{bias, rows, cols, y});
     return Status::Ok();
   }
   Status BiasGrad(const float* dy, int64_t rows, int cols, float* dbias) override {
@@ -104,23 +111,20 @@ class CpuNnOps final : public NnOps {
   Status Im2Col(const float* x, int batch, int h, int w, int c, int k, float* patches) override {
     SIEVE_RETURN_IF_ERROR(CheckConv(batch, h, w, c, k));
     const int64_t oh = h - k + 1, ow = w - k + 1;
-    ForEach(static_cast<size_t>(int64_t{batch} * oh * ow * k * k * c),
-            Im2ColFn{x, h, w, c, k, oh, ow, patches});
+    RunItems(Im2ColFn{x, batch, h, w, c, k, oh, ow, patches});
     return Status::Ok();
   }
   Status Col2Im(const float* dpatches, int batch, int h, int w, int c, int k, float* dx) override {
     SIEVE_RETURN_IF_ERROR(CheckConv(batch, h, w, c, k));
     const int64_t oh = h - k + 1, ow = w - k + 1;
-    ForEach(static_cast<size_t>(int64_t{batch} * h * w * c),
-            Col2ImFn{dpatches, h, w, c, k, oh, ow, dx});
+    RunItems(Col2ImFn{dpatches, batch, h, w, c, k, oh, ow, dx});
     return Status::Ok();
   }
 
   Status MaxPool2x2Forward(const float* x, int batch, int h, int w, int c, float* y,
                            int32_t* argmax) override {
     SIEVE_RETURN_IF_ERROR(CheckPool(batch, h, w, c));
-    ForEach(static_cast<size_t>(int64_t{batch} * (h / 2) * (w / 2) * c),
-            MaxPoolForwardFn{x, h, w, c, y, argmax});
+    RunItems(MaxPoolForwardFn{x, batch, h, w, c, y, argmax});
     return Status::Ok();
   }
   Status MaxPool2x2Backward(const float* dy, const int32_t* argmax, int batch, int h, int w, int c,
@@ -140,7 +144,16 @@ class CpuNnOps final : public NnOps {
   Status GatherRows(const float* src, int64_t src_rows, int row_size, const int64_t* rows,
                     int count, float* dst) override {
     SIEVE_RETURN_IF_ERROR(CheckGather(src_rows, row_size, rows, count));
-    ForEach(static_cast<size_t>(int64_t{count} * row_size), GatherRowsFn{src, rows, row_size, dst});
+    RunItems(GatherRowsFn{src, rows, count, row_size, dst});
+    return Status::Ok();
+  }
+
+  Status PoolNoiseGradient(const float* pool, uint64_t pool_size, uint64_t block,
+                           const uint64_t* offsets, float scale, float pull, const float* w,
+                           uint64_t d, float* grad) override {
+    SIEVE_RETURN_IF_ERROR(CheckPoolNoise(pool_size, block, offsets, d));
+    RunItems(PoolNoiseFn{pool, pool_size - 1, static_cast<uint64_t>(std::countr_zero(block)),
+                         offsets, scale, pull, w, d, grad});
     return Status::Ok();
   }
 

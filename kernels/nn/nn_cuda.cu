@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <memory>
 #include <string>
 #include <vector>
@@ -104,11 +105,11 @@ class CudaNnOps final : public NnOps {
 
   Status BiasFill(const float* bias, int64_t rows, int cols, float* y) override {
     if (rows < 0 || cols < 0) return InvalidArgumentError("bias fill: negative size");
-    return Launch(static_cast<size_t>(rows * cols), BiasFillFn{bias, cols, y}, "bias fill");
+    return LaunchItems(BiasFillFn{bias, rows, cols, y}, "bias fill");
   }
   Status BiasAdd(const float* bias, int64_t rows, int cols, float* y) override {
     if (rows < 0 || cols < 0) return InvalidArgumentError("bias add: negative size");
-    return Launch(static_cast<size_t>(rows * cols), BiasAddFn{bias, cols, y}, "bias add");
+    return LaunchItems(BiasAddFn{bias, rows, cols, y}, "bias add");
   }
   Status BiasGrad(const float* dy, int64_t rows, int cols, float* dbias) override {
     if (rows < 0 || cols < 0) return InvalidArgumentError("bias grad: negative size");
@@ -176,21 +177,18 @@ class CudaNnOps final : public NnOps {
   Status Im2Col(const float* x, int batch, int h, int w, int c, int k, float* patches) override {
     SIEVE_RETURN_IF_ERROR(CheckConv(batch, h, w, c, k));
     const int64_t oh = h - k + 1, ow = w - k + 1;
-    return Launch(static_cast<size_t>(int64_t{batch} * oh * ow * k * k * c),
-                  Im2ColFn{x, h, w, c, k, oh, ow, patches}, "im2col");
+    return LaunchItems(Im2ColFn{x, batch, h, w, c, k, oh, ow, patches}, "im2col");
   }
   Status Col2Im(const float* dpatches, int batch, int h, int w, int c, int k, float* dx) override {
     SIEVE_RETURN_IF_ERROR(CheckConv(batch, h, w, c, k));
     const int64_t oh = h - k + 1, ow = w - k + 1;
-    return Launch(static_cast<size_t>(int64_t{batch} * h * w * c),
-                  Col2ImFn{dpatches, h, w, c, k, oh, ow, dx}, "col2im");
+    return LaunchItems(Col2ImFn{dpatches, batch, h, w, c, k, oh, ow, dx}, "col2im");
   }
 
   Status MaxPool2x2Forward(const float* x, int batch, int h, int w, int c, float* y,
                            int32_t* argmax) override {
     SIEVE_RETURN_IF_ERROR(CheckPool(batch, h, w, c));
-    return Launch(static_cast<size_t>(int64_t{batch} * (h / 2) * (w / 2) * c),
-                  MaxPoolForwardFn{x, h, w, c, y, argmax}, "max-pool forward");
+    return LaunchItems(MaxPoolForwardFn{x, batch, h, w, c, y, argmax}, "max-pool forward");
   }
   Status MaxPool2x2Backward(const float* dy, const int32_t* argmax, int batch, int h, int w, int c,
                             float* dx) override {
@@ -215,10 +213,29 @@ class CudaNnOps final : public NnOps {
     int64_t* drows = reinterpret_cast<int64_t*>(*scratch);
     SIEVE_CUDA_TRY(
         cudaMemcpyAsync(drows, rows, count * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
-    SIEVE_RETURN_IF_ERROR(Launch(static_cast<size_t>(int64_t{count} * row_size),
-                                 GatherRowsFn{src, drows, row_size, dst}, "gather rows"));
+    SIEVE_RETURN_IF_ERROR(
+        LaunchItems(GatherRowsFn{src, drows, count, row_size, dst}, "gather rows"));
     // The row indices may come from pageable memory: wait so that the caller may reuse them.
     return Sync("gather rows");
+  }
+
+  Status PoolNoiseGradient(const float* pool, uint64_t pool_size, uint64_t block,
+                           const uint64_t* offsets, float scale, float pull, const float* w,
+                           uint64_t d, float* grad) override {
+    SIEVE_RETURN_IF_ERROR(CheckPoolNoise(pool_size, block, offsets, d));
+    if (d == 0) return Status::Ok();
+    const size_t blocks = static_cast<size_t>((d + block - 1) / block);
+    StatusOr<char*> scratch = Reserve(blocks * sizeof(uint64_t));
+    if (!scratch.ok()) return scratch.status();
+    uint64_t* doffsets = reinterpret_cast<uint64_t*>(*scratch);
+    SIEVE_CUDA_TRY(cudaMemcpyAsync(doffsets, offsets, blocks * sizeof(uint64_t),
+                                   cudaMemcpyHostToDevice, stream_));
+    SIEVE_RETURN_IF_ERROR(
+        LaunchItems(PoolNoiseFn{pool, pool_size - 1, static_cast<uint64_t>(std::countr_zero(block)),
+                                doffsets, scale, pull, w, d, grad},
+                    "pool noise gradient"));
+    // The offsets may come from pageable memory: wait so that the caller may reuse them.
+    return Sync("pool noise gradient");
   }
 
   Status ScatterSet(const uint32_t* idx, const float* vals, size_t count, float* w,
@@ -248,6 +265,12 @@ class CudaNnOps final : public NnOps {
     if (n == 0) return Status::Ok();
     ForEachKernel<<<Blocks(n), kThreads, 0, stream_>>>(n, fn);
     return CudaStatus(cudaGetLastError(), what);
+  }
+
+  // A functor of nn_functors.h over its items().
+  template <typename Fn>
+  Status LaunchItems(const Fn& fn, const char* what) {
+    return Launch(fn.items(), fn, what);
   }
 
   Status Sync(const char* what) { return CudaStatus(cudaStreamSynchronize(stream_), what); }

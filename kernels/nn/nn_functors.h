@@ -21,21 +21,41 @@ inline namespace SIEVE_FUNCTORS_ABI {
 using backend_internal::AddRn;
 using backend_internal::MulRn;
 
-// y[i] = bias[i mod cols].
+// Row-wise ops handle a row in chunks of kRowChunk columns: one item per (row, chunk), so that an
+// item's index arithmetic is paid once per chunk and its inner loop is contiguous (the CPU runs
+// items on few threads; the GPU still gets many items).
+inline constexpr int64_t kRowChunk = 64;
+SIEVE_HD inline int64_t RowChunks(int64_t cols) { return (cols + kRowChunk - 1) / kRowChunk; }
+
+// y[r][j] = bias[j] (y is rows x cols).
 struct BiasFillFn {
   const float* bias;
-  int64_t cols;
+  int64_t rows, cols;
   float* y;
-  SIEVE_HD void operator()(size_t i) const { y[i] = bias[static_cast<int64_t>(i) % cols]; }
+  size_t items() const { return static_cast<size_t>(rows * RowChunks(cols)); }
+  SIEVE_HD void operator()(size_t i) const {
+    const int64_t chunks = RowChunks(cols);
+    const int64_t r = static_cast<int64_t>(i) / chunks;
+    const int64_t j0 = static_cast<int64_t>(i) % chunks * kRowChunk;
+    const int64_t j1 = j0 + kRowChunk < cols ? j0 + kRowChunk : cols;
+    float* yr = y + r * cols;
+    for (int64_t j = j0; j < j1; ++j) yr[j] = bias[j];
+  }
 };
 
-// y[i] += bias[i mod cols].
+// y[r][j] += bias[j].
 struct BiasAddFn {
   const float* bias;
-  int64_t cols;
+  int64_t rows, cols;
   float* y;
+  size_t items() const { return static_cast<size_t>(rows * RowChunks(cols)); }
   SIEVE_HD void operator()(size_t i) const {
-    y[i] = AddRn(y[i], bias[static_cast<int64_t>(i) % cols]);
+    const int64_t chunks = RowChunks(cols);
+    const int64_t r = static_cast<int64_t>(i) / chunks;
+    const int64_t j0 = static_cast<int64_t>(i) % chunks * kRowChunk;
+    const int64_t j1 = j0 + kRowChunk < cols ? j0 + kRowChunk : cols;
+    float* yr = y + r * cols;
+    for (int64_t j = j0; j < j1; ++j) yr[j] = AddRn(yr[j], bias[j]);
   }
 };
 
@@ -60,9 +80,8 @@ struct ReluForwardFn {
 struct ReluBackwardFn {
   const float* y;
   float* dv;
-  SIEVE_HD void operator()(size_t i) const {
-    if (y[i] <= 0.0f) dv[i] = 0.0f;
-  }
+  // A select, not a branch: ReLU outputs are zero about half the time (unpredictable).
+  SIEVE_HD void operator()(size_t i) const { dv[i] = y[i] <= 0.0f ? 0.0f : dv[i]; }
 };
 
 // The arg-max of one row (lowest index on ties; NaN never wins a comparison).
@@ -115,74 +134,79 @@ struct ArgMaxHitFn {
   }
 };
 
-// patches[i], i over (batch·oh·ow) x (k·k·c), from NHWC x.
+// Patch row r (an output pixel): for each kernel row ky, the k·c floats x[b][oy + ky][ox .. ox +
+// k)[:] are contiguous in NHWC and land contiguously in patches[r][ky·k·c ..]. Items: batch·oh·ow.
 struct Im2ColFn {
   const float* x;
-  int64_t h, w, c, k, oh, ow;
+  int64_t batch, h, w, c, k, oh, ow;
   float* patches;
-  SIEVE_HD void operator()(size_t i) const {
-    const int64_t row = k * k * c;
-    const int64_t r = static_cast<int64_t>(i) / row;
-    const int64_t q = static_cast<int64_t>(i) % row;
-    const int64_t ky = q / (k * c);
-    const int64_t kx = (q % (k * c)) / c;
-    const int64_t ch = q % c;
-    const int64_t ox = r % ow;
-    const int64_t oy = (r / ow) % oh;
-    const int64_t b = r / (ow * oh);
-    patches[i] = x[((b * h + oy + ky) * w + ox + kx) * c + ch];
+  size_t items() const { return static_cast<size_t>(batch * oh * ow); }
+  SIEVE_HD void operator()(size_t r) const {
+    const int64_t ox = static_cast<int64_t>(r) % ow;
+    const int64_t oy = (static_cast<int64_t>(r) / ow) % oh;
+    const int64_t b = static_cast<int64_t>(r) / (ow * oh);
+    const int64_t run = k * c;
+    float* dst = patches + static_cast<int64_t>(r) * k * run;
+    for (int64_t ky = 0; ky < k; ++ky) {
+      const float* src = x + ((b * h + oy + ky) * w + ox) * c;
+      for (int64_t q = 0; q < run; ++q) dst[ky * run + q] = src[q];
+    }
   }
 };
 
-// dx[i] for NHWC position i: the sum of every patch entry copied from it, added in the order
-// worker/model/im2col.cc's Col2Im adds them (output rows ascending, i.e. ky then kx descending).
+// The c channels of NHWC pixel p of dx: the sum of every patch entry copied from them, added in
+// the order the CPU reference model's Col2Im adds them (output rows ascending, i.e. ky then kx
+// descending). Items: batch·h·w pixels.
 struct Col2ImFn {
   const float* dpatches;
-  int64_t h, w, c, k, oh, ow;
+  int64_t batch, h, w, c, k, oh, ow;
   float* dx;
-  SIEVE_HD void operator()(size_t i) const {
-    const int64_t ch = static_cast<int64_t>(i) % c;
-    const int64_t t = static_cast<int64_t>(i) / c;
-    const int64_t xx = t % w;
-    const int64_t yy = (t / w) % h;
-    const int64_t b = t / (w * h);
+  size_t items() const { return static_cast<size_t>(batch * h * w); }
+  SIEVE_HD void operator()(size_t p) const {
+    const int64_t xx = static_cast<int64_t>(p) % w;
+    const int64_t yy = (static_cast<int64_t>(p) / w) % h;
+    const int64_t b = static_cast<int64_t>(p) / (w * h);
     const int64_t row = k * k * c;
-    float s = 0.0f;
+    float* d = dx + static_cast<int64_t>(p) * c;
+    for (int64_t ch = 0; ch < c; ++ch) d[ch] = 0.0f;
     for (int64_t ky = k - 1; ky >= 0; --ky) {
       const int64_t oy = yy - ky;
       if (oy < 0 || oy >= oh) continue;
       for (int64_t kx = k - 1; kx >= 0; --kx) {
         const int64_t ox = xx - kx;
         if (ox < 0 || ox >= ow) continue;
-        s = AddRn(s, dpatches[((b * oh + oy) * ow + ox) * row + (ky * k + kx) * c + ch]);
+        const float* src = dpatches + ((b * oh + oy) * ow + ox) * row + (ky * k + kx) * c;
+        for (int64_t ch = 0; ch < c; ++ch) d[ch] = AddRn(d[ch], src[ch]);
       }
     }
-    dx[i] = s;
   }
 };
 
-// y[j], argmax[j] for output position j of the 2x2/2 pool.
+// The c channels of output pixel p of the 2x2/2 pool: y and argmax (first maximum in (dy, dx)
+// order). Items: batch·(h/2)·(w/2) pixels.
 struct MaxPoolForwardFn {
   const float* x;
-  int64_t h, w, c;
+  int64_t batch, h, w, c;
   float* y;
   int32_t* argmax;
-  SIEVE_HD void operator()(size_t j) const {
+  size_t items() const { return static_cast<size_t>(batch * (h / 2) * (w / 2)); }
+  SIEVE_HD void operator()(size_t p) const {
     const int64_t oh = h / 2, ow = w / 2;
-    const int64_t ch = static_cast<int64_t>(j) % c;
-    const int64_t t = static_cast<int64_t>(j) / c;
-    const int64_t ox = t % ow;
-    const int64_t oy = (t / ow) % oh;
-    const int64_t b = t / (ow * oh);
-    int64_t best = ((b * h + 2 * oy) * w + 2 * ox) * c + ch;
-    for (int64_t dy = 0; dy < 2; ++dy) {
-      for (int64_t dx = 0; dx < 2; ++dx) {
-        const int64_t i = ((b * h + 2 * oy + dy) * w + 2 * ox + dx) * c + ch;
-        if (x[i] > x[best]) best = i;
+    const int64_t ox = static_cast<int64_t>(p) % ow;
+    const int64_t oy = (static_cast<int64_t>(p) / ow) % oh;
+    const int64_t b = static_cast<int64_t>(p) / (ow * oh);
+    const int64_t corner = ((b * h + 2 * oy) * w + 2 * ox) * c;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      int64_t best = corner + ch;
+      for (int64_t dy = 0; dy < 2; ++dy) {
+        for (int64_t dx = 0; dx < 2; ++dx) {
+          const int64_t i = corner + (dy * w + dx) * c + ch;
+          if (x[i] > x[best]) best = i;
+        }
       }
+      y[static_cast<int64_t>(p) * c + ch] = x[best];
+      argmax[static_cast<int64_t>(p) * c + ch] = static_cast<int32_t>(best);
     }
-    y[j] = x[best];
-    argmax[j] = static_cast<int32_t>(best);
   }
 };
 
@@ -201,15 +225,44 @@ struct WeightDecayFn {
   SIEVE_HD void operator()(size_t i) const { g[i] = AddRn(g[i], MulRn(wd, w[i])); }
 };
 
-// dst[i] = src[rows[i / row_size]·row_size + i mod row_size].
+// Row j of dst = row rows[j] of src (row_size floats), in chunks of kRowChunk.
 struct GatherRowsFn {
   const float* src;
   const int64_t* rows;
-  int64_t row_size;
+  int64_t count, row_size;
   float* dst;
+  size_t items() const { return static_cast<size_t>(count * RowChunks(row_size)); }
   SIEVE_HD void operator()(size_t i) const {
-    const int64_t j = static_cast<int64_t>(i) / row_size;
-    dst[i] = src[rows[j] * row_size + static_cast<int64_t>(i) % row_size];
+    const int64_t chunks = RowChunks(row_size);
+    const int64_t j = static_cast<int64_t>(i) / chunks;
+    const int64_t q0 = static_cast<int64_t>(i) % chunks * kRowChunk;
+    const int64_t q1 = q0 + kRowChunk < row_size ? q0 + kRowChunk : row_size;
+    const float* s = src + rows[j] * row_size;
+    float* d = dst + j * row_size;
+    for (int64_t q = q0; q < q1; ++q) d[q] = s[q];
+  }
+};
+
+// grad over chunks of 64 (a block holds whole chunks): the pool window of the chunk's block,
+// scaled, plus pull·w (see NnOps::PoolNoiseGradient).
+struct PoolNoiseFn {
+  const float* pool;
+  uint64_t pool_mask;    // pool_size − 1
+  uint64_t block_shift;  // log2(block)
+  const uint64_t* offsets;
+  float scale, pull;
+  const float* w;  // null: no pull term
+  uint64_t d;
+  float* grad;
+  size_t items() const { return static_cast<size_t>((d + 63) / 64); }
+  SIEVE_HD void operator()(size_t j) const {
+    const uint64_t lo = static_cast<uint64_t>(j) * 64;
+    const uint64_t hi = lo + 64 < d ? lo + 64 : d;
+    const uint64_t base = offsets[lo >> block_shift] + (lo & ((uint64_t{1} << block_shift) - 1));
+    for (uint64_t i = lo; i < hi; ++i) {
+      const float x = MulRn(scale, pool[(base + (i - lo)) & pool_mask]);
+      grad[i] = w == nullptr ? x : AddRn(x, MulRn(pull, w[i]));
+    }
   }
 };
 

@@ -104,6 +104,24 @@ Status CheckGather(int64_t src_rows, int row_size, const int64_t* rows_host, int
   return Status::Ok();
 }
 
+Status CheckPoolNoise(uint64_t pool_size, uint64_t block, const uint64_t* offsets_host,
+                      uint64_t d) {
+  auto pow2 = [](uint64_t v) { return v != 0 && (v & (v - 1)) == 0; };
+  if (!pow2(pool_size) || !pow2(block) || block < 64 || block > pool_size) {
+    return InvalidArgumentError(
+        "pool noise: pool size and block must be powers of two with "
+        "64 <= block <= pool size");
+  }
+  const uint64_t blocks = (d + block - 1) / block;
+  for (uint64_t b = 0; b < blocks; ++b) {
+    if (offsets_host[b] >= pool_size) {
+      return InvalidArgumentError("pool noise: offset " + std::to_string(offsets_host[b]) +
+                                  " outside the pool");
+    }
+  }
+  return Status::Ok();
+}
+
 XentResult ReduceXentRows(const double* row_loss_host, const int32_t* row_hit_host, int batch) {
   double total = 0.0;
   XentResult r;

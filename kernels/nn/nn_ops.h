@@ -112,6 +112,15 @@ class NnOps {
   virtual Status GatherRows(const float* src_dev, int64_t src_rows, int row_size,
                             const int64_t* rows_host, int count, float* dst_dev) = 0;
 
+  // The synthetic model's gradient with pool noise (worker/trainer/synthetic_gradient.h), in
+  // device memory: grad[i] = scale·pool[(offsets[i / block] + i mod block) mod pool_size] +
+  // pull·w[i] (no pull term when w_dev is null), i < d. pool_size and block are powers of two,
+  // block ≥ 64 and ≤ pool_size; offsets_host has ceil(d / block) entries, each < pool_size
+  // (InvalidArgument otherwise). One rounding per multiply and add, as the host version.
+  virtual Status PoolNoiseGradient(const float* pool_dev, uint64_t pool_size, uint64_t block,
+                                   const uint64_t* offsets_host, float scale, float pull,
+                                   const float* w_dev, uint64_t d, float* grad_dev) = 0;
+
   // The scatter of an UPDATE into the weights: w[idx[j]] = vals[j] for j < count. Indices must be
   // < n (else OutOfRange and w is unchanged) and distinct.
   virtual Status ScatterSet(const uint32_t* idx_host, const float* vals_host, size_t count,
@@ -139,6 +148,7 @@ Status CheckConv(int batch, int h, int w, int c, int k);
 Status CheckPool(int batch, int h, int w, int c);
 Status CheckScatter(const uint32_t* idx_host, size_t count, size_t n);
 Status CheckGather(int64_t src_rows, int row_size, const int64_t* rows_host, int count);
+Status CheckPoolNoise(uint64_t pool_size, uint64_t block, const uint64_t* offsets_host, uint64_t d);
 // The host-side reduction of the per-row results, in row order (row_loss may be null: loss 0).
 XentResult ReduceXentRows(const double* row_loss_host, const int32_t* row_hit_host, int batch);
 }  // namespace nn_internal

@@ -155,6 +155,13 @@ void SyntheticGradient(const SyntheticGradientSpec& spec, uint64_t round,
   }
 }
 
+void SyntheticPoolOffsets(const SyntheticGradientSpec& spec, uint64_t round, uint64_t d,
+                          std::vector<uint64_t>* offsets) {
+  const uint64_t key = RoundKey(spec, round);
+  offsets->resize((d + kSyntheticPoolBlock - 1) / kSyntheticPoolBlock);
+  for (uint64_t b = 0; b < offsets->size(); ++b) (*offsets)[b] = PoolOffset(key, b);
+}
+
 double SyntheticLoss(double pull, std::span<const float> weights) {
   if (weights.empty()) return 0.0;
   const float* w = weights.data();

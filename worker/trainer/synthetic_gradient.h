@@ -79,6 +79,12 @@ std::shared_ptr<const std::vector<float>> SyntheticNoisePool(const SyntheticGrad
 void SyntheticGradient(const SyntheticGradientSpec& spec, uint64_t round,
                        std::span<const float> weights, std::span<float> grad);
 
+// The pool offsets o(round, b) of the ceil(d / B) blocks of `round` (pool noise), into *offsets:
+// what a device computes pool-noise gradients from (NnOps::PoolNoiseGradient with the pool of
+// SyntheticNoisePool(spec)).
+void SyntheticPoolOffsets(const SyntheticGradientSpec& spec, uint64_t round, uint64_t d,
+                          std::vector<uint64_t>* offsets);
+
 // 0.5·pull·‖w‖²/D (0 for an empty w). One vectorized pass; the sum's order is fixed by the build,
 // not by the thread count.
 double SyntheticLoss(double pull, std::span<const float> weights);

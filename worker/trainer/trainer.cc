@@ -124,6 +124,12 @@ Status Trainer::Load() {
   grad_.emplace(ctx);
   SIEVE_RETURN_IF_ERROR(w_->Reserve(d_));
   SIEVE_RETURN_IF_ERROR(grad_->Reserve(d_));
+  if (synthetic_ && options_.synthetic_noise == SyntheticNoiseSource::kPool) {
+    const auto pool = SyntheticNoisePool(SyntheticSpec());
+    noise_pool_.emplace(ctx);
+    SIEVE_RETURN_IF_ERROR(noise_pool_->Reserve(pool->size()));
+    SIEVE_RETURN_IF_ERROR(ctx->FromHost(pool->data(), pool->size(), noise_pool_->data()));
+  }
   if (!synthetic_) {
     batch_x_.emplace(ctx);
     SIEVE_RETURN_IF_ERROR(
@@ -240,28 +246,45 @@ Status Trainer::GatherBatch(const std::vector<int64_t>& order, uint64_t step) {
   return nn_->context()->FromHost(host_batch_.data(), host_batch_.size(), batch_x_->data());
 }
 
+SyntheticGradientSpec Trainer::SyntheticSpec() const {
+  SyntheticGradientSpec spec{options_.grad_dist, options_.synthetic_scale, options_.synthetic_pull,
+                             options_.seed, rank_};
+  spec.noise = options_.synthetic_noise;
+  return spec;
+}
+
 Status Trainer::ComputeGradient(uint64_t round, bool want_loss, float* loss) {
   *loss = 0.0f;
   float* const w = w_->data();
   float* const grad = grad_->data();
   if (synthetic_) {
-    SyntheticGradientSpec spec{options_.grad_dist, options_.synthetic_scale,
-                               options_.synthetic_pull, options_.seed, rank_};
-    spec.noise = options_.synthetic_noise;
-    if (device_ == Device::kCpu) {
+    const SyntheticGradientSpec spec = SyntheticSpec();
+    const bool pull = options_.synthetic_pull != 0.0;
+    if (noise_pool_) {  // pool noise: generated in device memory on every device
+      SyntheticPoolOffsets(spec, round, d_, &pool_offsets_);
+      SIEVE_RETURN_IF_ERROR(
+          nn_->PoolNoiseGradient(noise_pool_->data(), kSyntheticPoolSize, kSyntheticPoolBlock,
+                                 pool_offsets_.data(), static_cast<float>(spec.scale),
+                                 static_cast<float>(spec.pull), pull ? w : nullptr, d_, grad));
+    } else if (device_ == Device::kCpu) {
       SyntheticGradient(spec, round, std::span<const float>(w, d_), std::span<float>(grad, d_));
-      if (want_loss) {
-        *loss = static_cast<float>(
-            SyntheticLoss(options_.synthetic_pull, std::span<const float>(w, d_)));
-      }
     } else {
-      // Generated on the host, then copied up (the round's one dense copy on a GPU worker).
+      // Hash noise off the CPU: drawn on the host, then copied up (one dense copy per round).
       host_w_.resize(d_);
       host_grad_.resize(d_);
-      SIEVE_RETURN_IF_ERROR(nn_->context()->ToHost(w, d_, host_w_.data()));
+      if (pull) SIEVE_RETURN_IF_ERROR(nn_->context()->ToHost(w, d_, host_w_.data()));
       SyntheticGradient(spec, round, host_w_, host_grad_);
-      if (want_loss) *loss = static_cast<float>(SyntheticLoss(options_.synthetic_pull, host_w_));
       SIEVE_RETURN_IF_ERROR(nn_->context()->FromHost(host_grad_.data(), d_, grad));
+    }
+    if (want_loss) {
+      // The objective's value needs w on the host (a copy off the CPU; only when reported).
+      std::span<const float> wh(w, d_);
+      if (device_ != Device::kCpu) {
+        host_w_.resize(d_);
+        SIEVE_RETURN_IF_ERROR(nn_->context()->ToHost(w, d_, host_w_.data()));
+        wh = host_w_;
+      }
+      *loss = static_cast<float>(SyntheticLoss(options_.synthetic_pull, wh));
     }
   } else {
     SIEVE_RETURN_IF_ERROR(model_->ForwardBackward(w, batch_x_->data(), labels_.data(),

@@ -43,6 +43,7 @@
 #include "worker/data/dataset.h"
 #include "worker/model/model.h"
 #include "worker/trainer/summary.h"
+#include "worker/trainer/synthetic_gradient.h"
 #include "worker/trainer/trainer_options.h"
 
 namespace sieve {
@@ -80,6 +81,7 @@ class Trainer {
   Status UploadWeights(const std::vector<float>& w);
   // Puts batch `step` of `order` (local example indices) into batch_x_ and labels_.
   Status GatherBatch(const std::vector<int64_t>& order, uint64_t step);
+  SyntheticGradientSpec SyntheticSpec() const;
   // Fills grad_ for `round` from the batch in batch_x_ / labels_; *loss gets the loss to report
   // (synthetic: only when `want_loss`).
   Status ComputeGradient(uint64_t round, bool want_loss, float* loss);
@@ -114,10 +116,12 @@ class Trainer {
   std::optional<DeviceBuffer> w_, grad_, batch_x_, train_x_stage_, test_x_stage_;
   const float* train_x_ = nullptr;
   const float* test_x_ = nullptr;
-  std::vector<uint8_t> labels_;            // the current batch's labels (host)
-  std::vector<float> host_batch_;          // a batch gathered on the host (unstaged data)
-  std::vector<float> host_w_, host_grad_;  // synthetic gradients off the CPU device
-  std::vector<uint32_t> update_idx_;       // the round's UPDATE pairs, staged for the scatter
+  std::vector<uint8_t> labels_;             // the current batch's labels (host)
+  std::vector<float> host_batch_;           // a batch gathered on the host (unstaged data)
+  std::vector<float> host_w_, host_grad_;   // hash-noise synthetic gradients off the CPU device
+  std::optional<DeviceBuffer> noise_pool_;  // pool-noise synthetic: the pool, in device memory
+  std::vector<uint64_t> pool_offsets_;      // pool-noise synthetic: the round's block offsets
+  std::vector<uint32_t> update_idx_;        // the round's UPDATE pairs, staged for the scatter
   std::vector<float> update_vals_;
   std::unique_ptr<ErrorFeedback> ef_;
 };
