@@ -27,16 +27,18 @@ struct Daemon {
   std::string typo;      // a misspelt flag, e.g. "desnity"
   std::string intended;  // the flag it is close to, e.g. "density"
   std::string first_group;
-  std::string readable;  // one `--name=default ` its help shows
+  std::string readable;   // one `--name=default ` its help shows
+  std::string rejected;   // a well-formed flag whose value only the program itself rejects
+  std::string rejection;  // what the program then says
 };
 
 std::vector<Daemon> Daemons() {
-  return {
-      {"sieve-scheduler", SCHEDULER_BINARY, "num_wrokers", "num_workers",
-       "Cluster:", "--heartbeat_timeout_ms=10000 "},
-      {"sieve-server", SERVER_BINARY, "consistncy", "consistency",
-       "Cluster:", "--server_density=0.001 "},
-      {"sieve-worker", WORKER_BINARY, "desnity", "density", "Cluster:", "--synthetic_pull=0.01 "}};
+  return {{"sieve-scheduler", SCHEDULER_BINARY, "num_wrokers", "num_workers", "Cluster:",
+           "--heartbeat_timeout_ms=10000 ", "--num_workers=0", "--num_workers must be >= 1"},
+          {"sieve-server", SERVER_BINARY, "consistncy", "consistency", "Cluster:",
+           "--server_density=0.001 ", "--consistency=maybe", "sieve-server: --consistency: "},
+          {"sieve-worker", WORKER_BINARY, "desnity", "density",
+           "Cluster:", "--synthetic_pull=0.01 ", "--density=7", "--density must be in (0, 1]"}};
 }
 
 struct Output {
@@ -93,6 +95,21 @@ TEST_P(DaemonCommandLine, TypoInAFlagFileExitsTwoNamingFileAndLine) {
   Output nested = RunDaemon(d, {"--flagfile=" + outer});
   EXPECT_EQ(nested.exit_code, 2) << nested.text;
   EXPECT_NE(nested.text.find(path + ":2:"), std::string::npos) << nested.text;
+}
+
+// Flags that parse (on the command line and in a flag file) reach the program: it runs on to its
+// own checks of their values (here one that it rejects, so nothing connects anywhere).
+TEST_P(DaemonCommandLine, ParsedFlagsReachTheProgram) {
+  const Daemon& d = GetParam();
+  const std::string path = (dir_.path() / "ok.flags").string();
+  std::ofstream(path) << "--bind=127.0.0.1\n" << d.rejected << "\n";
+  for (const auto& args : {std::vector<std::string>{"--bind=127.0.0.1", d.rejected},
+                           std::vector<std::string>{"--port", "0", "--flagfile=" + path}}) {
+    Output r = RunDaemon(d, args);
+    EXPECT_EQ(r.exit_code, 2) << r.text;
+    EXPECT_NE(r.text.find(d.rejection), std::string::npos) << r.text;
+    EXPECT_EQ(r.text.find("unexpected argument"), std::string::npos) << r.text;
+  }
 }
 
 TEST_P(DaemonCommandLine, HelpShowsTheProgramsOwnGroupsOnly) {
