@@ -991,7 +991,8 @@ def main():
     runs = runs_of(cfg, cells)
     for r in runs:
         r["dir"] = os.path.join(out_dir, "cells", r["id"])
-    check_flags(cfg, runs, out_dir, build)
+    if not a.plots_only:
+        check_flags(cfg, runs, out_dir, build)
     if a.dry_run:
         for r in runs:
             print(r["id"])
