@@ -72,12 +72,11 @@ DEFAULT_TARGET = 0.85
 DEFAULT_SEED = 1  # the daemons' --seed default
 DAEMONS = [("scheduler", "sieve-scheduler"), ("server", "sieve-server"), ("worker", "sieve-worker")]
 PROGRAMS = [("deploy", "sieve")] + DAEMONS
-NEAR_CHANCE = 0.15  # test accuracy below this (10 classes: chance 0.1) is flagged in the table
 RUN_FIELDS = ["run", "cell", "seed", "consistency", "compressor", "density", "workers", "link",
               "status", "wall_s", "train_s", "rounds", "epochs", "final_loss", "test_acc",
               "time_to_target_s", "mean_round_s", "bytes_up_per_round", "bytes_down_per_round",
               "push_ratio", "max_staleness", "mean_staleness", "t_compute_ms", "t_select_ms",
-              "t_comm_ms", "mean_contraction"]
+              "t_comm_ms", "mean_contraction", "near_chance"]
 # Per-cell means over the runs that finished (sample std next to the first three).
 MEAN_FIELDS = ["test_acc", "train_s", "time_to_target_s", "wall_s", "final_loss", "rounds",
                "epochs", "mean_round_s", "bytes_up_per_round", "bytes_down_per_round",
@@ -557,7 +556,7 @@ def summarize(run, cell_dir, rc, wall, target):
         "mean_round_s": _float(s, "mean_round_s"),
         "bytes_up_per_round": mean([r.get("bytes_up") for r in rows]),
         "bytes_down_per_round": mean([r.get("bytes_down") for r in rows]),
-        "push_ratio": _float(s, "ratio"),
+        "push_ratio": _float(s, "ratio"), "near_chance": s.get("near_chance") == "1",
         "max_staleness": mx, "mean_staleness": mn,
         "t_compute_ms": _ms(mean([r.get("t_compute") for r in rows])),
         "t_select_ms": _ms(mean([r.get("t_select") for r in rows])),
@@ -601,8 +600,9 @@ def aggregate(cells, run_summaries, target):
             row[f + "_std"] = std([s.get(f) for s in ok])
         mx = [s.get("max_staleness") for s in ok if s.get("max_staleness") is not None]
         row["max_staleness"] = max(mx) if mx else None
-        if row["test_acc"] is not None and row["test_acc"] < NEAR_CHANCE and row["status"] == "ok":
-            row["status"] = "ok, near chance"
+        near = sum(1 for s in ok if s.get("near_chance"))
+        if near:  # the worker's summary says the model did not learn (near_chance=1)
+            row["status"] += f", near chance ({near} of {len(ok)})"
         rows.append(row)
     for row, c in zip(rows, cells):
         base = next((r for r, b in zip(rows, cells)

@@ -118,8 +118,15 @@ class AggregateTest(unittest.TestCase):
 
     def test_near_chance_is_flagged(self):
         c = cell("bsp", "topk")
-        rows = cc.aggregate([c], [run_summary(c, 1, test_acc=0.11)], 0.85)
-        self.assertEqual(rows[0]["status"], "ok, near chance")
+        runs = [run_summary(c, 1, test_acc=0.11, near_chance=True),
+                run_summary(c, 2, test_acc=0.85, near_chance=False)]
+        rows = cc.aggregate([c], runs, 0.85)
+        self.assertEqual(rows[0]["status"], "ok, near chance (1 of 2)")
+        with tempfile.TemporaryDirectory() as d:  # from the worker's summary line
+            with open(os.path.join(d, "log.txt"), "w") as f:
+                f.write("[worker 0] sieve-worker summary: rank=0 test_acc=0.1000 near_chance=1\n")
+            run = cc.runs_of({"name": "x"}, [c])[0]
+            self.assertTrue(cc.summarize(run, d, 0, 1.0, 0.85)["near_chance"])
 
 
 class MetricsTest(unittest.TestCase):
