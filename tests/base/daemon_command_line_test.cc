@@ -145,6 +145,22 @@ TEST_P(DaemonCommandLine, VersionIsTheCMakeProjectVersion) {
   EXPECT_EQ(r.text, d.name + " " + SIEVE_EXPECTED_VERSION + "\n");
 }
 
+// A worker told to compute on a GPU where there is none stops before connecting, naming the device.
+TEST(WorkerDevice, CudaWithoutAGpuExitsTwoNamingTheDevice) {
+  const Daemon worker = Daemons()[2];
+  ASSERT_EQ(worker.name, "sieve-worker");
+  Output r = RunDaemon(worker, {"--device=cuda", "--scheduler=127.0.0.1:1"});
+  if (r.text.find("GPU is visible") == std::string::npos &&
+      r.text.find("without the CUDA backend") == std::string::npos) {
+    GTEST_SKIP() << "a GPU is visible: the worker may run on it\n" << r.text;
+  }
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_NE(r.text.find("--device: device 'cuda' requested"), std::string::npos) << r.text;
+  Output bad = RunDaemon(worker, {"--device=tpu"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.text;
+  EXPECT_NE(bad.text.find("'tpu'"), std::string::npos) << bad.text;
+}
+
 INSTANTIATE_TEST_SUITE_P(Daemons, DaemonCommandLine, ::testing::ValuesIn(Daemons()),
                          [](const ::testing::TestParamInfo<Daemon>& info) {
                            std::string name = info.param.name.substr(6);  // drop "sieve-"
