@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/huge_page_allocator.h"
 #include "bench/rawzmq/raw_round_trips.h"
 #include "tests/net/subprocess.h"
 #include "worker/client/ps_client.h"
@@ -281,11 +282,11 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
     auto client_or = PsClient::Connect(po);
     if (!client_or.ok()) return leave("connect: " + client_or.status().ToString());
     PsClient& client = **client_or;
-    std::vector<float> replica(cfg.num_params);
+    HugePageVector<float> replica(cfg.num_params);  // as the worker's (CPU backend Alloc)
     Status s = client.PullDense(replica, kTimeoutMs);
     if (s.ok()) s = client.Barrier(kTimeoutMs);  // nobody pushes before every replica is pulled
     if (!s.ok()) return leave("start: " + s.ToString());
-    if (w == 0) init = replica;
+    if (w == 0) init.assign(replica.begin(), replica.end());
     std::vector<Selection> own(pool.size());  // this worker's copies, lent to PushPull
     std::vector<uint32_t> uidx, outside;
     std::vector<float> usum, before, outside_before;
@@ -376,7 +377,7 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
           return leave("replica differs from the servers' weights after the run");
         }
       }
-      final_replica = std::move(replica);
+      final_replica.assign(replica.begin(), replica.end());
     }
     s = client.Barrier(kTimeoutMs);  // every worker done pushing
     if (s.ok() && !bsp && w == 0) {
