@@ -3,9 +3,9 @@
 // round time so far, redrawn at most 10 times a second. Otherwise a progress line on stdout
 // (base/progress_line.h: epoch, round, loss, bytes pushed), flushed, at most once a second and
 // after the last round: `sieve launch` reads these to show the job's progress. In both modes
-// EndEpoch prints one line per epoch (epoch, mean loss, test accuracy when evaluated, bytes pushed
-// so far, mean pairs selected per round): to stdout after the bar on a terminal, else via glog
-// INFO. Thread-safety: one thread per reporter.
+// EndEpoch prints one line per epoch ("epoch E/N:", counted from 1; mean loss, test accuracy when
+// evaluated, bytes pushed so far, mean pairs selected per round): to stdout after the bar on a
+// terminal, else via glog INFO. Thread-safety: one thread per reporter.
 #ifndef SIEVE_WORKER_TRAINER_PROGRESS_H_
 #define SIEVE_WORKER_TRAINER_PROGRESS_H_
 
