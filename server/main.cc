@@ -27,6 +27,7 @@
 #include "net/signal_watcher.h"
 #include "server/checkpointer.h"
 #include "server/consistency.h"
+#include "server/initial_weights.h"
 #include "server/shard_server.h"
 
 DEFINE_string(scheduler, "127.0.0.1:9310", "Scheduler address host:port");
@@ -39,9 +40,14 @@ DEFINE_string(curve_dir, "",
               "allowed_clients; written by `sieve keygen`); empty = no encryption");
 DEFINE_uint32(port, 0, "Port to listen on (0 = any free port)");
 DEFINE_string(model, "fnn3",
-              "Model whose layout and seeded init the shard uses: softmax|fnn3|cnn|synthetic");
+              "Model whose layout and seeded init the shard uses: softmax|fnn3|cnn|cnn_large|"
+              "synthetic");
 DEFINE_uint64(num_params, 0, "D for --model=synthetic");
 DEFINE_uint64(seed, 1, "Initialization seed (must match the workers')");
+DEFINE_string(init_weights, "",
+              "Start from these weights instead of the seeded init: a file of D raw little-endian "
+              "float32 values (what sieve-worker --dump_weights writes); each server reads its "
+              "shard's slice");
 DEFINE_string(consistency, "bsp", "bsp | ssp | asp");
 DEFINE_int32(staleness, 2, "SSP bound: max rounds a worker may run ahead of the slowest");
 DEFINE_double(async_scale, 0.0, "ASP/SSP: w -= scale * pushed value; 0 = 1/num_workers");
@@ -97,6 +103,12 @@ int Run() {
   if (!layout.ok()) {
     std::cerr << "sieve-server: --model: " << layout.status().ToString() << "\n";
     return 2;
+  }
+  if (!FLAGS_init_weights.empty()) {
+    if (Status s = CheckWeightsFile(FLAGS_init_weights, layout->num_params); !s.ok()) {
+      std::cerr << "sieve-server: --init_weights: " << s.message() << "\n";
+      return 2;
+    }
   }
 
   // Serving /healthz before registering lets the Kubernetes probes pass while the job forms.
@@ -161,7 +173,15 @@ int Run() {
       &metrics, [&node] { return static_cast<double>(node.dead_nodes().size()); });
   const ShardRange range = node.shards()[rank];
   std::vector<float> init(range.size());
-  InitSlice(*layout, FLAGS_seed, range.lo, range.hi, init.data());
+  if (FLAGS_init_weights.empty()) {
+    InitSlice(*layout, FLAGS_seed, range.lo, range.hi, init.data());
+  } else if (Status s = ReadWeightsSlice(FLAGS_init_weights, layout->num_params, range.lo, range.hi,
+                                         init.data());
+             !s.ok()) {
+    std::cerr << "sieve-server: --init_weights: " << s.message() << "\n";
+    node.RequestStop("--init_weights: " + s.message());
+    return 2;
+  }
 
   ShardServerOptions so;
   so.num_workers = node.num_workers();
@@ -435,7 +455,7 @@ int main(int argc, char** argv) {
       "answers with sparse updates.",
       "sieve-server --scheduler=HOST:PORT [--consistency=bsp] ...",
       {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir"}},
-       {"Model", {"model", "num_params", "seed"}},
+       {"Model", {"model", "num_params", "seed", "init_weights"}},
        {"Consistency", {"consistency", "staleness", "async_scale"}},
        {"Compression", {"server_compressor", "server_density", "reply_part_pairs"}},
        {"Failure handling",

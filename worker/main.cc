@@ -40,6 +40,9 @@ DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
 // Optimizer.
 DEFINE_int32(batch_size, 32, "Minibatch size per worker (>= 1)");
 DEFINE_int32(epochs, 1, "Passes over the data partition (>= 1)");
+DEFINE_int64(max_rounds, 0,
+             "Stop after this many rounds of the job, even mid-epoch (0 = run every epoch); the "
+             "learning-rate and density schedules still follow --epochs");
 DEFINE_int32(rounds_per_epoch, 100, "Rounds per epoch of --model=synthetic (>= 1)");
 DEFINE_double(lr, 0.05,
               "Learning rate (>= 0); the step is lr·m with momentum m, averaged over the workers");
@@ -112,8 +115,8 @@ sieve::ProgramInfo WorkerProgram() {
             {"model", "data_dir", "seed", "num_params", "grad_dist", "synthetic_noise",
              "synthetic_scale", "synthetic_pull"}},
            {"Training",
-            {"epochs", "batch_size", "lr", "momentum", "weight_decay", "lr_warmup_epochs",
-             "lr_steps", "lr_gamma", "rounds_per_epoch"}},
+            {"epochs", "max_rounds", "batch_size", "lr", "momentum", "weight_decay",
+             "lr_warmup_epochs", "lr_steps", "lr_gamma", "rounds_per_epoch"}},
            {"Compression", {"compressor", "density", "density_warmup", "fp16", "checksum"}},
            {"Compute", {"device", "blas_threads", "kernel_threads"}},
            {"Failure handling",
@@ -161,6 +164,7 @@ int main(int argc, char** argv) {
   o.data_dir = FLAGS_data_dir;
   o.batch_size = FLAGS_batch_size;
   o.epochs = FLAGS_epochs;
+  o.max_rounds = FLAGS_max_rounds;
   o.rounds_per_epoch = FLAGS_rounds_per_epoch;
   o.lr = FLAGS_lr;
   o.momentum = FLAGS_momentum;

@@ -227,6 +227,35 @@ TEST_F(TrainingTest, DivergenceStopsTheJobWithAnExplanation) {
   EXPECT_TRUE(run.workers.empty()) << "a diverged worker prints no success summary";
 }
 
+// A run reproduced from given weights: the servers start from --init_weights (not the seeded
+// init), --lr=0 keeps them, and --max_rounds stops the job mid-epoch, with rank 0 evaluating at
+// the stop. A truncated weights file is a usage error naming the file.
+TEST_F(TrainingTest, InitWeightsAndMaxRounds) {
+  auto layout = MakeModelLayout("softmax");
+  ASSERT_TRUE(layout.ok());
+  const std::vector<float> init = InitParams(*layout, 77);  // not the job's --seed=1 init
+  const std::string path = (dir_ / "init.bin").string();
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(init.data()), 4 * init.size());
+  }
+  RunResult run =
+      Launch(2, 1,
+             {"--model=softmax", "--compressor=topk", "--density=0.01", "--lr=0", "--epochs=2",
+              "--max_rounds=7", "--init_weights=" + path, ReplicaFlag(), ShardFlag()});
+  ASSERT_TRUE(run.ok) << run.log;
+  EXPECT_EQ(run.workers[0]["rounds"], "7");
+  EXPECT_TRUE(run.workers[0].count("test_acc")) << "evaluated at the stop";
+  EXPECT_EQ(ServerWeights(2), init);
+  EXPECT_EQ(ReadFloats((dir_ / "replica0.bin").string()), init);
+
+  std::filesystem::resize_file(path, 4 * init.size() - 2);
+  RunResult bad = Launch(1, 1, {"--model=softmax", "--init_weights=" + path, "--epochs=1"});
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.log.find("--init_weights: weights file " + path + " holds"), std::string::npos)
+      << bad.log;
+}
+
 TEST_F(TrainingTest, WithoutMomentumTopkAtFullDensityEqualsDense) {
   const std::vector<std::string> common = {"--model=softmax", "--momentum=0", "--batch_size=256",
                                            "--epochs=1",      "--lr=0.1",     "--eval_every=0",

@@ -219,9 +219,10 @@ Status Trainer::InitWeights(uint64_t* first_round) {
   const uint64_t local = Fingerprint(w);
   SIEVE_RETURN_IF_ERROR(client_->PullDense(w, options_.round_timeout_ms));
   if (Fingerprint(w) != local) {
-    LOG(WARNING) << "the servers' initial weights differ from InitParams(" << options_.model
-                 << ", seed " << options_.seed
-                 << ") (different --seed or model on the servers?); using the servers'";
+    LOG(WARNING)
+        << "the servers' initial weights differ from InitParams(" << options_.model << ", seed "
+        << options_.seed
+        << ") (different --seed, --model or --init_weights on the servers?); using the servers'";
   }
   return UploadWeights(w);
 }
@@ -393,7 +394,11 @@ StatusOr<TrainSummary> Trainer::Run() {
 
   const uint64_t epochs = static_cast<uint64_t>(options_.epochs);
   const uint64_t spe = static_cast<uint64_t>(steps_per_epoch_);
-  ProgressReporter progress(options_.progress_bar, epochs * spe, spe);
+  // The round to stop before: the end of the last epoch, or --max_rounds when that comes first.
+  const uint64_t stop = options_.max_rounds > 0
+                            ? std::min(epochs * spe, static_cast<uint64_t>(options_.max_rounds))
+                            : epochs * spe;
+  ProgressReporter progress(options_.progress_bar, stop, spe);
   TrainSummary summary;
   summary.rank = rank_;
   summary.epochs = epochs;
@@ -406,7 +411,7 @@ StatusOr<TrainSummary> Trainer::Run() {
   const auto run_start = Clock::now();
   uint64_t round = std::min(first_round, epochs * spe);
 
-  for (uint64_t epoch = round / spe; epoch < epochs; ++epoch) {
+  for (uint64_t epoch = round / spe; epoch < epochs && round < stop; ++epoch) {
     const uint64_t first_step = round - epoch * spe;  // > 0 only in a rejoiner's first epoch
     std::vector<int64_t> order;
     if (!synthetic_) {
@@ -424,9 +429,10 @@ StatusOr<TrainSummary> Trainer::Run() {
     double epoch_loss = 0.0;
     uint64_t epoch_selected = 0;
 
-    for (uint64_t step = first_step; step < spe; ++step, ++round) {
+    for (uint64_t step = first_step; step < spe && round < stop; ++step, ++round) {
       const bool last_of_epoch = step + 1 == spe;
-      const bool eval = last_of_epoch && IsEvalEpoch(options_, epoch);
+      const bool cut_short = round + 1 == stop && stop < epochs * spe;  // --max_rounds
+      const bool eval = (last_of_epoch && IsEvalEpoch(options_, epoch)) || cut_short;
       const bool contraction =
           options_.contraction_every > 0 && round % options_.contraction_every == 0;
       const bool histogram =
@@ -434,13 +440,14 @@ StatusOr<TrainSummary> Trainer::Run() {
                              static_cast<int64_t>(round));
       const bool write =
           metrics.is_open() && (round % options_.metrics_every == 0 || eval || contraction ||
-                                histogram || (last_of_epoch && epoch + 1 == epochs));
+                                histogram || cut_short || (last_of_epoch && epoch + 1 == epochs));
 
       const auto t0 = Clock::now();
       const double lr = LearningRate(options_, round, steps_per_epoch_);
       if (!synthetic_) SIEVE_RETURN_IF_ERROR(GatherBatch(order, step));
       float loss = 0.0f;
-      SIEVE_RETURN_IF_ERROR(ComputeGradient(round, !synthetic_ || write || last_of_epoch, &loss));
+      SIEVE_RETURN_IF_ERROR(
+          ComputeGradient(round, !synthetic_ || write || last_of_epoch || cut_short, &loss));
       if (!std::isfinite(loss)) {
         return Diverged(round, lr, "the loss is " + std::to_string(loss));
       }
@@ -478,7 +485,9 @@ StatusOr<TrainSummary> Trainer::Run() {
       summary.bytes_down += stats.bytes_down;
       summary.dense_bytes += dense_bytes;
       epoch_loss += synthetic_ ? 0.0 : loss;
-      if (synthetic_ && last_of_epoch) epoch_loss = loss * static_cast<double>(spe - first_step);
+      if (synthetic_ && (last_of_epoch || cut_short)) {
+        epoch_loss = loss * static_cast<double>(step + 1 - first_step);
+      }
       epoch_selected += selected;
 
       RoundMetrics m;
@@ -513,8 +522,8 @@ StatusOr<TrainSummary> Trainer::Run() {
         SIEVE_RETURN_IF_ERROR(metrics.Write(m));
       }
       progress.Round(round + 1, loss, summary.bytes_up);
-      if (last_of_epoch) {
-        const double steps = static_cast<double>(spe - first_step);
+      if (last_of_epoch || cut_short) {
+        const double steps = static_cast<double>(step + 1 - first_step);
         summary.loss = epoch_loss / steps;
         progress.EndEpoch(epoch, summary.loss, m.test_acc, summary.bytes_up,
                           static_cast<double>(epoch_selected) / steps);

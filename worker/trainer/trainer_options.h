@@ -48,6 +48,9 @@ struct TrainerOptions {
 
   int batch_size = 32;  // per worker
   int epochs = 1;
+  // When > 0: stop after this many rounds of the job (counted from round 0), even mid-epoch; the
+  // schedules still follow `epochs`, and rank 0 evaluates at the stop.
+  int64_t max_rounds = 0;
   int rounds_per_epoch = 100;  // synthetic model only (real data: from the partition size)
 
   double lr = 0.05;
