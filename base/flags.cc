@@ -61,11 +61,18 @@ void AppendFlag(std::string* out, const gflags::CommandLineFlagInfo& f) {
   AppendWrapped(out, f.description, kNameColumn, kNameColumn);
 }
 
-// True when `word` is `--name` or `-name` for one of `names`.
-bool IsOneOf(std::string_view word, std::initializer_list<std::string_view> names) {
-  if (!word.starts_with("-")) return false;
-  word.remove_prefix(word.starts_with("--") ? 2 : 1);
-  return std::find(names.begin(), names.end(), word) != names.end();
+// For --help, --helpshort, -h, --helpfull and --version (`flag` without its dashes): prints what
+// they ask for and returns the exit status 0; nullopt for any other flag.
+std::optional<int> Report(const ProgramInfo& program, std::string_view flag) {
+  if (flag == "version") {
+    std::printf("%.*s %s\n", static_cast<int>(program.name.size()), program.name.data(), kVersion);
+    return 0;
+  }
+  if (flag != "help" && flag != "helpshort" && flag != "h" && flag != "helpfull") {
+    return std::nullopt;
+  }
+  std::fputs(HelpText(program, flag == "helpfull").c_str(), stdout);
+  return 0;
 }
 
 int UsageError(const ProgramInfo& program, const std::string& message) {
@@ -129,22 +136,17 @@ std::string HelpText(const ProgramInfo& program, bool full) {
 }
 
 std::optional<int> ParseCommandLine(const ProgramInfo& program, int argc, char** argv) {
-  const std::string name(program.name);
   gflags::SetUsageMessage(std::string(program.summary) +
                           "\n  usage: " + std::string(program.usage));
   gflags::SetVersionString(kVersion);
   gflags::SetArgv(argc, const_cast<const char**>(argv));
 
+  // A bare --help or --version wins over anything else on the command line, errors included.
   const std::vector<std::string> words(argv + 1, argv + argc);
-  for (const std::string& word : words) {
-    if (IsOneOf(word, {"help", "helpshort", "h", "helpfull"})) {
-      std::fputs(HelpText(program, IsOneOf(word, {"helpfull"})).c_str(), stdout);
-      return 0;
-    }
-    if (IsOneOf(word, {"version"})) {
-      std::printf("%s %s\n", name.c_str(), kVersion);
-      return 0;
-    }
+  for (std::string_view word : words) {
+    if (!word.starts_with("-")) continue;
+    word.remove_prefix(word.starts_with("--") ? 2 : 1);
+    if (auto exit_code = Report(program, word)) return exit_code;
   }
 
   const auto flags = AllFlags();
@@ -158,6 +160,10 @@ std::optional<int> ParseCommandLine(const ProgramInfo& program, int argc, char**
   auto assignments = ParseFlagWords(words, kind_of, names);
   if (!assignments.ok()) return UsageError(program, assignments.status().message());
   for (const FlagAssignment& a : *assignments) {
+    // `--help=true` and the like (as `sieve launch` renders bool flags), from a flag file too.
+    if (a.value == "true" || a.value == "1") {
+      if (auto exit_code = Report(program, a.name)) return exit_code;
+    }
     if (gflags::SetCommandLineOption(a.name.c_str(), a.value.c_str()).empty()) {
       const std::string where = a.origin.empty() ? "" : a.origin + ": ";
       return UsageError(program, where + "invalid value '" + a.value + "' for --" + a.name +

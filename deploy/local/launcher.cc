@@ -123,8 +123,11 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
     if (f.name == "scheduler" || f.name == "rank") {
       return InvalidArgumentError("--" + f.name + " is set by the launcher for each process");
     }
-    if (f.name == "helpxml" || f.name == "help" || f.name == "helpfull") {
-      return InvalidArgumentError("--" + f.name + " cannot be passed through");
+    // gflags' reporting flags (--help, --helpxml, --helpon, ..., --version) print and exit.
+    if (f.name.starts_with("help") || f.name == "version") {
+      return InvalidArgumentError("--" + f.name +
+                                  " cannot be passed through (run a daemon with it, " +
+                                  "e.g. sieve-worker --" + f.name + ")");
     }
   }
   std::vector<PassThroughFlag> counts = {{"num_workers", std::to_string(o.num_workers)},

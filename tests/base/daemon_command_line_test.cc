@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct Daemon {
   std::string rejected;   // a well-formed flag whose value only the program itself rejects
   std::string rejection;  // what the program then says
 };
+
+void PrintTo(const Daemon& d, std::ostream* os) { *os << d.name; }
 
 std::vector<Daemon> Daemons() {
   return {{"sieve-scheduler", SCHEDULER_BINARY, "num_wrokers", "num_workers", "Cluster:",
@@ -129,9 +132,11 @@ TEST_P(DaemonCommandLine, HelpShowsTheProgramsOwnGroupsOnly) {
                             "--minloglevel", "0000000000000"}) {
     EXPECT_EQ(help.text.find(noise), std::string::npos) << noise << "\n" << help.text;
   }
-  Output short_help = RunDaemon(d, {"--helpshort"});
-  EXPECT_EQ(short_help.exit_code, 0);
-  EXPECT_EQ(short_help.text, help.text);
+  for (const char* same : {"--helpshort", "-h", "--help=true"}) {
+    Output again = RunDaemon(d, {same});
+    EXPECT_EQ(again.exit_code, 0) << same;
+    EXPECT_EQ(again.text, help.text) << same;
+  }
   Output full = RunDaemon(d, {"--helpfull"});
   EXPECT_EQ(full.exit_code, 0);
   EXPECT_EQ(full.text.rfind(help.lines[0], 0), 0u);
@@ -140,9 +145,12 @@ TEST_P(DaemonCommandLine, HelpShowsTheProgramsOwnGroupsOnly) {
 
 TEST_P(DaemonCommandLine, VersionIsTheCMakeProjectVersion) {
   const Daemon& d = GetParam();
-  Output r = RunDaemon(d, {"--version"});
-  EXPECT_EQ(r.exit_code, 0) << r.text;
-  EXPECT_EQ(r.text, d.name + " " + SIEVE_EXPECTED_VERSION + "\n");
+  // `--version=true` is how `sieve launch` and flag files write it.
+  for (const char* flag : {"--version", "-version", "--version=true"}) {
+    Output r = RunDaemon(d, {"--bind=127.0.0.1", flag});
+    EXPECT_EQ(r.exit_code, 0) << flag << "\n" << r.text;
+    EXPECT_EQ(r.text, d.name + " " + SIEVE_EXPECTED_VERSION + "\n") << flag;
+  }
 }
 
 // A worker told to compute on a GPU where there is none stops before connecting, naming the device.

@@ -76,11 +76,17 @@ TEST_F(LauncherIntegration, UnknownFlagStartsNothing) {
   EXPECT_TRUE(fs::is_empty(state_)) << "a daemon was started";
 }
 
+// --rank is set per process; gflags' reporting flags would only print and exit.
 TEST_F(LauncherIntegration, LauncherOwnedFlagsCannotBePassedThrough) {
-  RunResult r = Launch({"--rank=3"});
-  EXPECT_EQ(ExitCode(r), 2) << r.output;
-  EXPECT_NE(r.output.find("--rank"), std::string::npos) << r.output;
-  EXPECT_TRUE(fs::is_empty(state_));
+  for (const char* flag : {"--rank=3", "--version", "--helpshort"}) {
+    RunResult r = Launch({flag});
+    EXPECT_EQ(ExitCode(r), 2) << r.output;
+    EXPECT_NE(r.output.find(std::string(flag).substr(0, std::string(flag).find('='))),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("unknown flag"), std::string::npos) << r.output;
+    EXPECT_TRUE(fs::is_empty(state_));
+  }
 }
 
 // The launcher reads pass-through flag files itself: a typo starts nothing.

@@ -37,7 +37,11 @@ struct FlagDef {
 };
 
 std::vector<FlagDef> FlagsOf(const std::string& role) {
-  std::vector<FlagDef> common = {{"v", "int32"}, {"logtostderr", "bool"}, {"helpxml", "bool"}};
+  std::vector<FlagDef> common = {{"v", "int32"},
+                                 {"logtostderr", "bool"},
+                                 {"helpxml", "bool"},
+                                 {"helpshort", "bool"},
+                                 {"version", "bool"}};
   std::vector<FlagDef> own;
   if (role == "scheduler") {
     own = {{"port", "int32"},       {"num_workers", "int32"}, {"num_servers", "int32"},
