@@ -183,12 +183,11 @@ int StopAndExit(Supervisor& sup, const LaunchOptions& o, int failure_code) {
 bool Failed(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
 
 // Whether a server with command line `argv` restores its shard when restarted: its last
-// --checkpoint_dir is not empty, or a flag file may set it (then the server decides).
+// --checkpoint_dir is not empty (flag files are already expanded into `argv`: flag_routing.h).
 bool ServerCanRestore(const std::vector<std::string>& argv) {
   constexpr std::string_view kDir = "--checkpoint_dir=";
   bool dir = false;
   for (const std::string& a : argv) {
-    if (a.starts_with("--flagfile")) return true;
     if (a.starts_with(kDir)) dir = a.size() > kDir.size();
   }
   return dir;

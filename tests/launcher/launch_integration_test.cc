@@ -182,11 +182,14 @@ TEST_F(LauncherIntegration, WithoutRestartsTheSameFailureStopsTheJob) {
   ExpectNoStandinAlive();
 }
 
+// (--checkpoint_dir from a flag file: the launcher reads it, so it counts like a plain flag.)
 TEST_F(LauncherIntegration, RestartsAreBoundedPerJob) {
-  RunResult r = Launch({"--num_servers=2", "--num_workers=2", "--max_restarts=2", "--",
-                        "--checkpoint_dir=" + (root_ / "ckpt").string()},
-                       {"STANDIN_FAIL=server-1:exit:3", "STANDIN_SCHEDULER_WAITS=1",
-                        "STANDIN_HANG=server-0,worker-0,worker-1"});
+  const std::string flags = (root_ / "server.flags").string();
+  std::ofstream(flags) << "--checkpoint_dir=" << (root_ / "ckpt").string() << "\n";
+  RunResult r = Launch(
+      {"--num_servers=2", "--num_workers=2", "--max_restarts=2", "--", "--flagfile=" + flags},
+      {"STANDIN_FAIL=server-1:exit:3", "STANDIN_SCHEDULER_WAITS=1",
+       "STANDIN_HANG=server-0,worker-0,worker-1"});
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(ExitCode(r), 1) << r.output;
   EXPECT_EQ(CountOf(r.output, "sieve launch: restarting server 1 (exited with code 3)"), 2)
