@@ -395,7 +395,10 @@ Status Node::SendError(int peer, pb::ErrorCode code, const std::string& message,
   h.mutable_error()->set_rejected_type(rejected);
   auto frames = EncodeControl(h);
   if (!frames.ok()) return frames.status();
-  return transport_->Send(peer, std::move(frames).value());
+  // Never wait: a peer that sends garbage and does not read must not stall this thread.
+  Status sent = transport_->TrySend(peer, std::move(frames).value());
+  if (!sent.ok()) errors_dropped_.fetch_add(1, std::memory_order_relaxed);
+  return sent;
 }
 
 StatusOr<bool> Node::Receive(Message* out, int timeout_ms) {

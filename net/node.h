@@ -72,9 +72,12 @@ class Node {
 
   // Sends an encoded message to a peer. Errors as Transport::Send.
   Status Send(int peer, Frames frames);
-  // Answers `peer` with an ERROR message.
+  // Answers `peer` with an ERROR message, without waiting: when the peer's queue is full the
+  // ERROR is dropped (Unavailable) and counted in errors_dropped(), so a peer that floods this
+  // node with bad messages and reads nothing cannot stall the caller (the I/O thread).
   Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
                    uint64_t round = 0);
+  uint64_t errors_dropped() const { return errors_dropped_.load(std::memory_order_relaxed); }
 
   // Next data-plane message: true with *out filled, false on timeout (timeout_ms, -1 = forever),
   // Aborted after SHUTDOWN / RequestStop, Unavailable once the scheduler is lost.
@@ -142,6 +145,7 @@ class Node {
   std::thread io_;
   std::atomic<bool> io_stop_{false};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> errors_dropped_{0};  // ERROR replies dropped: the peer's queue was full
   std::atomic<uint64_t> tables_installed_{0};
 
   // Written once by the I/O thread before `have_table_` is set under mu_, then read-only.

@@ -44,6 +44,10 @@ class Transport {
   // Queues `frames` to `peer`. Errors: NotFound (never connected), DeadlineExceeded (queue full
   // for send_timeout_ms), Unavailable (transport closed). Frames are consumed either way.
   virtual Status Send(int peer, Frames frames) = 0;
+  // The same without waiting: when the peer's queue is full (or its lock is held by another
+  // sender) the message is dropped at once with Unavailable. For replies the I/O thread
+  // sends to peers it does not trust to read (ERRORs): a full queue must never stall it.
+  virtual Status TrySend(int peer, Frames frames) = 0;
 
   // Waits up to timeout_ms (-1 = forever) for the next message. Returns true with *frames filled,
   // false on timeout, or Aborted once Close() was called.

@@ -96,31 +96,8 @@ class ZmqTransport final : public Transport {
     peers_.erase(peer);
   }
 
-  Status Send(int peer, Frames frames) override {
-    std::shared_ptr<Peer> p;
-    {
-      std::lock_guard<std::mutex> lock(peers_mu_);
-      if (closed_) return UnavailableError("transport closed");
-      auto it = peers_.find(peer);
-      if (it == peers_.end()) return NotFoundError("no connection to node " + std::to_string(peer));
-      p = it->second;
-    }
-    std::lock_guard<std::mutex> lock(p->mu);
-    try {
-      for (size_t i = 0; i < frames.size(); ++i) {
-        const auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-        if (!p->socket.send(frames[i], flags)) {
-          // Only the first frame can time out: ZeroMQ queues a multipart message atomically.
-          return DeadlineExceededError("send queue to node " + std::to_string(peer) + " full for " +
-                                       std::to_string(options_.send_timeout_ms) + " ms");
-        }
-      }
-    } catch (const zmq::error_t& e) {
-      if (e.num() == ETERM) return UnavailableError("transport closed");
-      return UnavailableError("send to node " + std::to_string(peer) + ": " + e.what());
-    }
-    return Status::Ok();
-  }
+  Status Send(int peer, Frames frames) override { return SendFrames(peer, &frames, true); }
+  Status TrySend(int peer, Frames frames) override { return SendFrames(peer, &frames, false); }
 
   StatusOr<bool> Recv(Frames* frames, int timeout_ms) override {
     try {
@@ -146,6 +123,44 @@ class ZmqTransport final : public Transport {
   }
 
  private:
+  // Send (wait: up to send_timeout_ms for queue space) or TrySend (no wait at all).
+  Status SendFrames(int peer, Frames* frames, bool wait) {
+    std::shared_ptr<Peer> p;
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      if (closed_) return UnavailableError("transport closed");
+      auto it = peers_.find(peer);
+      if (it == peers_.end()) return NotFoundError("no connection to node " + std::to_string(peer));
+      p = it->second;
+    }
+    std::unique_lock<std::mutex> lock(p->mu, std::defer_lock);
+    if (wait) {
+      lock.lock();
+    } else if (!lock.try_lock()) {
+      return UnavailableError("another send to node " + std::to_string(peer) +
+                              " is waiting; message dropped");
+    }
+    try {
+      for (size_t i = 0; i < frames->size(); ++i) {
+        auto flags = i + 1 < frames->size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+        // Only the first frame can block: ZeroMQ queues a multipart message atomically.
+        if (!wait && i == 0) flags = flags | zmq::send_flags::dontwait;
+        if (!p->socket.send((*frames)[i], flags)) {
+          if (!wait) {
+            return UnavailableError("send queue to node " + std::to_string(peer) +
+                                    " full; message dropped");
+          }
+          return DeadlineExceededError("send queue to node " + std::to_string(peer) + " full for " +
+                                       std::to_string(options_.send_timeout_ms) + " ms");
+        }
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return UnavailableError("transport closed");
+      return UnavailableError("send to node " + std::to_string(peer) + ": " + e.what());
+    }
+    return Status::Ok();
+  }
+
   struct Peer {
     explicit Peer(zmq::context_t& ctx) : socket(ctx, zmq::socket_type::push) {}
     std::mutex mu;

@@ -425,7 +425,7 @@ int Run() {
       "rejected=%lu "
       "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu pushed_sum=%.9g checksum=%08x "
       "resync=%lu checkpoints=%lu restored_round=%ld rejoins=%lu auth_accepted=%lu "
-      "auth_denied=%lu\n",
+      "auth_denied=%lu errors_dropped=%lu\n",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
       static_cast<unsigned long>(st.rounds_completed),
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
@@ -436,7 +436,8 @@ int Run() {
       static_cast<unsigned long>(checkpointer.written()),
       static_cast<long>(checkpointer.restored_round()), static_cast<unsigned long>(st.rejoins),
       static_cast<unsigned long>(node.auth_accepted()),
-      static_cast<unsigned long>(node.auth_denied()));
+      static_cast<unsigned long>(node.auth_denied()),
+      static_cast<unsigned long>(node.errors_dropped()));
   std::fflush(stdout);
   if (!end.ok()) {
     std::cerr << "sieve-server: ended: " << end.ToString() << "\n";

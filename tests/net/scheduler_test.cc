@@ -240,5 +240,36 @@ TEST(NetTransportTest, PortZeroPicksAFreePortAndBadHostPortIsRejected) {
   EXPECT_EQ(port, 9310);
 }
 
+// A peer that never reads: Send waits for queue space (here up to its 1 s timeout) while TrySend
+// drops at once, so the I/O thread's ERROR replies can never stall on such a peer. The queue
+// holds send_hwm messages (a connect()ed PUSH queues even before the peer is up).
+TEST(NetTransportTest, TrySendDropsAtOnceWhenThePeersQueueIsFull) {
+  TransportOptions o = Loopback();
+  o.send_hwm = 4;
+  o.send_timeout_ms = 1000;
+  auto sender = CreateZmqTransport(o);
+  auto probe = CreateZmqTransport(Loopback());  // a port that was free a moment ago
+  ASSERT_TRUE(sender.ok() && probe.ok());
+  const uint16_t nobody = (*probe)->port();
+  probe->reset();
+  ASSERT_TRUE((*sender)->Connect(7, "127.0.0.1", nobody).ok());
+  auto message = [] {
+    pb::Header h;
+    h.set_type(pb::MSG_ERROR);
+    h.set_sender(1);
+    return std::move(EncodeControl(h)).value();
+  };
+  int queued = 0;
+  while (queued < 100 && (*sender)->TrySend(7, message()).ok()) ++queued;
+  EXPECT_GE(queued, 1);
+  EXPECT_LT(queued, 100) << "the queue never filled";
+  Status dropped = (*sender)->TrySend(7, message());
+  EXPECT_EQ(dropped.code(), StatusCode::kUnavailable) << dropped.ToString();
+  EXPECT_NE(dropped.message().find("dropped"), std::string::npos) << dropped.message();
+  Status waited = (*sender)->Send(7, message());
+  EXPECT_EQ(waited.code(), StatusCode::kDeadlineExceeded) << waited.ToString();
+  EXPECT_EQ((*sender)->TrySend(8, message()).code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace sieve
