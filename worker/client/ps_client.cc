@@ -50,6 +50,29 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const PsClientOptions& opt
   return std::unique_ptr<PsClient>(new PsClient(options, std::move(node).value()));
 }
 
+namespace {
+
+// ERROR codes a peer can provoke for a request this client validated before sending: corruption in
+// transit, a forged copy of it, or a forged ERROR (see PsClient::Collect).
+bool PeerCausable(pb::ErrorCode code) {
+  switch (code) {
+    case pb::ERROR_MALFORMED_HEADER:
+    case pb::ERROR_BAD_FRAME_COUNT:
+    case pb::ERROR_BAD_FRAME_SIZE:
+    case pb::ERROR_INDEX_ORDER:
+    case pb::ERROR_INDEX_RANGE:
+    case pb::ERROR_NON_FINITE:
+    case pb::ERROR_CHECKSUM:
+    case pb::ERROR_BAD_COUNT:
+    case pb::ERROR_UNKNOWN_ROUND:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 template <typename Fn>
 Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
                          const std::function<void(int)>& resend, int always_resend_ms,
@@ -59,6 +82,7 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
   // A reply split into parts (UPDATE only): which parts of each server's reply arrived.
   std::vector<std::vector<bool>> parts_seen(servers);
   std::vector<uint32_t> parts_left(servers, 0);
+  std::vector<int> error_retries(servers, 0);
   uint32_t left = servers;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const bool resending = resend && options_.resend_check_ms > 0;
@@ -110,6 +134,15 @@ Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn ap
                                msg.header.error().message();
       // The one refusal a caller recovers from by asking again later (Trainer's join retry).
       if (msg.header.error().code() == pb::ERROR_JOIN_TOO_LATE) return OutOfRangeError(what);
+      if (resend && PeerCausable(msg.header.error().code()) && !done[server] &&
+          error_retries[server] < kErrorRetries) {
+        ++error_retries[server];
+        ++errors_retried_;
+        LOG(WARNING) << what << " (round " << round << "); sending it again ("
+                     << error_retries[server] << " of " << kErrorRetries << ")";
+        resend(server);
+        continue;
+      }
       return FailedPreconditionError(what);
     }
     if (msg.type() != type || (!any_round && msg.header.round() != round) || done[server])

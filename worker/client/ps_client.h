@@ -75,6 +75,9 @@ class PsClient {
   uint32_t num_servers() const { return node_->num_servers(); }
   Node& node() { return *node_; }
   uint64_t resends() const { return resends_; }  // PUSHes sent again (see resend_check_ms)
+  // ERRORs a peer could have caused (a corrupted or forged copy of our request, a forged ERROR)
+  // that were answered by sending the request again instead of failing (see Collect).
+  uint64_t errors_retried() const { return errors_retried_; }
 
   // Replaces `weights` (length D) with the servers' current values; *at (optional) receives the
   // largest round the servers reported (BSP: the round being aggregated; ASP/SSP: the clock this
@@ -123,6 +126,11 @@ class PsClient {
   // missing when a new node table was installed since the last send (checked every
   // options_.resend_check_ms), or, with always_resend_ms > 0, first after that many ms and then at
   // doubling intervals up to 8 s. With `any_round`, messages of any round are taken.
+  // An ERROR for the request whose code a peer can cause without our fault (checksum, malformed
+  // or out-of-range content, unknown round: our requests are validated before they leave, so it
+  // was corrupted or forged) is answered with resend(server) — at most kErrorRetries times per
+  // server and wait — and logged; any other ERROR, or one past the retries, fails the wait.
+  static constexpr int kErrorRetries = 8;
   template <typename Fn>
   Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
                  const std::function<void(int)>& resend = nullptr, int always_resend_ms = 0,
@@ -149,6 +157,7 @@ class PsClient {
   std::shared_ptr<SendBuffers> buffers_;
   std::vector<float> sink_scratch_;  // fp16 UPDATE values converted for an UpdateSink
   uint64_t resends_ = 0;
+  uint64_t errors_retried_ = 0;
   uint64_t tables_at_send_ = 0;  // node tables installed when the round's PUSHes went out
 };
 
