@@ -1,10 +1,12 @@
 // End-to-end training on real local clusters started through `sieve launch`: exactness against a
-// single-process reference, bitwise replica agreement, SSP/ASP bounds and conservation, and a
-// short convergence check. Uses the installed Fashion-MNIST (skips when it is absent).
+// single-process reference, bitwise replica agreement, SSP/ASP bounds and conservation, a short
+// convergence check, and emulated stragglers (--straggler) under BSP, SSP and ASP. Uses the
+// installed Fashion-MNIST (skips when it is absent).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "kernels/device.h"
 #include "kernels/model/model_layout.h"
 #include "kernels/model/param_init.h"
 #include "tests/net/subprocess.h"
@@ -256,6 +259,24 @@ TEST_F(TrainingTest, InitWeightsAndMaxRounds) {
       << bad.log;
 }
 
+// A GPU worker trains like a CPU one: 2-epoch FNN-3 and CNN jobs on --device=cuda end within
+// 0.5 pp of test accuracy of the same jobs on --device=cpu (skipped, never passed, without a GPU).
+TEST_F(TrainingTest, CudaRunsMatchCpuRuns) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no GPU visible";
+  for (const char* model : {"fnn3", "cnn"}) {
+    std::map<std::string, double> acc;
+    for (const char* device : {"cpu", "cuda"}) {
+      RunResult run =
+          Launch(1, 2,
+                 {std::string("--model=") + model, "--compressor=topk", "--density=0.01",
+                  "--epochs=2", "--eval_every=0", std::string("--device=") + device});
+      ASSERT_TRUE(run.ok) << run.log;
+      acc[device] = std::stod(run.workers[0]["test_acc"]);
+    }
+    EXPECT_NEAR(acc["cuda"], acc["cpu"], 0.005) << model;
+  }
+}
+
 TEST_F(TrainingTest, WithoutMomentumTopkAtFullDensityEqualsDense) {
   const std::vector<std::string> common = {"--model=softmax", "--momentum=0", "--batch_size=256",
                                            "--epochs=1",      "--lr=0.1",     "--eval_every=0",
@@ -316,6 +337,109 @@ TEST_F(TrainingTest, AspTrainsAndLosesNothing) {
   EXPECT_EQ(std::stoull(run.servers[0]["applied"]), 2 * rounds);
   const std::vector<float> init = InitParams(*MakeModelLayout("softmax"), 1);
   CheckConservation(run, ServerWeights(1), init, 0.5);
+}
+
+// The values of "key" in the metrics lines of `path` (a --metrics_out file), in order.
+std::vector<double> MetricValues(const fs::path& path, const std::string& key) {
+  std::ifstream f(path);
+  std::vector<double> out;
+  const std::string needle = "\"" + key + "\":";
+  for (std::string line; std::getline(f, line);) {
+    const size_t pos = line.find(needle);
+    if (pos != std::string::npos) out.push_back(std::stod(line.substr(pos + needle.size())));
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// A short synthetic job: 3 workers, 30 rounds, one server.
+RunResult StragglerJob(const std::string& consistency, const std::string& straggler,
+                       const std::string& metrics_out) {
+  return Launch(1, 3,
+                {"--model=synthetic", "--num_params=200000", "--rounds_per_epoch=30",
+                 "--compressor=topk", "--density=0.01", "--consistency=" + consistency,
+                 "--staleness=2", "--straggler=" + straggler, "--metrics_out=" + metrics_out});
+}
+
+// Emulated stragglers slow the named ranks only, by the stated amount: a fixed delay adds its time
+// to every round's compute, x3 triples the measured compute time (ASP: nobody waits for anybody).
+TEST_F(TrainingTest, StragglerSlowsTheNamedRanksByTheStatedAmount) {
+  const std::string metrics = (dir_ / "metrics-{rank}.jsonl").string();
+  RunResult run = StragglerJob("asp", "1:delay:20ms,2:x3", metrics);
+  ASSERT_TRUE(run.ok) << run.log;
+  auto file = [&](int rank) { return dir_ / ("metrics-" + std::to_string(rank) + ".jsonl"); };
+  const std::vector<double> straggle0 = MetricValues(file(0), "t_straggle");
+  ASSERT_EQ(straggle0.size(), 30u);
+  for (double t : straggle0) EXPECT_EQ(t, 0.0) << "rank 0 has no straggler";
+  EXPECT_EQ(run.workers[0].count("straggler"), 0u);
+
+  // delay:20ms: 20 ms more compute per round than rank 0 (sleeps never end early; the upper
+  // tolerance only bounds a busy machine's oversleeping).
+  const double extra1 = Median(MetricValues(file(1), "t_straggle"));
+  EXPECT_GE(extra1, 0.020);
+  EXPECT_LE(extra1, 0.030);
+  EXPECT_GE(Median(MetricValues(file(1), "t_compute")) - Median(MetricValues(file(0), "t_compute")),
+            0.018);
+  EXPECT_EQ(run.workers[1].at("straggler"), "delay:20ms");
+  EXPECT_NEAR(std::stod(run.workers[1].at("straggle_s")), 30 * extra1, 30 * 0.01);
+
+  // x3: the added time is twice the round's own compute time.
+  const std::vector<double> compute2 = MetricValues(file(2), "t_compute");
+  const std::vector<double> straggle2 = MetricValues(file(2), "t_straggle");
+  ASSERT_EQ(compute2.size(), straggle2.size());
+  std::vector<double> ratio;
+  for (size_t i = 0; i < compute2.size(); ++i) {
+    ratio.push_back(straggle2[i] / (compute2[i] - straggle2[i]));
+  }
+  EXPECT_GE(Median(ratio), 1.8);
+  EXPECT_LE(Median(ratio), 3.0);
+  EXPECT_EQ(run.workers[2].at("straggler"), "x3");
+}
+
+// One slow worker under BSP makes every worker's round as slow as its own; under ASP the fast
+// workers' rounds do not wait for it (ratios of the workers' mean round times).
+TEST_F(TrainingTest, BspFollowsTheStragglerAspDoesNot) {
+  const std::string metrics = (dir_ / "m-{rank}.jsonl").string();
+  RunResult bsp = StragglerJob("bsp", "2:delay:20ms", metrics);
+  ASSERT_TRUE(bsp.ok) << bsp.log;
+  RunResult asp = StragglerJob("asp", "2:delay:20ms", metrics);
+  ASSERT_TRUE(asp.ok) << asp.log;
+  auto round_s = [](RunResult& r, int rank) {
+    return std::stod(r.workers[rank].at("mean_round_s"));
+  };
+  for (int rank : {0, 1}) {
+    EXPECT_GE(round_s(bsp, rank), 0.8 * round_s(bsp, 2)) << "BSP rank " << rank;
+    EXPECT_LE(round_s(asp, rank), 0.5 * round_s(asp, 2)) << "ASP rank " << rank;
+  }
+}
+
+// SSP with a slow worker: the fast workers run ahead up to the bound and never past it, so over
+// the job they keep pace with the straggler.
+TEST_F(TrainingTest, SspKeepsItsBoundUnderAStraggler) {
+  RunResult run = StragglerJob("ssp", "2:delay:20ms", (dir_ / "m-{rank}.jsonl").string());
+  ASSERT_TRUE(run.ok) << run.log;
+  for (const auto& [rank, kv] : run.servers) {
+    EXPECT_LE(std::stoi(kv.at("max_staleness")), 2) << "server " << rank;
+    EXPECT_GE(std::stoi(kv.at("max_staleness")), 1) << "the fast workers never ran ahead";
+  }
+  const double slow = std::stod(run.workers[2].at("mean_round_s"));
+  for (int rank : {0, 1}) {
+    EXPECT_GE(std::stod(run.workers[rank].at("mean_round_s")), 0.8 * slow) << "rank " << rank;
+  }
+}
+
+// A straggler named for a rank the job does not have stops the job, naming it.
+TEST_F(TrainingTest, StragglerForAMissingRankIsRejected) {
+  RunResult run = StragglerJob("bsp", "5:x3", (dir_ / "m-{rank}.jsonl").string());
+  EXPECT_FALSE(run.ok);
+  EXPECT_NE(run.log.find("--straggler names worker 5 (5:x3) but the job has 3 workers"),
+            std::string::npos)
+      << run.log;
 }
 
 }  // namespace

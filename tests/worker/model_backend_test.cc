@@ -3,7 +3,8 @@
 //   (tests/worker/cpu_reference/, the pre-NnOps code) bitwise — loss, gradient and evaluation —
 //   since both make the same sgemm calls and round the same way;
 // - CUDA (skipped, never passed, without a GPU): the same weights and batch give the CPU model's
-//   loss and gradient within 1e-4 relative, and the same evaluation.
+//   loss and gradient within 1e-4 relative, and the same evaluation; error feedback and topk on
+//   the GPU-computed gradient select what the CPU selects from the same vector.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -17,6 +18,7 @@
 #include "kernels/backend.h"
 #include "kernels/device.h"
 #include "kernels/model/param_init.h"
+#include "kernels/selection.h"
 #include "tests/worker/cpu_reference/model.h"
 #include "worker/model/model.h"
 
@@ -124,6 +126,20 @@ TEST_P(WorkerModelOnCuda, MatchesTheCpuModelWithin1e4Relative) {
     ASSERT_NEAR(grad_gpu[i], grad_cpu[i], 1e-4 * std::max(std::fabs(double{grad_cpu[i]}), max_abs))
         << "grad[" << i << "]";
   }
+  // The selection of the GPU-computed gradient (error feedback and topk on CUDA) equals the CPU
+  // selection of the same vector.
+  const uint64_t k = KForDensity(0.01, d);
+  Selection sel_gpu, sel_cpu;
+  auto ef_gpu = ErrorFeedback::Create(Device::kCuda, d);
+  auto ef_cpu = ErrorFeedback::Create(Device::kCpu, d);
+  ASSERT_TRUE(ef_gpu.ok() && ef_cpu.ok());
+  ASSERT_TRUE((*ef_gpu)->AccumulateDevice(*grad_dev, 0.0f, 1.0f).ok());
+  ASSERT_TRUE((*ef_gpu)->Select(Compressor::kTopk, k, SelectOptions{}, &sel_gpu).ok());
+  ASSERT_TRUE((*ef_cpu)->Accumulate(grad_gpu, 0.0f, 1.0f).ok());
+  ASSERT_TRUE((*ef_cpu)->Select(Compressor::kTopk, k, SelectOptions{}, &sel_cpu).ok());
+  EXPECT_EQ(sel_gpu.indices, sel_cpu.indices);
+  EXPECT_EQ(sel_gpu.values, sel_cpu.values);
+
   EvalResult e_cpu, e_gpu;
   ASSERT_TRUE(
       (*cpu)->Evaluate(b.params.data(), b.x.data(), b.labels.data(), b.batch, &e_cpu, 10).ok());
