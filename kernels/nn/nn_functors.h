@@ -27,6 +27,16 @@ using backend_internal::MulRn;
 inline constexpr int64_t kRowChunk = 64;
 SIEVE_HD inline int64_t RowChunks(int64_t cols) { return (cols + kRowChunk - 1) / kRowChunk; }
 
+// Item i of a rows x cols matrix: row r, columns [j0, j1).
+struct RowChunk {
+  int64_t r, j0, j1;
+};
+SIEVE_HD inline RowChunk RowChunkOf(size_t i, int64_t cols) {
+  const int64_t chunks = RowChunks(cols);
+  const int64_t j0 = static_cast<int64_t>(i) % chunks * kRowChunk;
+  return {static_cast<int64_t>(i) / chunks, j0, j0 + kRowChunk < cols ? j0 + kRowChunk : cols};
+}
+
 // y[r][j] = bias[j] (y is rows x cols).
 struct BiasFillFn {
   const float* bias;
@@ -34,12 +44,9 @@ struct BiasFillFn {
   float* y;
   size_t items() const { return static_cast<size_t>(rows * RowChunks(cols)); }
   SIEVE_HD void operator()(size_t i) const {
-    const int64_t chunks = RowChunks(cols);
-    const int64_t r = static_cast<int64_t>(i) / chunks;
-    const int64_t j0 = static_cast<int64_t>(i) % chunks * kRowChunk;
-    const int64_t j1 = j0 + kRowChunk < cols ? j0 + kRowChunk : cols;
-    float* yr = y + r * cols;
-    for (int64_t j = j0; j < j1; ++j) yr[j] = bias[j];
+    const RowChunk c = RowChunkOf(i, cols);
+    float* yr = y + c.r * cols;
+    for (int64_t j = c.j0; j < c.j1; ++j) yr[j] = bias[j];
   }
 };
 
@@ -50,12 +57,9 @@ struct BiasAddFn {
   float* y;
   size_t items() const { return static_cast<size_t>(rows * RowChunks(cols)); }
   SIEVE_HD void operator()(size_t i) const {
-    const int64_t chunks = RowChunks(cols);
-    const int64_t r = static_cast<int64_t>(i) / chunks;
-    const int64_t j0 = static_cast<int64_t>(i) % chunks * kRowChunk;
-    const int64_t j1 = j0 + kRowChunk < cols ? j0 + kRowChunk : cols;
-    float* yr = y + r * cols;
-    for (int64_t j = j0; j < j1; ++j) yr[j] = AddRn(yr[j], bias[j]);
+    const RowChunk c = RowChunkOf(i, cols);
+    float* yr = y + c.r * cols;
+    for (int64_t j = c.j0; j < c.j1; ++j) yr[j] = AddRn(yr[j], bias[j]);
   }
 };
 
@@ -233,13 +237,10 @@ struct GatherRowsFn {
   float* dst;
   size_t items() const { return static_cast<size_t>(count * RowChunks(row_size)); }
   SIEVE_HD void operator()(size_t i) const {
-    const int64_t chunks = RowChunks(row_size);
-    const int64_t j = static_cast<int64_t>(i) / chunks;
-    const int64_t q0 = static_cast<int64_t>(i) % chunks * kRowChunk;
-    const int64_t q1 = q0 + kRowChunk < row_size ? q0 + kRowChunk : row_size;
-    const float* s = src + rows[j] * row_size;
-    float* d = dst + j * row_size;
-    for (int64_t q = q0; q < q1; ++q) d[q] = s[q];
+    const RowChunk c = RowChunkOf(i, row_size);
+    const float* s = src + rows[c.r] * row_size;
+    float* d = dst + c.r * row_size;
+    for (int64_t q = c.j0; q < c.j1; ++q) d[q] = s[q];
   }
 };
 
