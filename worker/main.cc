@@ -44,6 +44,11 @@ DEFINE_int64(max_rounds, 0,
              "Stop after this many rounds of the job, even mid-epoch (0 = run every epoch); the "
              "learning-rate and density schedules still follow --epochs");
 DEFINE_int32(rounds_per_epoch, 100, "Rounds per epoch of --model=synthetic (>= 1)");
+DEFINE_string(straggler, "",
+              "Emulated slow workers: comma-separated SPEC (every worker) or RANK:SPEC items, SPEC "
+              "= none, delay:T (T more compute per round), xF (compute F times slower) or exp:T "
+              "(exponential extra time with mean T, seeded by --seed, rank and round); T like "
+              "5ms, 200us, 1s. E.g. --straggler=3:x3 slows worker 3 only");
 DEFINE_double(lr, 0.05,
               "Learning rate (>= 0); the step is lr·m with momentum m, averaged over the workers");
 DEFINE_double(momentum, 0.9, "Momentum μ in [0, 1) (momentum correction: m = μm + g)");
@@ -116,7 +121,7 @@ sieve::ProgramInfo WorkerProgram() {
              "synthetic_scale", "synthetic_pull"}},
            {"Training",
             {"epochs", "max_rounds", "batch_size", "lr", "momentum", "weight_decay",
-             "lr_warmup_epochs", "lr_steps", "lr_gamma", "rounds_per_epoch"}},
+             "lr_warmup_epochs", "lr_steps", "lr_gamma", "rounds_per_epoch", "straggler"}},
            {"Compression", {"compressor", "density", "density_warmup", "fp16", "checksum"}},
            {"Compute", {"device", "blas_threads", "kernel_threads"}},
            {"Failure handling",
@@ -183,6 +188,9 @@ int main(int argc, char** argv) {
   o.density_warmup = *warmup;
   o.device = FLAGS_device;
   o.seed = FLAGS_seed;
+  auto straggler = sieve::ParseStragglerPlan(FLAGS_straggler);
+  if (!straggler.ok()) return Usage("--straggler: " + straggler.status().message());
+  o.straggler = *straggler;
   o.fp16 = FLAGS_fp16;
   o.eval_every = FLAGS_eval_every;
   o.metrics_out = FLAGS_metrics_out;

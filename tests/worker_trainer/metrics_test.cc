@@ -40,6 +40,7 @@ TEST(WorkerTrainerMetrics, JsonLineHasEveryKeyAndParsesBack) {
   m.t_select = 0.0005;
   m.t_comm = 0.001;
   m.t_wall = 12.5;
+  m.t_straggle = 0.001;
   const std::string line = FormatMetricsJson(m);
   EXPECT_EQ(line.front(), '{');
   EXPECT_EQ(line.back(), '}');
@@ -61,6 +62,7 @@ TEST(WorkerTrainerMetrics, JsonLineHasEveryKeyAndParsesBack) {
   EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_select")), 0.0005);
   EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_comm")), 0.001);
   EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_wall")), 12.5);
+  EXPECT_DOUBLE_EQ(std::stod(ValueOf(line, "t_straggle")), 0.001);
   EXPECT_EQ(ValueOf(line, "contraction"), "<absent>");
   EXPECT_EQ(ValueOf(line, "hist"), "<absent>");
 }
@@ -143,6 +145,11 @@ TEST(WorkerTrainerSummary, LineIsKeyValueParsable) {
   EXPECT_NE(FormatSummaryLine(s).find(" test_acc=0.1002 near_chance=1 "), std::string::npos);
   s.test_acc.reset();
   EXPECT_EQ(FormatSummaryLine(s).find("test_acc"), std::string::npos);
+  EXPECT_EQ(FormatSummaryLine(s).find("straggle"), std::string::npos);
+  s.straggler = "delay:5ms";
+  s.straggle_seconds = 0.5;
+  EXPECT_NE(FormatSummaryLine(s).find(" straggler=delay:5ms straggle_s=0.500"), std::string::npos)
+      << FormatSummaryLine(s);
 }
 
 TEST(WorkerTrainerProgress, FormatsDurations) {

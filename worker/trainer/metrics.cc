@@ -65,6 +65,7 @@ std::string FormatMetricsJson(const RoundMetrics& m) {
   Field(&out, "t_select", m.t_select);
   Field(&out, "t_comm", m.t_comm);
   Field(&out, "t_wall", m.t_wall);
+  Field(&out, "t_straggle", m.t_straggle);
   if (m.has_contraction) {
     Field(&out, "contraction", m.contraction);
     Field(&out, "bound_1", m.bound_1);

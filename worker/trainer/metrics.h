@@ -3,12 +3,13 @@
 // FormatMetricsJson renders one RoundMetrics as one JSON object on one line (no trailing
 // newline), keys in this order: round, epoch, loss, train_acc, test_acc, selected, k, density,
 // threshold, iterations, bytes_up, bytes_down, dense_bytes, t_compute, t_select, t_comm, t_wall,
-// and — only when has_contraction — contraction, bound_1 (1 − k/d), bound_2 ((1 − k/d)²), and —
-// only when histogram is non-empty — hist_width (bin width in σ) and hist (counts of the residual
-// in bins of that width centred on its mean; the first/last bins hold everything beyond). Absent
-// optional values and non-finite numbers (e.g. the threshold of `none`) are written as null.
-// Times are seconds (t_wall: since training started, evaluation included); bytes are this
-// round's payload bytes.
+// t_straggle, and — only when has_contraction — contraction, bound_1 (1 − k/d), bound_2 ((1 −
+// k/d)²), and — only when histogram is non-empty — hist_width (bin width in σ) and hist (counts of
+// the residual in bins of that width centred on its mean; the first/last bins hold everything
+// beyond). Absent optional values and non-finite numbers (e.g. the threshold of `none`) are written
+// as null. Times are seconds (t_wall: since training started, evaluation included; t_straggle: the
+// part of t_compute an emulated straggler added, see straggler.h); bytes are this round's payload
+// bytes.
 //
 // MetricsWriter appends lines to a file it owns; it flushes every line (a crash loses at most the
 // line being written). Thread-safety: one thread per writer; FormatMetricsJson is pure.
@@ -43,6 +44,7 @@ struct RoundMetrics {
   double t_select = 0.0;     // momentum / error-feedback accumulate + selection
   double t_comm = 0.0;       // push, wait and apply the UPDATEs
   double t_wall = 0.0;       // wall-clock seconds since training started, at the end of the round
+  double t_straggle = 0.0;   // of t_compute: the straggler's added time (--straggler)
   bool has_contraction = false;
   double contraction = 0.0;  // ‖r − sel(r)‖² / ‖r‖²
   double bound_1 = 0.0;

@@ -27,6 +27,10 @@ std::string FormatSummaryLine(const TrainSummary& s) {
                 static_cast<unsigned long long>(s.dense_bytes), ratio, s.mean_round_s(), s.seconds,
                 s.pushed_sum);
   out += buf;
+  if (!s.straggler.empty()) {
+    std::snprintf(buf, sizeof(buf), " straggle_s=%.3f", s.straggle_seconds);
+    out += " straggler=" + s.straggler + buf;
+  }
   return out;
 }
 

@@ -5,10 +5,10 @@
 // join round of a worker that rejoined a running job)
 // (one line; test_acc only when the worker evaluated, i.e. rank 0 on a real model). bytes_* are
 // totals over the run; dense_bytes = 4·D·rounds (what dense fp32 pushes would have sent); ratio =
-// bytes_up / dense_bytes. Every field is `key=value` with no spaces inside a value. A test accuracy
-// under twice chance (0.2 for Fashion-MNIST's 10 classes) adds `near_chance=1`: the model did not
-// learn.
-// Thread-safety: pure.
+// bytes_up / dense_bytes. A worker slowed by --straggler adds `straggler=SPEC straggle_s=S` (its
+// spec as written and the seconds it added to its compute in all). Every field is `key=value` with
+// no spaces inside a value. A test accuracy under twice chance (0.2 for Fashion-MNIST's 10 classes)
+// adds `near_chance=1`: the model did not learn. Thread-safety: pure.
 #ifndef SIEVE_WORKER_TRAINER_SUMMARY_H_
 #define SIEVE_WORKER_TRAINER_SUMMARY_H_
 
@@ -30,8 +30,10 @@ struct TrainSummary {
   uint64_t bytes_up = 0;
   uint64_t bytes_down = 0;
   uint64_t dense_bytes = 0;
-  double seconds = 0.0;     // wall time of the training loop
-  double pushed_sum = 0.0;  // Σ of every value pushed (fp64), for conservation checks
+  double seconds = 0.0;           // wall time of the training loop
+  double pushed_sum = 0.0;        // Σ of every value pushed (fp64), for conservation checks
+  std::string straggler;          // this worker's --straggler spec; "" = none
+  double straggle_seconds = 0.0;  // added by the straggler, in all
   // Under twice the chance accuracy of 10 classes.
   bool near_chance() const { return test_acc.has_value() && *test_acc < 0.2; }
   double mean_round_s() const {

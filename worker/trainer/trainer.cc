@@ -18,6 +18,7 @@
 #include "worker/trainer/metrics.h"
 #include "worker/trainer/progress.h"
 #include "worker/trainer/schedule.h"
+#include "worker/trainer/straggler.h"
 #include "worker/trainer/synthetic_gradient.h"
 
 namespace sieve {
@@ -74,6 +75,7 @@ Trainer::~Trainer() = default;
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options, Device device,
                                                    PsClient* client) {
   SIEVE_RETURN_IF_ERROR(ValidateTrainerOptions(options));
+  SIEVE_RETURN_IF_ERROR(options.straggler.CheckRanks(static_cast<int>(client->num_workers())));
   auto layout = MakeModelLayout(options.model, options.num_params);
   if (!layout.ok()) return layout.status();
   if (client->num_params() != layout->num_params) {
@@ -403,6 +405,8 @@ StatusOr<TrainSummary> Trainer::Run() {
   summary.rank = rank_;
   summary.epochs = epochs;
   summary.first_round = first_round;
+  const Straggler straggler(options_.straggler.ForRank(rank_), options_.seed, rank_);
+  if (straggler.spec().active()) summary.straggler = straggler.spec().text;
   const uint64_t dense_bytes = 4 * d_;
   const uint64_t seed_key =
       CounterHash(options_.seed, 0x5e1ec7'0000ULL + static_cast<uint32_t>(rank_));
@@ -451,6 +455,9 @@ StatusOr<TrainSummary> Trainer::Run() {
       if (!std::isfinite(loss)) {
         return Diverged(round, lr, "the loss is " + std::to_string(loss));
       }
+      // An emulated straggler computes longer (counted in t_compute, and apart in t_straggle).
+      const double straggle = straggler.Stall(round, Seconds(t0, Clock::now()));
+      summary.straggle_seconds += straggle;
       const auto t1 = Clock::now();
       SIEVE_RETURN_IF_ERROR(ef_->AccumulateDevice(
           grad_->data(), static_cast<float>(options_.momentum), static_cast<float>(lr)));
@@ -506,6 +513,7 @@ StatusOr<TrainSummary> Trainer::Run() {
         m.bytes_down = stats.bytes_down;
         m.dense_bytes = dense_bytes;
         m.t_compute = Seconds(t0, t1);
+        m.t_straggle = straggle;
         m.t_select = Seconds(t1, t2);
         m.t_comm = Seconds(t2, t3);
         if (contraction) {

@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "kernels/compressor.h"
 #include "kernels/device.h"
+#include "worker/trainer/straggler.h"
 
 namespace sieve {
 
@@ -70,6 +71,9 @@ struct TrainerOptions {
   std::string device = "auto";         // auto | cpu | cuda (error feedback + selection)
   uint64_t seed = 1;                   // initial weights (as the servers), shuffling, randomk
   bool fp16 = false;                   // push values as binary16
+  // Emulated slow workers (straggler.h): this worker's rank picks its spec; a rank beyond the job's
+  // workers fails Trainer::Create.
+  StragglerPlan straggler;
 
   int eval_every = 1;         // rank 0: test accuracy every n epochs (0 = only at the end)
   std::string metrics_out;    // JSON lines; "" = none; "{rank}" in the path is replaced
