@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <sstream>
 
 namespace sieve {
 namespace {
@@ -136,6 +137,15 @@ Status Node::StopStatusLocked() const {
   return Status::Ok();
 }
 
+void Node::LogRejected(const std::function<void(std::ostream&)>& line) {
+  uint64_t held = 0;
+  if (!reject_log_.Allow(Clock::now(), &held)) return;
+  if (held > 0) LOG(WARNING) << held << " more rejected or dropped messages were not logged";
+  std::ostringstream os;
+  line(os);
+  LOG(WARNING) << os.str();
+}
+
 void Node::IoLoop() {
   auto next_heartbeat = Clock::now();
   // Until the scheduler acknowledges the registration, poll at this period; afterwards sleep until
@@ -154,6 +164,9 @@ void Node::IoLoop() {
       continue;
     }
     if (*got) Dispatch(std::move(frames));
+    if (const uint64_t held = reject_log_.Flush(Clock::now()); held > 0) {
+      LOG(WARNING) << held << " more rejected or dropped messages were not logged";
+    }
     if (options_.heartbeat_interval_ms <= 0) {
       wait_ms = -1;  // no heartbeats, no loss detection: only messages and Close() wake us
       continue;
@@ -235,8 +248,10 @@ void Node::Dispatch(Frames frames) {
   }
   if (!s.ok()) {
     rejected_++;
-    LOG(WARNING) << "rejected " << MsgTypeName(msg.header.type()) << " from node " << sender << ": "
-                 << s.ToString();
+    LogRejected([&](std::ostream& os) {
+      os << "rejected " << MsgTypeName(msg.header.type()) << " from node " << sender << ": "
+         << s.ToString();
+    });
     if (have_table_ && sender > 0 && sender <= table_.nodes_size()) {
       (void)SendError(sender, code, s.message(), msg.header.type(), msg.header.round());
     }
@@ -245,7 +260,9 @@ void Node::Dispatch(Frames frames) {
   if (IsDataPlane(msg.type()) && !(msg.type() == pb::MSG_ERROR && sender == kSchedulerId)) {
     if (!have_table_ || sender <= 0 || sender > table_.nodes_size()) {
       rejected_++;
-      LOG(WARNING) << "dropped " << MsgTypeName(msg.type()) << " from unknown node " << sender;
+      LogRejected([&](std::ostream& os) {
+        os << "dropped " << MsgTypeName(msg.type()) << " from unknown node " << sender;
+      });
       return;
     }
     std::lock_guard<std::mutex> data_lock(data_mu_);
@@ -260,8 +277,9 @@ void Node::Dispatch(Frames frames) {
   }
   if (sender != kSchedulerId) {
     rejected_++;
-    LOG(WARNING) << "dropped control message " << MsgTypeName(msg.type()) << " from node "
-                 << sender;
+    LogRejected([&](std::ostream& os) {
+      os << "dropped control message " << MsgTypeName(msg.type()) << " from node " << sender;
+    });
     return;
   }
   HandleControl(std::move(msg));

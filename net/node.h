@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -26,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/log_limiter.h"
 #include "base/status.h"
 #include "net/transport.h"
 #include "proto/codec.h"
@@ -130,6 +132,8 @@ class Node {
   explicit Node(const NodeOptions& options);
   Status Register();
   void IoLoop();
+  // Logs one rejection's warning line (written by `line`) through reject_log_.
+  void LogRejected(const std::function<void(std::ostream&)>& line);
   void Dispatch(Frames frames);
   void HandleControl(Message msg);
   void InstallTable(const pb::NodeTable& table);
@@ -146,6 +150,8 @@ class Node {
   std::atomic<bool> io_stop_{false};
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> errors_dropped_{0};  // ERROR replies dropped: the peer's queue was full
+  // Rejection warnings: at most 20 per 10 s, then a count (I/O thread only).
+  LogLimiter reject_log_{20, std::chrono::seconds(10)};
   std::atomic<uint64_t> tables_installed_{0};
 
   // Written once by the I/O thread before `have_table_` is set under mu_, then read-only.
