@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Integration tests of deploy/local/netns/run. Usage: netns_test.sh tiny_job|interrupt BUILD_DIR
+# Integration tests of deploy/local/netns/run.
+# Usage: netns_test.sh tiny_job|interrupt|uneven_links BUILD_DIR
 #   tiny_job:  1 scheduler + 1 server + 2 workers (synthetic model, 5 rounds), each in its own
 #              namespace on a 1 Gbit/s shaped link; the job must succeed, every node must have used
 #              its namespace address, and no namespace or process of the run may be left.
 #   interrupt: a job that would run for minutes gets SIGINT once training runs; the harness must
 #              exit promptly and leave nothing behind.
+#   uneven_links: --link=1gbit,1:10mbit (worker 1 on a 100x slower link), dense ASP pushes of
+#              80 KB: worker 1's median communication time per round is many times worker 0's;
+#              a link for a worker the job lacks is a usage error naming it.
 # Exit 77 (skipped) without root or working `ip netns`.
 set -euo pipefail
 test_case=$1
@@ -71,6 +75,27 @@ case "$test_case" in
     wait $pid || rc=$?
     [ $rc = 130 ] || fail "harness exit status $rc after SIGINT, want 130"
     [ $((SECONDS - start)) -le 15 ] || fail "teardown took $((SECONDS - start)) s"
+    leftovers
+    ;;
+  uneven_links)
+    rc=0
+    "${job[@]}" --link=1gbit,1:10mbit --timeout=90 -- "${daemon[@]}" --compressor=none \
+      --consistency=asp --rounds_per_epoch=10 --epochs=1 --metrics_out="$logs/m{rank}.jsonl" \
+      2>"$logs/harness.txt" || rc=$?
+    [ $rc = 0 ] || { cat "$logs/harness.txt"; tail -n 20 "$logs"/*.log; fail "job exited with $rc"; }
+    grep -q "link 1gbit, worker 1: 10mbit" "$logs/harness.txt" || fail "no per-worker link line"
+    # 80 KB up and down per round: ~130 ms at 10 Mbit/s, ~1.3 ms at 1 Gbit/s (ratios only).
+    python3 - "$logs" <<'PY' || fail "worker 1's link is not the slow one"
+import json, statistics, sys
+comm = [statistics.median(json.loads(l)["t_comm"] for l in open(f"{sys.argv[1]}/m{r}.jsonl"))
+        for r in (0, 1)]
+print("median t_comm (s) of workers 0, 1:", comm)
+assert comm[1] > 10 * comm[0], comm
+PY
+    rc=0
+    "${job[@]}" --link=1gbit,2:10mbit -- "${daemon[@]}" >"$logs/bad.txt" 2>&1 || rc=$?
+    [ $rc = 2 ] && grep -q "'2:10mbit' is for worker 2, but the job has 2 workers" "$logs/bad.txt" ||
+      { cat "$logs/bad.txt"; fail "a link for a missing worker: exit $rc"; }
     leftovers
     ;;
   *) fail "unknown case $test_case" ;;
