@@ -12,12 +12,16 @@ CONFIG (YAML; any other top-level key is an error):
     epochs: 5
     batch_size: 32
   grid:                         # every combination is one cell; each key is a list or a value
-    consistency: [bsp, asp]     # --consistency
+    consistency: [bsp, asp]     # --consistency: bsp, asp, ssp, or ssp:N (SSP with --staleness=N)
     compressor: [none, topk, gaussiank]
     density: [0.001]            # --density (collapsed to 1 for compressor none)
     workers: [4]                # workers per job
     link: [local]               # local (loopback, `sieve launch`) or a netns-emulated link:
-                                # 1gbit, 10gbit, 500mbit ... (deploy/local/netns/run; root)
+                                # 1gbit, 10gbit, 500mbit ... (deploy/local/netns/run; root);
+                                # RATE,RANK:RATE... gives worker RANK its own link, e.g.
+                                # "1gbit,3:100mbit" (worker 3 on 100 Mbit/s, every other node 1 Gbit/s)
+    straggler: [none, "3:x3"]   # --straggler of the workers: none, or SPEC / RANK:SPEC items with
+                                # SPEC delay:T, xF or exp:T (worker/trainer/straggler.h)
   repeats: 1                    # runs per cell with seeds seed, seed+1, ... (--seed, default 1);
                                 # the table shows mean ± sample std over them
   target_accuracy: 0.85         # the table's "time to target" column (default 0.85)
@@ -25,6 +29,11 @@ CONFIG (YAML; any other top-level key is an error):
   contraction_every: 10         # optional: contraction ratio and bounds every n rounds
   histogram_rounds: [0, 500]    # optional: residual histograms (rank 0) at these rounds
   timeout: 3600                 # per run, seconds
+
+A cell id names its grid values: bsp-topk-d0.001-w4-1gbit+w3_100mbit-sw3_x3 is BSP, Top-k at
+0.001, 4 workers on 1 Gbit/s links but worker 3 on 100 Mbit/s, worker 3 computing 3x slower
+(ssp:2 reads ssp2; the -s part is left out without a straggler). An unknown consistency or
+straggler spec, a bad rate, or a rank the cell has no worker for is a usage error naming it.
 
 Before anything runs, every flag each cell passes is checked against the daemons' own flags
 (`--helpxml` of sieve-scheduler, sieve-server and sieve-worker in the build tree): a flag that no
@@ -39,14 +48,15 @@ change is printed. --force reruns everything. While a run goes, a progress line 
 loss, test accuracy so far) is printed every --progress_every seconds (default 5).
 
 Outputs: summary.csv (one row per cell: means, sample stds, deltas against the BSP dense cell of
-the same workers and link), runs.csv (one row per run), summary.md, and the plots that have data:
+the same scenario: workers, link and straggler), runs.csv (one row per run), summary.md, and the plots that have data:
 accuracy_vs_time.png (wall-clock since training started) and accuracy_vs_epoch.png (with
 repeats: each seed faint, their mean bold), loss.png (smoothed), bytes_per_round.png,
 round_breakdown.png, contraction.png (sparse cells with contraction samples; with the (1 - k/d)
 and (1 - k/d)^2 bounds), histograms.png (cells with histogram_rounds: rank 0's error-feedback
 residual of each cell's first run in 0.25-sigma bins at each chosen round, log scale, against
 the normal distribution fitted by mean and sigma, with the excess kurtosis estimated from the
-bins). --figures_out=DIR also writes compact copies of the plots to DIR (for docs/).
+bins); with several scenarios, accuracy_vs_time_by_scenario.png (a panel per scenario) and
+time_to_target.png (bars, mean ± std). --figures_out=DIR also writes compact copies of the plots to DIR (for docs/).
 """
 import argparse
 import csv
@@ -63,9 +73,9 @@ import time
 
 import yaml
 
-GRID_KEYS = ["consistency", "compressor", "density", "workers", "link"]
+GRID_KEYS = ["consistency", "compressor", "density", "workers", "link", "straggler"]
 GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.001],
-                 "workers": [2], "link": ["local"]}
+                 "workers": [2], "link": ["local"], "straggler": ["none"]}
 TOP_KEYS = ["name", "servers", "flags", "grid", "repeats", "target_accuracy", "delay",
             "contraction_every", "histogram_rounds", "timeout"]
 DEFAULT_TARGET = 0.85
@@ -73,7 +83,7 @@ DEFAULT_SEED = 1  # the daemons' --seed default
 DAEMONS = [("scheduler", "sieve-scheduler"), ("server", "sieve-server"), ("worker", "sieve-worker")]
 PROGRAMS = [("deploy", "sieve")] + DAEMONS
 RUN_FIELDS = ["run", "cell", "seed", "consistency", "compressor", "density", "workers", "link",
-              "status", "wall_s", "train_s", "rounds", "epochs", "final_loss", "test_acc",
+              "straggler", "status", "wall_s", "train_s", "rounds", "epochs", "final_loss", "test_acc",
               "time_to_target_s", "mean_round_s", "bytes_up_per_round", "bytes_down_per_round",
               "push_ratio", "max_staleness", "mean_staleness", "t_compute_ms", "t_select_ms",
               "t_comm_ms", "mean_contraction", "near_chance"]
@@ -83,8 +93,8 @@ MEAN_FIELDS = ["test_acc", "train_s", "time_to_target_s", "wall_s", "final_loss"
                "push_ratio", "mean_staleness", "t_compute_ms", "t_select_ms", "t_comm_ms",
                "mean_contraction"]
 STD_FIELDS = ["test_acc", "train_s", "time_to_target_s"]
-CELL_FIELDS = (["cell", "consistency", "compressor", "density", "workers", "link", "runs",
-                "runs_ok", "status", "target_accuracy", "target_reached"] + MEAN_FIELDS +
+CELL_FIELDS = (["cell", "consistency", "compressor", "density", "workers", "link", "straggler",
+                "runs", "runs_ok", "status", "target_accuracy", "target_reached"] + MEAN_FIELDS +
                [f + "_std" for f in STD_FIELDS] +
                ["max_staleness", "acc_delta_vs_base", "time_ratio_vs_base", "base_cell"])
 
@@ -122,7 +132,8 @@ def check_config(cfg, path):
     flags = cfg.get("flags") or {}
     if not isinstance(flags, dict):
         fail("'flags' must be a mapping of daemon flag -> value")
-    for k in ("consistency", "compressor", "density", "metrics_out", "num_workers", "num_servers"):
+    for k in ("consistency", "compressor", "density", "metrics_out", "num_workers", "num_servers",
+              "straggler"):
         if k in flags:
             fail(f"flag '{k}' is set per cell by the grid/driver; remove it from 'flags'")
     repeats = cfg.get("repeats", 1)
@@ -133,7 +144,61 @@ def check_config(cfg, path):
     target = cfg.get("target_accuracy", DEFAULT_TARGET)
     if not isinstance(target, (int, float)) or isinstance(target, bool) or not 0 < target <= 1:
         fail(f"'target_accuracy' must be a number in (0, 1], got {target!r}")
+    if "staleness" in flags and any(str(c).startswith("ssp:") for c in
+                                    as_list(grid.get("consistency", []))):
+        fail("'flags: staleness' and a consistency ssp:N both set the SSP bound; keep one")
+    for c in cells_of(cfg):
+        check_cell(c)
     return cfg
+
+
+# A --straggler SPEC (worker/trainer/straggler.h; the worker checks it again) and a tc rate.
+STRAGGLER_SPEC = r"none|x(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)|(?:delay|exp):[0-9.]+(?:us|ms|s)"
+RATE = r"[0-9]+(?:\.[0-9]+)?(?:[kmg]?bit|[kmg]?bps)|none"
+
+
+def per_rank_items(text, item_re, what, workers):
+    """Checks `SPEC[,RANK:SPEC...]` (at most one plain SPEC, each rank once and < workers);
+    returns an error message naming the bad item, or None."""
+    plain, ranks = 0, set()
+    for item in str(text).split(","):
+        m = re.fullmatch(r"([0-9]+):(.*)", item)
+        spec = m.group(2) if m else item
+        if not re.fullmatch(item_re, spec) or (spec.startswith("x") and float(spec[1:]) < 1):
+            return f"unknown {what} '{spec}' in '{text}'"
+        if m is None:
+            plain += 1
+            if plain > 1:
+                return f"{what} '{text}' has two values for every worker; use RANK:VALUE for one"
+            continue
+        rank = int(m.group(1))
+        if rank in ranks:
+            return f"{what} '{text}' names worker {rank} twice"
+        if rank >= workers:
+            return (f"{what} '{item}' is for worker {rank}, but the cell has {workers} workers "
+                    f"(ranks 0..{workers - 1})")
+        ranks.add(rank)
+    return None
+
+
+def check_cell(c):
+    """Exits 2 naming the cell and the value when a grid value cannot be run."""
+    cons = c["consistency"]
+    if not re.fullmatch(r"bsp|asp|ssp(?::[0-9]+)?", cons):
+        fail(f"cell {c['id']}: unknown consistency '{cons}' (expected bsp, asp, ssp or ssp:N)")
+    if cons.startswith("ssp:") and int(cons[4:]) < 1:
+        fail(f"cell {c['id']}: the staleness bound of '{cons}' must be >= 1")
+    if c["straggler"] != "none":
+        why = per_rank_items(c["straggler"], STRAGGLER_SPEC, "straggler spec", c["workers"])
+        if why:
+            fail(f"cell {c['id']}: {why} (SPEC: none, delay:T, xF, exp:T; T like 5ms)")
+    if not is_local(c["link"]):
+        why = per_rank_items(c["link"], RATE, "link rate", c["workers"])
+        if why:
+            fail(f"cell {c['id']}: {why} (a rate: 1gbit, 500mbit, ...)")
+    elif "," in c["link"] or ":" in c["link"]:
+        fail(f"cell {c['id']}: link '{c['link']}': per-worker links need the netns harness "
+             f"(a rate such as 10gbit,3:1gbit), not loopback")
 
 
 def load_config(path):
@@ -149,6 +214,17 @@ def fmt_density(d):
     return ("%g" % float(d))
 
 
+def id_part(text):
+    """A grid value as part of a cell id (a folder name): `ssp:2` -> ssp2, `1gbit,3:100mbit` ->
+    1gbit+w3_100mbit, `3:delay:5ms` -> w3_delay5ms."""
+    out = []
+    for item in str(text).split(","):
+        m = re.fullmatch(r"([0-9]+):(.*)", item)
+        rest = re.sub(r"[^A-Za-z0-9.]", "", m.group(2) if m else item)
+        out.append(f"w{m.group(1)}_{rest}" if m else rest)
+    return "+".join(out)
+
+
 def cells_of(cfg):
     grid = {k: as_list((cfg.get("grid") or {}).get(k, GRID_DEFAULTS[k])) for k in GRID_KEYS}
     seen, cells = set(), []
@@ -157,8 +233,12 @@ def cells_of(cfg):
         c["workers"] = int(c["workers"])
         c["density"] = 1.0 if c["compressor"] == "none" else float(c["density"])
         c["link"] = str(c["link"])
-        cid = "%s-%s-d%s-w%d-%s" % (c["consistency"], c["compressor"], fmt_density(c["density"]),
-                                   c["workers"], c["link"])
+        c["consistency"] = str(c["consistency"])
+        c["straggler"] = str(c["straggler"])
+        cid = "%s-%s-d%s-w%d-%s" % (id_part(c["consistency"]), c["compressor"],
+                                   fmt_density(c["density"]), c["workers"], id_part(c["link"]))
+        if c["straggler"] != "none":
+            cid += "-s" + id_part(c["straggler"])
         if cid in seen:
             continue
         seen.add(cid)
@@ -196,7 +276,11 @@ def run_flags(cfg, run, cell_dir):
     """Every daemon flag a run passes (name -> value), in command-line order."""
     cell = run["cell"]
     flags = dict(cfg.get("flags") or {})
-    flags["consistency"] = cell["consistency"]
+    flags["consistency"], _, bound = cell["consistency"].partition(":")
+    if bound:
+        flags["staleness"] = int(bound)
+    if cell["straggler"] != "none":
+        flags["straggler"] = cell["straggler"]
     flags["compressor"] = cell["compressor"]
     flags["density"] = cell["density"]
     if run["seed"] is not None:
@@ -574,12 +658,13 @@ def is_baseline(cell):
 
 
 def group_of(cell):
-    return (cell["workers"], cell["link"])
+    """A cell's scenario: what its BSP dense baseline shares with it."""
+    return (cell["workers"], cell["link"], cell.get("straggler", "none"))
 
 
 def aggregate(cells, run_summaries, target):
     """One row per cell: means and sample stds over its finished runs, and the accuracy delta
-    and time ratio against the BSP dense cell with the same workers and link."""
+    and time ratio against the BSP dense cell with the same workers, link and straggler."""
     rows = []
     for c in cells:
         runs = [s for s in run_summaries if s["cell"] == c["id"]]
@@ -685,8 +770,8 @@ def write_tables(out_dir, cell_rows, run_summaries, cfg, figures):
 
 TABLE_NOTES = """
 Mean ± sample standard deviation over the runs (seeds) that finished. Test accuracy is rank 0's
-after the last epoch; Δ and ÷ compare with the BSP dense (`bsp-none`) cell of the same workers
-and link. Time to target: wall-clock seconds from the start of training to the first evaluation
+after the last epoch; Δ and ÷ compare with the BSP dense (`bsp-none`) cell of the same workers,
+link and straggler. Time to target: wall-clock seconds from the start of training to the first evaluation
 at or above the target. Train time: rank 0's training wall-clock. Pushed ÷ dense: bytes rank 0
 pushed over what dense fp32 pushes would have sent. Staleness (ASP/SSP): the clock lead, in
 rounds, of a worker over the slowest when the server released its reply (max, mean).
@@ -831,6 +916,8 @@ def plot(out_dir, cells, runs, cell_rows, dpi=100):
         ax_b.set_yscale("log")
     save(fig_t, ax_t, "accuracy_vs_time.png")
     save(fig_e, ax_e, "accuracy_vs_epoch.png")
+    if plot_scenarios(plt, out_dir, cells, seeds, style, cell_rows, dpi):
+        written += ["accuracy_vs_time_by_scenario.png", "time_to_target.png"]
     save(fig_l, ax_l, "loss.png")
     save(fig_b, ax_b, "bytes_per_round.png")
 
@@ -880,20 +967,103 @@ def plot(out_dir, cells, runs, cell_rows, dpi=100):
     return written
 
 
+def scenario_label(key):
+    workers, link, straggler = key
+    return (f"{workers} workers, link {link}" +
+            ("" if straggler == "none" else f", straggler {straggler}"))
+
+
+def plot_scenarios(plt, out_dir, cells, seeds, style, cell_rows, dpi):
+    """With more than one scenario (workers, link, straggler) holding accuracy data:
+    accuracy_vs_time_by_scenario.png (one panel per scenario, each cell the mean of its seeds) and
+    time_to_target.png (mean ± std per cell, grouped by scenario; cells that never reached the
+    target are marked). False (and neither file) otherwise."""
+    names = ["accuracy_vs_time_by_scenario.png", "time_to_target.png"]
+    scenarios = []
+    for c in cells:
+        series = [accuracy_points(rows) for rows in seeds.get(c["id"], [])]
+        if any(series) and group_of(c) not in scenarios:
+            scenarios.append(group_of(c))
+    if len(scenarios) < 2:
+        for n in names:
+            if os.path.exists(os.path.join(out_dir, n)):
+                os.remove(os.path.join(out_dir, n))
+        return False
+    # Within a scenario the cells differ in consistency and compressor: one colour for each pair.
+    import matplotlib
+    pairs = list(dict.fromkeys((c["consistency"], c["compressor"]) for c in cells))
+    palette = matplotlib.colormaps["tab10"].colors
+    style = {c["id"]: dict(style[c["id"]], color=palette[pairs.index(
+        (c["consistency"], c["compressor"])) % len(palette)]) for c in cells}
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.2 * len(scenarios), 3.6),
+                             sharey=True, squeeze=False)
+    for ax, key in zip(axes[0], scenarios):
+        for c in cells:
+            if group_of(c) != key:
+                continue
+            pts = mean_curve([accuracy_points(rows) for rows in seeds.get(c["id"], [])])
+            if pts:
+                ax.plot([p[0] for p in pts], [p[2] for p in pts], marker=".", lw=1.2,
+                        label=f"{c['consistency']} {c['compressor']}", **style[c["id"]])
+        ax.set_title(scenario_label(key), fontsize=8)
+        ax.set_xlabel("seconds since training started", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("test accuracy (mean of seeds)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, names[0]), dpi=dpi)
+    plt.close(fig)
+
+    rows = {r["cell"]: r for r in cell_rows}
+    fig, ax = plt.subplots(figsize=(max(7, 0.45 * len(cells)), 4.2))
+    x, ticks, labels = 0, [], []
+    target = None
+    for key in scenarios:
+        for c in cells:
+            r = rows.get(c["id"])
+            if group_of(c) != key or r is None or r.get("test_acc") is None:
+                continue
+            target = r["target_accuracy"]
+            t, s = r.get("time_to_target_s"), r.get("time_to_target_s_std")
+            if t is not None and r["target_reached"] == r["runs_ok"]:
+                ax.bar(x, t, yerr=s or 0, color=style[c["id"]]["color"], capsize=2)
+            else:
+                ax.text(x, 0, "not\nreached", ha="center", va="bottom", fontsize=6)
+            ticks.append(x)
+            labels.append(f"{c['consistency']} {c['compressor']}")
+            x += 1
+        ax.axvline(x - 0.5, color="grey", lw=0.5)
+        ax.text((x - 0.5) - 0.1, 1.0, scenario_label(key), transform=ax.get_xaxis_transform(),
+                ha="right", va="bottom", fontsize=6)
+        x += 0.5
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel(f"seconds to test accuracy {target:g}" if target else "seconds")
+    ax.grid(alpha=0.3, axis="y")
+    fig.savefig(os.path.join(out_dir, names[1]), dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return True
+
+
 def cell_styles(cells):
     """cell id -> matplotlib style: one colour per (compressor, density, workers, link), one
     line style per consistency, so BSP/ASP pairs of the same compressor read together."""
     import matplotlib
     colours = matplotlib.colormaps["tab10"].colors
     dashes = {"bsp": "-", "ssp": "-.", "asp": "--"}
-    keys = []
+    more = [":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]  # ssp:N with more than one N
+    keys, ssp = [], sorted({c["consistency"] for c in cells if c["consistency"].startswith("ssp")})
     out = {}
     for c in cells:
-        k = (c["compressor"], c["density"], c["workers"], c["link"])
+        k = (c["compressor"], c["density"], c["workers"], c["link"], c.get("straggler", "none"))
         if k not in keys:
             keys.append(k)
-        out[c["id"]] = {"color": colours[keys.index(k) % len(colours)],
-                        "ls": dashes.get(c["consistency"], ":")}
+        ls = dashes.get(c["consistency"])
+        if ls is None:
+            i = ssp.index(c["consistency"]) if c["consistency"] in ssp else 0
+            ls = "-." if i == 0 else more[(i - 1) % len(more)]
+        out[c["id"]] = {"color": colours[keys.index(k) % len(colours)], "ls": ls}
     return out
 
 

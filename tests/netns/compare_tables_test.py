@@ -25,9 +25,10 @@ cc = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(cc)
 
 
-def cell(consistency, compressor, workers=4, link="local"):
+def cell(consistency, compressor, workers=4, link="local", straggler="none"):
     c = {"consistency": consistency, "compressor": compressor,
-         "density": 1.0 if compressor == "none" else 0.001, "workers": workers, "link": link}
+         "density": 1.0 if compressor == "none" else 0.001, "workers": workers, "link": link,
+         "straggler": straggler}
     c["id"] = "%s-%s-d%s-w%d-%s" % (consistency, compressor, cc.fmt_density(c["density"]),
                                    workers, link)
     return c
@@ -281,6 +282,70 @@ class ConfigAndFlagCheckTest(unittest.TestCase):
             "cell c1: --epochs=two is not a valid int32 (for sieve-worker)",
             "cell c1: --seed=-1 is not a valid uint64 (for sieve-server)",
             "cell c1: --ef=maybe is not a valid bool (for sieve-worker)"])
+
+
+class HeterogeneityAxesTest(unittest.TestCase):
+    """The straggler and per-worker link axes, and ssp:N."""
+    CFG = {"name": "s", "flags": {"model": "synthetic"},
+           "grid": {"consistency": ["bsp", "ssp:2", "asp"], "compressor": ["none"],
+                    "workers": [4], "link": ["1gbit", "1gbit,3:100mbit"],
+                    "straggler": ["none", "3:x3"]}}
+
+    def test_cells_ids_and_flags(self):
+        cells = cc.cells_of(self.CFG)
+        self.assertEqual(len(cells), 12)
+        ids = [c["id"] for c in cells]
+        self.assertIn("ssp2-none-d1-w4-1gbit+w3_100mbit-sw3_x3", ids)
+        self.assertIn("bsp-none-d1-w4-1gbit", ids)  # no straggler: no -s part
+        c = next(c for c in cells if c["id"] == "ssp2-none-d1-w4-1gbit+w3_100mbit-sw3_x3")
+        run = cc.runs_of(self.CFG, [c])[0]
+        flags = cc.run_flags(self.CFG, run, "/x")
+        self.assertEqual((flags["consistency"], flags["staleness"], flags["straggler"]),
+                         ("ssp", 2, "3:x3"))
+        cmd = cc.run_command(self.CFG, run, "/x", "/b", "/r")
+        self.assertIn("--link=1gbit,3:100mbit", cmd)
+        plain = cc.run_flags(self.CFG, cc.runs_of(self.CFG, [cells[0]])[0], "/x")
+        self.assertNotIn("straggler", plain)
+        self.assertNotIn("staleness", plain)
+        self.assertEqual(cc.id_part("3:delay:5ms,exp:2ms"), "w3_delay5ms+exp2ms")
+
+    def test_baseline_is_the_bsp_dense_cell_of_the_same_scenario(self):
+        slow = cell("bsp", "none", straggler="3:x3")
+        asp_slow = cell("asp", "topk", straggler="3:x3")
+        fast = cell("bsp", "none")
+        runs = [run_summary(slow, 1, test_acc=0.8, train_s=30.0),
+                run_summary(fast, 1, test_acc=0.8, train_s=10.0),
+                run_summary(asp_slow, 1, test_acc=0.8, train_s=15.0)]
+        for c in (slow, asp_slow):
+            c["id"] += "-s" + cc.id_part(c["straggler"])
+        for r, c in zip(runs, (slow, fast, asp_slow)):
+            r["cell"] = c["id"]
+        rows = {r["cell"]: r for r in cc.aggregate([slow, fast, asp_slow], runs, 0.85)}
+        self.assertEqual(rows[asp_slow["id"]]["base_cell"], slow["id"])
+        self.assertAlmostEqual(rows[asp_slow["id"]]["time_ratio_vs_base"], 0.5)
+
+    def test_bad_values_are_rejected_naming_them(self):
+        cases = [
+            ({"straggler": ["3:slow"]}, "unknown straggler spec 'slow' in '3:slow'"),
+            ({"straggler": ["x0.5"]}, "unknown straggler spec 'x0.5'"),
+            ({"straggler": ["4:x3"]},
+             "straggler spec '4:x3' is for worker 4, but the cell has 4 workers"),
+            ({"straggler": ["1:x3,1:x2"]}, "names worker 1 twice"),
+            ({"link": ["1gbit,4:100mbit"]},
+             "link rate '4:100mbit' is for worker 4, but the cell has 4 workers"),
+            ({"link": ["1gbit,2:fast"]}, "unknown link rate 'fast'"),
+            ({"link": ["local,1:1gbit"]}, "unknown link rate 'local'"),
+            ({"consistency": ["ssp:x"]}, "unknown consistency 'ssp:x'"),
+            ({"consistency": ["ssp:0"]}, "the staleness bound of 'ssp:0' must be >= 1"),
+        ]
+        for grid, message in cases:
+            cfg = {"name": "x", "grid": dict({"workers": [4]}, **grid)}
+            code, err = exit_code_and_stderr(cc.check_config, cfg, "g.yaml")
+            self.assertEqual(code, 2, grid)
+            self.assertIn(message, err)
+        both = {"name": "x", "flags": {"staleness": 3}, "grid": {"consistency": ["ssp:2"]}}
+        self.assertEqual(exit_code_and_stderr(cc.check_config, both, "g")[0], 2)
+        self.assertEqual(cc.check_config(self.CFG, "g"), self.CFG)
 
 
 if __name__ == "__main__":
