@@ -23,10 +23,20 @@ struct TransportOptions {
   std::string advertise_host;         // what peers connect to; empty = detect (see DetectHost)
   int send_timeout_ms = 30000;        // a send that cannot be queued within this fails
   int send_hwm = 1000;                // messages queued per peer before Send waits
+  // The largest message frame the receive socket accepts (0 = no limit); a peer sending a larger
+  // one is disconnected by ZeroMQ before the frame is buffered. Size it from D: a dense shard is
+  // the largest frame a job sends (MaxFrameBytes).
+  int64_t max_message_bytes = 0;
   // CurveZMQ on every socket (docs/security.md): the receive socket is a CURVE server admitting
   // only allow-listed client keys; every outgoing socket a CURVE client.
   CurveOptions curve;
 };
+
+// A max_message_bytes for a job of D parameters: 4·D bytes (a dense frame of the whole vector)
+// plus 1 MiB for headers and node tables.
+inline int64_t MaxFrameBytes(uint64_t num_params) {
+  return static_cast<int64_t>(4 * num_params) + (int64_t{1} << 20);
+}
 
 class Transport {
  public:

@@ -46,6 +46,9 @@ class ZmqTransport final : public Transport {
       }
       pull_.set(zmq::sockopt::linger, 0);
       pull_.set(zmq::sockopt::rcvhwm, 0);
+      if (options_.max_message_bytes > 0) {
+        pull_.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
+      }
       const std::string port = options_.port == 0 ? "*" : std::to_string(options_.port);
       pull_.bind("tcp://" + options_.bind_host + ":" + port);
       const std::string endpoint = pull_.get(zmq::sockopt::last_endpoint);

@@ -63,6 +63,8 @@ int main(int argc, char** argv) {
   opt.transport.bind_host = FLAGS_bind;
   opt.transport.port = static_cast<uint16_t>(FLAGS_port);
   opt.transport.advertise_host = FLAGS_host;
+  // The scheduler receives only header-sized messages (REGISTER, HEARTBEAT, BARRIER, FINISHED).
+  opt.transport.max_message_bytes = sieve::MaxFrameBytes(0);
   if (!FLAGS_curve_dir.empty()) {
     auto curve = sieve::LoadCurveDir(FLAGS_curve_dir);
     if (!curve.ok()) {

@@ -135,6 +135,7 @@ int Run() {
   no.transport.bind_host = FLAGS_bind;
   no.transport.port = static_cast<uint16_t>(FLAGS_port);
   no.transport.advertise_host = FLAGS_host;
+  no.transport.max_message_bytes = MaxFrameBytes(layout->num_params);
   if (!FLAGS_curve_dir.empty()) {
     auto curve = LoadCurveDir(FLAGS_curve_dir);
     if (!curve.ok()) {

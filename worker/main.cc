@@ -258,6 +258,7 @@ int main(int argc, char** argv) {
     copt.node.transport.curve = *curve;
   }
   copt.node.num_params = layout->num_params;
+  copt.node.transport.max_message_bytes = sieve::MaxFrameBytes(layout->num_params);
   copt.node.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   copt.node.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   copt.fp16 = o.fp16;

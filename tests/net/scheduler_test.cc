@@ -271,5 +271,36 @@ TEST(NetTransportTest, TrySendDropsAtOnceWhenThePeersQueueIsFull) {
   EXPECT_EQ((*sender)->TrySend(8, message()).code(), StatusCode::kNotFound);
 }
 
+// A frame over max_message_bytes never reaches the receiver (ZeroMQ drops the sender's
+// connection before buffering it); frames within the limit, from a new connection, still do.
+TEST(NetTransportTest, FramesOverTheSizeLimitAreRefused) {
+  TransportOptions o = Loopback();
+  o.max_message_bytes = 4096;
+  auto receiver = CreateZmqTransport(o);
+  ASSERT_TRUE(receiver.ok());
+  auto frames_of = [](size_t bytes) {
+    Frames f;
+    f.emplace_back(bytes);
+    return f;
+  };
+  auto big = CreateZmqTransport(Loopback());
+  ASSERT_TRUE(big.ok());
+  ASSERT_TRUE((*big)->Connect(1, "127.0.0.1", (*receiver)->port()).ok());
+  ASSERT_TRUE((*big)->Send(1, frames_of(1 << 20)).ok());  // queued; refused on arrival
+  Frames got;
+  auto r = (*receiver)->Recv(&got, 1000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r) << "an oversized frame was delivered";
+  auto small = CreateZmqTransport(Loopback());
+  ASSERT_TRUE(small.ok());
+  ASSERT_TRUE((*small)->Connect(1, "127.0.0.1", (*receiver)->port()).ok());
+  ASSERT_TRUE((*small)->Send(1, frames_of(4000)).ok());
+  r = (*receiver)->Recv(&got, 10000);
+  ASSERT_TRUE(r.ok() && *r);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].size(), 4000u);
+  EXPECT_EQ(MaxFrameBytes(1000), 4000 + (1 << 20));
+}
+
 }  // namespace
 }  // namespace sieve
