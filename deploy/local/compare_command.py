@@ -22,6 +22,8 @@ CONFIG (YAML; any other top-level key is an error):
                                 # "1gbit,3:100mbit" (worker 3 on 100 Mbit/s, every other node 1 Gbit/s)
     straggler: [none, "3:x3"]   # --straggler of the workers: none, or SPEC / RANK:SPEC items with
                                 # SPEC delay:T, xF or exp:T (worker/trainer/straggler.h)
+  exclude:                      # optional: combinations left out of the grid; a cell is left out
+    - {link: "1gbit,3:100mbit", straggler: "3:x3"}   # when it matches every key of an entry
   repeats: 1                    # runs per cell with seeds seed, seed+1, ... (--seed, default 1);
                                 # the table shows mean ± sample std over them
   target_accuracy: 0.85         # the table's "time to target" column (default 0.85)
@@ -76,7 +78,7 @@ import yaml
 GRID_KEYS = ["consistency", "compressor", "density", "workers", "link", "straggler"]
 GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.001],
                  "workers": [2], "link": ["local"], "straggler": ["none"]}
-TOP_KEYS = ["name", "servers", "flags", "grid", "repeats", "target_accuracy", "delay",
+TOP_KEYS = ["name", "servers", "flags", "grid", "exclude", "repeats", "target_accuracy", "delay",
             "contraction_every", "histogram_rounds", "timeout"]
 DEFAULT_TARGET = 0.85
 DEFAULT_SEED = 1  # the daemons' --seed default
@@ -129,6 +131,13 @@ def check_config(cfg, path):
     for k in grid:
         if k not in GRID_KEYS:
             fail(f"unknown grid key '{k}'{did_you_mean(str(k), GRID_KEYS)}; known: {GRID_KEYS}")
+    exclude = cfg.get("exclude") or []
+    if not isinstance(exclude, list) or not all(isinstance(e, dict) and e for e in exclude):
+        fail("'exclude' must be a list of mappings grid key -> value")
+    for e in exclude:
+        for k in e:
+            if k not in GRID_KEYS:
+                fail(f"unknown grid key '{k}' in 'exclude'{did_you_mean(str(k), GRID_KEYS)}")
     flags = cfg.get("flags") or {}
     if not isinstance(flags, dict):
         fail("'flags' must be a mapping of daemon flag -> value")
@@ -225,6 +234,20 @@ def id_part(text):
     return "+".join(out)
 
 
+def excluded(cell, entry):
+    """Whether `cell` matches every key of an `exclude:` entry (density as a number)."""
+    for k, v in entry.items():
+        if k == "density" and cell["compressor"] != "none":
+            if float(v) != cell["density"]:
+                return False
+        elif k == "workers":
+            if int(v) != cell["workers"]:
+                return False
+        elif str(v) != str(cell[k]):
+            return False
+    return True
+
+
 def cells_of(cfg):
     grid = {k: as_list((cfg.get("grid") or {}).get(k, GRID_DEFAULTS[k])) for k in GRID_KEYS}
     seen, cells = set(), []
@@ -239,7 +262,7 @@ def cells_of(cfg):
                                    fmt_density(c["density"]), c["workers"], id_part(c["link"]))
         if c["straggler"] != "none":
             cid += "-s" + id_part(c["straggler"])
-        if cid in seen:
+        if cid in seen or any(excluded(c, e) for e in cfg.get("exclude") or []):
             continue
         seen.add(cid)
         c["id"] = cid

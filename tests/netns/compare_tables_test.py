@@ -308,6 +308,12 @@ class HeterogeneityAxesTest(unittest.TestCase):
         self.assertNotIn("straggler", plain)
         self.assertNotIn("staleness", plain)
         self.assertEqual(cc.id_part("3:delay:5ms,exp:2ms"), "w3_delay5ms+exp2ms")
+        # exclude: the slow link and the straggler together are left out (3 scenarios, not 4).
+        cfg = dict(self.CFG, exclude=[{"link": "1gbit,3:100mbit", "straggler": "3:x3"}])
+        left = [c["id"] for c in cc.cells_of(cfg)]
+        self.assertEqual(len(left), 9)
+        self.assertNotIn("ssp2-none-d1-w4-1gbit+w3_100mbit-sw3_x3", left)
+        self.assertIn("ssp2-none-d1-w4-1gbit-sw3_x3", left)
 
     def test_baseline_is_the_bsp_dense_cell_of_the_same_scenario(self):
         slow = cell("bsp", "none", straggler="3:x3")
@@ -343,6 +349,9 @@ class HeterogeneityAxesTest(unittest.TestCase):
             code, err = exit_code_and_stderr(cc.check_config, cfg, "g.yaml")
             self.assertEqual(code, 2, grid)
             self.assertIn(message, err)
+        for bad in ([{"linkk": "1gbit"}], {"link": "1gbit"}, [{}]):
+            code, _ = exit_code_and_stderr(cc.check_config, {"name": "x", "exclude": bad}, "g")
+            self.assertEqual(code, 2, bad)
         both = {"name": "x", "flags": {"staleness": 3}, "grid": {"consistency": ["ssp:2"]}}
         self.assertEqual(exit_code_and_stderr(cc.check_config, both, "g")[0], 2)
         self.assertEqual(cc.check_config(self.CFG, "g"), self.CFG)
