@@ -25,6 +25,8 @@ struct ReplyBuffer {
 class ReplyPool {
  public:
   ReplyPool() : state_(std::make_shared<State>()) {}
+  ReplyPool(const ReplyPool&) = delete;
+  ReplyPool& operator=(const ReplyPool&) = delete;
 
   static constexpr size_t kLargeElements = size_t{1} << 20;
 

@@ -1,5 +1,7 @@
 #include "server/shard_server.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -184,7 +186,11 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
     Selection sel;
     const uint64_t k = KForDensity(options_.server_density, residual_.size());
     Status s = SelectHost(options_.server_compressor, residual_, k, SelectOptions{}, &sel);
-    if (s.ok()) {
+    if (!s.ok()) {
+      ++stats_.selection_failures;
+      LOG(WARNING) << "round " << round_ << ": server-side selection failed (" << s.ToString()
+                   << "); the round's reply is empty";
+    } else {
       for (size_t j = 0; j < sel.indices.size(); ++j) {
         const uint32_t i = sel.indices[j];
         w_[i] -= residual_[i];

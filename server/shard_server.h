@@ -89,6 +89,9 @@ struct ShardServerStats {
   double pushed_sum = 0;        // Σ of every applied pushed value (fp64), for conservation checks
   uint64_t resync_replies = 0;  // dense UPDATEs sent to resynchronize workers after a restore
   uint64_t rejoins = 0;         // restarted workers counted again (see OnJoin)
+  // Two-way compression rounds whose server-side selection failed (a non-finite aggregate): the
+  // round's reply is empty and the residual keeps the aggregate; each one is logged.
+  uint64_t selection_failures = 0;
 };
 
 class ShardServer {
@@ -97,6 +100,8 @@ class ShardServer {
   // for bad options (zero workers, negative staleness, density outside (0, 1]).
   static StatusOr<std::unique_ptr<ShardServer>> Create(const ShardServerOptions& options,
                                                        std::vector<float> initial);
+  ShardServer(const ShardServer&) = delete;
+  ShardServer& operator=(const ShardServer&) = delete;
 
   // A validated PUSH (indices shard-relative, strictly ascending, < size(); values finite).
   // Dense pushes carry size() values and no indices.

@@ -531,6 +531,27 @@ TEST(ServerShardTest, TwoWayCompressionMatchesAResidualTopkReference) {
   }
 }
 
+// Two finite pushes whose sum overflows make the server's residual non-finite: the server-side
+// selection fails, which is counted (and logged) and leaves the weights alone; the round still
+// completes with an empty reply to every worker.
+TEST(ServerShardTest, TwoWayCompressionCountsAFailedSelection) {
+  ShardServerOptions o;
+  o.num_workers = 2;
+  o.server_compressor = Compressor::kTopk;
+  o.server_density = 0.1;
+  auto s = Make(o, std::vector<float>(20, 1.0f));
+  Outbox out;
+  std::vector<uint32_t> idx = {4};
+  std::vector<float> big = {3e38f};
+  s->OnPush(0, 0, idx, big, false, &out);
+  s->OnPush(1, 0, idx, big, false, &out);  // (3e38 + 3e38) / 2 overflows in float
+  EXPECT_EQ(s->stats().selection_failures, 1u);
+  EXPECT_EQ(s->stats().rounds_completed, 1u);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].buffer->indices.empty());
+  for (float v : s->weights()) EXPECT_EQ(v, 1.0f);
+}
+
 TEST(ServerShardTest, AspAppliesAtOnceAndRepliesWithPerWorkerDirtySets) {
   const uint32_t n = 50;
   ShardServerOptions o;
