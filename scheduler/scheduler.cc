@@ -330,7 +330,20 @@ void Scheduler::HandleBarrier(int id, const pb::Barrier& b) {
     h.set_type(pb::MSG_BARRIER);
     return ReplyError(h, pb::ERROR_BAD_BARRIER, "bad barrier group " + std::to_string(b.group()));
   }
-  barriers_[{b.group(), b.seq()}].insert(id);
+  // A node waits in one barrier at a time (Node::Barrier blocks); a few pending entries allow for
+  // resends and groups, more are a misbehaving peer, refused so that the table stays bounded.
+  const std::pair<uint32_t, uint64_t> key{b.group(), b.seq()};
+  int pending = 0;
+  for (const auto& [other, ids] : barriers_) pending += other != key && ids.count(id) > 0;
+  if (pending >= kMaxPendingBarriersPerNode) {
+    pb::Header h;
+    h.set_sender(id);
+    h.set_type(pb::MSG_BARRIER);
+    return ReplyError(h, pb::ERROR_BAD_BARRIER,
+                      "node " + std::to_string(id) + " already waits in " +
+                          std::to_string(pending) + " barriers");
+  }
+  barriers_[key].insert(id);
   CheckBarriers();
 }
 

@@ -101,6 +101,8 @@ class Scheduler {
   int next_temp_id_ = -1000;    // connection ids for peers without a node id yet
   std::vector<Entry> pending_;  // registered before the table went out
   std::map<int, Entry> nodes_;  // by node id, after the table went out
+  // At most this many pending barriers per node; a BARRIER beyond it is ERROR_BAD_BARRIER.
+  static constexpr int kMaxPendingBarriersPerNode = 4;
   std::map<std::pair<uint32_t, uint64_t>, std::set<int>> barriers_;  // (group, seq) -> arrived
   Status failure_;  // set when the job must end as failed
   bool done_ = false;

@@ -154,6 +154,49 @@ TEST(NetSchedulerTest, DuplicateRankIsRefused) {
       << dup.status().ToString();
 }
 
+// A registered node that sends BARRIERs of ever new sequence numbers (a peer that never waits for
+// a release) gets at most 4 pending entries; the others are refused with ERROR_BAD_BARRIER, and
+// the barrier the job really waits in still completes.
+TEST(NetSchedulerTest, PendingBarriersPerNodeAreBounded) {
+  RunningScheduler sched(1, 2, 10);
+  std::thread server(
+      [&] { EXPECT_TRUE(Node::Start(NodeFor(sched.address(), pb::ROLE_SERVER)).ok()); });
+  StatusOr<std::unique_ptr<Node>> w0 = UnavailableError("not started");
+  std::thread worker([&] {
+    NodeOptions o = NodeFor(sched.address(), pb::ROLE_WORKER);
+    o.rank = 0;
+    w0 = Node::Start(o);
+  });
+  std::unique_ptr<Transport> flood = RawPeer(sched.address());
+  ASSERT_NE(flood, nullptr);
+  ASSERT_NO_FATAL_FAILURE(SendRegister(*flood, pb::ROLE_WORKER, 1, kProtocolVersion));
+  server.join();
+  worker.join();
+  ASSERT_TRUE(w0.ok()) << w0.status().ToString();
+  const int id = (*w0)->WorkerId(1);  // the flooding worker's node id
+  for (uint64_t seq = 1; seq <= 10; ++seq) {
+    pb::Header h;
+    h.set_type(pb::MSG_BARRIER);
+    h.set_sender(id);
+    h.mutable_barrier()->set_group(kGroupWorkers);
+    h.mutable_barrier()->set_seq(seq);
+    ASSERT_TRUE(flood->Send(0, std::move(EncodeControl(h)).value()).ok());
+  }
+  int refused = 0;
+  for (int replies = 0; replies < 20 && refused < 6;) {
+    const Message m = Reply(*flood);  // ACK, NODE_TABLE, then the refusals
+    ++replies;
+    if (m.type() == pb::MSG_ERROR) {
+      EXPECT_EQ(m.header.error().code(), pb::ERROR_BAD_BARRIER);
+      EXPECT_NE(m.header.error().message().find("already waits in 4 barriers"), std::string::npos)
+          << m.header.error().message();
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 6);
+  EXPECT_TRUE((*w0)->Barrier(kGroupWorkers, 60000).ok()) << "seq 1 completes with the flooder's";
+}
+
 // A worker that gets the node table before a server does may already send it PULL_DENSE (the
 // scheduler's broadcast and the worker's request travel on different connections). The server
 // cannot decode it yet (no shard lengths): it keeps it and delivers it once its table is in.
