@@ -45,6 +45,8 @@ not reachable from here); --scheduler and --rank are set per process.
 Daemon flags: every other flag (--name=value, --name value, --name, --noname) goes to exactly
 the daemons that define it (as listed by their --helpxml); a flag no daemon defines is an error.
 --flagfile=FILE is read here, one --name=value a line: every line is checked and routed alike.
+Every worker gets the same flags; a per-worker setting names its ranks inside its value, e.g.
+--straggler=3:x3 (worker 3 computes 3x slower, the others are unchanged).
 
 Exit status: 0 when every process exits 0; 1 when one fails; 2 for usage errors, and when
 a daemon exits 2 (its own usage error, e.g. a bad flag value); 130/143 when interrupted by
