@@ -48,6 +48,7 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
     : options_(options),
       w_(initial.begin(), initial.end()),
       live_(options.num_workers, true),
+      dense_in_flight_(options.num_workers),
       live_count_(options.num_workers),
       rejoined_(options.num_workers, false),
       join_round_(options.num_workers, -1),
@@ -393,8 +394,13 @@ void ShardServer::OnPullDense(int worker, Outbox* out) {
     if (min_live != INT64_MAX) clock = std::max(clock, min_live);
     at = static_cast<uint64_t>(clock);
   }
+  if (!dense_in_flight_[worker].expired()) {
+    ++stats_.dense_pulls_dropped;
+    return;
+  }
   auto buf = pool_.Get();
   buf->values.assign(w_.begin(), w_.end());
+  dense_in_flight_[worker] = buf;
   out->push_back({worker, pb::MSG_DENSE, at, true, std::move(buf), pb::ERROR_NONE, ""});
 }
 

@@ -92,6 +92,7 @@ struct ShardServerStats {
   // Two-way compression rounds whose server-side selection failed (a non-finite aggregate): the
   // round's reply is empty and the residual keeps the aggregate; each one is logged.
   uint64_t selection_failures = 0;
+  uint64_t dense_pulls_dropped = 0;  // PULL_DENSEs dropped: that worker's DENSE was in flight
 };
 
 class ShardServer {
@@ -110,7 +111,10 @@ class ShardServer {
   // Answers with a DENSE of the whole shard. Its round tells a (re)joining worker where the job
   // is: BSP, the round being aggregated; ASP/SSP, the slowest live worker's clock (or this
   // worker's own next round when larger). A worker that is dead and not re-admitted gets
-  // ERROR_NOT_REGISTERED.
+  // ERROR_NOT_REGISTERED. At most one DENSE per worker is in flight: while ZeroMQ still holds the
+  // previous one (its buffer is alive), a PULL_DENSE is dropped without a reply and counted
+  // (dense_pulls_dropped): a whole-shard reply per 30-byte request would let a peer fill the
+  // server's memory; the worker's resends are answered once the first reply has left.
   void OnPullDense(int worker, Outbox* out);
   // The scheduler declared `worker` dead: it no longer counts for BSP rounds or SSP clocks.
   void OnWorkerDead(int worker, Outbox* out);
@@ -185,6 +189,7 @@ class ShardServer {
   ReplyPool pool_;
   ShardServerStats stats_;
   std::vector<bool> live_;
+  std::vector<std::weak_ptr<ReplyBuffer>> dense_in_flight_;  // per worker: its last DENSE
   uint32_t live_count_;
 
   // BSP.

@@ -552,6 +552,34 @@ TEST(ServerShardTest, TwoWayCompressionCountsAFailedSelection) {
   for (float v : s->weights()) EXPECT_EQ(v, 1.0f);
 }
 
+// A flood of PULL_DENSE gets one whole-shard reply per worker in flight: while the first DENSE's
+// buffer is held (by ZeroMQ, here by the test), further requests are dropped and counted; once it
+// is released the next request is answered, with the current weights.
+TEST(ServerShardTest, OneDensePerWorkerInFlight) {
+  ShardServerOptions o;
+  o.num_workers = 2;
+  auto s = Make(o, Iota(1000));
+  Outbox first;
+  s->OnPullDense(0, &first);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].type, pb::MSG_DENSE);
+  for (int i = 0; i < 100; ++i) {
+    Outbox more;
+    s->OnPullDense(0, &more);
+    EXPECT_TRUE(more.empty());
+  }
+  EXPECT_EQ(s->stats().dense_pulls_dropped, 100u);
+  Outbox other;
+  s->OnPullDense(1, &other);  // another worker is not held back
+  EXPECT_EQ(other.size(), 1u);
+  first.clear();  // ZeroMQ let go of the first reply
+  Outbox again;
+  s->OnPullDense(0, &again);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].buffer->values, Iota(1000));
+  EXPECT_EQ(s->stats().dense_pulls_dropped, 100u);
+}
+
 TEST(ServerShardTest, AspAppliesAtOnceAndRepliesWithPerWorkerDirtySets) {
   const uint32_t n = 50;
   ShardServerOptions o;
