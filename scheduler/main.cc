@@ -15,6 +15,9 @@
 
 DEFINE_uint32(num_workers, 1, "Workers the job waits for before it starts (>= 1)");
 DEFINE_uint32(num_servers, 1, "Servers the job waits for before it starts (>= 1)");
+DEFINE_uint32(min_workers, 0,
+              "Workers that must finish for the job to succeed (0 = all of --num_workers): a job "
+              "that ends after fewer finished (the others died) exits 1");
 DEFINE_uint64(
     num_params, 0,
     "D, the length of the flat parameter vector; 0 = take it from the workers' registration");
@@ -46,7 +49,7 @@ int main(int argc, char** argv) {
       {{"Cluster",
         {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir"}},
        {"Failure handling",
-        {"heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
+        {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
          "server_restart_timeout_ms"}},
        {"Metrics", {"metrics_port"}}}};
   if (auto exit_code = sieve::ParseCommandLine(program, argc, argv)) return *exit_code;
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
   }
   sieve::SchedulerOptions opt;
   opt.num_workers = FLAGS_num_workers;
+  opt.min_workers = FLAGS_min_workers;
   opt.num_servers = FLAGS_num_servers;
   opt.num_params = FLAGS_num_params;
   opt.transport.bind_host = FLAGS_bind;

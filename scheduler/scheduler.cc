@@ -14,6 +14,11 @@ const char* RoleName(pb::Role r) { return r == pb::ROLE_SERVER ? "server" : "wor
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options) {
   if (options.num_workers == 0) return InvalidArgumentError("--num_workers must be >= 1");
   if (options.num_servers == 0) return InvalidArgumentError("--num_servers must be >= 1");
+  if (options.min_workers > options.num_workers) {
+    return InvalidArgumentError(
+        "--min_workers=" + std::to_string(options.min_workers) +
+        " is more than --num_workers=" + std::to_string(options.num_workers));
+  }
   if (options.num_params != 0 && options.num_params < options.num_servers) {
     return InvalidArgumentError("--num_params=" + std::to_string(options.num_params) +
                                 " is smaller than " +
@@ -67,6 +72,15 @@ Status Scheduler::Run() {
   }
   LOG(INFO) << "every worker finished; shutting down";
   ShutdownAll("training finished", false);
+  uint32_t finished = 0;
+  for (const auto& [id, n] : nodes_) finished += n.info.role() == pb::ROLE_WORKER && n.finished;
+  const uint32_t needed = options_.min_workers > 0 ? options_.min_workers : options_.num_workers;
+  if (finished < needed) {
+    return FailedPreconditionError(
+        "only " + std::to_string(finished) + " of " + std::to_string(options_.num_workers) +
+        " workers finished (the others died); the job needs " + std::to_string(needed) +
+        " (--min_workers=N accepts fewer; a worker restarted under its --rank counts)");
+  }
   return Status::Ok();
 }
 

@@ -41,6 +41,10 @@ struct SchedulerOptions {
   // at once (false).
   bool wait_for_server_restart = true;
   int server_restart_timeout_ms = 60000;
+  // Workers that must finish for the job to succeed (0 = every one, num_workers). A job whose
+  // other workers finish after some died fails when fewer than this finished (a worker restarted
+  // under its rank that finishes counts).
+  uint32_t min_workers = 0;
 };
 
 class Scheduler {
@@ -51,9 +55,10 @@ class Scheduler {
   const std::string& host() const { return transport_->host(); }
   uint16_t port() const { return transport_->port(); }
 
-  // Runs the job to its end. OK when every worker finished (some may have died); an error when
-  // the job failed (startup timeout, D missing or too small, every worker or any server dead,
-  // Stop()). Every live node has been sent SHUTDOWN when Run returns.
+  // Runs the job to its end. OK when every live worker finished and at least min_workers did; an
+  // error when the job failed (startup timeout, D missing or too small, every worker or any server
+  // dead, fewer than min_workers finished: FailedPrecondition, Stop()). Every live node has been
+  // sent SHUTDOWN when Run returns.
   Status Run();
 
   // Ends Run() soon with Aborted(reason), shutting the nodes down. Thread-safe.

@@ -135,7 +135,7 @@ class MetricsEndpointTest(unittest.TestCase):
         model = ["--model=synthetic", "--num_params=20000", "--seed=3"]
         argv = {
             "scheduler": [SCHEDULER, f"--port={zmq_port}", "--num_servers=1", "--num_workers=2",
-                          "--heartbeat_timeout_ms=1500"] + common,
+                          "--min_workers=1", "--heartbeat_timeout_ms=1500"] + common,
             "server": [SERVER, "--consistency=bsp"] + model + node + common,
         }
         for r in (0, 1):

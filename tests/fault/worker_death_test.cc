@@ -49,8 +49,11 @@ bool WaitForCheckpoint(FaultCluster& c, const fs::path& dir, int64_t round, mill
 
 // Starts the scheduler (2 servers, 2 workers, short heartbeat timeout) and two softmax servers
 // checkpointing every round into `dir`; false if the scheduler did not come up.
+// --min_workers=1: the job may lose a worker (these tests kill one) and still succeed.
 bool StartSchedulerAndServers(FaultCluster& c, const fs::path& dir) {
-  if (!c.StartScheduler(2, 2, {"--heartbeat_timeout_ms=" + std::to_string(kHeartbeatTimeoutMs)})) {
+  if (!c.StartScheduler(
+          2, 2,
+          {"--heartbeat_timeout_ms=" + std::to_string(kHeartbeatTimeoutMs), "--min_workers=1"})) {
     return false;
   }
   for (int s = 0; s < 2; ++s) {
