@@ -42,7 +42,7 @@ if [ ! -x "$BIN" ] || [ "$(stat -c %Y "$BIN")" -lt "$newest_src" ]; then
   echo "run_fuzz: building $BIN"
   "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$ROOT" -I"$GEN/.." -I"$GEN" "${SRCS[@]}" "$KERNELS" "${CUDA_LIBS[@]}" \
-    $(pkg-config --cflags --libs libzmq protobuf) -lz -fopenmp=libgomp -lgomp -o "$BIN"
+    $(pkg-config --cflags --libs libzmq protobuf libglog) -lz -fopenmp=libgomp -lgomp -o "$BIN"
 fi
 cp -n "$HERE"/corpus/* "$OUT/corpus/" 2>/dev/null || true
 cd "$OUT"
