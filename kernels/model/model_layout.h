@@ -71,9 +71,9 @@ struct ModelLayout {
 // Largest D accepted for the synthetic layout (2^40 parameters, 4 TiB of fp32).
 inline constexpr uint64_t kMaxSyntheticParams = uint64_t{1} << 40;
 
-// The layout of model `name` (softmax, fnn3, cnn, cnn_large, synthetic). `synthetic_num_params` is D for
-// "synthetic" (must be in [1, kMaxSyntheticParams]) and ignored otherwise.
-// Errors: NotFound for an unknown name, InvalidArgument for a bad synthetic D.
+// The layout of model `name` (softmax, fnn3, cnn, cnn_large, synthetic). `synthetic_num_params` is
+// D for "synthetic" (must be in [1, kMaxSyntheticParams]) and ignored otherwise. Errors: NotFound
+// for an unknown name, InvalidArgument for a bad synthetic D.
 StatusOr<ModelLayout> MakeModelLayout(std::string_view name, uint64_t synthetic_num_params = 0);
 
 }  // namespace sieve

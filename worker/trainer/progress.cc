@@ -55,8 +55,7 @@ void ProgressReporter::EndEpoch(uint64_t epoch, double mean_loss, std::optional<
                 "epoch %llu/%llu: loss %.4f test_acc %s bytes_up %llu selected/round %.1f",
                 static_cast<unsigned long long>(epoch + 1),
                 static_cast<unsigned long long>((total_ + per_epoch_ - 1) / per_epoch_), mean_loss,
-                acc,
-                static_cast<unsigned long long>(bytes_up_total), selected_per_round);
+                acc, static_cast<unsigned long long>(bytes_up_total), selected_per_round);
   if (tty_) {
     std::printf("\r\033[K%s\n", line);
     std::fflush(stdout);
