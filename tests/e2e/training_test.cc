@@ -327,10 +327,14 @@ TEST_F(TrainingTest, SspNeverExceedsItsStalenessAndLosesNothing) {
   CheckConservation(run, ServerWeights(2), init, 1.0 / 3.0);
 }
 
+// ASP's interleaving differs run to run. At the default lr (0.05, momentum 0.9) softmax's final
+// accuracy swings between 0.68 and 0.83 with it; at lr 0.01 it stays within 0.81-0.83, so the
+// floor below tests that ASP trains, not the luck of the last rounds.
 TEST_F(TrainingTest, AspTrainsAndLosesNothing) {
-  RunResult run = Launch(1, 2,
-                         {"--model=softmax", "--consistency=asp", "--compressor=gaussiank",
-                          "--density=0.05", "--batch_size=64", "--epochs=1", ShardFlag()});
+  RunResult run =
+      Launch(1, 2,
+             {"--model=softmax", "--consistency=asp", "--compressor=gaussiank", "--density=0.05",
+              "--batch_size=64", "--lr=0.01", "--epochs=1", ShardFlag()});
   ASSERT_TRUE(run.ok) << run.log;
   EXPECT_GE(std::stod(run.workers[0]["test_acc"]), 0.70);
   const uint64_t rounds = std::stoull(run.workers[0]["rounds"]);
