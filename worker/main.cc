@@ -246,21 +246,19 @@ int main(int argc, char** argv) {
   }
 
   sieve::PsClientOptions copt;
-  copt.node.role = sieve::pb::ROLE_WORKER;
-  copt.node.rank = FLAGS_rank;
-  copt.node.scheduler = FLAGS_scheduler;
-  copt.node.transport.bind_host = FLAGS_bind;
-  copt.node.transport.port = static_cast<uint16_t>(FLAGS_port);
-  copt.node.transport.advertise_host = FLAGS_host;
+  copt.rank = FLAGS_rank;
+  copt.scheduler = FLAGS_scheduler;
+  copt.bind_host = FLAGS_bind;
+  copt.port = static_cast<uint16_t>(FLAGS_port);
+  copt.advertise_host = FLAGS_host;
   if (!FLAGS_curve_dir.empty()) {
-    auto curve = sieve::LoadCurveDir(FLAGS_curve_dir);
+    auto curve = sieve::LoadCurveDir(FLAGS_curve_dir);  // a usage error before joining
     if (!curve.ok()) return Usage("--curve_dir: " + curve.status().ToString());
-    copt.node.transport.curve = *curve;
+    copt.curve_dir = FLAGS_curve_dir;
   }
-  copt.node.num_params = layout->num_params;
-  copt.node.transport.max_message_bytes = sieve::MaxFrameBytes(layout->num_params);
-  copt.node.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
-  copt.node.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  copt.num_params = layout->num_params;  // max_message_bytes: the default, 4·D + 1 MiB
+  copt.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
+  copt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   copt.fp16 = o.fp16;
   copt.checksum = FLAGS_checksum;
   auto client = sieve::PsClient::Connect(copt);
@@ -278,7 +276,7 @@ int main(int argc, char** argv) {
     m->ObservePushLatency(stats.push_seconds);
     m->ObserveUpdateLatency(stats.wait_seconds);
     m->SetSelectedK(selected, k);
-    m->SetDeadNodes(c.node().dead_nodes().size());
+    m->SetDeadNodes(c.dead_nodes());
   };
   LOG(INFO) << "worker " << c.rank() << " of " << c.num_workers() << ", " << c.num_servers()
             << " servers, D = " << c.num_params() << ", model " << o.model << ", compressor "

@@ -274,11 +274,11 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
       dropped = true;
     };
     PsClientOptions po;
-    po.node.scheduler = "127.0.0.1:" + std::to_string(port);
-    po.node.rank = w;
-    po.node.num_params = cfg.num_params;
-    po.node.transport.bind_host = "127.0.0.1";
-    po.node.transport.advertise_host = "127.0.0.1";
+    po.scheduler = "127.0.0.1:" + std::to_string(port);
+    po.rank = w;
+    po.num_params = cfg.num_params;
+    po.bind_host = "127.0.0.1";
+    po.advertise_host = "127.0.0.1";
     auto client_or = PsClient::Connect(po);
     if (!client_or.ok()) return leave("connect: " + client_or.status().ToString());
     PsClient& client = **client_or;

@@ -6,6 +6,8 @@
 
 #include "base/prefetch.h"
 #include "kernels/sparse_ops.h"
+#include "net/curve.h"
+#include "net/node.h"
 
 namespace sieve {
 namespace {
@@ -36,24 +38,153 @@ pb::MsgType RequestFor(pb::MsgType reply) {
 
 }  // namespace
 
-PsClient::PsClient(const PsClientOptions& options, std::unique_ptr<Node> node)
+// The client's state: the node runtime (sockets, registration, heartbeats) and the round's
+// buffers. The public PsClient forwards every call here.
+class PsClient::Impl {
+ public:
+  Impl(const PsClientOptions& options, std::unique_ptr<Node> node);
+
+  Node& node() { return *node_; }
+  const Node& node() const { return *node_; }
+  uint64_t resends() const { return resends_; }
+  uint64_t errors_retried() const { return errors_retried_; }
+
+  Status PullDense(std::span<float> weights, int timeout_ms, uint64_t* at);
+  Status Join(uint64_t round, int timeout_ms);
+  Status PushPull(uint64_t round, Selection* sel, std::span<float> weights, RoundStats* stats,
+                  int timeout_ms);
+  Status PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
+                  int timeout_ms);
+
+ private:
+  // Waits for one data message of `type` and `round` from each server in `pending` (by rank),
+  // calling apply(server_rank, message) for each; a reply split into parts (docs/protocol.md,
+  // "Split replies") calls apply once per distinct part and counts once all have arrived. ERRORs
+  // for the round fail the wait. `resend(server_rank)`, when given, is called for each server still
+  // missing when a new node table was installed since the last send (checked every
+  // options_.resend_check_ms), or, with always_resend_ms > 0, first after that many ms and then at
+  // doubling intervals up to 8 s. With `any_round`, messages of any round are taken.
+  // An ERROR for the request whose code a peer can cause without our fault (checksum, malformed
+  // or out-of-range content, unknown round: our requests are validated before they leave, so it
+  // was corrupted or forged) is answered with resend(server) — at most kErrorRetries times per
+  // server and wait — and logged; any other ERROR, or one past the retries, fails the wait.
+  static constexpr int kErrorRetries = 8;
+  template <typename Fn>
+  Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
+                 const std::function<void(int)>& resend = nullptr, int always_resend_ms = 0,
+                 bool any_round = false);
+  // One round of PushPull, each arriving UPDATE given to apply(server_rank, message).
+  Status PushPullWith(uint64_t round, Selection* sel,
+                      const std::function<void(int, const Message&)>& apply, RoundStats* stats,
+                      int timeout_ms);
+  // Sends a header-only `type` for `round` to server `s`.
+  Status SendControl(pb::MsgType type, uint64_t round, int s);
+  uint64_t num_params() const { return node_->num_params(); }
+  uint32_t num_servers() const { return node_->num_servers(); }
+  bool joined_late() const { return node_->joined_late(); }
+
+  // Arrays lent to ZeroMQ during a round; reused while no frame of an earlier round holds them.
+  struct SendBuffers {
+    std::vector<uint32_t> indices;   // the selection's global indices (moved in from Selection)
+    std::vector<float> values;       // the selection's values (moved in from Selection)
+    std::vector<uint32_t> relative;  // shard-relative indices
+    std::vector<uint16_t> half;      // fp16 values
+  };
+
+  const PsClientOptions options_;
+  std::unique_ptr<Node> node_;
+  std::vector<uint64_t> bounds_;  // S+1 shard boundaries
+  std::vector<size_t> offsets_;   // reused across rounds
+  std::shared_ptr<SendBuffers> buffers_;
+  std::vector<float> sink_scratch_;  // fp16 UPDATE values converted for an UpdateSink
+  uint64_t resends_ = 0;
+  uint64_t errors_retried_ = 0;
+  uint64_t tables_at_send_ = 0;  // node tables installed when the round's PUSHes went out
+};
+
+PsClient::Impl::Impl(const PsClientOptions& options, std::unique_ptr<Node> node)
     : options_(options), node_(std::move(node)), buffers_(std::make_shared<SendBuffers>()) {
   bounds_.push_back(0);
   for (const auto& r : node_->shards()) bounds_.push_back(r.hi);
 }
 
-StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const PsClientOptions& options) {
-  NodeOptions n = options.node;
+namespace {
+
+// The node runtime's options for a worker with the public `options`.
+StatusOr<NodeOptions> ToNodeOptions(const PsClientOptions& options) {
+  NodeOptions n;
   n.role = pb::ROLE_WORKER;
-  auto node = Node::Start(n);
-  if (!node.ok()) return node.status();
-  return std::unique_ptr<PsClient>(new PsClient(options, std::move(node).value()));
+  n.rank = options.rank;
+  n.scheduler = options.scheduler;
+  n.num_params = options.num_params;
+  n.transport.bind_host = options.bind_host;
+  n.transport.port = options.port;
+  n.transport.advertise_host = options.advertise_host;
+  n.transport.max_message_bytes = options.max_message_bytes;
+  if (options.max_message_bytes < 0) {
+    n.transport.max_message_bytes = options.num_params > 0 ? MaxFrameBytes(options.num_params) : 0;
+  }
+  n.transport.send_timeout_ms = options.send_timeout_ms;
+  n.transport.send_hwm = options.send_hwm;
+  if (!options.curve_dir.empty()) {
+    auto curve = LoadCurveDir(options.curve_dir);
+    if (!curve.ok()) return curve.status();
+    n.transport.curve = std::move(curve).value();
+  }
+  n.heartbeat_interval_ms = options.heartbeat_interval_ms;
+  n.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
+  n.register_attempts = options.register_attempts;
+  n.register_retry_ms = options.register_retry_ms;
+  n.startup_timeout_ms = options.startup_timeout_ms;
+  return n;
 }
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const PsClientOptions& options) {
+  auto n = ToNodeOptions(options);
+  if (!n.ok()) return n.status();
+  auto node = Node::Start(*n);
+  if (!node.ok()) return node.status();
+  return std::unique_ptr<PsClient>(
+      new PsClient(std::make_unique<Impl>(options, std::move(node).value())));
+}
+
+PsClient::PsClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PsClient::~PsClient() = default;
+
+int PsClient::rank() const { return impl_->node().rank(); }
+uint64_t PsClient::num_params() const { return impl_->node().num_params(); }
+uint32_t PsClient::num_workers() const { return impl_->node().num_workers(); }
+uint32_t PsClient::num_servers() const { return impl_->node().num_servers(); }
+size_t PsClient::dead_nodes() const { return impl_->node().dead_nodes().size(); }
+uint64_t PsClient::resends() const { return impl_->resends(); }
+uint64_t PsClient::errors_retried() const { return impl_->errors_retried(); }
+bool PsClient::joined_late() const { return impl_->node().joined_late(); }
+
+Status PsClient::PullDense(std::span<float> weights, int timeout_ms, uint64_t* at) {
+  return impl_->PullDense(weights, timeout_ms, at);
+}
+Status PsClient::Join(uint64_t round, int timeout_ms) { return impl_->Join(round, timeout_ms); }
+Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weights,
+                          RoundStats* stats, int timeout_ms) {
+  return impl_->PushPull(round, sel, weights, stats, timeout_ms);
+}
+Status PsClient::PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
+                          int timeout_ms) {
+  return impl_->PushPull(round, sel, sink, stats, timeout_ms);
+}
+Status PsClient::Barrier(int timeout_ms) {
+  return impl_->node().Barrier(kGroupWorkers, timeout_ms);
+}
+Status PsClient::Finish() { return impl_->node().Finish(); }
+Status PsClient::WaitShutdown(int timeout_ms) { return impl_->node().WaitShutdown(timeout_ms); }
+void PsClient::RequestStop(const std::string& reason) { impl_->node().RequestStop(reason); }
 
 namespace {
 
 // ERROR codes a peer can provoke for a request this client validated before sending: corruption in
-// transit, a forged copy of it, or a forged ERROR (see PsClient::Collect).
+// transit, a forged copy of it, or a forged ERROR (see PsClient::Impl::Collect).
 bool PeerCausable(pb::ErrorCode code) {
   switch (code) {
     case pb::ERROR_MALFORMED_HEADER:
@@ -74,9 +205,9 @@ bool PeerCausable(pb::ErrorCode code) {
 }  // namespace
 
 template <typename Fn>
-Status PsClient::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
-                         const std::function<void(int)>& resend, int always_resend_ms,
-                         bool any_round) {
+Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
+                               const std::function<void(int)>& resend, int always_resend_ms,
+                               bool any_round) {
   const uint32_t servers = node_->num_servers();
   std::vector<bool> done(servers, false);
   // A reply split into parts (UPDATE only): which parts of each server's reply arrived.
@@ -220,7 +351,7 @@ void ForwardValues(const Message& msg, uint64_t lo, const UpdateSink& sink,
 
 }  // namespace
 
-Status PsClient::SendControl(pb::MsgType type, uint64_t round, int s) {
+Status PsClient::Impl::SendControl(pb::MsgType type, uint64_t round, int s) {
   pb::Header h;
   h.set_type(type);
   h.set_sender(node_->id());
@@ -232,7 +363,7 @@ Status PsClient::SendControl(pb::MsgType type, uint64_t round, int s) {
   return node_->Send(node_->ServerId(s), std::move(frames).value());
 }
 
-Status PsClient::PullDense(std::span<float> weights, int timeout_ms, uint64_t* at) {
+Status PsClient::Impl::PullDense(std::span<float> weights, int timeout_ms, uint64_t* at) {
   if (weights.size() != num_params()) {
     return InvalidArgumentError("replica has " + std::to_string(weights.size()) +
                                 " values, D = " + std::to_string(num_params()));
@@ -258,7 +389,7 @@ Status PsClient::PullDense(std::span<float> weights, int timeout_ms, uint64_t* a
   return Status::Ok();
 }
 
-Status PsClient::Join(uint64_t round, int timeout_ms) {
+Status PsClient::Impl::Join(uint64_t round, int timeout_ms) {
   tables_at_send_ = node_->tables_installed();
   for (uint32_t s = 0; s < num_servers(); ++s) {
     SIEVE_RETURN_IF_ERROR(SendControl(pb::MSG_JOIN, round, static_cast<int>(s)));
@@ -269,8 +400,8 @@ Status PsClient::Join(uint64_t round, int timeout_ms) {
       /*always_resend_ms=*/options_.resend_check_ms);
 }
 
-Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weights,
-                          RoundStats* stats, int timeout_ms) {
+Status PsClient::Impl::PushPull(uint64_t round, Selection* sel, std::span<float> weights,
+                                RoundStats* stats, int timeout_ms) {
   if (weights.size() != num_params()) {
     return InvalidArgumentError("replica has " + std::to_string(weights.size()) +
                                 " values, D = " + std::to_string(num_params()));
@@ -280,17 +411,17 @@ Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weigh
       timeout_ms);
 }
 
-Status PsClient::PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
-                          int timeout_ms) {
+Status PsClient::Impl::PushPull(uint64_t round, Selection* sel, const UpdateSink& sink,
+                                RoundStats* stats, int timeout_ms) {
   return PushPullWith(
       round, sel,
       [&](int s, const Message& m) { ForwardValues(m, bounds_[s], sink, &sink_scratch_); }, stats,
       timeout_ms);
 }
 
-Status PsClient::PushPullWith(uint64_t round, Selection* sel,
-                              const std::function<void(int, const Message&)>& apply,
-                              RoundStats* stats, int timeout_ms) {
+Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
+                                    const std::function<void(int, const Message&)>& apply,
+                                    RoundStats* stats, int timeout_ms) {
   const uint64_t d = num_params();
   if (sel->dense ? sel->values.size() != d : sel->indices.size() != sel->values.size()) {
     return InvalidArgumentError(

@@ -2,18 +2,18 @@
 // talk to the parameter servers. It registers the worker with the scheduler (through the node
 // runtime), splits a sparse selection of the flat parameter vector by server shard, pushes every
 // slice before waiting for any reply, and applies the servers' UPDATEs (absolute weight values)
-// to the caller's replica. Example (docs/worker-api.md):
+// to the caller's replica. A whole worker loop, compiled and tested against the installed
+// library: examples/cpp/worker_loop.cc (docs/worker-api.md):
 //
-//   auto client = PsClient::Connect(options);          // registers, waits for the node table
+//   auto client = PsClient::Connect(options);       // registers, waits for the node table
 //   std::vector<float> w(client->num_params());
-//   client->PullDense(w, 60000);                       // authoritative initial weights
+//   client->PullDense(w, 60000);                    // authoritative initial weights
 //   client->Barrier(60000);
 //   for (uint64_t round = 0; ...; ++round) {
-//     Selection sel = ...;                             // kernels/selection.h
-//     RoundStats stats;
-//     client->PushPull(round, sel, w, &stats, 60000);  // w now holds the servers' values
+//     Selection sel = ...;                          // kernels/selection.h
+//     client->PushPull(round, &sel, w, &stats, 60000);  // w now holds the servers' values
 //   }
-//   client->Finish();  client->WaitShutdown(60000);
+//   client->Finish();  client->WaitShutdown(60000);  // every call returns a Status to check
 //
 // Every server receives exactly one PUSH per round, with count 0 when the worker selected nothing
 // in its shard (docs/architecture.md explains why BSP needs it). Values travel as fp32, or fp16
@@ -21,23 +21,56 @@
 //
 // Thread-safety: one thread drives a PsClient (its methods are not reentrant); RequestStop may be
 // called from any thread. Ownership: the caller owns the replica spans it passes in.
+//
+// This header is part of the installed API (`cmake --install`, then `find_package(sieve)` and
+// `sieve::client`; docs/worker-api.md) with what it includes (base/status.h, kernels/selection.h,
+// kernels/compressor.h, kernels/device.h) and base/version.h: none names a ZeroMQ, protobuf, glog
+// or net/ type. The node runtime behind it is hidden in PsClient::Impl (ps_client.cc).
 #ifndef SIEVE_WORKER_CLIENT_PS_CLIENT_H_
 #define SIEVE_WORKER_CLIENT_PS_CLIENT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "kernels/selection.h"
-#include "net/node.h"
 
 namespace sieve {
 
+// Everything a worker sets to join a job; plain values (translated into the node runtime's
+// options inside ps_client.cc). Defaults are sieve-worker's.
 struct PsClientOptions {
-  NodeOptions node;   // role is forced to worker; node.num_params declares D
+  // The job.
+  std::string scheduler;    // the scheduler's "host:port"
+  int rank = -1;            // requested worker rank; -1 = the scheduler picks
+  uint64_t num_params = 0;  // D declared at registration; 0 = the scheduler's --num_params
+
+  // This worker's receive socket (the servers' UPDATEs arrive on it).
+  std::string bind_host = "0.0.0.0";  // interface to bind
+  uint16_t port = 0;                  // 0 = any free port
+  std::string advertise_host;         // what peers connect to; empty = detect
+  // The largest message frame accepted (a peer sending a larger one is disconnected): -1 = 4·D
+  // bytes + 1 MiB (a dense shard of the whole vector; no limit while D is 0), 0 = no limit.
+  int64_t max_message_bytes = -1;
+  int send_timeout_ms = 30000;  // a send that cannot be queued within this fails
+  int send_hwm = 1000;          // messages queued per peer before a send waits
+  // CurveZMQ (docs/security.md): a key directory written by `sieve keygen` (server.key,
+  // client.key, allowed_clients); empty = plain TCP. Connect fails on a bad directory.
+  std::string curve_dir;
+
+  // Liveness and start-up.
+  int heartbeat_interval_ms = 1000;  // 0 disables heartbeats and scheduler-loss detection
+  int heartbeat_timeout_ms = 10000;  // scheduler silent this long -> the client fails
+  int register_attempts = 20;        // REGISTER sends before giving up on the scheduler
+  int register_retry_ms = 500;       // wait for REGISTER_ACK per attempt
+  int startup_timeout_ms = 600000;   // wait for the node table after the ack
+
+  // The wire.
   bool fp16 = false;  // send pushed values as binary16
   bool checksum = true;
   // While PushPull waits, it checks every resend_check_ms whether a new node table arrived (a
@@ -66,18 +99,24 @@ using UpdateSink =
 
 class PsClient {
  public:
-  // Registers with the scheduler and waits for the node table. Errors: those of Node::Start.
+  // Registers with the scheduler and waits for the node table. Errors: Unavailable (bind failed,
+  // scheduler never answered), FailedPrecondition (the scheduler's ERROR, e.g. registration full
+  // or a version mismatch), DeadlineExceeded (no node table), those of a bad curve_dir.
   static StatusOr<std::unique_ptr<PsClient>> Connect(const PsClientOptions& options);
 
-  int rank() const { return node_->rank(); }
-  uint64_t num_params() const { return node_->num_params(); }
-  uint32_t num_workers() const { return node_->num_workers(); }
-  uint32_t num_servers() const { return node_->num_servers(); }
-  Node& node() { return *node_; }
-  uint64_t resends() const { return resends_; }  // PUSHes sent again (see resend_check_ms)
+  ~PsClient();  // leaves the job's sockets (pending sends get 2 s to flush)
+  PsClient(const PsClient&) = delete;
+  PsClient& operator=(const PsClient&) = delete;
+
+  int rank() const;
+  uint64_t num_params() const;
+  uint32_t num_workers() const;
+  uint32_t num_servers() const;
+  size_t dead_nodes() const;  // peers the scheduler has declared dead so far
+  uint64_t resends() const;   // PUSHes sent again (see resend_check_ms)
   // ERRORs a peer could have caused (a corrupted or forged copy of our request, a forged ERROR)
-  // that were answered by sending the request again instead of failing (see Collect).
-  uint64_t errors_retried() const { return errors_retried_; }
+  // that were answered by sending the request again instead of failing.
+  uint64_t errors_retried() const;
 
   // Replaces `weights` (length D) with the servers' current values; *at (optional) receives the
   // largest round the servers reported (BSP: the round being aggregated; ASP/SSP: the clock this
@@ -95,7 +134,7 @@ class PsClient {
   // to the later one, see ShardServer::OnJoin), FailedPrecondition with any other ERROR,
   // DeadlineExceeded, Aborted.
   Status Join(uint64_t round, int timeout_ms);
-  bool joined_late() const { return node_->joined_late(); }
+  bool joined_late() const;
 
   // One round: pushes `*sel` (global ascending indices into [0, D), or dense with D values) split
   // by shard to every server, then waits for each server's UPDATE of `round` and writes its values
@@ -112,53 +151,21 @@ class PsClient {
   Status PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
                   int timeout_ms);
 
-  Status Barrier(int timeout_ms) { return node_->Barrier(kGroupWorkers, timeout_ms); }
-  Status Finish() { return node_->Finish(); }
-  Status WaitShutdown(int timeout_ms) { return node_->WaitShutdown(timeout_ms); }
-  void RequestStop(const std::string& reason) { node_->RequestStop(reason); }
+  // Waits until every live worker entered the workers' barrier. Errors: DeadlineExceeded,
+  // Aborted/Unavailable (job ended).
+  Status Barrier(int timeout_ms);
+  // Tells the scheduler this worker's training is done (the job ends when every worker is).
+  Status Finish();
+  // Waits for the scheduler's SHUTDOWN: OK when the job ended normally; Aborted with the reason
+  // when it failed or RequestStop was called; DeadlineExceeded after timeout_ms.
+  Status WaitShutdown(int timeout_ms);
+  // Wakes every wait with Aborted (e.g. on SIGTERM). Safe from any thread, repeatable.
+  void RequestStop(const std::string& reason);
 
  private:
-  PsClient(const PsClientOptions& options, std::unique_ptr<Node> node);
-  // Waits for one data message of `type` and `round` from each server in `pending` (by rank),
-  // calling apply(server_rank, message) for each; a reply split into parts (docs/protocol.md,
-  // "Split replies") calls apply once per distinct part and counts once all have arrived. ERRORs
-  // for the round fail the wait. `resend(server_rank)`, when given, is called for each server still
-  // missing when a new node table was installed since the last send (checked every
-  // options_.resend_check_ms), or, with always_resend_ms > 0, first after that many ms and then at
-  // doubling intervals up to 8 s. With `any_round`, messages of any round are taken.
-  // An ERROR for the request whose code a peer can cause without our fault (checksum, malformed
-  // or out-of-range content, unknown round: our requests are validated before they leave, so it
-  // was corrupted or forged) is answered with resend(server) — at most kErrorRetries times per
-  // server and wait — and logged; any other ERROR, or one past the retries, fails the wait.
-  static constexpr int kErrorRetries = 8;
-  template <typename Fn>
-  Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
-                 const std::function<void(int)>& resend = nullptr, int always_resend_ms = 0,
-                 bool any_round = false);
-  // One round of PushPull, each arriving UPDATE given to apply(server_rank, message).
-  Status PushPullWith(uint64_t round, Selection* sel,
-                      const std::function<void(int, const Message&)>& apply, RoundStats* stats,
-                      int timeout_ms);
-  // Sends a header-only `type` for `round` to server `s`.
-  Status SendControl(pb::MsgType type, uint64_t round, int s);
-
-  // Arrays lent to ZeroMQ during a round; reused while no frame of an earlier round holds them.
-  struct SendBuffers {
-    std::vector<uint32_t> indices;   // the selection's global indices (moved in from Selection)
-    std::vector<float> values;       // the selection's values (moved in from Selection)
-    std::vector<uint32_t> relative;  // shard-relative indices
-    std::vector<uint16_t> half;      // fp16 values
-  };
-
-  const PsClientOptions options_;
-  std::unique_ptr<Node> node_;
-  std::vector<uint64_t> bounds_;  // S+1 shard boundaries
-  std::vector<size_t> offsets_;   // reused across rounds
-  std::shared_ptr<SendBuffers> buffers_;
-  std::vector<float> sink_scratch_;  // fp16 UPDATE values converted for an UpdateSink
-  uint64_t resends_ = 0;
-  uint64_t errors_retried_ = 0;
-  uint64_t tables_at_send_ = 0;  // node tables installed when the round's PUSHes went out
+  class Impl;  // the node runtime, the wire and the round's buffers (ps_client.cc)
+  explicit PsClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace sieve
