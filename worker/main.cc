@@ -50,7 +50,8 @@ DEFINE_string(straggler, "",
               "(exponential extra time with mean T, seeded by --seed, rank and round); T like "
               "5ms, 200us, 1s. E.g. --straggler=3:x3 slows worker 3 only");
 DEFINE_double(lr, 0.05,
-              "Learning rate (>= 0); the step is lr·m with momentum m, averaged over the workers");
+              "Learning rate (>= 0); the step is lr·m with momentum m, averaged over the workers. "
+              "Not given: 0.05, except randomk: 0.025·√ρ (random selection needs a smaller step)");
 DEFINE_double(momentum, 0.9, "Momentum μ in [0, 1) (momentum correction: m = μm + g)");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay added to the gradient: g += wd·w (>= 0)");
 DEFINE_double(lr_warmup_epochs, 0.0,
@@ -186,6 +187,13 @@ int main(int argc, char** argv) {
   auto warmup = sieve::ParseDoubleList(FLAGS_density_warmup);
   if (!warmup.ok()) return Usage("--density_warmup: " + warmup.status().message());
   o.density_warmup = *warmup;
+  if (gflags::GetCommandLineFlagInfoOrDie("lr").is_default) {
+    o.lr = sieve::DefaultLearningRate(o.compressor, o.density);
+    if (o.lr != FLAGS_lr) {
+      LOG(INFO) << "--lr not given: " << FLAGS_compressor << " at density " << o.density
+                << " uses lr " << o.lr << " (0.025·√ρ)";
+    }
+  }
   o.device = FLAGS_device;
   o.seed = FLAGS_seed;
   auto straggler = sieve::ParseStragglerPlan(FLAGS_straggler);

@@ -230,6 +230,23 @@ TEST_F(TrainingTest, DivergenceStopsTheJobWithAnExplanation) {
   EXPECT_TRUE(run.workers.empty()) << "a diverged worker prints no success summary";
 }
 
+// randomk with every flag but the compressor at its default trains (its default learning rate
+// is scaled to the density), and the same job at the rate the other compressors use (an explicit
+// --lr, which is taken as given) diverges: the scaled default is what makes the difference.
+TEST_F(TrainingTest, RandomkTrainsAtItsDefaultsAndDivergesAtTheOthersRate) {
+  RunResult deflt = Launch(1, 1, {"--compressor=randomk", "--max_rounds=600"});
+  ASSERT_TRUE(deflt.ok) << deflt.log;
+  EXPECT_NE(deflt.log.find("--lr not given: randomk at density 0.001 uses lr 0.00079"),
+            std::string::npos)
+      << deflt.log;
+  EXPECT_GE(std::stod(deflt.workers[0]["test_acc"]), 0.4) << deflt.log;  // chance is 0.1
+  EXPECT_EQ(deflt.workers[0].count("near_chance"), 0u) << deflt.log;
+
+  RunResult fast = Launch(1, 1, {"--compressor=randomk", "--max_rounds=600", "--lr=0.05"});
+  EXPECT_FALSE(fast.ok) << fast.log;
+  EXPECT_NE(fast.log.find("training diverged at round "), std::string::npos) << fast.log;
+}
+
 // A run reproduced from given weights: the servers start from --init_weights (not the seeded
 // init), --lr=0 keeps them, and --max_rounds stops the job mid-epoch, with rank 0 evaluating at
 // the stop. A truncated weights file is a usage error naming the file.

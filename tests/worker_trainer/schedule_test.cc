@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "worker/data/partition.h"
@@ -98,6 +99,19 @@ TEST(WorkerTrainerSchedule, BatchOrderIsDeterministicAndChangesWithEpoch) {
 
 TEST(WorkerTrainerOptions, DefaultsAreValid) {
   EXPECT_TRUE(ValidateTrainerOptions(TrainerOptions{}).ok());
+}
+
+TEST(WorkerTrainerOptions, DefaultLearningRateShrinksWithDensityForRandomkOnly) {
+  for (Compressor c : {Compressor::kNone, Compressor::kTopk, Compressor::kGaussiank,
+                       Compressor::kGaussiankPaper, Compressor::kDgc}) {
+    EXPECT_EQ(DefaultLearningRate(c, 0.001), 0.05);
+  }
+  EXPECT_DOUBLE_EQ(DefaultLearningRate(Compressor::kRandomk, 0.001), 0.025 * std::sqrt(0.001));
+  EXPECT_DOUBLE_EQ(DefaultLearningRate(Compressor::kRandomk, 0.04), 0.005);
+  EXPECT_EQ(DefaultLearningRate(Compressor::kRandomk, 1.0), 0.025);
+  // A density the validator will reject does not produce a NaN rate first.
+  EXPECT_EQ(DefaultLearningRate(Compressor::kRandomk, 0.0), 0.05);
+  EXPECT_EQ(DefaultLearningRate(Compressor::kRandomk, std::nan("")), 0.05);
 }
 
 TEST(WorkerTrainerOptions, RejectsBadValuesNamingTheFlag) {

@@ -1,5 +1,6 @@
 #include "worker/trainer/trainer_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -61,6 +62,12 @@ StatusOr<std::vector<double>> ParseDoubleList(std::string_view text) {
 }
 
 StatusOr<std::vector<int>> ParseIntList(std::string_view text) { return ParseList<int>(text); }
+
+double DefaultLearningRate(Compressor compressor, double density) {
+  constexpr double kDefault = 0.05;
+  if (compressor != Compressor::kRandomk || !InUnitInterval(density)) return kDefault;
+  return std::min(kDefault, 0.025 * std::sqrt(density));
+}
 
 Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.model != "softmax" && o.model != "fnn3" && o.model != "cnn" && o.model != "cnn_large" &&

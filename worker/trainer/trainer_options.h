@@ -97,6 +97,13 @@ struct TrainerOptions {
 StatusOr<std::vector<double>> ParseDoubleList(std::string_view text);
 StatusOr<std::vector<int>> ParseIntList(std::string_view text);
 
+// The learning rate of a run whose --lr is not given. 0.05 for every compressor but randomk.
+// Random selection sends each residual entry about once per 1/ρ rounds, whatever its size, so an
+// entry is applied as ~1/ρ rounds of momentum at once: a stable step shrinks with ρ. randomk gets
+// 0.025·√ρ (at most 0.05): 7.9e-4 at ρ = 0.001, which reaches ~74 % on FNN-3 in one epoch where
+// 0.05 diverges within 150 rounds (measured in docs/results.md, "Defaults that train").
+double DefaultLearningRate(Compressor compressor, double density);
+
 // Checks every field's range and names: InvalidArgument with a message naming the flag.
 // Does not look at the filesystem or the GPU (ParseDevice does that separately).
 Status ValidateTrainerOptions(const TrainerOptions& options);
