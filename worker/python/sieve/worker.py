@@ -1,0 +1,185 @@
+"""The command line of a Python worker: the same flags as `sieve-worker`, read the same way.
+
+`sieve launch --worker_cmd="python3 train.py"` (and the Kubernetes manifests) start a Python
+worker with exactly the arguments `sieve-worker` would get: `--scheduler=HOST:PORT --rank=R
+--bind=ADDR --host=ADDR`, then every pass-through flag that `sieve-worker` defines (the launcher
+routes flags by `sieve-worker --helpxml`), possibly inside `--flagfile=FILE`s (one `--name=value`
+a line; `#` comments). `parse_flags` reads them into a `Flags` object: the flags in `WORKER_FLAGS`
+(the subset of sieve-worker's flags a Python worker implements, same names, defaults and meaning)
+plus the script's own `extra` flags. A flag neither defines, or a bad value, raises
+`UsageError` naming it (scripts exit 2 on it, like every sieve program).
+
+Flags of sieve-worker that only tune its C++ model code (`--blas_threads`, `--kernel_threads`,
+`--progress`, `--metrics_port`) are accepted: `--blas_threads` sets torch's intra-op threads,
+the others are ignored.
+"""
+
+import os
+import shlex
+
+# name -> (type, default, help). Types: str, int, float, bool.
+WORKER_FLAGS = {
+    "scheduler": (str, "127.0.0.1:9310", "Scheduler address host:port"),
+    "rank": (int, -1, "Requested worker rank (-1 = the scheduler assigns one)"),
+    "bind": (str, "0.0.0.0", "Interface address to bind"),
+    "host": (str, "", "Address peers use to reach this worker (empty = detect)"),
+    "port": (int, 0, "TCP port to listen on (0 = any free port)"),
+    "curve_dir": (str, "", "CurveZMQ key directory (docs/security.md)"),
+    "heartbeat_interval_ms": (int, 1000, "Heartbeat period (0 disables heartbeats)"),
+    "heartbeat_timeout_ms": (int, 10000, "Scheduler silent this long -> the worker fails"),
+    "round_timeout_ms": (int, 120000, "Longest wait for one round's replies / barrier / pull"),
+    "shutdown_timeout_ms": (int, 600000, "Longest wait for the job's end after finishing"),
+    "model": (str, "fnn3", "The job's model (the servers' layout; the script picks the network)"),
+    "num_params": (int, 0, "D of --model=synthetic"),
+    "data_dir": (str, "/usr/share/datasets/fashion-mnist", "Fashion-MNIST idx files"),
+    "batch_size": (int, 32, "Minibatch size per worker"),
+    "epochs": (int, 1, "Passes over the data partition"),
+    "max_rounds": (int, 0, "Stop after this many rounds of the job (0 = no limit)"),
+    "rounds_per_epoch": (int, 100, "Rounds per epoch of synthetic data"),
+    "lr": (float, 0.05, "Learning rate per round"),
+    "momentum": (float, 0.9, "Momentum (m = mu*m + g, r += lr*m)"),
+    "weight_decay": (float, 0.0, "L2 weight decay added to the gradient"),
+    "lr_warmup_epochs": (float, 0.0, "Linear learning-rate warm-up, in epochs"),
+    "lr_steps": (str, "", "Comma-separated epochs at which lr *= lr_gamma"),
+    "lr_gamma": (float, 0.1, "Factor of each --lr_steps step"),
+    "compressor": (str, "topk", "none|topk|gaussiank|gaussiank_paper|dgc|randomk"),
+    "density": (float, 0.001, "Density after the warm-up: k = round(density*D)"),
+    "density_warmup": (str, "", "Comma-separated densities of epochs 0, 1, ..."),
+    "device": (str, "auto", "auto|cpu|cuda: where the parameters and error feedback live"),
+    "fp16": (bool, False, "Push values as binary16"),
+    "checksum": (bool, True, "Checksum pushed payloads"),
+    "seed": (int, 1, "Seed of shuffling and randomk (the servers' --seed sets the weights)"),
+    "eval_every": (int, 1, "Rank 0: test accuracy every n epochs and at the end (0 = end)"),
+    "metrics_out": (str, "", "JSON lines per round ({rank} is replaced)"),
+    "metrics_every": (int, 1, "A metrics line every n rounds"),
+    "dump_weights": (str, "", "Write the final replica as raw fp32 ({rank} is replaced)"),
+    "blas_threads": (int, 1, "torch intra-op threads"),
+    "kernel_threads": (int, 1, "ignored (sieve-worker's OpenMP threads)"),
+    "progress": (str, "auto", "ignored (progress lines are printed when stdout is no TTY)"),
+    "metrics_port": (int, 0, "ignored (sieve-worker's Prometheus endpoint)"),
+}
+
+
+class UsageError(ValueError):
+    """A bad command line: an unknown flag or a malformed value (exit status 2)."""
+
+
+class Flags:
+    """Parsed flags as attributes (`flags.lr`); `explicit` holds the names given."""
+
+    def __init__(self, values, explicit):
+        self.__dict__.update(values)
+        self.explicit = explicit
+
+    def float_list(self, name):
+        text = getattr(self, name)
+        try:
+            return [float(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise UsageError(f"--{name}: not a comma-separated list of numbers: {text!r}")
+
+    def int_list(self, name):
+        text = getattr(self, name)
+        try:
+            return [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise UsageError(f"--{name}: not a comma-separated list of integers: {text!r}")
+
+
+def _convert(name, kind, text):
+    if kind is bool:
+        if text in ("true", "1", "yes", "True"):
+            return True
+        if text in ("false", "0", "no", "False"):
+            return False
+        raise UsageError(f"--{name}: expected true or false, got {text!r}")
+    try:
+        return kind(text)
+    except ValueError:
+        raise UsageError(f"--{name}: expected {kind.__name__}, got {text!r}")
+
+
+def _read_flagfile(path, depth):
+    if depth > 8:
+        raise UsageError(f"--flagfile={path}: flag files nest too deeply")
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise UsageError(f"--flagfile={path}: {e.strerror}")
+    words = []
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith("#") or line.startswith("//"):
+            continue
+        if not line.startswith("-"):
+            raise UsageError(f"{path}:{number}: not a flag: {line!r}")
+        words.append((line, f"{path}:{number}"))
+    return words
+
+
+def parse_flags(argv, extra=None, program="worker"):
+    """Parses argv (without the program name) into Flags. `extra`: the script's own flags,
+    name -> (type, default, help). Raises UsageError; `--help` raises SystemExit(0) after
+    printing every flag."""
+    spec = dict(WORKER_FLAGS)
+    spec.update(extra or {})
+    values = {name: default for name, (_, default, _) in spec.items()}
+    explicit = set()
+    queue = [(w, "command line") for w in argv]
+    depth = 0
+    while queue:
+        word, where = queue.pop(0)
+        if word in ("--help", "-h", "--helpfull"):
+            print(f"usage: {program} [--flag=value ...]   (sieve-worker's flags; docs/worker-api.md)")
+            for name, (kind, default, text) in sorted(spec.items()):
+                print(f"  --{name}={default!r} ({kind.__name__})  {text}")
+            raise SystemExit(0)
+        if not word.startswith("-") or word in ("-", "--"):
+            raise UsageError(f"unexpected argument {word!r} ({where})")
+        body = word.lstrip("-")
+        name, has_value, value = body.partition("=")
+        if name == "flagfile":
+            if not has_value:
+                if not queue:
+                    raise UsageError("--flagfile needs a file")
+                value = queue.pop(0)[0]
+            depth += 1
+            queue = _read_flagfile(value, depth) + queue
+            continue
+        if name not in spec and name.startswith("no") and name[2:] in spec \
+                and spec[name[2:]][0] is bool and not has_value:
+            values[name[2:]] = False
+            explicit.add(name[2:])
+            continue
+        if name not in spec:
+            close = [n for n in spec if n.startswith(name[:4])] if len(name) >= 4 else []
+            hint = f" (did you mean --{close[0]}?)" if close else ""
+            raise UsageError(f"unknown flag --{name} ({where}){hint}")
+        kind = spec[name][0]
+        if not has_value:
+            if kind is bool:
+                value = "true"
+            elif queue:
+                value = queue.pop(0)[0]
+            else:
+                raise UsageError(f"--{name} needs a value")
+        values[name] = _convert(name, kind, value)
+        explicit.add(name)
+    return Flags(values, explicit)
+
+
+def job_from_environment(flags):
+    """SIEVE_SCHEDULER, SIEVE_RANK, SIEVE_BIND and SIEVE_HOST override flags not given on the
+    command line (for starting a worker by hand; `sieve launch` and the manifests pass flags)."""
+    env = os.environ
+    for name, var, kind in (("scheduler", "SIEVE_SCHEDULER", str), ("rank", "SIEVE_RANK", int),
+                            ("bind", "SIEVE_BIND", str), ("host", "SIEVE_HOST", str)):
+        if name not in flags.explicit and env.get(var):
+            setattr(flags, name, _convert(name, kind, env[var]))
+    return flags
+
+
+def command_words(command):
+    """The words of a --worker_cmd string (POSIX shell quoting)."""
+    return shlex.split(command)
