@@ -35,6 +35,13 @@ Launcher flags:
                            --checkpoint_dir (it restores its shard from there; without one the
                            job stops); a worker restarts under its --rank and rejoins the
                            running job. The scheduler is not restarted.
+  --worker_cmd=CMD         run CMD (split into words like a shell, no expansions) as each
+                           worker instead of sieve-worker, e.g. --worker_cmd="python3
+                           examples/torch/fashion_mnist.py". It gets the arguments
+                           sieve-worker would: --scheduler=127.0.0.1:PORT --rank=i
+                           --bind=127.0.0.1 --host=127.0.0.1, then every worker flag
+                           (routed by sieve-worker's --helpxml); the environment is the
+                           launcher's (PYTHONPATH included)
   --progress=MODE          the job's progress: auto (a live line when stdout is a terminal,
                            else a line every 10 s), live (or bar), lines (or log), off
                            (default auto). The workers' own --progress is reachable after --
@@ -67,6 +74,46 @@ Status ParseInt(const std::string& name, std::string_view text, long min, long m
 }
 
 }  // namespace
+
+StatusOr<std::vector<std::string>> SplitCommandWords(std::string_view text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\'') {
+      const size_t end = text.find('\'', i + 1);
+      if (end == std::string_view::npos) return InvalidArgumentError("unterminated ' quote");
+      word.append(text.substr(i + 1, end - i - 1));
+      i = end;
+    } else if (c == '"') {
+      for (++i;; ++i) {
+        if (i >= text.size()) return InvalidArgumentError("unterminated \" quote");
+        if (text[i] == '"') break;
+        if (text[i] == '\\' && i + 1 < text.size() &&
+            std::string_view("\"\\$`").find(text[i + 1]) != std::string_view::npos) {
+          ++i;
+        }
+        word.push_back(text[i]);
+      }
+    } else if (c == '\\') {
+      if (i + 1 >= text.size()) return InvalidArgumentError("trailing backslash");
+      word.push_back(text[++i]);
+    } else {
+      word.push_back(c);
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  if (words.empty()) return InvalidArgumentError("empty command");
+  return words;
+}
 
 StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
   LaunchOptions o;
@@ -103,6 +150,14 @@ StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
       {"finish_grace_ms", set_ms(&o.finish_grace)},
       {"stop_timeout_ms", set_ms(&o.stop_timeout)},
       {"max_restarts", set_int(&o.max_restarts, 0, 1000000)},
+      {"worker_cmd",
+       [&o](const std::string& name, std::string_view v) {
+         auto words = SplitCommandWords(v);
+         if (!words.ok())
+           return InvalidArgumentError("--" + name + ": " + words.status().message());
+         o.worker_cmd = std::move(*words);
+         return Status::Ok();
+       }},
       {"progress",
        [&o](const std::string& name, std::string_view v) {
          using P = LaunchOptions::Progress;

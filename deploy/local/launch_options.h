@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -37,11 +38,21 @@ struct LaunchOptions {
   // lines), live, lines or off.
   enum class Progress { kAuto, kLive, kLines, kOff };
   Progress progress = Progress::kAuto;
+  // --worker_cmd: the command each worker runs instead of sieve-worker, split into words (POSIX
+  // shell quoting, no expansions); empty = sieve-worker. Each worker gets the arguments
+  // sieve-worker would: --scheduler, --rank, --bind, --host, then the worker flags.
+  std::vector<std::string> worker_cmd;
   bool help = false;
   std::vector<std::string> pass_through;
 };
 
 StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args);
+
+// The words of a command line as a POSIX shell splits them, without expansions: blanks separate
+// words; '...' is literal; in "..." a backslash escapes " \ $ and `; outside quotes a backslash
+// escapes any character. Errors: InvalidArgument for an unterminated quote or a trailing
+// backslash, or when there are no words.
+StatusOr<std::vector<std::string>> SplitCommandWords(std::string_view text);
 
 }  // namespace sieve
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -98,7 +99,39 @@ Status MakeDirs(const std::string& dir) {
 // Command lines of every process, or a usage error.
 struct Plan {
   std::vector<ChildSpec> scheduler_servers_workers[3];
+  // Per role, the words of the program before its arguments (1, or the --worker_cmd's words):
+  // --scheduler is inserted there once the port is known.
+  size_t program_words[3] = {1, 1, 1};
 };
+
+// `word` when it names a path (has a '/'), else the first executable file of that name in $PATH
+// (execve does not search it). Errors: InvalidArgument naming the program.
+StatusOr<std::string> ResolveProgram(const std::string& word) {
+  if (word.find('/') != std::string::npos) {
+    if (access(word.c_str(), X_OK) != 0) {
+      return InvalidArgumentError("--worker_cmd: cannot execute " + word + ": " +
+                                  std::strerror(errno));
+    }
+    return word;
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
+  while (true) {
+    const size_t colon = dirs.find(':');
+    std::string_view dir = dirs.substr(0, colon);
+    if (dir.empty()) dir = ".";
+    std::string candidate;
+    candidate.append(dir).append(1, '/').append(word);
+    struct stat st {};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return InvalidArgumentError("--worker_cmd: program '" + word + "' not found in PATH");
+}
 
 StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   std::string paths[3];
@@ -140,6 +173,15 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   if (!routed.ok()) return routed.status();
 
   Plan plan;
+  std::vector<std::string> programs[3] = {{paths[0]}, {paths[1]}, {paths[2]}};
+  if (!o.worker_cmd.empty()) {
+    // The worker command stands in for sieve-worker; its flags are still sieve-worker's.
+    programs[2] = o.worker_cmd;
+    auto program = ResolveProgram(programs[2][0]);
+    if (!program.ok()) return program.status();
+    programs[2][0] = *program;
+  }
+  for (int r = 0; r < 3; ++r) plan.program_words[r] = programs[r].size();
   const int counts_per_role[3] = {1, o.num_servers, o.num_workers};
   for (int r = 0; r < 3; ++r) {
     for (int rank = 0; rank < counts_per_role[r]; ++rank) {
@@ -148,7 +190,7 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
           r == 0 ? kRoles[r].name : std::string(kRoles[r].name) + " " + std::to_string(rank);
       spec.log_name =
           r == 0 ? kRoles[r].name : std::string(kRoles[r].name) + "-" + std::to_string(rank);
-      spec.argv.push_back(paths[r]);
+      spec.argv = programs[r];
       // --scheduler is filled in once the port is known.
       if (r == 0) {
         spec.argv.push_back("--port=" + std::to_string(o.port));
@@ -299,7 +341,8 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
   for (int r = 1; r < 3; ++r) {
     int rank = 0;
     for (ChildSpec spec : plan->scheduler_servers_workers[r]) {
-      spec.argv.insert(spec.argv.begin() + 1, scheduler_flag);
+      spec.argv.insert(spec.argv.begin() + static_cast<std::ptrdiff_t>(plan->program_words[r]),
+                       scheduler_flag);
       if (Status s = start(spec, r == 2 ? rank : -1); !s.ok()) {
         say.Say(s.message());
         return StopAndExit(sup, o, kExitFailure);

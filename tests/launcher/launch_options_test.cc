@@ -44,5 +44,19 @@ TEST(LauncherOptions, RejectsBadValuesNamingTheFlag) {
   }
 }
 
+TEST(LauncherOptions, WorkerCommandIsSplitLikeAShellWithoutExpansions) {
+  auto o = ParseLaunchArgs({"--worker_cmd=python3 'a b.py'  --x=\"q \\\" $HOME\" c\\ d", "--lr=1"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->worker_cmd, (Args{"python3", "a b.py", "--x=q \" $HOME", "c d"}));
+  EXPECT_EQ(o->pass_through, (Args{"--lr=1"}));
+  EXPECT_TRUE(ParseLaunchArgs({})->worker_cmd.empty());
+  for (const char* bad : {"--worker_cmd=python3 'open", "--worker_cmd=\"x", "--worker_cmd=x \\",
+                          "--worker_cmd=   ", "--worker_cmd="}) {
+    auto r = ParseLaunchArgs({bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--worker_cmd"), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace sieve

@@ -18,6 +18,7 @@
 // Errors: a Status that is not OK becomes a Python exception carrying its message:
 // InvalidArgument -> ValueError, DeadlineExceeded -> sieve.TimeoutError (a TimeoutError),
 // anything else -> sieve.Error (a RuntimeError); the message starts with the code's name.
+#include <glog/logging.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -417,6 +418,11 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<SieveError>(m, "Error", PyExc_RuntimeError);
   py::register_exception<SieveTimeout>(m, "TimeoutError", PyExc_TimeoutError);
   m.attr("cuda_compiled") = CudaBackendCompiled();
+  // The client logs through glog (node events, a job's end): to stderr, like the daemons.
+  if (!google::IsGoogleLoggingInitialized()) {
+    FLAGS_logtostderr = true;
+    google::InitGoogleLogging("sieve-python");
+  }
 
   py::class_<Selection>(m, "Selection", "The pairs chosen by ErrorFeedback.select (host memory).")
       .def(py::init<>())
