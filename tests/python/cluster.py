@@ -1,0 +1,136 @@
+"""Helpers of the Python* tests: a local job started process by process (scheduler, servers,
+workers of any command), the build's paths, and the skip rule.
+
+Each test script takes the build directory as its first argument. It exits 77 (ctest: skipped)
+with a message naming what is missing only when torch or the built module is absent.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def setup(argv):
+    """Returns the build directory; exits 77 with a message when torch or the module is absent."""
+    build = os.path.abspath(argv[1])
+    module_dir = os.path.join(build, "worker", "python")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("SKIPPED: torch is not installed for this Python (Debian: python3-torch)")
+        sys.exit(SKIP)
+    if not os.path.isdir(os.path.join(module_dir, "sieve")):
+        print(f"SKIPPED: the sieve module was not built in {module_dir} (pybind11-dev absent)")
+        sys.exit(SKIP)
+    sys.path.insert(0, module_dir)
+    return build
+
+
+def worker_env(build):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(build, "worker", "python")
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def source_dir():
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Cluster:
+    """A scheduler and servers on loopback; workers are started with start_worker()."""
+
+    def __init__(self, build, num_servers, num_workers, server_flags=(), timeout_s=300):
+        self.build = build
+        self.dir = tempfile.mkdtemp(prefix="sieve-pytest-")
+        self.procs = []
+        self.files = []
+        self.deadline = time.monotonic() + timeout_s
+        self.env = worker_env(build)
+        sched_log = open(os.path.join(self.dir, "scheduler.log"), "w+")
+        self.scheduler = self._spawn(
+            [os.path.join(build, "scheduler", "sieve-scheduler"), f"--num_servers={num_servers}",
+             f"--num_workers={num_workers}", "--port=0", "--bind=127.0.0.1",
+             "--host=127.0.0.1"], sched_log)
+        port = None
+        while port is None:
+            if time.monotonic() > self.deadline or self.scheduler.poll() is not None:
+                raise RuntimeError("the scheduler did not start:\n" + self.log("scheduler"))
+            m = re.search(r"listening on [0-9.]+:(\d+)", self.log("scheduler"))
+            port = m and m.group(1)
+            time.sleep(0.05)
+        self.address = f"127.0.0.1:{port}"
+        self.servers = [self._spawn(
+            [os.path.join(build, "server", "sieve-server"), f"--scheduler={self.address}",
+             f"--rank={r}", "--bind=127.0.0.1", "--host=127.0.0.1", *server_flags],
+            open(os.path.join(self.dir, f"server-{r}.log"), "w+")) for r in range(num_servers)]
+        self.workers = {}
+
+    def _spawn(self, argv, log):
+        self.files.append(log)
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                             cwd=self.dir)
+        self.procs.append(p)
+        return p
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def log(self, name):
+        with open(self.path(name + ".log")) as f:
+            return f.read()
+
+    def start_worker(self, rank, argv):
+        """argv: the worker's command; the job's arguments are appended."""
+        self.workers[rank] = self._spawn(
+            argv + [f"--scheduler={self.address}", f"--rank={rank}", "--bind=127.0.0.1",
+                    "--host=127.0.0.1"], open(self.path(f"worker-{rank}.log"), "w+"))
+
+    def wait(self):
+        """Waits for every process; returns {name: exit code}. Kills all at the deadline."""
+        names = {id(self.scheduler): "scheduler"}
+        names.update({id(p): f"server-{r}" for r, p in enumerate(self.servers)})
+        names.update({id(p): f"worker-{r}" for r, p in self.workers.items()})
+        codes = {}
+        for p in self.procs:
+            try:
+                codes[names[id(p)]] = p.wait(timeout=max(1.0, self.deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise RuntimeError("the job did not finish in time:\n" + self.logs())
+        return codes
+
+    def logs(self):
+        out = []
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(".log"):
+                out.append(f"==== {name}\n" + "".join(self.log(name[:-4]).splitlines(True)[-15:]))
+        return "\n".join(out)
+
+    def kill(self):
+        """Kills what still runs and closes the logs (call it in a finally)."""
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for f in self.files:
+            f.close()
+
+
+def summary(text):
+    """The fields of the last `sieve-worker summary:` line of a log, as a dict of strings."""
+    lines = [l for l in text.splitlines() if l.startswith("sieve-worker summary:")]
+    if not lines:
+        return None
+    return dict(f.split("=", 1) for f in lines[-1].split()[2:] if "=" in f)
+
+
+def read_jsonl(path):
+    import json
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
