@@ -65,6 +65,14 @@ def main(argv):
                                   checksum=flags.checksum, curve_dir=flags.curve_dir,
                                   heartbeat_interval_ms=flags.heartbeat_interval_ms,
                                   heartbeat_timeout_ms=flags.heartbeat_timeout_ms)
+    try:
+        return train(flags, model, device, d, client)
+    except BaseException as e:  # leave the job at once instead of after a heartbeat timeout
+        client.request_stop(f"the Python worker failed: {e}")
+        raise
+
+
+def train(flags, model, device, d, client):
     rank, world = client.rank, client.num_workers
     images, labels = sieve.load_fashion_mnist("train", flags.data_dir)
     n = len(labels)
@@ -115,6 +123,10 @@ def main(argv):
                   f"{opt.test_acc:.4f} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
     if flags.dump_weights:
         opt.dump_weights(flags.dump_weights)
+    rounds = max(opt.round - opt.first_round, 1)
+    print(f"fashion_mnist.py: rank={rank} rounds={opt.round - opt.first_round} "
+          f"mean_step_s={opt.overhead_seconds / rounds:.6f} (in opt.step: everything but the "
+          "batch, forward and backward)", file=sys.stderr)
     opt.finish(flags.shutdown_timeout_ms)
     return 0
 

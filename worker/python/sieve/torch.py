@@ -181,7 +181,7 @@ class DistributedOptimizer:
         self._last_progress = 0.0
         self._start = time.perf_counter()
         self._round_start = self._start
-        self.overhead_seconds = 0.0  # everything step() does (the per-round overhead)
+        self.overhead_seconds = 0.0  # in step() in all: everything but forward/backward
 
     # The schedules (worker/trainer/schedule.h).
     def epoch_of(self, round_):
@@ -207,16 +207,19 @@ class DistributedOptimizer:
     def _gather_grads(self):
         # backward() accumulates into the .grad views in place; a .grad that was replaced (set to
         # None by another zero_grad, or assigned) is copied back into the flat gradient.
+        base, grad_base = self.flat.data_ptr(), self.flat_grad.data_ptr()
         for p, (offset, n) in zip(self.params, self._views):
-            g = p.grad
-            if g is None:
-                self.flat_grad[offset:offset + n].zero_()
-            elif g.data_ptr() != self.flat_grad.data_ptr() + 4 * offset:
-                self.flat_grad[offset:offset + n].copy_(g.reshape(-1))
-            p.grad = self.flat_grad[offset:offset + n].view_as(p)
-            if p.data.data_ptr() != self.flat.data_ptr() + 4 * offset:
+            if p.data_ptr() != base + 4 * offset:
                 raise ValueError("a parameter was replaced: its data is no longer a view of the "
                                  "optimizer's flat buffer")
+            g = p.grad
+            if g is not None and g.data_ptr() == grad_base + 4 * offset:
+                continue
+            if g is None:
+                self.flat_grad[offset:offset + n].zero_()
+            else:
+                self.flat_grad[offset:offset + n].copy_(g.reshape(-1))
+            p.grad = self.flat_grad[offset:offset + n].view_as(p)
 
     def is_eval_round(self, round_):
         """sieve-worker's rule: the last round of every eval_every-th epoch and of the last."""
@@ -290,13 +293,13 @@ class DistributedOptimizer:
             self.last_epoch_loss = self._epoch_loss / max(self._epoch_rounds, 1)
             self._epoch_loss, self._epoch_rounds = 0.0, 0
         now = time.perf_counter()
-        self.overhead_seconds += t2 - t0
         if self.progress and self.steps_per_epoch and (now - self._last_progress >= 1.0 or last):
             self._last_progress = now
             total = self.epochs * self.steps_per_epoch
             print(_core.format_progress_line(epoch + 1, self.epochs, self.round, total, loss_value,
                                              self.bytes_up), flush=True)
-        self._round_start = now
+        self._round_start = time.perf_counter()
+        self.overhead_seconds += self._round_start - t0
         return stats
 
     def dump_weights(self, path):
