@@ -10,7 +10,9 @@ mkdir -p "$prefix/bin" "$prefix/lib"
 bins=("$build/scheduler/sieve-scheduler" "$build/server/sieve-server"
       "$build/worker/sieve-worker" "$build/deploy/sieve")
 install -m 0755 "${bins[@]}" "$prefix/bin/"
-for b in "${bins[@]}"; do
+module=("$build"/worker/python/sieve/_core*.so)
+[ -e "${module[0]}" ] || module=()
+for b in "${bins[@]}" "${module[@]}"; do
   ldd "$b" | awk '/=> \// { print $3 }'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
@@ -19,4 +21,11 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$prefix/lib/" ;;
   esac
 done
+# The Python module (when pybind11 was there to build it; its libraries were copied above) and
+# the torch examples.
+if [ ${#module[@]} -gt 0 ]; then
+  mkdir -p "$prefix/python" "$prefix/examples"
+  cp -r "$build/worker/python/sieve" "$prefix/python/"
+  cp -r "$(dirname "$0")/../../examples/torch" "$prefix/examples/"
+fi
 echo "bundle: $(ls "$prefix/bin" | wc -l) programs, $(ls "$prefix/lib" | wc -l) libraries"

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 import sieve
 import sieve.torch
-from sieve.worker import UsageError, job_from_environment, parse_flags
+from sieve.worker import UsageError, job_from_environment, parse_flags, serve_health
 
 
 def make_model(name):
@@ -60,19 +60,21 @@ def main(argv):
     model = make_model(flags.model).to(device)
     d = sieve.torch.flat_size(model)
 
+    progress = {"sieve_worker_rounds_total": 0, "sieve_worker_bytes_up_total": 0}
+    serve_health(flags.bind, flags.metrics_port, lambda: progress)  # /healthz while it forms
     client = sieve.Client.connect(flags.scheduler, d, rank=flags.rank, bind=flags.bind,
                                   host=flags.host, port=flags.port, fp16=flags.fp16,
                                   checksum=flags.checksum, curve_dir=flags.curve_dir,
                                   heartbeat_interval_ms=flags.heartbeat_interval_ms,
                                   heartbeat_timeout_ms=flags.heartbeat_timeout_ms)
     try:
-        return train(flags, model, device, d, client)
+        return train(flags, model, device, d, client, progress)
     except BaseException as e:  # leave the job at once instead of after a heartbeat timeout
         client.request_stop(f"the Python worker failed: {e}")
         raise
 
 
-def train(flags, model, device, d, client):
+def train(flags, model, device, d, client, progress):
     rank, world = client.rank, client.num_workers
     images, labels = sieve.load_fashion_mnist("train", flags.data_dir)
     n = len(labels)
@@ -116,6 +118,8 @@ def train(flags, model, device, d, client):
             loss.backward()
             cut = opt.round + 1 == stop and stop < flags.epochs * steps
             opt.step(loss=loss.detach(), evaluate=evaluate)
+            progress["sieve_worker_rounds_total"] = opt.round - opt.first_round
+            progress["sieve_worker_bytes_up_total"] = opt.bytes_up
             if cut and rank == 0:
                 opt.test_acc = evaluate()[0]
         if rank == 0 and opt.test_acc is not None:

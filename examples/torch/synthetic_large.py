@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 import sieve
 import sieve.torch
-from sieve.worker import UsageError, job_from_environment, parse_flags
+from sieve.worker import UsageError, job_from_environment, parse_flags, serve_health
 
 EXTRA = {
     "width": (int, 2048, "Hidden units per layer"),
@@ -81,19 +81,21 @@ def main(argv):
     device = sieve.torch.default_device(flags.device)
     model = model.to(device)
     teacher = Teacher(flags, device)
+    progress = {"sieve_worker_rounds_total": 0, "sieve_worker_bytes_up_total": 0}
+    serve_health(flags.bind, flags.metrics_port, lambda: progress)  # /healthz while it forms
     client = sieve.Client.connect(flags.scheduler, d, rank=flags.rank, bind=flags.bind,
                                   host=flags.host, port=flags.port, fp16=flags.fp16,
                                   checksum=flags.checksum, curve_dir=flags.curve_dir,
                                   heartbeat_interval_ms=flags.heartbeat_interval_ms,
                                   heartbeat_timeout_ms=flags.heartbeat_timeout_ms)
     try:
-        return train(flags, model, teacher, client, d)
+        return train(flags, model, teacher, client, d, progress)
     except BaseException as e:
         client.request_stop(f"the Python worker failed: {e}")
         raise
 
 
-def train(flags, model, teacher, client, d):
+def train(flags, model, teacher, client, d, progress):
     rank, steps = client.rank, flags.rounds_per_epoch
     x_test, y_test = teacher.batch(2**40 + flags.seed, 10000)
 
@@ -120,6 +122,8 @@ def train(flags, model, teacher, client, d):
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step(loss=loss.detach(), evaluate=evaluate)
+        progress["sieve_worker_rounds_total"] = opt.round - opt.first_round
+        progress["sieve_worker_bytes_up_total"] = opt.bytes_up
         if rank == 0 and opt.round % steps == 0 and opt.test_acc is not None:
             print(f"epoch {opt.round // steps}/{flags.epochs} loss {opt.last_epoch_loss:.4f} "
                   f"test_acc {opt.test_acc:.4f}", file=sys.stderr)

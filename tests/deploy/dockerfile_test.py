@@ -11,6 +11,7 @@
 usage: dockerfile_test.py BUILD_DIR
 """
 
+import glob
 import os
 import re
 import subprocess
@@ -58,6 +59,13 @@ class DockerfileTest(unittest.TestCase):
             self.assertTrue(any("PATH=/opt/sieve/bin" in i for i in body), final)
             self.assertTrue(any("/usr/share/datasets/fashion-mnist" in i for i in body), final)
         self.assertTrue(any("scripts/setup" in i for i in st["build-cpu"][1]))
+        # cpu-python: the cpu image plus torch and the module, still unprivileged at the end.
+        base, body = st["cpu-python"]
+        self.assertEqual(base, "cpu")
+        self.assertEqual([i.split()[1] for i in body if i.upper().startswith("USER ")][-1],
+                         "10001:10001")
+        self.assertTrue(any("python3-torch" in i for i in body))
+        self.assertTrue(any("PYTHONPATH=/opt/sieve/python" in i for i in body))
 
     def test_copy_sources_exist(self):
         for _, name, body in stages():
@@ -83,6 +91,15 @@ class DockerfileTest(unittest.TestCase):
             for expected in ("libzmq", "libprotobuf", "libopenblas", "libgflags", "libglog"):
                 self.assertTrue(any(lib.startswith(expected) for lib in libs), expected)
             self.assertFalse(any(lib.startswith("libc.so") for lib in libs))
+            module = glob.glob(os.path.join(BUILD, "worker", "python", "sieve", "_core*.so"))
+            if module:  # built (pybind11 present): bundled with the examples, libraries resolved
+                self.assertTrue(os.path.exists(os.path.join(prefix, "examples", "torch",
+                                                            "fashion_mnist.py")))
+                bundled = glob.glob(os.path.join(prefix, "python", "sieve", "_core*.so"))
+                self.assertEqual(len(bundled), 1)
+                ldd = subprocess.run(["ldd", bundled[0]], capture_output=True, text=True,
+                                     env={"LD_LIBRARY_PATH": os.path.join(prefix, "lib")})
+                self.assertNotIn("not found", ldd.stdout)
             env = {"PATH": os.path.join(prefix, "bin") + ":/usr/bin:/bin",
                    "LD_LIBRARY_PATH": os.path.join(prefix, "lib")}
             for b in bins:

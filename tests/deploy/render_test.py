@@ -120,6 +120,22 @@ class RenderTest(unittest.TestCase):
                          "cpu")
         self.assertNotIn("tolerations", k.pod_spec(k.one(docs, "Job")))
 
+    def test_python_cpu(self):
+        # The cpu-small job with the worker command replaced by a Python worker that takes
+        # exactly sieve-worker's arguments (docs/worker-api.md, "Python").
+        docs = self.check_overlay("python-cpu")
+        base = k.one(k.render(KUBECTL, "overlays/cpu-small"), "Job")["spec"]["template"]["spec"]
+        job = k.pod_spec(k.one(docs, "Job"))
+        worker, cpp = job["containers"][0], base["containers"][0]
+        self.assertEqual(worker["command"],
+                         ["python3", "/opt/sieve/examples/torch/fashion_mnist.py"])
+        self.assertEqual(cpp["command"], ["sieve-worker"])
+        self.assertEqual(worker["args"], cpp["args"])
+        self.assertEqual(worker["image"], "ghcr.io/sieve/sieve:0.1.0-cpu-python")
+        cm = k.one(docs, "ConfigMap")
+        self.assertEqual(k.flag_value(k.parse_flagfile(cm["data"]["model.flags"]), "model"),
+                         "fnn3")
+
 
 if __name__ == "__main__":
     KUBECTL = sys.argv.pop(1)

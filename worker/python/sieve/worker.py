@@ -10,12 +10,14 @@ plus the script's own `extra` flags. A flag neither defines, or a bad value, rai
 `UsageError` naming it (scripts exit 2 on it, like every sieve program).
 
 Flags of sieve-worker that only tune its C++ model code (`--blas_threads`, `--kernel_threads`,
-`--progress`, `--metrics_port`) are accepted: `--blas_threads` sets torch's intra-op threads,
-the others are ignored.
+`--progress`) are accepted: `--blas_threads` sets torch's intra-op threads, the others are
+ignored. `--metrics_port` serves /healthz (the Kubernetes probes) and a small /metrics
+(`serve_health`).
 """
 
+import http.server
 import os
-import shlex
+import threading
 
 # name -> (type, default, help). Types: str, int, float, bool.
 WORKER_FLAGS = {
@@ -56,7 +58,7 @@ WORKER_FLAGS = {
     "blas_threads": (int, 1, "torch intra-op threads"),
     "kernel_threads": (int, 1, "ignored (sieve-worker's OpenMP threads)"),
     "progress": (str, "auto", "ignored (progress lines are printed when stdout is no TTY)"),
-    "metrics_port": (int, 0, "ignored (sieve-worker's Prometheus endpoint)"),
+    "metrics_port": (int, 0, "Serve /healthz and /metrics on this port (0 = off)"),
 }
 
 
@@ -180,6 +182,31 @@ def job_from_environment(flags):
     return flags
 
 
-def command_words(command):
-    """The words of a --worker_cmd string (POSIX shell quoting)."""
-    return shlex.split(command)
+def serve_health(bind, port, status):
+    """Serves GET /healthz (200 "ok") and /metrics (Prometheus text of `status()`, a dict of
+    gauge name -> number) on bind:port from a daemon thread, like sieve-worker's --metrics_port;
+    port 0 serves nothing. Returns the server (or None)."""
+    if port <= 0:
+        return None
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path == "/healthz":
+                body = b"ok\n"
+            elif self.path == "/metrics":
+                body = "".join(f"{name} {value}\n" for name, value in status().items()).encode()
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((bind, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
