@@ -155,11 +155,23 @@ class DistributedOptimizer:
 
         # The servers' weights, then the start barrier (a rejoining worker skips it).
         self.round = 0
-        at = self.client.pull_dense(self.flat, round_timeout_ms)
         if self.client.joined_late:
-            self.round = at + 2
-            self.client.join(self.round, round_timeout_ms)
+            # Rejoin (docs/architecture.md, "Worker rejoin"), as sieve-worker: pull, join `margin`
+            # rounds past the furthest server; when a server passed it already, pull again and
+            # join with twice the margin (2, 4, ..., 256 rounds).
+            margin = 2
+            for attempt in range(1, 9):
+                at = self.client.pull_dense(self.flat, round_timeout_ms)
+                try:
+                    self.client.join(at + margin, round_timeout_ms)
+                    self.round = at + margin
+                    break
+                except _core.Error as e:
+                    if not str(e).startswith("OUT_OF_RANGE") or attempt == 8:
+                        raise
+                    margin *= 2
         else:
+            self.client.pull_dense(self.flat, round_timeout_ms)
             self.client.barrier(round_timeout_ms)
         self.first_round = self.round
 
