@@ -24,7 +24,8 @@ import torch.nn.functional as F
 
 import sieve
 import sieve.torch
-from sieve.worker import UsageError, job_from_environment, parse_flags, serve_health
+from sieve.worker import (UsageError, connect, job_from_environment, leave_on_failure,
+                          parse_flags, report_end, run_main, serve_health)
 
 
 def make_model(name):
@@ -62,16 +63,8 @@ def main(argv):
 
     progress = {"sieve_worker_rounds_total": 0, "sieve_worker_bytes_up_total": 0}
     serve_health(flags.bind, flags.metrics_port, lambda: progress)  # /healthz while it forms
-    client = sieve.Client.connect(flags.scheduler, d, rank=flags.rank, bind=flags.bind,
-                                  host=flags.host, port=flags.port, fp16=flags.fp16,
-                                  checksum=flags.checksum, curve_dir=flags.curve_dir,
-                                  heartbeat_interval_ms=flags.heartbeat_interval_ms,
-                                  heartbeat_timeout_ms=flags.heartbeat_timeout_ms)
-    try:
-        return train(flags, model, device, d, client, progress)
-    except BaseException as e:  # leave the job at once instead of after a heartbeat timeout
-        client.request_stop(f"the Python worker failed: {e}")
-        raise
+    client = connect(flags, d)
+    return leave_on_failure(client, train, flags, model, device, d, client, progress)
 
 
 def train(flags, model, device, d, client, progress):
@@ -90,14 +83,7 @@ def train(flags, model, device, d, client, progress):
     def evaluate():
         return accuracy(model, x_test, y_test), accuracy(model, x_all[lo:hi], y_all[lo:hi])
 
-    opt = sieve.torch.DistributedOptimizer(
-        model, client=client, compressor=flags.compressor, density=flags.density,
-        density_warmup=flags.float_list("density_warmup"), lr=flags.lr, momentum=flags.momentum,
-        weight_decay=flags.weight_decay, lr_steps=flags.int_list("lr_steps"),
-        lr_gamma=flags.lr_gamma, lr_warmup_epochs=flags.lr_warmup_epochs, seed=flags.seed,
-        steps_per_epoch=steps, epochs=flags.epochs, eval_every=flags.eval_every,
-        metrics_out=flags.metrics_out, metrics_every=flags.metrics_every,
-        round_timeout_ms=flags.round_timeout_ms)
+    opt = sieve.torch.DistributedOptimizer.from_flags(model, client, flags, steps)
     stop = flags.epochs * steps
     if flags.max_rounds > 0:
         stop = min(stop, flags.max_rounds)
@@ -125,22 +111,9 @@ def train(flags, model, device, d, client, progress):
         if rank == 0 and opt.test_acc is not None:
             print(f"epoch {epoch + 1}/{flags.epochs} loss {opt.last_epoch_loss:.4f} test_acc "
                   f"{opt.test_acc:.4f} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
-    if flags.dump_weights:
-        opt.dump_weights(flags.dump_weights)
-    rounds = max(opt.round - opt.first_round, 1)
-    print(f"fashion_mnist.py: rank={rank} rounds={opt.round - opt.first_round} "
-          f"mean_step_s={opt.overhead_seconds / rounds:.6f} (in opt.step: everything but the "
-          "batch, forward and backward)", file=sys.stderr)
-    opt.finish(flags.shutdown_timeout_ms)
+    report_end("fashion_mnist.py", opt, flags)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except UsageError as e:
-        print(f"fashion_mnist.py: {e}", file=sys.stderr)
-        sys.exit(2)
-    except (sieve.Error, TimeoutError, ValueError) as e:
-        print(f"fashion_mnist.py: {e}", file=sys.stderr)
-        sys.exit(1)
+    run_main(main, "fashion_mnist.py")

@@ -28,7 +28,8 @@ import torch.nn.functional as F
 
 import sieve
 import sieve.torch
-from sieve.worker import UsageError, job_from_environment, parse_flags, serve_health
+from sieve.worker import (connect, job_from_environment, leave_on_failure, parse_flags,
+                          report_end, run_main, serve_health)
 
 EXTRA = {
     "width": (int, 2048, "Hidden units per layer"),
@@ -83,16 +84,8 @@ def main(argv):
     teacher = Teacher(flags, device)
     progress = {"sieve_worker_rounds_total": 0, "sieve_worker_bytes_up_total": 0}
     serve_health(flags.bind, flags.metrics_port, lambda: progress)  # /healthz while it forms
-    client = sieve.Client.connect(flags.scheduler, d, rank=flags.rank, bind=flags.bind,
-                                  host=flags.host, port=flags.port, fp16=flags.fp16,
-                                  checksum=flags.checksum, curve_dir=flags.curve_dir,
-                                  heartbeat_interval_ms=flags.heartbeat_interval_ms,
-                                  heartbeat_timeout_ms=flags.heartbeat_timeout_ms)
-    try:
-        return train(flags, model, teacher, client, d, progress)
-    except BaseException as e:
-        client.request_stop(f"the Python worker failed: {e}")
-        raise
+    client = connect(flags, d)
+    return leave_on_failure(client, train, flags, model, teacher, client, d, progress)
 
 
 def train(flags, model, teacher, client, d, progress):
@@ -103,14 +96,7 @@ def train(flags, model, teacher, client, d, progress):
         with torch.no_grad():
             return (model(x_test).argmax(1) == y_test).float().mean().item(), None
 
-    opt = sieve.torch.DistributedOptimizer(
-        model, client=client, compressor=flags.compressor, density=flags.density,
-        density_warmup=flags.float_list("density_warmup"), lr=flags.lr, momentum=flags.momentum,
-        weight_decay=flags.weight_decay, lr_steps=flags.int_list("lr_steps"),
-        lr_gamma=flags.lr_gamma, lr_warmup_epochs=flags.lr_warmup_epochs, seed=flags.seed,
-        steps_per_epoch=steps, epochs=flags.epochs, eval_every=flags.eval_every,
-        metrics_out=flags.metrics_out, metrics_every=flags.metrics_every,
-        round_timeout_ms=flags.round_timeout_ms)
+    opt = sieve.torch.DistributedOptimizer.from_flags(model, client, flags, steps)
     stop = flags.epochs * steps
     if flags.max_rounds > 0:
         stop = min(stop, flags.max_rounds)
@@ -127,21 +113,9 @@ def train(flags, model, teacher, client, d, progress):
         if rank == 0 and opt.round % steps == 0 and opt.test_acc is not None:
             print(f"epoch {opt.round // steps}/{flags.epochs} loss {opt.last_epoch_loss:.4f} "
                   f"test_acc {opt.test_acc:.4f}", file=sys.stderr)
-    rounds = max(opt.round - opt.first_round, 1)
-    print(f"synthetic_large.py: rank={rank} rounds={opt.round - opt.first_round} "
-          f"mean_step_s={opt.overhead_seconds / rounds:.6f}", file=sys.stderr)
-    if flags.dump_weights:
-        opt.dump_weights(flags.dump_weights)
-    opt.finish(flags.shutdown_timeout_ms)
+    report_end("synthetic_large.py", opt, flags)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except UsageError as e:
-        print(f"synthetic_large.py: {e}", file=sys.stderr)
-        sys.exit(2)
-    except (sieve.Error, TimeoutError, ValueError) as e:
-        print(f"synthetic_large.py: {e}", file=sys.stderr)
-        sys.exit(1)
+    run_main(main, "synthetic_large.py")

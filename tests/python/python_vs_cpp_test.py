@@ -47,7 +47,7 @@ class PythonMatchesCppWorker(unittest.TestCase):
         import tempfile
         root = tempfile.mkdtemp(prefix="sieve-pyvscpp-")
         cpp_dir, py_dir = os.path.join(root, "cpp"), os.path.join(root, "py")
-        cpp_out = launch(cpp_dir)
+        launch(cpp_dir)
         script = os.path.join(cluster.source_dir(), "examples", "torch", "fashion_mnist.py")
         py_out = launch(py_dir, f"{sys.executable} {script}")
         cpp = {r: cluster.read_jsonl(f"{cpp_dir}/metrics-{r}.jsonl") for r in (0, 1)}

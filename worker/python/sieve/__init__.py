@@ -15,6 +15,7 @@ from ._core import (  # noqa: F401
     MetricsWriter,
     RoundMetrics,
     Selection,
+    TimeoutError,
     counter_hash,
     cuda_compiled,
     epoch_batch_order,

@@ -346,6 +346,18 @@ class DistributedOptimizer:
         if self._own_client:
             self.client.close()
 
+    @classmethod
+    def from_flags(cls, model, client, flags, steps_per_epoch):
+        """The optimizer sieve-worker's flags describe (sieve.worker.parse_flags)."""
+        return cls(model, client=client, compressor=flags.compressor, density=flags.density,
+                   density_warmup=flags.float_list("density_warmup"), lr=flags.lr,
+                   momentum=flags.momentum, weight_decay=flags.weight_decay,
+                   lr_steps=flags.int_list("lr_steps"), lr_gamma=flags.lr_gamma,
+                   lr_warmup_epochs=flags.lr_warmup_epochs, seed=flags.seed,
+                   steps_per_epoch=steps_per_epoch, epochs=flags.epochs,
+                   eval_every=flags.eval_every, metrics_out=flags.metrics_out,
+                   metrics_every=flags.metrics_every, round_timeout_ms=flags.round_timeout_ms)
+
     def state_dict(self):
         m, r = self.ef.read_state()
         return {"round": self.round, "momentum": m, "residual": r}

@@ -17,6 +17,7 @@ ignored. `--metrics_port` serves /healthz (the Kubernetes probes) and a small /m
 
 import http.server
 import os
+import sys
 import threading
 
 # name -> (type, default, help). Types: str, int, float, bool.
@@ -210,3 +211,49 @@ def serve_health(bind, port, status):
     server = http.server.ThreadingHTTPServer((bind, port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def connect(flags, num_params):
+    """Joins the job the flags name as a worker declaring D = num_params (sieve.Client)."""
+    from . import _core
+    return _core.Client.connect(flags.scheduler, num_params, rank=flags.rank, bind=flags.bind,
+                                host=flags.host, port=flags.port, fp16=flags.fp16,
+                                checksum=flags.checksum, curve_dir=flags.curve_dir,
+                                heartbeat_interval_ms=flags.heartbeat_interval_ms,
+                                heartbeat_timeout_ms=flags.heartbeat_timeout_ms)
+
+
+def leave_on_failure(client, train, *args):
+    """Runs train(*args); on any exception asks the job to drop this worker at once (instead of
+    after a heartbeat timeout), then re-raises."""
+    try:
+        return train(*args)
+    except BaseException as e:
+        client.request_stop(f"the Python worker failed: {e}")
+        raise
+
+
+def run_main(main, program):
+    """sys.exit(main(sys.argv[1:])) with sieve's exit codes: 2 on a UsageError, 1 on a job or
+    input error (sieve.Error, TimeoutError, ValueError), each printed as `program: message`."""
+    from . import _core
+    try:
+        code = main(sys.argv[1:])
+    except UsageError as e:
+        print(f"{program}: {e}", file=sys.stderr)
+        code = 2
+    except (_core.Error, TimeoutError, ValueError) as e:
+        print(f"{program}: {e}", file=sys.stderr)
+        code = 1
+    sys.exit(code)
+
+
+def report_end(program, opt, flags):
+    """The end of a worker script: --dump_weights, a line with the mean time in opt.step()
+    (everything but the batch, forward and backward), then opt.finish()."""
+    if flags.dump_weights:
+        opt.dump_weights(flags.dump_weights)
+    rounds = opt.round - opt.first_round
+    print(f"{program}: rank={opt.rank} rounds={rounds} "
+          f"mean_step_s={opt.overhead_seconds / max(rounds, 1):.6f}", file=sys.stderr)
+    opt.finish(flags.shutdown_timeout_ms)
