@@ -1,5 +1,8 @@
 #include "base/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace sieve {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -36,5 +39,14 @@ std::string Status::ToString() const {
   if (ok()) return "OK";
   return std::string(StatusCodeName(code_)) + ": " + message_;
 }
+
+namespace internal {
+
+void DieOfBadStatusOrAccess(const Status& status) {
+  std::fprintf(stderr, "StatusOr::value() called on an error: %s\n", status.ToString().c_str());
+  std::abort();
+}
+
+}  // namespace internal
 
 }  // namespace sieve

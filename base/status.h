@@ -69,18 +69,35 @@ inline Status UnimplementedError(std::string m) {
 inline Status AbortedError(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
-// Either a T or a non-OK Status. Accessing value() on an error is a programming error (CHECK).
+namespace internal {
+// Prints `status` and what was asked of it to stderr, then aborts: the CHECK of StatusOr.
+[[noreturn]] void DieOfBadStatusOrAccess(const Status& status);
+}  // namespace internal
+
+// Either a T or a non-OK Status. Built from an OK Status (which carries no value) it holds
+// INTERNAL "StatusOr built from an OK status" instead. Reading value() (or * / ->) of an error is
+// a programming error: the process prints the status and aborts, like a failed CHECK.
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
-  StatusOr(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  StatusOr(Status status)  // NOLINT: implicit by design
+      : v_(status.ok() ? InternalError("StatusOr built from an OK status") : std::move(status)) {}
+  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  T& value() & {
+    CheckOk();
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    CheckOk();
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    CheckOk();
+    return std::get<T>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -88,6 +105,10 @@ class [[nodiscard]] StatusOr {
   T&& operator*() && { return std::move(*this).value(); }
 
  private:
+  void CheckOk() const {
+    if (!ok()) internal::DieOfBadStatusOrAccess(std::get<Status>(v_));
+  }
+
   std::variant<Status, T> v_;
 };
 
@@ -99,5 +120,16 @@ class [[nodiscard]] StatusOr {
     ::sieve::Status sieve_status_ = (expr);        \
     if (!sieve_status_.ok()) return sieve_status_; \
   } while (0)
+
+// Evaluates `rexpr` (a StatusOr<T>); on error returns its Status from the enclosing function,
+// else moves the value into `lhs` (a declaration such as `auto x` or an existing variable).
+#define SIEVE_ASSIGN_OR_RETURN(lhs, rexpr) \
+  SIEVE_ASSIGN_OR_RETURN_IMPL_(SIEVE_STATUS_CONCAT_(sieve_statusor_, __LINE__), lhs, rexpr)
+#define SIEVE_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, rexpr) \
+  auto tmp = (rexpr);                                 \
+  if (!tmp.ok()) return tmp.status();                 \
+  lhs = std::move(tmp).value()
+#define SIEVE_STATUS_CONCAT_(a, b) SIEVE_STATUS_CONCAT_INNER_(a, b)
+#define SIEVE_STATUS_CONCAT_INNER_(a, b) a##b
 
 #endif  // SIEVE_BASE_STATUS_H_

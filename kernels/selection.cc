@@ -533,13 +533,11 @@ uint64_t KForDensity(double density, uint64_t d) {
 
 Status Select(Device device, Compressor compressor, const float* x, size_t d, uint64_t k,
               const SelectOptions& options, Selection* out) {
-  StatusOr<Backend*> be = GetBackend(device);
-  if (!be.ok()) return be.status();
-  StatusOr<std::unique_ptr<BackendContext>> ctx = (*be)->NewContext();
-  if (!ctx.ok()) return ctx.status();
+  SIEVE_ASSIGN_OR_RETURN(Backend * be, GetBackend(device));
+  SIEVE_ASSIGN_OR_RETURN(std::unique_ptr<BackendContext> ctx, be->NewContext());
   Selection s;
-  SIEVE_RETURN_IF_ERROR(SelectIndices(ctx->get(), compressor, x, d, k, options, &s));
-  SIEVE_RETURN_IF_ERROR(Finish(ctx->get(), x, nullptr, nullptr, &s));
+  SIEVE_RETURN_IF_ERROR(SelectIndices(ctx.get(), compressor, x, d, k, options, &s));
+  SIEVE_RETURN_IF_ERROR(Finish(ctx.get(), x, nullptr, nullptr, &s));
   if (compressor == Compressor::kRandomk) s.threshold = kNaN;
   *out = std::move(s);
   return Status::Ok();
@@ -559,18 +557,15 @@ Device ErrorFeedback::device() const { return ctx_->device(); }
 
 StatusOr<std::unique_ptr<ErrorFeedback>> ErrorFeedback::Create(Device device, size_t d) {
   SIEVE_RETURN_IF_ERROR(CheckDims(d, 0));
-  StatusOr<Backend*> be = GetBackend(device);
-  if (!be.ok()) return be.status();
-  StatusOr<std::unique_ptr<BackendContext>> ctx = (*be)->NewContext();
-  if (!ctx.ok()) return ctx.status();
-  StatusOr<float*> m = (*ctx)->Alloc(d);
-  if (!m.ok()) return m.status();
-  StatusOr<float*> r = (*ctx)->Alloc(d);
+  SIEVE_ASSIGN_OR_RETURN(Backend * be, GetBackend(device));
+  SIEVE_ASSIGN_OR_RETURN(std::unique_ptr<BackendContext> ctx, be->NewContext());
+  SIEVE_ASSIGN_OR_RETURN(float* m, ctx->Alloc(d));
+  StatusOr<float*> r = ctx->Alloc(d);
   if (!r.ok()) {
-    (*ctx)->Free(*m);
+    ctx->Free(m);
     return r.status();
   }
-  return std::unique_ptr<ErrorFeedback>(new ErrorFeedback(std::move(ctx).value(), d, *m, *r));
+  return std::unique_ptr<ErrorFeedback>(new ErrorFeedback(std::move(ctx), d, m, *r));
 }
 
 Status ErrorFeedback::Accumulate(std::span<const float> grad_host, float momentum, float lr) {

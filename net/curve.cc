@@ -30,11 +30,9 @@ StatusOr<std::vector<std::string>> ReadKeyLines(const std::string& path) {
 }
 
 StatusOr<CurveKeyPair> ReadKeyPair(const std::string& path) {
-  auto lines = ReadKeyLines(path);
-  if (!lines.ok()) return lines.status();
-  if (lines->size() != 2)
-    return InvalidArgumentError(path + ": expected a public and a secret key");
-  return CurveKeyPair{(*lines)[0], (*lines)[1]};
+  SIEVE_ASSIGN_OR_RETURN(std::vector<std::string> lines, ReadKeyLines(path));
+  if (lines.size() != 2) return InvalidArgumentError(path + ": expected a public and a secret key");
+  return CurveKeyPair{lines[0], lines[1]};
 }
 
 }  // namespace
@@ -50,16 +48,10 @@ StatusOr<CurveOptions> LoadCurveDir(const std::string& dir) {
   if (!zmq_has("curve")) return UnimplementedError("libzmq was built without CURVE");
   CurveOptions o;
   o.enabled = true;
-  auto server = ReadKeyPair(dir + "/server.key");
-  if (!server.ok()) return server.status();
-  o.server = *server;
-  auto client = ReadKeyPair(dir + "/client.key");
-  if (!client.ok()) return client.status();
-  o.client = *client;
-  auto allowed = ReadKeyLines(dir + "/allowed_clients");
-  if (!allowed.ok()) return allowed.status();
-  if (allowed->empty()) return InvalidArgumentError(dir + "/allowed_clients lists no key");
-  o.allowed_clients = *allowed;
+  SIEVE_ASSIGN_OR_RETURN(o.server, ReadKeyPair(dir + "/server.key"));
+  SIEVE_ASSIGN_OR_RETURN(o.client, ReadKeyPair(dir + "/client.key"));
+  SIEVE_ASSIGN_OR_RETURN(o.allowed_clients, ReadKeyLines(dir + "/allowed_clients"));
+  if (o.allowed_clients.empty()) return InvalidArgumentError(dir + "/allowed_clients lists no key");
   return o;
 }
 

@@ -31,6 +31,7 @@
 #include "base/status.h"
 #include "net/transport.h"
 #include "proto/codec.h"
+#include "proto/node_ids.h"
 #include "proto/shards.h"
 
 namespace sieve {
@@ -68,9 +69,14 @@ class Node {
   // True when this node was admitted into a running job (its first table had generation > 1:
   // a restarted server or worker re-admitted under a dead node's rank).
   bool joined_late() const { return table_.generation() > 1; }
-  int ServerId(int rank) const { return 1 + rank; }
-  int WorkerId(int rank) const { return 1 + static_cast<int>(table_.num_servers()) + rank; }
-  int WorkerRankOf(int id) const { return id - 1 - static_cast<int>(table_.num_servers()); }
+  // Node ids from ranks and back (proto/node_ids.h), for this job's number of servers.
+  int ServerId(int rank) const { return ServerNodeId(rank); }
+  int WorkerId(int rank) const {
+    return WorkerNodeId(static_cast<int>(table_.num_servers()), rank);
+  }
+  int WorkerRankOf(int id) const {
+    return WorkerRankOfNode(static_cast<int>(table_.num_servers()), id);
+  }
 
   // Sends an encoded message to a peer. Errors as Transport::Send.
   Status Send(int peer, Frames frames);

@@ -360,4 +360,10 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
   return Status::Ok();
 }
 
+uint64_t FrameBytes(const Frames& frames) {
+  uint64_t n = 0;
+  for (const auto& f : frames) n += f.size();
+  return n;
+}
+
 }  // namespace sieve

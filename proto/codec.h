@@ -22,6 +22,7 @@
 #include <zmq.hpp>
 
 #include "base/status.h"
+#include "proto/node_ids.h"  // kSchedulerId, for the users of this header
 #include "proto/sieve.pb.h"
 
 namespace sieve {
@@ -32,13 +33,15 @@ namespace sieve {
 inline constexpr uint32_t kProtocolVersion = 3;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
-inline constexpr int kSchedulerId = 0;  // node id of the scheduler
 // Barrier groups (pb::Barrier.group bits).
 inline constexpr uint32_t kGroupServers = 1;
 inline constexpr uint32_t kGroupWorkers = 2;
 inline constexpr uint32_t kGroupAll = kGroupServers | kGroupWorkers;
 
 using Frames = std::vector<zmq::message_t>;
+
+// Bytes a message occupies in its frames (header and data), what the byte metrics count.
+uint64_t FrameBytes(const Frames& frames);
 
 // A decoded message. The spans point into `storage` (or into `realigned` when a small frame was
 // not 4-byte aligned), so they stay valid while the Message lives, including after a move.

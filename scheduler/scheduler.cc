@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "proto/node_ids.h"
+
 namespace sieve {
 namespace {
 
@@ -302,8 +304,8 @@ Status Scheduler::MaybeStart() {
     const int temp = e.info.id();
     const int rank = e.info.rank();
     const int id = e.info.role() == pb::ROLE_SERVER
-                       ? 1 + rank
-                       : 1 + static_cast<int>(options_.num_servers) + rank;
+                       ? ServerNodeId(rank)
+                       : WorkerNodeId(static_cast<int>(options_.num_servers), rank);
     e.info.set_id(id);
     if (e.info.role() == pb::ROLE_SERVER) {
       e.info.set_shard_lo((*shards)[rank].lo);

@@ -9,7 +9,6 @@
 #include <glog/logging.h>
 #include <zlib.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -17,10 +16,10 @@
 #include <mutex>
 
 #include "base/flags.h"
+#include "base/rank_pattern.h"
 #include "kernels/compressor.h"
 #include "kernels/model/model_layout.h"
 #include "kernels/model/param_init.h"
-#include "kernels/sparse_ops.h"
 #include "metrics/daemon_metrics.h"
 #include "net/curve.h"
 #include "net/node.h"
@@ -29,6 +28,7 @@
 #include "server/consistency.h"
 #include "server/initial_weights.h"
 #include "server/shard_server.h"
+#include "server/shard_service.h"
 
 DEFINE_string(scheduler, "127.0.0.1:9310", "Scheduler address host:port");
 DEFINE_int32(rank, -1, "Requested server rank (-1 = assigned by the scheduler)");
@@ -75,6 +75,23 @@ DEFINE_uint32(metrics_port, 0,
 namespace sieve {
 namespace {
 
+// The server's Node as ShardService sees it.
+class NodeServerLink : public ServerLink {
+ public:
+  explicit NodeServerLink(Node* node) : node_(node) {}
+  int id() const override { return node_->id(); }
+  int WorkerId(int rank) const override { return node_->WorkerId(rank); }
+  int WorkerRankOf(int id) const override { return node_->WorkerRankOf(id); }
+  Status Send(int peer, Frames frames) override { return node_->Send(peer, std::move(frames)); }
+  Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
+                   uint64_t round) override {
+    return node_->SendError(peer, code, message, rejected, round);
+  }
+
+ private:
+  Node* const node_;
+};
+
 int Run() {
   auto consistency = ParseConsistency(FLAGS_consistency);
   if (!consistency.ok()) {
@@ -118,15 +135,6 @@ int Run() {
     return 1;
   }
   DaemonMetrics& metrics = **metrics_or;
-  auto frame_bytes = [](const Frames& frames) {
-    uint64_t n = 0;
-    for (const auto& f : frames) n += f.size();
-    return n;
-  };
-  using MetricsClock = std::chrono::steady_clock;
-  auto seconds_since = [](MetricsClock::time_point t) {
-    return std::chrono::duration<double>(MetricsClock::now() - t).count();
-  };
 
   NodeOptions no;
   no.role = pb::ROLE_SERVER;
@@ -175,7 +183,12 @@ int Run() {
   const ShardRange range = node.shards()[rank];
   std::vector<float> init(range.size());
   if (FLAGS_init_weights.empty()) {
-    InitSlice(*layout, FLAGS_seed, range.lo, range.hi, init.data());
+    if (Status s = InitSlice(*layout, FLAGS_seed, range.lo, range.hi, init.data()); !s.ok()) {
+      std::cerr << "sieve-server: the scheduler assigned shard " << rank << " a range outside "
+                << "the model: " << s.message() << "\n";
+      node.RequestStop("bad shard range: " + s.message());
+      return 2;
+    }
   } else if (Status s = ReadWeightsSlice(FLAGS_init_weights, layout->num_params, range.lo, range.hi,
                                          init.data());
              !s.ok()) {
@@ -220,180 +233,37 @@ int Run() {
             << ") of D = " << node.num_params() << ", " << ConsistencyName(*consistency) << ", "
             << node.num_workers() << " workers";
 
-  Outbox out;
-  std::vector<float> unpacked;
-  // The checksum of the slice last sent within one flush (replies to several workers share their
-  // buffer; the outbox keeps every buffer alive, so an address names one content until then).
-  struct SliceChecksum {
-    const ReplyBuffer* buffer = nullptr;
-    size_t from = 0, to = 0;
-    uint32_t crc = 0;
-  } crc_of;
-  auto flush = [&] {
-    for (Reply& r : out) {
-      const int peer = node.WorkerId(r.worker);
-      if (r.type == pb::MSG_ERROR) {
-        (void)node.SendError(peer, r.code, r.message, r.rejected, r.round);
-        continue;
-      }
-      if (r.type == pb::MSG_JOIN_ACK) {
-        pb::Header h;
-        h.set_type(pb::MSG_JOIN_ACK);
-        h.set_sender(node.id());
-        h.set_recipient(peer);
-        h.set_shard(rank);
-        h.set_round(r.round);
-        auto frames = EncodeControl(h);
-        if (frames.ok()) (void)node.Send(peer, std::move(frames).value());
-        continue;
-      }
-      // Sends pairs [from, to) of the reply as part `part` of `parts` (1 = unsplit).
-      auto send_slice = [&](uint32_t part, uint32_t parts, size_t from, size_t to) {
-        pb::Header h;
-        h.set_type(r.type);
-        h.set_sender(node.id());
-        h.set_recipient(peer);
-        h.set_shard(rank);
-        h.set_round(r.round);
-        if (parts > 1) {
-          h.set_part(part);
-          h.set_parts(parts);
-        }
-        DataPayload p;
-        p.dense = r.dense;
-        if (!r.dense) {
-          p.indices = std::span<const uint32_t>(r.buffer->indices).subspan(from, to - from);
-        }
-        p.values = std::as_bytes(std::span<const float>(r.buffer->values).subspan(from, to - from));
-        p.keepalive = r.buffer;
-        // Every live worker gets the same BSP reply: its checksum is computed once.
-        EncodeOptions eo;
-        if (crc_of.buffer != r.buffer.get() || crc_of.from != from || crc_of.to != to) {
-          crc_of = {r.buffer.get(), from, to, DataChecksum(p)};
-        }
-        eo.precomputed_checksum = &crc_of.crc;
-        auto frames = EncodeData(h, p, eo);
-        if (!frames.ok()) {
-          LOG(ERROR) << "encode reply: " << frames.status().ToString();
-          return false;
-        }
-        metrics.AddBytes(0, frame_bytes(*frames));
-        Status s = node.Send(peer, std::move(frames).value());
-        if (!s.ok()) LOG(WARNING) << "reply to worker " << r.worker << ": " << s.ToString();
-        return s.ok();
-      };
-      if (r.parts > 1) {  // a part ShardServer produced
-        send_slice(r.part, r.parts, r.begin, r.end);
-        continue;
-      }
-      // A whole sparse UPDATE larger than a part goes out in parts too: the worker decodes one
-      // while it writes the previous into its replica.
-      const size_t pairs = r.buffer->values.size();
-      const uint64_t per = FLAGS_reply_part_pairs;
-      uint32_t parts = 1;
-      if (r.type == pb::MSG_UPDATE && !r.dense && per > 0 && pairs > per) {
-        parts = static_cast<uint32_t>(std::min<uint64_t>((pairs + per - 1) / per, kMaxReplyParts));
-      }
-      const size_t step = std::max<size_t>(1, (pairs + parts - 1) / parts);
-      parts = static_cast<uint32_t>(std::max<size_t>(1, (pairs + step - 1) / step));  // none empty
-      for (uint32_t part = 0; part < parts; ++part) {
-        if (!send_slice(part, parts, std::min(pairs, part * step),
-                        std::min(pairs, (part + 1) * step))) {
-          break;
-        }
-      }
-    }
-    out.clear();
-    crc_of = SliceChecksum{};  // a pooled buffer may come back with other content
-  };
-  shard.set_part_sink([&flush](Outbox*) { flush(); });
+  NodeServerLink link(&node);
+  ShardServiceOptions sso;
+  sso.rank = rank;
+  sso.num_workers = node.num_workers();
+  sso.bsp = *consistency == Consistency::kBsp;
+  sso.reply_part_pairs = FLAGS_reply_part_pairs;
+  ShardService service(sso, &shard, &link, &metrics, &checkpointer);
 
   // Everything below runs on the node's I/O thread (Node::set_on_data and the peer callbacks):
   // a push is answered without waking a second thread, and worker deaths and rejoins are
   // applied in the order the scheduler sent them, between data messages. The gate (shared with
   // the handlers, so it outlives any call still in flight) turns them off at the end of Run;
-  // while it is open only the I/O thread touches the shard, `out` and `unpacked`.
+  // while it is open only the I/O thread touches the service and its shard.
   struct HandlerGate {
     std::mutex mu;
     bool serving = true;
   };
   auto gate = std::make_shared<HandlerGate>();
-  node.set_on_node_dead([&, gate](const pb::NodeDead& d) {
+  node.set_on_node_dead([&service, gate](const pb::NodeDead& d) {
     if (d.role() != pb::ROLE_WORKER) return;
     std::lock_guard<std::mutex> lock(gate->mu);
-    if (!gate->serving) return;
-    shard.OnWorkerDead(d.rank(), &out);
-    flush();
+    if (gate->serving) service.OnWorkerDead(d.rank());
   });
-  node.set_on_node_rejoined([&, gate](const pb::NodeInfo& n) {
+  node.set_on_node_rejoined([&service, gate](const pb::NodeInfo& n) {
     if (n.role() != pb::ROLE_WORKER) return;
     std::lock_guard<std::mutex> lock(gate->mu);
-    if (!gate->serving) return;
-    LOG(INFO) << "worker " << n.rank() << " was re-admitted; it may join again";
-    shard.OnWorkerRejoined(n.rank());
+    if (gate->serving) service.OnWorkerRejoined(n.rank());
   });
-  node.set_on_data([&, gate](Message msg) {
+  node.set_on_data([&service, gate](Message msg) {
     std::lock_guard<std::mutex> lock(gate->mu);
-    if (!gate->serving) return;
-    const int sender = msg.header.sender();
-    const int worker = node.WorkerRankOf(sender);
-    const bool from_worker = worker >= 0 && worker < static_cast<int>(node.num_workers());
-    switch (msg.type()) {
-      case pb::MSG_JOIN:
-        if (!from_worker) {
-          (void)node.SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers join", msg.type(),
-                               msg.header.round());
-        } else {
-          shard.OnJoin(worker, msg.header.round(), &out);
-        }
-        break;
-      case pb::MSG_PUSH:
-      case pb::MSG_PULL_DENSE: {
-        if (!from_worker) {
-          (void)node.SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers push or pull",
-                               msg.type(), msg.header.round());
-          break;
-        }
-        if (msg.header.shard() != rank) {
-          (void)node.SendError(sender, pb::ERROR_WRONG_SHARD,
-                               "this is server " + std::to_string(rank) +
-                                   ", message is for shard " + std::to_string(msg.header.shard()),
-                               msg.type(), msg.header.round());
-          break;
-        }
-        if (msg.type() == pb::MSG_PULL_DENSE) {
-          shard.OnPullDense(worker, &out);
-          break;
-        }
-        std::span<const float> values = msg.values;
-        if (!msg.values_fp16.empty()) {
-          unpacked.resize(msg.values_fp16.size());
-          (void)UnpackFp16(msg.values_fp16, unpacked);
-          values = unpacked;
-        }
-        const auto push_start = MetricsClock::now();
-        shard.OnPush(worker, msg.header.round(), msg.indices, values, msg.dense(), &out);
-        metrics.ObservePushLatency(seconds_since(push_start));
-        metrics.AddBytes(frame_bytes(msg.storage), 0);
-        metrics.SetRoundsTotal(*consistency == Consistency::kBsp ? shard.stats().rounds_completed
-                                                                 : shard.stats().pushes_applied);
-        metrics.SetStaleness(shard.stats().max_staleness);
-        break;
-      }
-      case pb::MSG_ERROR:
-        LOG(WARNING) << "error from node " << sender << ": " << msg.header.error().message();
-        break;
-      default:
-        (void)node.SendError(
-            sender, pb::ERROR_UNEXPECTED_TYPE,
-            std::string("a server does not accept ") + std::string(MsgTypeName(msg.type())),
-            msg.type(), msg.header.round());
-    }
-    const bool replies = !out.empty();
-    const auto flush_start = MetricsClock::now();
-    flush();
-    if (replies) metrics.ObserveUpdateLatency(seconds_since(flush_start));
-    checkpointer.MaybeWrite(shard);
+    if (gate->serving) service.OnData(std::move(msg));
   });
 
   // This thread only waits for the end; with --metrics_port it refreshes the auth gauges.
@@ -413,9 +283,7 @@ int Run() {
       static_cast<uint32_t>(crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(w.data()),
                                   static_cast<uInt>(w.size_bytes())));
   if (!FLAGS_dump_shard.empty()) {
-    std::string path = FLAGS_dump_shard;
-    if (const size_t at = path.find("{rank}"); at != std::string::npos)
-      path.replace(at, 6, std::to_string(rank));
+    const std::string path = ExpandRankPattern(FLAGS_dump_shard, rank);
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size_bytes()));
     if (!f) std::cerr << "sieve-server: cannot write " << path << "\n";

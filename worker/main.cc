@@ -19,6 +19,7 @@
 #include "net/curve.h"
 #include "net/signal_watcher.h"
 #include "worker/client/ps_client.h"
+#include "worker/data/dataset.h"
 #include "worker/trainer/summary.h"
 #include "worker/trainer/trainer.h"
 #include "worker/trainer/trainer_options.h"
@@ -35,7 +36,7 @@ DEFINE_string(synthetic_noise, "pool",
 DEFINE_double(synthetic_scale, 1.0, "Standard deviation of the synthetic gradient noise (>= 0)");
 DEFINE_double(synthetic_pull, 0.01,
               "λ of the synthetic objective 0.5·λ·|w|² (gradient λ·w + noise; >= 0)");
-DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
+DEFINE_string(data_dir, std::string(sieve::kFashionMnistDir).c_str(),
               "Directory with the Fashion-MNIST IDX files (train-*, t10k-*)");
 // Optimizer.
 DEFINE_int32(batch_size, 32, "Minibatch size per worker (>= 1)");
@@ -94,7 +95,7 @@ DEFINE_string(host, "",
 DEFINE_string(curve_dir, "",
               "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
               "allowed_clients; written by `sieve keygen`); empty = no encryption");
-DEFINE_int32(port, 0, "TCP port to listen on (0 = any free port)");
+DEFINE_uint32(port, 0, "TCP port to listen on (0 = any free port)");
 DEFINE_int32(heartbeat_interval_ms, 1000, "Heartbeat period (0 disables heartbeats)");
 DEFINE_int32(heartbeat_timeout_ms, 10000, "Scheduler silent this long -> the worker fails");
 DEFINE_int32(round_timeout_ms, 120000, "Longest wait for one round's replies / a barrier / a pull");
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
   }
   if (sieve::Status s = sieve::ValidateTrainerOptions(o); !s.ok()) return Usage(s.message());
   if (FLAGS_rank < -1) return Usage("--rank must be >= -1");
-  if (FLAGS_port < 0 || FLAGS_port > 65535) return Usage("--port must be in [0, 65535]");
+  if (FLAGS_port > 65535) return Usage("--port must be in [0, 65535]");
   if (FLAGS_heartbeat_interval_ms < 0 || FLAGS_heartbeat_timeout_ms < 0) {
     return Usage("heartbeat intervals must be >= 0");
   }

@@ -10,19 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "deploy/local/daemon_locator.h"
+
 namespace sieve {
 namespace {
 
 bool IsFile(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
-// Directory of this executable (build/deploy), from /proc/self/exe.
+// Directory of this executable (build/deploy), "." when unknown.
 std::string SelfDir() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string dir = ExecutableDir();
+  return dir.empty() ? "." : dir;
 }
 
 // The driver: $SIEVE_COMPARE_PY, else next to the sources this binary was built from.

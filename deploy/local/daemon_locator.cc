@@ -16,7 +16,9 @@ bool IsExecutableFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
-std::string SelfDir() {
+}  // namespace
+
+std::string ExecutableDir() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return "";
@@ -25,13 +27,11 @@ std::string SelfDir() {
   return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
-}  // namespace
-
 StatusOr<std::string> FindDaemon(const std::string& program, const std::string& bin_dir) {
   std::vector<std::string> dirs;
   if (!bin_dir.empty()) {
     dirs.push_back(bin_dir);  // an explicit --bin_dir is the only place looked at
-  } else if (std::string self = SelfDir(); !self.empty()) {
+  } else if (std::string self = ExecutableDir(); !self.empty()) {
     dirs.push_back(self);
     for (const char* sub : {"scheduler", "server", "worker"}) {
       dirs.push_back(self + "/../" + sub);

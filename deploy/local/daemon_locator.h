@@ -2,6 +2,8 @@
 // define.
 //
 // Contract:
+// - ExecutableDir() is the directory of the running program (from /proc/self/exe), or "" when
+//   it cannot be read.
 // - FindDaemon(program, bin_dir) returns the first executable regular file named `program` in:
 //   bin_dir alone when it is not empty; otherwise the directory of the running `sieve` binary,
 //   its ../scheduler, ../server and ../worker (the build tree layout), then each directory of
@@ -18,6 +20,8 @@
 #include "deploy/local/flag_routing.h"
 
 namespace sieve {
+
+std::string ExecutableDir();
 
 StatusOr<std::string> FindDaemon(const std::string& program, const std::string& bin_dir);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace sieve {
 namespace {
@@ -46,23 +47,24 @@ uint64_t CounterHash(uint64_t seed, uint64_t counter) {
   return Mix64(Mix64(seed + kGolden) ^ (counter * kGolden + kGolden));
 }
 
-void InitSlice(const ModelLayout& layout, uint64_t seed, uint64_t lo, uint64_t hi, float* out) {
+Status InitSlice(const ModelLayout& layout, uint64_t seed, uint64_t lo, uint64_t hi, float* out) {
   if (lo > hi || hi > layout.num_params) {
-    std::fprintf(stderr, "InitSlice: bad slice [%llu, %llu) of a %llu-parameter layout\n",
-                 static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi),
-                 static_cast<unsigned long long>(layout.num_params));
-    std::abort();
+    return OutOfRangeError("initial values of [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                           ") asked of model " + layout.name + " with " +
+                           std::to_string(layout.num_params) + " parameters");
   }
   for (const Segment& s : layout.segments) {
     const uint64_t begin = std::max(lo, s.offset);
     const uint64_t end = std::min(hi, s.offset + s.length);
     for (uint64_t i = begin; i < end; ++i) out[i - lo] = InitValue(s.init, seed, i);
   }
+  return Status::Ok();
 }
 
 std::vector<float> InitParams(const ModelLayout& layout, uint64_t seed) {
   std::vector<float> params(layout.num_params);
-  InitSlice(layout, seed, 0, layout.num_params, params.data());
+  const Status s = InitSlice(layout, seed, 0, layout.num_params, params.data());
+  (void)s;  // [0, D) is always in range
   return params;
 }
 

@@ -19,9 +19,9 @@
 namespace sieve {
 
 // Writes the initial values of global parameters [lo, hi) to out[0 .. hi - lo). `out` is owned by
-// the caller and must hold hi - lo floats. Precondition (aborts otherwise, a caller bug):
-// lo <= hi <= layout.num_params.
-void InitSlice(const ModelLayout& layout, uint64_t seed, uint64_t lo, uint64_t hi, float* out);
+// the caller and must hold hi - lo floats. The range may come from a peer (a server's shard in the
+// node table): unless lo <= hi <= layout.num_params it is OutOfRange and nothing is written.
+Status InitSlice(const ModelLayout& layout, uint64_t seed, uint64_t lo, uint64_t hi, float* out);
 
 // All D initial values: InitSlice(layout, seed, 0, D, ...).
 std::vector<float> InitParams(const ModelLayout& layout, uint64_t seed);

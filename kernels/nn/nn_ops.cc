@@ -21,12 +21,10 @@ StatusOr<std::unique_ptr<NnOps>> NnOps::Create(BackendContext* ctx) {
 }
 
 StatusOr<std::unique_ptr<NnOps>> NnOps::Create(Device device) {
-  StatusOr<Backend*> backend = GetBackend(device);
-  if (!backend.ok()) return backend.status();
-  StatusOr<std::unique_ptr<BackendContext>> ctx = (*backend)->NewContext();
-  if (!ctx.ok()) return ctx.status();
-  StatusOr<std::unique_ptr<NnOps>> ops = Create(ctx->get());
-  if (ops.ok()) (*ops)->owned_ctx_ = std::move(*ctx);
+  SIEVE_ASSIGN_OR_RETURN(Backend * backend, GetBackend(device));
+  SIEVE_ASSIGN_OR_RETURN(std::unique_ptr<BackendContext> ctx, backend->NewContext());
+  StatusOr<std::unique_ptr<NnOps>> ops = Create(ctx.get());
+  if (ops.ok()) (*ops)->owned_ctx_ = std::move(ctx);
   return ops;
 }
 

@@ -2,113 +2,41 @@
 // node: every bad message gets an ERROR reply, the shard is unchanged (dense pull before/after),
 // and the server keeps serving good pushes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
-#include <thread>
 
-#include "net/node.h"
-#include "scheduler/scheduler.h"
-#include "tests/net/subprocess.h"
+#include "tests/net/hand_driven_job.h"
 
 namespace sieve {
 namespace {
 
-using std::chrono::seconds;
-
 class BadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SchedulerOptions so;
-    so.num_servers = 1;
-    so.num_workers = 1;
-    so.transport.bind_host = "127.0.0.1";
-    so.heartbeat_timeout_ms = 0;
-    auto s = Scheduler::Create(so);
-    ASSERT_TRUE(s.ok());
-    scheduler_ = std::move(s).value();
-    sched_thread_ = std::thread([this] { (void)scheduler_->Run(); });
-    const std::string addr = "127.0.0.1:" + std::to_string(scheduler_->port());
-    server_ = std::make_unique<testing::Subprocess>(
-        std::vector<std::string>{testing::SelfDir() + "/../../server/sieve-server",
-                                 "--scheduler=" + addr, "--bind=127.0.0.1", "--host=127.0.0.1",
-                                 "--model=softmax", "--seed=3", "--heartbeat_interval_ms=0"});
-    NodeOptions no;
-    no.role = pb::ROLE_WORKER;
-    no.scheduler = addr;
-    no.transport.bind_host = "127.0.0.1";
-    no.num_params = 7850;
-    no.heartbeat_interval_ms = 0;
-    auto n = Node::Start(no);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    node_ = std::move(n).value();
-  }
-  void TearDown() override {
-    if (node_) (void)node_->Finish();
-    if (server_) {
-      auto st = server_->Wait(seconds(20));
-      EXPECT_TRUE(st.has_value());
-    }
-    scheduler_->Stop("test over");
-    sched_thread_.join();
+    auto job = testing::HandDrivenJob::Start(1);
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    job_ = std::move(job).value();
   }
 
   Frames Push(uint64_t round, int shard, std::vector<uint32_t> idx, std::vector<float> val) {
-    auto keep = std::make_shared<std::pair<std::vector<uint32_t>, std::vector<float>>>(
-        std::move(idx), std::move(val));
-    pb::Header h;
-    h.set_type(pb::MSG_PUSH);
-    h.set_sender(node_->id());
-    h.set_shard(shard);
-    h.set_round(round);
-    DataPayload p;
-    p.indices = keep->first;
-    p.values = std::as_bytes(std::span<const float>(keep->second));
-    p.keepalive = keep;
-    auto f = EncodeData(h, p);
-    EXPECT_TRUE(f.ok());
-    return std::move(f).value();
+    return job_->Push(0, round, shard, std::move(idx), std::move(val));
   }
 
-  // Sends and returns the next data-plane reply.
   // Sends a push and returns the reply to it (skipping a late DENSE from a resent pull).
   Message Exchange(Frames frames) {
-    EXPECT_TRUE(node_->Send(1, std::move(frames)).ok());
+    EXPECT_TRUE(job_->worker(0).Send(1, std::move(frames)).ok());
     Message m;
     do {
-      auto got = node_->Receive(&m, 10000);
-      EXPECT_TRUE(got.ok() && *got) << "no reply";
-      if (!got.ok() || !*got) break;
+      m = job_->Next(0);
     } while (m.type() == pb::MSG_DENSE);
     return m;
   }
 
-  // The server may not have its node table yet when the test starts (it then drops messages from
-  // nodes it does not know), so the pull is resent until a DENSE arrives (bounded).
-  std::vector<float> PullShard() {
-    pb::Header h;
-    h.set_type(pb::MSG_PULL_DENSE);
-    h.set_sender(node_->id());
-    h.set_shard(0);
-    for (int attempt = 0; attempt < 20; ++attempt) {
-      EXPECT_TRUE(node_->Send(1, *EncodeControl(h)).ok());
-      Message m;
-      auto got = node_->Receive(&m, 500 * (attempt + 1));
-      if (got.ok() && *got) {
-        EXPECT_EQ(m.type(), pb::MSG_DENSE);
-        return {m.values.begin(), m.values.end()};
-      }
-    }
-    ADD_FAILURE() << "no DENSE reply after 20 pulls";
-    return {};
-  }
+  std::vector<float> PullShard() { return job_->PullShard(0); }
 
-  std::unique_ptr<Scheduler> scheduler_;
-  std::thread sched_thread_;
-  std::unique_ptr<testing::Subprocess> server_;
-  std::unique_ptr<Node> node_;
+  std::unique_ptr<testing::HandDrivenJob> job_;
 };
 
 TEST_F(BadInputTest, EveryBadPushGetsAnErrorAndChangesNothing) {
@@ -178,7 +106,7 @@ TEST_F(BadInputTest, RandomGarbageFramesNeverStopTheServer) {
       for (char& ch : bytes) ch = static_cast<char>(rng());
       f.emplace_back(bytes.data(), bytes.size());
     }
-    ASSERT_TRUE(node_->Send(1, std::move(f)).ok());
+    ASSERT_TRUE(job_->worker(0).Send(1, std::move(f)).ok());
   }
   // Garbage with no parsable sender cannot be answered; the server drops it and keeps going.
   EXPECT_EQ(PullShard(), before);

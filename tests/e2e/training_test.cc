@@ -18,6 +18,7 @@
 #include "kernels/device.h"
 #include "kernels/model/model_layout.h"
 #include "kernels/model/param_init.h"
+#include "tests/net/daemon_paths.h"
 #include "tests/net/subprocess.h"
 #include "tests/net/summary_line.h"
 #include "tests/worker/cpu_reference/model.h"
@@ -44,7 +45,7 @@ struct RunResult {
 };
 
 RunResult Launch(int servers, int workers, std::vector<std::string> flags) {
-  std::vector<std::string> argv = {testing::SelfDir() + "/../../deploy/sieve", "launch",
+  std::vector<std::string> argv = {testing::SieveBinary(), "launch",
                                    "--num_servers=" + std::to_string(servers),
                                    "--num_workers=" + std::to_string(workers), "--"};
   argv.insert(argv.end(), flags.begin(), flags.end());

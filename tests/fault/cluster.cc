@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "tests/net/daemon_paths.h"
+
 namespace sieve::testing {
 namespace {
 
@@ -17,7 +19,7 @@ KeyValues Summary(Subprocess& p, const std::string& marker) {
 }  // namespace
 
 bool FaultCluster::StartScheduler(int servers, int workers, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {SelfDir() + "/../../scheduler/sieve-scheduler",
+  std::vector<std::string> argv = {SchedulerBinary(),
                                    "--port=0",
                                    "--bind=127.0.0.1",
                                    "--host=127.0.0.1",
@@ -32,8 +34,7 @@ bool FaultCluster::StartScheduler(int servers, int workers, const std::vector<st
 }
 
 Subprocess& FaultCluster::StartServer(int rank, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {SelfDir() + "/../../server/sieve-server",
-                                   "--scheduler=" + address_, "--bind=127.0.0.1",
+  std::vector<std::string> argv = {ServerBinary(), "--scheduler=" + address_, "--bind=127.0.0.1",
                                    "--host=127.0.0.1", "--rank=" + std::to_string(rank)};
   argv.insert(argv.end(), flags.begin(), flags.end());
   servers_[rank].push_back(std::make_unique<Subprocess>(argv));
@@ -41,8 +42,7 @@ Subprocess& FaultCluster::StartServer(int rank, const std::vector<std::string>& 
 }
 
 Subprocess& FaultCluster::StartWorker(int rank, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {SelfDir() + "/../../worker/sieve-worker",
-                                   "--scheduler=" + address_, "--bind=127.0.0.1",
+  std::vector<std::string> argv = {WorkerBinary(), "--scheduler=" + address_, "--bind=127.0.0.1",
                                    "--host=127.0.0.1", "--rank=" + std::to_string(rank)};
   argv.insert(argv.end(), flags.begin(), flags.end());
   workers_[rank].push_back(std::make_unique<Subprocess>(argv));

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/net/daemon_paths.h"
 #include "tests/net/subprocess.h"
 
 namespace sieve::testing {
@@ -21,7 +22,7 @@ using std::chrono::seconds;
 // so it is generous enough for a loaded machine.
 constexpr seconds kDeadline(60);
 
-std::string SchedulerBin() { return SelfDir() + "/../../scheduler/sieve-scheduler"; }
+std::string SchedulerBin() { return SchedulerBinary(); }
 std::string NodeBin() { return SelfDir() + "/test_node"; }
 
 struct Cluster {

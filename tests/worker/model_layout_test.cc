@@ -6,6 +6,8 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/model/param_init.h"
@@ -64,7 +66,7 @@ TEST(WorkerModelLayout, SliceInitEqualsFullInitBitwise) {
       uint64_t hi = rng() % (d + 1);
       if (lo > hi) std::swap(lo, hi);
       std::vector<float> part(hi - lo + 1, -1.0f);
-      InitSlice(l, 42, lo, hi, part.data());
+      ASSERT_TRUE(InitSlice(l, 42, lo, hi, part.data()).ok());
       EXPECT_EQ(std::memcmp(part.data(), full.data() + lo, sizeof(float) * (hi - lo)), 0)
           << l.name << " [" << lo << ", " << hi << ")";
       EXPECT_EQ(part[hi - lo], -1.0f) << "wrote past the slice";
@@ -74,11 +76,23 @@ TEST(WorkerModelLayout, SliceInitEqualsFullInitBitwise) {
       std::vector<float> joined(d);
       for (uint64_t s = 0; s < shards; ++s) {
         const uint64_t lo = d * s / shards, hi = d * (s + 1) / shards;
-        InitSlice(l, 42, lo, hi, joined.data() + lo);
+        ASSERT_TRUE(InitSlice(l, 42, lo, hi, joined.data() + lo).ok());
       }
       EXPECT_EQ(std::memcmp(joined.data(), full.data(), sizeof(float) * d), 0) << shards;
     }
   }
+}
+
+TEST(WorkerModelLayout, InitSliceRefusesARangeOutsideTheModel) {
+  const ModelLayout l = Layout("fnn3");
+  const uint64_t d = l.num_params;
+  std::vector<float> out(8, -1.0f);
+  for (auto [lo, hi] : {std::pair<uint64_t, uint64_t>{d - 2, d + 1}, {5, 3}, {d + 1, d + 1}}) {
+    Status s = InitSlice(l, 42, lo, hi, out.data());
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << lo << " " << hi;
+    EXPECT_NE(s.message().find(std::to_string(d)), std::string::npos) << s.message();
+  }
+  for (float v : out) EXPECT_EQ(v, -1.0f) << "wrote on a refused range";
 }
 
 TEST(WorkerModelLayout, InitDependsOnSeed) {

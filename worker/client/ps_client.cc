@@ -18,12 +18,6 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-uint64_t FrameBytes(const Frames& frames) {
-  uint64_t n = 0;
-  for (const auto& f : frames) n += f.size();
-  return n;
-}
-
 // The request a reply type answers (an ERROR names the request it rejects).
 pb::MsgType RequestFor(pb::MsgType reply) {
   switch (reply) {

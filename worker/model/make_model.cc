@@ -13,14 +13,12 @@ StatusOr<std::unique_ptr<Model>> MakeModel(std::string_view name, Device device)
     return InvalidArgumentError(
         "'synthetic' has no model math: the worker generates its gradients itself");
   }
-  StatusOr<ModelLayout> layout = MakeModelLayout(name);
-  if (!layout.ok()) return layout.status();
-  StatusOr<std::unique_ptr<NnOps>> ops = NnOps::Create(device);
-  if (!ops.ok()) return ops.status();
-  if (layout->Find("conv1.weight") != nullptr) {
-    return std::unique_ptr<Model>(new CnnModel(std::move(*layout), std::move(*ops)));
+  SIEVE_ASSIGN_OR_RETURN(ModelLayout layout, MakeModelLayout(name));
+  SIEVE_ASSIGN_OR_RETURN(std::unique_ptr<NnOps> ops, NnOps::Create(device));
+  if (layout.Find("conv1.weight") != nullptr) {
+    return std::unique_ptr<Model>(new CnnModel(std::move(layout), std::move(ops)));
   }
-  return std::unique_ptr<Model>(new MlpModel(std::move(*layout), std::move(*ops)));
+  return std::unique_ptr<Model>(new MlpModel(std::move(layout), std::move(ops)));
 }
 
 }  // namespace sieve

@@ -85,17 +85,6 @@ std::string FormatMetricsJson(const RoundMetrics& m) {
   return out;
 }
 
-std::string ExpandRankPattern(const std::string& path, int rank) {
-  static constexpr std::string_view kPattern = "{rank}";
-  std::string out = path;
-  for (size_t pos = out.find(kPattern); pos != std::string::npos; pos = out.find(kPattern, pos)) {
-    std::string r = std::to_string(rank);
-    out.replace(pos, kPattern.size(), r);
-    pos += r.size();
-  }
-  return out;
-}
-
 MetricsWriter::~MetricsWriter() { (void)Close(); }
 
 Status MetricsWriter::Open(const std::string& path) {

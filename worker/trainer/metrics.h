@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/rank_pattern.h"  // ExpandRankPattern, for the {rank} in metrics_out
 #include "base/status.h"
 
 namespace sieve {
@@ -54,9 +55,6 @@ struct RoundMetrics {
 };
 
 std::string FormatMetricsJson(const RoundMetrics& m);
-
-// "{rank}" in `path` replaced by the decimal rank (every occurrence).
-std::string ExpandRankPattern(const std::string& path, int rank);
 
 class MetricsWriter {
  public:

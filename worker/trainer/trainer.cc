@@ -76,14 +76,13 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options
                                                    PsClient* client) {
   SIEVE_RETURN_IF_ERROR(ValidateTrainerOptions(options));
   SIEVE_RETURN_IF_ERROR(options.straggler.CheckRanks(static_cast<int>(client->num_workers())));
-  auto layout = MakeModelLayout(options.model, options.num_params);
-  if (!layout.ok()) return layout.status();
-  if (client->num_params() != layout->num_params) {
+  SIEVE_ASSIGN_OR_RETURN(ModelLayout layout, MakeModelLayout(options.model, options.num_params));
+  if (client->num_params() != layout.num_params) {
     return FailedPreconditionError("the job has D = " + std::to_string(client->num_params()) +
                                    " parameters but model " + options.model + " has " +
-                                   std::to_string(layout->num_params));
+                                   std::to_string(layout.num_params));
   }
-  std::unique_ptr<Trainer> t(new Trainer(options, device, client, std::move(*layout)));
+  std::unique_ptr<Trainer> t(new Trainer(options, device, client, std::move(layout)));
   SIEVE_RETURN_IF_ERROR(t->Load());
   return t;
 }
@@ -91,34 +90,24 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options
 Status Trainer::Load() {
   if (synthetic_) {
     steps_per_epoch_ = options_.rounds_per_epoch;
-    auto ops = NnOps::Create(device_);
-    if (!ops.ok()) return ops.status();
-    own_ops_ = std::move(*ops);
+    SIEVE_ASSIGN_OR_RETURN(own_ops_, NnOps::Create(device_));
     nn_ = own_ops_.get();
   } else {
-    auto model = MakeModel(options_.model, device_);
-    if (!model.ok()) return model.status();
-    model_ = std::move(*model);
+    SIEVE_ASSIGN_OR_RETURN(model_, MakeModel(options_.model, device_));
     nn_ = model_->ops();
-    auto full = LoadFashionMnist("train", options_.data_dir);
-    if (!full.ok()) return full.status();
-    train_total_ = full->n;
-    auto range = PartitionRange(full->n, rank_, world_);
-    if (!range.ok()) return range.status();
-    train_lo_ = range->lo;
-    train_ = Slice(*full, *range);
-    auto steps = StepsPerEpoch(full->n, world_, options_.batch_size);
-    if (!steps.ok()) return steps.status();
-    steps_per_epoch_ = *steps;
+    SIEVE_ASSIGN_OR_RETURN(Dataset full, LoadFashionMnist("train", options_.data_dir));
+    train_total_ = full.n;
+    SIEVE_ASSIGN_OR_RETURN(auto range, PartitionRange(full.n, rank_, world_));
+    train_lo_ = range.lo;
+    train_ = Slice(full, range);
+    SIEVE_ASSIGN_OR_RETURN(steps_per_epoch_, StepsPerEpoch(full.n, world_, options_.batch_size));
     if (steps_per_epoch_ < 1) {
-      return FailedPreconditionError("a partition of " + std::to_string(full->n / world_) +
+      return FailedPreconditionError("a partition of " + std::to_string(full.n / world_) +
                                      " examples holds no full batch of " +
                                      std::to_string(options_.batch_size));
     }
     if (rank_ == 0) {
-      auto test = LoadFashionMnist("t10k", options_.data_dir);
-      if (!test.ok()) return test.status();
-      test_ = std::move(*test);
+      SIEVE_ASSIGN_OR_RETURN(test_, LoadFashionMnist("t10k", options_.data_dir));
     }
   }
   BackendContext* ctx = nn_->context();
@@ -138,9 +127,7 @@ Status Trainer::Load() {
         batch_x_->Reserve(static_cast<size_t>(options_.batch_size) * train_.example_size()));
     SIEVE_RETURN_IF_ERROR(StageData());
   }
-  auto ef = ErrorFeedback::Create(device_, d_);
-  if (!ef.ok()) return ef.status();
-  ef_ = std::move(*ef);
+  SIEVE_ASSIGN_OR_RETURN(ef_, ErrorFeedback::Create(device_, d_));
   return Status::Ok();
 }
 

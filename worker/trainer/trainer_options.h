@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "kernels/compressor.h"
 #include "kernels/device.h"
+#include "worker/data/dataset.h"
 #include "worker/trainer/straggler.h"
 
 namespace sieve {
@@ -45,7 +46,7 @@ struct TrainerOptions {
   double synthetic_pull = 0.01;  // λ of the synthetic objective 0.5·λ·‖w‖²
   // pool: cheap, for systems benchmarks (the default; why: synthetic_gradient.h); hash: exact.
   SyntheticNoiseSource synthetic_noise = SyntheticNoiseSource::kPool;
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string data_dir = std::string(kFashionMnistDir);
 
   int batch_size = 32;  // per worker
   int epochs = 1;

@@ -1,0 +1,17 @@
+// Per-rank file names: a daemon given "out-{rank}.bin" writes out-3.bin as rank 3.
+//
+// Contract: ExpandRankPattern(path, rank) returns `path` with every occurrence of "{rank}"
+// replaced by the decimal rank; a path without the pattern comes back unchanged. Pure function,
+// safe from any thread.
+#ifndef SIEVE_BASE_RANK_PATTERN_H_
+#define SIEVE_BASE_RANK_PATTERN_H_
+
+#include <string>
+
+namespace sieve {
+
+std::string ExpandRankPattern(const std::string& path, int rank);
+
+}  // namespace sieve
+
+#endif  // SIEVE_BASE_RANK_PATTERN_H_

@@ -1,0 +1,192 @@
+#include "server/shard_service.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "kernels/sparse_ops.h"
+
+namespace sieve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+ShardService::ShardService(const ShardServiceOptions& options, ShardServer* shard, ServerLink* link,
+                           DaemonMetrics* metrics, ShardCheckpointer* checkpointer)
+    : options_(options),
+      shard_(shard),
+      link_(link),
+      metrics_(metrics),
+      checkpointer_(checkpointer) {
+  shard_->set_part_sink([this](Outbox*) { Flush(); });
+}
+
+ShardService::~ShardService() { shard_->set_part_sink(nullptr); }
+
+void ShardService::OnWorkerDead(int rank) {
+  shard_->OnWorkerDead(rank, &out_);
+  Flush();
+}
+
+void ShardService::OnWorkerRejoined(int rank) {
+  LOG(INFO) << "worker " << rank << " was re-admitted; it may join again";
+  shard_->OnWorkerRejoined(rank);
+}
+
+void ShardService::OnData(Message msg) {
+  const int sender = msg.header.sender();
+  const int worker = link_->WorkerRankOf(sender);
+  const bool from_worker = worker >= 0 && worker < static_cast<int>(options_.num_workers);
+  const uint64_t round = msg.header.round();
+  switch (msg.type()) {
+    case pb::MSG_JOIN:
+      if (!from_worker) {
+        (void)link_->SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers join", msg.type(),
+                               round);
+      } else {
+        shard_->OnJoin(worker, round, &out_);
+      }
+      break;
+    case pb::MSG_PUSH:
+    case pb::MSG_PULL_DENSE: {
+      if (!from_worker) {
+        (void)link_->SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers push or pull",
+                               msg.type(), round);
+        break;
+      }
+      if (msg.header.shard() != options_.rank) {
+        (void)link_->SendError(sender, pb::ERROR_WRONG_SHARD,
+                               "this is server " + std::to_string(options_.rank) +
+                                   ", message is for shard " + std::to_string(msg.header.shard()),
+                               msg.type(), round);
+        break;
+      }
+      if (msg.type() == pb::MSG_PULL_DENSE) {
+        shard_->OnPullDense(worker, &out_);
+        break;
+      }
+      std::span<const float> values = msg.values;
+      if (!msg.values_fp16.empty()) {
+        unpacked_.resize(msg.values_fp16.size());
+        (void)UnpackFp16(msg.values_fp16, unpacked_);  // sizes are equal: cannot fail
+        values = unpacked_;
+      }
+      const auto push_start = Clock::now();
+      shard_->OnPush(worker, round, msg.indices, values, msg.dense(), &out_);
+      if (metrics_ != nullptr) {
+        const ShardServerStats& st = shard_->stats();
+        metrics_->ObservePushLatency(SecondsSince(push_start));
+        metrics_->AddBytes(FrameBytes(msg.storage), 0);
+        metrics_->SetRoundsTotal(options_.bsp ? st.rounds_completed : st.pushes_applied);
+        metrics_->SetStaleness(st.max_staleness);
+      }
+      break;
+    }
+    case pb::MSG_ERROR:
+      LOG(WARNING) << "error from node " << sender << ": " << msg.header.error().message();
+      break;
+    default:
+      (void)link_->SendError(
+          sender, pb::ERROR_UNEXPECTED_TYPE,
+          std::string("a server does not accept ") + std::string(MsgTypeName(msg.type())),
+          msg.type(), round);
+  }
+  const bool replies = !out_.empty();
+  const auto flush_start = Clock::now();
+  Flush();
+  if (replies && metrics_ != nullptr) metrics_->ObserveUpdateLatency(SecondsSince(flush_start));
+  if (checkpointer_ != nullptr) checkpointer_->MaybeWrite(*shard_);
+}
+
+void ShardService::SendJoinAck(const Reply& r, int peer) {
+  pb::Header h;
+  h.set_type(pb::MSG_JOIN_ACK);
+  h.set_sender(link_->id());
+  h.set_recipient(peer);
+  h.set_shard(options_.rank);
+  h.set_round(r.round);
+  auto frames = EncodeControl(h);
+  if (frames.ok()) (void)link_->Send(peer, std::move(frames).value());
+}
+
+bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t parts, size_t from,
+                             size_t to) {
+  pb::Header h;
+  h.set_type(r.type);
+  h.set_sender(link_->id());
+  h.set_recipient(peer);
+  h.set_shard(options_.rank);
+  h.set_round(r.round);
+  if (parts > 1) {
+    h.set_part(part);
+    h.set_parts(parts);
+  }
+  DataPayload p;
+  p.dense = r.dense;
+  if (!r.dense) p.indices = std::span<const uint32_t>(r.buffer->indices).subspan(from, to - from);
+  p.values = std::as_bytes(std::span<const float>(r.buffer->values).subspan(from, to - from));
+  p.keepalive = r.buffer;
+  // Every live worker gets the same BSP reply: its checksum is computed once.
+  if (crc_of_.buffer != r.buffer.get() || crc_of_.from != from || crc_of_.to != to) {
+    crc_of_ = {r.buffer.get(), from, to, DataChecksum(p)};
+  }
+  EncodeOptions eo;
+  eo.precomputed_checksum = &crc_of_.crc;
+  auto frames = EncodeData(h, p, eo);
+  if (!frames.ok()) {
+    LOG(ERROR) << "encode reply: " << frames.status().ToString();
+    return false;
+  }
+  if (metrics_ != nullptr) metrics_->AddBytes(0, FrameBytes(*frames));
+  Status s = link_->Send(peer, std::move(frames).value());
+  if (!s.ok()) LOG(WARNING) << "reply to worker " << r.worker << ": " << s.ToString();
+  return s.ok();
+}
+
+void ShardService::Flush() {
+  for (const Reply& r : out_) {
+    const int peer = link_->WorkerId(r.worker);
+    if (r.type == pb::MSG_ERROR) {
+      (void)link_->SendError(peer, r.code, r.message, r.rejected, r.round);
+      continue;
+    }
+    if (r.type == pb::MSG_JOIN_ACK) {
+      SendJoinAck(r, peer);
+      continue;
+    }
+    if (r.parts > 1) {  // a part ShardServer produced
+      SendSlice(r, peer, r.part, r.parts, r.begin, r.end);
+      continue;
+    }
+    // A whole sparse UPDATE larger than a part goes out in parts too: the worker decodes one
+    // while it writes the previous into its replica.
+    const size_t pairs = r.buffer->values.size();
+    const uint64_t per = options_.reply_part_pairs;
+    uint32_t parts = 1;
+    if (r.type == pb::MSG_UPDATE && !r.dense && per > 0 && pairs > per) {
+      parts = static_cast<uint32_t>(std::min<uint64_t>((pairs + per - 1) / per, kMaxReplyParts));
+    }
+    const size_t step = std::max<size_t>(1, (pairs + parts - 1) / parts);
+    parts = static_cast<uint32_t>(std::max<size_t>(1, (pairs + step - 1) / step));  // none empty
+    for (uint32_t part = 0; part < parts; ++part) {
+      if (!SendSlice(r, peer, part, parts, std::min(pairs, part * step),
+                     std::min(pairs, (part + 1) * step))) {
+        break;
+      }
+    }
+  }
+  out_.clear();
+  crc_of_ = SliceChecksum{};  // a pooled buffer may come back with other content
+}
+
+}  // namespace sieve
