@@ -22,6 +22,10 @@
 //  round's reply, ASP/SSP answer with every change the worker has not been sent yet. Pushes for any
 //  other round get ERROR_UNKNOWN_ROUND. Errors change no state.
 //
+// Files: shard_server.cc (events, worker deaths and rejoins, Restore), shard_server_bsp.cc (the
+// BSP round: merge, completion, two-way compression, joiners, resync) and shard_server_async.cc
+// (the ASP/SSP clock and replies). Per-worker state is one WorkerState per rank.
+//
 // Thread-safety: not thread-safe; one thread drives it. Reply buffers may be read by other
 // threads (ZeroMQ) after the call that produced them returns; they are never modified again.
 #ifndef SIEVE_SERVER_SHARD_SERVER_H_
@@ -75,6 +79,40 @@ struct Reply {
   uint32_t parts = 1;
   size_t begin = 0;
   size_t end = 0;
+
+  // An UPDATE of `round` to `worker`: the whole shard (`dense`) or the buffer's pairs.
+  static Reply Update(int worker, uint64_t round, bool dense,
+                      std::shared_ptr<const ReplyBuffer> buffer) {
+    return Make(worker, pb::MSG_UPDATE, round, dense, std::move(buffer));
+  }
+  // The whole shard (PULL_DENSE's answer) as of `round`.
+  static Reply Dense(int worker, uint64_t round, std::shared_ptr<const ReplyBuffer> buffer) {
+    return Make(worker, pb::MSG_DENSE, round, true, std::move(buffer));
+  }
+  static Reply JoinAck(int worker, uint64_t round) {
+    return Make(worker, pb::MSG_JOIN_ACK, round, false, nullptr);
+  }
+  // An ERROR answering a `rejected` message of `round`.
+  static Reply Error(int worker, uint64_t round, pb::ErrorCode code, std::string message,
+                     pb::MsgType rejected) {
+    Reply r = Make(worker, pb::MSG_ERROR, round, false, nullptr);
+    r.code = code;
+    r.message = std::move(message);
+    r.rejected = rejected;
+    return r;
+  }
+
+ private:
+  static Reply Make(int worker, pb::MsgType type, uint64_t round, bool dense,
+                    std::shared_ptr<const ReplyBuffer> buffer) {
+    Reply r;
+    r.worker = worker;
+    r.type = type;
+    r.round = round;
+    r.dense = dense;
+    r.buffer = std::move(buffer);
+    return r;
+  }
 };
 using Outbox = std::vector<Reply>;
 
@@ -188,27 +226,7 @@ class ShardServer {
   HugePageVector<float> w_;  // huge pages: the sparse rounds touch it at scattered indices
   ReplyPool pool_;
   ShardServerStats stats_;
-  std::vector<bool> live_;
-  std::vector<std::weak_ptr<ReplyBuffer>> dense_in_flight_;  // per worker: its last DENSE
-  uint32_t live_count_;
-
-  // BSP.
-  uint64_t round_ = 0;
-  // The round's sparse pushes merged: ascending union of their indices and per-index sums. Dense
-  // pushes go to acc_, a whole-shard accumulator that exists only during a dense round.
-  std::vector<uint32_t> union_;
-  std::vector<float> union_sum_;
-  std::vector<uint32_t> merge_idx_;  // scratch of MergeIntoUnion (the BSP union)
-  std::vector<float> merge_sum_;
-  std::vector<float> acc_;
-  bool dense_round_ = false;
-  std::vector<bool> arrived_;
-  uint32_t contributions_ = 0;
-  std::shared_ptr<const ReplyBuffer> last_reply_;  // reply of round_ - 1, for resends
-  bool last_reply_dense_ = false;
-  std::vector<float> residual_;  // two-way compression
-
-  // BSP resync after Restore (see there).
+  // A push kept for later: during a resync after Restore, or a joiner's push of its join round.
   struct HeldPush {
     bool held = false;
     uint64_t round = 0;
@@ -226,26 +244,54 @@ class ShardServer {
       return had;
     }
   };
+  // What the shard knows of one worker (workers_[rank]).
+  struct WorkerState {
+    bool live = true;
+    std::weak_ptr<ReplyBuffer> dense_in_flight;  // its last DENSE
+    // BSP.
+    bool arrived = false;  // pushed round_
+    HeldPush held;         // resync after Restore: its latest push
+    // Rejoin.
+    bool rejoined = false;         // re-admitted by the scheduler, not yet counted
+    int64_t join_round = -1;       // BSP: accepted join round (-1 = none)
+    HeldPush join_push;            // BSP: its PUSH of its join round, held
+    bool dense_reply_to = false;   // BSP: its next UPDATE is the whole shard
+    bool unpushed_joiner = false;  // BSP: counted from its join round, no push arrived yet
+    // ASP / SSP.
+    int64_t last_round = -1;  // last round applied (-1 = none)
+    bool all_dirty = false;   // its next reply is the whole shard
+    bool waiting = false;     // SSP: reply held back
+    uint64_t waiting_round = 0;
+  };
+  std::vector<bool> LiveMask() const;  // live, per worker rank
+
+  std::vector<WorkerState> workers_;
+  uint32_t live_count_;
+
+  // BSP.
+  uint64_t round_ = 0;
+  // The round's sparse pushes merged: ascending union of their indices and per-index sums. Dense
+  // pushes go to acc_, a whole-shard accumulator that exists only during a dense round.
+  std::vector<uint32_t> union_;
+  std::vector<float> union_sum_;
+  std::vector<uint32_t> merge_idx_;  // scratch of MergeIntoUnion (the BSP union)
+  std::vector<float> merge_sum_;
+  std::vector<float> acc_;
+  bool dense_round_ = false;
+  uint32_t contributions_ = 0;
+  std::shared_ptr<const ReplyBuffer> last_reply_;  // reply of round_ - 1, for resends
+  bool last_reply_dense_ = false;
+  std::vector<float> residual_;  // two-way compression
+
+  // BSP resync after Restore (see there).
   bool resync_ = false;
   bool dense_next_reply_ = false;  // the round completing the resync replies densely
-  std::vector<HeldPush> held_;
-
-  // Worker rejoin.
-  std::vector<bool> rejoined_;         // re-admitted by the scheduler, not yet counted
-  std::vector<int64_t> join_round_;    // BSP: accepted join round (-1 = none)
-  std::vector<HeldPush> join_push_;    // BSP: a joiner's PUSH of its join round, held
-  std::vector<bool> dense_reply_to_;   // BSP: this worker's next UPDATE is the whole shard
-  std::vector<bool> unpushed_joiner_;  // BSP: counted from its join round, no push arrived yet
 
   // ASP / SSP.
   float scale_ = 1.0f;
-  std::vector<int64_t> last_round_;  // last round applied per worker (-1 = none)
   // Every change since each worker's last reply, with the values after it (server/change_log.h).
   std::unique_ptr<ChangeLog> changes_;
   std::vector<float> new_values_;  // scratch: a push's new weights
-  std::vector<bool> all_dirty_;
-  std::vector<bool> waiting_;  // SSP: reply held back
-  std::vector<uint64_t> waiting_round_;
 };
 
 }  // namespace sieve
