@@ -22,42 +22,6 @@ Status ScatterAdd(std::span<const uint32_t> indices, std::span<const float> valu
   return Status::Ok();
 }
 
-Status SplitByShard(std::span<const uint32_t> indices, std::span<const uint64_t> bounds,
-                    std::vector<size_t>* offsets, std::vector<uint32_t>* relative) {
-  if (bounds.size() < 2 || bounds[0] != 0) {
-    return InvalidArgumentError("shard bounds need at least 2 entries starting at 0");
-  }
-  for (size_t s = 1; s < bounds.size(); ++s) {
-    if (bounds[s] < bounds[s - 1]) return InvalidArgumentError("shard bounds must not decrease");
-    if (bounds[s] - bounds[s - 1] > (uint64_t{1} << 32)) {
-      return InvalidArgumentError("a shard longer than 2^32 cannot use uint32 indices");
-    }
-  }
-  for (size_t j = 0; j < indices.size(); ++j) {
-    if (j > 0 && indices[j] <= indices[j - 1]) {
-      return InvalidArgumentError("indices must be strictly ascending (position " +
-                                  std::to_string(j) + ")");
-    }
-  }
-  if (!indices.empty() && indices.back() >= bounds.back()) {
-    return OutOfRangeError("index " + std::to_string(indices.back()) +
-                           " >= D = " + std::to_string(bounds.back()));
-  }
-  const size_t shards = bounds.size() - 1;
-  offsets->assign(shards + 1, 0);
-  relative->resize(indices.size());
-  size_t j = 0;
-  for (size_t s = 0; s < shards; ++s) {
-    (*offsets)[s] = j;
-    while (j < indices.size() && indices[j] < bounds[s + 1]) {
-      (*relative)[j] = static_cast<uint32_t>(indices[j] - bounds[s]);
-      ++j;
-    }
-  }
-  (*offsets)[shards] = j;
-  return Status::Ok();
-}
-
 uint16_t FloatToHalf(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);

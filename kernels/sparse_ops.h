@@ -1,8 +1,8 @@
 // Host-memory helpers around sparse (index, value) vectors, used by workers and by the server,
-// which keeps its shard on the host: scatter-add into a dense buffer, the split of sorted global
-// indices into per-shard slices with shard-relative uint32 indices, and fp16 packing of values.
-// All inputs are validated (bounds, ordering, sizes) and reported as Status; outputs are caller-
-// owned. Pure functions on caller buffers: thread-safe as long as buffers are not shared.
+// which keeps its shard on the host: scatter-add into a dense buffer and fp16 packing of values
+// (the split of indices by shard is shard math: proto/shards.h). All inputs are validated (bounds,
+// ordering, sizes) and reported as Status; outputs are caller- owned. Pure functions on caller
+// buffers: thread-safe as long as buffers are not shared.
 #ifndef SIEVE_KERNELS_SPARSE_OPS_H_
 #define SIEVE_KERNELS_SPARSE_OPS_H_
 
@@ -19,14 +19,6 @@ namespace sieve {
 // nothing, when the sizes differ or an index is ≥ dense.size().
 Status ScatterAdd(std::span<const uint32_t> indices, std::span<const float> values, float scale,
                   std::span<float> dense);
-
-// Splits ascending global indices by contiguous shard ranges. `bounds` has S+1 entries
-// 0 = b_0 ≤ b_1 ≤ … ≤ b_S (shard s owns [b_s, b_{s+1})). On success `offsets` has S+1 entries:
-// shard s owns positions [offsets[s], offsets[s+1]) of `indices` (and of the matching values,
-// which therefore need no copy), and relative[j] = indices[j] − b_s for those positions.
-// Fails when bounds are malformed, indices are not strictly ascending, or an index is ≥ b_S.
-Status SplitByShard(std::span<const uint32_t> indices, std::span<const uint64_t> bounds,
-                    std::vector<size_t>* offsets, std::vector<uint32_t>* relative);
 
 // IEEE-754 binary16 conversion, round to nearest even; overflow → ±Inf, NaN stays NaN,
 // subnormals handled in both directions.

@@ -8,7 +8,6 @@
 #include <random>
 #include <vector>
 
-#include "base/balanced_split.h"
 #include "kernels/compressor.h"
 #include "kernels/device.h"
 #include "kernels/normal_quantile.h"
@@ -77,48 +76,6 @@ TEST(KernelsNames, ParseDevice) {
     EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
   }
   EXPECT_EQ(ParseDevice("gpu").status().code(), StatusCode::kInvalidArgument);
-}
-
-TEST(KernelsShardSplit, EveryIndexLandsInExactlyOneShard) {
-  std::mt19937_64 rng(7);
-  for (uint32_t shards : {1u, 2u, 3u, 7u, 64u}) {
-    const uint64_t d = 100003;
-    const std::vector<uint64_t> bounds = BalancedSplitBounds(d, shards);
-    ASSERT_EQ(bounds.back(), d);
-    std::vector<uint32_t> idx;
-    for (uint64_t i = 0; i < d; ++i) {
-      if (rng() % 50 == 0) idx.push_back(static_cast<uint32_t>(i));
-    }
-    idx.push_back(static_cast<uint32_t>(d - 1));
-    std::vector<size_t> off;
-    std::vector<uint32_t> rel;
-    ASSERT_TRUE(SplitByShard(idx, bounds, &off, &rel).ok());
-    ASSERT_EQ(off.size(), shards + 1u);
-    EXPECT_EQ(off.front(), 0u);
-    EXPECT_EQ(off.back(), idx.size());
-    for (uint32_t s = 0; s < shards; ++s) {
-      for (size_t j = off[s]; j < off[s + 1]; ++j) {
-        EXPECT_LT(rel[j], bounds[s + 1] - bounds[s]);
-        EXPECT_EQ(rel[j] + bounds[s], idx[j]);
-      }
-    }
-  }
-}
-
-TEST(KernelsShardSplit, EmptyShardsAndErrors) {
-  const std::vector<uint64_t> bounds = {0, 10, 10, 20};
-  const std::vector<uint32_t> idx = {0, 9, 10, 19};
-  std::vector<size_t> off;
-  std::vector<uint32_t> rel;
-  ASSERT_TRUE(SplitByShard(idx, bounds, &off, &rel).ok());
-  EXPECT_EQ(off, (std::vector<size_t>{0, 2, 2, 4}));
-  EXPECT_EQ(rel, (std::vector<uint32_t>{0, 9, 0, 9}));
-  EXPECT_FALSE(SplitByShard(std::vector<uint32_t>{3, 3}, bounds, &off, &rel).ok());
-  EXPECT_FALSE(SplitByShard(std::vector<uint32_t>{5, 2}, bounds, &off, &rel).ok());
-  EXPECT_EQ(SplitByShard(std::vector<uint32_t>{20}, bounds, &off, &rel).code(),
-            StatusCode::kOutOfRange);
-  EXPECT_FALSE(SplitByShard(idx, std::vector<uint64_t>{1, 20}, &off, &rel).ok());
-  EXPECT_FALSE(SplitByShard(idx, std::vector<uint64_t>{0, 20, 10}, &off, &rel).ok());
 }
 
 TEST(KernelsScatterAdd, AddsAndValidates) {

@@ -8,6 +8,7 @@
 #include "kernels/sparse_ops.h"
 #include "net/curve.h"
 #include "net/node.h"
+#include "proto/shards.h"
 
 namespace sieve {
 namespace {
