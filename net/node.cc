@@ -6,6 +6,8 @@
 #include <random>
 #include <sstream>
 
+#include "net/address.h"
+
 namespace sieve {
 namespace {
 

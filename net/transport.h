@@ -75,12 +75,6 @@ class Transport {
 // address when the bind fails (e.g. port already in use), InvalidArgument for a bad host.
 StatusOr<std::unique_ptr<Transport>> CreateZmqTransport(const TransportOptions& options);
 
-// The first non-loopback IPv4 address of an interface that is up, else "127.0.0.1".
-std::string DetectHost();
-
-// Splits "host:port". Errors: InvalidArgument naming the bad text.
-Status ParseHostPort(const std::string& text, std::string* host, uint16_t* port);
-
 }  // namespace sieve
 
 #endif  // SIEVE_NET_TRANSPORT_H_

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "net/address.h"
 #include "net/node.h"
 
 namespace sieve {
