@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "net/address.h"
+#include "proto/messages.h"
 
 namespace sieve {
 namespace {
@@ -77,10 +78,7 @@ Node::~Node() {
 }
 
 Status Node::Register() {
-  pb::Header h;
-  h.set_type(pb::MSG_REGISTER);
-  h.set_sender(-1);
-  h.set_recipient(kSchedulerId);
+  pb::Header h = MakeHeader(pb::MSG_REGISTER, -1, kSchedulerId);
   auto* r = h.mutable_register_();
   r->set_role(options_.role);
   r->set_host(transport_->host());
@@ -193,10 +191,7 @@ void Node::IoLoop() {
       (void)transport_->Send(kSchedulerId, std::move(frames));
     } else if (now >= next_heartbeat) {
       next_heartbeat = now + std::chrono::milliseconds(options_.heartbeat_interval_ms);
-      pb::Header h;
-      h.set_type(pb::MSG_HEARTBEAT);
-      h.set_sender(id_ >= 0 ? id_ : -1);
-      h.set_recipient(kSchedulerId);
+      pb::Header h = MakeHeader(pb::MSG_HEARTBEAT, id_ >= 0 ? id_ : -1, kSchedulerId);
       h.mutable_heartbeat();
       auto enc = EncodeControl(h);
       if (enc.ok()) (void)transport_->Send(kSchedulerId, std::move(enc).value());
@@ -405,14 +400,7 @@ Status Node::Send(int peer, Frames frames) { return transport_->Send(peer, std::
 
 Status Node::SendError(int peer, pb::ErrorCode code, const std::string& message,
                        pb::MsgType rejected, uint64_t round) {
-  pb::Header h;
-  h.set_type(pb::MSG_ERROR);
-  h.set_sender(id_);
-  h.set_recipient(peer);
-  h.set_round(round);
-  h.mutable_error()->set_code(code);
-  h.mutable_error()->set_message(message);
-  h.mutable_error()->set_rejected_type(rejected);
+  const pb::Header h = MakeErrorHeader(id_, peer, round, code, message, rejected);
   auto frames = EncodeControl(h);
   if (!frames.ok()) return frames.status();
   // Never wait: a peer that sends garbage and does not read must not stall this thread.
@@ -453,10 +441,7 @@ Status Node::Barrier(uint32_t group, int timeout_ms) {
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++barrier_seq_[group];
   }
-  pb::Header h;
-  h.set_type(pb::MSG_BARRIER);
-  h.set_sender(id_);
-  h.set_recipient(kSchedulerId);
+  pb::Header h = MakeHeader(pb::MSG_BARRIER, id_, kSchedulerId);
   h.mutable_barrier()->set_group(group);
   h.mutable_barrier()->set_seq(seq);
   auto frames = EncodeControl(h);
@@ -475,10 +460,7 @@ Status Node::Barrier(uint32_t group, int timeout_ms) {
 }
 
 Status Node::Finish() {
-  pb::Header h;
-  h.set_type(pb::MSG_FINISHED);
-  h.set_sender(id_);
-  h.set_recipient(kSchedulerId);
+  pb::Header h = MakeHeader(pb::MSG_FINISHED, id_, kSchedulerId);
   h.mutable_finished();
   auto frames = EncodeControl(h);
   if (!frames.ok()) return frames.status();

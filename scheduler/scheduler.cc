@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "proto/messages.h"
 #include "proto/node_ids.h"
 
 namespace sieve {
@@ -111,10 +112,7 @@ void Scheduler::Handle(Frames frames) {
       return;
     case pb::MSG_HEARTBEAT:
       if (Find(h.sender()) != nullptr) {
-        pb::Header echo;
-        echo.set_type(pb::MSG_HEARTBEAT);
-        echo.set_sender(kSchedulerId);
-        echo.set_recipient(h.sender());
+        pb::Header echo = MakeHeader(pb::MSG_HEARTBEAT, kSchedulerId, h.sender());
         echo.mutable_heartbeat();
         SendTo(h.sender(), echo);
       }
@@ -187,10 +185,7 @@ void Scheduler::HandleRegister(const pb::Header& h) {
     for (auto& [id, e] : nodes_) {
       if (e.info.instance() == r.instance()) {  // resent registration: the table already went out
         SendTo(id, [&] {
-          pb::Header t;
-          t.set_type(pb::MSG_NODE_TABLE);
-          t.set_sender(kSchedulerId);
-          t.set_recipient(id);
+          pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId, id);
           *t.mutable_node_table() = BuildTable();
           return t;
         }());
@@ -219,9 +214,7 @@ void Scheduler::HandleRegister(const pb::Header& h) {
       ++generation_;
       LOG(INFO) << RoleName(r.role()) << " " << e.info.rank() << " rejoined from " << r.host()
                 << ":" << r.port();
-      pb::Header t;
-      t.set_type(pb::MSG_NODE_TABLE);
-      t.set_sender(kSchedulerId);
+      pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId);
       *t.mutable_node_table() = BuildTable();
       Broadcast(t);
       return;
@@ -268,9 +261,7 @@ void Scheduler::HandleRegister(const pb::Header& h) {
     LOG(INFO) << RoleName(r.role()) << " registered from " << r.host() << ":" << r.port() << " ("
               << pending_.size() << "/" << options_.num_servers + options_.num_workers << ")";
   }
-  pb::Header ack;
-  ack.set_type(pb::MSG_REGISTER_ACK);
-  ack.set_sender(kSchedulerId);
+  pb::Header ack = MakeHeader(pb::MSG_REGISTER_ACK, kSchedulerId);
   ack.mutable_register_ack()->set_waiting_for(
       static_cast<int32_t>(options_.num_servers + options_.num_workers - pending_.size()));
   SendTo(temp_id, ack);
@@ -319,9 +310,7 @@ Status Scheduler::MaybeStart() {
   pending_.clear();
   started_ = true;
   generation_ = 1;
-  pb::Header t;
-  t.set_type(pb::MSG_NODE_TABLE);
-  t.set_sender(kSchedulerId);
+  pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId);
   *t.mutable_node_table() = BuildTable();
   Broadcast(t);
   LOG(INFO) << "node table sent: D = " << num_params_ << ", " << options_.num_servers
@@ -341,9 +330,7 @@ pb::NodeTable Scheduler::BuildTable() const {
 
 void Scheduler::HandleBarrier(int id, const pb::Barrier& b) {
   if (b.group() == 0 || b.group() > kGroupAll) {
-    pb::Header h;
-    h.set_sender(id);
-    h.set_type(pb::MSG_BARRIER);
+    pb::Header h = MakeHeader(pb::MSG_BARRIER, id);
     return ReplyError(h, pb::ERROR_BAD_BARRIER, "bad barrier group " + std::to_string(b.group()));
   }
   // A node waits in one barrier at a time (Node::Barrier blocks); a few pending entries allow for
@@ -352,9 +339,7 @@ void Scheduler::HandleBarrier(int id, const pb::Barrier& b) {
   int pending = 0;
   for (const auto& [other, ids] : barriers_) pending += other != key && ids.count(id) > 0;
   if (pending >= kMaxPendingBarriersPerNode) {
-    pb::Header h;
-    h.set_sender(id);
-    h.set_type(pb::MSG_BARRIER);
+    pb::Header h = MakeHeader(pb::MSG_BARRIER, id);
     return ReplyError(h, pb::ERROR_BAD_BARRIER,
                       "node " + std::to_string(id) + " already waits in " +
                           std::to_string(pending) + " barriers");
@@ -375,9 +360,7 @@ void Scheduler::CheckBarriers() {
       ++it;
       continue;
     }
-    pb::Header rel;
-    rel.set_type(pb::MSG_BARRIER_RELEASE);
-    rel.set_sender(kSchedulerId);
+    pb::Header rel = MakeHeader(pb::MSG_BARRIER_RELEASE, kSchedulerId);
     rel.mutable_barrier()->set_group(group);
     rel.mutable_barrier()->set_seq(seq);
     for (int id : it->second) {
@@ -410,9 +393,7 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
   dead_count_.fetch_add(1, std::memory_order_relaxed);
   LOG(WARNING) << RoleName(e.info.role()) << " " << e.info.rank() << " (node " << e.info.id()
                << ") is dead: " << reason;
-  pb::Header h;
-  h.set_type(pb::MSG_NODE_DEAD);
-  h.set_sender(kSchedulerId);
+  pb::Header h = MakeHeader(pb::MSG_NODE_DEAD, kSchedulerId);
   auto* d = h.mutable_node_dead();
   d->set_id(e.info.id());
   d->set_role(e.info.role());
@@ -461,12 +442,7 @@ void Scheduler::SendTo(int id, const pb::Header& h) {
 }
 
 void Scheduler::ReplyError(const pb::Header& to, pb::ErrorCode code, const std::string& message) {
-  pb::Header h;
-  h.set_type(pb::MSG_ERROR);
-  h.set_sender(kSchedulerId);
-  h.mutable_error()->set_code(code);
-  h.mutable_error()->set_message(message);
-  h.mutable_error()->set_rejected_type(to.type());
+  const pb::Header h = MakeErrorHeader(kSchedulerId, kNoRecipient, 0, code, message, to.type());
   LOG(WARNING) << "error to node " << to.sender() << ": " << pb::ErrorCode_Name(code) << ": "
                << message;
   if (Find(to.sender()) != nullptr) return SendTo(to.sender(), h);
@@ -493,9 +469,7 @@ void Scheduler::Broadcast(const pb::Header& h, int except) {
 }
 
 void Scheduler::ShutdownAll(const std::string& reason, bool failed) {
-  pb::Header h;
-  h.set_type(pb::MSG_SHUTDOWN);
-  h.set_sender(kSchedulerId);
+  pb::Header h = MakeHeader(pb::MSG_SHUTDOWN, kSchedulerId);
   h.mutable_shutdown()->set_reason(reason);
   h.mutable_shutdown()->set_failed(failed);
   Broadcast(h);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/sparse_ops.h"
+#include "proto/messages.h"
 
 namespace sieve {
 namespace {
@@ -109,24 +110,14 @@ void ShardService::OnData(Message msg) {
 }
 
 void ShardService::SendJoinAck(const Reply& r, int peer) {
-  pb::Header h;
-  h.set_type(pb::MSG_JOIN_ACK);
-  h.set_sender(link_->id());
-  h.set_recipient(peer);
-  h.set_shard(options_.rank);
-  h.set_round(r.round);
+  pb::Header h = MakeDataHeader(pb::MSG_JOIN_ACK, link_->id(), peer, options_.rank, r.round);
   auto frames = EncodeControl(h);
   if (frames.ok()) (void)link_->Send(peer, std::move(frames).value());
 }
 
 bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t parts, size_t from,
                              size_t to) {
-  pb::Header h;
-  h.set_type(r.type);
-  h.set_sender(link_->id());
-  h.set_recipient(peer);
-  h.set_shard(options_.rank);
-  h.set_round(r.round);
+  pb::Header h = MakeDataHeader(r.type, link_->id(), peer, options_.rank, r.round);
   if (parts > 1) {
     h.set_part(part);
     h.set_parts(parts);

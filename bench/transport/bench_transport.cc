@@ -50,6 +50,7 @@
 #include "net/transport.h"
 #include "proto/codec.h"
 #include "proto/crc32c.h"
+#include "proto/messages.h"
 
 namespace sieve {
 namespace {
@@ -118,11 +119,7 @@ Result RunSieve(size_t k, int workers, int rounds, bool checksum) {
   EncodeOptions eo;
   eo.checksum = checksum;
   auto encode = [&](pb::MsgType type, int sender, int round) {
-    pb::Header h;
-    h.set_type(type);
-    h.set_sender(sender);
-    h.set_shard(0);
-    h.set_round(round);
+    pb::Header h = MakeDataHeader(type, sender, kNoRecipient, 0, round);
     DataPayload p;
     p.indices = payload->indices;
     p.values = std::as_bytes(std::span<const float>(payload->values));

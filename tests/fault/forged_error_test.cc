@@ -13,6 +13,7 @@
 
 #include "net/transport.h"
 #include "proto/codec.h"
+#include "proto/messages.h"
 #include "tests/fault/cluster.h"
 
 namespace sieve {
@@ -47,14 +48,8 @@ TEST(ForgedErrorTest, WorkerPushesAgainAndTheJobFinishes) {
   std::thread flood([&] {
     while (!stop) {
       for (uint64_t round = 0; round < kRounds && !stop; ++round) {
-        pb::Header h;
-        h.set_type(pb::MSG_ERROR);
-        h.set_sender(1);
-        h.set_recipient(2);
-        h.set_round(round);
-        h.mutable_error()->set_code(pb::ERROR_INDEX_ORDER);
-        h.mutable_error()->set_message("forged");
-        h.mutable_error()->set_rejected_type(pb::MSG_PUSH);
+        const pb::Header h =
+            MakeErrorHeader(1, 2, round, pb::ERROR_INDEX_ORDER, "forged", pb::MSG_PUSH);
         auto frames = EncodeControl(h);
         if (frames.ok() && (*intruder)->TrySend(2, std::move(frames).value()).ok()) ++forged;
         if (round % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "proto/codec.h"
+#include "proto/messages.h"
 #include "tests/net/daemon_paths.h"
 
 namespace sieve::testing {
@@ -69,11 +70,7 @@ Frames HandDrivenJob::Push(int w, uint64_t round, int shard, std::vector<uint32_
                            std::vector<float> val) const {
   auto keep = std::make_shared<std::pair<std::vector<uint32_t>, std::vector<float>>>(
       std::move(idx), std::move(val));
-  pb::Header h;
-  h.set_type(pb::MSG_PUSH);
-  h.set_sender(workers_[w]->id());
-  h.set_shard(shard);
-  h.set_round(round);
+  pb::Header h = MakeDataHeader(pb::MSG_PUSH, workers_[w]->id(), kNoRecipient, shard, round);
   DataPayload p;
   p.indices = keep->first;
   p.values = std::as_bytes(std::span<const float>(keep->second));
@@ -91,10 +88,7 @@ Message HandDrivenJob::Next(int w) {
 }
 
 std::vector<float> HandDrivenJob::PullShard(int w) {
-  pb::Header h;
-  h.set_type(pb::MSG_PULL_DENSE);
-  h.set_sender(workers_[w]->id());
-  h.set_shard(0);
+  pb::Header h = MakeDataHeader(pb::MSG_PULL_DENSE, workers_[w]->id(), kNoRecipient, 0, 0);
   for (int attempt = 0; attempt < 20; ++attempt) {
     auto frames = EncodeControl(h);
     EXPECT_TRUE(frames.ok());

@@ -9,6 +9,7 @@
 
 #include "net/address.h"
 #include "net/node.h"
+#include "proto/messages.h"
 
 namespace sieve {
 namespace {
@@ -72,9 +73,7 @@ std::unique_ptr<Transport> RawPeer(const std::string& address) {
 
 // Sends the scheduler a REGISTER from `peer` (instance 42) speaking protocol `version`.
 void SendRegister(Transport& peer, pb::Role role, int rank, uint32_t version) {
-  pb::Header h;
-  h.set_type(pb::MSG_REGISTER);
-  h.set_sender(-1);
+  pb::Header h = MakeHeader(pb::MSG_REGISTER, -1);
   auto* r = h.mutable_register_();
   r->set_role(role);
   r->set_host(peer.host());
@@ -176,9 +175,7 @@ TEST(NetSchedulerTest, PendingBarriersPerNodeAreBounded) {
   ASSERT_TRUE(w0.ok()) << w0.status().ToString();
   const int id = (*w0)->WorkerId(1);  // the flooding worker's node id
   for (uint64_t seq = 1; seq <= 10; ++seq) {
-    pb::Header h;
-    h.set_type(pb::MSG_BARRIER);
-    h.set_sender(id);
+    pb::Header h = MakeHeader(pb::MSG_BARRIER, id);
     h.mutable_barrier()->set_group(kGroupWorkers);
     h.mutable_barrier()->set_seq(seq);
     ASSERT_TRUE(flood->Send(0, std::move(EncodeControl(h)).value()).ok());
@@ -223,10 +220,7 @@ TEST(NetNodeTest, PeerMessageBeforeTheTableIsDeliveredAfterIt) {
   }
   // It asks the server for its shard before the table exists (worker 0 has not registered).
   ASSERT_TRUE(early->Connect(1, "127.0.0.1", so.transport.port).ok());
-  pb::Header pull;
-  pull.set_type(pb::MSG_PULL_DENSE);
-  pull.set_sender(3);
-  pull.set_recipient(1);
+  pb::Header pull = MakeHeader(pb::MSG_PULL_DENSE, 3, 1);
   pull.set_shard(0);
   auto frames = EncodeControl(pull);
   ASSERT_TRUE(frames.ok());
@@ -298,9 +292,7 @@ TEST(NetTransportTest, TrySendDropsAtOnceWhenThePeersQueueIsFull) {
   probe->reset();
   ASSERT_TRUE((*sender)->Connect(7, "127.0.0.1", nobody).ok());
   auto message = [] {
-    pb::Header h;
-    h.set_type(pb::MSG_ERROR);
-    h.set_sender(1);
+    pb::Header h = MakeHeader(pb::MSG_ERROR, 1);
     return std::move(EncodeControl(h)).value();
   };
   int queued = 0;

@@ -21,6 +21,7 @@
 
 #include "net/curve.h"
 #include "proto/codec.h"
+#include "proto/messages.h"
 #include "tests/fault/cluster.h"
 
 namespace sieve {
@@ -47,12 +48,7 @@ int FreePort() {
 
 // A valid one-pair PUSH for shard 0, claiming to be worker id 2.
 Frames ForgedPush() {
-  pb::Header h;
-  h.set_type(pb::MSG_PUSH);
-  h.set_sender(2);
-  h.set_recipient(1);
-  h.set_shard(0);
-  h.set_round(0);
+  pb::Header h = MakeDataHeader(pb::MSG_PUSH, 2, 1, 0, 0);
   const std::vector<uint32_t> idx = {3};
   const std::vector<float> val = {1e6f};
   DataPayload p;

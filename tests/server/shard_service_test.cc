@@ -12,6 +12,7 @@
 
 #include "kernels/sparse_ops.h"
 #include "proto/codec.h"
+#include "proto/messages.h"
 
 namespace sieve {
 namespace {
@@ -59,12 +60,7 @@ Message DecodeOrDie(Frames frames) {
 // A PUSH from node `sender` for `shard`, through the codec (fp16: values sent as binary16).
 Message Push(int sender, int shard, uint64_t round, const std::vector<uint32_t>& idx,
              const std::vector<float>& val, bool fp16 = false) {
-  pb::Header h;
-  h.set_type(pb::MSG_PUSH);
-  h.set_sender(sender);
-  h.set_recipient(1);
-  h.set_shard(shard);
-  h.set_round(round);
+  pb::Header h = MakeDataHeader(pb::MSG_PUSH, sender, 1, shard, round);
   struct Arrays {
     std::vector<uint32_t> idx;
     std::vector<float> val;
@@ -87,12 +83,7 @@ Message Push(int sender, int shard, uint64_t round, const std::vector<uint32_t>&
 }
 
 Message Control(int sender, pb::MsgType type, uint64_t round, int shard = 0) {
-  pb::Header h;
-  h.set_type(type);
-  h.set_sender(sender);
-  h.set_recipient(1);
-  h.set_shard(shard);
-  h.set_round(round);
+  pb::Header h = MakeDataHeader(type, sender, 1, shard, round);
   auto frames = EncodeControl(h);
   EXPECT_TRUE(frames.ok());
   return DecodeOrDie(std::move(frames).value());

@@ -8,6 +8,7 @@
 #include "kernels/sparse_ops.h"
 #include "net/curve.h"
 #include "net/node.h"
+#include "proto/messages.h"
 #include "proto/shards.h"
 
 namespace sieve {
@@ -347,12 +348,7 @@ void ForwardValues(const Message& msg, uint64_t lo, const UpdateSink& sink,
 }  // namespace
 
 Status PsClient::Impl::SendControl(pb::MsgType type, uint64_t round, int s) {
-  pb::Header h;
-  h.set_type(type);
-  h.set_sender(node_->id());
-  h.set_recipient(node_->ServerId(s));
-  h.set_shard(s);
-  h.set_round(round);
+  pb::Header h = MakeDataHeader(type, node_->id(), node_->ServerId(s), s, round);
   auto frames = EncodeControl(h);
   if (!frames.ok()) return frames.status();
   return node_->Send(node_->ServerId(s), std::move(frames).value());
@@ -442,12 +438,8 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   auto push_to = [&](uint32_t s) -> Status {
     const size_t from = sel->dense ? bounds_[s] : offsets_[s];
     const size_t to = sel->dense ? bounds_[s + 1] : offsets_[s + 1];
-    pb::Header h;
-    h.set_type(pb::MSG_PUSH);
-    h.set_sender(node_->id());
-    h.set_recipient(node_->ServerId(static_cast<int>(s)));
-    h.set_shard(static_cast<int>(s));
-    h.set_round(round);
+    pb::Header h = MakeDataHeader(pb::MSG_PUSH, node_->id(), node_->ServerId(static_cast<int>(s)),
+                                  static_cast<int>(s), round);
     DataPayload p;
     p.dense = sel->dense;
     p.fp16 = options_.fp16;
