@@ -21,8 +21,8 @@
 #include "kernels/model/model_layout.h"
 #include "kernels/model/param_init.h"
 #include "metrics/daemon_metrics.h"
-#include "net/curve.h"
 #include "net/node.h"
+#include "net/node_flags.h"
 #include "net/signal_watcher.h"
 #include "server/checkpointer.h"
 #include "server/consistency.h"
@@ -30,15 +30,6 @@
 #include "server/shard_server.h"
 #include "server/shard_service.h"
 
-DEFINE_string(scheduler, "127.0.0.1:9310", "Scheduler address host:port");
-DEFINE_int32(rank, -1, "Requested server rank (-1 = assigned by the scheduler)");
-DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
-DEFINE_string(host, "",
-              "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
-DEFINE_string(curve_dir, "",
-              "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
-              "allowed_clients; written by `sieve keygen`); empty = no encryption");
-DEFINE_uint32(port, 0, "Port to listen on (0 = any free port)");
 DEFINE_string(model, "fnn3",
               "Model whose layout and seeded init the shard uses: softmax|fnn3|cnn|cnn_large|"
               "synthetic");
@@ -55,8 +46,6 @@ DEFINE_string(server_compressor, "none",
               "Two-way compression of the BSP aggregate: none|topk|gaussiank");
 DEFINE_double(server_density, 0.001,
               "Density rho' of the server-side selection (two-way compression)");
-DEFINE_int32(heartbeat_interval_ms, 1000, "Heartbeat period to the scheduler (0 = off)");
-DEFINE_int32(heartbeat_timeout_ms, 10000, "Fail when the scheduler is silent this long");
 DEFINE_string(dump_shard, "",
               "At the end, write the shard's weights here (raw little-endian float32)");
 DEFINE_string(checkpoint_dir, "", "Directory of this shard's checkpoint (empty = no checkpoints)");
@@ -69,8 +58,6 @@ DEFINE_uint64(reply_part_pairs, 32768,
               "Send a sparse UPDATE of more pairs than this in parts of about this many pairs, "
               "each as soon as it is ready (BSP: while the rest of the round is applied); "
               "0 = whole replies");
-DEFINE_uint32(metrics_port, 0,
-              "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
 
 namespace sieve {
 namespace {
@@ -112,10 +99,12 @@ int Run() {
     std::cerr << "sieve-server: --server_density must be in (0, 1]\n";
     return 2;
   }
-  if (FLAGS_port > 65535) {
-    std::cerr << "sieve-server: --port must be in [0, 65535]\n";
+  auto node_flags = ReadNodeFlags();
+  if (!node_flags.ok()) {
+    std::cerr << "sieve-server: " << node_flags.status().message() << "\n";
     return 2;
   }
+  const NodeFlags& nf = *node_flags;
   auto layout = MakeModelLayout(FLAGS_model, FLAGS_num_params);
   if (!layout.ok()) {
     std::cerr << "sieve-server: --model: " << layout.status().ToString() << "\n";
@@ -129,7 +118,7 @@ int Run() {
   }
 
   // Serving /healthz before registering lets the Kubernetes probes pass while the job forms.
-  auto metrics_or = DaemonMetrics::Start({"server", FLAGS_bind, FLAGS_metrics_port});
+  auto metrics_or = DaemonMetrics::Start({"server", nf.bind, nf.metrics_port});
   if (!metrics_or.ok()) {
     std::cerr << "sieve-server: " << metrics_or.status().ToString() << "\n";
     return 1;
@@ -138,22 +127,15 @@ int Run() {
 
   NodeOptions no;
   no.role = pb::ROLE_SERVER;
-  no.rank = FLAGS_rank;
-  no.scheduler = FLAGS_scheduler;
-  no.transport.bind_host = FLAGS_bind;
-  no.transport.port = static_cast<uint16_t>(FLAGS_port);
-  no.transport.advertise_host = FLAGS_host;
+  no.rank = nf.rank;
+  no.scheduler = nf.scheduler;
+  no.transport.bind_host = nf.bind;
+  no.transport.port = nf.port;
+  no.transport.advertise_host = nf.host;
   no.transport.max_message_bytes = MaxFrameBytes(layout->num_params);
-  if (!FLAGS_curve_dir.empty()) {
-    auto curve = LoadCurveDir(FLAGS_curve_dir);
-    if (!curve.ok()) {
-      std::cerr << "sieve-server: --curve_dir: " << curve.status().ToString() << "\n";
-      return 2;
-    }
-    no.transport.curve = *curve;
-  }
-  no.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
-  no.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  no.transport.curve = nf.curve;
+  no.heartbeat_interval_ms = nf.heartbeat_interval_ms;
+  no.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;
 
   std::mutex mu;
   Node* node_ptr = nullptr;
@@ -269,7 +251,7 @@ int Run() {
   // This thread only waits for the end; with --metrics_port it refreshes the auth gauges.
   Status end;
   do {
-    end = node.WaitShutdown(FLAGS_metrics_port != 0 ? 1000 : 3600 * 1000);
+    end = node.WaitShutdown(nf.metrics_port != 0 ? 1000 : 3600 * 1000);
     metrics.SetAuth(node.auth_accepted(), node.auth_denied());
   } while (end.code() == StatusCode::kDeadlineExceeded);
   node.set_on_data(nullptr);  // from here on no data handler runs

@@ -16,7 +16,7 @@
 #include "base/flags.h"
 #include "kernels/model/model_layout.h"
 #include "metrics/daemon_metrics.h"
-#include "net/curve.h"
+#include "net/node_flags.h"
 #include "net/signal_watcher.h"
 #include "worker/client/ps_client.h"
 #include "worker/data/dataset.h"
@@ -86,18 +86,8 @@ DEFINE_string(dump_weights, "",
               "After training, write the replica as D raw little-endian float32 values "
               "({rank} in the path is replaced by the worker rank)");
 DEFINE_string(progress, "auto", "Progress display: bar, log, or auto (bar when stdout is a TTY)");
-// Cluster.
-DEFINE_string(scheduler, "127.0.0.1:9310", "Scheduler address host:port");
-DEFINE_int32(rank, -1, "Requested worker rank (-1 = the scheduler assigns one)");
-DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
-DEFINE_string(host, "",
-              "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
-DEFINE_string(curve_dir, "",
-              "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
-              "allowed_clients; written by `sieve keygen`); empty = no encryption");
-DEFINE_uint32(port, 0, "TCP port to listen on (0 = any free port)");
-DEFINE_int32(heartbeat_interval_ms, 1000, "Heartbeat period (0 disables heartbeats)");
-DEFINE_int32(heartbeat_timeout_ms, 10000, "Scheduler silent this long -> the worker fails");
+// Cluster: --scheduler, --rank, --bind, --host, --port, --curve_dir, heartbeats and
+// --metrics_port are net/node_flags.h's.
 DEFINE_int32(round_timeout_ms, 120000, "Longest wait for one round's replies / a barrier / a pull");
 DEFINE_int32(shutdown_timeout_ms, 600000,
              "After training, longest wait for the other workers and the scheduler's shutdown");
@@ -106,8 +96,6 @@ DEFINE_int32(
     kernel_threads, 1,
     "OpenMP threads of the CPU selection kernels (1 suits several workers sharing few cores; "
     "spinning OpenMP teams on oversubscribed cores are many times slower)");
-DEFINE_uint32(metrics_port, 0,
-              "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
 
 namespace {
 
@@ -218,17 +206,12 @@ int main(int argc, char** argv) {
     return Usage("--progress must be auto, bar or log");
   }
   if (sieve::Status s = sieve::ValidateTrainerOptions(o); !s.ok()) return Usage(s.message());
-  if (FLAGS_rank < -1) return Usage("--rank must be >= -1");
-  if (FLAGS_port > 65535) return Usage("--port must be in [0, 65535]");
-  if (FLAGS_heartbeat_interval_ms < 0 || FLAGS_heartbeat_timeout_ms < 0) {
-    return Usage("heartbeat intervals must be >= 0");
-  }
+  auto node_flags = sieve::ReadNodeFlags();
+  if (!node_flags.ok()) return Usage(node_flags.status().message());
+  const sieve::NodeFlags& nf = *node_flags;
   if (FLAGS_shutdown_timeout_ms < 1) return Usage("--shutdown_timeout_ms must be >= 1");
   if (FLAGS_blas_threads < 1) return Usage("--blas_threads must be >= 1");
   if (FLAGS_kernel_threads < 1) return Usage("--kernel_threads must be >= 1");
-  if (FLAGS_scheduler.rfind(':') == std::string::npos) {
-    return Usage("--scheduler must be host:port");
-  }
   auto device = sieve::ParseDevice(o.device);
   if (!device.ok()) return Usage("--device: " + device.status().message());
   auto layout = sieve::MakeModelLayout(o.model, o.num_params);
@@ -248,26 +231,22 @@ int main(int argc, char** argv) {
   });
 
   // Serving /healthz before joining lets the Kubernetes probes pass while the job forms.
-  auto metrics = sieve::DaemonMetrics::Start({"worker", FLAGS_bind, FLAGS_metrics_port});
+  auto metrics = sieve::DaemonMetrics::Start({"worker", nf.bind, nf.metrics_port});
   if (!metrics.ok()) {
     std::cerr << "sieve-worker: " << metrics.status().ToString() << "\n";
     return 1;
   }
 
   sieve::PsClientOptions copt;
-  copt.rank = FLAGS_rank;
-  copt.scheduler = FLAGS_scheduler;
-  copt.bind_host = FLAGS_bind;
-  copt.port = static_cast<uint16_t>(FLAGS_port);
-  copt.advertise_host = FLAGS_host;
-  if (!FLAGS_curve_dir.empty()) {
-    auto curve = sieve::LoadCurveDir(FLAGS_curve_dir);  // a usage error before joining
-    if (!curve.ok()) return Usage("--curve_dir: " + curve.status().ToString());
-    copt.curve_dir = FLAGS_curve_dir;
-  }
+  copt.rank = nf.rank;
+  copt.scheduler = nf.scheduler;
+  copt.bind_host = nf.bind;
+  copt.port = nf.port;
+  copt.advertise_host = nf.host;
+  copt.curve_dir = nf.curve_dir;         // its keys were checked by ReadNodeFlags
   copt.num_params = layout->num_params;  // max_message_bytes: the default, 4·D + 1 MiB
-  copt.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
-  copt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  copt.heartbeat_interval_ms = nf.heartbeat_interval_ms;
+  copt.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;
   copt.fp16 = o.fp16;
   copt.checksum = FLAGS_checksum;
   auto client = sieve::PsClient::Connect(copt);
