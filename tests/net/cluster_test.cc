@@ -23,7 +23,7 @@ using std::chrono::seconds;
 constexpr seconds kDeadline(60);
 
 std::string SchedulerBin() { return SchedulerBinary(); }
-std::string NodeBin() { return SelfDir() + "/test_node"; }
+std::string NodeBin() { return TestNodeBinary(); }
 
 struct Cluster {
   std::unique_ptr<Subprocess> scheduler;

@@ -12,6 +12,7 @@ std::string SchedulerBinary();  // sieve-scheduler
 std::string ServerBinary();     // sieve-server
 std::string WorkerBinary();     // sieve-worker
 std::string SieveBinary();      // sieve (launch, compare, keygen)
+std::string TestNodeBinary();   // tests/net/test_node, a bare node for cluster tests
 
 }  // namespace sieve::testing
 

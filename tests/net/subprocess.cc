@@ -107,12 +107,4 @@ void Subprocess::Kill(int signo) {
   if (pid_ > 0 && !reaped_) kill(pid_, signo);
 }
 
-std::string SelfDir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
-}
-
 }  // namespace sieve::testing

@@ -39,9 +39,6 @@ class Subprocess {
   int status_ = 0;
 };
 
-// Directory of the running test binary (where the test stand-ins are built).
-std::string SelfDir();
-
 }  // namespace sieve::testing
 
 #endif  // SIEVE_TESTS_NET_SUBPROCESS_H_
