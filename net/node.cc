@@ -59,7 +59,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeOptions& options) {
   uint16_t sched_port = 0;
   SIEVE_RETURN_IF_ERROR(ParseHostPort(options.scheduler, &sched_host, &sched_port));
   std::unique_ptr<Node> node(new Node(options));
-  auto transport = CreateZmqTransport(options.transport);
+  auto transport = CreateTransport(options.transport);
   if (!transport.ok()) return transport.status();
   node->transport_ = std::move(transport).value();
   SIEVE_RETURN_IF_ERROR(node->transport_->Connect(kSchedulerId, sched_host, sched_port));

@@ -8,6 +8,7 @@
 #define SIEVE_NET_TRANSPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,13 @@
 #include "proto/codec.h"
 
 namespace sieve {
+
+class Transport;
+struct TransportOptions;
+
+// Makes a node's transport from its options (see CreateTransport).
+using TransportFactory =
+    std::function<StatusOr<std::unique_ptr<Transport>>(const TransportOptions&)>;
 
 struct TransportOptions {
   std::string bind_host = "0.0.0.0";  // interface to bind the receive socket on
@@ -30,6 +38,9 @@ struct TransportOptions {
   // CurveZMQ on every socket (docs/security.md): the receive socket is a CURVE server admitting
   // only allow-listed client keys; every outgoing socket a CURVE client.
   CurveOptions curve;
+  // Empty: ZeroMQ (CreateZmqTransport). Tests plug in an in-process network here
+  // (net/inproc_transport.h) to drive nodes, the scheduler and the client without sockets.
+  TransportFactory factory;
 };
 
 // A max_message_bytes for a job of D parameters: 4·D bytes (a dense frame of the whole vector)
@@ -74,6 +85,10 @@ class Transport {
 // Creates the ZeroMQ implementation and binds its receive socket. Errors: Unavailable with the
 // address when the bind fails (e.g. port already in use), InvalidArgument for a bad host.
 StatusOr<std::unique_ptr<Transport>> CreateZmqTransport(const TransportOptions& options);
+
+// options.factory(options) when a factory is set, else CreateZmqTransport(options): what the node
+// runtime and the scheduler call.
+StatusOr<std::unique_ptr<Transport>> CreateTransport(const TransportOptions& options);
 
 }  // namespace sieve
 

@@ -181,6 +181,11 @@ class ZmqTransport final : public Transport {
 
 }  // namespace
 
+StatusOr<std::unique_ptr<Transport>> CreateTransport(const TransportOptions& options) {
+  if (options.factory) return options.factory(options);
+  return CreateZmqTransport(options);
+}
+
 StatusOr<std::unique_ptr<Transport>> CreateZmqTransport(const TransportOptions& options) {
   auto t = std::make_unique<ZmqTransport>(options);
   SIEVE_RETURN_IF_ERROR(t->Bind());

@@ -28,7 +28,7 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
                                 "--num_servers=" + std::to_string(options.num_servers));
   }
   std::unique_ptr<Scheduler> s(new Scheduler(options));
-  auto t = CreateZmqTransport(options.transport);
+  auto t = CreateTransport(options.transport);
   if (!t.ok()) return t.status();
   s->transport_ = std::move(t).value();
   s->num_params_ = options.num_params;

@@ -10,6 +10,7 @@
 #include "net/node.h"
 #include "proto/messages.h"
 #include "proto/shards.h"
+#include "worker/client/ps_client_testing.h"
 
 namespace sieve {
 namespace {
@@ -138,12 +139,17 @@ StatusOr<NodeOptions> ToNodeOptions(const PsClientOptions& options) {
 }  // namespace
 
 StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const PsClientOptions& options) {
-  auto n = ToNodeOptions(options);
-  if (!n.ok()) return n.status();
-  auto node = Node::Start(*n);
+  return PsClientTesting::Connect(options, nullptr);
+}
+
+StatusOr<std::unique_ptr<PsClient>> PsClientTesting::Connect(const PsClientOptions& options,
+                                                             TransportFactory factory) {
+  SIEVE_ASSIGN_OR_RETURN(NodeOptions n, ToNodeOptions(options));
+  n.transport.factory = std::move(factory);
+  auto node = Node::Start(n);
   if (!node.ok()) return node.status();
   return std::unique_ptr<PsClient>(
-      new PsClient(std::make_unique<Impl>(options, std::move(node).value())));
+      new PsClient(std::make_unique<PsClient::Impl>(options, std::move(node).value())));
 }
 
 PsClient::PsClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

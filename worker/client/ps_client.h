@@ -163,6 +163,7 @@ class PsClient {
   void RequestStop(const std::string& reason);
 
  private:
+  friend class PsClientTesting;  // worker/client/ps_client_testing.h: a client on test transports
   class Impl;  // the node runtime, the wire and the round's buffers (ps_client.cc)
   explicit PsClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

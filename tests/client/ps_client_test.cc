@@ -1,0 +1,262 @@
+// PsClient's reply collection, unit-tested: an in-process scheduler, one server the test plays
+// with a bare Node, and a real PsClient, all on an InprocNetwork. The test server answers each
+// PUSH as a faulty or hostile peer might (a stale round, duplicates, split parts, ERRORs, silence,
+// a restart), and the client's results are checked against what a correct client must do: the
+// replica holds exactly the values of the round's reply, and every failure is the documented one.
+#include "worker/client/ps_client.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/inproc_transport.h"
+#include "net/node.h"
+#include "proto/codec.h"
+#include "proto/messages.h"
+#include "scheduler/scheduler.h"
+#include "worker/client/ps_client_testing.h"
+
+namespace sieve {
+namespace {
+
+constexpr uint64_t kD = 64;  // one shard: server 0 owns [0, 64)
+constexpr int kWait = 5000;  // ms: bounds a hang, never a race
+
+class PsClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SchedulerOptions so;
+    so.num_servers = 1;
+    so.num_workers = 1;
+    so.num_params = kD;
+    so.heartbeat_timeout_ms = 0;
+    so.transport.factory = net_.factory();
+    auto s = Scheduler::Create(so);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    scheduler_ = std::move(s).value();
+    scheduler_thread_ = std::thread([this] { (void)scheduler_->Run(); });
+    address_ = "inproc:" + std::to_string(scheduler_->port());
+
+    // Each start returns once the whole job registered: start the server beside the client.
+    auto server = std::async(std::launch::async, [this] { return StartServer(); });
+    PsClientOptions co;
+    co.scheduler = address_;
+    co.num_params = kD;
+    co.heartbeat_interval_ms = 0;
+    co.resend_check_ms = 20;
+    auto c = PsClientTesting::Connect(co, net_.factory());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = std::move(c).value();
+    server_ = server.get();
+    ASSERT_NE(server_, nullptr);
+    weights_.assign(kD, -1.0f);
+  }
+
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+    if (scheduler_ != nullptr) scheduler_->Stop("test over");
+    if (scheduler_thread_.joinable()) scheduler_thread_.join();
+  }
+
+  std::unique_ptr<Node> StartServer() {
+    NodeOptions no;
+    no.role = pb::ROLE_SERVER;
+    no.rank = 0;
+    no.scheduler = address_;
+    no.heartbeat_interval_ms = 0;
+    no.transport.factory = net_.factory();
+    auto n = Node::Start(no);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? std::move(n).value() : nullptr;
+  }
+
+  // The client's round in the background: push sel = {1: 0.5, 9: -2} and collect the UPDATE.
+  std::future<Status> StartRound(uint64_t round, int timeout_ms = kWait) {
+    return std::async(std::launch::async, [this, round, timeout_ms] {
+      Selection sel;
+      sel.dim = kD;
+      sel.indices = {1, 9};
+      sel.values = {0.5f, -2.0f};
+      RoundStats stats;
+      return client_->PushPull(round, &sel, weights_, &stats, timeout_ms);
+    });
+  }
+
+  // The next message the server receives (a test failure after kWait ms without one).
+  Message ServerNext(Node& server) {
+    Message m;
+    auto got = server.Receive(&m, kWait);
+    EXPECT_TRUE(got.ok() && *got) << "the server received nothing";
+    return m;
+  }
+
+  // An UPDATE of `round` (part `part` of `parts`) from `server` to the worker that sent `push`.
+  void SendUpdate(Node& server, const Message& push, uint64_t round, std::vector<uint32_t> idx,
+                  std::vector<float> val, uint32_t part = 0, uint32_t parts = 1) {
+    auto keep = std::make_shared<std::pair<std::vector<uint32_t>, std::vector<float>>>(
+        std::move(idx), std::move(val));
+    pb::Header h = MakeDataHeader(pb::MSG_UPDATE, server.id(), push.header.sender(), 0, round);
+    if (parts > 1) {
+      h.set_part(part);
+      h.set_parts(parts);
+    }
+    DataPayload p;
+    p.indices = keep->first;
+    p.values = std::as_bytes(std::span<const float>(keep->second));
+    p.keepalive = keep;
+    auto frames = EncodeData(h, p);
+    ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+    ASSERT_TRUE(server.Send(push.header.sender(), std::move(frames).value()).ok());
+  }
+
+  void SendError(Node& server, const Message& push, uint64_t round, pb::ErrorCode code,
+                 pb::MsgType rejected = pb::MSG_PUSH) {
+    ASSERT_TRUE(server.SendError(push.header.sender(), code, "test says no", rejected, round).ok());
+  }
+
+  // weights_ with the given (index, value) pairs set and every other entry still -1.
+  static std::vector<float> Expect(const std::vector<std::pair<uint32_t, float>>& set) {
+    std::vector<float> w(kD, -1.0f);
+    for (auto [i, v] : set) w[i] = v;
+    return w;
+  }
+
+  InprocNetwork net_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::thread scheduler_thread_;
+  std::string address_;
+  std::unique_ptr<Node> server_;
+  std::unique_ptr<PsClient> client_;
+  std::vector<float> weights_;
+};
+
+TEST_F(PsClientTest, PushCarriesTheSelectionAndTheReplyIsWrittenIntoTheReplica) {
+  auto round = StartRound(0);
+  Message push = ServerNext(*server_);
+  ASSERT_EQ(push.type(), pb::MSG_PUSH);
+  EXPECT_EQ(push.header.round(), 0u);
+  EXPECT_EQ(std::vector<uint32_t>(push.indices.begin(), push.indices.end()),
+            (std::vector<uint32_t>{1, 9}));
+  EXPECT_EQ(std::vector<float>(push.values.begin(), push.values.end()),
+            (std::vector<float>{0.5f, -2.0f}));
+  SendUpdate(*server_, push, 0, {1, 9, 40}, {10.0f, 20.0f, 30.0f});
+  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_TRUE(round.get().ok());
+  EXPECT_EQ(weights_, Expect({{1, 10.0f}, {9, 20.0f}, {40, 30.0f}}));
+}
+
+TEST_F(PsClientTest, StaleRoundAndDuplicateRepliesAreIgnored) {
+  auto round = StartRound(5);
+  Message push = ServerNext(*server_);
+  SendUpdate(*server_, push, 4, {2}, {444.0f});  // the previous round: stale
+  SendUpdate(*server_, push, 6, {3}, {666.0f});  // a round not asked for
+  SendUpdate(*server_, push, 5, {1}, {7.0f});
+  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_TRUE(round.get().ok());
+  EXPECT_EQ(weights_, Expect({{1, 7.0f}}));
+
+  // A duplicate of round 5's reply arriving during round 6 changes nothing either.
+  weights_.assign(kD, -1.0f);
+  auto next = StartRound(6);
+  Message push6 = ServerNext(*server_);
+  SendUpdate(*server_, push6, 5, {1}, {555.0f});
+  SendUpdate(*server_, push6, 6, {8}, {8.0f});
+  ASSERT_EQ(next.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_TRUE(next.get().ok());
+  EXPECT_EQ(weights_, Expect({{8, 8.0f}}));
+}
+
+TEST_F(PsClientTest, SplitReplyCompletesAfterEveryPartAndIgnoresRepeatedParts) {
+  auto round = StartRound(2);
+  Message push = ServerNext(*server_);
+  SendUpdate(*server_, push, 2, {1}, {1.0f}, /*part=*/0, /*parts=*/3);
+  SendUpdate(*server_, push, 2, {1}, {999.0f}, 0, 3);  // the same part again: ignored
+  SendUpdate(*server_, push, 2, {20}, {2.0f}, 2, 3);
+  // Two parts of three: the round is not over.
+  EXPECT_EQ(round.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  SendUpdate(*server_, push, 2, {10}, {3.0f}, 1, 3);
+  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_TRUE(round.get().ok());
+  EXPECT_EQ(weights_, Expect({{1, 1.0f}, {10, 3.0f}, {20, 2.0f}}));
+}
+
+TEST_F(PsClientTest, ErrorAPeerCouldHaveCausedIsAnsweredByPushingAgain) {
+  auto round = StartRound(3);
+  Message push = ServerNext(*server_);
+  SendError(*server_, push, 3, pb::ERROR_CHECKSUM);
+  Message again = ServerNext(*server_);  // the same PUSH, sent again
+  ASSERT_EQ(again.type(), pb::MSG_PUSH);
+  EXPECT_EQ(again.header.round(), 3u);
+  EXPECT_EQ(std::vector<uint32_t>(again.indices.begin(), again.indices.end()),
+            (std::vector<uint32_t>{1, 9}));
+  SendUpdate(*server_, again, 3, {9}, {4.5f});
+  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_TRUE(round.get().ok());
+  EXPECT_EQ(client_->errors_retried(), 1u);
+  EXPECT_EQ(weights_, Expect({{9, 4.5f}}));
+}
+
+TEST_F(PsClientTest, ErrorsForAnotherRoundOrRequestAreIgnored) {
+  auto round = StartRound(3);
+  Message push = ServerNext(*server_);
+  SendError(*server_, push, 2, pb::ERROR_NOT_REGISTERED);                      // another round
+  SendError(*server_, push, 3, pb::ERROR_NOT_REGISTERED, pb::MSG_PULL_DENSE);  // another request
+  SendUpdate(*server_, push, 3, {1}, {1.5f});
+  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_TRUE(round.get().ok());
+  EXPECT_EQ(weights_, Expect({{1, 1.5f}}));
+  EXPECT_EQ(client_->errors_retried(), 0u);
+}
+
+TEST_F(PsClientTest, ARefusalFailsTheRoundNamingTheServerAndLeavesTheReplica) {
+  auto round = StartRound(1);
+  Message push = ServerNext(*server_);
+  SendError(*server_, push, 1, pb::ERROR_NOT_REGISTERED);
+  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  const Status s = round.get();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("server 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("ERROR_NOT_REGISTERED"), std::string::npos) << s.message();
+  EXPECT_EQ(weights_, Expect({}));
+}
+
+TEST_F(PsClientTest, SilenceEndsAtTheDeadlineNamingWhatIsMissing) {
+  auto round = StartRound(4, /*timeout_ms=*/200);
+  Message push = ServerNext(*server_);
+  ASSERT_EQ(push.type(), pb::MSG_PUSH);
+  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  const Status s = round.get();
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("round 4"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("1 of 1 servers"), std::string::npos) << s.message();
+  EXPECT_EQ(weights_, Expect({}));
+}
+
+TEST_F(PsClientTest, ARestartedServerGetsTheRoundsPushAgain) {
+  auto round = StartRound(7);
+  Message lost = ServerNext(*server_);  // received, never answered: the server "crashes"
+  ASSERT_EQ(lost.type(), pb::MSG_PUSH);
+  server_.reset();
+  // Its replacement registers under the same rank; the new node table makes the client resend.
+  std::unique_ptr<Node> restarted = StartServer();
+  ASSERT_NE(restarted, nullptr);
+  Message push = ServerNext(*restarted);
+  ASSERT_EQ(push.type(), pb::MSG_PUSH);
+  EXPECT_EQ(push.header.round(), 7u);
+  SendUpdate(*restarted, push, 7, {1, 9}, {0.25f, 0.75f});
+  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_TRUE(round.get().ok());
+  EXPECT_EQ(client_->resends(), 1u);
+  EXPECT_EQ(weights_, Expect({{1, 0.25f}, {9, 0.75f}}));
+  server_ = std::move(restarted);
+}
+
+}  // namespace
+}  // namespace sieve
