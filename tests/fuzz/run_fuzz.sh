@@ -35,7 +35,7 @@ fi
 BIN="$OUT/decode_push_fuzzer"
 SRCS=("$HERE/decode_push_fuzzer.cc" "$ROOT/proto/codec.cc" "$ROOT/proto/crc32c.cc" "$ROOT/proto/shards.cc"
       "$ROOT/server/shard_server.cc" "$ROOT/server/shard_server_bsp.cc"
-      "$ROOT/server/shard_server_async.cc" "$ROOT/server/change_log.cc" "$ROOT/server/reply_pool.cc"
+      "$ROOT/server/shard_server_async.cc" "$ROOT/server/change_log.cc"
       "$ROOT/server/consistency.cc"
       "$ROOT/base/status.cc" "$GEN/sieve.pb.cc")
 newest_src=$(stat -c %Y "${SRCS[@]}" "$KERNELS" | sort -n | tail -1)

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "base/lent_buffer_pool.h"
 #include "base/prefetch.h"
 #include "kernels/sparse_ops.h"
 #include "net/curve.h"
@@ -92,7 +93,9 @@ class PsClient::Impl {
   std::unique_ptr<Node> node_;
   std::vector<uint64_t> bounds_;  // S+1 shard boundaries
   std::vector<size_t> offsets_;   // reused across rounds
-  std::shared_ptr<SendBuffers> buffers_;
+  // The round's send buffers are lent to ZeroMQ (zero-copy); a buffer is reused only after
+  // ZeroMQ let go of it (LentBufferPool's locked hand-back, never a use_count() check).
+  LentBufferPool<SendBuffers> buffers_;
   std::vector<float> sink_scratch_;  // fp16 UPDATE values converted for an UpdateSink
   uint64_t resends_ = 0;
   uint64_t errors_retried_ = 0;
@@ -100,7 +103,7 @@ class PsClient::Impl {
 };
 
 PsClient::Impl::Impl(const PsClientOptions& options, std::unique_ptr<Node> node)
-    : options_(options), node_(std::move(node)), buffers_(std::make_shared<SendBuffers>()) {
+    : options_(options), node_(std::move(node)) {
   bounds_.push_back(0);
   for (const auto& r : node_->shards()) bounds_.push_back(r.hi);
 }
@@ -425,9 +428,8 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
         "selection sizes do not match (dense: D values; sparse: one value per index)");
   }
   const auto t0 = Clock::now();
-  if (buffers_.use_count() > 1)
-    buffers_ = std::make_shared<SendBuffers>();  // ZeroMQ still holds the old
-  SendBuffers& b = *buffers_;
+  std::shared_ptr<SendBuffers> lent = buffers_.Get();
+  SendBuffers& b = *lent;
   if (!sel->dense) {
     SIEVE_RETURN_IF_ERROR(SplitByShard(sel->indices, bounds_, &offsets_, &b.relative));
   }
@@ -455,7 +457,7 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     } else {
       p.values = std::as_bytes(std::span<const float>(b.values).subspan(from, to - from));
     }
-    p.keepalive = buffers_;
+    p.keepalive = lent;
     EncodeOptions eo;
     eo.checksum = options_.checksum;
     auto frames = EncodeData(h, p, eo);
@@ -486,9 +488,12 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   }
   local.wait_seconds = Since(t1);
   // Hand the arrays back unless ZeroMQ still holds frames pointing into them.
-  if (buffers_.use_count() == 1) {
-    sel->indices.swap(b.indices);
-    sel->values.swap(b.values);
+  const SendBuffers* const mine = lent.get();
+  lent.reset();
+  if (std::unique_ptr<SendBuffers> back = buffers_.Reclaim(mine)) {
+    sel->indices.swap(back->indices);
+    sel->values.swap(back->values);
+    buffers_.Put(std::move(back));
   } else {
     sel->indices.clear();
     sel->values.clear();
