@@ -59,9 +59,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeOptions& options) {
   uint16_t sched_port = 0;
   SIEVE_RETURN_IF_ERROR(ParseHostPort(options.scheduler, &sched_host, &sched_port));
   std::unique_ptr<Node> node(new Node(options));
-  auto transport = CreateTransport(options.transport);
-  if (!transport.ok()) return transport.status();
-  node->transport_ = std::move(transport).value();
+  SIEVE_ASSIGN_OR_RETURN(auto transport, CreateTransport(options.transport));
+  node->transport_ = std::move(transport);
   SIEVE_RETURN_IF_ERROR(node->transport_->Connect(kSchedulerId, sched_host, sched_port));
   node->last_from_scheduler_ = Clock::now();
   node->io_ = std::thread([n = node.get()] { n->IoLoop(); });
@@ -95,9 +94,8 @@ Status Node::Register() {
   std::unique_lock<std::mutex> lock(mu_);
   for (int attempt = 0; attempt < options_.register_attempts && !acked_; ++attempt) {
     lock.unlock();
-    auto frames = EncodeControl(h);
-    if (!frames.ok()) return frames.status();
-    Status s = transport_->Send(kSchedulerId, std::move(frames).value());
+    SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
+    Status s = transport_->Send(kSchedulerId, std::move(frames));
     lock.lock();
     if (!s.ok() && s.code() != StatusCode::kDeadlineExceeded) return s;
     cv_.wait_for(lock, std::chrono::milliseconds(options_.register_retry_ms), [&] {
@@ -401,10 +399,9 @@ Status Node::Send(int peer, Frames frames) { return transport_->Send(peer, std::
 Status Node::SendError(int peer, pb::ErrorCode code, const std::string& message,
                        pb::MsgType rejected, uint64_t round) {
   const pb::Header h = MakeErrorHeader(id_, peer, round, code, message, rejected);
-  auto frames = EncodeControl(h);
-  if (!frames.ok()) return frames.status();
+  SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
   // Never wait: a peer that sends garbage and does not read must not stall this thread.
-  Status sent = transport_->TrySend(peer, std::move(frames).value());
+  Status sent = transport_->TrySend(peer, std::move(frames));
   if (!sent.ok()) errors_dropped_.fetch_add(1, std::memory_order_relaxed);
   return sent;
 }
@@ -444,9 +441,8 @@ Status Node::Barrier(uint32_t group, int timeout_ms) {
   pb::Header h = MakeHeader(pb::MSG_BARRIER, id_, kSchedulerId);
   h.mutable_barrier()->set_group(group);
   h.mutable_barrier()->set_seq(seq);
-  auto frames = EncodeControl(h);
-  if (!frames.ok()) return frames.status();
-  SIEVE_RETURN_IF_ERROR(transport_->Send(kSchedulerId, std::move(frames).value()));
+  SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
+  SIEVE_RETURN_IF_ERROR(transport_->Send(kSchedulerId, std::move(frames)));
   std::unique_lock<std::mutex> lock(mu_);
   const bool done = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
     return barrier_released_[group] >= seq || !StopStatusLocked().ok();
@@ -462,9 +458,8 @@ Status Node::Barrier(uint32_t group, int timeout_ms) {
 Status Node::Finish() {
   pb::Header h = MakeHeader(pb::MSG_FINISHED, id_, kSchedulerId);
   h.mutable_finished();
-  auto frames = EncodeControl(h);
-  if (!frames.ok()) return frames.status();
-  return transport_->Send(kSchedulerId, std::move(frames).value());
+  SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
+  return transport_->Send(kSchedulerId, std::move(frames));
 }
 
 Status Node::WaitShutdown(int timeout_ms) {

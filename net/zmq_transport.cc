@@ -32,9 +32,8 @@ class ZmqTransport final : public Transport {
 
   Status Bind() {
     if (options_.curve.enabled) {
-      auto zap = ZapHandler::Start(ctx_, options_.curve.allowed_clients);
-      if (!zap.ok()) return zap.status();
-      zap_ = std::move(zap).value();
+      SIEVE_ASSIGN_OR_RETURN(auto zap, ZapHandler::Start(ctx_, options_.curve.allowed_clients));
+      zap_ = std::move(zap);
     }
     try {
       if (options_.curve.enabled) {

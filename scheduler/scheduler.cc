@@ -28,9 +28,8 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
                                 "--num_servers=" + std::to_string(options.num_servers));
   }
   std::unique_ptr<Scheduler> s(new Scheduler(options));
-  auto t = CreateTransport(options.transport);
-  if (!t.ok()) return t.status();
-  s->transport_ = std::move(t).value();
+  SIEVE_ASSIGN_OR_RETURN(auto t, CreateTransport(options.transport));
+  s->transport_ = std::move(t);
   s->num_params_ = options.num_params;
   return s;
 }
@@ -56,9 +55,8 @@ Status Scheduler::Run() {
       return AbortedError(reason);
     }
     Frames frames;
-    auto got = transport_->Recv(&frames, 100);
-    if (!got.ok()) return got.status();
-    if (*got) Handle(std::move(frames));
+    SIEVE_ASSIGN_OR_RETURN(auto got, transport_->Recv(&frames, 100));
+    if (got) Handle(std::move(frames));
     if (!started_ && failure_.ok() &&
         Clock::now() - start > std::chrono::milliseconds(options_.startup_timeout_ms)) {
       failure_ = DeadlineExceededError("only " + std::to_string(pending_.size()) + " of " +
@@ -274,8 +272,7 @@ Status Scheduler::MaybeStart() {
     return FailedPreconditionError(
         "D unknown: pass --num_params to the scheduler or have a worker declare it");
   }
-  auto shards = SplitShards(num_params_, options_.num_servers);
-  if (!shards.ok()) return shards.status();
+  SIEVE_ASSIGN_OR_RETURN(auto shards, SplitShards(num_params_, options_.num_servers));
   // Requested ranks first, then the rest in arrival order.
   for (pb::Role role : {pb::ROLE_SERVER, pb::ROLE_WORKER}) {
     const uint32_t n = role == pb::ROLE_SERVER ? options_.num_servers : options_.num_workers;
@@ -299,8 +296,8 @@ Status Scheduler::MaybeStart() {
                        : WorkerNodeId(static_cast<int>(options_.num_servers), rank);
     e.info.set_id(id);
     if (e.info.role() == pb::ROLE_SERVER) {
-      e.info.set_shard_lo((*shards)[rank].lo);
-      e.info.set_shard_hi((*shards)[rank].hi);
+      e.info.set_shard_lo(shards[rank].lo);
+      e.info.set_shard_hi(shards[rank].hi);
     }
     transport_->Disconnect(temp);
     SIEVE_RETURN_IF_ERROR(transport_->Connect(id, e.info.host(), e.info.port()));

@@ -93,9 +93,8 @@ StatusOr<SpawnedChild> SpawnChild(const std::vector<std::string>& argv,
 
 StatusOr<CapturedRun> RunAndCapture(const std::vector<std::string>& argv,
                                     std::chrono::milliseconds timeout) {
-  auto spawned = SpawnChild(argv);
-  if (!spawned.ok()) return spawned.status();
-  SpawnedChild child = *spawned;
+  SIEVE_ASSIGN_OR_RETURN(auto spawned, SpawnChild(argv));
+  SpawnedChild child = spawned;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   CapturedRun run;
   char buf[4096];

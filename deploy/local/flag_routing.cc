@@ -63,10 +63,9 @@ FlagKind KindAcross(const std::vector<const DaemonFlags*>& daemons, const std::s
 StatusOr<std::vector<PassThroughFlag>> ParsePassThrough(
     const std::vector<std::string>& words, const FlagKindFn& kind_of,
     const std::vector<std::string>& known_names) {
-  auto parsed = ParseFlagWords(words, kind_of, known_names);
-  if (!parsed.ok()) return parsed.status();
+  SIEVE_ASSIGN_OR_RETURN(auto parsed, ParseFlagWords(words, kind_of, known_names));
   std::vector<PassThroughFlag> out;
-  for (FlagAssignment& a : *parsed) out.push_back({std::move(a.name), std::move(a.value)});
+  for (FlagAssignment& a : parsed) out.push_back({std::move(a.name), std::move(a.value)});
   return out;
 }
 

@@ -137,12 +137,10 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   std::string paths[3];
   DaemonFlags flags[3];
   for (int r = 0; r < 3; ++r) {
-    auto path = FindDaemon(kRoles[r].program, o.bin_dir);
-    if (!path.ok()) return path.status();
-    paths[r] = *path;
-    auto f = QueryDaemonFlags(paths[r], kHelpXmlTimeout);
-    if (!f.ok()) return f.status();
-    flags[r] = *f;
+    SIEVE_ASSIGN_OR_RETURN(auto path, FindDaemon(kRoles[r].program, o.bin_dir));
+    paths[r] = path;
+    SIEVE_ASSIGN_OR_RETURN(auto f, QueryDaemonFlags(paths[r], kHelpXmlTimeout));
+    flags[r] = f;
   }
   std::vector<const DaemonFlags*> daemons = {&flags[0], &flags[1], &flags[2]};
   std::vector<std::string> known;
@@ -169,17 +167,16 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   // The scheduler always takes the counts, whether or not its --helpxml lists them.
   flags[0].types.emplace("num_workers", "int32");
   flags[0].types.emplace("num_servers", "int32");
-  auto routed = RouteFlags(counts, {kRoles[0].name, kRoles[1].name, kRoles[2].name}, daemons);
-  if (!routed.ok()) return routed.status();
+  SIEVE_ASSIGN_OR_RETURN(
+      auto routed, RouteFlags(counts, {kRoles[0].name, kRoles[1].name, kRoles[2].name}, daemons));
 
   Plan plan;
   std::vector<std::string> programs[3] = {{paths[0]}, {paths[1]}, {paths[2]}};
   if (!o.worker_cmd.empty()) {
     // The worker command stands in for sieve-worker; its flags are still sieve-worker's.
     programs[2] = o.worker_cmd;
-    auto program = ResolveProgram(programs[2][0]);
-    if (!program.ok()) return program.status();
-    programs[2][0] = *program;
+    SIEVE_ASSIGN_OR_RETURN(auto program, ResolveProgram(programs[2][0]));
+    programs[2][0] = program;
   }
   for (int r = 0; r < 3; ++r) plan.program_words[r] = programs[r].size();
   const int counts_per_role[3] = {1, o.num_servers, o.num_workers};
@@ -203,7 +200,7 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
         if (flags[r].types.count(name))
           spec.argv.push_back(std::string("--") + name + "=127.0.0.1");
       }
-      const auto& mine = (*routed)[kRoles[r].name];
+      const auto& mine = routed[kRoles[r].name];
       spec.argv.insert(spec.argv.end(), mine.begin(), mine.end());
       plan.scheduler_servers_workers[r].push_back(std::move(spec));
     }
@@ -285,9 +282,8 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
     return false;  // shown as the job's progress instead
   });
   auto start = [&](const ChildSpec& spec, int rank_if_worker) -> Status {
-    auto index = sup.Start(spec);
-    if (!index.ok()) return index.status();
-    if (rank_if_worker >= 0) worker_rank[*index] = rank_if_worker;
+    SIEVE_ASSIGN_OR_RETURN(auto index, sup.Start(spec));
+    if (rank_if_worker >= 0) worker_rank[index] = rank_if_worker;
     return Status::Ok();
   };
   auto next_progress_line = Clock::now() + kProgressLineEvery;

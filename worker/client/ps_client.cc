@@ -127,9 +127,8 @@ StatusOr<NodeOptions> ToNodeOptions(const PsClientOptions& options) {
   n.transport.send_timeout_ms = options.send_timeout_ms;
   n.transport.send_hwm = options.send_hwm;
   if (!options.curve_dir.empty()) {
-    auto curve = LoadCurveDir(options.curve_dir);
-    if (!curve.ok()) return curve.status();
-    n.transport.curve = std::move(curve).value();
+    SIEVE_ASSIGN_OR_RETURN(auto curve, LoadCurveDir(options.curve_dir));
+    n.transport.curve = std::move(curve);
   }
   n.heartbeat_interval_ms = options.heartbeat_interval_ms;
   n.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
@@ -149,10 +148,9 @@ StatusOr<std::unique_ptr<PsClient>> PsClientTesting::Connect(const PsClientOptio
                                                              TransportFactory factory) {
   SIEVE_ASSIGN_OR_RETURN(NodeOptions n, ToNodeOptions(options));
   n.transport.factory = std::move(factory);
-  auto node = Node::Start(n);
-  if (!node.ok()) return node.status();
+  SIEVE_ASSIGN_OR_RETURN(auto node, Node::Start(n));
   return std::unique_ptr<PsClient>(
-      new PsClient(std::make_unique<PsClient::Impl>(options, std::move(node).value())));
+      new PsClient(std::make_unique<PsClient::Impl>(options, std::move(node))));
 }
 
 PsClient::PsClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -255,9 +253,8 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, int timeout_ms,
                                    " servers within " + std::to_string(timeout_ms) + " ms");
     }
     Message msg;
-    auto got = node_->Receive(&msg, static_cast<int>(remaining));
-    if (!got.ok()) return got.status();
-    if (!*got) continue;
+    SIEVE_ASSIGN_OR_RETURN(auto got, node_->Receive(&msg, static_cast<int>(remaining)));
+    if (!got) continue;
     const int server = msg.header.sender() - 1;
     if (server < 0 || server >= static_cast<int>(servers)) continue;  // not from a server
     if (msg.type() == pb::MSG_ERROR) {
@@ -358,9 +355,8 @@ void ForwardValues(const Message& msg, uint64_t lo, const UpdateSink& sink,
 
 Status PsClient::Impl::SendControl(pb::MsgType type, uint64_t round, int s) {
   pb::Header h = MakeDataHeader(type, node_->id(), node_->ServerId(s), s, round);
-  auto frames = EncodeControl(h);
-  if (!frames.ok()) return frames.status();
-  return node_->Send(node_->ServerId(s), std::move(frames).value());
+  SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
+  return node_->Send(node_->ServerId(s), std::move(frames));
 }
 
 Status PsClient::Impl::PullDense(std::span<float> weights, int timeout_ms, uint64_t* at) {
@@ -460,11 +456,10 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     p.keepalive = lent;
     EncodeOptions eo;
     eo.checksum = options_.checksum;
-    auto frames = EncodeData(h, p, eo);
-    if (!frames.ok()) return frames.status();
-    local.bytes_up += FrameBytes(*frames);
+    SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeData(h, p, eo));
+    local.bytes_up += FrameBytes(frames);
     local.pairs_up += to - from;
-    return node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames).value());
+    return node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames));
   };
   for (uint32_t s = 0; s < servers && status.ok(); ++s) status = push_to(s);
   local.push_seconds = Since(t0);

@@ -93,24 +93,20 @@ StatusOr<std::vector<uint8_t>> ReadMaybeGzipFile(const std::string& path) {
 }
 
 StatusOr<IdxImages> ReadIdxImages(const std::string& path) {
-  StatusOr<std::vector<uint8_t>> bytes = ReadMaybeGzipFile(path);
-  if (!bytes.ok()) return bytes.status();
-  StatusOr<std::vector<uint32_t>> dims = ParseHeader(path, *bytes, kIdxImagesMagic, 3);
-  if (!dims.ok()) return dims.status();
+  SIEVE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadMaybeGzipFile(path));
+  SIEVE_ASSIGN_OR_RETURN(std::vector<uint32_t> dims, ParseHeader(path, bytes, kIdxImagesMagic, 3));
   IdxImages images;
-  images.count = (*dims)[0];
-  images.rows = static_cast<int>((*dims)[1]);
-  images.cols = static_cast<int>((*dims)[2]);
-  images.pixels.assign(bytes->begin() + 16, bytes->end());
+  images.count = dims[0];
+  images.rows = static_cast<int>(dims[1]);
+  images.cols = static_cast<int>(dims[2]);
+  images.pixels.assign(bytes.begin() + 16, bytes.end());
   return images;
 }
 
 StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string& path) {
-  StatusOr<std::vector<uint8_t>> bytes = ReadMaybeGzipFile(path);
-  if (!bytes.ok()) return bytes.status();
-  StatusOr<std::vector<uint32_t>> dims = ParseHeader(path, *bytes, kIdxLabelsMagic, 1);
-  if (!dims.ok()) return dims.status();
-  return std::vector<uint8_t>(bytes->begin() + 8, bytes->end());
+  SIEVE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadMaybeGzipFile(path));
+  SIEVE_ASSIGN_OR_RETURN(std::vector<uint32_t> dims, ParseHeader(path, bytes, kIdxLabelsMagic, 1));
+  return std::vector<uint8_t>(bytes.begin() + 8, bytes.end());
 }
 
 }  // namespace sieve

@@ -16,12 +16,10 @@ StatusOr<int64_t> StepsPerEpoch(int64_t n, int world, int batch_size) {
 
 StatusOr<std::vector<int64_t>> EpochBatchOrder(int64_t n, int rank, int world, int batch_size,
                                                uint64_t seed, uint64_t epoch) {
-  auto range = PartitionRange(n, rank, world);
-  if (!range.ok()) return range.status();
-  auto steps = StepsPerEpoch(n, world, batch_size);
-  if (!steps.ok()) return steps.status();
-  std::vector<int64_t> order = EpochOrder(*range, seed, epoch, rank);
-  order.resize(static_cast<size_t>(*steps * batch_size));
+  SIEVE_ASSIGN_OR_RETURN(auto range, PartitionRange(n, rank, world));
+  SIEVE_ASSIGN_OR_RETURN(auto steps, StepsPerEpoch(n, world, batch_size));
+  std::vector<int64_t> order = EpochOrder(range, seed, epoch, rank);
+  order.resize(static_cast<size_t>(steps * batch_size));
   return order;
 }
 

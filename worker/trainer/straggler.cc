@@ -112,16 +112,15 @@ StatusOr<StragglerPlan> ParseStragglerPlan(std::string_view text) {
         return InvalidArgumentError("bad worker rank '" + std::string(head) + "' in --straggler");
       }
     }
-    auto spec = ParseStragglerSpec(ranked ? item.substr(colon + 1) : item);
-    if (!spec.ok()) return spec.status();
+    SIEVE_ASSIGN_OR_RETURN(auto spec, ParseStragglerSpec(ranked ? item.substr(colon + 1) : item));
     if (!ranked) {
       if (have_every) {
         return InvalidArgumentError("--straggler '" + std::string(text) +
                                     "' has two specs for every worker; give RANK:SPEC for one");
       }
       have_every = true;
-      plan.every = std::move(*spec);
-    } else if (!plan.rank.emplace(r, std::move(*spec)).second) {
+      plan.every = std::move(spec);
+    } else if (!plan.rank.emplace(r, std::move(spec)).second) {
       return InvalidArgumentError("--straggler names worker " + std::to_string(r) + " twice");
     }
   }
