@@ -64,7 +64,9 @@ bool Fp32Finite(uint32_t bits) { return (bits & 0x7F800000u) != 0x7F800000u; }
 // the CPU at load time (the default build targets plain x86-64); they only say whether a chunk is
 // valid. On a failure Decode reruns the exact element-by-element checks to name the first
 // offending element, so errors and messages are those of a plain loop.
-#if defined(__x86_64__) && defined(__GNUC__)
+// Not under ThreadSanitizer: the clones' load-time resolver would run instrumented before the
+// sanitizer's runtime is up.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define SIEVE_SCAN_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define SIEVE_SCAN_CLONES
