@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/base/temp_dir.h"
+#include "tests/net/daemon_paths.h"
 #include "tests/net/subprocess.h"
 
 namespace sieve {
@@ -36,11 +37,11 @@ struct Daemon {
 void PrintTo(const Daemon& d, std::ostream* os) { *os << d.name; }
 
 std::vector<Daemon> Daemons() {
-  return {{"sieve-scheduler", SCHEDULER_BINARY, "num_wrokers", "num_workers", "Cluster:",
+  return {{"sieve-scheduler", testing::SchedulerBinary(), "num_wrokers", "num_workers", "Cluster:",
            "--heartbeat_timeout_ms=10000 ", "--num_workers=0", "--num_workers must be >= 1"},
-          {"sieve-server", SERVER_BINARY, "consistncy", "consistency", "Cluster:",
+          {"sieve-server", testing::ServerBinary(), "consistncy", "consistency", "Cluster:",
            "--server_density=0.001 ", "--consistency=maybe", "sieve-server: --consistency: "},
-          {"sieve-worker", WORKER_BINARY, "desnity", "density",
+          {"sieve-worker", testing::WorkerBinary(), "desnity", "density",
            "Cluster:", "--synthetic_pull=0.01 ", "--density=7", "--density must be in (0, 1]"}};
 }
 
