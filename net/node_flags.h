@@ -1,7 +1,8 @@
 // The cluster flags of a node daemon (sieve-server, sieve-worker), defined once here so that both
-// read them the same way: --scheduler, --rank, --bind, --host, --port, --curve_dir,
-// --heartbeat_interval_ms, --heartbeat_timeout_ms, --metrics_port. A daemon links
-// sieve_node_flags and lists these names in its --help groups (base/flags.h).
+// read them the same way: --scheduler, --rank, --heartbeat_interval_ms, --heartbeat_timeout_ms,
+// plus the listening flags every daemon shares (net/listen_flags.h: --bind, --host, --port,
+// --curve_dir, --metrics_port). A daemon links sieve_cluster_flags and lists these names in its
+// --help groups (base/flags.h).
 //
 // Contract: ReadNodeFlags() reads the parsed gflags values and validates them all (rank >= -1,
 // --scheduler a HOST:PORT, ports <= 65535, heartbeat periods >= 0, the CURVE key directory
@@ -16,31 +17,21 @@
 #include <string>
 
 #include "base/status.h"
-#include "net/curve.h"
+#include "net/listen_flags.h"
 
 DECLARE_string(scheduler);
 DECLARE_int32(rank);
-DECLARE_string(bind);
-DECLARE_string(host);
-DECLARE_uint32(port);
-DECLARE_string(curve_dir);
 DECLARE_int32(heartbeat_interval_ms);
 DECLARE_int32(heartbeat_timeout_ms);
-DECLARE_uint32(metrics_port);
 
 namespace sieve {
 
-struct NodeFlags {
+// The listening flags (ListenFlags' fields) and the node's own.
+struct NodeFlags : ListenFlags {
   std::string scheduler;  // HOST:PORT
   int rank = -1;          // -1 = the scheduler assigns one
-  std::string bind;       // interface to bind
-  std::string host;       // advertised address; empty = detect
-  uint16_t port = 0;      // 0 = any free port
-  std::string curve_dir;  // empty = no CURVE
-  CurveOptions curve;     // loaded from curve_dir (enabled only when it is set)
   int heartbeat_interval_ms = 1000;
   int heartbeat_timeout_ms = 10000;
-  uint16_t metrics_port = 0;  // 0 = no /metrics endpoint
 };
 
 StatusOr<NodeFlags> ReadNodeFlags();

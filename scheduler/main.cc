@@ -9,7 +9,7 @@
 
 #include "base/flags.h"
 #include "metrics/daemon_metrics.h"
-#include "net/curve.h"
+#include "net/listen_flags.h"
 #include "net/signal_watcher.h"
 #include "scheduler/scheduler.h"
 
@@ -21,13 +21,6 @@ DEFINE_uint32(min_workers, 0,
 DEFINE_uint64(
     num_params, 0,
     "D, the length of the flat parameter vector; 0 = take it from the workers' registration");
-DEFINE_uint32(port, 9310, "TCP port to listen on; 0 picks a free port (printed at start-up)");
-DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
-DEFINE_string(host, "",
-              "Address advertised to nodes (default: first non-loopback IPv4, else 127.0.0.1)");
-DEFINE_string(curve_dir, "",
-              "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
-              "allowed_clients; written by `sieve keygen`); empty = no encryption");
 DEFINE_int32(heartbeat_timeout_ms, 10000,
              "A node silent for this long is declared dead and the others are told; 0 disables");
 DEFINE_int32(startup_timeout_ms, 600000,
@@ -37,8 +30,6 @@ DEFINE_string(server_failure, "wait",
               "--server_restart_timeout_ms) or fail (end the job at once)");
 DEFINE_int32(server_restart_timeout_ms, 60000,
              "With --server_failure=wait: the job fails if a dead server is not back within this");
-DEFINE_uint32(metrics_port, 0,
-              "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
 
 int main(int argc, char** argv) {
   const sieve::ProgramInfo program = {
@@ -52,11 +43,13 @@ int main(int argc, char** argv) {
         {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
          "server_restart_timeout_ms"}},
        {"Metrics", {"metrics_port"}}}};
+  sieve::SetDefaultPort(9310);  // the well-known port nodes' --scheduler defaults to
   if (auto exit_code = sieve::ParseCommandLine(program, argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  if (FLAGS_port > 65535) {
-    std::cerr << "sieve-scheduler: --port must be in [0, 65535]\n";
+  auto listen = sieve::ReadListenFlags();
+  if (!listen.ok()) {
+    std::cerr << "sieve-scheduler: " << listen.status().message() << "\n";
     return 2;
   }
   sieve::SchedulerOptions opt;
@@ -64,19 +57,12 @@ int main(int argc, char** argv) {
   opt.min_workers = FLAGS_min_workers;
   opt.num_servers = FLAGS_num_servers;
   opt.num_params = FLAGS_num_params;
-  opt.transport.bind_host = FLAGS_bind;
-  opt.transport.port = static_cast<uint16_t>(FLAGS_port);
-  opt.transport.advertise_host = FLAGS_host;
+  opt.transport.bind_host = listen->bind;
+  opt.transport.port = listen->port;
+  opt.transport.advertise_host = listen->host;
   // The scheduler receives only header-sized messages (REGISTER, HEARTBEAT, BARRIER, FINISHED).
   opt.transport.max_message_bytes = sieve::MaxFrameBytes(0);
-  if (!FLAGS_curve_dir.empty()) {
-    auto curve = sieve::LoadCurveDir(FLAGS_curve_dir);
-    if (!curve.ok()) {
-      std::cerr << "sieve-scheduler: --curve_dir: " << curve.status().ToString() << "\n";
-      return 2;
-    }
-    opt.transport.curve = *curve;
-  }
+  opt.transport.curve = listen->curve;
   opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   opt.startup_timeout_ms = FLAGS_startup_timeout_ms;
   if (FLAGS_server_failure != "wait" && FLAGS_server_failure != "fail") {
@@ -93,7 +79,7 @@ int main(int argc, char** argv) {
     return scheduler.status().code() == sieve::StatusCode::kInvalidArgument ? 2 : 1;
   }
   sieve::Scheduler* s = scheduler->get();
-  auto metrics = sieve::DaemonMetrics::Start({"scheduler", FLAGS_bind, FLAGS_metrics_port});
+  auto metrics = sieve::DaemonMetrics::Start({"scheduler", listen->bind, listen->metrics_port});
   if (!metrics.ok()) {
     std::cerr << "sieve-scheduler: " << metrics.status().ToString() << "\n";
     return 1;

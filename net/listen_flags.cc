@@ -1,0 +1,43 @@
+#include "net/listen_flags.h"
+
+#include <string>
+
+DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
+DEFINE_string(host, "",
+              "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
+DEFINE_uint32(port, 0, "TCP port to listen on (0 = any free port, printed at start-up)");
+DEFINE_string(curve_dir, "",
+              "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
+              "allowed_clients; written by `sieve keygen`); empty = no encryption");
+DEFINE_uint32(metrics_port, 0,
+              "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
+
+namespace sieve {
+
+void SetDefaultPort(uint16_t port) {
+  gflags::SetCommandLineOptionWithMode("port", std::to_string(port).c_str(),
+                                       gflags::SET_FLAGS_DEFAULT);
+}
+
+StatusOr<ListenFlags> ReadListenFlags() {
+  if (FLAGS_port > 65535) return InvalidArgumentError("--port must be in [0, 65535]");
+  if (FLAGS_metrics_port > 65535) {
+    return InvalidArgumentError("--metrics_port must be in [0, 65535]");
+  }
+  ListenFlags f;
+  if (!FLAGS_curve_dir.empty()) {
+    auto curve = LoadCurveDir(FLAGS_curve_dir);
+    if (!curve.ok()) {
+      return Status(curve.status().code(), "--curve_dir: " + curve.status().message());
+    }
+    f.curve = *curve;
+  }
+  f.bind = FLAGS_bind;
+  f.host = FLAGS_host;
+  f.port = static_cast<uint16_t>(FLAGS_port);
+  f.curve_dir = FLAGS_curve_dir;
+  f.metrics_port = static_cast<uint16_t>(FLAGS_metrics_port);
+  return f;
+}
+
+}  // namespace sieve

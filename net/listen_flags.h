@@ -1,0 +1,45 @@
+// The flags every sieve daemon listens by (sieve-scheduler, sieve-server, sieve-worker), defined
+// once here: --bind, --host, --port, --curve_dir, --metrics_port. A daemon links
+// sieve_cluster_flags and lists these names in its --help groups (base/flags.h); node daemons read
+// them through ReadNodeFlags (net/node_flags.h).
+//
+// Contract: SetDefaultPort(p), called before the command line is parsed, makes p --port's default
+// (the scheduler's well-known 9310; 0 elsewhere, any free port). ReadListenFlags() validates the
+// parsed values (ports <= 65535, the CURVE key directory readable): errors are InvalidArgument
+// (or the key files' error) naming the flag, a usage error the caller exits 2 on. Call both from
+// main()'s thread.
+#ifndef SIEVE_NET_LISTEN_FLAGS_H_
+#define SIEVE_NET_LISTEN_FLAGS_H_
+
+#include <gflags/gflags.h>
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "net/curve.h"
+
+DECLARE_string(bind);
+DECLARE_string(host);
+DECLARE_uint32(port);
+DECLARE_string(curve_dir);
+DECLARE_uint32(metrics_port);
+
+namespace sieve {
+
+struct ListenFlags {
+  std::string bind;           // interface to bind
+  std::string host;           // advertised address; empty = detect
+  uint16_t port = 0;          // 0 = any free port
+  std::string curve_dir;      // empty = no CURVE
+  CurveOptions curve;         // loaded from curve_dir (enabled only when it is set)
+  uint16_t metrics_port = 0;  // 0 = no /metrics endpoint
+};
+
+void SetDefaultPort(uint16_t port);
+
+StatusOr<ListenFlags> ReadListenFlags();
+
+}  // namespace sieve
+
+#endif  // SIEVE_NET_LISTEN_FLAGS_H_
