@@ -92,10 +92,10 @@ void ChangeLog::Take(uint32_t worker, std::vector<uint32_t>* indices, std::vecto
 
 void ChangeLog::Skip(uint32_t worker) { next_[worker] = base_ + records_.size(); }
 
-void ChangeLog::Trim(const std::vector<bool>& counted) {
+void ChangeLog::Trim(const std::function<bool(uint32_t)>& counted) {
   uint64_t keep_from = base_ + records_.size();
-  for (size_t w = 0; w < next_.size(); ++w) {
-    if (counted[w]) keep_from = std::min(keep_from, next_[w]);
+  for (uint32_t w = 0; w < next_.size(); ++w) {
+    if (counted(w)) keep_from = std::min(keep_from, next_[w]);
   }
   while (base_ < keep_from && !records_.empty()) {
     pairs_before_ = pairs_to_.front();

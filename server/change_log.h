@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -38,9 +39,12 @@ class ChangeLog {
   // Marks every change so far as taken by `worker` (it gets the whole shard instead).
   void Skip(uint32_t worker);
 
-  // Drops the records that every worker with counted[w] has taken (a worker not counted, e.g. a
+  // Drops the records that every worker w with counted(w) has taken (a worker not counted, e.g. a
   // dead one, keeps nothing alive).
-  void Trim(const std::vector<bool>& counted);
+  void Trim(const std::function<bool(uint32_t)>& counted);
+  void Trim(const std::vector<bool>& counted) {
+    Trim([&counted](uint32_t w) { return static_cast<bool>(counted[w]); });
+  }
 
   size_t records() const { return records_.size(); }
 

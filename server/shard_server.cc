@@ -38,12 +38,6 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
   }
 }
 
-std::vector<bool> ShardServer::LiveMask() const {
-  std::vector<bool> live(workers_.size());
-  for (size_t w = 0; w < workers_.size(); ++w) live[w] = workers_[w].live;
-  return live;
-}
-
 void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message,
                          Outbox* out, pb::MsgType rejected) {
   ++stats_.rejected;
@@ -186,7 +180,7 @@ void ShardServer::OnWorkerDead(int worker, Outbox* out) {
   workers_[worker].live = false;
   --live_count_;
   workers_[worker].waiting = false;
-  changes_->Trim(LiveMask());  // a dead worker holds no change back; a rejoin starts dense
+  changes_->Trim(IsLive());  // a dead worker holds no change back; a rejoin starts dense
   AsyncRelease(out);
 }
 
@@ -204,7 +198,7 @@ Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
   } else {
     for (WorkerState& ws : workers_) ws.all_dirty = true;
     for (uint32_t w = 0; w < options_.num_workers; ++w) changes_->Skip(w);
-    changes_->Trim(LiveMask());
+    changes_->Trim(IsLive());
   }
   return Status::Ok();
 }

@@ -263,7 +263,10 @@ class ShardServer {
     bool waiting = false;     // SSP: reply held back
     uint64_t waiting_round = 0;
   };
-  std::vector<bool> LiveMask() const;  // live, per worker rank
+  // Whether worker w is live, for ChangeLog::Trim (no allocation: it runs on every ASP reply).
+  std::function<bool(uint32_t)> IsLive() const {
+    return [this](uint32_t w) { return workers_[w].live; };
+  }
 
   std::vector<WorkerState> workers_;
   uint32_t live_count_;

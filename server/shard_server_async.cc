@@ -22,7 +22,7 @@ void ShardServer::AsyncPush(int worker, uint64_t round, std::span<const uint32_t
     for (size_t i = 0; i < values.size(); ++i) w_[i] -= scale_ * values[i];
     for (WorkerState& ws : workers_) ws.all_dirty = true;
     for (uint32_t w = 0; w < options_.num_workers; ++w) changes_->Skip(w);
-    changes_->Trim(LiveMask());
+    changes_->Trim(IsLive());
   } else {
     // Apply, and record the new values in the same pass: the change log carries them, so a reply
     // never reads the shard at scattered positions again.
@@ -84,7 +84,7 @@ void ShardServer::AsyncReply(int worker, uint64_t round, Outbox* out) {
   } else {
     changes_->Take(worker, &buf->indices, &buf->values);
   }
-  changes_->Trim(LiveMask());
+  changes_->Trim(IsLive());
   out->push_back(Reply::Update(worker, round, dense, std::move(buf)));
 }
 
