@@ -20,6 +20,7 @@
 #include "proto/codec.h"
 #include "proto/messages.h"
 #include "scheduler/scheduler.h"
+#include "tests/proto/test_util.h"
 #include "worker/client/ps_client_testing.h"
 
 namespace sieve {
@@ -100,18 +101,12 @@ class PsClientTest : public ::testing::Test {
   // An UPDATE of `round` (part `part` of `parts`) from `server` to the worker that sent `push`.
   void SendUpdate(Node& server, const Message& push, uint64_t round, std::vector<uint32_t> idx,
                   std::vector<float> val, uint32_t part = 0, uint32_t parts = 1) {
-    auto keep = std::make_shared<std::pair<std::vector<uint32_t>, std::vector<float>>>(
-        std::move(idx), std::move(val));
     pb::Header h = MakeDataHeader(pb::MSG_UPDATE, server.id(), push.header.sender(), 0, round);
     if (parts > 1) {
       h.set_part(part);
       h.set_parts(parts);
     }
-    DataPayload p;
-    p.indices = keep->first;
-    p.values = std::as_bytes(std::span<const float>(keep->second));
-    p.keepalive = keep;
-    auto frames = EncodeData(h, p);
+    auto frames = testing::EncodePairs(h, std::move(idx), std::move(val));
     ASSERT_TRUE(frames.ok()) << frames.status().ToString();
     ASSERT_TRUE(server.Send(push.header.sender(), std::move(frames).value()).ok());
   }

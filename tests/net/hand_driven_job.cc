@@ -10,6 +10,7 @@
 #include "proto/codec.h"
 #include "proto/messages.h"
 #include "tests/net/daemon_paths.h"
+#include "tests/proto/test_util.h"
 
 namespace sieve::testing {
 
@@ -68,14 +69,8 @@ HandDrivenJob::~HandDrivenJob() {
 
 Frames HandDrivenJob::Push(int w, uint64_t round, int shard, std::vector<uint32_t> idx,
                            std::vector<float> val) const {
-  auto keep = std::make_shared<std::pair<std::vector<uint32_t>, std::vector<float>>>(
-      std::move(idx), std::move(val));
-  pb::Header h = MakeDataHeader(pb::MSG_PUSH, workers_[w]->id(), kNoRecipient, shard, round);
-  DataPayload p;
-  p.indices = keep->first;
-  p.values = std::as_bytes(std::span<const float>(keep->second));
-  p.keepalive = keep;
-  auto f = EncodeData(h, p);
+  auto f = EncodePairs(MakeDataHeader(pb::MSG_PUSH, workers_[w]->id(), kNoRecipient, shard, round),
+                       std::move(idx), std::move(val));
   EXPECT_TRUE(f.ok()) << f.status().ToString();
   return f.ok() ? std::move(f).value() : Frames{};
 }

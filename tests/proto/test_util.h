@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "proto/codec.h"
@@ -77,6 +79,19 @@ inline std::span<const std::byte> Bytes(const std::vector<float>& v) {
 }
 inline std::span<const std::byte> Bytes(const std::vector<uint16_t>& v) {
   return std::as_bytes(std::span<const uint16_t>(v));
+}
+
+// EncodeData of the pairs (idx[j], val[j]) under `h` (fp32), the frames owning the arrays
+// (zero-copy, as a real sender's). Errors: EncodeData's.
+inline StatusOr<Frames> EncodePairs(pb::Header h, std::vector<uint32_t> idx,
+                                    std::vector<float> val) {
+  auto keep = std::make_shared<std::pair<std::vector<uint32_t>, std::vector<float>>>(
+      std::move(idx), std::move(val));
+  DataPayload p;
+  p.indices = keep->first;
+  p.values = std::as_bytes(std::span<const float>(keep->second));
+  p.keepalive = keep;
+  return EncodeData(std::move(h), p);
 }
 
 }  // namespace sieve::testing
