@@ -1,7 +1,8 @@
 """DeployDockerfile: what can be checked of deploy/docker without a Docker engine.
 
 - The Dockerfile has the stages the docs and manifests name (final targets `cuda` and `cpu`, the
-  CUDA devel/runtime bases, Debian bookworm for the CPU image), every final stage runs as the
+  CUDA devel/runtime bases by default, Debian bookworm for the CPU image), the builders compile
+  only the four programs (scripts/setup's `daemons` profile), every final stage runs as the
   non-root uid the manifests declare (runAsUser 10001) and puts /opt/sieve/bin on PATH, every
   COPY from the build context names a path that exists, and .dockerignore keeps build trees out.
 - bundle.sh, run on this build tree, yields a self-contained /opt/sieve: every bundled program
@@ -25,17 +26,23 @@ BUILD = None
 
 
 def stages():
-    """[(base, name, [instructions])] of the Dockerfile (continuation lines joined)."""
+    """[(base, name, [instructions])] of the Dockerfile (continuation lines joined; bases with the
+    global ARGs' defaults substituted)."""
     with open(DOCKERFILE, encoding="utf-8") as f:
         text = re.sub(r"\\\n", " ", f.read())
-    out = []
+    out, args = [], {}
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
+        m = re.match(r"ARG\s+(\w+)=\"?([^\"]*)\"?$", line, re.I)
+        if m and not out:
+            args[m.group(1)] = re.sub(r"\$\{(\w+)\}", lambda v: args[v.group(1)], m.group(2))
+            continue
         m = re.match(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?", line, re.I)
         if m:
-            out.append((m.group(1), m.group(2), []))
+            base = re.sub(r"\$\{(\w+)\}", lambda v: args[v.group(1)], m.group(1))
+            out.append((base, m.group(2), []))
         elif out:
             out[-1][2].append(line)
     return out
@@ -58,7 +65,14 @@ class DockerfileTest(unittest.TestCase):
             self.assertEqual(users, ["10001:10001"], final)
             self.assertTrue(any("PATH=/opt/sieve/bin" in i for i in body), final)
             self.assertTrue(any("/usr/share/datasets/fashion-mnist" in i for i in body), final)
-        self.assertTrue(any("scripts/setup" in i for i in st["build-cpu"][1]))
+        # The builders compile the four programs only (scripts/setup's `daemons` profile), and
+        # take the package list from scripts/setup.
+        for builder in ("build-cpu", "build-cuda"):
+            body = " ".join(st[builder][1])
+            self.assertIn("SIEVE_SETUP=packages scripts/setup", body, builder)
+            self.assertIn("SIEVE_SETUP=daemons", body, builder)
+            self.assertNotIn("--target all", body, builder)
+        self.assertIn("-DSIEVE_BUILD_TESTS=OFF", " ".join(st["build-cuda"][1]))
         # cpu-python: the cpu image plus torch and the module, still unprivileged at the end.
         base, body = st["cpu-python"]
         self.assertEqual(base, "cpu")

@@ -37,15 +37,14 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.request
 import xml.etree.ElementTree as ET
 
+import k8s_pods as kp
 import k8s_render as k
 
 KUBECTL = None
 BINARIES = {}  # program name in the image -> build path
 JOB_TIMEOUT_S = 120
-NAMESPACE = "default"
 
 
 def free_port():
@@ -54,75 +53,24 @@ def free_port():
         return s.getsockname()[1]
 
 
-def expand_vars(text, env):
-    """The kubelet's $(VAR) expansion: $$ -> $, $(NAME) -> env[NAME] if defined, else kept."""
-    out, i = [], 0
-    while i < len(text):
-        if text.startswith("$$", i):
-            out.append("$")
-            i += 2
-        elif text.startswith("$(", i):
-            end = text.find(")", i)
-            name = text[i + 2:end] if end > 0 else None
-            if name is not None and name in env:
-                out.append(env[name])
-                i = end + 1
-            else:
-                out.append("$(")
-                i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def field_ref(path, pod):
-    if path == "status.podIP":
-        return "127.0.0.1"
-    if path == "metadata.name":
-        return pod["name"]
-    if path == "metadata.namespace":
-        return NAMESPACE
-    m = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
-    if m:
-        return pod[m.group(1)][m.group(2)]
-    raise AssertionError(f"fieldRef {path} is not supported by the local stand-in")
-
-
-class Pod:
+class Pod(kp.Pod):
     """One pod instance of a workload, with its local ports and directories."""
 
     def __init__(self, workload, index, tmp):
-        kind, meta = workload["kind"], workload["metadata"]
-        tmpl = workload["spec"]["template"]
-        self.kind = kind
-        self.workload = meta["name"]
-        self.spec = tmpl["spec"]
-        self.labels = dict(tmpl["metadata"].get("labels", {}))
-        self.annotations = dict(tmpl["metadata"].get("annotations", {}))
-        if kind == "StatefulSet":
-            self.name = f"{meta['name']}-{index}"
-        elif kind == "Job":
-            self.name = f"{meta['name']}-{index}-local"
-            self.annotations["batch.kubernetes.io/job-completion-index"] = str(index)
-        else:
-            self.name = f"{meta['name']}-local-{index}"
+        super().__init__(workload, index)
         self.dir = os.path.join(tmp, "pods", self.name)
         os.makedirs(self.dir)
         # containerPort -> local port, and port name -> local port.
         self.ports, self.named_ports = {}, {}
-        for c in self.spec.get("initContainers", []) + self.spec["containers"]:
+        for c in self.containers():
             for p in c.get("ports", []):
                 local = self.ports.setdefault(p["containerPort"], free_port())
                 if "name" in p:
                     self.named_ports[p["name"]] = local
         self.claims = {}  # volumeClaimTemplate name -> directory
-        for t in workload["spec"].get("volumeClaimTemplates", []):
-            self.claims[t["metadata"]["name"]] = os.path.join(self.dir, "pvc", t["metadata"]["name"])
-            os.makedirs(self.claims[t["metadata"]["name"]])
-
-    def __getitem__(self, key):
-        return {"name": self.name, "labels": self.labels, "annotations": self.annotations}[key]
+        for name in self.claim_templates:
+            self.claims[name] = os.path.join(self.dir, "pvc", name)
+            os.makedirs(self.claims[name])
 
     def local_port(self, port):
         return self.named_ports[port] if isinstance(port, str) else self.ports[port]
@@ -131,14 +79,9 @@ class Pod:
 class LocalCluster:
     def __init__(self, docs, tmp):
         self.tmp = tmp
-        self.configmaps = {d["metadata"]["name"]: d for d in k.by_kind(docs, "ConfigMap")}
+        self.configmaps = kp.configmaps(docs)
         self.services = k.by_kind(docs, "Service")
-        self.pods = []
-        for w in k.by_kind(docs, "Deployment") + k.by_kind(docs, "StatefulSet"):
-            self.pods += [Pod(w, i, tmp) for i in range(w["spec"].get("replicas", 1))]
-        for w in k.by_kind(docs, "Job"):
-            self.assertion(w["spec"].get("completionMode") == "Indexed", "Job must be Indexed")
-            self.pods += [Pod(w, i, tmp) for i in range(w["spec"]["completions"])]
+        self.pods = kp.pods(docs, Pod, tmp=tmp)
         self.addresses = self.service_addresses()
         self.bin_dir = os.path.join(tmp, "bin")
         self.argv_dir = os.path.join(tmp, "argv")
@@ -167,8 +110,7 @@ class LocalCluster:
                         if all(p.labels.get(a) == b for a, b in selector.items())]
             for sp in svc["spec"]["ports"]:
                 target = sp.get("targetPort", sp["port"])
-                for host in (name, f"{name}.{NAMESPACE}", f"{name}.{NAMESPACE}.svc",
-                             f"{name}.{NAMESPACE}.svc.cluster.local"):
+                for host in kp.dns_names(name):
                     if len(backends) == 1:
                         out[f"{host}:{sp['port']}"] = f"127.0.0.1:{backends[0].local_port(target)}"
                     for b in backends:  # headless: <pod>.<service>
@@ -190,11 +132,7 @@ class LocalCluster:
             local = os.path.join(pod.dir, "volumes", name)
             if "configMap" in v:
                 if not os.path.isdir(local):
-                    os.makedirs(local)
-                    cm = self.configmaps[v["configMap"]["name"]]
-                    for key, text in cm["data"].items():
-                        with open(os.path.join(local, key), "w", encoding="utf-8") as f:
-                            f.write(text)
+                    kp.write_configmap(self.configmaps[v["configMap"]["name"]], local)
             elif "emptyDir" in v:
                 os.makedirs(local, exist_ok=True)
             else:
@@ -229,17 +167,8 @@ class LocalCluster:
     def process(self, pod, container):
         """(argv, env, probes) of one container, localized."""
         mounts = self.mounts(pod, container)
-        env = {}
-        for e in container.get("env", []):
-            if "value" in e:
-                env[e["name"]] = expand_vars(e["value"], env)
-            else:
-                ref = e["valueFrom"]
-                self.assertion("fieldRef" in ref, f"{e['name']}: only fieldRef env sources")
-                env[e["name"]] = field_ref(ref["fieldRef"]["fieldPath"], pod)
-        argv = [expand_vars(a, env) for a in container.get("command", [])]
-        argv += [expand_vars(a, env) for a in container.get("args", [])]
-        self.assertion(argv, f"{pod.name}/{container['name']}: no command (image entrypoint)")
+        env = kp.container_env(container, pod, "127.0.0.1")
+        argv = kp.container_argv(container, env, f"{pod.name}/{container['name']}")
         argv = [self.localize(a, pod, mounts) for a in argv]
         env = {n: self.localize(v, pod, mounts) for n, v in env.items()}
         env["PATH"] = f"{self.bin_dir}:/usr/local/bin:/usr/bin:/bin"
@@ -261,15 +190,7 @@ def run_pod(cluster, pod, plan, results, probes_ok, stop):
                                 stderr=subprocess.STDOUT)
         seen = set()
         while proc.poll() is None:
-            for kind, url in probes:
-                if (kind, url) in seen:
-                    continue
-                try:
-                    with urllib.request.urlopen(url, timeout=1) as r:
-                        if r.status == 200:
-                            seen.add((kind, url))
-                except OSError:
-                    pass
+            kp.poll_probes(probes, seen)
             if stop.wait(0.05):
                 proc.kill()
         log.close()
@@ -315,7 +236,7 @@ class LocalRunTest(unittest.TestCase):
             plans, all_mounts = {}, []
             for pod in cluster.pods:
                 plan = []
-                for c in pod.spec.get("initContainers", []) + pod.spec["containers"]:
+                for c in pod.containers():
                     argv, env, probes, mounts = cluster.process(pod, c)
                     all_mounts.append((mounts, pod))
                     plan.append((c["name"], argv, env, probes))

@@ -77,6 +77,14 @@ class RenderTest(unittest.TestCase):
                 self.assertIn(label, tmpl_labels, f"{name} pod template: {label}")
             spec = k.pod_spec(w)
             self.assertTrue(spec["securityContext"]["runAsNonRoot"], name)
+            # Every container, init containers included, is locked down the same way.
+            for c in spec.get("initContainers", []) + spec["containers"]:
+                ctx = c.get("securityContext", {})
+                self.assertEqual(ctx.get("readOnlyRootFilesystem"), True, f"{name} {c['name']}")
+                self.assertEqual(ctx.get("allowPrivilegeEscalation"), False,
+                                 f"{name} {c['name']}")
+                self.assertEqual(ctx.get("capabilities", {}).get("drop"), ["ALL"],
+                                 f"{name} {c['name']}")
             for c in spec["containers"]:
                 for probe in ("readinessProbe", "livenessProbe"):
                     self.assertEqual(c[probe]["httpGet"]["path"], "/healthz", f"{name} {probe}")
