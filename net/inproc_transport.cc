@@ -41,8 +41,8 @@ namespace {
 class InprocTransport : public Transport {
  public:
   InprocTransport(std::shared_ptr<InprocNetwork::State> net, uint16_t port,
-                  std::shared_ptr<InprocMailbox> box)
-      : net_(std::move(net)), port_(port), box_(std::move(box)) {}
+                  std::shared_ptr<InprocMailbox> box, uint64_t job)
+      : net_(std::move(net)), port_(port), box_(std::move(box)), job_(job) {}
   ~InprocTransport() override { Close(); }
 
   const std::string& host() const override { return host_; }
@@ -68,6 +68,7 @@ class InprocTransport : public Transport {
         return NotFoundError("never connected to node " + std::to_string(peer));
       port = it->second;
     }
+    StampJob(&frames, job_);
     std::shared_ptr<InprocMailbox> to = net_->Find(port);
     if (to == nullptr) {
       net_->CountDrop();
@@ -127,6 +128,7 @@ class InprocTransport : public Transport {
   const std::string host_ = "inproc";
   const uint16_t port_;
   const std::shared_ptr<InprocMailbox> box_;
+  const uint64_t job_;  // stamped on every message sent (TransportOptions::job)
   std::mutex mu_;
   std::map<int, uint16_t> peers_;  // guarded by mu_
   bool closed_ = false;            // guarded by mu_
@@ -147,7 +149,7 @@ StatusOr<std::unique_ptr<Transport>> CreateOn(const std::shared_ptr<InprocNetwor
     }
     net->ports[port] = box;
   }
-  return std::unique_ptr<Transport>(new InprocTransport(net, port, std::move(box)));
+  return std::unique_ptr<Transport>(new InprocTransport(net, port, std::move(box), options.job));
 }
 
 }  // namespace

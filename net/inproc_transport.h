@@ -8,7 +8,8 @@
 // later); a Send to a port nobody holds is dropped, as ZeroMQ drops messages to a peer that never
 // comes up when the sender closes; queues are unbounded (Send never waits); a message with a frame
 // larger than the receiver's max_message_bytes is dropped (ZeroMQ disconnects such a peer).
-// Messages between two transports arrive in send order. CURVE options are ignored.
+// Messages between two transports arrive in send order. Each message sent is stamped with the
+// sender's TransportOptions::job, as by ZeroMQ's. CURVE options are ignored.
 //
 // Ownership and thread-safety: the network's state is shared by the factory, which may outlive
 // the InprocNetwork object, and by every transport it made; all methods are thread-safe, with

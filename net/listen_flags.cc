@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "proto/job_identity.h"
+
 DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
 DEFINE_string(host, "",
               "Address advertised to peers (default: first non-loopback IPv4, else 127.0.0.1)");
@@ -9,6 +11,13 @@ DEFINE_uint32(port, 0, "TCP port to listen on (0 = any free port, printed at sta
 DEFINE_string(curve_dir, "",
               "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
               "allowed_clients; written by `sieve keygen`); empty = no encryption");
+DEFINE_string(job_token_file, "",
+              "File holding this job's token (one line): every message carries its digest and "
+              "messages of other tokens are dropped; all daemons of a job need the same token. "
+              "Empty (and no --job_token) = no token: one job per network");
+DEFINE_string(job_token, "",
+              "The job token itself (visible in the process list; prefer --job_token_file). "
+              "`sieve launch` sets a random one per job unless either flag is given");
 DEFINE_uint32(metrics_port, 0,
               "Serve Prometheus /metrics and /healthz on this port (on --bind); 0 = off");
 
@@ -32,6 +41,18 @@ StatusOr<ListenFlags> ReadListenFlags() {
     }
     f.curve = *curve;
   }
+  if (!FLAGS_job_token.empty() && !FLAGS_job_token_file.empty()) {
+    return InvalidArgumentError("--job_token and --job_token_file: give one of them");
+  }
+  f.job_token = FLAGS_job_token;
+  if (!FLAGS_job_token_file.empty()) {
+    auto token = ReadJobTokenFile(FLAGS_job_token_file);
+    if (!token.ok()) {
+      return Status(token.status().code(), "--job_token_file: " + token.status().message());
+    }
+    f.job_token = *token;
+  }
+  f.job = JobDigest(f.job_token);
   f.bind = FLAGS_bind;
   f.host = FLAGS_host;
   f.port = static_cast<uint16_t>(FLAGS_port);

@@ -1,11 +1,12 @@
 // The flags every sieve daemon listens by (sieve-scheduler, sieve-server, sieve-worker), defined
-// once here: --bind, --host, --port, --curve_dir, --metrics_port. A daemon links
-// sieve_cluster_flags and lists these names in its --help groups (base/flags.h); node daemons read
-// them through ReadNodeFlags (net/node_flags.h).
+// once here: --bind, --host, --port, --curve_dir, --job_token_file, --job_token, --metrics_port. A
+// daemon links sieve_cluster_flags and lists these names in its --help groups (base/flags.h); node
+// daemons read them through ReadNodeFlags (net/node_flags.h).
 //
 // Contract: SetDefaultPort(p), called before the command line is parsed, makes p --port's default
 // (the scheduler's well-known 9310; 0 elsewhere, any free port). ReadListenFlags() validates the
-// parsed values (ports <= 65535, the CURVE key directory readable): errors are InvalidArgument
+// parsed values (ports <= 65535, the CURVE key directory and the job token file readable, not
+// both --job_token and --job_token_file): errors are InvalidArgument
 // (or the key files' error) naming the flag, a usage error the caller exits 2 on. Call both from
 // main()'s thread.
 #ifndef SIEVE_NET_LISTEN_FLAGS_H_
@@ -23,6 +24,8 @@ DECLARE_string(bind);
 DECLARE_string(host);
 DECLARE_uint32(port);
 DECLARE_string(curve_dir);
+DECLARE_string(job_token_file);
+DECLARE_string(job_token);
 DECLARE_uint32(metrics_port);
 
 namespace sieve {
@@ -33,6 +36,8 @@ struct ListenFlags {
   uint16_t port = 0;          // 0 = any free port
   std::string curve_dir;      // empty = no CURVE
   CurveOptions curve;         // loaded from curve_dir (enabled only when it is set)
+  std::string job_token;      // --job_token, or the content of --job_token_file; empty = none
+  uint64_t job = 0;           // JobDigest(job_token): TransportOptions::job
   uint16_t metrics_port = 0;  // 0 = no /metrics endpoint
 };
 

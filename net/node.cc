@@ -77,15 +77,8 @@ Node::~Node() {
 }
 
 Status Node::Register() {
-  pb::Header h = MakeHeader(pb::MSG_REGISTER, -1, kSchedulerId);
-  auto* r = h.mutable_register_();
-  r->set_role(options_.role);
-  r->set_host(transport_->host());
-  r->set_port(transport_->port());
-  r->set_protocol_version(kProtocolVersion);
-  r->set_rank(options_.rank);
-  r->set_instance(instance_);
-  r->set_num_params(options_.num_params);
+  const pb::Header h = MakeRegisterHeader(options_.role, transport_->host(), transport_->port(),
+                                          options_.rank, instance_, options_.num_params);
   register_bytes_ = [&] {
     pb::Header copy = h;
     copy.set_version(kProtocolVersion);
@@ -109,7 +102,8 @@ Status Node::Register() {
     return UnavailableError("scheduler at " + options_.scheduler + " did not answer " +
                             std::to_string(options_.register_attempts) +
                             " registration attempts (" +
-                            std::to_string(options_.register_retry_ms) + " ms apart)");
+                            std::to_string(options_.register_retry_ms) +
+                            " ms apart); a scheduler given another --job_token drops them");
   }
   const bool got = cv_.wait_for(lock, std::chrono::milliseconds(options_.startup_timeout_ms), [&] {
     return have_table_ || !register_error_.empty() || !StopStatusLocked().ok();
@@ -229,9 +223,19 @@ void Node::Dispatch(Frames frames) {
     // shard_lengths_ is only written by this thread (InstallTable), so reading it here is safe.
     DecodeLimits limits;
     limits.shard_lengths = shard_lengths_;
+    limits.job = options_.transport.job;
     s = Decode(std::move(frames), limits, &msg, &code);
   }
   const int sender = msg.header.sender();
+  if (code == pb::ERROR_FOREIGN_JOB) {
+    // Another job's message (or a stranger's): nothing in it is believed, nothing is answered.
+    foreign_++;
+    LogRejected([&](std::ostream& os) {
+      os << "dropped a message of another job claiming to be node " << sender << ": "
+         << s.message();
+    });
+    return;
+  }
   if (sender == kSchedulerId) last_from_scheduler_ = Clock::now();
   if (!have_table_ && sender > 0) {
     if (before_table_.size() < kMaxMessagesBeforeTable) {

@@ -2,7 +2,8 @@
 // I/O thread that receives everything, answers the control plane (registration, node table,
 // heartbeats, barriers, node deaths, shutdown) and hands data-plane messages (PUSH, UPDATE,
 // PULL_DENSE, DENSE, ERROR from peers) to the role through Receive(). Malformed messages from
-// peers never reach the role: the runtime answers them with an ERROR and counts them. A peer's
+// peers never reach the role: the runtime answers them with an ERROR and counts them. Messages of
+// another job (Header.job, proto/job_identity.h) are dropped unanswered and counted. A peer's
 // message that arrives before this node's first node table (the peer got the table first) is
 // kept and handled once the table is in.
 //
@@ -128,6 +129,8 @@ class Node {
   std::set<int> dead_nodes() const;
 
   uint64_t rejected_messages() const { return rejected_.load(); }
+  // Messages of another job (Header.job differs from options.transport.job): dropped unanswered.
+  uint64_t foreign_messages() const { return foreign_.load(); }
   // CurveZMQ handshakes of this node's receive socket accepted / refused (0 without CURVE).
   uint64_t auth_accepted() const;
   uint64_t auth_denied() const;
@@ -155,6 +158,7 @@ class Node {
   std::thread io_;
   std::atomic<bool> io_stop_{false};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> foreign_{0};
   std::atomic<uint64_t> errors_dropped_{0};  // ERROR replies dropped: the peer's queue was full
   // Rejection warnings: at most 20 per 10 s, then a count (I/O thread only).
   LogLimiter reject_log_{20, std::chrono::seconds(10)};

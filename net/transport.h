@@ -38,6 +38,10 @@ struct TransportOptions {
   // CurveZMQ on every socket (docs/security.md): the receive socket is a CURVE server admitting
   // only allow-listed client keys; every outgoing socket a CURVE client.
   CurveOptions curve;
+  // The job identity (proto/job_identity.h, JobDigest of the job token; 0 = no token): stamped
+  // into the header of every message this transport sends (StampJob). Receivers compare it with
+  // their own when they decode (DecodeLimits::job); the transport itself filters nothing.
+  uint64_t job = 0;
   // Empty: ZeroMQ (CreateZmqTransport). Tests plug in an in-process network here
   // (net/inproc_transport.h) to drive nodes, the scheduler and the client without sockets.
   TransportFactory factory;
@@ -62,8 +66,9 @@ class Transport {
   virtual Status Connect(int peer, const std::string& host, uint16_t port) = 0;
   virtual void Disconnect(int peer) = 0;
 
-  // Queues `frames` to `peer`. Errors: NotFound (never connected), DeadlineExceeded (queue full
-  // for send_timeout_ms), Unavailable (transport closed). Frames are consumed either way.
+  // Queues `frames` to `peer`, stamped with options.job. Errors: NotFound (never connected),
+  // DeadlineExceeded (queue full for send_timeout_ms), Unavailable (transport closed). Frames are
+  // consumed either way.
   virtual Status Send(int peer, Frames frames) = 0;
   // The same without waiting: when the peer's queue is full (or its lock is held by another
   // sender) the message is dropped at once with Unavailable. For replies the I/O thread

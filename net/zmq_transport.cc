@@ -133,6 +133,7 @@ class ZmqTransport final : public Transport {
       if (it == peers_.end()) return NotFoundError("no connection to node " + std::to_string(peer));
       p = it->second;
     }
+    StampJob(frames, options_.job);
     std::unique_lock<std::mutex> lock(p->mu, std::defer_lock);
     if (wait) {
       lock.lock();

@@ -167,6 +167,20 @@ StatusOr<Frames> EncodeControl(pb::Header header) {
   return frames;
 }
 
+void StampJob(Frames* frames, uint64_t job) {
+  if (job == 0 || frames->empty()) return;
+  // Header.job is a fixed64 (wire type 1): one tag byte, then 8 bytes little-endian.
+  static_assert(pb::Header::kJobFieldNumber < 16, "the job field's tag must fit one byte");
+  constexpr uint8_t kJobTag = (pb::Header::kJobFieldNumber << 3) | 1;
+  const zmq::message_t& header = (*frames)[0];
+  zmq::message_t stamped(header.size() + 9);
+  auto* out = static_cast<uint8_t*>(stamped.data());
+  std::memcpy(out, header.data(), header.size());
+  out[header.size()] = kJobTag;
+  for (int i = 0; i < 8; ++i) out[header.size() + 1 + i] = static_cast<uint8_t>(job >> (8 * i));
+  (*frames)[0] = std::move(stamped);
+}
+
 uint32_t DataChecksum(const DataPayload& payload) {
   uint32_t crc = 0;
   if (!payload.dense) crc = Crc32c(crc, payload.indices.data(), payload.indices.size_bytes());
@@ -230,6 +244,12 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
     h.Clear();
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 "header frame of " + std::to_string(frames[0].size()) + " bytes does not parse");
+  }
+  // Another job's message is refused before anything in it is believed, the version included.
+  if (h.job() != limits.job) {
+    return Fail(pb::ERROR_FOREIGN_JOB, error, StatusCode::kFailedPrecondition,
+                "message of another job (job " + std::to_string(h.job()) + ", this node's " +
+                    std::to_string(limits.job) + ")");
   }
   if (h.version() != kProtocolVersion) {
     return Fail(pb::ERROR_VERSION_MISMATCH, error, StatusCode::kFailedPrecondition,

@@ -27,10 +27,12 @@
 
 namespace sieve {
 
-// 3: a sparse UPDATE may be split into parts (Header.part/parts); 2: the data-frame checksum is
-// CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of different versions reject each
-// other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 3;
+// 4: every message carries its job (Header.job) and a receiver drops other jobs' messages;
+// ERROR_FOREIGN_JOB and ERROR_RANK_TAKEN. 3: a sparse UPDATE may be split into parts
+// (Header.part/parts); 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used
+// zlib's CRC-32. Peers of different versions reject each other's messages with
+// ERROR_VERSION_MISMATCH.
+inline constexpr uint32_t kProtocolVersion = 4;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
 // Barrier groups (pb::Barrier.group bits).
@@ -90,10 +92,19 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
 
 // What the receiver knows when validating. shard_lengths[s] is the length of shard s (from the
 // node table); empty before the node table arrives, in which case every data message is rejected.
+// `job` is the receiver's job identity (Header.job; 0 = a job without a token): a message of any
+// other job fails with ERROR_FOREIGN_JOB before anything else is checked.
 struct DecodeLimits {
   std::span<const uint64_t> shard_lengths;
   bool verify_checksum = true;
+  uint64_t job = 0;
 };
+
+// Sets Header.job of an encoded message (its first frame) to `job` without decoding it: appends
+// the field, which protobuf's merge-on-parse makes the value the receiver reads. Nothing happens
+// for job 0 (the field's default) or an empty message. What every Transport does to each message
+// it sends (net/transport.h).
+void StampJob(Frames* frames, uint64_t job);
 
 // Validates and decodes `frames`. On success returns OK and fills *out. On failure returns a
 // non-OK Status, sets *error to the wire error code, leaves out->header holding whatever header

@@ -1,5 +1,7 @@
 #include "proto/messages.h"
 
+#include "proto/codec.h"  // kProtocolVersion
+
 namespace sieve {
 
 pb::Header MakeHeader(pb::MsgType type, int sender, int recipient) {
@@ -14,6 +16,20 @@ pb::Header MakeDataHeader(pb::MsgType type, int sender, int recipient, int shard
   pb::Header h = MakeHeader(type, sender, recipient);
   h.set_shard(shard);
   h.set_round(round);
+  return h;
+}
+
+pb::Header MakeRegisterHeader(pb::Role role, const std::string& host, uint32_t port, int rank,
+                              uint64_t instance, uint64_t num_params) {
+  pb::Header h = MakeHeader(pb::MSG_REGISTER, -1, kSchedulerId);
+  pb::Register* r = h.mutable_register_();
+  r->set_role(role);
+  r->set_host(host);
+  r->set_port(port);
+  r->set_protocol_version(kProtocolVersion);
+  r->set_rank(rank);
+  r->set_instance(instance);
+  r->set_num_params(num_params);
   return h;
 }
 

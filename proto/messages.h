@@ -22,6 +22,12 @@ pb::Header MakeHeader(pb::MsgType type, int sender, int recipient = kNoRecipient
 // server's rank) and the round.
 pb::Header MakeDataHeader(pb::MsgType type, int sender, int recipient, int shard, uint64_t round);
 
+// A REGISTER (sender -1, to the scheduler) of a node of `role` whose receive socket is at
+// host:port, asking for `rank` (-1 = any) as process `instance`, declaring D = num_params (0 =
+// none), at this build's protocol version.
+pb::Header MakeRegisterHeader(pb::Role role, const std::string& host, uint32_t port, int rank,
+                              uint64_t instance, uint64_t num_params);
+
 // An ERROR with `code` and `message`, answering a message of type `rejected` for `round`.
 pb::Header MakeErrorHeader(int sender, int recipient, uint64_t round, pb::ErrorCode code,
                            const std::string& message, pb::MsgType rejected);

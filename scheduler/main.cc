@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
       "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
       {{"Cluster",
         {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir"}},
+       {"Job identity", {"job_token_file", "job_token"}},
        {"Failure handling",
         {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
          "server_restart_timeout_ms"}},
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   // The scheduler receives only header-sized messages (REGISTER, HEARTBEAT, BARRIER, FINISHED).
   opt.transport.max_message_bytes = sieve::MaxFrameBytes(0);
   opt.transport.curve = listen->curve;
+  opt.transport.job = listen->job;
   opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   opt.startup_timeout_ms = FLAGS_startup_timeout_ms;
   if (FLAGS_server_failure != "wait" && FLAGS_server_failure != "fail") {
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
     std::cerr << "sieve-scheduler: job failed: " << st.ToString() << "\n";
     return 1;
   }
-  std::printf("sieve-scheduler: job finished\n");
+  std::printf("sieve-scheduler: job finished (foreign=%lu)\n",
+              static_cast<unsigned long>(s->foreign_messages()));
   return 0;
 }

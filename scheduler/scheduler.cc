@@ -88,8 +88,21 @@ Status Scheduler::Run() {
 void Scheduler::Handle(Frames frames) {
   Message msg;
   pb::ErrorCode code;
-  Status s = Decode(std::move(frames), DecodeLimits{}, &msg, &code);
+  DecodeLimits limits;
+  limits.job = options_.transport.job;
+  Status s = Decode(std::move(frames), limits, &msg, &code);
   const pb::Header& h = msg.header;
+  if (code == pb::ERROR_FOREIGN_JOB) {
+    // Another job's message (or a stranger's): nothing in it is believed, nothing is answered.
+    foreign_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t held = 0;
+    if (reject_log_.Allow(Clock::now(), &held)) {
+      if (held > 0) LOG(WARNING) << held << " more rejected messages were not logged";
+      LOG(WARNING) << "dropped a " << MsgTypeName(h.type())
+                   << " of another job claiming to be node " << h.sender() << ": " << s.message();
+    }
+    return;
+  }
   if (!s.ok()) {
     LOG(WARNING) << "rejected message from node " << h.sender() << ": " << s.ToString();
     ReplyError(h, code, s.message());

@@ -7,7 +7,8 @@
 // within server_restart_timeout_ms, or with the `fail` policy, the job fails. A REGISTER that
 // requests the rank of a live node of its role after the start replaces that node (it is declared
 // dead first): a restarted process need not wait for its predecessor's heartbeat timeout.
-// A peer's bad message gets an ERROR reply and changes nothing.
+// A peer's bad message gets an ERROR reply and changes nothing; a message of another job
+// (Header.job differs from options.transport.job) is dropped unanswered and counted.
 //
 // Thread-safety: Run() executes the whole protocol on the calling thread; Stop() may be called
 // from any thread (e.g. a signal watcher).
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "base/log_limiter.h"
 #include "base/status.h"
 #include "net/transport.h"
 #include "proto/codec.h"
@@ -66,6 +68,9 @@ class Scheduler {
 
   // Nodes declared dead so far (monitoring; any thread).
   uint64_t nodes_declared_dead() const { return dead_count_.load(std::memory_order_relaxed); }
+  // Messages of another job (Header.job differs from options.transport.job), dropped unanswered
+  // (any thread).
+  uint64_t foreign_messages() const { return foreign_.load(std::memory_order_relaxed); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -98,8 +103,10 @@ class Scheduler {
   std::string stop_reason_;  // guarded by stop_mu_
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> dead_count_{0};
+  std::atomic<uint64_t> foreign_{0};
 
   // Everything below is touched by the Run() thread only.
+  LogLimiter reject_log_{20, std::chrono::seconds(10)};  // warnings on dropped foreign messages
   uint64_t num_params_ = 0;
   bool started_ = false;
   uint64_t generation_ = 0;

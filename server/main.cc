@@ -134,6 +134,7 @@ int Run() {
   no.transport.advertise_host = nf.host;
   no.transport.max_message_bytes = MaxFrameBytes(layout->num_params);
   no.transport.curve = nf.curve;
+  no.transport.job = nf.job;
   no.heartbeat_interval_ms = nf.heartbeat_interval_ms;
   no.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;
 
@@ -276,7 +277,7 @@ int Run() {
       "rejected=%lu "
       "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu pushed_sum=%.9g checksum=%08x "
       "resync=%lu checkpoints=%lu restored_round=%ld rejoins=%lu auth_accepted=%lu "
-      "auth_denied=%lu errors_dropped=%lu\n",
+      "auth_denied=%lu errors_dropped=%lu foreign=%lu\n",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
       static_cast<unsigned long>(st.rounds_completed),
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
@@ -288,7 +289,8 @@ int Run() {
       static_cast<long>(checkpointer.restored_round()), static_cast<unsigned long>(st.rejoins),
       static_cast<unsigned long>(node.auth_accepted()),
       static_cast<unsigned long>(node.auth_denied()),
-      static_cast<unsigned long>(node.errors_dropped()));
+      static_cast<unsigned long>(node.errors_dropped()),
+      static_cast<unsigned long>(node.foreign_messages()));
   std::fflush(stdout);
   if (!end.ok()) {
     std::cerr << "sieve-server: ended: " << end.ToString() << "\n";
@@ -307,6 +309,7 @@ int main(int argc, char** argv) {
       "answers with sparse updates.",
       "sieve-server --scheduler=HOST:PORT [--consistency=bsp] ...",
       {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir"}},
+       {"Job identity", {"job_token_file", "job_token"}},
        {"Model", {"model", "num_params", "seed", "init_weights"}},
        {"Consistency", {"consistency", "staleness", "async_scale"}},
        {"Compression", {"server_compressor", "server_density", "reply_part_pairs"}},

@@ -86,8 +86,8 @@ DEFINE_string(dump_weights, "",
               "After training, write the replica as D raw little-endian float32 values "
               "({rank} in the path is replaced by the worker rank)");
 DEFINE_string(progress, "auto", "Progress display: bar, log, or auto (bar when stdout is a TTY)");
-// Cluster: --scheduler, --rank, --bind, --host, --port, --curve_dir, heartbeats and
-// --metrics_port are net/node_flags.h's.
+// Cluster: --scheduler, --rank, --bind, --host, --port, --curve_dir, --job_token(_file),
+// heartbeats and --metrics_port are net/node_flags.h's.
 DEFINE_int32(round_timeout_ms, 120000, "Longest wait for one round's replies / a barrier / a pull");
 DEFINE_int32(shutdown_timeout_ms, 600000,
              "After training, longest wait for the other workers and the scheduler's shutdown");
@@ -106,6 +106,7 @@ sieve::ProgramInfo WorkerProgram() {
           "sieve-worker --scheduler=HOST:PORT [--model=fnn3] [--compressor=topk] "
           "[--density=0.001] [--epochs=1] ...",
           {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir"}},
+           {"Job identity", {"job_token_file", "job_token"}},
            {"Model and data",
             {"model", "data_dir", "seed", "num_params", "grad_dist", "synthetic_noise",
              "synthetic_scale", "synthetic_pull"}},
@@ -244,6 +245,7 @@ int main(int argc, char** argv) {
   copt.port = nf.port;
   copt.advertise_host = nf.host;
   copt.curve_dir = nf.curve_dir;         // its keys were checked by ReadNodeFlags
+  copt.job_token = nf.job_token;         // and the token file
   copt.num_params = layout->num_params;  // max_message_bytes: the default, 4·D + 1 MiB
   copt.heartbeat_interval_ms = nf.heartbeat_interval_ms;
   copt.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;

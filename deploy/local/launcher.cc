@@ -7,10 +7,12 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -133,6 +135,19 @@ StatusOr<std::string> ResolveProgram(const std::string& word) {
   return InvalidArgumentError("--worker_cmd: program '" + word + "' not found in PATH");
 }
 
+// A fresh job token (docs/security.md): 128 random bits as 32 hex digits, so that two jobs
+// launched on one machine or network never take each other's messages.
+std::string NewJobToken() {
+  std::random_device rd;
+  std::string token;
+  for (int i = 0; i < 4; ++i) {
+    char word[9];
+    std::snprintf(word, sizeof(word), "%08x", static_cast<unsigned>(rd()));
+    token += word;
+  }
+  return token;
+}
+
 StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   std::string paths[3];
   DaemonFlags flags[3];
@@ -150,7 +165,9 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   auto parsed = ParsePassThrough(
       o.pass_through, [&](const std::string& name) { return KindAcross(daemons, name); }, known);
   if (!parsed.ok()) return parsed.status();
+  bool has_token = false;
   for (const PassThroughFlag& f : *parsed) {
+    has_token = has_token || f.name == "job_token" || f.name == "job_token_file";
     if (f.name == "scheduler" || f.name == "rank") {
       return InvalidArgumentError("--" + f.name + " is set by the launcher for each process");
     }
@@ -170,6 +187,8 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   SIEVE_ASSIGN_OR_RETURN(
       auto routed, RouteFlags(counts, {kRoles[0].name, kRoles[1].name, kRoles[2].name}, daemons));
 
+  // Every job gets its own token unless the user gave one: the same for all its daemons.
+  const std::string token = has_token ? std::string() : NewJobToken();
   Plan plan;
   std::vector<std::string> programs[3] = {{paths[0]}, {paths[1]}, {paths[2]}};
   if (!o.worker_cmd.empty()) {
@@ -199,6 +218,9 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
       for (const char* name : {"bind", "host"}) {
         if (flags[r].types.count(name))
           spec.argv.push_back(std::string("--") + name + "=127.0.0.1");
+      }
+      if (!token.empty() && flags[r].types.count("job_token")) {
+        spec.argv.push_back("--job_token=" + token);
       }
       const auto& mine = routed[kRoles[r].name];
       spec.argv.insert(spec.argv.end(), mine.begin(), mine.end());

@@ -73,14 +73,8 @@ std::unique_ptr<Transport> RawPeer(const std::string& address) {
 
 // Sends the scheduler a REGISTER from `peer` (instance 42) speaking protocol `version`.
 void SendRegister(Transport& peer, pb::Role role, int rank, uint32_t version) {
-  pb::Header h = MakeHeader(pb::MSG_REGISTER, -1);
-  auto* r = h.mutable_register_();
-  r->set_role(role);
-  r->set_host(peer.host());
-  r->set_port(peer.port());
-  r->set_protocol_version(version);
-  r->set_rank(rank);
-  r->set_instance(42);
+  pb::Header h = MakeRegisterHeader(role, peer.host(), peer.port(), rank, 42, 0);
+  h.mutable_register_()->set_protocol_version(version);
   h.set_version(version);  // the header itself also carries the version
   const std::string bytes = h.SerializeAsString();
   Frames frames;

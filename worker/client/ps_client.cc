@@ -9,6 +9,7 @@
 #include "kernels/sparse_ops.h"
 #include "net/curve.h"
 #include "net/node.h"
+#include "proto/job_identity.h"
 #include "proto/messages.h"
 #include "proto/shards.h"
 #include "worker/client/ps_client_testing.h"
@@ -130,6 +131,7 @@ StatusOr<NodeOptions> ToNodeOptions(const PsClientOptions& options) {
     SIEVE_ASSIGN_OR_RETURN(auto curve, LoadCurveDir(options.curve_dir));
     n.transport.curve = std::move(curve);
   }
+  n.transport.job = JobDigest(options.job_token);
   n.heartbeat_interval_ms = options.heartbeat_interval_ms;
   n.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
   n.register_attempts = options.register_attempts;

@@ -39,6 +39,7 @@
 #include "kernels/model/param_init.h"
 #include "kernels/nn/nn_ops.h"
 #include "kernels/selection.h"
+#include "proto/job_identity.h"
 #include "worker/client/ps_client.h"
 #include "worker/data/dataset.h"
 #include "worker/data/partition.h"
@@ -251,7 +252,9 @@ class PyClient {
                                            int rank, const std::string& bind,
                                            const std::string& host, int port, bool fp16,
                                            bool checksum, int heartbeat_interval_ms,
-                                           int heartbeat_timeout_ms, const std::string& curve_dir) {
+                                           int heartbeat_timeout_ms, const std::string& curve_dir,
+                                           const std::string& job_token,
+                                           const std::string& job_token_file) {
     if (num_params == 0) throw py::value_error("num_params (the model's D) must be >= 1");
     if (scheduler.rfind(':') == std::string::npos) {
       throw py::value_error("scheduler must be host:port, got '" + scheduler + "'");
@@ -265,6 +268,15 @@ class PyClient {
     o.advertise_host = host;
     o.port = static_cast<uint16_t>(port);
     o.curve_dir = curve_dir;
+    if (!job_token.empty() && !job_token_file.empty()) {
+      throw py::value_error("give job_token or job_token_file, not both");
+    }
+    o.job_token = job_token;
+    if (!job_token_file.empty()) {
+      StatusOr<std::string> token = ReadJobTokenFile(job_token_file);
+      if (!token.ok()) throw py::value_error("job_token_file: " + token.status().message());
+      o.job_token = *token;
+    }
     o.heartbeat_interval_ms = heartbeat_interval_ms;
     o.heartbeat_timeout_ms = heartbeat_timeout_ms;
     o.fp16 = fp16;
@@ -482,7 +494,8 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("rank") = -1, py::arg("bind") = "127.0.0.1", py::arg("host") = "",
                   py::arg("port") = 0, py::arg("fp16") = false, py::arg("checksum") = true,
                   py::arg("heartbeat_interval_ms") = 1000, py::arg("heartbeat_timeout_ms") = 10000,
-                  py::arg("curve_dir") = "")
+                  py::arg("curve_dir") = "", py::arg("job_token") = "",
+                  py::arg("job_token_file") = "")
       .def_property_readonly("rank", [](PyClient& c) { return c.c().rank(); })
       .def_property_readonly("num_params", [](PyClient& c) { return c.c().num_params(); })
       .def_property_readonly("num_workers", [](PyClient& c) { return c.c().num_workers(); })

@@ -28,6 +28,8 @@ WORKER_FLAGS = {
     "host": (str, "", "Address peers use to reach this worker (empty = detect)"),
     "port": (int, 0, "TCP port to listen on (0 = any free port)"),
     "curve_dir": (str, "", "CurveZMQ key directory (docs/security.md)"),
+    "job_token_file": (str, "", "File holding the job token (docs/security.md)"),
+    "job_token": (str, "", "The job token itself (prefer job_token_file)"),
     "heartbeat_interval_ms": (int, 1000, "Heartbeat period (0 disables heartbeats)"),
     "heartbeat_timeout_ms": (int, 10000, "Scheduler silent this long -> the worker fails"),
     "round_timeout_ms": (int, 120000, "Longest wait for one round's replies / barrier / pull"),
@@ -219,6 +221,7 @@ def connect(flags, num_params):
     return _core.Client.connect(flags.scheduler, num_params, rank=flags.rank, bind=flags.bind,
                                 host=flags.host, port=flags.port, fp16=flags.fp16,
                                 checksum=flags.checksum, curve_dir=flags.curve_dir,
+                                job_token=flags.job_token, job_token_file=flags.job_token_file,
                                 heartbeat_interval_ms=flags.heartbeat_interval_ms,
                                 heartbeat_timeout_ms=flags.heartbeat_timeout_ms)
 

@@ -1,0 +1,243 @@
+// A job token (--job_token) on a real cluster in plaintext mode: the daemons of another job, with
+// the same D but another token, are strangers. Every attack below is performed for real against
+// live daemons by a peer holding the other token; each must be dropped unanswered (the receiver's
+// `foreign` count rises) while the real job runs to its end with exactly its own worker's pushes.
+// Without the token (or with the same one) the registration attacks succeed: docs/security.md.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/transport.h"
+#include "proto/codec.h"
+#include "proto/job_identity.h"
+#include "proto/messages.h"
+#include "tests/fault/cluster.h"
+
+namespace sieve {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::FaultCluster;
+
+constexpr char kToken[] = "--job_token=job-A";
+constexpr char kD[] = "--num_params=1000";
+// What the worker runs: `rounds` rounds (the server's `applied` count when only it pushes).
+std::vector<std::string> WorkerFlags(int rounds) {
+  return {kToken,
+          kD,
+          "--model=synthetic",
+          "--rounds_per_epoch=" + std::to_string(rounds),
+          "--epochs=1",
+          "--compressor=topk",
+          "--density=0.1",
+          "--progress=log"};
+}
+
+// A peer of job B on loopback: its transport stamps job B's identity on every message.
+std::unique_ptr<Transport> Stranger() {
+  TransportOptions o;
+  o.bind_host = "127.0.0.1";
+  o.advertise_host = "127.0.0.1";
+  o.send_timeout_ms = 100;
+  o.job = JobDigest("job-B");
+  auto t = CreateZmqTransport(o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+// Connects `peer` to the scheduler at `address` (HOST:PORT) as node 0.
+void ConnectToScheduler(Transport& peer, const std::string& address) {
+  const size_t colon = address.rfind(':');
+  ASSERT_TRUE(peer.Connect(kSchedulerId, address.substr(0, colon),
+                           static_cast<uint16_t>(std::stoi(address.substr(colon + 1))))
+                  .ok());
+}
+
+// A REGISTER as a node of `role` would send it, answered at `peer`'s own port.
+Frames Register(const Transport& peer, pb::Role role, int rank, uint64_t instance,
+                uint64_t num_params) {
+  return std::move(EncodeControl(MakeRegisterHeader(role, peer.host(), peer.port(), rank, instance,
+                                                    num_params)))
+      .value();
+}
+
+// A free port for a daemon (bound a moment ago by a throw-away transport).
+uint16_t FreePort() {
+  auto probe = Stranger();
+  return probe == nullptr ? 0 : probe->port();
+}
+
+// Expects the job to have ended well: every process exited 0 and the server applied exactly the
+// worker's pushes, one per round.
+void ExpectJobSucceeded(FaultCluster& c, int rounds = 300) {
+  for (testing::Subprocess* p : {&c.scheduler(), &c.server(0), &c.worker(0)}) {
+    auto st = p->Wait(milliseconds(1));
+    ASSERT_TRUE(st.has_value());
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << c.Log();
+  }
+  testing::KeyValues s = c.ServerSummary(0);
+  EXPECT_EQ(s["rounds"], std::to_string(rounds)) << c.Log();
+  EXPECT_EQ(s["applied"], std::to_string(rounds));
+  EXPECT_EQ(s["rejoins"], "0");
+  EXPECT_EQ(c.WorkerSummary(0)["rounds"], std::to_string(rounds));
+}
+
+// The scheduler's count of foreign messages, from its last line ("job finished (foreign=N)").
+int SchedulerForeign(FaultCluster& c) {
+  for (const std::string& line : c.scheduler().lines()) {
+    const size_t at = line.find("job finished (foreign=");
+    if (at != std::string::npos) return std::stoi(line.substr(at + 22));
+  }
+  return -1;
+}
+
+// Another job's daemons (same D, token B) register at this job's scheduler before this job's
+// own, and job B's peer pushes at this job's server during the run: the scheduler and the server
+// drop all of it unanswered; job B's daemons never get an answer and give up; job A succeeds.
+TEST(JobTokenTest, AnotherJobWithTheSameDIsRefused) {
+  FaultCluster c;
+  ASSERT_TRUE(c.StartScheduler(1, 1, {kToken})) << c.Log();
+  testing::Subprocess& other_server =
+      c.StartServer(0, {"--job_token=job-B", kD, "--model=synthetic"});
+  ASSERT_TRUE(c.scheduler().WaitFor("of another job", milliseconds(30000))) << c.Log();
+  const uint16_t server_port = FreePort();
+  c.StartServer(0, {kToken, kD, "--model=synthetic", "--port=" + std::to_string(server_port)});
+  std::unique_ptr<Transport> peer = Stranger();
+  ASSERT_NE(peer, nullptr);
+  ASSERT_TRUE(peer->Connect(1, "127.0.0.1", server_port).ok());
+  std::atomic<bool> stop{false};
+  std::thread pushes([&] {
+    // A well-formed PUSH for shard 0 claiming to be worker 0 (node 2), for each round in turn.
+    const std::vector<uint32_t> idx = {3};
+    const std::vector<float> val = {1e6f};
+    DataPayload p;
+    p.indices = idx;
+    p.values = std::as_bytes(std::span<const float>(val));
+    for (uint64_t round = 0; !stop; round = (round + 1) % 300) {
+      auto frames = EncodeData(MakeDataHeader(pb::MSG_PUSH, 2, 1, 0, round), p);
+      if (frames.ok()) (void)peer->TrySend(1, std::move(frames).value());
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+  });
+  // The job's server has dropped job B's pushes before the job's worker joins (and goes on
+  // dropping them while the job runs).
+  const bool seen = c.server(0).WaitFor("of another job", milliseconds(30000)).has_value();
+  if (seen) c.StartWorker(0, WorkerFlags(300));
+  const bool ended = seen && c.WaitAll(milliseconds(120000));
+  stop = true;
+  pushes.join();
+  ASSERT_TRUE(seen) << "job B's pushes never reached the server\n" << c.Log();
+  ASSERT_TRUE(ended) << c.Log();
+  ExpectJobSucceeded(c);
+  EXPECT_GT(std::stoll(c.ServerSummary(0)["foreign"]), 0) << c.Log();
+  EXPECT_GT(SchedulerForeign(c), 0) << c.Log();
+  // Job B's server registered 20 times without an answer and gave up (60 s bounds a hang).
+  auto st = other_server.Wait(milliseconds(60000));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_FALSE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+}
+
+// A stranger's REGISTER for the live server's rank while the job runs (the "rank takeover"):
+// without a token it would replace the server and receive every gradient.
+TEST(JobTokenTest, RankTakeoverByAStrangerIsIgnored) {
+  FaultCluster c;
+  ASSERT_TRUE(c.StartScheduler(1, 1, {kToken})) << c.Log();
+  c.StartServer(0, {kToken, kD, "--model=synthetic"});
+  c.StartWorker(0, WorkerFlags(3000));
+  std::unique_ptr<Transport> peer = Stranger();
+  ASSERT_NE(peer, nullptr);
+  ASSERT_NO_FATAL_FAILURE(ConnectToScheduler(*peer, c.address()));
+  // The takeover starts once the job runs (earlier it would be squatting, tested below).
+  ASSERT_TRUE(c.scheduler().WaitFor("node table sent", milliseconds(60000))) << c.Log();
+  std::atomic<bool> stop{false};
+  std::thread takeover([&] {
+    while (!stop) {
+      (void)peer->TrySend(kSchedulerId, Register(*peer, pb::ROLE_SERVER, 0, 77, 0));
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  });
+  const bool ended = c.WaitAll(milliseconds(120000));
+  stop = true;
+  takeover.join();
+  ASSERT_TRUE(ended) << c.Log();
+  ExpectJobSucceeded(c, 3000);
+  // At least one REGISTER was dropped while the job ran: after the table went out, before the end.
+  const std::vector<std::string>& lines = c.scheduler().lines();
+  bool during = false, started = false;
+  for (const std::string& line : lines) {
+    started = started || line.find("node table sent") != std::string::npos;
+    if (line.find("every worker finished") != std::string::npos) break;
+    during = during || (started && line.find("REGISTER of another job") != std::string::npos);
+  }
+  EXPECT_TRUE(during) << "no takeover attempt arrived while the job ran\n" << c.Log();
+  EXPECT_EQ(c.Log().find("replaced by a new process"), std::string::npos) << c.Log();
+  Frames got;
+  auto r = peer->Recv(&got, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r) << "the scheduler answered a stranger";
+}
+
+// Registration attacks before the job starts, by a stranger, each of which breaks a job without a
+// token: squatting the ranks the job's nodes ask for, registering fake workers to fill the job,
+// declaring another D first (the scheduler takes D from the workers here).
+enum class EarlyAttack { kSquatRanks, kFakeWorkers, kOtherD };
+
+class JobTokenEarlyTest : public ::testing::TestWithParam<EarlyAttack> {};
+
+TEST_P(JobTokenEarlyTest, RegistrationBeforeTheStartIsIgnored) {
+  FaultCluster c;
+  ASSERT_TRUE(c.StartScheduler(1, 1, {kToken})) << c.Log();  // no --num_params
+  std::unique_ptr<Transport> peer = Stranger();
+  ASSERT_NE(peer, nullptr);
+  ASSERT_NO_FATAL_FAILURE(ConnectToScheduler(*peer, c.address()));
+  std::vector<Frames> attack;
+  switch (GetParam()) {
+    case EarlyAttack::kSquatRanks:
+      attack.push_back(Register(*peer, pb::ROLE_SERVER, 0, 11, 0));
+      attack.push_back(Register(*peer, pb::ROLE_WORKER, 0, 12, 1000));
+      break;
+    case EarlyAttack::kFakeWorkers:
+      attack.push_back(Register(*peer, pb::ROLE_WORKER, -1, 21, 0));
+      attack.push_back(Register(*peer, pb::ROLE_WORKER, -1, 22, 0));
+      break;
+    case EarlyAttack::kOtherD:
+      attack.push_back(Register(*peer, pb::ROLE_WORKER, -1, 31, 5));
+      break;
+  }
+  for (Frames& f : attack) ASSERT_TRUE(peer->Send(kSchedulerId, std::move(f)).ok());
+  // The scheduler has seen (and dropped) the attack before the job's own nodes register.
+  ASSERT_TRUE(c.scheduler().WaitFor("of another job", milliseconds(30000))) << c.Log();
+  c.StartServer(0, {kToken, kD, "--model=synthetic"});
+  c.StartWorker(0, WorkerFlags(300));
+  ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
+  ExpectJobSucceeded(c);
+  EXPECT_GE(SchedulerForeign(c), static_cast<int>(attack.size())) << c.Log();
+  Frames got;
+  auto r = peer->Recv(&got, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r) << "the scheduler answered a stranger";
+}
+
+INSTANTIATE_TEST_SUITE_P(Attacks, JobTokenEarlyTest,
+                         ::testing::Values(EarlyAttack::kSquatRanks, EarlyAttack::kFakeWorkers,
+                                           EarlyAttack::kOtherD),
+                         [](const ::testing::TestParamInfo<EarlyAttack>& info) {
+                           switch (info.param) {
+                             case EarlyAttack::kSquatRanks:
+                               return "SquatRanks";
+                             case EarlyAttack::kFakeWorkers:
+                               return "FakeWorkers";
+                             case EarlyAttack::kOtherD:
+                               return "OtherD";
+                           }
+                           return "Unknown";
+                         });
+
+}  // namespace
+}  // namespace sieve
