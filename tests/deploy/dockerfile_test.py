@@ -4,7 +4,8 @@
   CUDA devel/runtime bases by default, Debian bookworm for the CPU image), the builders compile
   only the four programs (scripts/setup's `daemons` profile), every final stage runs as the
   non-root uid the manifests declare (runAsUser 10001) and puts /opt/sieve/bin on PATH, every
-  COPY from the build context names a path that exists, and .dockerignore keeps build trees out.
+  COPY from the build context names a path that exists, and .dockerignore keeps build trees,
+  tests, docs and manifests out.
 - bundle.sh, run on this build tree, yields a self-contained /opt/sieve: every bundled program
   starts (`--help`) with only the bundled libraries plus the C runtime, and the launcher finds the
   daemons next to itself.
@@ -91,7 +92,7 @@ class DockerfileTest(unittest.TestCase):
     def test_dockerignore(self):
         with open(os.path.join(REPO, ".dockerignore"), encoding="utf-8") as f:
             entries = {line.strip() for line in f if line.strip() and not line.startswith("#")}
-        for e in (".git", "build", "build-*", "results"):
+        for e in (".git", "build", "build-*", "results", "tests", "docs", "deploy/k8s"):
             self.assertIn(e, entries)
 
     def test_bundle_is_self_contained(self):
