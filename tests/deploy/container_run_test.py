@@ -289,8 +289,10 @@ class JobRun:
 
 
 def in_chroot():
-    root, init_root = os.stat("/"), os.stat("/proc/1/root")
-    return (root.st_dev, root.st_ino) != (init_root.st_dev, init_root.st_ino)
+    """Whether / is a plain directory (a chroot) rather than a mount: podman's storage remounts /,
+    which fails there ("remount /, flags: 0x44000: invalid argument")."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        return not any(line.split()[4] == "/" for line in f if len(line.split()) > 4)
 
 
 def can_run_containers():
