@@ -3,10 +3,14 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace sieve {
 namespace {
+
+constexpr char kSchedulerRole[] = "scheduler";
 
 bool IsZ85Key(const std::string& k) {
   if (k.size() != 40) return false;
@@ -15,24 +19,49 @@ bool IsZ85Key(const std::string& k) {
   return k.find_first_not_of(kZ85) == std::string::npos;
 }
 
-StatusOr<std::vector<std::string>> ReadKeyLines(const std::string& path) {
+// One key per line, optionally followed by one word (a role); '#' comments and blank lines
+// skipped.
+struct KeyLine {
+  std::string key;
+  std::string role;
+};
+
+StatusOr<std::vector<KeyLine>> ReadKeyLines(const std::string& path) {
   std::ifstream f(path);
   if (!f) return NotFoundError("cannot read " + path);
-  std::vector<std::string> keys;
+  std::vector<KeyLine> keys;
   std::string line;
   while (std::getline(f, line)) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
-    if (!IsZ85Key(line)) return InvalidArgumentError(path + ": not a 40-character Z85 key");
-    keys.push_back(line);
+    std::istringstream words(line);
+    KeyLine k;
+    if (!(words >> k.key) || k.key[0] == '#') continue;
+    if (!IsZ85Key(k.key)) return InvalidArgumentError(path + ": not a 40-character Z85 key");
+    std::string extra;
+    if ((words >> k.role) && (words >> extra)) {
+      return InvalidArgumentError(path + ": more than a key and a role on one line");
+    }
+    keys.push_back(k);
   }
   return keys;
 }
 
+// Writes `content` to `path` (replacing it) and makes it readable by its owner only.
+Status WriteSecretFile(const std::string& path, const std::string& content) {
+  {
+    std::ofstream f(path, std::ios::trunc);
+    f << content;
+    if (!f) return UnavailableError("cannot write " + path);
+  }
+  if (::chmod(path.c_str(), 0600) != 0) return UnavailableError("cannot chmod " + path);
+  return Status::Ok();
+}
+
 StatusOr<CurveKeyPair> ReadKeyPair(const std::string& path) {
-  SIEVE_ASSIGN_OR_RETURN(std::vector<std::string> lines, ReadKeyLines(path));
-  if (lines.size() != 2) return InvalidArgumentError(path + ": expected a public and a secret key");
-  return CurveKeyPair{lines[0], lines[1]};
+  SIEVE_ASSIGN_OR_RETURN(std::vector<KeyLine> lines, ReadKeyLines(path));
+  if (lines.size() != 2 || !lines[0].role.empty() || !lines[1].role.empty()) {
+    return InvalidArgumentError(path + ": expected a public and a secret key");
+  }
+  return CurveKeyPair{lines[0].key, lines[1].key};
 }
 
 }  // namespace
@@ -44,25 +73,54 @@ StatusOr<CurveKeyPair> GenerateCurveKeyPair() {
   return CurveKeyPair{pub, sec};
 }
 
-StatusOr<CurveOptions> LoadCurveDir(const std::string& dir) {
+StatusOr<CurveOptions> LoadCurveDir(const std::string& dir, const std::string& client_key_file) {
   if (!zmq_has("curve")) return UnimplementedError("libzmq was built without CURVE");
   CurveOptions o;
   o.enabled = true;
   SIEVE_ASSIGN_OR_RETURN(o.server, ReadKeyPair(dir + "/server.key"));
-  SIEVE_ASSIGN_OR_RETURN(o.client, ReadKeyPair(dir + "/client.key"));
-  SIEVE_ASSIGN_OR_RETURN(o.allowed_clients, ReadKeyLines(dir + "/allowed_clients"));
-  if (o.allowed_clients.empty()) return InvalidArgumentError(dir + "/allowed_clients lists no key");
+  SIEVE_ASSIGN_OR_RETURN(
+      o.client, ReadKeyPair(client_key_file.empty() ? dir + "/client.key" : client_key_file));
+  const std::string allowed = dir + "/allowed_clients";
+  SIEVE_ASSIGN_OR_RETURN(std::vector<KeyLine> lines, ReadKeyLines(allowed));
+  for (const KeyLine& k : lines) {
+    if (k.role == kSchedulerRole) {
+      if (!o.scheduler_key.empty()) return InvalidArgumentError(allowed + ": two scheduler keys");
+      o.scheduler_key = k.key;
+    } else if (!k.role.empty()) {
+      return InvalidArgumentError(allowed + ": unknown role '" + k.role + "' (only '" +
+                                  kSchedulerRole + "')");
+    }
+    o.allowed_clients.push_back(k.key);
+  }
+  if (o.allowed_clients.empty()) return InvalidArgumentError(allowed + " lists no key");
   return o;
 }
 
 Status WriteCurveKeyPair(const std::string& path, const CurveKeyPair& keys) {
-  {
-    std::ofstream f(path, std::ios::trunc);
-    f << keys.public_key << "\n" << keys.secret_key << "\n";
-    if (!f) return UnavailableError("cannot write " + path);
+  return WriteSecretFile(path, keys.public_key + "\n" + keys.secret_key + "\n");
+}
+
+StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int nodes, bool force) {
+  std::vector<std::string> pairs = {"server.key", "scheduler.key", "client.key"};
+  for (int i = 0; i < nodes; ++i) pairs.push_back("node-" + std::to_string(i) + ".key");
+  std::vector<std::string> names = pairs;
+  names.push_back("allowed_clients");
+  for (const std::string& name : names) {
+    if (!force && std::filesystem::exists(dir + "/" + name)) {
+      return AlreadyExistsError(dir + "/" + name + " exists");
+    }
   }
-  if (::chmod(path.c_str(), 0600) != 0) return UnavailableError("cannot chmod " + path);
-  return Status::Ok();
+  std::ostringstream allowed;
+  allowed << "# client public keys admitted by the daemons (one per line; the scheduler's is "
+             "marked)\n";
+  for (const std::string& name : pairs) {
+    SIEVE_ASSIGN_OR_RETURN(CurveKeyPair keys, GenerateCurveKeyPair());
+    SIEVE_RETURN_IF_ERROR(WriteCurveKeyPair(dir + "/" + name, keys));
+    if (name == "server.key") continue;
+    allowed << keys.public_key << (name == "scheduler.key" ? " scheduler" : "") << "\n";
+  }
+  SIEVE_RETURN_IF_ERROR(WriteSecretFile(dir + "/allowed_clients", allowed.str()));
+  return names;
 }
 
 }  // namespace sieve

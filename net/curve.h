@@ -1,11 +1,17 @@
 // CurveZMQ settings of a node (docs/security.md): key pairs in Z85 text (40 characters each), as
 // written by `sieve keygen`, and the allow-list of client public keys.
 //
-// A key directory (--curve_dir) holds three files:
+// A key directory (--curve_dir) holds:
 //   server.key       the job's server key pair: line 1 public, line 2 secret. Every node's
 //                    receive socket is a CURVE server with it; every sender needs its public half.
-//   client.key       this node's client key pair (same layout), used by its sending sockets.
-//   allowed_clients  one client public key per line ('#' comments); only these may send.
+//   scheduler.key    the scheduler's client key pair (same layout): the key of the control plane.
+//   client.key       a client key pair for nodes without a key of their own.
+//   node-<i>.key     (`sieve keygen --nodes=N`) one client key pair per node, i = 0 .. N-1, given
+//                    to each daemon with --curve_key.
+//   allowed_clients  one client public key per line ('#' comments); only these may send. A key
+//                    followed by the word `scheduler` is the scheduler's: nodes accept control
+//                    messages (and anything claiming node id 0) only from it.
+// A node's client key is bound to its node id when it registers (docs/security.md).
 #ifndef SIEVE_NET_CURVE_H_
 #define SIEVE_NET_CURVE_H_
 
@@ -24,20 +30,31 @@ struct CurveKeyPair {
 struct CurveOptions {
   bool enabled = false;
   CurveKeyPair server;
-  CurveKeyPair client;
+  CurveKeyPair client;  // this daemon's own key pair, used by its sending sockets
   std::vector<std::string> allowed_clients;
+  // The scheduler's client public key (the allow-list's `scheduler` line); empty when the list
+  // names none (a key directory of an older keygen): control messages are then not checked by key.
+  std::string scheduler_key;
 };
 
 // A fresh key pair (libzmq's zmq_curve_keypair). Errors: Unimplemented (libzmq without CURVE).
 StatusOr<CurveKeyPair> GenerateCurveKeyPair();
 
-// Reads a key directory (layout above) into enabled options. Errors: NotFound (missing file),
-// InvalidArgument (a key that is not 40 Z85 characters, an empty allow-list), Unimplemented
-// (libzmq without CURVE).
-StatusOr<CurveOptions> LoadCurveDir(const std::string& dir);
+// Reads a key directory (layout above) into enabled options, with this daemon's client key pair
+// from `client_key_file` (empty = DIR/client.key). Errors: NotFound (missing file),
+// InvalidArgument (a key that is not 40 Z85 characters, an empty allow-list, a word other than
+// `scheduler` after a key, two scheduler keys), Unimplemented (libzmq without CURVE).
+StatusOr<CurveOptions> LoadCurveDir(const std::string& dir,
+                                    const std::string& client_key_file = "");
 
 // Writes a key pair file (public line, secret line) with mode 0600. Errors: Unavailable.
 Status WriteCurveKeyPair(const std::string& path, const CurveKeyPair& keys);
+
+// Writes a whole key directory (layout above) with fresh keys and `nodes` node-<i>.key files
+// into the existing directory `dir`, every file mode 0600. Refuses (AlreadyExists, nothing
+// written) when one of the files exists, unless `force`. Errors: Unavailable, Unimplemented.
+// Returns the names of the files written.
+StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int nodes, bool force);
 
 }  // namespace sieve
 

@@ -1,5 +1,6 @@
 #include "net/listen_flags.h"
 
+#include <filesystem>
 #include <string>
 
 #include "proto/job_identity.h"
@@ -11,6 +12,10 @@ DEFINE_uint32(port, 0, "TCP port to listen on (0 = any free port, printed at sta
 DEFINE_string(curve_dir, "",
               "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
               "allowed_clients; written by `sieve keygen`); empty = no encryption");
+DEFINE_string(curve_key, "",
+              "This daemon's own client key pair file (e.g. node-3.key from `sieve keygen "
+              "--nodes`); empty = client.key in --curve_dir (the scheduler: scheduler.key when "
+              "the directory has one). Each node's key is bound to its node id when it registers");
 DEFINE_string(job_token_file, "",
               "File holding this job's token (one line): every message carries its digest and "
               "messages of other tokens are dropped; all daemons of a job need the same token. "
@@ -28,14 +33,22 @@ void SetDefaultPort(uint16_t port) {
                                        gflags::SET_FLAGS_DEFAULT);
 }
 
-StatusOr<ListenFlags> ReadListenFlags() {
+StatusOr<ListenFlags> ReadListenFlags(const std::string& default_key_name) {
   if (FLAGS_port > 65535) return InvalidArgumentError("--port must be in [0, 65535]");
   if (FLAGS_metrics_port > 65535) {
     return InvalidArgumentError("--metrics_port must be in [0, 65535]");
   }
   ListenFlags f;
+  if (FLAGS_curve_dir.empty() && !FLAGS_curve_key.empty()) {
+    return InvalidArgumentError("--curve_key needs --curve_dir");
+  }
   if (!FLAGS_curve_dir.empty()) {
-    auto curve = LoadCurveDir(FLAGS_curve_dir);
+    std::string key = FLAGS_curve_key;
+    if (key.empty() && !default_key_name.empty() &&
+        std::filesystem::exists(FLAGS_curve_dir + "/" + default_key_name)) {
+      key = FLAGS_curve_dir + "/" + default_key_name;
+    }
+    auto curve = LoadCurveDir(FLAGS_curve_dir, key);
     if (!curve.ok()) {
       return Status(curve.status().code(), "--curve_dir: " + curve.status().message());
     }
@@ -57,6 +70,7 @@ StatusOr<ListenFlags> ReadListenFlags() {
   f.host = FLAGS_host;
   f.port = static_cast<uint16_t>(FLAGS_port);
   f.curve_dir = FLAGS_curve_dir;
+  f.curve_key = FLAGS_curve_key;
   f.metrics_port = static_cast<uint16_t>(FLAGS_metrics_port);
   return f;
 }

@@ -1,5 +1,6 @@
 // The flags every sieve daemon listens by (sieve-scheduler, sieve-server, sieve-worker), defined
-// once here: --bind, --host, --port, --curve_dir, --job_token_file, --job_token, --metrics_port. A
+// once here: --bind, --host, --port, --curve_dir, --curve_key, --job_token_file, --job_token,
+// --metrics_port. A
 // daemon links sieve_cluster_flags and lists these names in its --help groups (base/flags.h); node
 // daemons read them through ReadNodeFlags (net/node_flags.h).
 //
@@ -24,6 +25,7 @@ DECLARE_string(bind);
 DECLARE_string(host);
 DECLARE_uint32(port);
 DECLARE_string(curve_dir);
+DECLARE_string(curve_key);
 DECLARE_string(job_token_file);
 DECLARE_string(job_token);
 DECLARE_uint32(metrics_port);
@@ -35,6 +37,7 @@ struct ListenFlags {
   std::string host;           // advertised address; empty = detect
   uint16_t port = 0;          // 0 = any free port
   std::string curve_dir;      // empty = no CURVE
+  std::string curve_key;      // this daemon's client key pair file; empty = client.key
   CurveOptions curve;         // loaded from curve_dir (enabled only when it is set)
   std::string job_token;      // --job_token, or the content of --job_token_file; empty = none
   uint64_t job = 0;           // JobDigest(job_token): TransportOptions::job
@@ -43,7 +46,9 @@ struct ListenFlags {
 
 void SetDefaultPort(uint16_t port);
 
-StatusOr<ListenFlags> ReadListenFlags();
+// `default_key_name`: the key pair file in --curve_dir this daemon uses when --curve_key is not
+// given and the directory holds it (the scheduler: "scheduler.key"); else client.key.
+StatusOr<ListenFlags> ReadListenFlags(const std::string& default_key_name = "");
 
 }  // namespace sieve
 

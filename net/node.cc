@@ -155,7 +155,10 @@ void Node::IoLoop() {
       LOG(WARNING) << "receive failed: " << got.status().ToString();
       continue;
     }
-    if (*got) Dispatch(std::move(frames));
+    if (*got) {
+      std::string key = PeerKey(frames);
+      Dispatch(std::move(frames), std::move(key));
+    }
     if (const uint64_t held = reject_log_.Flush(Clock::now()); held > 0) {
       LOG(WARNING) << held << " more rejected or dropped messages were not logged";
     }
@@ -208,7 +211,18 @@ void Node::IoLoop() {
   }
 }
 
-void Node::Dispatch(Frames frames) {
+bool Node::FromClaimedSender(int sender, const std::string& key) const {
+  if (!options_.transport.curve.enabled) return true;
+  if (sender == kSchedulerId) {
+    const std::string& scheduler = options_.transport.curve.scheduler_key;
+    return scheduler.empty() || key == scheduler;
+  }
+  // current_ is written on this thread only. Unknown ids are refused by the caller.
+  if (sender < 1 || static_cast<size_t>(sender) > current_.size()) return true;
+  return current_[sender - 1].key() == key;
+}
+
+void Node::Dispatch(Frames frames, std::string key) {
   // Before the first table a peer's message can be neither decoded (no shard lengths) nor
   // attributed, yet a peer that got the table first may already send: keep a copy to dispatch
   // again once the table is in. have_table_ only changes on this thread.
@@ -236,15 +250,25 @@ void Node::Dispatch(Frames frames) {
     });
     return;
   }
-  if (sender == kSchedulerId) last_from_scheduler_ = Clock::now();
   if (!have_table_ && sender > 0) {
     if (before_table_.size() < kMaxMessagesBeforeTable) {
-      before_table_.push_back(std::move(copy));
+      before_table_.push_back({std::move(copy), std::move(key)});
       return;
     }
     LOG(WARNING) << "more than " << kMaxMessagesBeforeTable
                  << " peer messages before the node table; dropping";
   }
+  if (!FromClaimedSender(sender, key)) {
+    // An allow-listed key speaking for another node (or for the scheduler): believed in nothing,
+    // answered nothing (an ERROR would go to the node it names).
+    impostors_++;
+    LogRejected([&](std::ostream& os) {
+      os << "dropped " << MsgTypeName(msg.header.type()) << " claiming to be node " << sender
+         << ": it came with another client key than that node's";
+    });
+    return;
+  }
+  if (sender == kSchedulerId) last_from_scheduler_ = Clock::now();
   if (!s.ok()) {
     rejected_++;
     LogRejected([&](std::ostream& os) {
@@ -295,9 +319,9 @@ void Node::HandleControl(Message msg) {
     }
     case pb::MSG_NODE_TABLE: {
       InstallTable(h.node_table());
-      std::vector<Frames> early;
+      std::vector<EarlyMessage> early;
       if (have_table_) early.swap(before_table_);
-      for (Frames& f : early) Dispatch(std::move(f));
+      for (EarlyMessage& m : early) Dispatch(std::move(m.frames), std::move(m.key));
       break;
     }
     case pb::MSG_BARRIER_RELEASE: {

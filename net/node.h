@@ -3,7 +3,9 @@
 // heartbeats, barriers, node deaths, shutdown) and hands data-plane messages (PUSH, UPDATE,
 // PULL_DENSE, DENSE, ERROR from peers) to the role through Receive(). Malformed messages from
 // peers never reach the role: the runtime answers them with an ERROR and counts them. Messages of
-// another job (Header.job, proto/job_identity.h) are dropped unanswered and counted. A peer's
+// another job (Header.job, proto/job_identity.h) are dropped unanswered and counted, and so are,
+// under CURVE, messages claiming a node id whose key they do not come with (the scheduler's key
+// from the allow-list, every other node's from the node table: NodeInfo.key). A peer's
 // message that arrives before this node's first node table (the peer got the table first) is
 // kept and handled once the table is in.
 //
@@ -131,6 +133,9 @@ class Node {
   uint64_t rejected_messages() const { return rejected_.load(); }
   // Messages of another job (Header.job differs from options.transport.job): dropped unanswered.
   uint64_t foreign_messages() const { return foreign_.load(); }
+  // Under CURVE: messages claiming a node id (or the scheduler's) that came over a connection with
+  // another client key than that node's, dropped unanswered.
+  uint64_t impostor_messages() const { return impostors_.load(); }
   // CurveZMQ handshakes of this node's receive socket accepted / refused (0 without CURVE).
   uint64_t auth_accepted() const;
   uint64_t auth_denied() const;
@@ -143,7 +148,11 @@ class Node {
   void IoLoop();
   // Logs one rejection's warning line (written by `line`) through reject_log_.
   void LogRejected(const std::function<void(std::ostream&)>& line);
-  void Dispatch(Frames frames);
+  // Handles one received message; `key` is the client key CURVE authenticated for it (PeerKey).
+  void Dispatch(Frames frames, std::string key);
+  // Under CURVE: whether `key` is the key of node `sender` (the scheduler's from the allow-list,
+  // the others' from the node table). Always true without CURVE. I/O thread only.
+  bool FromClaimedSender(int sender, const std::string& key) const;
   void HandleControl(Message msg);
   void InstallTable(const pb::NodeTable& table);
   void InstallFirstTableLocked(const pb::NodeTable& table);  // requires mu_
@@ -159,6 +168,7 @@ class Node {
   std::atomic<bool> io_stop_{false};
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> foreign_{0};
+  std::atomic<uint64_t> impostors_{0};
   std::atomic<uint64_t> errors_dropped_{0};  // ERROR replies dropped: the peer's queue was full
   // Rejection warnings: at most 20 per 10 s, then a count (I/O thread only).
   LogLimiter reject_log_{20, std::chrono::seconds(10)};
@@ -193,7 +203,11 @@ class Node {
   std::vector<pb::NodeInfo> current_;  // the latest table's entries, by id - 1
   // Peers' messages that arrived before the first node table (a peer that got the scheduler's
   // broadcast first may already send to this node), dispatched once it is installed. I/O thread.
-  std::vector<Frames> before_table_;
+  struct EarlyMessage {
+    Frames frames;
+    std::string key;  // PeerKey of the original (a copy's frames carry no metadata)
+  };
+  std::vector<EarlyMessage> before_table_;
   std::chrono::steady_clock::time_point last_from_scheduler_;
 };
 

@@ -87,6 +87,11 @@ class Transport {
   virtual uint64_t auth_denied() const { return 0; }
 };
 
+// The client public key (Z85) CurveZMQ authenticated for the connection `frames` arrived over:
+// the ZAP User-Id ZeroMQ attaches to each received message. Empty without CURVE, for frames not
+// received from a socket (copies, the in-process transport) and for an empty message.
+std::string PeerKey(const Frames& frames);
+
 // Creates the ZeroMQ implementation and binds its receive socket. Errors: Unavailable with the
 // address when the bind fails (e.g. port already in use), InvalidArgument for a bad host.
 StatusOr<std::unique_ptr<Transport>> CreateZmqTransport(const TransportOptions& options);

@@ -39,10 +39,13 @@ void ZapHandler::Loop() {
         continue;
       // Request: version, request id, domain, address, identity, mechanism, credentials...
       bool ok = false;
+      std::string key;  // the client's public key in Z85
       if (req.size() >= 7 && req[5].to_string() == "CURVE" && req[6].size() == 32) {
         char z85[41];
-        if (zmq_z85_encode(z85, static_cast<const uint8_t*>(req[6].data()), 32) != nullptr)
-          ok = allowed_.count(std::string(z85, 40)) > 0;
+        if (zmq_z85_encode(z85, static_cast<const uint8_t*>(req[6].data()), 32) != nullptr) {
+          key.assign(z85, 40);
+          ok = allowed_.count(key) > 0;
+        }
       }
       (ok ? accepted_ : denied_).fetch_add(1);
       std::vector<zmq::message_t> reply;
@@ -50,8 +53,8 @@ void ZapHandler::Loop() {
       reply.emplace_back(req.size() > 1 ? req[1].to_string() : std::string());
       reply.emplace_back(std::string(ok ? "200" : "400"));
       reply.emplace_back(std::string(ok ? "OK" : "client key not allowed"));
-      reply.emplace_back(std::string());  // user id
-      reply.emplace_back(std::string());  // metadata
+      reply.emplace_back(ok ? key : std::string());  // user id: every message's "User-Id"
+      reply.emplace_back(std::string());             // metadata
       zmq::send_multipart(socket_, reply);
     } catch (const zmq::error_t&) {
       return;  // context terminated

@@ -1,6 +1,8 @@
 // ZapHandler: the ZeroMQ authentication (ZAP, RFC 27) handler of one ZeroMQ context. It admits a
 // CURVE client only if its public key is on the allow-list; everything else is refused (the
-// handshake fails, so the peer can send nothing). Counts both outcomes.
+// handshake fails, so the peer can send nothing). Counts both outcomes. An admitted connection's
+// ZAP User-Id is the client's public key (Z85), which ZeroMQ attaches to every message received
+// over it (PeerKey, net/transport.h).
 //
 // Thread-safety: owns one thread serving inproc://zeromq.zap.01; the counters may be read from
 // any thread. Stop() (also the destructor) must run before the context is closed.

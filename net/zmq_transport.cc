@@ -181,6 +181,12 @@ class ZmqTransport final : public Transport {
 
 }  // namespace
 
+std::string PeerKey(const Frames& frames) {
+  if (frames.empty()) return std::string();
+  const char* user = zmq_msg_gets(frames[0].handle(), "User-Id");
+  return user == nullptr ? std::string() : std::string(user);
+}
+
 StatusOr<std::unique_ptr<Transport>> CreateTransport(const TransportOptions& options) {
   if (options.factory) return options.factory(options);
   return CreateZmqTransport(options);

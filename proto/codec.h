@@ -28,10 +28,10 @@
 namespace sieve {
 
 // 4: every message carries its job (Header.job) and a receiver drops other jobs' messages;
-// ERROR_FOREIGN_JOB and ERROR_RANK_TAKEN. 3: a sparse UPDATE may be split into parts
-// (Header.part/parts); 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used
-// zlib's CRC-32. Peers of different versions reject each other's messages with
-// ERROR_VERSION_MISMATCH.
+// ERROR_FOREIGN_JOB; NodeInfo.key and ERROR_RANK_TAKEN (CURVE keys bound to node ids). 3: a sparse
+// UPDATE may be split into parts (Header.part/parts); 2: the data-frame checksum is CRC-32C
+// (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of different versions reject each other's
+// messages with ERROR_VERSION_MISMATCH.
 inline constexpr uint32_t kProtocolVersion = 4;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
       "watches heartbeats and ends the job.",
       "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
       {{"Cluster",
-        {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir"}},
+        {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir",
+         "curve_key"}},
        {"Job identity", {"job_token_file", "job_token"}},
        {"Failure handling",
         {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
   if (auto exit_code = sieve::ParseCommandLine(program, argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  auto listen = sieve::ReadListenFlags();
+  auto listen = sieve::ReadListenFlags("scheduler.key");
   if (!listen.ok()) {
     std::cerr << "sieve-scheduler: " << listen.status().message() << "\n";
     return 2;
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
     std::cerr << "sieve-scheduler: job failed: " << st.ToString() << "\n";
     return 1;
   }
-  std::printf("sieve-scheduler: job finished (foreign=%lu)\n",
-              static_cast<unsigned long>(s->foreign_messages()));
+  std::printf("sieve-scheduler: job finished (foreign=%lu impostors=%lu)\n",
+              static_cast<unsigned long>(s->foreign_messages()),
+              static_cast<unsigned long>(s->impostor_messages()));
   return 0;
 }

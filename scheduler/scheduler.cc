@@ -86,6 +86,7 @@ Status Scheduler::Run() {
 }
 
 void Scheduler::Handle(Frames frames) {
+  const std::string key = PeerKey(frames);  // empty without CURVE
   Message msg;
   pb::ErrorCode code;
   DecodeLimits limits;
@@ -100,6 +101,19 @@ void Scheduler::Handle(Frames frames) {
       if (held > 0) LOG(WARNING) << held << " more rejected messages were not logged";
       LOG(WARNING) << "dropped a " << MsgTypeName(h.type())
                    << " of another job claiming to be node " << h.sender() << ": " << s.message();
+    }
+    return;
+  }
+  if (const Entry* claimed = Find(h.sender());
+      claimed != nullptr && options_.transport.curve.enabled && claimed->info.key() != key) {
+    // An allow-listed key speaking for another node: believed in nothing, answered nothing (an
+    // answer would go to the node it names).
+    impostors_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t held = 0;
+    if (reject_log_.Allow(Clock::now(), &held)) {
+      if (held > 0) LOG(WARNING) << held << " more rejected messages were not logged";
+      LOG(WARNING) << "dropped a " << MsgTypeName(h.type()) << " claiming to be node " << h.sender()
+                   << " from another client key than the one it registered with";
     }
     return;
   }
@@ -119,7 +133,7 @@ void Scheduler::Handle(Frames frames) {
   }
   switch (h.type()) {
     case pb::MSG_REGISTER:
-      HandleRegister(h);
+      HandleRegister(h, key);
       return;
     case pb::MSG_HEARTBEAT:
       if (Find(h.sender()) != nullptr) {
@@ -162,7 +176,7 @@ void Scheduler::Handle(Frames frames) {
   }
 }
 
-void Scheduler::HandleRegister(const pb::Header& h) {
+void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
   const pb::Register& r = h.register_();
   if (r.role() != pb::ROLE_SERVER && r.role() != pb::ROLE_WORKER) {
     return ReplyError(h, pb::ERROR_BAD_REGISTRATION, "role must be server or worker");
@@ -203,12 +217,17 @@ void Scheduler::HandleRegister(const pb::Header& h) {
         return;
       }
     }
-    if (r.rank() >= 0) {  // a restarted process replaces the live holder of its rank
+    if (r.rank() >= 0) {  // a restarted process replaces the live holder of its rank...
       for (auto& [id, e] : nodes_) {
-        if (e.info.role() == r.role() && e.info.rank() == r.rank() && !e.dead) {
-          DeclareDead(e, "replaced by a new process registering under its rank");
-          break;
+        if (e.info.role() != r.role() || e.info.rank() != r.rank() || e.dead) continue;
+        // ...if it proves to be that rank: under CURVE, by the key the rank registered with.
+        if (e.info.key() != key) {
+          return ReplyError(h, pb::ERROR_RANK_TAKEN,
+                            std::string(RoleName(r.role())) + " rank " + std::to_string(r.rank()) +
+                                " is held by a live node with another client key");
         }
+        DeclareDead(e, "replaced by a new process registering under its rank");
+        break;
       }
       if (!failure_.ok()) return;
     }
@@ -218,6 +237,7 @@ void Scheduler::HandleRegister(const pb::Header& h) {
       e.info.set_host(r.host());
       e.info.set_port(r.port());
       e.info.set_instance(r.instance());
+      e.info.set_key(key);
       e.dead = false;
       e.finished = false;
       e.last_seen = Clock::now();
@@ -261,6 +281,7 @@ void Scheduler::HandleRegister(const pb::Header& h) {
     e.info.set_host(r.host());
     e.info.set_port(r.port());
     e.info.set_instance(r.instance());
+    e.info.set_key(key);
     e.last_seen = Clock::now();
     Status s = transport_->Connect(temp_id, r.host(), r.port());
     if (!s.ok()) {

@@ -6,7 +6,11 @@
 // registering under its rank is re-admitted and the new table goes to everyone; if none comes
 // within server_restart_timeout_ms, or with the `fail` policy, the job fails. A REGISTER that
 // requests the rank of a live node of its role after the start replaces that node (it is declared
-// dead first): a restarted process need not wait for its predecessor's heartbeat timeout.
+// dead first): a restarted process need not wait for its predecessor's heartbeat timeout. Under
+// CURVE it must come with the client key the live node registered with, else it is refused with
+// ERROR_RANK_TAKEN and the live node keeps its rank; and every message claiming a registered
+// node's id must come with that node's key (else it is dropped unanswered and counted). Each
+// node's key goes out in the NODE_TABLE (NodeInfo.key), so the nodes check each other the same way.
 // A peer's bad message gets an ERROR reply and changes nothing; a message of another job
 // (Header.job differs from options.transport.job) is dropped unanswered and counted.
 //
@@ -71,6 +75,9 @@ class Scheduler {
   // Messages of another job (Header.job differs from options.transport.job), dropped unanswered
   // (any thread).
   uint64_t foreign_messages() const { return foreign_.load(std::memory_order_relaxed); }
+  // Under CURVE: messages claiming a registered node's id over a connection with another client
+  // key than the one that node registered with, dropped unanswered (any thread).
+  uint64_t impostor_messages() const { return impostors_.load(std::memory_order_relaxed); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -84,7 +91,8 @@ class Scheduler {
 
   explicit Scheduler(const SchedulerOptions& options) : options_(options) {}
   void Handle(Frames frames);
-  void HandleRegister(const pb::Header& h);
+  // `key`: the client key CURVE authenticated for the REGISTER (empty without CURVE).
+  void HandleRegister(const pb::Header& h, const std::string& key);
   void HandleBarrier(int id, const pb::Barrier& b);
   Status MaybeStart();
   void CheckHeartbeats();
@@ -104,6 +112,7 @@ class Scheduler {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> dead_count_{0};
   std::atomic<uint64_t> foreign_{0};
+  std::atomic<uint64_t> impostors_{0};
 
   // Everything below is touched by the Run() thread only.
   LogLimiter reject_log_{20, std::chrono::seconds(10)};  // warnings on dropped foreign messages

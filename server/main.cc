@@ -277,7 +277,7 @@ int Run() {
       "rejected=%lu "
       "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu pushed_sum=%.9g checksum=%08x "
       "resync=%lu checkpoints=%lu restored_round=%ld rejoins=%lu auth_accepted=%lu "
-      "auth_denied=%lu errors_dropped=%lu foreign=%lu\n",
+      "auth_denied=%lu errors_dropped=%lu foreign=%lu impostors=%lu\n",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
       static_cast<unsigned long>(st.rounds_completed),
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
@@ -290,7 +290,8 @@ int Run() {
       static_cast<unsigned long>(node.auth_accepted()),
       static_cast<unsigned long>(node.auth_denied()),
       static_cast<unsigned long>(node.errors_dropped()),
-      static_cast<unsigned long>(node.foreign_messages()));
+      static_cast<unsigned long>(node.foreign_messages()),
+      static_cast<unsigned long>(node.impostor_messages()));
   std::fflush(stdout);
   if (!end.ok()) {
     std::cerr << "sieve-server: ended: " << end.ToString() << "\n";
@@ -308,7 +309,7 @@ int main(int argc, char** argv) {
       "a sieve parameter server: holds one key-range shard, aggregates pushes (BSP/SSP/ASP) and "
       "answers with sparse updates.",
       "sieve-server --scheduler=HOST:PORT [--consistency=bsp] ...",
-      {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir"}},
+      {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir", "curve_key"}},
        {"Job identity", {"job_token_file", "job_token"}},
        {"Model", {"model", "num_params", "seed", "init_weights"}},
        {"Consistency", {"consistency", "staleness", "async_scale"}},

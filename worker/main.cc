@@ -105,7 +105,7 @@ sieve::ProgramInfo WorkerProgram() {
           "the sieve worker: trains a data partition with sparse push/pull.",
           "sieve-worker --scheduler=HOST:PORT [--model=fnn3] [--compressor=topk] "
           "[--density=0.001] [--epochs=1] ...",
-          {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir"}},
+          {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir", "curve_key"}},
            {"Job identity", {"job_token_file", "job_token"}},
            {"Model and data",
             {"model", "data_dir", "seed", "num_params", "grad_dist", "synthetic_noise",
@@ -244,7 +244,8 @@ int main(int argc, char** argv) {
   copt.bind_host = nf.bind;
   copt.port = nf.port;
   copt.advertise_host = nf.host;
-  copt.curve_dir = nf.curve_dir;         // its keys were checked by ReadNodeFlags
+  copt.curve_dir = nf.curve_dir;  // its keys were checked by ReadNodeFlags
+  copt.curve_key = nf.curve_key;
   copt.job_token = nf.job_token;         // and the token file
   copt.num_params = layout->num_params;  // max_message_bytes: the default, 4·D + 1 MiB
   copt.heartbeat_interval_ms = nf.heartbeat_interval_ms;

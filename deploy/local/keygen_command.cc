@@ -1,10 +1,8 @@
 #include "deploy/local/keygen_command.h"
 
-#include <sys/stat.h>
-
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -14,12 +12,15 @@ namespace sieve {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: sieve keygen --out=DIR [--force]\n"
-    "  Writes a CurveZMQ key directory for the daemons' --curve_dir: server.key, client.key and\n"
-    "  allowed_clients (mode 0600). --force overwrites existing files.\n";
+    "usage: sieve keygen --out=DIR [--nodes=N] [--force]\n"
+    "  Writes a CurveZMQ key directory for the daemons' --curve_dir: server.key, scheduler.key,\n"
+    "  client.key, with --nodes=N also node-0.key .. node-<N-1>.key (one per server and worker,\n"
+    "  each given to its daemon with --curve_key), and allowed_clients (the scheduler's key\n"
+    "  marked); mode 0600. --force overwrites existing files.\n";
 
 int Run(const std::vector<std::string>& args) {
   std::string out;
+  int nodes = 0;
   bool force = false;
   for (const std::string& a : args) {
     if (a == "--help" || a == "-h") {
@@ -28,6 +29,14 @@ int Run(const std::vector<std::string>& args) {
     }
     if (a.rfind("--out=", 0) == 0) {
       out = a.substr(6);
+    } else if (a.rfind("--nodes=", 0) == 0) {
+      char* end = nullptr;
+      const long n = std::strtol(a.c_str() + 8, &end, 10);
+      if (a.size() == 8 || *end != '\0' || n < 0 || n > 100000) {
+        std::fprintf(stderr, "sieve keygen: --nodes must be an integer in [0, 100000]\n%s", kUsage);
+        return 2;
+      }
+      nodes = static_cast<int>(n);
     } else if (a == "--force") {
       force = true;
     } else {
@@ -39,42 +48,22 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "sieve keygen: --out is required\n%s", kUsage);
     return 2;
   }
-  namespace fs = std::filesystem;
   std::error_code ec;
-  fs::create_directories(out, ec);
+  std::filesystem::create_directories(out, ec);
   if (ec) {
     std::fprintf(stderr, "sieve keygen: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
     return 1;
   }
-  for (const char* name : {"server.key", "client.key", "allowed_clients"}) {
-    if (!force && fs::exists(fs::path(out) / name)) {
-      std::fprintf(stderr, "sieve keygen: %s/%s exists (use --force to replace it)\n", out.c_str(),
-                   name);
-      return 1;
-    }
-  }
-  auto server = GenerateCurveKeyPair();
-  auto client = GenerateCurveKeyPair();
-  if (!server.ok() || !client.ok()) {
-    std::fprintf(stderr, "sieve keygen: %s\n",
-                 (server.ok() ? client.status() : server.status()).ToString().c_str());
+  auto written = WriteCurveDir(out, nodes, force);
+  if (!written.ok()) {
+    const bool exists = written.status().code() == StatusCode::kAlreadyExists;
+    std::fprintf(stderr, "sieve keygen: %s%s\n", written.status().message().c_str(),
+                 exists ? " (use --force to replace it)" : "");
     return 1;
   }
-  Status s = WriteCurveKeyPair(out + "/server.key", *server);
-  if (s.ok()) s = WriteCurveKeyPair(out + "/client.key", *client);
-  if (s.ok()) {
-    const std::string allowed = out + "/allowed_clients";
-    std::ofstream f(allowed, std::ios::trunc);
-    f << "# client public keys admitted by the daemons (one per line)\n"
-      << client->public_key << "\n";
-    f.close();
-    if (!f || ::chmod(allowed.c_str(), 0600) != 0) s = UnavailableError("cannot write " + allowed);
-  }
-  if (!s.ok()) {
-    std::fprintf(stderr, "sieve keygen: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  std::printf("sieve keygen: wrote %s/{server.key,client.key,allowed_clients}\n", out.c_str());
+  std::string names;
+  for (const std::string& n : *written) names += (names.empty() ? "" : ",") + n;
+  std::printf("sieve keygen: wrote %s/{%s}\n", out.c_str(), names.c_str());
   return 0;
 }
 

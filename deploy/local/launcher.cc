@@ -148,6 +148,18 @@ std::string NewJobToken() {
   return token;
 }
 
+// DIR/node-0.key .. DIR/node-<n-1>.key when all of them exist, else none.
+std::vector<std::string> NodeKeyFiles(const std::string& dir, int n) {
+  std::vector<std::string> files;
+  if (dir.empty()) return files;
+  for (int i = 0; i < n; ++i) {
+    files.push_back(dir + "/node-" + std::to_string(i) + ".key");
+    struct stat st {};
+    if (stat(files.back().c_str(), &st) != 0) return {};
+  }
+  return files;
+}
+
 StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   std::string paths[3];
   DaemonFlags flags[3];
@@ -165,9 +177,12 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   auto parsed = ParsePassThrough(
       o.pass_through, [&](const std::string& name) { return KindAcross(daemons, name); }, known);
   if (!parsed.ok()) return parsed.status();
-  bool has_token = false;
+  bool has_token = false, has_key = false;
+  std::string curve_dir;
   for (const PassThroughFlag& f : *parsed) {
     has_token = has_token || f.name == "job_token" || f.name == "job_token_file";
+    has_key = has_key || f.name == "curve_key";
+    if (f.name == "curve_dir") curve_dir = f.value;
     if (f.name == "scheduler" || f.name == "rank") {
       return InvalidArgumentError("--" + f.name + " is set by the launcher for each process");
     }
@@ -189,6 +204,11 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
 
   // Every job gets its own token unless the user gave one: the same for all its daemons.
   const std::string token = has_token ? std::string() : NewJobToken();
+  // A key directory with a key per node (`sieve keygen --nodes=N`, N >= S + W): each server and
+  // worker gets its own (servers node-0 .. node-<S-1>, then the workers), so that the scheduler
+  // binds every node id to a key of its own (docs/security.md).
+  const std::vector<std::string> node_keys =
+      has_key ? std::vector<std::string>() : NodeKeyFiles(curve_dir, o.num_servers + o.num_workers);
   Plan plan;
   std::vector<std::string> programs[3] = {{paths[0]}, {paths[1]}, {paths[2]}};
   if (!o.worker_cmd.empty()) {
@@ -221,6 +241,9 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
       }
       if (!token.empty() && flags[r].types.count("job_token")) {
         spec.argv.push_back("--job_token=" + token);
+      }
+      if (r > 0 && !node_keys.empty() && flags[r].types.count("curve_key")) {
+        spec.argv.push_back("--curve_key=" + node_keys[(r == 1 ? 0 : o.num_servers) + rank]);
       }
       const auto& mine = routed[kRoles[r].name];
       spec.argv.insert(spec.argv.end(), mine.begin(), mine.end());

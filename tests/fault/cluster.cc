@@ -1,5 +1,8 @@
 #include "tests/fault/cluster.h"
 
+#include <sys/wait.h>
+
+#include <optional>
 #include <sstream>
 
 #include "tests/net/daemon_paths.h"
@@ -75,6 +78,17 @@ bool FaultCluster::WaitAll(milliseconds timeout) {
         ++i;
       }
     }
+  }
+  return true;
+}
+
+bool FaultCluster::AllExitedZero() {
+  std::vector<Subprocess*> all = {scheduler_.get()};
+  for (auto& [rank, v] : servers_) all.push_back(v.back().get());
+  for (auto& [rank, v] : workers_) all.push_back(v.back().get());
+  for (Subprocess* p : all) {
+    const std::optional<int> st = p == nullptr ? std::nullopt : p->Wait(milliseconds(1));
+    if (!st || !WIFEXITED(*st) || WEXITSTATUS(*st) != 0) return false;
   }
   return true;
 }

@@ -27,6 +27,8 @@ class FaultCluster {
   void Drain();
   // Waits until every process started exits (true) or `timeout` passes (false).
   bool WaitAll(std::chrono::milliseconds timeout);
+  // Whether the scheduler and the latest process of every server and worker rank have exited 0.
+  bool AllExitedZero();
 
   Subprocess& scheduler() { return *scheduler_; }
   Subprocess& server(int rank) { return *servers_.at(rank).back(); }

@@ -3,6 +3,8 @@
 // client key that is not on the allow-list and one without CURVE. The server's own counters
 // prove that nothing of theirs got in: every applied push is the worker's (applied = rounds),
 // nothing was rejected or dropped, and the allow-list refused the intruder's handshakes.
+// Then keys bound to node ids: an insider with a valid allow-listed key of its own speaks for the
+// other nodes and for the scheduler; everything it claims is refused and the job succeeds.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -20,9 +22,11 @@
 #include <zmq_addon.hpp>
 
 #include "net/curve.h"
+#include "net/transport.h"
 #include "proto/codec.h"
 #include "proto/messages.h"
 #include "tests/fault/cluster.h"
+#include "tests/proto/test_util.h"
 
 namespace sieve {
 namespace {
@@ -48,13 +52,7 @@ int FreePort() {
 
 // A valid one-pair PUSH for shard 0, claiming to be worker id 2.
 Frames ForgedPush() {
-  pb::Header h = MakeDataHeader(pb::MSG_PUSH, 2, 1, 0, 0);
-  const std::vector<uint32_t> idx = {3};
-  const std::vector<float> val = {1e6f};
-  DataPayload p;
-  p.indices = idx;
-  p.values = std::as_bytes(std::span<const float>(val));
-  auto frames = EncodeData(h, p);
+  auto frames = testing::EncodePairs(MakeDataHeader(pb::MSG_PUSH, 2, 1, 0, 0), {3}, {1e6f});
   EXPECT_TRUE(frames.ok());
   return frames.ok() ? std::move(frames).value() : Frames{};
 }
@@ -162,8 +160,8 @@ TEST(CurveClusterTest, IntrudersGetNothingIntoARunningJob) {
       0, {curve, "--port=" + std::to_string(port), "--model=synthetic", "--num_params=1000"});
   std::atomic<bool> stop{false};
   std::atomic<int> refusals{0};
-  std::thread bad_key(Intrude, CurveOptions{true, *server, *stranger, {stranger->public_key}}, port,
-                      std::cref(stop), &refusals);
+  std::thread bad_key(Intrude, CurveOptions{true, *server, *stranger, {stranger->public_key}, ""},
+                      port, std::cref(stop), &refusals);
   std::thread plain(Intrude, CurveOptions{}, port, std::cref(stop), nullptr);
   // A short job can end before the intruder's first handshake reaches the server, and the job
   // cannot start before its worker registers: the worker starts once the allow-list has refused
@@ -200,6 +198,137 @@ TEST(CurveClusterTest, IntrudersGetNothingIntoARunningJob) {
       "auth_denied=%s (refusals seen by the intruder: %d)\n",
       s["applied"].c_str(), s["rejected"].c_str(), s["dropped"].c_str(), s["auth_accepted"].c_str(),
       s["auth_denied"].c_str(), refusals.load());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// The encoded control message `h` (whatever node it claims to come from).
+Frames Forged(pb::Header h) { return std::move(EncodeControl(std::move(h))).value(); }
+
+// Every daemon has its own key (`sieve keygen --nodes=3`: node-0 for the server, node-1 for the
+// worker; the scheduler uses scheduler.key). While the job runs, an insider holding the third
+// node key, which is on the allow-list but is no node's of this job, speaks for the others:
+// PUSHes as worker 0 and NODE_DEAD (worker 0) and SHUTDOWN as the scheduler at the server; a
+// SHUTDOWN, a NODE_TABLE sending the worker's pushes to the insider, and an UPDATE as server 0 at
+// the worker; FINISHED as worker 0 (which would end the job at once) and a REGISTER for the live
+// server's rank at the scheduler. All of it is refused: the job completes every round with exactly
+// the worker's pushes, and the REGISTER is answered ERROR_RANK_TAKEN.
+TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
+  const fs::path dir = fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteCurveDir(dir.string(), 3, false).ok());
+  auto insider_keys = LoadCurveDir(dir.string(), (dir / "node-2.key").string());
+  ASSERT_TRUE(insider_keys.ok()) << insider_keys.status().ToString();
+  const std::string curve = "--curve_dir=" + dir.string();
+  const int server_port = FreePort(), worker_port = FreePort();
+  ASSERT_TRUE(server_port > 0 && worker_port > 0);
+  constexpr int kRounds = 3000;
+
+  testing::FaultCluster c;
+  ASSERT_TRUE(c.StartScheduler(1, 1, {curve})) << c.Log();
+  c.StartServer(
+      0, {curve, "--curve_key=" + (dir / "node-0.key").string(),
+          "--port=" + std::to_string(server_port), "--model=synthetic", "--num_params=1000"});
+  c.StartWorker(0, {curve, "--curve_key=" + (dir / "node-1.key").string(),
+                    "--port=" + std::to_string(worker_port), "--model=synthetic",
+                    "--num_params=1000", "--rounds_per_epoch=" + std::to_string(kRounds),
+                    "--epochs=1", "--compressor=topk", "--density=0.1", "--progress=log"});
+  TransportOptions to;
+  to.bind_host = "127.0.0.1";
+  to.advertise_host = "127.0.0.1";
+  to.send_timeout_ms = 100;
+  to.curve = *insider_keys;
+  auto insider = CreateZmqTransport(to);
+  ASSERT_TRUE(insider.ok()) << insider.status().ToString();
+  Transport& peer = **insider;
+  const size_t colon = c.address().rfind(':');
+  ASSERT_TRUE(peer.Connect(0, "127.0.0.1", std::stoi(c.address().substr(colon + 1))).ok());
+  ASSERT_TRUE(peer.Connect(1, "127.0.0.1", server_port).ok());
+  ASSERT_TRUE(peer.Connect(2, "127.0.0.1", worker_port).ok());
+  // Node ids: 0 scheduler, 1 server 0, 2 worker 0. The takeover starts once the job runs (a
+  // REGISTER before the start would squat the rank: docs/security.md).
+  ASSERT_TRUE(c.scheduler().WaitFor("node table sent", milliseconds(60000))) << c.Log();
+  std::atomic<bool> stop{false};
+  std::thread attack([&] {
+    for (uint64_t round = 0; !stop; round = (round + 1) % kRounds) {
+      auto push = testing::EncodePairs(MakeDataHeader(pb::MSG_PUSH, 2, 1, 0, round), {3}, {1e6f});
+      if (push.ok()) (void)peer.TrySend(1, std::move(push).value());
+      pb::Header dead = MakeHeader(pb::MSG_NODE_DEAD, kSchedulerId, 1);
+      dead.mutable_node_dead()->set_id(2);
+      dead.mutable_node_dead()->set_role(pb::ROLE_WORKER);
+      dead.mutable_node_dead()->set_rank(0);
+      dead.mutable_node_dead()->set_reason("forged");
+      (void)peer.TrySend(1, Forged(dead));
+      for (int node : {1, 2}) {
+        pb::Header shutdown = MakeHeader(pb::MSG_SHUTDOWN, kSchedulerId, node);
+        shutdown.mutable_shutdown()->set_reason("forged");
+        shutdown.mutable_shutdown()->set_failed(true);
+        (void)peer.TrySend(node, Forged(shutdown));
+      }
+      pb::Header table = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId, 2);
+      pb::NodeTable* t = table.mutable_node_table();
+      t->set_num_params(1000);
+      t->set_num_servers(1);
+      t->set_num_workers(1);
+      t->set_generation(99);
+      pb::NodeInfo* s0 = t->add_nodes();
+      s0->set_id(1);
+      s0->set_role(pb::ROLE_SERVER);
+      s0->set_host("127.0.0.1");
+      s0->set_port(peer.port());
+      s0->set_shard_hi(1000);
+      s0->set_instance(99);
+      (void)peer.TrySend(2, Forged(table));
+      auto update =
+          testing::EncodePairs(MakeDataHeader(pb::MSG_UPDATE, 1, 2, 0, round), {3}, {1e6f});
+      if (update.ok()) (void)peer.TrySend(2, std::move(update).value());
+      pb::Header finished = MakeHeader(pb::MSG_FINISHED, 2, kSchedulerId);
+      finished.mutable_finished();
+      (void)peer.TrySend(kSchedulerId, Forged(finished));
+      (void)peer.TrySend(kSchedulerId, Forged(MakeRegisterHeader(pb::ROLE_SERVER, peer.host(),
+                                                                 peer.port(), 0, 99, 0)));
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  });
+  const bool done = c.WaitAll(milliseconds(120000));
+  stop = true;
+  attack.join();
+  ASSERT_TRUE(done) << c.Log();
+  EXPECT_TRUE(c.AllExitedZero()) << c.Log();
+  testing::KeyValues s = c.ServerSummary(0);
+  EXPECT_EQ(s["rounds"], std::to_string(kRounds)) << c.Log();
+  EXPECT_EQ(s["applied"], std::to_string(kRounds));  // the worker's pushes, and nothing else
+  EXPECT_EQ(s["rejoins"], "0");
+  EXPECT_GT(std::stoll(s["impostors"]), 0) << c.Log();
+  EXPECT_EQ(c.WorkerSummary(0)["rounds"], std::to_string(kRounds)) << c.Log();
+  const std::string log = c.Log();
+  bool worker_refused = false;
+  for (const std::string& line : c.worker(0).lines()) {
+    worker_refused =
+        worker_refused ||
+        line.find("claiming to be node 0: it came with another client key") != std::string::npos;
+  }
+  EXPECT_TRUE(worker_refused) << "no forged control message reached the worker\n" << log;
+  EXPECT_NE(log.find("impostors="), std::string::npos);
+  EXPECT_EQ(log.find("impostors=0)"), std::string::npos) << "the forged FINISHED was not refused\n"
+                                                         << log;
+  EXPECT_EQ(log.find("replaced by a new process"), std::string::npos) << log;
+  // The insider's REGISTER was answered ERROR_RANK_TAKEN (10 s per message only bounds a hang).
+  bool rank_taken = false;
+  Frames got;
+  while (!rank_taken) {
+    auto r = peer.Recv(&got, 10000);
+    if (!r.ok() || !*r) break;
+    Message m;
+    pb::ErrorCode code;
+    if (Decode(std::move(got), {}, &m, &code).ok() && m.type() == pb::MSG_ERROR) {
+      rank_taken = m.header.error().code() == pb::ERROR_RANK_TAKEN;
+    }
+  }
+  EXPECT_TRUE(rank_taken) << log;
+  std::printf("server impostors=%s applied=%s; %s\n", s["impostors"].c_str(), s["applied"].c_str(),
+              c.scheduler().lines().empty() ? "" : c.scheduler().lines().back().c_str());
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

@@ -28,9 +28,9 @@ CurveKeyPair Keys() {
 struct Fixture {
   CurveKeyPair server = Keys(), good = Keys(), bad = Keys();
 
-  CurveOptions Receiver() const { return {true, server, good, {good.public_key}}; }
+  CurveOptions Receiver() const { return {true, server, good, {good.public_key}, ""}; }
   CurveOptions Sender(const CurveKeyPair& client, const CurveKeyPair& srv) const {
-    return {true, srv, client, {client.public_key}};
+    return {true, srv, client, {client.public_key}, ""};
   }
 };
 
@@ -111,7 +111,7 @@ TEST(CurveTest, PlainClientGetsNothingIn) {
 TEST(CurveTest, ReceiverWithoutTheServerSecretGetsNothingOut) {
   Fixture k;
   auto honest = Make(k.Sender(k.good, k.server));
-  auto impostor = Make(CurveOptions{true, k.bad, k.good, {k.good.public_key}});
+  auto impostor = Make(CurveOptions{true, k.bad, k.good, {k.good.public_key}, ""});
   EXPECT_FALSE(Delivered(*honest, *impostor));
   auto plain = Make(CurveOptions{});
   EXPECT_FALSE(Delivered(*honest, *plain));
@@ -137,7 +137,61 @@ TEST(CurveTest, KeyDirectoryRoundTripAndErrors) {
             fs::perms::none);
   std::ofstream(dir / "allowed_clients") << "not-a-key\n";
   EXPECT_EQ(LoadCurveDir(dir.string()).status().code(), StatusCode::kInvalidArgument);
+  std::ofstream(dir / "allowed_clients") << k.good.public_key << " worker\n";
+  EXPECT_EQ(LoadCurveDir(dir.string()).status().code(), StatusCode::kInvalidArgument);
+  std::ofstream(dir / "allowed_clients") << k.good.public_key << " scheduler\n"
+                                         << k.bad.public_key << " scheduler\n";
+  EXPECT_EQ(LoadCurveDir(dir.string()).status().code(), StatusCode::kInvalidArgument);
   fs::remove_all(dir);
+}
+
+// `sieve keygen --nodes=2`'s directory: one key pair per node and the scheduler's, all on the
+// allow-list, the scheduler's marked; each daemon loads its own pair. Nothing is overwritten
+// without `force`.
+TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto names = WriteCurveDir(dir.string(), 2, false);
+  ASSERT_TRUE(names.ok()) << names.status().ToString();
+  EXPECT_EQ(names->size(), 6u);  // server, scheduler, client, node-0, node-1, allowed_clients
+  auto scheduler = LoadCurveDir(dir.string(), (dir / "scheduler.key").string());
+  auto node0 = LoadCurveDir(dir.string(), (dir / "node-0.key").string());
+  auto node1 = LoadCurveDir(dir.string(), (dir / "node-1.key").string());
+  auto shared = LoadCurveDir(dir.string());
+  ASSERT_TRUE(scheduler.ok() && node0.ok() && node1.ok() && shared.ok());
+  EXPECT_EQ(node0->scheduler_key, scheduler->client.public_key);
+  EXPECT_EQ(node0->allowed_clients.size(), 4u);
+  EXPECT_NE(node0->client.public_key, node1->client.public_key);
+  EXPECT_NE(node0->client.public_key, shared->client.public_key);
+  EXPECT_EQ(node0->server.public_key, node1->server.public_key);
+  EXPECT_EQ(WriteCurveDir(dir.string(), 2, false).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(WriteCurveDir(dir.string(), 2, true).ok());
+  fs::remove_all(dir);
+}
+
+// Every message received over a CURVE connection names the client key it was authenticated with
+// (what binds a node id to a key); without CURVE it names none.
+TEST(CurveTest, ReceivedMessagesCarryTheSendersKey) {
+  Fixture k;
+  CurveOptions receiver = k.Receiver();
+  receiver.allowed_clients.push_back(k.bad.public_key);
+  auto rx = Make(receiver);
+  auto tx = Make(k.Sender(k.bad, k.server));
+  ASSERT_TRUE(tx->Connect(1, "127.0.0.1", rx->port()).ok());
+  ASSERT_TRUE(tx->Send(1, Hello()).ok());
+  Frames got;
+  auto r = rx->Recv(&got, 10000);  // bounds a hang
+  ASSERT_TRUE(r.ok() && *r);
+  EXPECT_EQ(PeerKey(got), k.bad.public_key);
+  auto plain_rx = Make(CurveOptions{});
+  auto plain_tx = Make(CurveOptions{});
+  ASSERT_TRUE(plain_tx->Connect(1, "127.0.0.1", plain_rx->port()).ok());
+  ASSERT_TRUE(plain_tx->Send(1, Hello()).ok());
+  r = plain_rx->Recv(&got, 10000);
+  ASSERT_TRUE(r.ok() && *r);
+  EXPECT_EQ(PeerKey(got), "");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "proto/job_identity.h"
 #include "proto/messages.h"
 #include "tests/fault/cluster.h"
+#include "tests/proto/test_util.h"
 
 namespace sieve {
 namespace {
@@ -76,11 +77,7 @@ uint16_t FreePort() {
 // Expects the job to have ended well: every process exited 0 and the server applied exactly the
 // worker's pushes, one per round.
 void ExpectJobSucceeded(FaultCluster& c, int rounds = 300) {
-  for (testing::Subprocess* p : {&c.scheduler(), &c.server(0), &c.worker(0)}) {
-    auto st = p->Wait(milliseconds(1));
-    ASSERT_TRUE(st.has_value());
-    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << c.Log();
-  }
+  EXPECT_TRUE(c.AllExitedZero()) << c.Log();
   testing::KeyValues s = c.ServerSummary(0);
   EXPECT_EQ(s["rounds"], std::to_string(rounds)) << c.Log();
   EXPECT_EQ(s["applied"], std::to_string(rounds));
@@ -114,13 +111,8 @@ TEST(JobTokenTest, AnotherJobWithTheSameDIsRefused) {
   std::atomic<bool> stop{false};
   std::thread pushes([&] {
     // A well-formed PUSH for shard 0 claiming to be worker 0 (node 2), for each round in turn.
-    const std::vector<uint32_t> idx = {3};
-    const std::vector<float> val = {1e6f};
-    DataPayload p;
-    p.indices = idx;
-    p.values = std::as_bytes(std::span<const float>(val));
     for (uint64_t round = 0; !stop; round = (round + 1) % 300) {
-      auto frames = EncodeData(MakeDataHeader(pb::MSG_PUSH, 2, 1, 0, round), p);
+      auto frames = testing::EncodePairs(MakeDataHeader(pb::MSG_PUSH, 2, 1, 0, round), {3}, {1e6f});
       if (frames.ok()) (void)peer->TrySend(1, std::move(frames).value());
       std::this_thread::sleep_for(milliseconds(2));
     }

@@ -128,7 +128,7 @@ StatusOr<NodeOptions> ToNodeOptions(const PsClientOptions& options) {
   n.transport.send_timeout_ms = options.send_timeout_ms;
   n.transport.send_hwm = options.send_hwm;
   if (!options.curve_dir.empty()) {
-    SIEVE_ASSIGN_OR_RETURN(auto curve, LoadCurveDir(options.curve_dir));
+    SIEVE_ASSIGN_OR_RETURN(auto curve, LoadCurveDir(options.curve_dir, options.curve_key));
     n.transport.curve = std::move(curve);
   }
   n.transport.job = JobDigest(options.job_token);

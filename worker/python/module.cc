@@ -248,13 +248,11 @@ class PyClient {
  public:
   explicit PyClient(std::unique_ptr<PsClient> c) : c_(std::move(c)) {}
 
-  static std::unique_ptr<PyClient> Connect(const std::string& scheduler, uint64_t num_params,
-                                           int rank, const std::string& bind,
-                                           const std::string& host, int port, bool fp16,
-                                           bool checksum, int heartbeat_interval_ms,
-                                           int heartbeat_timeout_ms, const std::string& curve_dir,
-                                           const std::string& job_token,
-                                           const std::string& job_token_file) {
+  static std::unique_ptr<PyClient> Connect(
+      const std::string& scheduler, uint64_t num_params, int rank, const std::string& bind,
+      const std::string& host, int port, bool fp16, bool checksum, int heartbeat_interval_ms,
+      int heartbeat_timeout_ms, const std::string& curve_dir, const std::string& job_token,
+      const std::string& job_token_file, const std::string& curve_key) {
     if (num_params == 0) throw py::value_error("num_params (the model's D) must be >= 1");
     if (scheduler.rfind(':') == std::string::npos) {
       throw py::value_error("scheduler must be host:port, got '" + scheduler + "'");
@@ -268,6 +266,7 @@ class PyClient {
     o.advertise_host = host;
     o.port = static_cast<uint16_t>(port);
     o.curve_dir = curve_dir;
+    o.curve_key = curve_key;
     if (!job_token.empty() && !job_token_file.empty()) {
       throw py::value_error("give job_token or job_token_file, not both");
     }
@@ -495,7 +494,7 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("port") = 0, py::arg("fp16") = false, py::arg("checksum") = true,
                   py::arg("heartbeat_interval_ms") = 1000, py::arg("heartbeat_timeout_ms") = 10000,
                   py::arg("curve_dir") = "", py::arg("job_token") = "",
-                  py::arg("job_token_file") = "")
+                  py::arg("job_token_file") = "", py::arg("curve_key") = "")
       .def_property_readonly("rank", [](PyClient& c) { return c.c().rank(); })
       .def_property_readonly("num_params", [](PyClient& c) { return c.c().num_params(); })
       .def_property_readonly("num_workers", [](PyClient& c) { return c.c().num_workers(); })

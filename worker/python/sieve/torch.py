@@ -77,7 +77,7 @@ class DistributedOptimizer:
                  metrics_out="", metrics_every=1, round_timeout_ms=120000, client=None,
                  scheduler=None, rank=-1, bind="127.0.0.1", host="", port=0, fp16=False,
                  checksum=True, heartbeat_interval_ms=1000, heartbeat_timeout_ms=10000,
-                 curve_dir="", job_token="", job_token_file="", progress=None):
+                 curve_dir="", job_token="", job_token_file="", curve_key="", progress=None):
         self._compressor = _core.parse_compressor(compressor)
         for name, value in (("density", density),) + tuple(
                 (f"density_warmup[{i}]", d) for i, d in enumerate(density_warmup)):
@@ -127,7 +127,7 @@ class DistributedOptimizer:
                                           heartbeat_interval_ms=heartbeat_interval_ms,
                                           heartbeat_timeout_ms=heartbeat_timeout_ms,
                                           curve_dir=curve_dir, job_token=job_token,
-                                          job_token_file=job_token_file)
+                                          job_token_file=job_token_file, curve_key=curve_key)
         elif client.num_params != self.d:
             raise ValueError(f"the job has D = {client.num_params} parameters but the model has "
                              f"{self.d}")

@@ -28,6 +28,7 @@ WORKER_FLAGS = {
     "host": (str, "", "Address peers use to reach this worker (empty = detect)"),
     "port": (int, 0, "TCP port to listen on (0 = any free port)"),
     "curve_dir": (str, "", "CurveZMQ key directory (docs/security.md)"),
+    "curve_key": (str, "", "This worker's client key pair file (default: curve_dir/client.key)"),
     "job_token_file": (str, "", "File holding the job token (docs/security.md)"),
     "job_token": (str, "", "The job token itself (prefer job_token_file)"),
     "heartbeat_interval_ms": (int, 1000, "Heartbeat period (0 disables heartbeats)"),
@@ -222,6 +223,7 @@ def connect(flags, num_params):
                                 host=flags.host, port=flags.port, fp16=flags.fp16,
                                 checksum=flags.checksum, curve_dir=flags.curve_dir,
                                 job_token=flags.job_token, job_token_file=flags.job_token_file,
+                                curve_key=flags.curve_key,
                                 heartbeat_interval_ms=flags.heartbeat_interval_ms,
                                 heartbeat_timeout_ms=flags.heartbeat_timeout_ms)
 
