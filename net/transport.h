@@ -31,6 +31,10 @@ struct TransportOptions {
   std::string advertise_host;         // what peers connect to; empty = detect (see DetectHost)
   int send_timeout_ms = 30000;        // a send that cannot be queued within this fails
   int send_hwm = 1000;                // messages queued per peer before Send waits
+  // A connection that has not completed its ZeroMQ (and CURVE) handshake within this is closed,
+  // so a peer that opens connections and sends nothing cannot hold them (and their file
+  // descriptors) open; 0 = never (libzmq's default is 30 s).
+  int handshake_timeout_ms = 10000;
   // The largest message frame the receive socket accepts (0 = no limit); a peer sending a larger
   // one is disconnected by ZeroMQ before the frame is buffered. Size it from D: a dense shard is
   // the largest frame a job sends (MaxFrameBytes).

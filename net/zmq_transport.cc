@@ -43,6 +43,7 @@ class ZmqTransport final : public Transport {
       }
       pull_.set(zmq::sockopt::linger, 0);
       pull_.set(zmq::sockopt::rcvhwm, 0);
+      pull_.set(zmq::sockopt::handshake_ivl, options_.handshake_timeout_ms);
       if (options_.max_message_bytes > 0) {
         pull_.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
       }
@@ -74,6 +75,7 @@ class ZmqTransport final : public Transport {
       p->socket.set(zmq::sockopt::linger, 2000);
       p->socket.set(zmq::sockopt::sndtimeo, options_.send_timeout_ms);
       p->socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
+      p->socket.set(zmq::sockopt::handshake_ivl, options_.handshake_timeout_ms);
       if (options_.curve.enabled) {
         p->socket.set(zmq::sockopt::curve_serverkey, options_.curve.server.public_key);
         p->socket.set(zmq::sockopt::curve_publickey, options_.curve.client.public_key);

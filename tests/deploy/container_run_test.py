@@ -27,10 +27,11 @@ Tests:
 - the image: runs as 10001:10001, has no compiler or build tool, `sieve-server --version` works on
   a read-only root file system as an arbitrary non-root user, size (printed) at most 250 MB;
 - the cpu-small job trains and finishes: every container exits 0, probes answer, the scheduler
-  reports the job finished, test accuracy >= 0.65 (0.73 measured), both replicas equal the concatenated shards;
+  reports the job finished, test accuracy >= 0.65 (0.7298 measured), both replicas equal the
+  concatenated shards;
 - server-1's container is killed (SIGKILL) once its first checkpoint is on its volume; a new
   container for the same ordinal with the same volume restores the checkpoint, and the job
-  finishes with the same checks.
+  finishes with the same checks (accuracy >= 0.50: the replayed rounds move the result).
 
 usage: container_run_test.py PODMAN_BUILD KUBECTL VERSION
 Skips (exit 77) only inside a chroot where a plain Debian container cannot run; elsewhere that is a
@@ -57,7 +58,11 @@ VERSION = None
 IMAGE = None
 ENV = None  # this process's environment plus CONTAINERS_CONF
 JOB_TIMEOUT_S = 300
-ACCURACY_FLOOR = 0.65
+ACCURACY_FLOOR = 0.65  # the job as rendered: 0.7298 every run (BSP, fixed seeds)
+# With server-1 killed after its round-100 checkpoint, the rounds the workers ran past it are
+# replayed against the restored shard, which moves the end of this 1-epoch job: 0.683-0.734 seen.
+# The floor only has to tell training from its failure (chance is 0.10).
+ACCURACY_FLOOR_AFTER_KILL = 0.50
 IMAGE_SIZE_LIMIT = 250 * 1000 * 1000
 SKIP = 77
 
@@ -396,7 +401,8 @@ class ContainerRunTest(unittest.TestCase):
                              logs[(workers[0].name, "worker")])
         self.assertIsNotNone(accuracy, dump())
         print(f"test accuracy {float(accuracy.group(1)):.4f}")
-        self.assertGreaterEqual(float(accuracy.group(1)), ACCURACY_FLOOR)
+        floor = ACCURACY_FLOOR if restored is None else ACCURACY_FLOOR_AFTER_KILL
+        self.assertGreaterEqual(float(accuracy.group(1)), floor)
         shards = b"".join(read_floats(os.path.join(s.claims["checkpoints"],
                                                    f"shard-{s.index}.f32")) for s in servers)
         self.assertGreater(len(shards), 0)

@@ -1,8 +1,14 @@
 // In-process tests of the scheduler's and the node runtime's error paths.
 #include "scheduler/scheduler.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -330,6 +336,35 @@ TEST(NetTransportTest, FramesOverTheSizeLimitAreRefused) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].size(), 4000u);
   EXPECT_EQ(MaxFrameBytes(1000), 4000 + (1 << 20));
+}
+
+// A peer that opens a TCP connection to a node's port and never completes the ZeroMQ handshake
+// is disconnected after handshake_timeout_ms, so it cannot hold connections (and the node's file
+// descriptors) open by sending nothing. The read below only ends on the node's close: EOF.
+TEST(NetTransportTest, ConnectionWithoutAHandshakeIsClosed) {
+  TransportOptions o = Loopback();
+  o.handshake_timeout_ms = 200;
+  auto node = CreateZmqTransport(o);
+  ASSERT_TRUE(node.ok());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((*node)->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  // Bounds the wait; shorter than libzmq's default handshake limit (30 s), which this setting
+  // replaces, and 100 times the one set here.
+  timeval bound{20, 0};
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound)), 0);
+  char buf[256];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
+    // the node's greeting; this peer answers nothing
+  }
+  const int err = errno;
+  EXPECT_TRUE(n == 0 || err == ECONNRESET) << "still open: " << std::strerror(err);
+  ::close(fd);
 }
 
 }  // namespace
