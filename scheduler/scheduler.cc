@@ -209,11 +209,9 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
     // A node re-admitted under the rank of a dead one (same role), e.g. after a restart.
     for (auto& [id, e] : nodes_) {
       if (e.info.instance() == r.instance()) {  // resent registration: the table already went out
-        SendTo(id, [&] {
-          pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId, id);
-          *t.mutable_node_table() = BuildTable();
-          return t;
-        }());
+        pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId, id);
+        *t.mutable_node_table() = BuildTable();
+        SendTo(id, t);
         return;
       }
     }

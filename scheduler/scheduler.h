@@ -67,6 +67,11 @@ class Scheduler {
   // sent SHUTDOWN when Run returns.
   Status Run();
 
+  // Handles one received message (`frames` as the transport delivered them) exactly as Run()'s
+  // loop does, on the calling thread: for harnesses that drive the scheduler without Run() (the
+  // control-message fuzzer, tests/fuzz). Never call it while Run() runs.
+  void HandleMessage(Frames frames) { Handle(std::move(frames)); }
+
   // Ends Run() soon with Aborted(reason), shutting the nodes down. Thread-safe.
   void Stop(const std::string& reason);
 

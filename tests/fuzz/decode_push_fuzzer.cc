@@ -1,12 +1,17 @@
 // libFuzzer harness: arbitrary bytes -> ZeroMQ frames -> proto Decode (every validation of
 // docs/protocol.md) -> for a decoded PUSH, ShardServer::OnPush of a BSP and an ASP shard, exactly
-// the path a sieve-server runs for a peer's message. Crashes, sanitizer reports (ASan), a failed
-// decode without an error code and a reply larger than the shard are failures.
+// the path a sieve-server runs for a peer's message. The same frames also go to a scheduler (1
+// server, 2 workers, D = 101, on an in-process network where its replies go nowhere), which keeps
+// its state across inputs: registrations, the job's start, re-admissions, barriers, heartbeats,
+// FINISHED and every other control message (REGISTER, NODE_TABLE, NODE_DEAD, SHUTDOWN, BARRIER,
+// JOIN, ...) a peer can send it. Crashes, sanitizer reports (ASan, UBSan), a failed decode without
+// an error code and a reply larger than the shard are failures.
 //
 // Input layout: byte 0 = number of frames (1..4, mod 4 + 1); then per frame a 2-byte little-endian
 // length followed by that many bytes (the last frame takes whatever is left). Checksum
 // verification is off so the fuzzer reaches the checks after it (a CRC only guards transport
 // corruption; a malicious peer can compute it).
+#include <glog/logging.h>
 #include <google/protobuf/stubs/logging.h>
 
 #include <cmath>
@@ -16,7 +21,9 @@
 #include <memory>
 #include <vector>
 
+#include "net/inproc_transport.h"
 #include "proto/codec.h"
+#include "scheduler/scheduler.h"
 #include "server/shard_server.h"
 
 namespace {
@@ -32,18 +39,34 @@ std::unique_ptr<sieve::ShardServer> MakeShard(sieve::Consistency c) {
   return std::move(s).value();
 }
 
+std::unique_ptr<sieve::Scheduler> MakeScheduler() {
+  static const sieve::InprocNetwork network;
+  sieve::SchedulerOptions o;
+  o.num_servers = 1;
+  o.num_workers = 2;
+  o.num_params = 101;
+  o.heartbeat_timeout_ms = 0;
+  o.transport.factory = network.factory();
+  auto s = sieve::Scheduler::Create(o);
+  if (!s.ok()) std::abort();
+  return std::move(s).value();
+}
+
 }  // namespace
 
 // Protobuf logs every string field with invalid UTF-8; at thousands of inputs a second that
 // is all the fuzzer would do.
+// The scheduler logs a line for every message it refuses; so would the fuzzer, at every input.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   google::protobuf::SetLogHandler(nullptr);
+  FLAGS_minloglevel = google::GLOG_FATAL;
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static auto bsp = MakeShard(sieve::Consistency::kBsp);
   static auto asp = MakeShard(sieve::Consistency::kAsp);
+  static auto scheduler = MakeScheduler();
   if (size == 0) return 0;
   const int nframes = data[0] % 4 + 1;
   size_t at = 1;
@@ -58,6 +81,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     frames.emplace_back(data + at, len);
     at += len;
   }
+  sieve::Frames to_scheduler;
+  for (const auto& f : frames) to_scheduler.emplace_back(f.data(), f.size());
+  scheduler->HandleMessage(std::move(to_scheduler));
   sieve::DecodeLimits limits;
   limits.shard_lengths = kShardLengths;
   limits.verify_checksum = false;
