@@ -100,9 +100,15 @@ Status WriteCurveKeyPair(const std::string& path, const CurveKeyPair& keys) {
   return WriteSecretFile(path, keys.public_key + "\n" + keys.secret_key + "\n");
 }
 
-StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int nodes, bool force) {
+std::string NodeKeyName(const std::string& role, int rank) {
+  return role + "-" + std::to_string(rank) + ".key";
+}
+
+StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int servers, int workers,
+                                                 bool force) {
   std::vector<std::string> pairs = {"server.key", "scheduler.key", "client.key"};
-  for (int i = 0; i < nodes; ++i) pairs.push_back("node-" + std::to_string(i) + ".key");
+  for (int r = 0; r < servers; ++r) pairs.push_back(NodeKeyName("server", r));
+  for (int r = 0; r < workers; ++r) pairs.push_back(NodeKeyName("worker", r));
   std::vector<std::string> names = pairs;
   names.push_back("allowed_clients");
   for (const std::string& name : names) {

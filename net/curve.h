@@ -6,8 +6,9 @@
 //                    receive socket is a CURVE server with it; every sender needs its public half.
 //   scheduler.key    the scheduler's client key pair (same layout): the key of the control plane.
 //   client.key       a client key pair for nodes without a key of their own.
-//   node-<i>.key     (`sieve keygen --nodes=N`) one client key pair per node, i = 0 .. N-1, given
-//                    to each daemon with --curve_key.
+//   server-<r>.key   (`sieve keygen --servers=S --workers=W`) one client key pair per node, named
+//   worker-<r>.key   after its role and rank (NodeKeyName): a server or worker with --rank=r uses
+//                    its own without being told (or the file given with --curve_key).
 //   allowed_clients  one client public key per line ('#' comments); only these may send. A key
 //                    followed by the word `scheduler` is the scheduler's: nodes accept control
 //                    messages (and anything claiming node id 0) only from it.
@@ -50,11 +51,16 @@ StatusOr<CurveOptions> LoadCurveDir(const std::string& dir,
 // Writes a key pair file (public line, secret line) with mode 0600. Errors: Unavailable.
 Status WriteCurveKeyPair(const std::string& path, const CurveKeyPair& keys);
 
-// Writes a whole key directory (layout above) with fresh keys and `nodes` node-<i>.key files
-// into the existing directory `dir`, every file mode 0600. Refuses (AlreadyExists, nothing
-// written) when one of the files exists, unless `force`. Errors: Unavailable, Unimplemented.
-// Returns the names of the files written.
-StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int nodes, bool force);
+// The file name of a node's own key pair in a key directory: "<role>-<rank>.key" (role "server"
+// or "worker").
+std::string NodeKeyName(const std::string& role, int rank);
+
+// Writes a whole key directory (layout above) with fresh keys, a key pair per server rank
+// < `servers` and per worker rank < `workers`, into the existing directory `dir`, every file
+// mode 0600. Refuses (AlreadyExists, nothing written) when one of the files exists, unless
+// `force`. Errors: Unavailable, Unimplemented. Returns the names of the files written.
+StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int servers, int workers,
+                                                 bool force);
 
 }  // namespace sieve
 

@@ -13,9 +13,10 @@ DEFINE_string(curve_dir, "",
               "CurveZMQ on every socket with the keys in this directory (server.key, client.key, "
               "allowed_clients; written by `sieve keygen`); empty = no encryption");
 DEFINE_string(curve_key, "",
-              "This daemon's own client key pair file (e.g. node-3.key from `sieve keygen "
-              "--nodes`); empty = client.key in --curve_dir (the scheduler: scheduler.key when "
-              "the directory has one). Each node's key is bound to its node id when it registers");
+              "This daemon's own client key pair file; empty = its own in --curve_dir when the "
+              "directory has one (the scheduler: scheduler.key; a server or worker with "
+              "--rank=R: server-R.key / worker-R.key from `sieve keygen --servers --workers`), "
+              "else client.key. Each node's key is bound to its node id when it registers");
 DEFINE_string(job_token_file, "",
               "File holding this job's token (one line): every message carries its digest and "
               "messages of other tokens are dropped; all daemons of a job need the same token. "
@@ -53,6 +54,7 @@ StatusOr<ListenFlags> ReadListenFlags(const std::string& default_key_name) {
       return Status(curve.status().code(), "--curve_dir: " + curve.status().message());
     }
     f.curve = *curve;
+    f.curve_key = key;
   }
   if (!FLAGS_job_token.empty() && !FLAGS_job_token_file.empty()) {
     return InvalidArgumentError("--job_token and --job_token_file: give one of them");
@@ -70,7 +72,6 @@ StatusOr<ListenFlags> ReadListenFlags(const std::string& default_key_name) {
   f.host = FLAGS_host;
   f.port = static_cast<uint16_t>(FLAGS_port);
   f.curve_dir = FLAGS_curve_dir;
-  f.curve_key = FLAGS_curve_key;
   f.metrics_port = static_cast<uint16_t>(FLAGS_metrics_port);
   return f;
 }

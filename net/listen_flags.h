@@ -37,7 +37,7 @@ struct ListenFlags {
   std::string host;           // advertised address; empty = detect
   uint16_t port = 0;          // 0 = any free port
   std::string curve_dir;      // empty = no CURVE
-  std::string curve_key;      // this daemon's client key pair file; empty = client.key
+  std::string curve_key;      // the client key pair file in use; empty = client.key (or no CURVE)
   CurveOptions curve;         // loaded from curve_dir (enabled only when it is set)
   std::string job_token;      // --job_token, or the content of --job_token_file; empty = none
   uint64_t job = 0;           // JobDigest(job_token): TransportOptions::job
@@ -47,7 +47,8 @@ struct ListenFlags {
 void SetDefaultPort(uint16_t port);
 
 // `default_key_name`: the key pair file in --curve_dir this daemon uses when --curve_key is not
-// given and the directory holds it (the scheduler: "scheduler.key"); else client.key.
+// given and the directory holds it (the scheduler: "scheduler.key"; a server or worker of a known
+// rank: NodeKeyName(role, rank), net/node_flags.h); else client.key.
 StatusOr<ListenFlags> ReadListenFlags(const std::string& default_key_name = "");
 
 }  // namespace sieve

@@ -1,6 +1,7 @@
 #include "net/node_flags.h"
 
 #include "net/address.h"
+#include "net/curve.h"
 
 DEFINE_string(scheduler, "127.0.0.1:9310", "Scheduler address HOST:PORT");
 DEFINE_int32(rank, -1,
@@ -12,7 +13,7 @@ DEFINE_int32(heartbeat_timeout_ms, 10000,
 
 namespace sieve {
 
-StatusOr<NodeFlags> ReadNodeFlags() {
+StatusOr<NodeFlags> ReadNodeFlags(const std::string& role) {
   if (FLAGS_rank < -1) return InvalidArgumentError("--rank must be >= -1");
   std::string sched_host;
   uint16_t sched_port = 0;
@@ -26,7 +27,8 @@ StatusOr<NodeFlags> ReadNodeFlags() {
     return InvalidArgumentError("--heartbeat_timeout_ms must be >= 0");
   }
   NodeFlags f;
-  SIEVE_ASSIGN_OR_RETURN(static_cast<ListenFlags&>(f), ReadListenFlags());
+  SIEVE_ASSIGN_OR_RETURN(static_cast<ListenFlags&>(f),
+                         ReadListenFlags(FLAGS_rank >= 0 ? NodeKeyName(role, FLAGS_rank) : ""));
   f.scheduler = FLAGS_scheduler;
   f.rank = FLAGS_rank;
   f.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;

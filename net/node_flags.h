@@ -4,10 +4,14 @@
 // --curve_dir, --metrics_port). A daemon links sieve_cluster_flags and lists these names in its
 // --help groups (base/flags.h).
 //
-// Contract: ReadNodeFlags() reads the parsed gflags values and validates them all (rank >= -1,
+// Contract: ReadNodeFlags(role) reads the parsed gflags values and validates them all (rank >= -1,
 // --scheduler a HOST:PORT, ports <= 65535, heartbeat periods >= 0, the CURVE key directory
 // readable); errors are InvalidArgument (or the key files' error) naming the flag, a usage error
 // the caller reports and exits 2 on. Call it from main()'s thread after the command line is parsed.
+// `role` ("server" or "worker") names the node's own key pair under CURVE: without --curve_key, a
+// node with --rank=R uses DIR/<role>-<R>.key when the key directory holds it (`sieve keygen
+// --servers=S --workers=W`; in Kubernetes the StatefulSet ordinal and the Job completion index are
+// the ranks, so one Secret serves every pod), else the shared DIR/client.key.
 #ifndef SIEVE_NET_NODE_FLAGS_H_
 #define SIEVE_NET_NODE_FLAGS_H_
 
@@ -34,7 +38,7 @@ struct NodeFlags : ListenFlags {
   int heartbeat_timeout_ms = 10000;
 };
 
-StatusOr<NodeFlags> ReadNodeFlags();
+StatusOr<NodeFlags> ReadNodeFlags(const std::string& role);
 
 }  // namespace sieve
 

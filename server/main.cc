@@ -99,7 +99,7 @@ int Run() {
     std::cerr << "sieve-server: --server_density must be in (0, 1]\n";
     return 2;
   }
-  auto node_flags = ReadNodeFlags();
+  auto node_flags = ReadNodeFlags("server");
   if (!node_flags.ok()) {
     std::cerr << "sieve-server: " << node_flags.status().message() << "\n";
     return 2;

@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
     return Usage("--progress must be auto, bar or log");
   }
   if (sieve::Status s = sieve::ValidateTrainerOptions(o); !s.ok()) return Usage(s.message());
-  auto node_flags = sieve::ReadNodeFlags();
+  auto node_flags = sieve::ReadNodeFlags("worker");
   if (!node_flags.ok()) return Usage(node_flags.status().message());
   const sieve::NodeFlags& nf = *node_flags;
   if (FLAGS_shutdown_timeout_ms < 1) return Usage("--shutdown_timeout_ms must be >= 1");

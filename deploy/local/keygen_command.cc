@@ -12,15 +12,30 @@ namespace sieve {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: sieve keygen --out=DIR [--nodes=N] [--force]\n"
+    "usage: sieve keygen --out=DIR [--servers=S --workers=W] [--force]\n"
     "  Writes a CurveZMQ key directory for the daemons' --curve_dir: server.key, scheduler.key,\n"
-    "  client.key, with --nodes=N also node-0.key .. node-<N-1>.key (one per server and worker,\n"
-    "  each given to its daemon with --curve_key), and allowed_clients (the scheduler's key\n"
-    "  marked); mode 0600. --force overwrites existing files.\n";
+    "  client.key, with --servers/--workers also a key pair per node, server-0.key ..\n"
+    "  server-<S-1>.key and worker-0.key .. worker-<W-1>.key (a server or worker with --rank=r\n"
+    "  uses its own), and allowed_clients (the scheduler's key marked); mode 0600. One directory\n"
+    "  serves the whole job (in Kubernetes: one Secret). --force overwrites existing files.\n";
+
+// Parses "--NAME=N" with N in [0, 100000] into *value; false (after a usage error) otherwise.
+bool ParseCount(const std::string& arg, const std::string& name, int* value) {
+  const std::string prefix = "--" + name + "=";
+  char* end = nullptr;
+  const long n = std::strtol(arg.c_str() + prefix.size(), &end, 10);
+  if (arg.size() == prefix.size() || *end != '\0' || n < 0 || n > 100000) {
+    std::fprintf(stderr, "sieve keygen: --%s must be an integer in [0, 100000]\n%s", name.c_str(),
+                 kUsage);
+    return false;
+  }
+  *value = static_cast<int>(n);
+  return true;
+}
 
 int Run(const std::vector<std::string>& args) {
   std::string out;
-  int nodes = 0;
+  int servers = 0, workers = 0;
   bool force = false;
   for (const std::string& a : args) {
     if (a == "--help" || a == "-h") {
@@ -29,14 +44,10 @@ int Run(const std::vector<std::string>& args) {
     }
     if (a.rfind("--out=", 0) == 0) {
       out = a.substr(6);
-    } else if (a.rfind("--nodes=", 0) == 0) {
-      char* end = nullptr;
-      const long n = std::strtol(a.c_str() + 8, &end, 10);
-      if (a.size() == 8 || *end != '\0' || n < 0 || n > 100000) {
-        std::fprintf(stderr, "sieve keygen: --nodes must be an integer in [0, 100000]\n%s", kUsage);
-        return 2;
-      }
-      nodes = static_cast<int>(n);
+    } else if (a.rfind("--servers=", 0) == 0) {
+      if (!ParseCount(a, "servers", &servers)) return 2;
+    } else if (a.rfind("--workers=", 0) == 0) {
+      if (!ParseCount(a, "workers", &workers)) return 2;
     } else if (a == "--force") {
       force = true;
     } else {
@@ -54,7 +65,7 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "sieve keygen: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
     return 1;
   }
-  auto written = WriteCurveDir(out, nodes, force);
+  auto written = WriteCurveDir(out, servers, workers, force);
   if (!written.ok()) {
     const bool exists = written.status().code() == StatusCode::kAlreadyExists;
     std::fprintf(stderr, "sieve keygen: %s%s\n", written.status().message().c_str(),

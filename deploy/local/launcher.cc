@@ -22,6 +22,7 @@
 #include "deploy/local/flag_routing.h"
 #include "deploy/local/job_progress.h"
 #include "deploy/local/supervisor.h"
+#include "net/curve.h"
 
 namespace sieve {
 namespace {
@@ -148,12 +149,12 @@ std::string NewJobToken() {
   return token;
 }
 
-// DIR/node-0.key .. DIR/node-<n-1>.key when all of them exist, else none.
-std::vector<std::string> NodeKeyFiles(const std::string& dir, int n) {
+// DIR/<role>-0.key .. DIR/<role>-<n-1>.key when all of them exist, else none.
+std::vector<std::string> NodeKeyFiles(const std::string& dir, const std::string& role, int n) {
   std::vector<std::string> files;
   if (dir.empty()) return files;
   for (int i = 0; i < n; ++i) {
-    files.push_back(dir + "/node-" + std::to_string(i) + ".key");
+    files.push_back(dir + "/" + NodeKeyName(role, i));
     struct stat st {};
     if (stat(files.back().c_str(), &st) != 0) return {};
   }
@@ -204,11 +205,14 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
 
   // Every job gets its own token unless the user gave one: the same for all its daemons.
   const std::string token = has_token ? std::string() : NewJobToken();
-  // A key directory with a key per node (`sieve keygen --nodes=N`, N >= S + W): each server and
-  // worker gets its own (servers node-0 .. node-<S-1>, then the workers), so that the scheduler
-  // binds every node id to a key of its own (docs/security.md).
-  const std::vector<std::string> node_keys =
-      has_key ? std::vector<std::string>() : NodeKeyFiles(curve_dir, o.num_servers + o.num_workers);
+  // A key directory with a key per node (`sieve keygen --servers=S --workers=W`): each server and
+  // worker gets its own, named by the rank the launcher gives it, so that the scheduler binds
+  // every node id to a key of its own (docs/security.md). Passed explicitly: a --worker_cmd
+  // program reads --curve_key, not the daemons' default.
+  const std::vector<std::string> node_keys[3] = {
+      {},
+      has_key ? std::vector<std::string>() : NodeKeyFiles(curve_dir, "server", o.num_servers),
+      has_key ? std::vector<std::string>() : NodeKeyFiles(curve_dir, "worker", o.num_workers)};
   Plan plan;
   std::vector<std::string> programs[3] = {{paths[0]}, {paths[1]}, {paths[2]}};
   if (!o.worker_cmd.empty()) {
@@ -242,8 +246,8 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
       if (!token.empty() && flags[r].types.count("job_token")) {
         spec.argv.push_back("--job_token=" + token);
       }
-      if (r > 0 && !node_keys.empty() && flags[r].types.count("curve_key")) {
-        spec.argv.push_back("--curve_key=" + node_keys[(r == 1 ? 0 : o.num_servers) + rank]);
+      if (!node_keys[r].empty() && flags[r].types.count("curve_key")) {
+        spec.argv.push_back("--curve_key=" + node_keys[r][rank]);
       }
       const auto& mine = routed[kRoles[r].name];
       spec.argv.insert(spec.argv.end(), mine.begin(), mine.end());

@@ -205,9 +205,11 @@ TEST(CurveClusterTest, IntrudersGetNothingIntoARunningJob) {
 // The encoded control message `h` (whatever node it claims to come from).
 Frames Forged(pb::Header h) { return std::move(EncodeControl(std::move(h))).value(); }
 
-// Every daemon has its own key (`sieve keygen --nodes=3`: node-0 for the server, node-1 for the
-// worker; the scheduler uses scheduler.key). While the job runs, an insider holding the third
-// node key, which is on the allow-list but is no node's of this job, speaks for the others:
+// Every daemon has its own key (`sieve keygen --servers=1 --workers=2`): the server and the worker
+// find server-0.key and worker-0.key by their role and --rank, without --curve_key (the shared
+// client.key is removed, so a daemon that did not find its own would not start); the scheduler
+// uses scheduler.key. While the job runs, an insider holding worker-1.key, which is on the
+// allow-list but is no node's of this job, speaks for the others:
 // PUSHes as worker 0 and NODE_DEAD (worker 0) and SHUTDOWN as the scheduler at the server; a
 // SHUTDOWN, a NODE_TABLE sending the worker's pushes to the insider, and an UPDATE as server 0 at
 // the worker; FINISHED as worker 0 (which would end the job at once) and a REGISTER for the live
@@ -217,8 +219,9 @@ TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
   const fs::path dir = fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  ASSERT_TRUE(WriteCurveDir(dir.string(), 3, false).ok());
-  auto insider_keys = LoadCurveDir(dir.string(), (dir / "node-2.key").string());
+  ASSERT_TRUE(WriteCurveDir(dir.string(), 1, 2, false).ok());
+  fs::remove(dir / "client.key");
+  auto insider_keys = LoadCurveDir(dir.string(), (dir / "worker-1.key").string());
   ASSERT_TRUE(insider_keys.ok()) << insider_keys.status().ToString();
   const std::string curve = "--curve_dir=" + dir.string();
   const int server_port = FreePort(), worker_port = FreePort();
@@ -227,11 +230,9 @@ TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
 
   testing::FaultCluster c;
   ASSERT_TRUE(c.StartScheduler(1, 1, {curve})) << c.Log();
-  c.StartServer(
-      0, {curve, "--curve_key=" + (dir / "node-0.key").string(),
-          "--port=" + std::to_string(server_port), "--model=synthetic", "--num_params=1000"});
-  c.StartWorker(0, {curve, "--curve_key=" + (dir / "node-1.key").string(),
-                    "--port=" + std::to_string(worker_port), "--model=synthetic",
+  c.StartServer(0, {curve, "--port=" + std::to_string(server_port), "--model=synthetic",
+                    "--num_params=1000"});
+  c.StartWorker(0, {curve, "--port=" + std::to_string(worker_port), "--model=synthetic",
                     "--num_params=1000", "--rounds_per_epoch=" + std::to_string(kRounds),
                     "--epochs=1", "--compressor=topk", "--density=0.1", "--progress=log"});
   TransportOptions to;

@@ -145,7 +145,8 @@ TEST(CurveTest, KeyDirectoryRoundTripAndErrors) {
   fs::remove_all(dir);
 }
 
-// `sieve keygen --nodes=2`'s directory: one key pair per node and the scheduler's, all on the
+// `sieve keygen --servers=1 --workers=1`'s directory: one key pair per node (named by role and
+// rank) and the scheduler's, all on the
 // allow-list, the scheduler's marked; each daemon loads its own pair. Nothing is overwritten
 // without `force`.
 TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
@@ -153,12 +154,14 @@ TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
   const fs::path dir = fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  auto names = WriteCurveDir(dir.string(), 2, false);
+  auto names = WriteCurveDir(dir.string(), 1, 1, false);
   ASSERT_TRUE(names.ok()) << names.status().ToString();
-  EXPECT_EQ(names->size(), 6u);  // server, scheduler, client, node-0, node-1, allowed_clients
+  EXPECT_EQ(*names, (std::vector<std::string>{"server.key", "scheduler.key", "client.key",
+                                              "server-0.key", "worker-0.key", "allowed_clients"}));
+  EXPECT_EQ(NodeKeyName("worker", 12), "worker-12.key");
   auto scheduler = LoadCurveDir(dir.string(), (dir / "scheduler.key").string());
-  auto node0 = LoadCurveDir(dir.string(), (dir / "node-0.key").string());
-  auto node1 = LoadCurveDir(dir.string(), (dir / "node-1.key").string());
+  auto node0 = LoadCurveDir(dir.string(), (dir / "server-0.key").string());
+  auto node1 = LoadCurveDir(dir.string(), (dir / "worker-0.key").string());
   auto shared = LoadCurveDir(dir.string());
   ASSERT_TRUE(scheduler.ok() && node0.ok() && node1.ok() && shared.ok());
   EXPECT_EQ(node0->scheduler_key, scheduler->client.public_key);
@@ -166,8 +169,8 @@ TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
   EXPECT_NE(node0->client.public_key, node1->client.public_key);
   EXPECT_NE(node0->client.public_key, shared->client.public_key);
   EXPECT_EQ(node0->server.public_key, node1->server.public_key);
-  EXPECT_EQ(WriteCurveDir(dir.string(), 2, false).status().code(), StatusCode::kAlreadyExists);
-  EXPECT_TRUE(WriteCurveDir(dir.string(), 2, true).ok());
+  EXPECT_EQ(WriteCurveDir(dir.string(), 1, 1, false).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(WriteCurveDir(dir.string(), 1, 1, true).ok());
   fs::remove_all(dir);
 }
 
