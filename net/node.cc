@@ -68,6 +68,29 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeOptions& options) {
   return node;
 }
 
+StatusOr<std::unique_ptr<Node>> Node::CreateForTesting(const NodeOptions& options,
+                                                       pb::NodeTable table, int id) {
+  std::unique_ptr<Node> node(new Node(options));
+  SIEVE_ASSIGN_OR_RETURN(auto transport, CreateTransport(options.transport));
+  node->transport_ = std::move(transport);
+  bool found = false;
+  for (pb::NodeInfo& n : *table.mutable_nodes()) {
+    if (n.id() == id) {
+      n.set_instance(node->instance_);
+      found = true;
+    }
+  }
+  if (!found) return InvalidArgumentError("the node table has no node " + std::to_string(id));
+  std::lock_guard<std::mutex> lock(node->mu_);
+  node->InstallFirstTableLocked(table);
+  return node;
+}
+
+void Node::DispatchForTesting(Frames frames) {
+  std::string key = PeerKey(frames);
+  Dispatch(std::move(frames), std::move(key));
+}
+
 Node::~Node() {
   io_stop_ = true;
   // The I/O thread may be waiting for a message with no timeout: closing the transport wakes it
@@ -334,6 +357,14 @@ void Node::HandleControl(Message msg) {
       break;
     }
     case pb::MSG_NODE_DEAD: {
+      const int dead = h.node_dead().id();
+      if (dead < 1 || static_cast<size_t>(dead) > current_.size()) {  // current_: this thread's
+        rejected_++;
+        LogRejected([&](std::ostream& os) {
+          os << "ignored NODE_DEAD for node " << dead << ", which is not in the node table";
+        });
+        break;
+      }
       std::function<void(const pb::NodeDead&)> fn;
       {
         std::lock_guard<std::mutex> lock(mu_);

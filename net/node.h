@@ -59,6 +59,17 @@ class Node {
   // FailedPrecondition (e.g. registration full, version mismatch), DeadlineExceeded (no table).
   static StatusOr<std::unique_ptr<Node>> Start(const NodeOptions& options);
 
+  // For harnesses that drive a node's message handling themselves (the control-message fuzzer,
+  // tests/fuzz): a node that never registers and runs no I/O thread. `table` is installed as its
+  // first node table, entry `id` being this node. Messages are then handed to it with
+  // DispatchForTesting only. Errors: the transport's; InvalidArgument when `table` has no entry
+  // `id`.
+  static StatusOr<std::unique_ptr<Node>> CreateForTesting(const NodeOptions& options,
+                                                          pb::NodeTable table, int id);
+  // Handles one received message exactly as the I/O thread does, on the calling thread
+  // (CreateForTesting nodes only).
+  void DispatchForTesting(Frames frames);
+
   ~Node();  // stops the I/O thread and closes the transport (pending sends get 2 s to flush)
 
   int id() const { return id_; }

@@ -4,8 +4,12 @@
 // server, 2 workers, D = 101, on an in-process network where its replies go nowhere), which keeps
 // its state across inputs: registrations, the job's start, re-admissions, barriers, heartbeats,
 // FINISHED and every other control message (REGISTER, NODE_TABLE, NODE_DEAD, SHUTDOWN, BARRIER,
-// JOIN, ...) a peer can send it. Crashes, sanitizer reports (ASan, UBSan), a failed decode without
-// an error code and a reply larger than the shard are failures.
+// JOIN, ...) a peer can send it; and to a worker node's runtime (Node, with the node table of 2
+// servers of 64 and 37 values and 2 workers; it is worker 0, node 3), which handles the
+// scheduler's control messages (node tables, deaths, shutdown, barrier releases, ERRORs) and
+// validates and attributes the data plane, also keeping its state. Crashes, sanitizer reports
+// (ASan, UBSan), a failed decode without an error code and a reply larger than the shard are
+// failures.
 //
 // Input layout: byte 0 = number of frames (1..4, mod 4 + 1); then per frame a 2-byte little-endian
 // length followed by that many bytes (the last frame takes whatever is left). Checksum
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "net/inproc_transport.h"
+#include "net/node.h"
 #include "proto/codec.h"
 #include "scheduler/scheduler.h"
 #include "server/shard_server.h"
@@ -39,8 +44,43 @@ std::unique_ptr<sieve::ShardServer> MakeShard(sieve::Consistency c) {
   return std::move(s).value();
 }
 
-std::unique_ptr<sieve::Scheduler> MakeScheduler() {
+const sieve::InprocNetwork& Network() {
   static const sieve::InprocNetwork network;
+  return network;
+}
+
+std::unique_ptr<sieve::Node> MakeWorkerNode() {
+  sieve::NodeOptions o;
+  o.role = sieve::pb::ROLE_WORKER;
+  o.heartbeat_interval_ms = 0;
+  o.transport.factory = Network().factory();
+  sieve::pb::NodeTable t;
+  t.set_num_params(kShardLengths[0] + kShardLengths[1]);
+  t.set_num_servers(2);
+  t.set_num_workers(2);
+  t.set_generation(1);
+  for (int id = 1; id <= 4; ++id) {
+    sieve::pb::NodeInfo* n = t.add_nodes();
+    n->set_id(id);
+    n->set_role(id <= 2 ? sieve::pb::ROLE_SERVER : sieve::pb::ROLE_WORKER);
+    n->set_rank((id - 1) % 2);
+    n->set_host("inproc");
+    n->set_port(static_cast<uint32_t>(60000 + id));
+    n->set_instance(static_cast<uint64_t>(id));
+    if (id == 1) n->set_shard_hi(kShardLengths[0]);
+    if (id == 2) {
+      n->set_shard_lo(kShardLengths[0]);
+      n->set_shard_hi(kShardLengths[0] + kShardLengths[1]);
+    }
+  }
+  auto node = sieve::Node::CreateForTesting(o, t, 3);
+  if (!node.ok()) std::abort();
+  (*node)->set_on_data([](sieve::Message) {});  // nothing consumes the data plane here
+  return std::move(node).value();
+}
+
+std::unique_ptr<sieve::Scheduler> MakeScheduler() {
+  const sieve::InprocNetwork& network = Network();
   sieve::SchedulerOptions o;
   o.num_servers = 1;
   o.num_workers = 2;
@@ -67,6 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static auto bsp = MakeShard(sieve::Consistency::kBsp);
   static auto asp = MakeShard(sieve::Consistency::kAsp);
   static auto scheduler = MakeScheduler();
+  static auto node = MakeWorkerNode();
   if (size == 0) return 0;
   const int nframes = data[0] % 4 + 1;
   size_t at = 1;
@@ -81,9 +122,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     frames.emplace_back(data + at, len);
     at += len;
   }
-  sieve::Frames to_scheduler;
-  for (const auto& f : frames) to_scheduler.emplace_back(f.data(), f.size());
+  sieve::Frames to_scheduler, to_node;
+  for (const auto& f : frames) {
+    to_scheduler.emplace_back(f.data(), f.size());
+    to_node.emplace_back(f.data(), f.size());
+  }
   scheduler->HandleMessage(std::move(to_scheduler));
+  node->DispatchForTesting(std::move(to_node));
   sieve::DecodeLimits limits;
   limits.shard_lengths = kShardLengths;
   limits.verify_checksum = false;
