@@ -69,6 +69,30 @@ TEST_F(LauncherIntegration, RoutesEachFlagToExactlyTheDaemonsDefiningIt) {
   EXPECT_FALSE(Has(worker, "--port=5555"));
 }
 
+// A key directory with a key pair per node (`sieve keygen --servers=1 --workers=2`): each server
+// and worker is handed its own by role and rank; the scheduler keeps its default (scheduler.key).
+// With one node's key missing, nobody is handed one (they fall back to client.key).
+TEST_F(LauncherIntegration, HandsEachNodeItsOwnCurveKey) {
+  const fs::path keys = root_ / "keys";
+  fs::create_directories(keys);
+  for (const char* name : {"server-0.key", "worker-0.key", "worker-1.key"}) {
+    std::ofstream(keys / name) << "pair\n";
+  }
+  RunResult r =
+      Launch({"--num_servers=1", "--num_workers=2", "--port=5555", "--curve_dir=" + keys.string()});
+  ASSERT_EQ(ExitCode(r), 0) << r.output;
+  EXPECT_TRUE(Has(ArgsOf("server-0"), "--curve_key=" + (keys / "server-0.key").string()));
+  EXPECT_TRUE(Has(ArgsOf("worker-0"), "--curve_key=" + (keys / "worker-0.key").string()));
+  EXPECT_TRUE(Has(ArgsOf("worker-1"), "--curve_key=" + (keys / "worker-1.key").string()));
+  for (const std::string& a : ArgsOf("scheduler")) EXPECT_EQ(a.rfind("--curve_key", 0), a.npos);
+
+  fs::remove(keys / "worker-1.key");
+  r = Launch({"--num_servers=1", "--num_workers=2", "--port=5555", "--curve_dir=" + keys.string()});
+  ASSERT_EQ(ExitCode(r), 0) << r.output;
+  for (const std::string& a : ArgsOf("worker-0")) EXPECT_EQ(a.rfind("--curve_key", 0), a.npos);
+  EXPECT_TRUE(Has(ArgsOf("server-0"), "--curve_key=" + (keys / "server-0.key").string()));
+}
+
 TEST_F(LauncherIntegration, WorkerCommandRunsInPlaceOfSieveWorkerWithItsArguments) {
   // A stand-in under another directory, reached only through --worker_cmd.
   fs::create_directories(root_ / "alt");

@@ -37,22 +37,21 @@ struct FlagDef {
 };
 
 std::vector<FlagDef> FlagsOf(const std::string& role) {
-  std::vector<FlagDef> common = {{"v", "int32"},
-                                 {"logtostderr", "bool"},
-                                 {"helpxml", "bool"},
-                                 {"helpshort", "bool"},
-                                 {"version", "bool"}};
+  std::vector<FlagDef> common = {{"v", "int32"},      {"logtostderr", "bool"},
+                                 {"helpxml", "bool"}, {"helpshort", "bool"},
+                                 {"version", "bool"}, {"curve_dir", "string"}};
   std::vector<FlagDef> own;
   if (role == "scheduler") {
     own = {{"port", "int32"},       {"num_workers", "int32"}, {"num_servers", "int32"},
            {"num_params", "int64"}, {"sched_only", "string"}, {"heartbeat_interval_ms", "int32"}};
   } else if (role == "server") {
-    own = {{"scheduler", "string"},     {"rank", "int32"}, {"consistency", "string"},
-           {"num_params", "int64"},     {"fast", "bool"},  {"shared", "string"},
-           {"checkpoint_dir", "string"}};
+    own = {{"scheduler", "string"},      {"rank", "int32"},      {"consistency", "string"},
+           {"num_params", "int64"},      {"fast", "bool"},       {"shared", "string"},
+           {"checkpoint_dir", "string"}, {"curve_key", "string"}};
   } else {
     own = {{"scheduler", "string"}, {"rank", "int32"}, {"lr", "double"},
-           {"num_params", "int64"}, {"fast", "bool"},  {"shared", "string"}};
+           {"num_params", "int64"}, {"fast", "bool"},  {"shared", "string"},
+           {"curve_key", "string"}};
   }
   own.insert(own.end(), common.begin(), common.end());
   return own;
