@@ -152,15 +152,6 @@ Status Node::StopStatusLocked() const {
   return Status::Ok();
 }
 
-void Node::LogRejected(const std::function<void(std::ostream&)>& line) {
-  uint64_t held = 0;
-  if (!reject_log_.Allow(Clock::now(), &held)) return;
-  if (held > 0) LOG(WARNING) << held << " more rejected or dropped messages were not logged";
-  std::ostringstream os;
-  line(os);
-  LOG(WARNING) << os.str();
-}
-
 void Node::IoLoop() {
   auto next_heartbeat = Clock::now();
   // Until the scheduler acknowledges the registration, poll at this period; afterwards sleep until
@@ -182,9 +173,7 @@ void Node::IoLoop() {
       std::string key = PeerKey(frames);
       Dispatch(std::move(frames), std::move(key));
     }
-    if (const uint64_t held = reject_log_.Flush(Clock::now()); held > 0) {
-      LOG(WARNING) << held << " more rejected or dropped messages were not logged";
-    }
+    reject_log_.Flush();
     if (options_.heartbeat_interval_ms <= 0) {
       wait_ms = -1;  // no heartbeats, no loss detection: only messages and Close() wake us
       continue;
@@ -267,7 +256,7 @@ void Node::Dispatch(Frames frames, std::string key) {
   if (code == pb::ERROR_FOREIGN_JOB) {
     // Another job's message (or a stranger's): nothing in it is believed, nothing is answered.
     foreign_++;
-    LogRejected([&](std::ostream& os) {
+    reject_log_.Warn([&](std::ostream& os) {
       os << "dropped a message of another job claiming to be node " << sender << ": "
          << s.message();
     });
@@ -278,14 +267,16 @@ void Node::Dispatch(Frames frames, std::string key) {
       before_table_.push_back({std::move(copy), std::move(key)});
       return;
     }
-    LOG(WARNING) << "more than " << kMaxMessagesBeforeTable
-                 << " peer messages before the node table; dropping";
+    reject_log_.Warn([&](std::ostream& os) {
+      os << "more than " << kMaxMessagesBeforeTable
+         << " peer messages before the node table; dropping";
+    });
   }
   if (!FromClaimedSender(sender, key)) {
     // An allow-listed key speaking for another node (or for the scheduler): believed in nothing,
     // answered nothing (an ERROR would go to the node it names).
     impostors_++;
-    LogRejected([&](std::ostream& os) {
+    reject_log_.Warn([&](std::ostream& os) {
       os << "dropped " << MsgTypeName(msg.header.type()) << " claiming to be node " << sender
          << ": it came with another client key than that node's";
     });
@@ -294,7 +285,7 @@ void Node::Dispatch(Frames frames, std::string key) {
   if (sender == kSchedulerId) last_from_scheduler_ = Clock::now();
   if (!s.ok()) {
     rejected_++;
-    LogRejected([&](std::ostream& os) {
+    reject_log_.Warn([&](std::ostream& os) {
       os << "rejected " << MsgTypeName(msg.header.type()) << " from node " << sender << ": "
          << s.ToString();
     });
@@ -306,7 +297,7 @@ void Node::Dispatch(Frames frames, std::string key) {
   if (IsDataPlane(msg.type()) && !(msg.type() == pb::MSG_ERROR && sender == kSchedulerId)) {
     if (!have_table_ || sender <= 0 || sender > table_.nodes_size()) {
       rejected_++;
-      LogRejected([&](std::ostream& os) {
+      reject_log_.Warn([&](std::ostream& os) {
         os << "dropped " << MsgTypeName(msg.type()) << " from unknown node " << sender;
       });
       return;
@@ -323,7 +314,7 @@ void Node::Dispatch(Frames frames, std::string key) {
   }
   if (sender != kSchedulerId) {
     rejected_++;
-    LogRejected([&](std::ostream& os) {
+    reject_log_.Warn([&](std::ostream& os) {
       os << "dropped control message " << MsgTypeName(msg.type()) << " from node " << sender;
     });
     return;
@@ -360,7 +351,7 @@ void Node::HandleControl(Message msg) {
       const int dead = h.node_dead().id();
       if (dead < 1 || static_cast<size_t>(dead) > current_.size()) {  // current_: this thread's
         rejected_++;
-        LogRejected([&](std::ostream& os) {
+        reject_log_.Warn([&](std::ostream& os) {
           os << "ignored NODE_DEAD for node " << dead << ", which is not in the node table";
         });
         break;
@@ -395,7 +386,9 @@ void Node::HandleControl(Message msg) {
       break;  // liveness already recorded
     default:
       rejected_++;
-      LOG(WARNING) << "unexpected " << MsgTypeName(h.type()) << " from the scheduler";
+      reject_log_.Warn([&](std::ostream& os) {
+        os << "unexpected " << MsgTypeName(h.type()) << " from the scheduler";
+      });
   }
 }
 

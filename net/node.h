@@ -30,8 +30,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/log_limiter.h"
 #include "base/status.h"
+#include "net/rejection_log.h"
 #include "net/transport.h"
 #include "proto/codec.h"
 #include "proto/node_ids.h"
@@ -157,8 +157,6 @@ class Node {
   explicit Node(const NodeOptions& options);
   Status Register();
   void IoLoop();
-  // Logs one rejection's warning line (written by `line`) through reject_log_.
-  void LogRejected(const std::function<void(std::ostream&)>& line);
   // Handles one received message; `key` is the client key CURVE authenticated for it (PeerKey).
   void Dispatch(Frames frames, std::string key);
   // Under CURVE: whether `key` is the key of node `sender` (the scheduler's from the allow-list,
@@ -181,8 +179,7 @@ class Node {
   std::atomic<uint64_t> foreign_{0};
   std::atomic<uint64_t> impostors_{0};
   std::atomic<uint64_t> errors_dropped_{0};  // ERROR replies dropped: the peer's queue was full
-  // Rejection warnings: at most 20 per 10 s, then a count (I/O thread only).
-  LogLimiter reject_log_{20, std::chrono::seconds(10)};
+  RejectionLog reject_log_;  // warnings on rejected and dropped messages (I/O thread only)
   std::atomic<uint64_t> tables_installed_{0};
 
   // Written once by the I/O thread before `have_table_` is set under mu_, then read-only.

@@ -57,6 +57,7 @@ Status Scheduler::Run() {
     Frames frames;
     SIEVE_ASSIGN_OR_RETURN(auto got, transport_->Recv(&frames, 100));
     if (got) Handle(std::move(frames));
+    reject_log_.Flush();
     if (!started_ && failure_.ok() &&
         Clock::now() - start > std::chrono::milliseconds(options_.startup_timeout_ms)) {
       failure_ = DeadlineExceededError("only " + std::to_string(pending_.size()) + " of " +
@@ -96,12 +97,10 @@ void Scheduler::Handle(Frames frames) {
   if (code == pb::ERROR_FOREIGN_JOB) {
     // Another job's message (or a stranger's): nothing in it is believed, nothing is answered.
     foreign_.fetch_add(1, std::memory_order_relaxed);
-    uint64_t held = 0;
-    if (reject_log_.Allow(Clock::now(), &held)) {
-      if (held > 0) LOG(WARNING) << held << " more rejected messages were not logged";
-      LOG(WARNING) << "dropped a " << MsgTypeName(h.type())
-                   << " of another job claiming to be node " << h.sender() << ": " << s.message();
-    }
+    reject_log_.Warn([&](std::ostream& os) {
+      os << "dropped a " << MsgTypeName(h.type()) << " of another job claiming to be node "
+         << h.sender() << ": " << s.message();
+    });
     return;
   }
   if (const Entry* claimed = Find(h.sender());
@@ -109,16 +108,13 @@ void Scheduler::Handle(Frames frames) {
     // An allow-listed key speaking for another node: believed in nothing, answered nothing (an
     // answer would go to the node it names).
     impostors_.fetch_add(1, std::memory_order_relaxed);
-    uint64_t held = 0;
-    if (reject_log_.Allow(Clock::now(), &held)) {
-      if (held > 0) LOG(WARNING) << held << " more rejected messages were not logged";
-      LOG(WARNING) << "dropped a " << MsgTypeName(h.type()) << " claiming to be node " << h.sender()
-                   << " from another client key than the one it registered with";
-    }
+    reject_log_.Warn([&](std::ostream& os) {
+      os << "dropped a " << MsgTypeName(h.type()) << " claiming to be node " << h.sender()
+         << " from another client key than the one it registered with";
+    });
     return;
   }
   if (!s.ok()) {
-    LOG(WARNING) << "rejected message from node " << h.sender() << ": " << s.ToString();
     ReplyError(h, code, s.message());
     return;
   }
@@ -472,8 +468,10 @@ void Scheduler::SendTo(int id, const pb::Header& h) {
 
 void Scheduler::ReplyError(const pb::Header& to, pb::ErrorCode code, const std::string& message) {
   const pb::Header h = MakeErrorHeader(kSchedulerId, kNoRecipient, 0, code, message, to.type());
-  LOG(WARNING) << "error to node " << to.sender() << ": " << pb::ErrorCode_Name(code) << ": "
-               << message;
+  reject_log_.Warn([&](std::ostream& os) {
+    os << "rejected " << MsgTypeName(to.type()) << " from node " << to.sender() << ": "
+       << pb::ErrorCode_Name(code) << ": " << message;
+  });
   if (Find(to.sender()) != nullptr) return SendTo(to.sender(), h);
   // Not (or not yet) in the table: answer at the address it registered with, if it gave one.
   if (to.has_register_() && !to.register_().host().empty() && to.register_().port() > 0 &&

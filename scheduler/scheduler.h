@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "base/log_limiter.h"
 #include "base/status.h"
+#include "net/rejection_log.h"
 #include "net/transport.h"
 #include "proto/codec.h"
 #include "proto/shards.h"
@@ -120,7 +120,7 @@ class Scheduler {
   std::atomic<uint64_t> impostors_{0};
 
   // Everything below is touched by the Run() thread only.
-  LogLimiter reject_log_{20, std::chrono::seconds(10)};  // warnings on dropped foreign messages
+  RejectionLog reject_log_;  // warnings on rejected and dropped messages
   uint64_t num_params_ = 0;
   bool started_ = false;
   uint64_t generation_ = 0;

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "net/transport.h"
+#include "proto/messages.h"
 #include "tests/net/daemon_paths.h"
 #include "tests/net/subprocess.h"
 
@@ -183,6 +185,35 @@ TEST(NetClusterTest, SchedulerHelpDocumentsEveryFlag) {
                            "-heartbeat_timeout_ms", "-startup_timeout_ms"}) {
     EXPECT_NE(all.find(flag), std::string::npos) << flag;
   }
+}
+
+// A flood of refused messages does not flood the scheduler's log: 200 bad REGISTERs (no role) are
+// each answered, but at most 20 lines name them before the rest are reported in one line as "N
+// more rejected or dropped messages were not logged" (after the 10 s window).
+TEST(NetClusterTest, SchedulerLogsAFloodOfRefusalsInBoundedLines) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.StartScheduler(1, 1));
+  TransportOptions o;
+  o.bind_host = "127.0.0.1";
+  o.advertise_host = "127.0.0.1";
+  auto peer = CreateZmqTransport(o);
+  ASSERT_TRUE(peer.ok());
+  const size_t colon = c.address.rfind(':');
+  ASSERT_TRUE((*peer)->Connect(0, "127.0.0.1", std::stoi(c.address.substr(colon + 1))).ok());
+  for (uint64_t i = 1; i <= 200; ++i) {
+    auto frames = EncodeControl(
+        MakeRegisterHeader(pb::ROLE_UNSPECIFIED, (*peer)->host(), (*peer)->port(), -1, i, 0));
+    ASSERT_TRUE(frames.ok() && (*peer)->Send(0, std::move(frames).value()).ok());
+  }
+  auto held = c.scheduler->WaitFor("more rejected or dropped messages were not logged", kDeadline);
+  ASSERT_TRUE(held.has_value()) << "no held-back count";
+  int logged = 0;
+  for (const std::string& line : c.scheduler->lines()) {
+    if (line.find("more rejected or dropped") != std::string::npos) break;
+    logged += line.find("role must be server or worker") != std::string::npos;
+  }
+  EXPECT_GE(logged, 1);
+  EXPECT_LE(logged, 20);
 }
 
 }  // namespace
