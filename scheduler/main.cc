@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "base/fd_limit.h"
 #include "base/flags.h"
 #include "metrics/daemon_metrics.h"
 #include "net/listen_flags.h"
@@ -49,6 +50,8 @@ int main(int argc, char** argv) {
   if (auto exit_code = sieve::ParseCommandLine(program, argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  // Every peer connection costs a descriptor: start with all this process may have.
+  if (auto fds = sieve::RaiseFdLimit(); !fds.ok()) LOG(WARNING) << fds.status().ToString();
   auto listen = sieve::ReadListenFlags("scheduler.key");
   if (!listen.ok()) {
     std::cerr << "sieve-scheduler: " << listen.status().message() << "\n";

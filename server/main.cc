@@ -15,6 +15,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "base/fd_limit.h"
 #include "base/flags.h"
 #include "base/rank_pattern.h"
 #include "kernels/compressor.h"
@@ -321,5 +322,7 @@ int main(int argc, char** argv) {
   if (auto exit_code = sieve::ParseCommandLine(program, argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  // Every peer connection costs a descriptor: start with all this process may have.
+  if (auto fds = sieve::RaiseFdLimit(); !fds.ok()) LOG(WARNING) << fds.status().ToString();
   return sieve::Run();
 }

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "base/fd_limit.h"
 #include "base/flags.h"
 #include "kernels/model/model_layout.h"
 #include "metrics/daemon_metrics.h"
@@ -145,6 +146,8 @@ int main(int argc, char** argv) {
   if (auto exit_code = sieve::ParseCommandLine(WorkerProgram(), argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  // Every peer connection costs a descriptor: start with all this process may have.
+  if (auto fds = sieve::RaiseFdLimit(); !fds.ok()) LOG(WARNING) << fds.status().ToString();
 
   sieve::TrainerOptions o;
   o.model = FLAGS_model;
