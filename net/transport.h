@@ -35,6 +35,12 @@ struct TransportOptions {
   // so a peer that opens connections and sends nothing cannot hold them (and their file
   // descriptors) open; 0 = never (libzmq's default is 30 s).
   int handshake_timeout_ms = 10000;
+  // A connection to the receive socket that completed its handshake but whose peer then answers
+  // no ZeroMQ heartbeat (ZMTP PING, sent every quarter of this) for this long is closed, so a peer
+  // that goes silent cannot hold a connection open; 0 = never. A live sieve node answers PINGs
+  // from libzmq's I/O thread whatever its own threads are doing, so only a frozen or vanished
+  // peer is cut (its sender reconnects by itself when it comes back).
+  int idle_timeout_ms = 60000;
   // The largest message frame the receive socket accepts (0 = no limit); a peer sending a larger
   // one is disconnected by ZeroMQ before the frame is buffered. Size it from D: a dense shard is
   // the largest frame a job sends (MaxFrameBytes).

@@ -1,6 +1,7 @@
 // ZeroMQ implementation of Transport: one PULL socket bound for everything this node receives,
 // one PUSH socket connected per peer. A private zmq::context_t per transport (no global state).
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <zmq_addon.hpp>
@@ -44,6 +45,10 @@ class ZmqTransport final : public Transport {
       pull_.set(zmq::sockopt::linger, 0);
       pull_.set(zmq::sockopt::rcvhwm, 0);
       pull_.set(zmq::sockopt::handshake_ivl, options_.handshake_timeout_ms);
+      if (options_.idle_timeout_ms > 0) {
+        pull_.set(zmq::sockopt::heartbeat_ivl, std::max(1, options_.idle_timeout_ms / 4));
+        pull_.set(zmq::sockopt::heartbeat_timeout, options_.idle_timeout_ms);
+      }
       if (options_.max_message_bytes > 0) {
         pull_.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
       }

@@ -367,5 +367,43 @@ TEST(NetTransportTest, ConnectionWithoutAHandshakeIsClosed) {
   ::close(fd);
 }
 
+// A peer that completes the ZeroMQ handshake (ZMTP 3.1, NULL mechanism, as a PUSH socket) and
+// then answers nothing: the node's heartbeat PINGs go unanswered and it closes the connection
+// after the idle timeout. The handshake limit is set far beyond the wait, so only the idle limit
+// can be what closes it; the PING seen proves the handshake was complete.
+TEST(NetTransportTest, SilentPeerAfterTheHandshakeIsClosed) {
+  TransportOptions o = Loopback();
+  o.handshake_timeout_ms = 600000;
+  o.idle_timeout_ms = 300;
+  auto node = CreateZmqTransport(o);
+  ASSERT_TRUE(node.ok());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((*node)->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  std::string hello(64, '\0');  // greeting: signature, version 3.1, "NULL", as-server 0
+  hello[0] = '\xff';
+  hello[9] = '\x7f';
+  hello[10] = 3;
+  hello[11] = 1;
+  hello.replace(12, 4, "NULL");
+  const std::string ready_body = std::string("\x05READY\x0bSocket-Type\0\0\0\x04PUSH", 26);
+  hello += std::string("\x04") + static_cast<char>(ready_body.size()) + ready_body;
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  timeval bound{20, 0};  // bounds a hang only
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound)), 0);
+  std::string got;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  const int err = errno;
+  EXPECT_TRUE(n == 0 || err == ECONNRESET) << "still open: " << std::strerror(err);
+  EXPECT_NE(got.find("\x04PING"), std::string::npos) << "the handshake never completed";
+  ::close(fd);
+}
+
 }  // namespace
 }  // namespace sieve
