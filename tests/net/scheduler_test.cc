@@ -338,32 +338,48 @@ TEST(NetTransportTest, FramesOverTheSizeLimitAreRefused) {
   EXPECT_EQ(MaxFrameBytes(1000), 4000 + (1 << 20));
 }
 
+// A raw TCP connection to a node's receive port on loopback, with reads bounded by 20 s (a hang
+// only: shorter than libzmq's default handshake limit, 30 s, and far beyond the limits the tests
+// set). -1 on failure.
+int ConnectRaw(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval bound{20, 0};
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads everything the node sends until it closes the connection (OK) or the read bound passes
+// (an error saying the connection is still open); `got` receives the bytes.
+::testing::AssertionResult ReadUntilClosed(int fd, std::string* got) {
+  char buf[256];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) got->append(buf, static_cast<size_t>(n));
+  const int err = errno;
+  if (n == 0 || err == ECONNRESET) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "still open: " << std::strerror(err);
+}
+
 // A peer that opens a TCP connection to a node's port and never completes the ZeroMQ handshake
 // is disconnected after handshake_timeout_ms, so it cannot hold connections (and the node's file
-// descriptors) open by sending nothing. The read below only ends on the node's close: EOF.
+// descriptors) open by sending nothing. The read only ends on the node's close: EOF.
 TEST(NetTransportTest, ConnectionWithoutAHandshakeIsClosed) {
   TransportOptions o = Loopback();
   o.handshake_timeout_ms = 200;
   auto node = CreateZmqTransport(o);
   ASSERT_TRUE(node.ok());
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = ConnectRaw((*node)->port());
   ASSERT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((*node)->port());
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  // Bounds the wait; shorter than libzmq's default handshake limit (30 s), which this setting
-  // replaces, and 100 times the one set here.
-  timeval bound{20, 0};
-  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound)), 0);
-  char buf[256];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
-    // the node's greeting; this peer answers nothing
-  }
-  const int err = errno;
-  EXPECT_TRUE(n == 0 || err == ECONNRESET) << "still open: " << std::strerror(err);
+  std::string greeting;  // the node's; this peer answers nothing
+  EXPECT_TRUE(ReadUntilClosed(fd, &greeting));
   ::close(fd);
 }
 
@@ -377,13 +393,8 @@ TEST(NetTransportTest, SilentPeerAfterTheHandshakeIsClosed) {
   o.idle_timeout_ms = 300;
   auto node = CreateZmqTransport(o);
   ASSERT_TRUE(node.ok());
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = ConnectRaw((*node)->port());
   ASSERT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((*node)->port());
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
   std::string hello(64, '\0');  // greeting: signature, version 3.1, "NULL", as-server 0
   hello[0] = '\xff';
   hello[9] = '\x7f';
@@ -393,14 +404,8 @@ TEST(NetTransportTest, SilentPeerAfterTheHandshakeIsClosed) {
   const std::string ready_body = std::string("\x05READY\x0bSocket-Type\0\0\0\x04PUSH", 26);
   hello += std::string("\x04") + static_cast<char>(ready_body.size()) + ready_body;
   ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-  timeval bound{20, 0};  // bounds a hang only
-  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound)), 0);
   std::string got;
-  char buf[256];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
-  const int err = errno;
-  EXPECT_TRUE(n == 0 || err == ECONNRESET) << "still open: " << std::strerror(err);
+  EXPECT_TRUE(ReadUntilClosed(fd, &got));
   EXPECT_NE(got.find("\x04PING"), std::string::npos) << "the handshake never completed";
   ::close(fd);
 }
