@@ -19,11 +19,12 @@ bool IsZ85Key(const std::string& k) {
   return k.find_first_not_of(kZ85) == std::string::npos;
 }
 
-// One key per line, optionally followed by one word (a role); '#' comments and blank lines
-// skipped.
+// One key per line, optionally followed by a role (and for a server or worker its rank); '#'
+// comments and blank lines skipped.
 struct KeyLine {
   std::string key;
   std::string role;
+  int rank = -1;
 };
 
 StatusOr<std::vector<KeyLine>> ReadKeyLines(const std::string& path) {
@@ -37,8 +38,15 @@ StatusOr<std::vector<KeyLine>> ReadKeyLines(const std::string& path) {
     if (!(words >> k.key) || k.key[0] == '#') continue;
     if (!IsZ85Key(k.key)) return InvalidArgumentError(path + ": not a 40-character Z85 key");
     std::string extra;
-    if ((words >> k.role) && (words >> extra)) {
-      return InvalidArgumentError(path + ": more than a key and a role on one line");
+    if (words >> k.role) {
+      if (k.role == "server" || k.role == "worker") {
+        if (!(words >> k.rank) || k.rank < 0) {
+          return InvalidArgumentError(path + ": '" + k.role + "' needs a rank >= 0 after it");
+        }
+      }
+      if (words >> extra) {
+        return InvalidArgumentError(path + ": more than a key, a role and a rank on one line");
+      }
     }
     keys.push_back(k);
   }
@@ -86,14 +94,43 @@ StatusOr<CurveOptions> LoadCurveDir(const std::string& dir, const std::string& c
     if (k.role == kSchedulerRole) {
       if (!o.scheduler_key.empty()) return InvalidArgumentError(allowed + ": two scheduler keys");
       o.scheduler_key = k.key;
+    } else if (k.role == "server" || k.role == "worker") {
+      for (const auto& [other, b] : o.bindings) {
+        if (b.role == k.role && b.rank == k.rank) {
+          return InvalidArgumentError(allowed + ": two keys bound to " + k.role + " " +
+                                      std::to_string(k.rank));
+        }
+      }
+      if (!o.bindings.emplace(k.key, KeyBinding{k.role, k.rank}).second) {
+        return InvalidArgumentError(allowed + ": a key bound twice");
+      }
     } else if (!k.role.empty()) {
       return InvalidArgumentError(allowed + ": unknown role '" + k.role + "' (only '" +
-                                  kSchedulerRole + "')");
+                                  kSchedulerRole + "', 'server R' or 'worker R')");
     }
     o.allowed_clients.push_back(k.key);
   }
   if (o.allowed_clients.empty()) return InvalidArgumentError(allowed + " lists no key");
   return o;
+}
+
+Status CheckKeyBinding(const CurveOptions& curve, const std::string& key, const std::string& role,
+                       int rank) {
+  if (curve.bindings.empty()) return Status::Ok();
+  if (auto it = curve.bindings.find(key); it != curve.bindings.end()) {
+    if (it->second.role != role || it->second.rank != rank) {
+      return InvalidArgumentError("this client key is bound to " + it->second.role + " " +
+                                  std::to_string(it->second.rank) + " (allowed_clients)");
+    }
+    return Status::Ok();
+  }
+  for (const auto& [bound_key, b] : curve.bindings) {
+    if (b.role == role && b.rank == rank) {
+      return AlreadyExistsError(role + " rank " + std::to_string(rank) +
+                                " is bound to another client key (allowed_clients)");
+    }
+  }
+  return Status::Ok();
 }
 
 Status WriteCurveKeyPair(const std::string& path, const CurveKeyPair& keys) {
@@ -123,7 +160,15 @@ StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int ser
     SIEVE_ASSIGN_OR_RETURN(CurveKeyPair keys, GenerateCurveKeyPair());
     SIEVE_RETURN_IF_ERROR(WriteCurveKeyPair(dir + "/" + name, keys));
     if (name == "server.key") continue;
-    allowed << keys.public_key << (name == "scheduler.key" ? " scheduler" : "") << "\n";
+    allowed << keys.public_key;
+    if (name == "scheduler.key") {
+      allowed << " scheduler";
+    } else if (name != "client.key") {  // <role>-<rank>.key: bound to that node
+      const size_t dash = name.find('-');
+      allowed << " " << name.substr(0, dash) << " "
+              << name.substr(dash + 1, name.size() - dash - 1 - 4);
+    }
+    allowed << "\n";
   }
   SIEVE_RETURN_IF_ERROR(WriteSecretFile(dir + "/allowed_clients", allowed.str()));
   return names;

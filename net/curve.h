@@ -11,11 +11,14 @@
 //                    its own without being told (or the file given with --curve_key).
 //   allowed_clients  one client public key per line ('#' comments); only these may send. A key
 //                    followed by the word `scheduler` is the scheduler's: nodes accept control
-//                    messages (and anything claiming node id 0) only from it.
+//                    messages (and anything claiming node id 0) only from it. A key followed by
+//                    `server R` or `worker R` is bound to that rank in advance: it registers only
+//                    as that node, and that rank registers only with it (CheckKeyBinding).
 // A node's client key is bound to its node id when it registers (docs/security.md).
 #ifndef SIEVE_NET_CURVE_H_
 #define SIEVE_NET_CURVE_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,12 @@ struct CurveKeyPair {
   std::string secret_key;  // Z85, 40 characters
 };
 
+// The node a client key is bound to by the allow-list (`KEY server 3`).
+struct KeyBinding {
+  std::string role;  // "server" or "worker"
+  int rank = 0;
+};
+
 struct CurveOptions {
   bool enabled = false;
   CurveKeyPair server;
@@ -36,7 +45,16 @@ struct CurveOptions {
   // The scheduler's client public key (the allow-list's `scheduler` line); empty when the list
   // names none (a key directory of an older keygen): control messages are then not checked by key.
   std::string scheduler_key;
+  // Client public key -> the node it is bound to (allow-list lines with a role and a rank).
+  std::map<std::string, KeyBinding> bindings;
 };
+
+// Whether a node registering as `role` (server/worker) `rank` (-1 = any) with client key `key`
+// (empty without CURVE) respects the allow-list's bindings: a bound key registers only as its
+// own node (else InvalidArgument), and a bound rank only with its key (else AlreadyExists).
+// Without bindings everything passes. Pure function.
+Status CheckKeyBinding(const CurveOptions& curve, const std::string& key, const std::string& role,
+                       int rank);
 
 // A fresh key pair (libzmq's zmq_curve_keypair). Errors: Unimplemented (libzmq without CURVE).
 StatusOr<CurveKeyPair> GenerateCurveKeyPair();

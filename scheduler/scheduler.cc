@@ -193,6 +193,15 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
                       std::string(RoleName(r.role())) + " rank " + std::to_string(r.rank()) +
                           " outside [0, " + std::to_string(expected) + ")");
   }
+  // Keys bound to ranks in advance (allowed_clients `KEY worker 3`): no other key takes a bound
+  // rank, before the start (squatting) or after it (a dead node's rank).
+  if (Status b = CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), r.rank());
+      !b.ok()) {
+    return ReplyError(
+        h,
+        b.code() == StatusCode::kAlreadyExists ? pb::ERROR_RANK_TAKEN : pb::ERROR_BAD_REGISTRATION,
+        b.message());
+  }
   if (r.role() == pb::ROLE_WORKER && r.num_params() != 0) {
     if (num_params_ != 0 && num_params_ != r.num_params()) {
       return ReplyError(h, pb::ERROR_BAD_REGISTRATION,

@@ -160,8 +160,9 @@ TEST(CurveClusterTest, IntrudersGetNothingIntoARunningJob) {
       0, {curve, "--port=" + std::to_string(port), "--model=synthetic", "--num_params=1000"});
   std::atomic<bool> stop{false};
   std::atomic<int> refusals{0};
-  std::thread bad_key(Intrude, CurveOptions{true, *server, *stranger, {stranger->public_key}, ""},
-                      port, std::cref(stop), &refusals);
+  std::thread bad_key(Intrude,
+                      CurveOptions{true, *server, *stranger, {stranger->public_key}, "", {}}, port,
+                      std::cref(stop), &refusals);
   std::thread plain(Intrude, CurveOptions{}, port, std::cref(stop), nullptr);
   // A short job can end before the intruder's first handshake reaches the server, and the job
   // cannot start before its worker registers: the worker starts once the allow-list has refused
@@ -202,28 +203,73 @@ TEST(CurveClusterTest, IntrudersGetNothingIntoARunningJob) {
   fs::remove_all(dir, ec);
 }
 
+// A fresh key directory of `sieve keygen --servers=1 --workers=1` (removed at the end) and the
+// CURVE options of an insider holding its shared, allow-listed client.key, which is no node's.
+struct PerNodeKeys {
+  PerNodeKeys() : dir(fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto written = WriteCurveDir(dir.string(), 1, 1, false);
+    status = written.status();
+    if (!status.ok()) return;
+    auto loaded = LoadCurveDir(dir.string());
+    status = loaded.status();
+    if (status.ok()) insider = *loaded;
+  }
+  ~PerNodeKeys() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  // A transport holding the insider's key, connected to the scheduler of `c` as peer 0.
+  StatusOr<std::unique_ptr<Transport>> InsiderAtScheduler(const testing::FaultCluster& c,
+                                                          int send_timeout_ms) const {
+    TransportOptions to;
+    to.bind_host = "127.0.0.1";
+    to.advertise_host = "127.0.0.1";
+    to.send_timeout_ms = send_timeout_ms;
+    to.curve = insider;
+    SIEVE_ASSIGN_OR_RETURN(auto t, CreateZmqTransport(to));
+    const size_t colon = c.address().rfind(':');
+    SIEVE_RETURN_IF_ERROR(t->Connect(0, "127.0.0.1", std::stoi(c.address().substr(colon + 1))));
+    return t;
+  }
+  fs::path dir;
+  Status status;
+  CurveOptions insider;
+};
+
+// Whether `peer` receives an ERROR with `code` (10 s per message only bounds a hang).
+bool ReceivesError(Transport& peer, pb::ErrorCode code) {
+  Frames got;
+  while (true) {
+    auto r = peer.Recv(&got, 10000);
+    if (!r.ok() || !*r) return false;
+    Message m;
+    pb::ErrorCode decode_code;
+    if (Decode(std::move(got), {}, &m, &decode_code).ok() && m.type() == pb::MSG_ERROR &&
+        m.header.error().code() == code) {
+      return true;
+    }
+  }
+}
+
 // The encoded control message `h` (whatever node it claims to come from).
 Frames Forged(pb::Header h) { return std::move(EncodeControl(std::move(h))).value(); }
 
-// Every daemon has its own key (`sieve keygen --servers=1 --workers=2`): the server and the worker
-// find server-0.key and worker-0.key by their role and --rank, without --curve_key (the shared
-// client.key is removed, so a daemon that did not find its own would not start); the scheduler
-// uses scheduler.key. While the job runs, an insider holding worker-1.key, which is on the
-// allow-list but is no node's of this job, speaks for the others:
+// Every daemon has its own key (`sieve keygen --servers=1 --workers=1`): the server and the worker
+// find server-0.key and worker-0.key by their role and --rank, without --curve_key; the scheduler
+// uses scheduler.key. While the job runs, an insider holding the shared client.key, which is on
+// the allow-list but is no node's of this job (were a daemon using it too, the insider's forgeries
+// as that daemon would pass and the counts below would fail), speaks for the others:
 // PUSHes as worker 0 and NODE_DEAD (worker 0) and SHUTDOWN as the scheduler at the server; a
 // SHUTDOWN, a NODE_TABLE sending the worker's pushes to the insider, and an UPDATE as server 0 at
 // the worker; FINISHED as worker 0 (which would end the job at once) and a REGISTER for the live
 // server's rank at the scheduler. All of it is refused: the job completes every round with exactly
 // the worker's pushes, and the REGISTER is answered ERROR_RANK_TAKEN.
 TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
-  const fs::path dir = fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  ASSERT_TRUE(WriteCurveDir(dir.string(), 1, 2, false).ok());
-  fs::remove(dir / "client.key");
-  auto insider_keys = LoadCurveDir(dir.string(), (dir / "worker-1.key").string());
-  ASSERT_TRUE(insider_keys.ok()) << insider_keys.status().ToString();
-  const std::string curve = "--curve_dir=" + dir.string();
+  PerNodeKeys keys;
+  ASSERT_TRUE(keys.status.ok()) << keys.status.ToString();
+  const std::string curve = "--curve_dir=" + keys.dir.string();
   const int server_port = FreePort(), worker_port = FreePort();
   ASSERT_TRUE(server_port > 0 && worker_port > 0);
   constexpr int kRounds = 3000;
@@ -235,16 +281,9 @@ TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
   c.StartWorker(0, {curve, "--port=" + std::to_string(worker_port), "--model=synthetic",
                     "--num_params=1000", "--rounds_per_epoch=" + std::to_string(kRounds),
                     "--epochs=1", "--compressor=topk", "--density=0.1", "--progress=log"});
-  TransportOptions to;
-  to.bind_host = "127.0.0.1";
-  to.advertise_host = "127.0.0.1";
-  to.send_timeout_ms = 100;
-  to.curve = *insider_keys;
-  auto insider = CreateZmqTransport(to);
+  auto insider = keys.InsiderAtScheduler(c, 100);
   ASSERT_TRUE(insider.ok()) << insider.status().ToString();
   Transport& peer = **insider;
-  const size_t colon = c.address().rfind(':');
-  ASSERT_TRUE(peer.Connect(0, "127.0.0.1", std::stoi(c.address().substr(colon + 1))).ok());
   ASSERT_TRUE(peer.Connect(1, "127.0.0.1", server_port).ok());
   ASSERT_TRUE(peer.Connect(2, "127.0.0.1", worker_port).ok());
   // Node ids: 0 scheduler, 1 server 0, 2 worker 0. The takeover starts once the job runs (a
@@ -315,23 +354,42 @@ TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
   EXPECT_EQ(log.find("impostors=0)"), std::string::npos) << "the forged FINISHED was not refused\n"
                                                          << log;
   EXPECT_EQ(log.find("replaced by a new process"), std::string::npos) << log;
-  // The insider's REGISTER was answered ERROR_RANK_TAKEN (10 s per message only bounds a hang).
-  bool rank_taken = false;
-  Frames got;
-  while (!rank_taken) {
-    auto r = peer.Recv(&got, 10000);
-    if (!r.ok() || !*r) break;
-    Message m;
-    pb::ErrorCode code;
-    if (Decode(std::move(got), {}, &m, &code).ok() && m.type() == pb::MSG_ERROR) {
-      rank_taken = m.header.error().code() == pb::ERROR_RANK_TAKEN;
-    }
-  }
-  EXPECT_TRUE(rank_taken) << log;
+  // The insider's REGISTER was answered ERROR_RANK_TAKEN.
+  EXPECT_TRUE(ReceivesError(peer, pb::ERROR_RANK_TAKEN)) << log;
   std::printf("server impostors=%s applied=%s; %s\n", s["impostors"].c_str(), s["applied"].c_str(),
               c.scheduler().lines().empty() ? "" : c.scheduler().lines().back().c_str());
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+}
+
+// Ranks bound to keys in advance (allowed_clients `KEY server 0`, `KEY worker 0`, as `sieve
+// keygen --servers --workers` writes them): before the job forms, an insider holding the shared,
+// allow-listed client.key registers as server 0 and as worker 0. Both are refused with
+// ERROR_RANK_TAKEN, so the job forms from its own nodes, which register after it, and succeeds.
+// Without the binding the insider would hold both ranks and the real nodes would be turned away.
+TEST(CurveClusterTest, ABoundRankCannotBeSquattedWithAnotherKey) {
+  PerNodeKeys keys;
+  ASSERT_TRUE(keys.status.ok()) << keys.status.ToString();
+  const std::string curve = "--curve_dir=" + keys.dir.string();
+
+  testing::FaultCluster c;
+  ASSERT_TRUE(c.StartScheduler(1, 1, {curve})) << c.Log();
+  auto insider = keys.InsiderAtScheduler(c, 30000);
+  ASSERT_TRUE(insider.ok()) << insider.status().ToString();
+  Transport& peer = **insider;
+  ASSERT_TRUE(peer.Send(kSchedulerId, Forged(MakeRegisterHeader(pb::ROLE_SERVER, peer.host(),
+                                                                peer.port(), 0, 77, 0)))
+                  .ok());
+  EXPECT_TRUE(ReceivesError(peer, pb::ERROR_RANK_TAKEN)) << c.Log();
+  ASSERT_TRUE(peer.Send(kSchedulerId, Forged(MakeRegisterHeader(pb::ROLE_WORKER, peer.host(),
+                                                                peer.port(), 0, 78, 1000)))
+                  .ok());
+  EXPECT_TRUE(ReceivesError(peer, pb::ERROR_RANK_TAKEN)) << c.Log();
+
+  c.StartServer(0, {curve, "--model=synthetic", "--num_params=1000"});
+  c.StartWorker(0, {curve, "--model=synthetic", "--num_params=1000", "--rounds_per_epoch=50",
+                    "--epochs=1", "--compressor=topk", "--density=0.1", "--progress=log"});
+  ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
+  EXPECT_TRUE(c.AllExitedZero()) << c.Log();
+  EXPECT_EQ(c.ServerSummary(0)["applied"], "50") << c.Log();
 }
 
 }  // namespace

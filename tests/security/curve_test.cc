@@ -28,9 +28,9 @@ CurveKeyPair Keys() {
 struct Fixture {
   CurveKeyPair server = Keys(), good = Keys(), bad = Keys();
 
-  CurveOptions Receiver() const { return {true, server, good, {good.public_key}, ""}; }
+  CurveOptions Receiver() const { return {true, server, good, {good.public_key}, "", {}}; }
   CurveOptions Sender(const CurveKeyPair& client, const CurveKeyPair& srv) const {
-    return {true, srv, client, {client.public_key}, ""};
+    return {true, srv, client, {client.public_key}, "", {}};
   }
 };
 
@@ -111,7 +111,7 @@ TEST(CurveTest, PlainClientGetsNothingIn) {
 TEST(CurveTest, ReceiverWithoutTheServerSecretGetsNothingOut) {
   Fixture k;
   auto honest = Make(k.Sender(k.good, k.server));
-  auto impostor = Make(CurveOptions{true, k.bad, k.good, {k.good.public_key}, ""});
+  auto impostor = Make(CurveOptions{true, k.bad, k.good, {k.good.public_key}, "", {}});
   EXPECT_FALSE(Delivered(*honest, *impostor));
   auto plain = Make(CurveOptions{});
   EXPECT_FALSE(Delivered(*honest, *plain));
@@ -137,7 +137,12 @@ TEST(CurveTest, KeyDirectoryRoundTripAndErrors) {
             fs::perms::none);
   std::ofstream(dir / "allowed_clients") << "not-a-key\n";
   EXPECT_EQ(LoadCurveDir(dir.string()).status().code(), StatusCode::kInvalidArgument);
-  std::ofstream(dir / "allowed_clients") << k.good.public_key << " worker\n";
+  std::ofstream(dir / "allowed_clients") << k.good.public_key << " worker\n";  // no rank
+  EXPECT_EQ(LoadCurveDir(dir.string()).status().code(), StatusCode::kInvalidArgument);
+  std::ofstream(dir / "allowed_clients") << k.good.public_key << " master 1\n";
+  EXPECT_EQ(LoadCurveDir(dir.string()).status().code(), StatusCode::kInvalidArgument);
+  std::ofstream(dir / "allowed_clients") << k.good.public_key << " worker 1\n"
+                                         << k.bad.public_key << " worker 1\n";
   EXPECT_EQ(LoadCurveDir(dir.string()).status().code(), StatusCode::kInvalidArgument);
   std::ofstream(dir / "allowed_clients") << k.good.public_key << " scheduler\n"
                                          << k.bad.public_key << " scheduler\n";
@@ -169,6 +174,21 @@ TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
   EXPECT_NE(node0->client.public_key, node1->client.public_key);
   EXPECT_NE(node0->client.public_key, shared->client.public_key);
   EXPECT_EQ(node0->server.public_key, node1->server.public_key);
+  // Each node key is bound to its node in the allow-list; the shared and scheduler keys are not.
+  ASSERT_EQ(node0->bindings.size(), 2u);
+  EXPECT_EQ(node0->bindings.at(node0->client.public_key).role, "server");
+  EXPECT_EQ(node0->bindings.at(node1->client.public_key).role, "worker");
+  EXPECT_EQ(node0->bindings.at(node1->client.public_key).rank, 0);
+  const CurveOptions& c = *node0;
+  EXPECT_TRUE(CheckKeyBinding(c, node0->client.public_key, "server", 0).ok());
+  EXPECT_EQ(CheckKeyBinding(c, node0->client.public_key, "worker", 0).code(),
+            StatusCode::kInvalidArgument);  // a bound key speaks only as its node
+  EXPECT_EQ(CheckKeyBinding(c, node0->client.public_key, "server", -1).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckKeyBinding(c, shared->client.public_key, "worker", 0).code(),
+            StatusCode::kAlreadyExists);  // a bound rank only with its key
+  EXPECT_TRUE(CheckKeyBinding(c, shared->client.public_key, "worker", 1).ok());  // unbound rank
+  EXPECT_TRUE(CheckKeyBinding(CurveOptions{}, "", "worker", 0).ok());            // no bindings
   EXPECT_EQ(WriteCurveDir(dir.string(), 1, 1, false).status().code(), StatusCode::kAlreadyExists);
   EXPECT_TRUE(WriteCurveDir(dir.string(), 1, 1, true).ok());
   fs::remove_all(dir);
