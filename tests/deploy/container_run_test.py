@@ -133,9 +133,7 @@ class ContainerCluster:
         out = {}
         for svc in services:
             name = svc["metadata"]["name"]
-            selector = svc["spec"].get("selector", {})
-            backends = [p for p in self.pods
-                        if all(p.labels.get(a) == b for a, b in selector.items())]
+            backends = kp.backends(svc, self.pods)
             for host in kp.dns_names(name):
                 if len(backends) == 1:
                     out[host] = backends[0].ip
@@ -288,9 +286,10 @@ class JobRun:
         for pod in self.cluster.pods:
             for c in pod.containers():
                 path = self.log_path(pod, c)
-                with open(path, encoding="utf-8", errors="replace") if os.path.exists(path) \
-                        else open(os.devnull, encoding="utf-8") as f:
-                    out[(pod.name, c["name"])] = f.read()
+                out[(pod.name, c["name"])] = ""
+                if os.path.exists(path):
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        out[(pod.name, c["name"])] = f.read()
         return out
 
 

@@ -128,6 +128,12 @@ def write_configmap(configmap, directory):
             f.write(text)
 
 
+def backends(service, pods):
+    """The pods a Service's selector picks."""
+    selector = service["spec"].get("selector", {})
+    return [p for p in pods if all(p.labels.get(a) == b for a, b in selector.items())]
+
+
 def dns_names(service):
     """The spellings under which a pod in the namespace reaches a Service."""
     return [service, f"{service}.{NAMESPACE}", f"{service}.{NAMESPACE}.svc",

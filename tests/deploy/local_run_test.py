@@ -105,9 +105,7 @@ class LocalCluster:
         out = {}
         for svc in self.services:
             name = svc["metadata"]["name"]
-            selector = svc["spec"].get("selector", {})
-            backends = [p for p in self.pods
-                        if all(p.labels.get(a) == b for a, b in selector.items())]
+            backends = kp.backends(svc, self.pods)
             for sp in svc["spec"]["ports"]:
                 target = sp.get("targetPort", sp["port"])
                 for host in kp.dns_names(name):
