@@ -11,7 +11,10 @@
 #include <chrono>
 #include <cstring>
 #include <string_view>
+#include <thread>
 #include <utility>
+
+#include "base/fd_reserve.h"
 
 namespace sieve {
 namespace {
@@ -62,7 +65,7 @@ StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
     return InvalidArgumentError("metrics: bad bind address '" + bind_host +
                                 "': " + gai_strerror(rc));
   }
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     ::freeaddrinfo(res);
     return UnavailableError(std::string("metrics: socket: ") + std::strerror(errno));
@@ -101,9 +104,21 @@ void HttpEndpoint::Serve() {
     const int ready = ::poll(&p, 1, kPollMs);
     if (ready <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    HandleConnection(fd);
-    ::close(fd);
+    if (fd >= 0) {
+      HandleConnection(fd);
+      ::close(fd);
+      continue;
+    }
+    if (!IsFdExhaustion(errno)) continue;  // e.g. the client gave up (ECONNABORTED)
+    // Out of descriptors: answer this one request with the reserve, so that probes still see
+    // the daemon; without a reserve, wait instead of spinning on a listener that stays readable.
+    const bool served = reserve_.AcceptWith(listen_fd_, 0, [this](int conn) {
+      accepted_at_limit_.fetch_add(1, std::memory_order_relaxed);
+      HandleConnection(conn);
+    });
+    if (!served) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+    }
   }
 }
 

@@ -1,7 +1,9 @@
 // HttpEndpoint: a minimal HTTP/1.0 server for GET requests on one thread, enough for Prometheus
 // scrapes and Kubernetes probes. Each path maps to a handler returning (status, body); other
 // paths get 404, other methods 405. One request per connection (Connection: close); a client
-// that sends no full request head within 2 s is dropped.
+// that sends no full request head within 2 s is dropped. When the process is out of file
+// descriptors the endpoint still answers, one request at a time, with a descriptor it holds back
+// for that (base/fd_reserve.h): `/healthz` keeps telling the truth at the limit.
 //
 // Why not prometheus-cpp's Exposer: it runs civetweb, whose Debian build starts threads with a
 // fixed 100 KB stack. glibc carves static TLS out of each thread's stack, and OpenBLAS alone
@@ -20,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "base/fd_reserve.h"
 #include "base/status.h"
 
 namespace sieve {
@@ -43,6 +46,9 @@ class HttpEndpoint {
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;
 
   uint16_t port() const { return port_; }
+  // Requests answered with the held-back descriptor because the process was at its open-file
+  // limit (any thread).
+  uint64_t accepted_at_limit() const { return accepted_at_limit_.load(std::memory_order_relaxed); }
 
  private:
   HttpEndpoint(int fd, uint16_t port, std::map<std::string, Handler> handlers);
@@ -53,6 +59,8 @@ class HttpEndpoint {
   const uint16_t port_;
   const std::map<std::string, Handler> handlers_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> accepted_at_limit_{0};
+  FdReserve reserve_;  // used only by the serving thread
   std::thread thread_;
 };
 

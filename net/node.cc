@@ -532,6 +532,9 @@ void Node::RequestStop(const std::string& reason) {
 
 uint64_t Node::auth_accepted() const { return transport_ ? transport_->auth_accepted() : 0; }
 uint64_t Node::auth_denied() const { return transport_ ? transport_->auth_denied() : 0; }
+uint64_t Node::refused_at_fd_limit() const {
+  return transport_ ? transport_->refused_at_fd_limit() : 0;
+}
 
 void Node::set_on_node_rejoined(std::function<void(const pb::NodeInfo&)> fn) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -150,6 +150,8 @@ class Node {
   // CurveZMQ handshakes of this node's receive socket accepted / refused (0 without CURVE).
   uint64_t auth_accepted() const;
   uint64_t auth_denied() const;
+  // Connections the receive socket closed at once at the open-file limit (net/accept_guard.h).
+  uint64_t refused_at_fd_limit() const;
   // Node tables installed so far: 1 after start-up, +1 for each re-admission (a restarted peer).
   uint64_t tables_installed() const { return tables_installed_.load(); }
 

@@ -95,6 +95,9 @@ class Transport {
   // CURVE handshakes of peers admitted / refused by the allow-list (0 without CURVE).
   virtual uint64_t auth_accepted() const { return 0; }
   virtual uint64_t auth_denied() const { return 0; }
+  // Connections closed at once because the process was out of file descriptors
+  // (net/accept_guard.h); 0 for transports without sockets.
+  virtual uint64_t refused_at_fd_limit() const { return 0; }
 };
 
 // The client public key (Z85) CurveZMQ authenticated for the connection `frames` arrived over:

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <zmq_addon.hpp>
 
+#include "net/accept_guard.h"
 #include "net/address.h"
 #include "net/transport.h"
 #include "net/zap_handler.h"
@@ -20,6 +21,7 @@ class ZmqTransport final : public Transport {
 
   ~ZmqTransport() override {
     Close();
+    if (guard_) guard_->Stop();
     {
       std::lock_guard<std::mutex> lock(peers_mu_);
       peers_.clear();
@@ -30,6 +32,7 @@ class ZmqTransport final : public Transport {
 
   uint64_t auth_accepted() const override { return zap_ ? zap_->accepted() : 0; }
   uint64_t auth_denied() const override { return zap_ ? zap_->denied() : 0; }
+  uint64_t refused_at_fd_limit() const override { return guard_ ? guard_->refused() : 0; }
 
   Status Bind() {
     if (options_.curve.enabled) {
@@ -53,6 +56,7 @@ class ZmqTransport final : public Transport {
         pull_.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
       }
       const std::string port = options_.port == 0 ? "*" : std::to_string(options_.port);
+      SIEVE_ASSIGN_OR_RETURN(guard_, AcceptGuard::Start(ctx_, pull_));  // before the bind
       pull_.bind("tcp://" + options_.bind_host + ":" + port);
       const std::string endpoint = pull_.get(zmq::sockopt::last_endpoint);
       port_ = static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
@@ -178,7 +182,8 @@ class ZmqTransport final : public Transport {
   const TransportOptions options_;
   zmq::context_t ctx_;
   zmq::socket_t pull_;
-  std::unique_ptr<ZapHandler> zap_;  // CURVE allow-list; stopped before ctx_ goes
+  std::unique_ptr<ZapHandler> zap_;     // CURVE allow-list; stopped before ctx_ goes
+  std::unique_ptr<AcceptGuard> guard_;  // no accept spin at the fd limit; stopped before ctx_ goes
   std::string host_;
   uint16_t port_ = 0;
   std::mutex peers_mu_;

@@ -278,7 +278,7 @@ int Run() {
       "rejected=%lu "
       "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu pushed_sum=%.9g checksum=%08x "
       "resync=%lu checkpoints=%lu restored_round=%ld rejoins=%lu auth_accepted=%lu "
-      "auth_denied=%lu errors_dropped=%lu foreign=%lu impostors=%lu\n",
+      "auth_denied=%lu errors_dropped=%lu foreign=%lu impostors=%lu fd_limit_refused=%lu\n",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
       static_cast<unsigned long>(st.rounds_completed),
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
@@ -292,7 +292,8 @@ int Run() {
       static_cast<unsigned long>(node.auth_denied()),
       static_cast<unsigned long>(node.errors_dropped()),
       static_cast<unsigned long>(node.foreign_messages()),
-      static_cast<unsigned long>(node.impostor_messages()));
+      static_cast<unsigned long>(node.impostor_messages()),
+      static_cast<unsigned long>(node.refused_at_fd_limit()));
   std::fflush(stdout);
   if (!end.ok()) {
     std::cerr << "sieve-server: ended: " << end.ToString() << "\n";
