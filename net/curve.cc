@@ -174,4 +174,40 @@ StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int ser
   return names;
 }
 
+StatusOr<std::vector<std::string>> WriteRoleDirs(const std::string& dir, int servers, int workers,
+                                                 bool force) {
+  const std::vector<std::string> shared = {"server.key", "allowed_clients"};
+  std::vector<std::pair<std::string, std::vector<std::string>>> roles = {
+      {"scheduler", {"scheduler.key"}}, {"servers", {}}, {"workers", {}}};
+  for (int r = 0; r < servers; ++r) roles[1].second.push_back(NodeKeyName("server", r));
+  for (int r = 0; r < workers; ++r) roles[2].second.push_back(NodeKeyName("worker", r));
+  std::vector<std::string> written;
+  for (auto& [role, own] : roles) {
+    own.insert(own.end(), shared.begin(), shared.end());
+    for (const std::string& name : own) {
+      if (!std::filesystem::exists(dir + "/" + name)) {
+        return NotFoundError(dir + "/" + name + " is missing");
+      }
+      if (!force && std::filesystem::exists(dir + "/" + role + "/" + name)) {
+        return AlreadyExistsError(dir + "/" + role + "/" + name + " exists");
+      }
+    }
+  }
+  for (const auto& [role, own] : roles) {
+    const std::string sub = dir + "/" + role;
+    std::error_code ec;
+    std::filesystem::create_directories(sub, ec);
+    if (ec || ::chmod(sub.c_str(), 0700) != 0) return UnavailableError("cannot create " + sub);
+    for (const std::string& name : own) {
+      std::ifstream in(dir + "/" + name, std::ios::binary);
+      std::ostringstream content;
+      content << in.rdbuf();
+      if (!in) return UnavailableError("cannot read " + dir + "/" + name);
+      SIEVE_RETURN_IF_ERROR(WriteSecretFile(sub + "/" + name, content.str()));
+      written.push_back(role + "/" + name);
+    }
+  }
+  return written;
+}
+
 }  // namespace sieve

@@ -80,6 +80,19 @@ std::string NodeKeyName(const std::string& role, int rank);
 StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int servers, int workers,
                                                  bool force);
 
+// After WriteCurveDir(dir, servers, workers, ...): one key directory per role, each holding only
+// what that role's daemons read, so that (in Kubernetes, one Secret per role) a pod never holds
+// another role's secret key:
+//   dir/scheduler/  server.key, scheduler.key, allowed_clients
+//   dir/servers/    server.key, server-0.key .. server-<S-1>.key, allowed_clients
+//   dir/workers/    server.key, worker-0.key .. worker-<W-1>.key, allowed_clients
+// (server.key, the job's one server key pair, is in all three: every node's receive socket needs
+// it.) Directories mode 0700, files 0600; existing files are replaced only with `force`
+// (AlreadyExists otherwise, nothing written). Errors: NotFound (a file of the flat directory is
+// missing), Unavailable. Returns the paths written, relative to `dir`.
+StatusOr<std::vector<std::string>> WriteRoleDirs(const std::string& dir, int servers, int workers,
+                                                 bool force);
+
 }  // namespace sieve
 
 #endif  // SIEVE_NET_CURVE_H_

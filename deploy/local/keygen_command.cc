@@ -12,12 +12,14 @@ namespace sieve {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: sieve keygen --out=DIR [--servers=S --workers=W] [--force]\n"
+    "usage: sieve keygen --out=DIR [--servers=S --workers=W [--per_role]] [--force]\n"
     "  Writes a CurveZMQ key directory for the daemons' --curve_dir: server.key, scheduler.key,\n"
     "  client.key, with --servers/--workers also a key pair per node, server-0.key ..\n"
     "  server-<S-1>.key and worker-0.key .. worker-<W-1>.key (a server or worker with --rank=r\n"
     "  uses its own), and allowed_clients (the scheduler's key marked); mode 0600. One directory\n"
-    "  serves the whole job (in Kubernetes: one Secret). --force overwrites existing files.\n";
+    "  serves the whole job. --per_role also writes DIR/scheduler, DIR/servers and DIR/workers,\n"
+    "  each with only the files that role reads (no other role's secret key): one Kubernetes\n"
+    "  Secret per role (deploy/k8s/components/curve). --force overwrites existing files.\n";
 
 // Parses "--NAME=N" with N in [0, 100000] into *value; false (after a usage error) otherwise.
 bool ParseCount(const std::string& arg, const std::string& name, int* value) {
@@ -37,6 +39,7 @@ int Run(const std::vector<std::string>& args) {
   std::string out;
   int servers = 0, workers = 0;
   bool force = false;
+  bool per_role = false;
   for (const std::string& a : args) {
     if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
@@ -48,6 +51,8 @@ int Run(const std::vector<std::string>& args) {
       if (!ParseCount(a, "servers", &servers)) return 2;
     } else if (a.rfind("--workers=", 0) == 0) {
       if (!ParseCount(a, "workers", &workers)) return 2;
+    } else if (a == "--per_role") {
+      per_role = true;
     } else if (a == "--force") {
       force = true;
     } else {
@@ -57,6 +62,10 @@ int Run(const std::vector<std::string>& args) {
   }
   if (out.empty()) {
     std::fprintf(stderr, "sieve keygen: --out is required\n%s", kUsage);
+    return 2;
+  }
+  if (per_role && (servers == 0 || workers == 0)) {
+    std::fprintf(stderr, "sieve keygen: --per_role needs --servers and --workers\n%s", kUsage);
     return 2;
   }
   std::error_code ec;
@@ -71,6 +80,14 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "sieve keygen: %s%s\n", written.status().message().c_str(),
                  exists ? " (use --force to replace it)" : "");
     return 1;
+  }
+  if (per_role) {
+    auto roles = WriteRoleDirs(out, servers, workers, force);
+    if (!roles.ok()) {
+      std::fprintf(stderr, "sieve keygen: %s\n", roles.status().message().c_str());
+      return 1;
+    }
+    written->insert(written->end(), roles->begin(), roles->end());
   }
   std::string names;
   for (const std::string& n : *written) names += (names.empty() ? "" : ",") + n;

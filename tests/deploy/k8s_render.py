@@ -7,7 +7,7 @@ import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 K8S = os.path.join(REPO, "deploy", "k8s")
-OVERLAYS = ("bsp-gpu", "asp-gpu", "cpu-small", "python-cpu")
+OVERLAYS = ("bsp-gpu", "asp-gpu", "cpu-small", "cpu-secure", "python-cpu")
 
 
 def render(kubectl, target):

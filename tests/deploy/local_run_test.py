@@ -77,8 +77,9 @@ class Pod(kp.Pod):
 
 
 class LocalCluster:
-    def __init__(self, docs, tmp):
+    def __init__(self, docs, tmp, secrets=None):
         self.tmp = tmp
+        self.secrets = secrets or {}  # Secret name -> directory holding its keys as files
         self.configmaps = kp.configmaps(docs)
         self.services = k.by_kind(docs, "Service")
         self.pods = kp.pods(docs, Pod, tmp=tmp)
@@ -133,8 +134,14 @@ class LocalCluster:
                     kp.write_configmap(self.configmaps[v["configMap"]["name"]], local)
             elif "emptyDir" in v:
                 os.makedirs(local, exist_ok=True)
+            elif "secret" in v:
+                secret = v["secret"]["secretName"]
+                if secret not in self.secrets:
+                    raise AssertionError(f"volume {name}: Secret {secret} was not created")
+                local = self.secrets[secret]
             else:
-                raise AssertionError(f"volume {name}: only configMap, PVC and emptyDir here")
+                raise AssertionError(f"volume {name}: only configMap, Secret, PVC and emptyDir "
+                                     "here")
             out[m["mountPath"]] = local
         return out
 
@@ -227,79 +234,111 @@ def read_file(path):
 
 class LocalRunTest(unittest.TestCase):
 
+    def run_overlay(self, overlay, tmp, secrets=None):
+        """Runs the overlay's pods to the end; returns (cluster, logs) after the common checks."""
+        docs = k.render(KUBECTL, f"overlays/{overlay}")
+        cluster = LocalCluster(docs, tmp, secrets)
+        plans, all_mounts = {}, []
+        for pod in cluster.pods:
+            plan = []
+            for c in pod.containers():
+                argv, env, probes, mounts = cluster.process(pod, c)
+                all_mounts.append((mounts, pod))
+                plan.append((c["name"], argv, env, probes))
+            plans[pod.name] = plan
+        self.assertEqual(len(cluster.pods), 1 + 2 + 2)
+        cluster.localize_configmap_files(all_mounts)
+
+        results, probes_ok, stop = {}, {}, threading.Event()
+        threads = [threading.Thread(target=run_pod,
+                                    args=(cluster, p, plans[p.name], results, probes_ok, stop))
+                   for p in cluster.pods]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(max(1.0, JOB_TIMEOUT_S - (time.monotonic() - start)))
+        timed_out = any(t.is_alive() for t in threads)
+        stop.set()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - start
+
+        logs = {}
+        for pod in cluster.pods:
+            for name, argv, _, _ in plans[pod.name]:
+                path = os.path.join(pod.dir, f"{name}.log")
+                logs[(pod.name, name)] = read_file(path) if os.path.exists(path) else ""
+                print(f"=== {pod.name}/{name}: {shlex.join(argv)}")
+        print(f"{overlay}: job took {elapsed:.1f} s")
+
+        def dump():
+            return "\n".join(f"--- {p}/{c} (rc {results.get((p, c))})\n{text[-3000:]}"
+                             for (p, c), text in logs.items())
+
+        self.assertFalse(timed_out, f"job did not end within {JOB_TIMEOUT_S} s\n{dump()}")
+        for key in logs:
+            self.assertEqual(results.get(key), 0, f"{key} failed\n{dump()}")
+            self.assertTrue(probes_ok[key], f"{key}: a probe never answered 200\n{dump()}")
+        self.check_trained(cluster, logs)
+        return cluster, logs
+
+    def check_trained(self, cluster, logs):
+        # Every daemon flag, on the command line or in a flagfile, is one the daemon defines.
+        recorded = os.listdir(cluster.argv_dir)
+        self.assertEqual(sorted(r.split(".")[0] for r in recorded),
+                         ["sieve-scheduler", "sieve-server", "sieve-server", "sieve-worker",
+                          "sieve-worker"])
+        known = {p: helpxml_flags(b) for p, b in BINARIES.items() if p.startswith("sieve-")}
+        for r in recorded:
+            program = r.split(".")[0]
+            args = read_file(os.path.join(cluster.argv_dir, r)).splitlines()
+            for name in flag_names(args, read_file):
+                defined = name in known[program] or (
+                    name.startswith("no") and name[2:] in known[program])
+                self.assertTrue(defined, f"{program}: unknown flag --{name} in {args}")
+
+        workers = [p for p in cluster.pods if p.kind == "Job"]
+        for w in workers:
+            self.assertIn("sieve-worker summary:", logs[(w.name, "worker")])
+        sched = [p for p in cluster.pods if p.kind == "Deployment"][0]
+        self.assertIn("sieve-scheduler: job finished", logs[(sched.name, "scheduler")])
+        for s in (p for p in cluster.pods if p.kind == "StatefulSet"):
+            ordinal = s.name.rsplit("-", 1)[1]
+            self.assertIn(f"rank={ordinal}", logs[(s.name, "server")])
+            files = sorted(os.listdir(s.claims["checkpoints"]))
+            self.assertEqual(files, [f"server-{ordinal}.ckpt", f"shard-{ordinal}.f32"],
+                             s.name)
+
+
     def test_cpu_small_trains_to_completion(self):
-        docs = k.render(KUBECTL, "overlays/cpu-small")
         with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
-            cluster = LocalCluster(docs, tmp)
-            plans, all_mounts = {}, []
-            for pod in cluster.pods:
-                plan = []
-                for c in pod.containers():
-                    argv, env, probes, mounts = cluster.process(pod, c)
-                    all_mounts.append((mounts, pod))
-                    plan.append((c["name"], argv, env, probes))
-                plans[pod.name] = plan
-            self.assertEqual(len(cluster.pods), 1 + 2 + 2)
-            cluster.localize_configmap_files(all_mounts)
+            self.run_overlay("cpu-small", tmp)
 
-            results, probes_ok, stop = {}, {}, threading.Event()
-            threads = [threading.Thread(target=run_pod,
-                                        args=(cluster, p, plans[p.name], results, probes_ok,
-                                              stop))
-                       for p in cluster.pods]
-            start = time.monotonic()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(max(1.0, JOB_TIMEOUT_S - (time.monotonic() - start)))
-            timed_out = any(t.is_alive() for t in threads)
-            stop.set()
-            for t in threads:
-                t.join()
-            elapsed = time.monotonic() - start
-
-            logs = {}
-            for pod in cluster.pods:
-                for name, argv, _, _ in plans[pod.name]:
-                    path = os.path.join(pod.dir, f"{name}.log")
-                    logs[(pod.name, name)] = read_file(path) if os.path.exists(path) else ""
-                    print(f"=== {pod.name}/{name}: {shlex.join(argv)}")
-            print(f"job took {elapsed:.1f} s")
-
-            def dump():
-                return "\n".join(f"--- {p}/{c} (rc {results.get((p, c))})\n{text[-3000:]}"
-                                 for (p, c), text in logs.items())
-
-            self.assertFalse(timed_out, f"job did not end within {JOB_TIMEOUT_S} s\n{dump()}")
-            for key in logs:
-                self.assertEqual(results.get(key), 0, f"{key} failed\n{dump()}")
-                self.assertTrue(probes_ok[key], f"{key}: a probe never answered 200\n{dump()}")
-
-            # Every daemon flag, on the command line or in a flagfile, is one the daemon defines.
-            recorded = os.listdir(cluster.argv_dir)
-            self.assertEqual(sorted(r.split(".")[0] for r in recorded),
-                             ["sieve-scheduler", "sieve-server", "sieve-server", "sieve-worker",
-                              "sieve-worker"])
-            known = {p: helpxml_flags(b) for p, b in BINARIES.items() if p.startswith("sieve-")}
-            for r in recorded:
-                program = r.split(".")[0]
-                args = read_file(os.path.join(cluster.argv_dir, r)).splitlines()
-                for name in flag_names(args, read_file):
-                    defined = name in known[program] or (
-                        name.startswith("no") and name[2:] in known[program])
-                    self.assertTrue(defined, f"{program}: unknown flag --{name} in {args}")
-
-            workers = [p for p in cluster.pods if p.kind == "Job"]
-            for w in workers:
-                self.assertIn("sieve-worker summary:", logs[(w.name, "worker")])
-            sched = [p for p in cluster.pods if p.kind == "Deployment"][0]
-            self.assertIn("sieve-scheduler: job finished", logs[(sched.name, "scheduler")])
+    def test_cpu_secure_trains_with_a_key_per_node_and_a_job_token(self):
+        """cpu-small with the curve and job-token components: the Secrets are what the
+        components' comments tell a user to create (`sieve keygen --per_role`, a random token),
+        each pod mounts only its role's keys, and the job trains with every connection
+        authenticated."""
+        with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
+            keys = os.path.join(tmp, "keys")
+            subprocess.run([BINARIES["sieve"], "keygen", f"--out={keys}", "--servers=2",
+                            "--workers=2", "--per_role"], check=True, timeout=60)
+            token = os.path.join(tmp, "token")
+            os.makedirs(token)
+            with open(os.path.join(token, "token"), "w", encoding="utf-8") as f:
+                f.write(os.urandom(32).hex() + "\n")
+            secrets = {f"sieve-curve-{r}": os.path.join(keys, r)
+                       for r in ("scheduler", "servers", "workers")}
+            secrets["sieve-job-token"] = token
+            cluster, logs = self.run_overlay("cpu-secure", tmp, secrets)
             for s in (p for p in cluster.pods if p.kind == "StatefulSet"):
-                ordinal = s.name.rsplit("-", 1)[1]
-                self.assertIn(f"rank={ordinal}", logs[(s.name, "server")])
-                files = sorted(os.listdir(s.claims["checkpoints"]))
-                self.assertEqual(files, [f"server-{ordinal}.ckpt", f"shard-{ordinal}.f32"],
-                                 s.name)
+                text = logs[(s.name, "server")]
+                # The scheduler and both workers connected, each through a CURVE handshake with
+                # an allow-listed key; nothing was refused, nothing came from another job.
+                self.assertRegex(text, r"auth_accepted=[3-9]", s.name)
+                for counter in ("auth_denied", "foreign", "impostors"):
+                    self.assertIn(f" {counter}=0", text, f"{s.name}: {counter}")
 
 
 if __name__ == "__main__":

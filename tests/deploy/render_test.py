@@ -6,6 +6,7 @@ from the Downward API and the recommended labels; only the GPU overlays ask for 
 usage: render_test.py KUBECTL
 """
 
+import os
 import sys
 import unittest
 
@@ -47,28 +48,41 @@ class RenderTest(unittest.TestCase):
         for role in ("server.flags", "worker.flags"):
             self.assertIn("--flagfile=/etc/sieve/model.flags", flags[role])
 
-        # Every daemon reads security.flags; the GPU (multi-node) overlays turn CurveZMQ on there
-        # and mount the sieve-curve Secret where --curve_dir points, readable by the pod group.
-        gpu_overlay = overlay.endswith("-gpu")
+        # Every daemon reads security.flags and job.flags. The multi-node overlays (GPU, and
+        # cpu-secure) turn CurveZMQ on there and mount their role's Secret (sieve-curve-<role>:
+        # no pod holds another role's keys) where --curve_dir points, readable by the pod group;
+        # cpu-secure also mounts the sieve-job-token Secret where --job_token_file points.
+        curve = overlay.endswith("-gpu") or overlay == "cpu-secure"
+        token = overlay == "cpu-secure"
         curve_dir = k.flag_value(flags["security.flags"], "curve_dir")
-        self.assertEqual(curve_dir, "/etc/sieve-curve" if gpu_overlay else None, overlay)
+        self.assertEqual(curve_dir, "/etc/sieve-curve" if curve else None, overlay)
+        token_file = k.flag_value(flags["job.flags"], "job_token_file")
+        self.assertEqual(token_file, "/etc/sieve-job/token" if token else None, overlay)
+        roles = {"sieve-scheduler": "scheduler", "sieve-server": "servers",
+                 "sieve-worker": "workers"}
         for w in (sched, servers, workers):
             name = w["metadata"]["name"]
             spec = k.pod_spec(w)
             c = spec["containers"][0]
             text = " ".join(c.get("command", []) + c.get("args", []))
             self.assertIn("--flagfile=/etc/sieve/security.flags", text, name)
+            self.assertIn("--flagfile=/etc/sieve/job.flags", text, name)
             secrets = {v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v}
             mounts = {m["name"]: m for m in c["volumeMounts"]}
-            if not gpu_overlay:
-                self.assertEqual(secrets, {}, name)
-                continue
-            self.assertEqual(secrets["curve"]["secretName"], "sieve-curve", name)
-            self.assertEqual(secrets["curve"]["defaultMode"], 0o440, name)
-            self.assertEqual(mounts["curve"]["mountPath"], curve_dir, name)
-            self.assertTrue(mounts["curve"]["readOnly"], name)
-            self.assertEqual(spec["securityContext"]["fsGroup"],
-                             spec["securityContext"]["runAsGroup"], name)
+            want = {}
+            if curve:
+                want["curve"] = (f"sieve-curve-{roles[name]}", curve_dir)
+            if token:
+                want["job-token"] = ("sieve-job-token", os.path.dirname(token_file))
+            self.assertEqual(sorted(secrets), sorted(want), name)
+            for volume, (secret_name, path) in want.items():
+                self.assertEqual(secrets[volume]["secretName"], secret_name, name)
+                self.assertEqual(secrets[volume]["defaultMode"], 0o440, name)
+                self.assertEqual(mounts[volume]["mountPath"], path, name)
+                self.assertTrue(mounts[volume]["readOnly"], name)
+            if want:
+                self.assertEqual(spec["securityContext"]["fsGroup"],
+                                 spec["securityContext"]["runAsGroup"], name)
         for w in (sched, servers, workers):
             name = w["metadata"]["name"]
             tmpl_labels = w["spec"]["template"]["metadata"]["labels"]
@@ -100,6 +114,7 @@ class RenderTest(unittest.TestCase):
                 self.assertIn("--bind=0.0.0.0", text, name)
                 self.assertIn("--metrics_port=", text, name)
                 self.assertTrue(c["image"].startswith("ghcr.io/sieve/sieve:"), name)
+                gpu_overlay = overlay.endswith("-gpu")
                 self.assertEqual(c["image"].endswith("-cuda"), gpu_overlay, name)
                 wants_gpu = "nvidia.com/gpu" in res.get("limits", {})
                 self.assertEqual(wants_gpu, gpu_overlay and w is workers, name)
@@ -127,6 +142,17 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(k.flag_value(k.parse_flagfile(cm["data"]["worker.flags"]), "device"),
                          "cpu")
         self.assertNotIn("tolerations", k.pod_spec(k.one(docs, "Job")))
+
+    def test_cpu_secure(self):
+        # cpu-small, the same job, with the curve and job-token components on top.
+        docs = self.check_overlay("cpu-secure")
+        small = k.render(KUBECTL, "overlays/cpu-small")
+        for kind in ("StatefulSet", "Job", "Deployment"):
+            a, b = k.pod_spec(k.one(docs, kind)), k.pod_spec(k.one(small, kind))
+            self.assertEqual(a["containers"][0]["args"], b["containers"][0]["args"], kind)
+        data, small_data = k.one(docs, "ConfigMap")["data"], k.one(small, "ConfigMap")["data"]
+        for key in ("model.flags", "scheduler.flags", "server.flags", "worker.flags"):
+            self.assertEqual(data[key], small_data[key], key)
 
     def test_python_cpu(self):
         # The cpu-small job with the worker command replaced by a Python worker that takes

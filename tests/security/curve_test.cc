@@ -11,6 +11,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "net/transport.h"
 
@@ -191,6 +194,59 @@ TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
   EXPECT_TRUE(CheckKeyBinding(CurveOptions{}, "", "worker", 0).ok());            // no bindings
   EXPECT_EQ(WriteCurveDir(dir.string(), 1, 1, false).status().code(), StatusCode::kAlreadyExists);
   EXPECT_TRUE(WriteCurveDir(dir.string(), 1, 1, true).ok());
+  fs::remove_all(dir);
+}
+
+// `sieve keygen --per_role`: each role's directory holds exactly the files its daemons read, no
+// other role's secret key, and its daemons load their own key pairs from it.
+TEST(CurveTest, RoleDirectoriesHoldOnlyTheirRolesKeys) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("sieve-roles-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  EXPECT_EQ(WriteRoleDirs(dir.string(), 2, 3, false).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(WriteCurveDir(dir.string(), 2, 3, false).ok());
+  auto written = WriteRoleDirs(dir.string(), 2, 3, false);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->size(), 3u + 4u + 5u);
+  auto listing = [&](const std::string& role) {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir / role)) {
+      names.insert(e.path().filename().string());
+      EXPECT_EQ(fs::status(e.path()).permissions() & fs::perms::all,
+                fs::perms::owner_read | fs::perms::owner_write)
+          << e.path();
+    }
+    EXPECT_EQ(fs::status(dir / role).permissions() & fs::perms::all, fs::perms::owner_all);
+    return names;
+  };
+  using Names = std::set<std::string>;
+  EXPECT_EQ(listing("scheduler"), (Names{"server.key", "scheduler.key", "allowed_clients"}));
+  EXPECT_EQ(listing("servers"),
+            (Names{"server.key", "server-0.key", "server-1.key", "allowed_clients"}));
+  EXPECT_EQ(listing("workers"), (Names{"server.key", "worker-0.key", "worker-1.key", "worker-2.key",
+                                       "allowed_clients"}));
+  // The same keys as the flat directory, byte for byte.
+  auto read = [](const fs::path& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  for (const auto& [role, name] :
+       std::vector<std::pair<std::string, std::string>>{{"scheduler", "scheduler.key"},
+                                                        {"servers", "server-1.key"},
+                                                        {"workers", "worker-2.key"},
+                                                        {"workers", "allowed_clients"},
+                                                        {"servers", "server.key"}}) {
+    EXPECT_EQ(read(dir / role / name), read(dir / name)) << role << "/" << name;
+  }
+  auto worker = LoadCurveDir((dir / "workers").string(), (dir / "workers/worker-2.key").string());
+  auto scheduler =
+      LoadCurveDir((dir / "scheduler").string(), (dir / "scheduler/scheduler.key").string());
+  ASSERT_TRUE(worker.ok() && scheduler.ok());
+  EXPECT_EQ(worker->bindings.at(worker->client.public_key).rank, 2);
+  EXPECT_EQ(worker->scheduler_key, scheduler->client.public_key);
+  EXPECT_EQ(WriteRoleDirs(dir.string(), 2, 3, false).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(WriteRoleDirs(dir.string(), 2, 3, true).ok());
   fs::remove_all(dir);
 }
 
