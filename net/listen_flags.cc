@@ -51,7 +51,12 @@ StatusOr<ListenFlags> ReadListenFlags(const std::string& default_key_name) {
     }
     auto curve = LoadCurveDir(FLAGS_curve_dir, key);
     if (!curve.ok()) {
-      return Status(curve.status().code(), "--curve_dir: " + curve.status().message());
+      // Name the flag that named the file at fault: a bad key pair given with --curve_key is
+      // that flag's error, everything else the directory's.
+      const std::string msg = curve.status().message();
+      const bool key_file =
+          !FLAGS_curve_key.empty() && msg.find(FLAGS_curve_key) != std::string::npos;
+      return Status(curve.status().code(), (key_file ? "--curve_key: " : "--curve_dir: ") + msg);
     }
     f.curve = *curve;
     f.curve_key = key;

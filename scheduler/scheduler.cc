@@ -488,6 +488,8 @@ void Scheduler::ReplyError(const pb::Header& to, pb::ErrorCode code, const std::
     for (const Entry& e : pending_) {
       if (e.info.instance() == to.register_().instance()) return SendTo(e.info.id(), h);
     }
+    uint64_t held_back = 0;
+    if (!unknown_replies_.Allow(LogLimiter::Clock::now(), &held_back)) return;
     const int temp = next_temp_id_--;
     if (transport_
             ->Connect(temp, to.register_().host(), static_cast<uint16_t>(to.register_().port()))

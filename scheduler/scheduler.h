@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "base/log_limiter.h"
 #include "base/status.h"
 #include "net/rejection_log.h"
 #include "net/transport.h"
@@ -121,6 +122,10 @@ class Scheduler {
 
   // Everything below is touched by the Run() thread only.
   RejectionLog reject_log_;  // warnings on rejected and dropped messages
+  // Replies to refused REGISTERs from peers without a node id go to the address the REGISTER
+  // names, over a connection of their own: at most 20 per 10 s, so that a peer cannot make the
+  // scheduler open connections (and hold their descriptors for the linger) at its rate.
+  LogLimiter unknown_replies_{20, std::chrono::seconds(10)};
   uint64_t num_params_ = 0;
   bool started_ = false;
   uint64_t generation_ = 0;

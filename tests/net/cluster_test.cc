@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 
+#include "net/curve.h"
 #include "net/transport.h"
 #include "proto/messages.h"
 #include "tests/net/daemon_paths.h"
@@ -176,6 +179,35 @@ TEST(NetClusterTest, SchedulerBadFlagValuesExitTwoNamingTheFlag) {
   }
 }
 
+// A key file that cannot be used is reported under the flag that named it: --curve_key for the
+// file given there, --curve_dir for the directory's own files.
+TEST(NetClusterTest, CurveFlagErrorsNameTheFlagThatNamedTheFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("sieve-flagkeys-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteCurveDir(dir.string(), 0, 0, false).ok());
+  const std::string missing_key = (dir / "no-such.key").string();
+  const std::string missing_dir = (dir / "no-such-dir").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--curve_dir=" + dir.string(), "--curve_key=" + missing_key},
+       "--curve_key: cannot read " + missing_key},
+      {{"--curve_dir=" + missing_dir}, "--curve_dir: cannot read " + missing_dir}};
+  for (const auto& [flags, want] : bad) {
+    std::vector<std::string> argv = {SchedulerBin(), "--port=0", "--bind=127.0.0.1",
+                                     "--num_servers=1", "--num_workers=1"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    Subprocess p(argv);
+    auto st = p.Wait(kDeadline);
+    ASSERT_TRUE(st.has_value()) << want;
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 2) << want;
+    bool mentions = false;
+    for (const auto& l : p.lines()) mentions |= l.find(want) != std::string::npos;
+    EXPECT_TRUE(mentions) << want;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(NetClusterTest, SchedulerHelpDocumentsEveryFlag) {
   Subprocess help({SchedulerBin(), "--help"});
   ASSERT_TRUE(help.Wait(kDeadline).has_value());
@@ -188,8 +220,9 @@ TEST(NetClusterTest, SchedulerHelpDocumentsEveryFlag) {
 }
 
 // A flood of refused messages does not flood the scheduler's log: 200 bad REGISTERs (no role) are
-// each answered, but at most 20 lines name them before the rest are reported in one line as "N
-// more rejected or dropped messages were not logged" (after the 10 s window).
+// each refused, but at most 20 lines name them before the rest are reported in one line as "N
+// more rejected or dropped messages were not logged" (after the 10 s window). Nor does it make the
+// scheduler open a connection per REGISTER to the address each names: at most 20 are answered.
 TEST(NetClusterTest, SchedulerLogsAFloodOfRefusalsInBoundedLines) {
   Cluster c;
   ASSERT_NO_FATAL_FAILURE(c.StartScheduler(1, 1));
@@ -214,6 +247,20 @@ TEST(NetClusterTest, SchedulerLogsAFloodOfRefusalsInBoundedLines) {
   }
   EXPECT_GE(logged, 1);
   EXPECT_LE(logged, 20);
+  int answered = 0;
+  Frames frames;
+  for (;;) {
+    auto got = (*peer)->Recv(&frames, 1000);
+    ASSERT_TRUE(got.ok());
+    if (!*got) break;
+    Message msg;
+    pb::ErrorCode code;
+    ASSERT_TRUE(Decode(std::move(frames), DecodeLimits{}, &msg, &code).ok());
+    EXPECT_EQ(msg.type(), pb::MSG_ERROR);
+    ++answered;
+  }
+  EXPECT_GE(answered, 1);
+  EXPECT_LE(answered, 20);
 }
 
 }  // namespace
