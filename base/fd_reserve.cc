@@ -14,12 +14,13 @@ FdReserve::~FdReserve() {
   for (int fd : fds_) ::close(fd);
 }
 
-void FdReserve::Refill() {
+bool FdReserve::Refill() {
   while (static_cast<int>(fds_.size()) < count_) {
     const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) return false;
     fds_.push_back(fd);
   }
+  return true;
 }
 
 bool FdReserve::AcceptWith(int listen_fd, int flags, const std::function<void(int fd)>& use) {

@@ -39,8 +39,9 @@ class FdReserve {
   // then lost until one is free again).
   bool AcceptWith(int listen_fd, int flags, const std::function<void(int fd)>& use);
 
- private:
-  void Refill();
+  // Re-opens the descriptors lost to other threads where it can. Returns whether all `count` are
+  // held: false means the process has fewer free descriptors than the reserve wants.
+  bool Refill();
 
   const int count_;
   std::vector<int> fds_;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <glog/logging.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -21,6 +22,16 @@ constexpr char kMonitorEndpoint[] = "inproc://sieve-accept-guard";
 constexpr uint64_t kMaxPerEvent = 4096;  // connections closed per failed-accept event
 constexpr int kReserve = 16;             // descriptors held back
 
+// The local TCP port of socket `fd` (0 if it is not a bound IPv4/IPv6 socket).
+uint16_t LocalPort(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  return 0;
+}
+
 }  // namespace
 
 AcceptGuard::AcceptGuard(zmq::context_t& ctx) : monitor_(ctx, zmq::socket_type::pair) {}
@@ -29,7 +40,7 @@ StatusOr<std::unique_ptr<AcceptGuard>> AcceptGuard::Start(zmq::context_t& ctx,
                                                           zmq::socket_t& socket) {
   std::unique_ptr<AcceptGuard> guard(new AcceptGuard(ctx));
   if (zmq_socket_monitor(socket.handle(), kMonitorEndpoint,
-                         ZMQ_EVENT_LISTENING | ZMQ_EVENT_ACCEPT_FAILED) != 0) {
+                         ZMQ_EVENT_LISTENING | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_ACCEPT_FAILED) != 0) {
     return UnavailableError(std::string("accept guard: monitor: ") + zmq_strerror(zmq_errno()));
   }
   try {
@@ -52,12 +63,12 @@ void AcceptGuard::Stop() {
 
 void AcceptGuard::Loop() {
   // libzmq's I/O thread retries its accept while this thread drains, and now and then takes a
-  // freed descriptor first (it then serves that connection as any other: one that does not
-  // complete its handshake is closed after TransportOptions::handshake_timeout_ms); a few
-  // descriptors in reserve keep the guard working until those come back.
+  // freed descriptor first and accepts that connection itself; its ACCEPTED event (below) gets
+  // it shut down, so the descriptor comes back at once.
   FdReserve reserve(kReserve);
   LogLimiter log_limit(1, std::chrono::seconds(10));
   int listen_fd = -1;
+  uint16_t listen_port = 0;
   while (!stop_) {
     std::vector<zmq::message_t> event;
     try {
@@ -78,6 +89,22 @@ void AcceptGuard::Loop() {
       // in its stride; this thread must never block in accept() when the backlog is empty.
       const int fl = fcntl(listen_fd, F_GETFL);
       if (fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) < 0) listen_fd = -1;
+      listen_port = LocalPort(listen_fd);
+      continue;
+    }
+    if (id == ZMQ_EVENT_ACCEPTED) {
+      // A connection libzmq accepted while the reserve cannot be made whole: the process is at
+      // its limit (or libzmq took a descriptor the guard had freed). Shut it down like the ones
+      // the guard accepts itself; libzmq then closes it as a connection its peer ended. The check
+      // of the local port keeps this off any descriptor that is no longer that connection (the
+      // event is read a little later than it happened): only a connection accepted on this
+      // listener has the listener's port, every outgoing one has another.
+      const int fd = static_cast<int>(value);
+      if (!reserve.Refill() && listen_port != 0 && LocalPort(fd) == listen_port) {
+        // Counted first, so whoever sees it closed sees it counted.
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        ::shutdown(fd, SHUT_RDWR);
+      }
       continue;
     }
     if (id != ZMQ_EVENT_ACCEPT_FAILED || !IsFdExhaustion(static_cast<int>(value)) ||

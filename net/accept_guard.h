@@ -8,8 +8,10 @@
 // the peer sees its connection closed (and reconnects later, as ZeroMQ peers do), the listener
 // goes quiet, and the connections already open are not touched. Connections refused this way
 // are counted (refused()). Now and then libzmq's thread, still retrying, takes a descriptor the
-// guard freed and accepts the connection itself; it is then an ordinary connection, closed after
-// the handshake timeout if it sends nothing (net/transport.h).
+// guard freed and accepts the connection itself; every connection libzmq accepts while the
+// guard cannot hold its full reserve is shut down as soon as its ACCEPTED event arrives, so those
+// descriptors come back at once too (only a socket whose local port is the listener's is ever
+// touched).
 //
 // Thread-safety: owns one thread, blocked on the monitor socket until an event comes (an idle
 // daemon's guard never wakes); refused() may be read from any thread. Create it before the socket
