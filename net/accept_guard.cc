@@ -56,7 +56,6 @@ StatusOr<std::unique_ptr<AcceptGuard>> AcceptGuard::Start(zmq::context_t& ctx,
 AcceptGuard::~AcceptGuard() { Stop(); }
 
 void AcceptGuard::Stop() {
-  stop_ = true;
   if (thread_.joinable()) thread_.join();
   monitor_.close();
 }
@@ -69,7 +68,7 @@ void AcceptGuard::Loop() {
   LogLimiter log_limit(1, std::chrono::seconds(10));
   int listen_fd = -1;
   uint16_t listen_port = 0;
-  while (!stop_) {
+  for (;;) {
     std::vector<zmq::message_t> event;
     try {
       // Blocks: an idle daemon's guard never wakes; the context's shutdown ends the wait.

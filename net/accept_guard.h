@@ -46,7 +46,6 @@ class AcceptGuard {
   void Loop();
 
   zmq::socket_t monitor_;  // PAIR connected to the monitored socket's event stream
-  std::atomic<bool> stop_{false};
   std::atomic<uint64_t> refused_{0};
   std::thread thread_;
 };
