@@ -44,7 +44,8 @@ uint64_t RandomInstance() {
 
 bool IsDataPlane(pb::MsgType t) {
   return t == pb::MSG_PUSH || t == pb::MSG_UPDATE || t == pb::MSG_PULL_DENSE ||
-         t == pb::MSG_DENSE || t == pb::MSG_ERROR || t == pb::MSG_JOIN || t == pb::MSG_JOIN_ACK;
+         t == pb::MSG_DENSE || t == pb::MSG_ERROR || t == pb::MSG_JOIN || t == pb::MSG_JOIN_ACK ||
+         t == pb::MSG_INIT || t == pb::MSG_INIT_ACK;
 }
 
 }  // namespace

@@ -23,8 +23,11 @@ zmq::message_t BorrowFrame(const void* data, size_t size,
 }
 
 bool IsDataType(pb::MsgType t) {
-  return t == pb::MSG_PUSH || t == pb::MSG_UPDATE || t == pb::MSG_DENSE;
+  return t == pb::MSG_PUSH || t == pb::MSG_UPDATE || t == pb::MSG_DENSE || t == pb::MSG_INIT;
 }
+
+// Types whose values always cover a whole shard (FLAG_DENSE is required).
+bool AlwaysDense(pb::MsgType t) { return t == pb::MSG_DENSE || t == pb::MSG_INIT; }
 
 // The body a control type must carry (kNotSet where none is required).
 pb::Header::BodyCase ExpectedBody(pb::MsgType t) {
@@ -194,7 +197,7 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
     return InvalidArgumentError("value bytes are not a whole number of elements");
   }
   const size_t count = payload.values.size() / vsize;
-  const bool dense = payload.dense || header.type() == pb::MSG_DENSE;
+  const bool dense = payload.dense || AlwaysDense(header.type());
   if (!dense && payload.indices.size() != count) {
     return InvalidArgumentError("indices (" + std::to_string(payload.indices.size()) +
                                 ") and values (" + std::to_string(count) + ") differ in count");
@@ -296,10 +299,10 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 "unknown flag bits");
   }
-  const bool dense = (flags & pb::FLAG_DENSE) || type == pb::MSG_DENSE;
-  if (type == pb::MSG_DENSE && !(flags & pb::FLAG_DENSE)) {
+  const bool dense = (flags & pb::FLAG_DENSE) || AlwaysDense(type);
+  if (AlwaysDense(type) && !(flags & pb::FLAG_DENSE)) {
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
-                "DENSE without FLAG_DENSE");
+                std::string(MsgTypeName(type)) + " without FLAG_DENSE");
   }
   const size_t want_frames = dense ? 2 : 3;
   if (frames.size() != want_frames) {

@@ -4,6 +4,7 @@
 //   PUSH/UPDATE:       [Header][indices: count x uint32 LE][values: count x fp32|fp16 LE]
 //   dense PUSH/UPDATE: [Header][values: count x fp32|fp16]          (FLAG_DENSE, count = shard len)
 //   DENSE:             [Header][values: count x fp32|fp16]          (count = shard len)
+//   INIT:              [Header][values: count x fp32|fp16]          (FLAG_DENSE, count = shard len)
 //   PULL_DENSE:        [Header]
 // Encoding borrows the caller's arrays zero-copy: ZeroMQ frees nothing of them, it drops the
 // caller's keepalive once the frames are sent. Decoding validates everything (header, version,
@@ -27,12 +28,13 @@
 
 namespace sieve {
 
-// 4: every message carries its job (Header.job) and a receiver drops other jobs' messages;
-// ERROR_FOREIGN_JOB; NodeInfo.key and ERROR_RANK_TAKEN (CURVE keys bound to node ids). 3: a sparse
-// UPDATE may be split into parts (Header.part/parts); 2: the data-frame checksum is CRC-32C
-// (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of different versions reject each other's
-// messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 4;
+// 5: MSG_INIT / MSG_INIT_ACK and ERROR_NOT_INITIALIZED (a job whose servers take their initial
+// weights from worker 0). 4: every message carries its job (Header.job) and a receiver drops other
+// jobs' messages; ERROR_FOREIGN_JOB; NodeInfo.key and ERROR_RANK_TAKEN (CURVE keys bound to node
+// ids). 3: a sparse UPDATE may be split into parts (Header.part/parts); 2: the data-frame checksum
+// is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of different versions reject
+// each other's messages with ERROR_VERSION_MISMATCH.
+inline constexpr uint32_t kProtocolVersion = 5;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
 // Barrier groups (pb::Barrier.group bits).

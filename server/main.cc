@@ -1,5 +1,6 @@
 // sieve-server: one key-range shard of the flat parameter vector. Registers with the scheduler,
-// generates its shard's initial weights from --model/--seed exactly as the workers do, then
+// takes its shard's initial weights (from worker 0's INIT when started without --model; else
+// generated from --model/--seed exactly as the workers do, or read from --init_weights), then
 // serves PUSH and PULL_DENSE until the scheduler's SHUTDOWN. Prints one summary line at the end:
 //   sieve-server summary: rank=R lo=.. hi=.. rounds=.. applied=.. duplicates=.. rejected=..
 //                         max_staleness=.. staleness_sum=.. released=.. pushed_sum=..
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <optional>
 
 #include "base/fd_limit.h"
 #include "base/flags.h"
@@ -31,10 +33,13 @@
 #include "server/shard_server.h"
 #include "server/shard_service.h"
 
-DEFINE_string(model, "fnn3",
+DEFINE_string(model, "",
               "Model whose layout and seeded init the shard uses: softmax|fnn3|cnn|cnn_large|"
-              "synthetic");
-DEFINE_uint64(num_params, 0, "D for --model=synthetic");
+              "synthetic; empty = the workers' model: D as the workers declare it and the initial "
+              "weights worker 0 sends (a torch model's own init)");
+DEFINE_uint64(num_params, 0,
+              "D for --model=synthetic; without --model, the D the workers must declare (0 = any; "
+              "also bounds the largest frame accepted)");
 DEFINE_uint64(seed, 1, "Initialization seed (must match the workers')");
 DEFINE_string(init_weights, "",
               "Start from these weights instead of the seeded init: a file of D raw little-endian "
@@ -106,13 +111,21 @@ int Run() {
     return 2;
   }
   const NodeFlags& nf = *node_flags;
-  auto layout = MakeModelLayout(FLAGS_model, FLAGS_num_params);
-  if (!layout.ok()) {
-    std::cerr << "sieve-server: --model: " << layout.status().ToString() << "\n";
-    return 2;
+  // Without --model the workers' model defines the job: D comes with the node table.
+  const bool own_model = !FLAGS_model.empty();
+  std::optional<ModelLayout> layout;
+  if (own_model) {
+    auto made = MakeModelLayout(FLAGS_model, FLAGS_num_params);
+    if (!made.ok()) {
+      std::cerr << "sieve-server: --model: " << made.status().ToString() << "\n";
+      return 2;
+    }
+    layout = std::move(*made);
   }
-  if (!FLAGS_init_weights.empty()) {
-    if (Status s = CheckWeightsFile(FLAGS_init_weights, layout->num_params); !s.ok()) {
+  // The D this server expects (0 = whatever the workers declare).
+  const uint64_t expected_d = own_model ? layout->num_params : FLAGS_num_params;
+  if (!FLAGS_init_weights.empty() && expected_d != 0) {
+    if (Status s = CheckWeightsFile(FLAGS_init_weights, expected_d); !s.ok()) {
       std::cerr << "sieve-server: --init_weights: " << s.message() << "\n";
       return 2;
     }
@@ -133,7 +146,8 @@ int Run() {
   no.transport.bind_host = nf.bind;
   no.transport.port = nf.port;
   no.transport.advertise_host = nf.host;
-  no.transport.max_message_bytes = MaxFrameBytes(layout->num_params);
+  // D unknown before the node table: no frame limit (docs/security.md).
+  no.transport.max_message_bytes = expected_d != 0 ? MaxFrameBytes(expected_d) : 0;
   no.transport.curve = nf.curve;
   no.transport.job = nf.job;
   no.heartbeat_interval_ms = nf.heartbeat_interval_ms;
@@ -155,9 +169,13 @@ int Run() {
     std::lock_guard<std::mutex> lock(mu);
     node_ptr = &node;
   }
-  if (layout->num_params != node.num_params()) {
-    std::cerr << "sieve-server: model " << FLAGS_model << " has D = " << layout->num_params
-              << " but the job has D = " << node.num_params() << "\n";
+  if (expected_d != 0 && expected_d != node.num_params()) {
+    const std::string what = own_model ? "model " + FLAGS_model : std::string("--num_params");
+    std::cerr << "sieve-server: " << what << " has D = " << expected_d
+              << " but the workers declared D = " << node.num_params()
+              << (own_model ? " (omit --model to take the workers' model)" : "") << "\n";
+    node.RequestStop(what + " has D = " + std::to_string(expected_d) +
+                     " but the workers declared D = " + std::to_string(node.num_params()));
     return 2;
   }
   const int rank = node.rank();
@@ -166,14 +184,17 @@ int Run() {
       &metrics, [&node] { return static_cast<double>(node.dead_nodes().size()); });
   const ShardRange range = node.shards()[rank];
   std::vector<float> init(range.size());
-  if (FLAGS_init_weights.empty()) {
+  const bool await_init = !own_model && FLAGS_init_weights.empty();
+  if (await_init) {
+    LOG(INFO) << "no --model: shard " << rank << " waits for worker 0's initial weights";
+  } else if (FLAGS_init_weights.empty()) {
     if (Status s = InitSlice(*layout, FLAGS_seed, range.lo, range.hi, init.data()); !s.ok()) {
       std::cerr << "sieve-server: the scheduler assigned shard " << rank << " a range outside "
                 << "the model: " << s.message() << "\n";
       node.RequestStop("bad shard range: " + s.message());
       return 2;
     }
-  } else if (Status s = ReadWeightsSlice(FLAGS_init_weights, layout->num_params, range.lo, range.hi,
+  } else if (Status s = ReadWeightsSlice(FLAGS_init_weights, node.num_params(), range.lo, range.hi,
                                          init.data());
              !s.ok()) {
     std::cerr << "sieve-server: --init_weights: " << s.message() << "\n";
@@ -189,6 +210,7 @@ int Run() {
   so.server_compressor = *compressor;
   so.server_density = FLAGS_server_density;
   so.reply_part_pairs = FLAGS_reply_part_pairs;
+  so.await_initial_weights = await_init;
   auto created = ShardServer::Create(so, std::move(init));
   if (!created.ok()) {
     std::cerr << "sieve-server: " << created.status().ToString() << "\n";

@@ -1,11 +1,18 @@
 #include "server/shard_server.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "server/change_log.h"
 
 namespace sieve {
+namespace {
+
+constexpr char kAwaitingInit[] =
+    "this server was started without a model and waits for worker 0's initial weights (INIT)";
+
+}  // namespace
 
 StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(const ShardServerOptions& options,
                                                            std::vector<float> initial) {
@@ -27,7 +34,8 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
     : options_(options),
       w_(initial.begin(), initial.end()),
       workers_(options.num_workers),
-      live_count_(options.num_workers) {
+      live_count_(options.num_workers),
+      awaiting_init_(options.await_initial_weights) {
   const size_t n = w_.size();
   const uint32_t workers = options.num_workers;
   if (options.consistency == Consistency::kBsp) {
@@ -52,6 +60,9 @@ void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> i
   }
   if (dense ? values.size() != w_.size() : indices.size() != values.size()) {
     return Reject(worker, round, pb::ERROR_BAD_COUNT, "push sizes do not match the shard", out);
+  }
+  if (awaiting_init_) {
+    return Reject(worker, round, pb::ERROR_NOT_INITIALIZED, kAwaitingInit, out);
   }
   if (!workers_[worker].live) {
     if (options_.consistency == Consistency::kBsp && workers_[worker].rejoined &&
@@ -83,6 +94,9 @@ void ShardServer::OnPullDense(int worker, Outbox* out) {
     return Reject(worker, 0, pb::ERROR_NOT_REGISTERED, "worker was declared dead", out,
                   pb::MSG_PULL_DENSE);
   }
+  if (awaiting_init_) {
+    return Reject(worker, 0, pb::ERROR_NOT_INITIALIZED, kAwaitingInit, out, pb::MSG_PULL_DENSE);
+  }
   uint64_t at = round_;
   if (options_.consistency != Consistency::kBsp) {
     int64_t clock = workers_[worker].last_round + 1;
@@ -102,6 +116,24 @@ void ShardServer::OnPullDense(int worker, Outbox* out) {
   buf->values.assign(w_.begin(), w_.end());
   workers_[worker].dense_in_flight = buf;
   out->push_back(Reply::Dense(worker, at, std::move(buf)));
+}
+
+void ShardServer::OnInit(int worker, std::span<const float> values, Outbox* out) {
+  if (worker != 0) {
+    return Reject(
+        worker, 0, pb::ERROR_NOT_INITIALIZED,
+        "only worker 0 offers the initial weights, got INIT from worker " + std::to_string(worker),
+        out, pb::MSG_INIT);
+  }
+  if (values.size() != w_.size()) {
+    return Reject(worker, 0, pb::ERROR_BAD_COUNT, "INIT sizes do not match the shard", out,
+                  pb::MSG_INIT);
+  }
+  if (awaiting_init_) {
+    std::copy(values.begin(), values.end(), w_.begin());
+    awaiting_init_ = false;
+  }
+  out->push_back(Reply::InitAck(worker));
 }
 
 void ShardServer::OnWorkerRejoined(int worker) {
@@ -190,6 +222,7 @@ Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
                                 " values, the shard has " + std::to_string(w_.size()));
   }
   w_.assign(weights.begin(), weights.end());
+  awaiting_init_ = false;  // a restored shard has its weights
   if (options_.consistency == Consistency::kBsp) {
     round_ = round;
     last_reply_.reset();

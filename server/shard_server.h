@@ -60,6 +60,10 @@ struct ShardServerOptions {
   // (at most kMaxReplyParts), each emitted as soon as its slice of the union is applied (see
   // set_part_sink). 0 = always whole.
   uint64_t reply_part_pairs = 0;
+  // The shard's initial weights come from worker 0 (MSG_INIT; a server started without a model):
+  // until they arrive, PUSH and PULL_DENSE are refused with ERROR_NOT_INITIALIZED. false = the
+  // `initial` vector given to Create is the start (INIT is then acknowledged and ignored).
+  bool await_initial_weights = false;
 };
 
 // What to send after an event. For UPDATE/DENSE, `buffer` holds the arrays (shared by all
@@ -92,6 +96,7 @@ struct Reply {
   static Reply JoinAck(int worker, uint64_t round) {
     return Make(worker, pb::MSG_JOIN_ACK, round, false, nullptr);
   }
+  static Reply InitAck(int worker) { return Make(worker, pb::MSG_INIT_ACK, 0, false, nullptr); }
   // An ERROR answering a `rejected` message of `round`.
   static Reply Error(int worker, uint64_t round, pb::ErrorCode code, std::string message,
                      pb::MsgType rejected) {
@@ -154,6 +159,13 @@ class ShardServer {
   // (dense_pulls_dropped): a whole-shard reply per 30-byte request would let a peer fill the
   // server's memory; the worker's resends are answered once the first reply has left.
   void OnPullDense(int worker, Outbox* out);
+  // Worker `worker`'s offer of the shard's initial weights (size() finite values, validated by
+  // the codec). While the shard awaits them (options.await_initial_weights, before any Restore)
+  // and worker is 0, they become the weights; every later or repeated INIT from worker 0 is only
+  // acknowledged (INIT_ACK either way). From another worker: ERROR_NOT_INITIALIZED, no change.
+  void OnInit(int worker, std::span<const float> values, Outbox* out);
+  bool awaiting_initial_weights() const { return awaiting_init_; }
+
   // The scheduler declared `worker` dead: it no longer counts for BSP rounds or SSP clocks.
   void OnWorkerDead(int worker, Outbox* out);
 
@@ -285,6 +297,8 @@ class ShardServer {
   std::shared_ptr<const ReplyBuffer> last_reply_;  // reply of round_ - 1, for resends
   bool last_reply_dense_ = false;
   std::vector<float> residual_;  // two-way compression
+
+  bool awaiting_init_ = false;  // see ShardServerOptions::await_initial_weights
 
   // BSP resync after Restore (see there).
   bool resync_ = false;

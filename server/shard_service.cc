@@ -59,6 +59,7 @@ void ShardService::OnData(Message msg) {
       }
       break;
     case pb::MSG_PUSH:
+    case pb::MSG_INIT:
     case pb::MSG_PULL_DENSE: {
       if (!from_worker) {
         (void)link_->SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers push or pull",
@@ -81,6 +82,14 @@ void ShardService::OnData(Message msg) {
         unpacked_.resize(msg.values_fp16.size());
         (void)UnpackFp16(msg.values_fp16, unpacked_);  // sizes are equal: cannot fail
         values = unpacked_;
+      }
+      if (msg.type() == pb::MSG_INIT) {
+        const bool was_awaiting = shard_->awaiting_initial_weights();
+        shard_->OnInit(worker, values, &out_);
+        if (was_awaiting && !shard_->awaiting_initial_weights()) {
+          LOG(INFO) << "shard " << options_.rank << " starts from worker 0's initial weights";
+        }
+        break;
       }
       const auto push_start = Clock::now();
       shard_->OnPush(worker, round, msg.indices, values, msg.dense(), &out_);
@@ -109,8 +118,8 @@ void ShardService::OnData(Message msg) {
   if (checkpointer_ != nullptr) checkpointer_->MaybeWrite(*shard_);
 }
 
-void ShardService::SendJoinAck(const Reply& r, int peer) {
-  pb::Header h = MakeDataHeader(pb::MSG_JOIN_ACK, link_->id(), peer, options_.rank, r.round);
+void ShardService::SendAck(const Reply& r, int peer) {
+  pb::Header h = MakeDataHeader(r.type, link_->id(), peer, options_.rank, r.round);
   auto frames = EncodeControl(h);
   if (frames.ok()) (void)link_->Send(peer, std::move(frames).value());
 }
@@ -151,8 +160,8 @@ void ShardService::Flush() {
       (void)link_->SendError(peer, r.code, r.message, r.rejected, r.round);
       continue;
     }
-    if (r.type == pb::MSG_JOIN_ACK) {
-      SendJoinAck(r, peer);
+    if (r.type == pb::MSG_JOIN_ACK || r.type == pb::MSG_INIT_ACK) {
+      SendAck(r, peer);
       continue;
     }
     if (r.parts > 1) {  // a part ShardServer produced

@@ -1,8 +1,9 @@
 // ShardService: a server's message handling — admission of each data message (sender is a worker,
 // message is for this shard, type a server accepts), fp16 unpacking, the ShardServer event, and
-// the encoding of every reply it produces (JOIN_ACK, ERROR, UPDATE/DENSE whole or in parts, one
-// CRC-32C per slice shared by every recipient). sieve-server owns one and feeds it from its Node's
-// I/O thread; it sees the node only through ServerLink, so unit tests drive it with a recorder.
+// the encoding of every reply it produces (JOIN_ACK, INIT_ACK, ERROR, UPDATE/DENSE whole or in
+// parts, one CRC-32C per slice shared by every recipient). sieve-server owns one and feeds it from
+// its Node's I/O thread; it sees the node only through ServerLink, so unit tests drive it with a
+// recorder.
 //
 // Errors from peers never reach the caller: a rejected message is answered with an ERROR naming
 // the reason (docs/protocol.md) and changes no state; a failed send is logged.
@@ -56,7 +57,8 @@ class ShardService {
   // Sends pairs [from, to) of reply `r` as part `part` of `parts` (1 = unsplit). False when the
   // encoding or the send failed (logged).
   bool SendSlice(const Reply& r, int peer, uint32_t part, uint32_t parts, size_t from, size_t to);
-  void SendJoinAck(const Reply& r, int peer);
+  // A header-only acknowledgement (JOIN_ACK, INIT_ACK).
+  void SendAck(const Reply& r, int peer);
 
   const ShardServiceOptions options_;
   ShardServer* const shard_;

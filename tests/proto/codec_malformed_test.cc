@@ -543,3 +543,27 @@ TEST_F(ProtoCodecMalformedTest, MisalignedFramesAreRealigned) {
 
 }  // namespace
 }  // namespace sieve
+
+namespace sieve {
+namespace {
+
+// INIT (worker 0's initial weights) is always a whole shard: without FLAG_DENSE, with another
+// count, with indices or non-finite values it is rejected like a bad DENSE; a good one decodes.
+TEST_F(ProtoCodecMalformedTest, InitMustBeAWholeFiniteShard) {
+  std::vector<float> shard(100, 0.5f);
+  ExpectOk(RawData(DataHeader(pb::MSG_INIT, 0, 100, pb::FLAG_DENSE), nullptr, shard));
+  ExpectRejected(RawData(DataHeader(pb::MSG_INIT, 0, 100), nullptr, shard),
+                 pb::ERROR_MALFORMED_HEADER);
+  std::vector<float> short_shard(99, 0.5f);
+  ExpectRejected(RawData(DataHeader(pb::MSG_INIT, 0, 99, pb::FLAG_DENSE), nullptr, short_shard),
+                 pb::ERROR_BAD_COUNT);
+  std::vector<uint32_t> idx = {1, 2};
+  ExpectRejected(RawData(DataHeader(pb::MSG_INIT, 0, 100, pb::FLAG_DENSE), &idx, shard),
+                 pb::ERROR_BAD_FRAME_COUNT);
+  shard[42] = std::numeric_limits<float>::quiet_NaN();
+  ExpectRejected(RawData(DataHeader(pb::MSG_INIT, 0, 100, pb::FLAG_DENSE), nullptr, shard),
+                 pb::ERROR_NON_FINITE);
+}
+
+}  // namespace
+}  // namespace sieve

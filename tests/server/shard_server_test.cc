@@ -786,3 +786,82 @@ TEST(ServerShardTest, BadOptionsAreRejected) {
 
 }  // namespace
 }  // namespace sieve
+
+namespace sieve {
+namespace {
+
+// A server started without a model: refuses pushes and pulls until worker 0's INIT, takes its
+// weights exactly, then behaves as a server created with them (same BSP round, bitwise).
+TEST(ServerShardInitTest, AwaitsWorkerZerosWeightsThenRunsAsIfCreatedWithThem) {
+  const uint32_t n = 300;
+  ShardServerOptions o;
+  o.num_workers = 2;
+  o.await_initial_weights = true;
+  auto s = Make(o, std::vector<float>(n, 0.0f));
+  auto ref = Make(ShardServerOptions{.num_workers = 2}, Iota(n));
+  Outbox out;
+  const std::vector<uint32_t> idx = {3, 50, 299};
+  const std::vector<float> val = {1.0f, -2.0f, 0.5f};
+  s->OnPush(0, 0, idx, val, false, &out);
+  s->OnPullDense(1, &out);
+  ASSERT_EQ(out.size(), 2u);
+  for (const Reply& r : out) EXPECT_EQ(r.code, pb::ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(s->stats().pushes_applied, 0u);
+  out.clear();
+  // Worker 1 may not initialize; a wrong length is refused; neither changes anything.
+  s->OnInit(1, Iota(n), &out);
+  s->OnInit(0, std::vector<float>(n - 1, 1.0f), &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].code, pb::ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(out[1].code, pb::ERROR_BAD_COUNT);
+  EXPECT_TRUE(s->awaiting_initial_weights());
+  out.clear();
+  s->OnInit(0, Iota(n), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_INIT_ACK);
+  EXPECT_FALSE(s->awaiting_initial_weights());
+  // A repeated INIT (a resend, or another offer) is acknowledged and changes nothing.
+  out.clear();
+  s->OnInit(0, std::vector<float>(n, 7.0f), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_INIT_ACK);
+  const std::vector<float> iota = Iota(n);
+  EXPECT_TRUE(std::equal(s->weights().begin(), s->weights().end(), iota.begin()));
+  // One BSP round on both: equal weights, bitwise.
+  Outbox a, b;
+  for (int w = 0; w < 2; ++w) {
+    s->OnPush(w, 0, idx, val, false, &a);
+    ref->OnPush(w, 0, idx, val, false, &b);
+  }
+  EXPECT_EQ(s->stats().rounds_completed, 1u);
+  EXPECT_TRUE(std::equal(s->weights().begin(), s->weights().end(), ref->weights().begin()));
+}
+
+// A server with its own initial weights keeps them: INIT is acknowledged and ignored.
+TEST(ServerShardInitTest, ServerWithItsOwnInitIgnoresInit) {
+  const uint32_t n = 64;
+  auto s = Make(ShardServerOptions{}, Iota(n));
+  Outbox out;
+  s->OnInit(0, std::vector<float>(n, 3.0f), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, pb::MSG_INIT_ACK);
+  const std::vector<float> iota = Iota(n);
+  EXPECT_TRUE(std::equal(s->weights().begin(), s->weights().end(), iota.begin()));
+}
+
+// A restored shard (a restarted model-less server with a checkpoint) no longer waits for INIT.
+TEST(ServerShardInitTest, RestoreEndsTheWaitForInit) {
+  const uint32_t n = 32;
+  ShardServerOptions o;
+  o.await_initial_weights = true;
+  auto s = Make(o, std::vector<float>(n, 0.0f));
+  ASSERT_TRUE(s->Restore(5, Iota(n)).ok());
+  EXPECT_FALSE(s->awaiting_initial_weights());
+  Outbox out;
+  s->OnInit(0, std::vector<float>(n, 3.0f), &out);
+  const std::vector<float> iota = Iota(n);
+  EXPECT_TRUE(std::equal(s->weights().begin(), s->weights().end(), iota.begin()));
+}
+
+}  // namespace
+}  // namespace sieve

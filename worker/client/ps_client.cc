@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "base/lent_buffer_pool.h"
 #include "base/prefetch.h"
@@ -30,6 +31,8 @@ pb::MsgType RequestFor(pb::MsgType reply) {
       return pb::MSG_PULL_DENSE;
     case pb::MSG_JOIN_ACK:
       return pb::MSG_JOIN;
+    case pb::MSG_INIT_ACK:
+      return pb::MSG_INIT;
     default:
       return pb::MSG_PUSH;
   }
@@ -50,6 +53,7 @@ class PsClient::Impl {
 
   Status PullDense(std::span<float> weights, int timeout_ms, uint64_t* at);
   Status Join(uint64_t round, int timeout_ms);
+  Status OfferInitialWeights(std::span<const float> weights, int timeout_ms);
   Status PushPull(uint64_t round, Selection* sel, std::span<float> weights, RoundStats* stats,
                   int timeout_ms);
   Status PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
@@ -166,6 +170,10 @@ size_t PsClient::dead_nodes() const { return impl_->node().dead_nodes().size(); 
 uint64_t PsClient::resends() const { return impl_->resends(); }
 uint64_t PsClient::errors_retried() const { return impl_->errors_retried(); }
 bool PsClient::joined_late() const { return impl_->node().joined_late(); }
+
+Status PsClient::OfferInitialWeights(std::span<const float> weights, int timeout_ms) {
+  return impl_->OfferInitialWeights(weights, timeout_ms);
+}
 
 Status PsClient::PullDense(std::span<float> weights, int timeout_ms, uint64_t* at) {
   return impl_->PullDense(weights, timeout_ms, at);
@@ -396,6 +404,36 @@ Status PsClient::Impl::Join(uint64_t round, int timeout_ms) {
       pb::MSG_JOIN_ACK, round, timeout_ms, [](int, const Message&) {},
       [&](int s) { (void)SendControl(pb::MSG_JOIN, round, s); },
       /*always_resend_ms=*/options_.resend_check_ms);
+}
+
+Status PsClient::Impl::OfferInitialWeights(std::span<const float> weights, int timeout_ms) {
+  if (weights.size() != num_params()) {
+    return InvalidArgumentError("initial weights have " + std::to_string(weights.size()) +
+                                " values, D = " + std::to_string(num_params()));
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!std::isfinite(weights[i])) {
+      return InvalidArgumentError("initial weight " + std::to_string(i) + " is not finite");
+    }
+  }
+  // ZeroMQ may hold the frames past this call: they borrow a copy that lives until it lets go.
+  auto copy = std::make_shared<const std::vector<float>>(weights.begin(), weights.end());
+  auto send = [&](int s) -> Status {
+    pb::Header h = MakeDataHeader(pb::MSG_INIT, node_->id(), node_->ServerId(s), s, 0);
+    DataPayload p;
+    p.dense = true;
+    p.values = std::as_bytes(
+        std::span<const float>(*copy).subspan(bounds_[s], bounds_[s + 1] - bounds_[s]));
+    p.keepalive = copy;
+    EncodeOptions eo;
+    eo.checksum = options_.checksum;
+    SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeData(h, p, eo));
+    return node_->Send(node_->ServerId(s), std::move(frames));
+  };
+  tables_at_send_ = node_->tables_installed();
+  for (uint32_t s = 0; s < num_servers(); ++s) SIEVE_RETURN_IF_ERROR(send(static_cast<int>(s)));
+  return Collect(
+      pb::MSG_INIT_ACK, 0, timeout_ms, [](int, const Message&) {}, [&](int s) { (void)send(s); });
 }
 
 Status PsClient::Impl::PushPull(uint64_t round, Selection* sel, std::span<float> weights,

@@ -133,6 +133,14 @@ class PsClient {
   // FailedPrecondition with the server's ERROR message.
   Status PullDense(std::span<float> weights, int timeout_ms, uint64_t* at = nullptr);
 
+  // Worker 0 at the start of a job, before the start barrier: offers `weights` (length D, its
+  // own initial weights, e.g. a torch model's init) to every server (MSG_INIT, each server its
+  // slice; copied, the caller keeps its span). A server started without a model starts from
+  // them; one with its own initial weights keeps those. Returns once every server acknowledged.
+  // Errors: InvalidArgument (wrong length, non-finite value), FailedPrecondition with a server's
+  // ERROR (e.g. this is not worker 0), DeadlineExceeded, Aborted/Unavailable.
+  Status OfferInitialWeights(std::span<const float> weights, int timeout_ms);
+
   // A worker admitted into a running job (joined_late()) asks every server to count it again
   // from `round` on (MSG_JOIN, resent like PullDense until acknowledged). After OK the worker
   // pushes `round` next. Errors: OutOfRange when a server answered ERROR_JOIN_TOO_LATE (the job

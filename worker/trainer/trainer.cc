@@ -14,6 +14,7 @@
 
 #include "kernels/model/param_init.h"
 #include "kernels/selection.h"
+#include "worker/client/worker_start.h"
 #include "worker/data/partition.h"
 #include "worker/trainer/metrics.h"
 #include "worker/trainer/progress.h"
@@ -174,40 +175,13 @@ Status Trainer::ReadWeights(std::vector<float>* out) const {
 }
 
 Status Trainer::InitWeights(uint64_t* first_round) {
-  *first_round = 0;
+  // This worker's own initialization: what worker 0 offers to servers started without a model.
   std::vector<float> w = InitParams(layout_, options_.seed);
-  if (client_->joined_late()) {
-    // Rejoin (docs/architecture.md, "Worker rejoin"): the servers' weights, then a join round
-    // `margin` rounds past the furthest server, so that no server passes it before the JOIN
-    // arrives. The replica is resynchronized by the dense UPDATE of that first round. When a
-    // server passed it anyway (fast rounds), pull again and join with twice the margin.
-    constexpr uint64_t kFirstJoinMargin = 2;
-    constexpr int kJoinAttempts = 8;  // margins 2, 4, ..., 256 rounds
-    uint64_t margin = kFirstJoinMargin;
-    for (int attempt = 1;; ++attempt, margin *= 2) {
-      uint64_t at = 0;
-      SIEVE_RETURN_IF_ERROR(client_->PullDense(w, options_.round_timeout_ms, &at));
-      const uint64_t join = at + margin;
-      Status joined = client_->Join(join, options_.round_timeout_ms);
-      if (joined.ok()) {
-        LOG(INFO) << "rejoined a running job: servers at round " << at << ", counted from round "
-                  << join << " (attempt " << attempt << ")";
-        *first_round = join;
-        return UploadWeights(w);
-      }
-      if (joined.code() != StatusCode::kOutOfRange || attempt == kJoinAttempts) {
-        return Status(joined.code(), "rejoin at round " + std::to_string(join) + " failed after " +
-                                         std::to_string(attempt) +
-                                         " attempt(s): " + joined.message());
-      }
-      LOG(WARNING) << "join round " << join << " already passed (" << joined.message()
-                   << "); pulling again and joining " << 2 * margin << " rounds ahead";
-    }
-  }
   // A fingerprint, not a copy, of the local initialization (a copy would cost 4 B/param at peak).
   const uint64_t local = Fingerprint(w);
-  SIEVE_RETURN_IF_ERROR(client_->PullDense(w, options_.round_timeout_ms));
-  if (Fingerprint(w) != local) {
+  SIEVE_ASSIGN_OR_RETURN(WorkerStart start, StartWorker(client_, w, options_.round_timeout_ms));
+  *first_round = start.first_round;
+  if (!start.rejoined && Fingerprint(w) != local) {
     LOG(WARNING)
         << "the servers' initial weights differ from InitParams(" << options_.model << ", seed "
         << options_.seed
@@ -371,9 +345,7 @@ Status Trainer::Diverged(uint64_t round, double lr, const std::string& what) con
 
 StatusOr<TrainSummary> Trainer::Run() {
   uint64_t first_round = 0;
-  SIEVE_RETURN_IF_ERROR(InitWeights(&first_round));
-  // The start barrier is the job's start; a rejoining worker joined at a round boundary instead.
-  if (!client_->joined_late()) SIEVE_RETURN_IF_ERROR(client_->Barrier(options_.round_timeout_ms));
+  SIEVE_RETURN_IF_ERROR(InitWeights(&first_round));  // the start barrier included
 
   MetricsWriter metrics;
   const bool per_rank_metrics = options_.metrics_out.find("{rank}") != std::string::npos;

@@ -74,8 +74,9 @@ class Trainer {
   Status Load();
   // Stages the training partition (and rank 0's test set) in device memory when it fits.
   Status StageData();
-  // Pulls the servers' weights; a worker admitted into a running job (a restart) then joins at
-  // a round boundary. *first_round: the round to push first (0 for a worker of the job's start).
+  // Enters the job (worker/client/worker_start.h: worker 0 offers InitParams' weights, the start
+  // barrier, the servers' weights; or the rejoin of a restarted worker) and uploads the servers'
+  // weights into the replica. *first_round: the round to push first.
   Status InitWeights(uint64_t* first_round);
   // Host copy of w into the device replica.
   Status UploadWeights(const std::vector<float>& w);

@@ -1,0 +1,48 @@
+#include "worker/client/worker_start.h"
+
+#include <glog/logging.h>
+
+#include <string>
+
+namespace sieve {
+
+StatusOr<WorkerStart> StartWorker(PsClient* client, std::span<float> weights, int timeout_ms) {
+  WorkerStart start;
+  if (!client->joined_late()) {
+    if (client->rank() == 0) {
+      SIEVE_RETURN_IF_ERROR(client->OfferInitialWeights(weights, timeout_ms));
+    }
+    SIEVE_RETURN_IF_ERROR(client->Barrier(timeout_ms));
+    SIEVE_RETURN_IF_ERROR(client->PullDense(weights, timeout_ms));
+    return start;
+  }
+  // The join round lies `margin` rounds past the furthest server, so that no server passes it
+  // before the JOIN arrives; the replica is resynchronized by that round's dense UPDATE.
+  constexpr uint64_t kFirstJoinMargin = 2;
+  constexpr int kJoinAttempts = 8;  // margins 2, 4, ..., 256 rounds
+  uint64_t margin = kFirstJoinMargin;
+  start.rejoined = true;
+  for (int attempt = 1;; ++attempt, margin *= 2) {
+    uint64_t at = 0;
+    SIEVE_RETURN_IF_ERROR(client->PullDense(weights, timeout_ms, &at));
+    const uint64_t join = at + margin;
+    Status joined = client->Join(join, timeout_ms);
+    if (joined.ok()) {
+      LOG(INFO) << "rejoined a running job: servers at round " << at << ", counted from round "
+                << join << " (attempt " << attempt << ")";
+      start.first_round = join;
+      start.servers_at = at;
+      start.attempts = attempt;
+      return start;
+    }
+    if (joined.code() != StatusCode::kOutOfRange || attempt == kJoinAttempts) {
+      return Status(joined.code(), "rejoin at round " + std::to_string(join) + " failed after " +
+                                       std::to_string(attempt) +
+                                       " attempt(s): " + joined.message());
+    }
+    LOG(WARNING) << "join round " << join << " already passed (" << joined.message()
+                 << "); pulling again and joining " << 2 * margin << " rounds ahead";
+  }
+}
+
+}  // namespace sieve
