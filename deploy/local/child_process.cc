@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
+#include <string_view>
 
 extern char** environ;
 
@@ -60,9 +62,16 @@ StatusOr<SpawnedChild> SpawnChild(const std::vector<std::string>& argv,
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  std::set<std::string_view> changed;  // names extra_env sets or removes
+  for (const std::string& e : extra_env) changed.insert(std::string_view(e).substr(0, e.find('=')));
   std::vector<char*> cenv;
-  for (char** e = environ; *e != nullptr; ++e) cenv.push_back(*e);
-  for (const std::string& e : extra_env) cenv.push_back(const_cast<char*>(e.c_str()));
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    if (!changed.count(entry.substr(0, entry.find('=')))) cenv.push_back(*e);
+  }
+  for (const std::string& e : extra_env) {
+    if (e.find('=') != std::string::npos) cenv.push_back(const_cast<char*>(e.c_str()));
+  }
   cenv.push_back(nullptr);
 
   int out[2], err[2];
@@ -92,8 +101,9 @@ StatusOr<SpawnedChild> SpawnChild(const std::vector<std::string>& argv,
 }
 
 StatusOr<CapturedRun> RunAndCapture(const std::vector<std::string>& argv,
-                                    std::chrono::milliseconds timeout) {
-  SIEVE_ASSIGN_OR_RETURN(auto spawned, SpawnChild(argv));
+                                    std::chrono::milliseconds timeout,
+                                    const std::vector<std::string>& extra_env) {
+  SIEVE_ASSIGN_OR_RETURN(auto spawned, SpawnChild(argv, extra_env));
   SpawnedChild child = spawned;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   CapturedRun run;

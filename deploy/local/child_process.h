@@ -1,8 +1,9 @@
 // Child processes for the launcher: fork/exec with captured stdout and stderr.
 //
 // Contract:
-// - SpawnChild() starts `argv[0]` (a path; no PATH search) with `argv`, the launcher's
-//   environment plus `extra_env`, stdin from /dev/null, and stdout/stderr connected to fresh
+// - SpawnChild() starts `argv[0]` (a path; no PATH search) with `argv` and the launcher's
+//   environment changed by `extra_env`: an entry "NAME=value" sets NAME (replacing the launcher's
+//   NAME), a bare "NAME" removes it. Stdin from /dev/null, and stdout/stderr connected to fresh
 //   pipes whose read ends (close-on-exec, non-blocking) are returned. The child runs in its own
 //   process group (pgid == pid) so one signal reaches it and anything it starts, and Ctrl-C on
 //   the terminal reaches only the launcher. The child gets SIGKILL when the launcher dies
@@ -10,8 +11,9 @@
 //   from a thread that exits before the child should). Signal dispositions and the signal mask are
 //   reset to defaults in the child. A failed exec makes the child exit with 127 after writing the
 //   reason to its stderr.
-// - RunAndCapture() runs a program to completion with a bounded wait, returning its stdout and
-//   wait status; on timeout the child's group is killed, reaped, and DeadlineExceeded returned.
+// - RunAndCapture() runs a program (environment as SpawnChild's) to completion with a bounded
+//   wait, returning its stdout and wait status; on timeout the child's group is killed, reaped, and
+//   DeadlineExceeded returned.
 // - DescribeWaitStatus() renders a waitpid() status: "exited with code 3",
 //   "killed by signal 9 (Killed)".
 #ifndef SIEVE_DEPLOY_LOCAL_CHILD_PROCESS_H_
@@ -42,7 +44,8 @@ struct CapturedRun {
 };
 
 StatusOr<CapturedRun> RunAndCapture(const std::vector<std::string>& argv,
-                                    std::chrono::milliseconds timeout);
+                                    std::chrono::milliseconds timeout,
+                                    const std::vector<std::string>& extra_env = {});
 
 std::string DescribeWaitStatus(int wait_status);
 

@@ -1,12 +1,14 @@
 #include "deploy/local/daemon_locator.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <vector>
 
 #include "deploy/local/child_process.h"
+#include "deploy/local/worker_env.h"
 
 namespace sieve {
 namespace {
@@ -66,6 +68,24 @@ StatusOr<DaemonFlags> QueryDaemonFlags(const std::string& path, std::chrono::mil
   if (!flags.ok()) {
     return InvalidArgumentError(path + " --helpxml: " + flags.status().message() + " (" +
                                 DescribeWaitStatus(run->wait_status) + ")");
+  }
+  return flags;
+}
+
+StatusOr<DaemonFlags> QueryWorkerCommandFlags(const std::vector<std::string>& argv,
+                                              std::chrono::milliseconds timeout) {
+  std::vector<std::string> env = {"SIEVE_HELPXML=1"};
+  for (const char* name : kWorkerEnvNames) env.push_back(name);
+  auto run = RunAndCapture(argv, timeout, env);
+  if (!run.ok()) return run.status();
+  if (!WIFEXITED(run->wait_status) || WEXITSTATUS(run->wait_status) != 0) {
+    return FailedPreconditionError("with SIEVE_HELPXML=1 it " +
+                                   DescribeWaitStatus(run->wait_status));
+  }
+  auto flags = ParseGflagsHelpXml(run->stdout_text);
+  if (!flags.ok()) {
+    return FailedPreconditionError("with SIEVE_HELPXML=1 it printed no flag list (" +
+                                   flags.status().message() + ")");
   }
   return flags;
 }

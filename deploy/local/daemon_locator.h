@@ -10,11 +10,17 @@
 //   $PATH. NotFound lists the places searched.
 // - QueryDaemonFlags(path) runs `path --helpxml` (bounded wait; gflags exits non-zero after
 //   printing, so the exit code is ignored) and parses the XML. Errors name the program.
+// - QueryWorkerCommandFlags(argv) asks a --worker_cmd which worker flags it implements: it runs
+//   `argv` once with SIEVE_HELPXML=1 in its environment and none of the job's SIEVE_* variables
+//   (worker_env.h; so no SIEVE_SCHEDULER), stdin /dev/null, bounded by `timeout`; the command
+//   prints gflags' --helpxml XML on stdout (as `sieve-worker --helpxml` does) and exits 0. No XML,
+//   another exit or the timeout is an error saying which.
 #ifndef SIEVE_DEPLOY_LOCAL_DAEMON_LOCATOR_H_
 #define SIEVE_DEPLOY_LOCAL_DAEMON_LOCATOR_H_
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "deploy/local/flag_routing.h"
@@ -26,6 +32,9 @@ std::string ExecutableDir();
 StatusOr<std::string> FindDaemon(const std::string& program, const std::string& bin_dir);
 
 StatusOr<DaemonFlags> QueryDaemonFlags(const std::string& path, std::chrono::milliseconds timeout);
+
+StatusOr<DaemonFlags> QueryWorkerCommandFlags(const std::vector<std::string>& argv,
+                                              std::chrono::milliseconds timeout);
 
 }  // namespace sieve
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -21,7 +22,10 @@
 #include "deploy/local/daemon_locator.h"
 #include "deploy/local/flag_routing.h"
 #include "deploy/local/job_progress.h"
+#include "deploy/local/job_result.h"
+#include "deploy/local/private_file.h"
 #include "deploy/local/supervisor.h"
+#include "deploy/local/worker_env.h"
 #include "net/curve.h"
 
 namespace sieve {
@@ -33,6 +37,8 @@ using std::chrono::milliseconds;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 constexpr milliseconds kHelpXmlTimeout{10000};
+// A --worker_cmd asked for its flags may first import torch.
+constexpr milliseconds kWorkerCmdHelpXmlTimeout{60000};
 constexpr milliseconds kIdlePoll{1000};
 // How often --progress=lines prints the job's progress.
 constexpr std::chrono::seconds kProgressLineEvery{10};
@@ -102,9 +108,17 @@ Status MakeDirs(const std::string& dir) {
 // Command lines of every process, or a usage error.
 struct Plan {
   std::vector<ChildSpec> scheduler_servers_workers[3];
-  // Per role, the words of the program before its arguments (1, or the --worker_cmd's words):
-  // --scheduler is inserted there once the port is known.
+  // Per role, the words of the program before its arguments: --scheduler is inserted there once
+  // the port is known (not for a --worker_cmd: the job reaches it in its environment only).
   size_t program_words[3] = {1, 1, 1};
+  bool scheduler_on_argv[3] = {false, true, true};
+  // The workers' environment (worker_env.h); Launch fills in the scheduler and the token file.
+  WorkerJob worker_job;
+  // The token Launch writes to a private file for SIEVE_JOB_TOKEN_FILE; "" when the user's
+  // --job_token_file already names one.
+  std::string token;
+  int min_workers = 0;        // the scheduler's --min_workers; 0: every worker must finish
+  std::string metrics_ports;  // "scheduler :P, server 0 :P+1, ..." with --metrics_port
 };
 
 // `word` when it names a path (has a '/'), else the first executable file of that name in $PATH
@@ -161,6 +175,60 @@ std::vector<std::string> NodeKeyFiles(const std::string& dir, const std::string&
   return files;
 }
 
+// A non-negative integer flag value, or a usage error naming the flag.
+StatusOr<int> IntFlag(const PassThroughFlag& f, int max) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(f.value.data(), f.value.data() + f.value.size(), value);
+  if (ec != std::errc() || end != f.value.data() + f.value.size() || value < 0 || value > max) {
+    return InvalidArgumentError("--" + f.name + " must be an integer in [0, " +
+                                std::to_string(max) + "], got '" + f.value + "'");
+  }
+  return value;
+}
+
+// The worker flags a --worker_cmd gets (SIEVE_WORKER_FLAGS) of those routed to workers: asks the
+// command which flags it implements (QueryWorkerCommandFlags). A flag only sieve-worker defines
+// that the command does not implement is a usage error naming it; a flag other daemons define too
+// (--v, --model, ...) still reaches them and goes to the command only if it implements it.
+StatusOr<std::vector<std::string>> WorkerCommandFlags(const std::vector<std::string>& command,
+                                                      const std::string& shown,
+                                                      const std::vector<PassThroughFlag>& routed,
+                                                      const DaemonFlags daemon_flags[3]) {
+  std::vector<std::string> only_sieve_worker;  // --name of flags no other daemon takes
+  for (const PassThroughFlag& f : routed) {
+    if (!daemon_flags[0].Defines(f.name) && !daemon_flags[1].Defines(f.name)) {
+      only_sieve_worker.push_back("--" + f.name);
+    }
+  }
+  auto join = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (const std::string& n : names) text += (text.empty() ? "" : ", ") + n;
+    return text;
+  };
+  auto implemented = QueryWorkerCommandFlags(command, kWorkerCmdHelpXmlTimeout);
+  if (!implemented.ok()) {
+    if (only_sieve_worker.empty()) return std::vector<std::string>();
+    return InvalidArgumentError(
+        "cannot pass " + join(only_sieve_worker) + " to the worker command '" + shown +
+        "': asked which worker flags it implements, " + implemented.status().message() +
+        " (a worker command takes worker flags only when it calls sieve.torch.init() or "
+        "sieve.worker.parse_flags(), which answer SIEVE_HELPXML=1)");
+  }
+  std::vector<std::string> missing, flags;
+  for (const PassThroughFlag& f : routed) {
+    if (implemented->Defines(f.name)) {
+      flags.push_back(f.Render());
+    } else if (!daemon_flags[0].Defines(f.name) && !daemon_flags[1].Defines(f.name)) {
+      missing.push_back("--" + f.name);
+    }
+  }
+  if (!missing.empty()) {
+    return InvalidArgumentError(join(missing) + (missing.size() == 1 ? " is" : " are") +
+                                " not implemented by the worker command '" + shown + "'");
+  }
+  return flags;
+}
+
 StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   std::string paths[3];
   DaemonFlags flags[3];
@@ -178,12 +246,24 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   auto parsed = ParsePassThrough(
       o.pass_through, [&](const std::string& name) { return KindAcross(daemons, name); }, known);
   if (!parsed.ok()) return parsed.status();
-  bool has_token = false, has_key = false;
-  std::string curve_dir;
+  Plan plan;
+  WorkerJob& job = plan.worker_job;
+  job.num_workers = o.num_workers;
+  job.num_servers = o.num_servers;
+  job.bind = job.host = "127.0.0.1";
+  bool has_token = false;
+  std::string user_token, user_key;
+  int metrics_port = 0;
+  std::vector<PassThroughFlag> passed;  // every flag but --metrics_port (given out per daemon)
   for (const PassThroughFlag& f : *parsed) {
     has_token = has_token || f.name == "job_token" || f.name == "job_token_file";
-    has_key = has_key || f.name == "curve_key";
-    if (f.name == "curve_dir") curve_dir = f.value;
+    if (f.name == "job_token") user_token = f.value;
+    if (f.name == "job_token_file") job.job_token_file = f.value;
+    if (f.name == "curve_key") user_key = f.value;
+    if (f.name == "curve_dir") job.curve_dir = f.value;
+    if (flags[2].Defines(f.name) && (f.name == "bind" || f.name == "host")) {
+      (f.name == "bind" ? job.bind : job.host) = f.value;
+    }
     if (f.name == "scheduler" || f.name == "rank") {
       return InvalidArgumentError("--" + f.name + " is set by the launcher for each process");
     }
@@ -193,36 +273,78 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
                                   " cannot be passed through (run a daemon with it, " +
                                   "e.g. sieve-worker --" + f.name + ")");
     }
+    if (f.name == "min_workers" && flags[0].Defines(f.name)) {
+      SIEVE_ASSIGN_OR_RETURN(plan.min_workers, IntFlag(f, o.num_workers));
+    }
+    if (f.name == "metrics_port") {
+      SIEVE_ASSIGN_OR_RETURN(metrics_port, IntFlag(f, 65535));
+      continue;
+    }
+    passed.push_back(f);
+  }
+  const int counts_per_role[3] = {1, o.num_servers, o.num_workers};
+  // --metrics_port=P: scheduler P, servers P+1..P+S, workers P+S+1..P+S+W.
+  std::vector<int> ports[3];
+  if (metrics_port > 0) {
+    if (metrics_port + o.num_servers + o.num_workers > 65535) {
+      return InvalidArgumentError(
+          "--metrics_port=" + std::to_string(metrics_port) + " gives " +
+          std::to_string(1 + o.num_servers + o.num_workers) + " daemons ports up to " +
+          std::to_string(metrics_port + o.num_servers + o.num_workers) + ", above 65535");
+    }
+    int next = metrics_port;
+    for (int r = 0; r < 3; ++r) {
+      for (int rank = 0; rank < counts_per_role[r]; ++rank) {
+        ports[r].push_back(next++);
+        plan.metrics_ports += std::string(plan.metrics_ports.empty() ? "" : ", ") + kRoles[r].name +
+                              (r == 0 ? "" : " " + std::to_string(rank)) + " :" +
+                              std::to_string(ports[r].back());
+      }
+    }
+    job.metrics_ports = ports[2];
   }
   std::vector<PassThroughFlag> counts = {{"num_workers", std::to_string(o.num_workers)},
                                          {"num_servers", std::to_string(o.num_servers)}};
-  counts.insert(counts.end(), parsed->begin(), parsed->end());
+  counts.insert(counts.end(), passed.begin(), passed.end());
   // The scheduler always takes the counts, whether or not its --helpxml lists them.
   flags[0].types.emplace("num_workers", "int32");
   flags[0].types.emplace("num_servers", "int32");
   SIEVE_ASSIGN_OR_RETURN(
       auto routed, RouteFlags(counts, {kRoles[0].name, kRoles[1].name, kRoles[2].name}, daemons));
+  std::vector<PassThroughFlag> to_workers;
+  for (const PassThroughFlag& f : passed) {
+    if (flags[2].Defines(f.name)) to_workers.push_back(f);
+  }
+  for (const PassThroughFlag& f : to_workers) job.worker_flags.push_back(f.Render());
 
   // Every job gets its own token unless the user gave one: the same for all its daemons.
   const std::string token = has_token ? std::string() : NewJobToken();
+  plan.token = has_token ? user_token : token;
   // A key directory with a key per node (`sieve keygen --servers=S --workers=W`): each server and
   // worker gets its own, named by the rank the launcher gives it, so that the scheduler binds
-  // every node id to a key of its own (docs/security.md). Passed explicitly: a --worker_cmd
-  // program reads --curve_key, not the daemons' default.
+  // every node id to a key of its own (docs/security.md).
+  const bool has_key = !user_key.empty();
   const std::vector<std::string> node_keys[3] = {
       {},
-      has_key ? std::vector<std::string>() : NodeKeyFiles(curve_dir, "server", o.num_servers),
-      has_key ? std::vector<std::string>() : NodeKeyFiles(curve_dir, "worker", o.num_workers)};
-  Plan plan;
+      has_key ? std::vector<std::string>() : NodeKeyFiles(job.curve_dir, "server", o.num_servers),
+      has_key ? std::vector<std::string>() : NodeKeyFiles(job.curve_dir, "worker", o.num_workers)};
+  job.curve_keys = has_key ? std::vector<std::string>(o.num_workers, user_key) : node_keys[2];
   std::vector<std::string> programs[3] = {{paths[0]}, {paths[1]}, {paths[2]}};
-  if (!o.worker_cmd.empty()) {
-    // The worker command stands in for sieve-worker; its flags are still sieve-worker's.
+  const bool command = !o.worker_cmd.empty();
+  if (command) {
+    // The worker command stands in for sieve-worker: its argv is the user's, the job is in its
+    // environment, and the worker flags it implements are in SIEVE_WORKER_FLAGS.
     programs[2] = o.worker_cmd;
     SIEVE_ASSIGN_OR_RETURN(auto program, ResolveProgram(programs[2][0]));
     programs[2][0] = program;
+    plan.scheduler_on_argv[2] = false;
+    if (!to_workers.empty()) {
+      SIEVE_ASSIGN_OR_RETURN(
+          job.worker_flags,
+          WorkerCommandFlags(programs[2], JoinShellWords(o.worker_cmd), to_workers, flags));
+    }
   }
   for (int r = 0; r < 3; ++r) plan.program_words[r] = programs[r].size();
-  const int counts_per_role[3] = {1, o.num_servers, o.num_workers};
   for (int r = 0; r < 3; ++r) {
     for (int rank = 0; rank < counts_per_role[r]; ++rank) {
       ChildSpec spec;
@@ -231,27 +353,29 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
       spec.log_name =
           r == 0 ? kRoles[r].name : std::string(kRoles[r].name) + "-" + std::to_string(rank);
       spec.argv = programs[r];
+      plan.scheduler_servers_workers[r].push_back(spec);
+      if (r == 2 && command) continue;  // the user's argv, exactly
+      std::vector<std::string>& argv = plan.scheduler_servers_workers[r].back().argv;
       // --scheduler is filled in once the port is known.
       if (r == 0) {
-        spec.argv.push_back("--port=" + std::to_string(o.port));
+        argv.push_back("--port=" + std::to_string(o.port));
       } else {
-        spec.argv.push_back("--rank=" + std::to_string(rank));
+        argv.push_back("--rank=" + std::to_string(rank));
       }
       // A local cluster lives on loopback: bind and advertise 127.0.0.1 unless the user's
       // pass-through flags (which come later on the command line, so they win) say otherwise.
       for (const char* name : {"bind", "host"}) {
-        if (flags[r].types.count(name))
-          spec.argv.push_back(std::string("--") + name + "=127.0.0.1");
+        if (flags[r].Defines(name)) argv.push_back(std::string("--") + name + "=127.0.0.1");
       }
-      if (!token.empty() && flags[r].types.count("job_token")) {
-        spec.argv.push_back("--job_token=" + token);
+      if (!token.empty() && flags[r].Defines("job_token")) argv.push_back("--job_token=" + token);
+      if (!node_keys[r].empty() && flags[r].Defines("curve_key")) {
+        argv.push_back("--curve_key=" + node_keys[r][rank]);
       }
-      if (!node_keys[r].empty() && flags[r].types.count("curve_key")) {
-        spec.argv.push_back("--curve_key=" + node_keys[r][rank]);
+      if (!ports[r].empty() && flags[r].Defines("metrics_port")) {
+        argv.push_back("--metrics_port=" + std::to_string(ports[r][rank]));
       }
       const auto& mine = routed[kRoles[r].name];
-      spec.argv.insert(spec.argv.end(), mine.begin(), mine.end());
-      plan.scheduler_servers_workers[r].push_back(std::move(spec));
+      argv.insert(argv.end(), mine.begin(), mine.end());
     }
   }
   return plan;
@@ -260,12 +384,6 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
 int MillisUntil(Clock::time_point t) {
   auto left = std::chrono::duration_cast<milliseconds>(t - Clock::now()).count();
   return left < 0 ? 0 : static_cast<int>(left);
-}
-
-// Stops everything, then returns `failure_code`.
-int StopAndExit(Supervisor& sup, const LaunchOptions& o, int failure_code) {
-  sup.StopAll(o.stop_timeout);
-  return failure_code;
 }
 
 bool Failed(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
@@ -303,6 +421,17 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
       return kExitFailure;
     }
   }
+  // The job token for the workers' SIEVE_JOB_TOKEN_FILE, removed when the launcher returns.
+  std::unique_ptr<PrivateFile> token_file;
+  if (plan->worker_job.job_token_file.empty()) {
+    auto file = PrivateFile::Create("job_token", plan->token + "\n");
+    if (!file.ok()) {
+      say.Say(file.status().message());
+      return kExitFailure;
+    }
+    token_file = std::move(*file);
+    plan->worker_job.job_token_file = token_file->path();
+  }
 
   Supervisor sup({o.log_dir, out_fd, err_fd});
   if (Status s = sup.Init(); !s.ok()) {
@@ -314,17 +443,23 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
   const bool live =
       o.progress == Progress::kLive || (o.progress == Progress::kAuto && isatty(out_fd) != 0);
   const bool lines = o.progress == Progress::kLines || (o.progress == Progress::kAuto && !live);
+  const auto job_start = Clock::now();
   JobProgress progress(o.num_servers, o.num_workers);
+  JobResult result(o.num_workers);
   std::map<size_t, int> worker_rank;  // child index -> rank, for workers
+  std::map<int, size_t> latest;       // rank -> child index of its latest process
   std::optional<int> port;
   sup.set_line_observer([&](size_t child, bool is_stderr, std::string_view line) {
     if (child == 0) {
       if (!is_stderr && !port) port = ListeningPort(line);
       progress.SchedulerLine(line);
+      result.SchedulerLine(line);
       return true;
     }
     auto worker = worker_rank.find(child);
-    if (worker == worker_rank.end() || is_stderr || o.progress == Progress::kOff) return true;
+    if (worker == worker_rank.end() || is_stderr) return true;
+    result.WorkerLine(child, line);
+    if (o.progress == Progress::kOff) return true;
     auto point = ParseProgressLine(line);
     if (!point) return true;
     progress.WorkerProgress(worker->second, *point, Clock::now());
@@ -332,7 +467,11 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
   });
   auto start = [&](const ChildSpec& spec, int rank_if_worker) -> Status {
     SIEVE_ASSIGN_OR_RETURN(auto index, sup.Start(spec));
-    if (rank_if_worker >= 0) worker_rank[index] = rank_if_worker;
+    if (rank_if_worker >= 0) {
+      worker_rank[index] = rank_if_worker;
+      latest[rank_if_worker] = index;
+      result.WorkerStarted(index, rank_if_worker);
+    }
     return Status::Ok();
   };
   auto next_progress_line = Clock::now() + kProgressLineEvery;
@@ -347,74 +486,113 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
       next_progress_line = Clock::now() + kProgressLineEvery;
     }
   };
-
+  // Every end of a started job: stop what runs, then the job's one result line.
+  auto fail = [&](int code, const std::string& reason) {
+    sup.StopAll(o.stop_timeout);
+    say.Say(result.Failed(reason));
+    return code;
+  };
   auto interrupted = [&] {
     int sig = sup.received_signal();
     if (sig == 0) return false;
     say.Say(std::string("received ") + strsignal(sig) + "; stopping all processes");
     return true;
   };
-  auto report_failure = [&](size_t i) {
-    say.Say(sup.name(i) + " (pid " + std::to_string(sup.pid(i)) +
-            ") failed: " + DescribeWaitStatus(sup.wait_status(i)) + "; stopping all processes");
+  auto interrupt = [&] {
+    const int sig = sup.received_signal();
+    return fail(128 + sig, std::string("interrupted by ") + strsignal(sig));
   };
+  auto failure = [&](size_t i) {
+    return sup.name(i) + " (pid " + std::to_string(sup.pid(i)) +
+           ") failed: " + DescribeWaitStatus(sup.wait_status(i));
+  };
+  auto report_failure = [&](size_t i) { say.Say(failure(i) + "; stopping all processes"); };
 
   // Scheduler, then its port.
   if (auto s = sup.Start(plan->scheduler_servers_workers[0][0]); !s.ok()) {
     say.Say(s.status().message());
-    return kExitFailure;
+    return fail(kExitFailure, "the scheduler could not be started");
   }
   const auto listen_deadline = Clock::now() + o.listen_timeout;
   while (!port) {
-    if (interrupted()) return StopAndExit(sup, o, 128 + sup.received_signal());
+    if (interrupted()) return interrupt();
     if (!sup.running(0)) {
-      say.Say("scheduler " + DescribeWaitStatus(sup.wait_status(0)) + " before reporting its port");
-      return StopAndExit(sup, o, FailureCode(sup.wait_status(0)));
+      const std::string how =
+          "scheduler " + DescribeWaitStatus(sup.wait_status(0)) + " before reporting its port";
+      say.Say(how);
+      return fail(FailureCode(sup.wait_status(0)), how);
     }
     int left = MillisUntil(listen_deadline);
     if (left == 0) {
       say.Say("scheduler did not print \"" + std::string(kListeningMarker) + "HOST:PORT\" within " +
               std::to_string(o.listen_timeout.count()) + " ms");
-      return StopAndExit(sup, o, kExitFailure);
+      return fail(kExitFailure, "the scheduler did not report its port");
     }
     sup.Pump(milliseconds(left));
   }
   const std::string scheduler_address = "127.0.0.1:" + std::to_string(*port);
   const std::string scheduler_flag = "--scheduler=" + scheduler_address;
   progress.set_scheduler_address(scheduler_address);
+  plan->worker_job.scheduler = scheduler_address;
+  if (!plan->metrics_ports.empty()) say.Say("metrics on " + plan->metrics_ports);
 
   for (int r = 1; r < 3; ++r) {
     int rank = 0;
     for (ChildSpec spec : plan->scheduler_servers_workers[r]) {
-      spec.argv.insert(spec.argv.begin() + static_cast<std::ptrdiff_t>(plan->program_words[r]),
-                       scheduler_flag);
+      if (plan->scheduler_on_argv[r]) {
+        spec.argv.insert(spec.argv.begin() + static_cast<std::ptrdiff_t>(plan->program_words[r]),
+                         scheduler_flag);
+      }
+      if (r == 2) spec.env = WorkerEnvironment(plan->worker_job, rank);
       if (Status s = start(spec, r == 2 ? rank : -1); !s.ok()) {
         say.Say(s.message());
-        return StopAndExit(sup, o, kExitFailure);
+        return fail(kExitFailure, s.message());
       }
       ++rank;
     }
   }
 
+  // Workers whose latest process runs or exited 0: those the job can still finish with.
+  auto workers_left = [&] {
+    int left = 0;
+    for (const auto& [rank, index] : latest)
+      left += sup.running(index) || !Failed(sup.wait_status(index));
+    return left;
+  };
   std::optional<Clock::time_point> finish_deadline;
   size_t exits_seen = 0;
   int restarts = 0;
   for (;;) {
-    if (interrupted()) return StopAndExit(sup, o, 128 + sup.received_signal());
+    if (interrupted()) return interrupt();
     // Exits in the order they happened: a failed server or worker is restarted while the job
-    // runs and restarts are left; any other failure stops the job.
+    // runs and restarts are left; a worker the scheduler's --min_workers can do without is let
+    // go; any other failure stops the job.
     while (exits_seen < sup.exit_order().size()) {
       const size_t i = sup.exit_order()[exits_seen++];
       const int status = sup.wait_status(i);
+      auto rank = worker_rank.find(i);
+      if (rank != worker_rank.end()) result.WorkerExited(i, !Failed(status));
       if (!Failed(status)) continue;
       if (i == 0) {
         report_failure(i);
         if (o.max_restarts > 0) say.Say("the scheduler cannot be restarted; the job is lost");
-        return StopAndExit(sup, o, FailureCode(status));
+        return fail(FailureCode(status), failure(i));
       }
       // A server without a checkpoint would come back without its shard: the job cannot go on.
-      const bool lost_shard = worker_rank.count(i) == 0 && !ServerCanRestore(sup.spec(i).argv);
-      if (!sup.running(0) || restarts >= o.max_restarts || lost_shard || UsageExit(status)) {
+      const bool lost_shard = rank == worker_rank.end() && !ServerCanRestore(sup.spec(i).argv);
+      const bool restartable = restarts < o.max_restarts && !lost_shard;
+      if (sup.running(0) && !UsageExit(status) && !restartable && rank != worker_rank.end() &&
+          plan->min_workers > 0 && workers_left() >= plan->min_workers) {
+        // The scheduler drops the dead worker and decides the job's fate by --min_workers.
+        result.WorkerLost(rank->second, DescribeWaitStatus(status));
+        say.Say("lost " + sup.name(i) + " (" + DescribeWaitStatus(status) + ")" +
+                (o.max_restarts > 0 ? ", no restarts left" : "") + "; " +
+                std::to_string(workers_left()) + " of " + std::to_string(o.num_workers) +
+                " workers left, the scheduler's --min_workers=" +
+                std::to_string(plan->min_workers) + " decides the job");
+        continue;
+      }
+      if (!sup.running(0) || !restartable || UsageExit(status)) {
         report_failure(i);
         if (o.max_restarts > restarts && sup.running(0) && lost_shard) {
           say.Say(sup.name(i) +
@@ -422,19 +600,26 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
         } else if (o.max_restarts > 0 && sup.running(0) && !UsageExit(status)) {
           say.Say("no restarts left (" + std::to_string(o.max_restarts) + " used)");
         }
-        return StopAndExit(sup, o, FailureCode(status));
+        if (plan->min_workers > 0 && rank != worker_rank.end() && sup.running(0) &&
+            !UsageExit(status)) {
+          say.Say("only " + std::to_string(workers_left()) + " of " +
+                  std::to_string(o.num_workers) +
+                  " workers left, fewer than --min_workers=" + std::to_string(plan->min_workers));
+        }
+        return fail(FailureCode(status), failure(i));
       }
       ++restarts;
       say.Say("restarting " + sup.name(i) + " (" + DescribeWaitStatus(status) + "), restart " +
               std::to_string(restarts) + " of " + std::to_string(o.max_restarts));
-      auto rank = worker_rank.find(i);
       if (Status s = start(sup.spec(i), rank == worker_rank.end() ? -1 : rank->second); !s.ok()) {
         say.Say(s.message());
-        return StopAndExit(sup, o, kExitFailure);
+        return fail(kExitFailure, s.message());
       }
     }
     if (!sup.AnyRunning()) {
       sup.StopAll(milliseconds(0));  // drains the last output
+      const double seconds = std::chrono::duration<double>(Clock::now() - job_start).count();
+      say.Say(result.Finished(seconds));
       return 0;
     }
     if (!sup.running(0) && !finish_deadline) finish_deadline = Clock::now() + o.finish_grace;
@@ -448,7 +633,7 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
         }
         say.Say("scheduler exited 0 but " + left + " still running after " +
                 std::to_string(o.finish_grace.count()) + " ms; stopping them");
-        return StopAndExit(sup, o, kExitFailure);
+        return fail(kExitFailure, left + " did not finish after the scheduler did");
       }
     }
     sup.Pump(milliseconds(timeout));

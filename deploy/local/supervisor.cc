@@ -109,7 +109,7 @@ StatusOr<size_t> Supervisor::Start(const ChildSpec& spec) {
       return UnavailableError("cannot open log file " + path + ": " + std::strerror(errno));
     }
   }
-  auto spawned = SpawnChild(spec.argv);
+  auto spawned = SpawnChild(spec.argv, spec.env);
   if (!spawned.ok()) {
     CloseFd(child->log_fd);
     return Status(spawned.status().code(),

@@ -46,6 +46,8 @@ struct ChildSpec {
   std::string name;      // shown in prefixes and messages: "worker 2"
   std::string log_name;  // log file stem: "worker-2"
   std::vector<std::string> argv;
+  // Changes to the launcher's environment: "NAME=value" sets, a bare "NAME" removes (SpawnChild).
+  std::vector<std::string> env;
 };
 
 struct SupervisorOptions {

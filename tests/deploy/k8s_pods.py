@@ -1,9 +1,17 @@
-"""What a kubelet makes of a rendered pod template, for the tests that run the manifests without a
-cluster (DeployLocalRun: local processes; DeployContainerRun: podman containers).
+"""What the JobSet and Job controllers and a kubelet make of a rendering, for the tests that run the
+manifests without a cluster (DeployLocalRun: local processes; DeployContainerRun: podman
+containers).
 
-- pods(): the pods the workloads ask for: a Deployment's `replicas` pods, a StatefulSet's
-  `replicas` pods named <name>-<ordinal>, an Indexed Job's `completions` pods with the
-  completion-index annotation;
+- pods(): the pods the workloads ask for. A JobSet's replicated job R with `replicas` Jobs
+  <jobset>-R-<j>, each Indexed with `completions` pods; an Indexed Job's `completions` pods. Each
+  pod has the hostname <job>-<index> and the subdomain of its JobSet (spec.network.subdomain, by
+  default the JobSet's name) or of its pod template, the completion-index annotation and label,
+  and for a JobSet the labels its controller adds. A Deployment or StatefulSet fails: sieve's
+  daemons end with the job;
+- dns_names(): the names under which a pod is found (<hostname>.<subdomain>[.<ns>[.svc[.cluster.
+  local]]]), when the rendering publishes them: a JobSet with enableDNSHostnames, or a headless
+  Service named like the subdomain whose selector picks the pod and that publishes not-ready
+  addresses;
 - container_env(): literal values and Downward API fieldRefs (status.podIP, metadata.name,
   metadata.namespace, metadata.labels[...], metadata.annotations[...]);
 - expand_vars(): the kubelet's $(VAR) expansion of env values, command and args;
@@ -41,42 +49,88 @@ def expand_vars(text, env):
     return "".join(out)
 
 
-class Pod:
-    """One pod of a workload: its name, template spec, labels and annotations."""
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 
-    def __init__(self, workload, index, job_suffix="-local"):
-        kind, meta = workload["kind"], workload["metadata"]
-        tmpl = workload["spec"]["template"]
-        self.kind = kind
-        self.workload = meta["name"]
+
+class Pod:
+    """One pod of an Indexed Job (on its own or a JobSet's): hostname, template spec, labels."""
+
+    def __init__(self, job, template, index, subdomain, jobset=None, replicated_job=None):
+        self.kind = "JobSet" if jobset else "Job"
+        self.job = job
         self.index = index
-        self.spec = tmpl["spec"]
-        self.labels = dict(tmpl["metadata"].get("labels", {}))
-        self.annotations = dict(tmpl["metadata"].get("annotations", {}))
-        if kind == "StatefulSet":
-            self.name = f"{meta['name']}-{index}"
-        elif kind == "Job":
-            self.name = f"{meta['name']}-{index}{job_suffix}"
-            self.annotations["batch.kubernetes.io/job-completion-index"] = str(index)
-        else:
-            self.name = f"{meta['name']}{job_suffix}-{index}"
-        self.claim_templates = [t["metadata"]["name"]
-                                for t in workload["spec"].get("volumeClaimTemplates", [])]
+        self.hostname = f"{job}-{index}"
+        self.name = self.hostname  # the real pod name has a random suffix; this one is unique
+        self.subdomain = subdomain
+        self.spec = template["spec"]
+        self.labels = dict(template["metadata"].get("labels", {}))
+        self.annotations = dict(template["metadata"].get("annotations", {}))
+        self.annotations[INDEX_KEY] = str(index)
+        self.labels[INDEX_KEY] = str(index)
+        if jobset:
+            self.labels["jobset.sigs.k8s.io/jobset-name"] = jobset
+            self.labels["jobset.sigs.k8s.io/replicatedjob-name"] = replicated_job
+        self.role = self.labels.get("app.kubernetes.io/component")
+        self.instance = self.labels.get("app.kubernetes.io/instance")
+        self.dns = []  # set by pods()
 
     def containers(self):
         """Init containers in order, then the containers."""
         return self.spec.get("initContainers", []) + self.spec["containers"]
 
+    def claims(self):
+        """volume name -> PVC claimName of the pod's persistentVolumeClaim volumes."""
+        return {v["name"]: v["persistentVolumeClaim"]["claimName"]
+                for v in self.spec.get("volumes", []) if "persistentVolumeClaim" in v}
+
+
+def indexed_job_pods(job_name, job_spec, subdomain, pod_class, kwargs, **extra):
+    if job_spec.get("completionMode") != "Indexed":
+        raise AssertionError(f"Job {job_name} must be Indexed (the index is the rank)")
+    if job_spec.get("parallelism", 1) != job_spec["completions"]:
+        raise AssertionError(f"Job {job_name}: parallelism {job_spec.get('parallelism')} != "
+                             f"completions {job_spec['completions']}: every rank runs at once")
+    return [pod_class(job_name, job_spec["template"], i, subdomain, **extra, **kwargs)
+            for i in range(job_spec["completions"])]
+
 
 def pods(docs, pod_class=Pod, **kwargs):
-    """Every pod of the Deployments, StatefulSets and Indexed Jobs in `docs`."""
+    """Every pod of the JobSets and Indexed Jobs in `docs`, with its DNS names."""
+    for kind in ("Deployment", "StatefulSet"):
+        if k.by_kind(docs, kind):
+            raise AssertionError(f"a {kind}: sieve's daemons end with the job, their controller "
+                                 "would restart them into an empty job")
     out = []
-    for w in k.by_kind(docs, "Deployment") + k.by_kind(docs, "StatefulSet"):
-        out += [pod_class(w, i, **kwargs) for i in range(w["spec"].get("replicas", 1))]
+    for js in k.by_kind(docs, "JobSet"):
+        name = js["metadata"]["name"]
+        network = js["spec"].get("network", {})
+        subdomain = network.get("subdomain") or name
+        for rj in js["spec"]["replicatedJobs"]:
+            for j in range(rj.get("replicas", 1)):
+                job = f"{name}-{rj['name']}-{j}"
+                new = indexed_job_pods(job, rj["template"]["spec"], subdomain, pod_class,
+                                       kwargs, jobset=name, replicated_job=rj["name"])
+                if network.get("enableDNSHostnames"):
+                    if network.get("publishNotReadyAddresses") is False:
+                        raise AssertionError(f"{name}: DNS names must be published before the "
+                                             "pods are ready (the job forms first)")
+                    for p in new:
+                        p.dns = dns_names(f"{p.hostname}.{subdomain}")
+                out += new
+    services = {s["metadata"]["name"]: s for s in k.by_kind(docs, "Service")}
     for w in k.by_kind(docs, "Job"):
-        if w["spec"].get("completionMode") != "Indexed":
-            raise AssertionError(f"Job {w['metadata']['name']} must be Indexed")
-        out += [pod_class(w, i, **kwargs) for i in range(w["spec"]["completions"])]
+        spec = w["spec"]
+        subdomain = spec["template"]["spec"].get("subdomain")
+        new = indexed_job_pods(w["metadata"]["name"], spec, subdomain, pod_class, kwargs)
+        svc = services.get(subdomain)
+        if svc is not None:
+            if svc["spec"].get("clusterIP") != "None" or not svc["spec"].get(
+                    "publishNotReadyAddresses"):
+                raise AssertionError(f"Service {subdomain} must be headless and publish "
+                                     "not-ready addresses")
+            for p in backends(svc, new):
+                p.dns = dns_names(f"{p.hostname}.{subdomain}")
+        out += new
     return out
 
 
@@ -134,10 +188,16 @@ def backends(service, pods):
     return [p for p in pods if all(p.labels.get(a) == b for a, b in selector.items())]
 
 
-def dns_names(service):
-    """The spellings under which a pod in the namespace reaches a Service."""
-    return [service, f"{service}.{NAMESPACE}", f"{service}.{NAMESPACE}.svc",
-            f"{service}.{NAMESPACE}.svc.cluster.local"]
+def dns_names(name):
+    """The spellings under which a pod in the namespace reaches <hostname>.<subdomain>."""
+    return [name, f"{name}.{NAMESPACE}", f"{name}.{NAMESPACE}.svc",
+            f"{name}.{NAMESPACE}.svc.cluster.local"]
+
+
+def host_port(text):
+    """'host:port' -> (host, port)."""
+    host, _, port = text.rpartition(":")
+    return host, int(port)
 
 
 def poll_probes(probes, seen):

@@ -1,18 +1,21 @@
 """Shared helpers of the Deploy* tests: render the kustomize tree and read the objects back."""
 
 import os
+import shutil
 import subprocess
+import tempfile
 
 import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 K8S = os.path.join(REPO, "deploy", "k8s")
-OVERLAYS = ("bsp-gpu", "asp-gpu", "cpu-small", "cpu-secure", "python-cpu")
+OVERLAYS = ("bsp-gpu", "asp-gpu", "cpu-small", "cpu-secure", "python-cpu", "cpu-small-plain")
+KNOBS = ("name", "servers", "workers", "model", "compressor", "consistency")
 
 
-def render(kubectl, target):
-    """Runs `kubectl kustomize` on deploy/k8s/<target> (offline) and returns the objects."""
-    path = os.path.join(K8S, target)
+def render(kubectl, target, root=K8S):
+    """Runs `kubectl kustomize` on <root>/<target> (offline) and returns the objects."""
+    path = os.path.join(root, target)
     proc = subprocess.run([kubectl, "kustomize", path], capture_output=True, text=True,
                           timeout=60, check=False)
     if proc.returncode != 0:
@@ -55,3 +58,33 @@ def flag_value(flags, name):
         if f.startswith(f"--{name}="):
             value = f.split("=", 1)[1]
     return value
+
+
+def render_with_knobs(kubectl, overlay, kustomization_extra="", **knobs):
+    """Renders a copy of deploy/k8s in which overlays/<overlay>/job.yaml has the given knob values
+    (what a user does for a second job: copy the overlay, change its name) and its
+    kustomization.yaml ends with `kustomization_extra`."""
+    unknown = set(knobs) - set(KNOBS)
+    if unknown:
+        raise ValueError(f"not a knob: {unknown}")
+    with tempfile.TemporaryDirectory(prefix="sieve-k8s-") as tmp:
+        root = os.path.join(tmp, "k8s")
+        shutil.copytree(K8S, root)
+        job_path = os.path.join(root, "overlays", overlay, "job.yaml")
+        with open(job_path, encoding="utf-8") as f:
+            job = yaml.safe_load(f)
+        for knob, value in knobs.items():
+            job["data"][knob] = str(value)
+        with open(job_path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(job, f)
+        if kustomization_extra:
+            with open(os.path.join(root, "overlays", overlay, "kustomization.yaml"), "a",
+                      encoding="utf-8") as f:
+                f.write("\n" + kustomization_extra + "\n")
+        return render(kubectl, f"overlays/{overlay}", root)
+
+
+def knobs_of(kubectl_overlay_dir):
+    """The knob values of deploy/k8s/<overlay>/job.yaml."""
+    with open(os.path.join(K8S, kubectl_overlay_dir, "job.yaml"), encoding="utf-8") as f:
+        return yaml.safe_load(f)["data"]

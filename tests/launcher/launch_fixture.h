@@ -136,6 +136,31 @@ class LauncherIntegration : public ::testing::Test {
     return args;
   }
 
+  // The SIEVE_* environment the stand-in (or stand-in command, "cmd-1") `name` ran with, one
+  // NAME=value a line (standin_daemon.cc, standin_worker_cmd.sh), or empty if it never ran.
+  std::vector<std::string> EnvOf(const std::string& name) const {
+    std::ifstream in(state_ / (name + ".env"));
+    std::vector<std::string> env;
+    for (std::string line; std::getline(in, line);) env.push_back(line);
+    return env;
+  }
+
+  // The value of `key` in EnvOf(name)-style lines, or "(unset)".
+  static std::string Value(const std::vector<std::string>& env, const std::string& key) {
+    for (const std::string& e : env) {
+      if (e.rfind(key + "=", 0) == 0) return e.substr(key.size() + 1);
+    }
+    return "(unset)";
+  }
+
+  // The last line of `text` (without its newline).
+  static std::string LastLine(const std::string& text) {
+    std::string t = text;
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    const size_t nl = t.rfind('\n');
+    return nl == std::string::npos ? t : t.substr(nl + 1);
+  }
+
   static bool Has(const std::vector<std::string>& v, const std::string& s) {
     return std::find(v.begin(), v.end(), s) != v.end();
   }

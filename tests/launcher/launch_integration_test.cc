@@ -93,27 +93,6 @@ TEST_F(LauncherIntegration, HandsEachNodeItsOwnCurveKey) {
   EXPECT_TRUE(Has(ArgsOf("server-0"), "--curve_key=" + (keys / "server-0.key").string()));
 }
 
-TEST_F(LauncherIntegration, WorkerCommandRunsInPlaceOfSieveWorkerWithItsArguments) {
-  // A stand-in under another directory, reached only through --worker_cmd.
-  fs::create_directories(root_ / "alt");
-  fs::create_symlink(STANDIN_BINARY, root_ / "alt" / "sieve-worker");
-  RunResult r =
-      Launch({"--num_servers=1", "--num_workers=2", "--port=5555",
-              "--worker_cmd=" + (root_ / "alt" / "sieve-worker").string() + " --tag='two words'",
-              "--lr=0.5", "--consistency=ssp"});
-  ASSERT_EQ(ExitCode(r), 0) << r.output;
-  for (int rank : {0, 1}) {
-    auto worker = ArgsOf("worker-" + std::to_string(rank));
-    ASSERT_GE(worker.size(), 3u) << rank;
-    EXPECT_EQ(worker[0], "--tag=two words");  // the command's own words first
-    EXPECT_EQ(worker[1], "--scheduler=127.0.0.1:5555");
-    EXPECT_TRUE(Has(worker, "--rank=" + std::to_string(rank)));
-    EXPECT_TRUE(Has(worker, "--lr=0.5"));  // routed by sieve-worker's --helpxml
-    EXPECT_FALSE(Has(worker, "--consistency=ssp"));
-  }
-  EXPECT_FALSE(Has(ArgsOf("server-0"), "--tag=two words"));
-}
-
 TEST_F(LauncherIntegration, MissingWorkerCommandIsAUsageErrorStartingNothing) {
   RunResult r = Launch({"--num_workers=2", "--worker_cmd=sieve-no-such-program --x"});
   EXPECT_EQ(ExitCode(r), 2) << r.output;
@@ -163,6 +142,8 @@ TEST_F(LauncherIntegration, FailingWorkerStopsEveryoneAndIsNamed) {
     EXPECT_EQ(ExitCode(r), launcher_code) << r.output;
     EXPECT_NE(r.output.find("sieve launch: worker 2 (pid "), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("failed: exited with code " + code), std::string::npos) << r.output;
+    EXPECT_EQ(LastLine(r.output).rfind("sieve launch: job FAILED: worker 2 (pid ", 0), 0)
+        << r.output;
     ExpectNoStandinAlive();
   }
 }

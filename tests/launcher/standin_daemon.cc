@@ -14,10 +14,17 @@
 //   STANDIN_SCHEDULER_WAITS=1  the scheduler exits 0 only once --num_workers workers exited 0
 //                           (each writes <name>.done), within 20 s (else exits 1);
 //   STANDIN_PROGRESS=1      workers print a progress line (base/progress_line.h) before "ready";
-// and otherwise exits 0. <name> is "scheduler", "server-1", "worker-2", ...
+//   STANDIN_SUMMARY=1       workers print a summary line (worker/trainer/summary.h) before
+//                           "ready": rounds=8+rank, bytes_up=1000*(rank+1), rank 0 test_acc=0.8512;
+// and otherwise exits 0. <name> is "scheduler", "server-1", "worker-2", ... (the rank from --rank,
+// else from SIEVE_RANK). Its SIEVE_* environment goes to <name>.env (sorted, one a line), with
+// `token=<contents>` and `token_mode=<octal>` of the file SIEVE_JOB_TOKEN_FILE names.
+// With --min_workers=M, STANDIN_SCHEDULER_WAITS waits for M workers instead.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +36,8 @@
 #include <thread>
 #include <vector>
 
+extern char** environ;
+
 namespace {
 
 struct FlagDef {
@@ -37,21 +46,23 @@ struct FlagDef {
 };
 
 std::vector<FlagDef> FlagsOf(const std::string& role) {
-  std::vector<FlagDef> common = {{"v", "int32"},      {"logtostderr", "bool"},
-                                 {"helpxml", "bool"}, {"helpshort", "bool"},
-                                 {"version", "bool"}, {"curve_dir", "string"}};
+  std::vector<FlagDef> common = {
+      {"v", "int32"},      {"logtostderr", "bool"}, {"helpxml", "bool"},      {"helpshort", "bool"},
+      {"version", "bool"}, {"curve_dir", "string"}, {"metrics_port", "int32"}};
   std::vector<FlagDef> own;
   if (role == "scheduler") {
-    own = {{"port", "int32"},       {"num_workers", "int32"}, {"num_servers", "int32"},
-           {"num_params", "int64"}, {"sched_only", "string"}, {"heartbeat_interval_ms", "int32"}};
+    own = {{"port", "int32"},        {"num_workers", "int32"}, {"num_servers", "int32"},
+           {"num_params", "int64"},  {"sched_only", "string"}, {"heartbeat_interval_ms", "int32"},
+           {"min_workers", "uint32"}};
   } else if (role == "server") {
-    own = {{"scheduler", "string"},      {"rank", "int32"},      {"consistency", "string"},
-           {"num_params", "int64"},      {"fast", "bool"},       {"shared", "string"},
-           {"checkpoint_dir", "string"}, {"curve_key", "string"}};
+    own = {{"scheduler", "string"},      {"rank", "int32"},       {"consistency", "string"},
+           {"num_params", "int64"},      {"fast", "bool"},        {"shared", "string"},
+           {"checkpoint_dir", "string"}, {"curve_key", "string"}, {"job_token", "string"}};
   } else {
-    own = {{"scheduler", "string"}, {"rank", "int32"}, {"lr", "double"},
-           {"num_params", "int64"}, {"fast", "bool"},  {"shared", "string"},
-           {"curve_key", "string"}};
+    own = {{"scheduler", "string"}, {"rank", "int32"},       {"lr", "double"},
+           {"num_params", "int64"}, {"fast", "bool"},        {"shared", "string"},
+           {"curve_key", "string"}, {"straggler", "string"}, {"job_token", "string"},
+           {"density", "double"}};
   }
   own.insert(own.end(), common.begin(), common.end());
   return own;
@@ -110,7 +121,9 @@ int main(int argc, char** argv) {
   }
 
   if (Env("STANDIN_IGNORE_TERM") == "1") signal(SIGTERM, SIG_IGN);
-  const std::string name = role == "scheduler" ? role : role + "-" + FlagValue(argc, argv, "rank");
+  std::string rank = FlagValue(argc, argv, "rank");
+  if (rank.empty()) rank = Env("SIEVE_RANK");
+  const std::string name = role == "scheduler" ? role : role + "-" + rank;
   const std::string dir = Env("STANDIN_DIR");
   if (!dir.empty()) {
     std::ofstream(dir + "/" + name + ".args.tmp") << [&] {
@@ -122,6 +135,24 @@ int main(int argc, char** argv) {
     // Written then renamed, like the args: a stand-in killed mid-write leaves no empty pid file.
     std::ofstream(dir + "/" + name + ".pid.tmp") << getpid() << "\n";
     std::rename((dir + "/" + name + ".pid.tmp").c_str(), (dir + "/" + name + ".pid").c_str());
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "SIEVE_", 6) == 0) env.push_back(*e);
+    }
+    if (const std::string token = Env("SIEVE_JOB_TOKEN_FILE"); !token.empty()) {
+      std::ifstream in(token);
+      std::string contents;
+      std::getline(in, contents);
+      struct stat st {};
+      stat(token.c_str(), &st);
+      char mode[16];
+      std::snprintf(mode, sizeof(mode), "%o", static_cast<unsigned>(st.st_mode & 0777));
+      env.push_back("token=" + contents);
+      env.push_back(std::string("token_mode=") + mode);
+    }
+    std::sort(env.begin(), env.end());
+    std::ofstream out(dir + "/" + name + ".env");
+    for (const std::string& e : env) out << e << "\n";
   }
 
   if (role == "scheduler") {
@@ -141,6 +172,14 @@ int main(int argc, char** argv) {
   if (role == "worker" && Env("STANDIN_PROGRESS") == "1") {
     Say(stdout, "progress: epoch 1/2 round 3/8 loss 0.5000 bytes_up 1234\n");
   }
+  if (role == "worker" && Env("STANDIN_SUMMARY") == "1") {
+    const int r = std::atoi(rank.c_str());
+    Say(stdout, "sieve-worker summary: rank=" + rank + " rounds=" + std::to_string(8 + r) +
+                    " first_round=0 epochs=2" + (r == 0 ? " test_acc=0.8512" : "") +
+                    " loss=0.5 bytes_up=" + std::to_string(1000 * (r + 1)) +
+                    " bytes_down=10 dense_bytes=100 ratio=0.1 mean_round_s=0.1 seconds=1.500"
+                    " pushed_sum=0\n");
+  }
   Say(stdout, "ready\n");
 
   const std::string fail = Env("STANDIN_FAIL");
@@ -159,7 +198,9 @@ int main(int argc, char** argv) {
   if (Listed(Env("STANDIN_HANG"), name)) BlockForever();
   if (role == "worker") std::ofstream(dir + "/" + name + ".done") << "1\n";
   if (role == "scheduler" && Env("STANDIN_SCHEDULER_WAITS") == "1") {
-    const int workers = std::atoi(FlagValue(argc, argv, "num_workers").c_str());
+    const std::string min_workers = FlagValue(argc, argv, "min_workers");
+    const int workers = std::atoi(
+        (min_workers.empty() ? FlagValue(argc, argv, "num_workers") : min_workers).c_str());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (;;) {
       int done = 0;
