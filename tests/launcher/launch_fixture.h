@@ -136,6 +136,16 @@ class LauncherIntegration : public ::testing::Test {
     return args;
   }
 
+  // A key directory as `sieve keygen --servers=1 --workers=2` makes it (stand-in contents).
+  fs::path NodeKeyDir() const {
+    const fs::path keys = root_ / "keys";
+    fs::create_directories(keys);
+    for (const char* name : {"server-0.key", "worker-0.key", "worker-1.key"}) {
+      std::ofstream(keys / name) << "pair\n";
+    }
+    return keys;
+  }
+
   // The SIEVE_* environment the stand-in (or stand-in command, "cmd-1") `name` ran with, one
   // NAME=value a line (standin_daemon.cc, standin_worker_cmd.sh), or empty if it never ran.
   std::vector<std::string> EnvOf(const std::string& name) const {

@@ -73,11 +73,7 @@ TEST_F(LauncherIntegration, RoutesEachFlagToExactlyTheDaemonsDefiningIt) {
 // and worker is handed its own by role and rank; the scheduler keeps its default (scheduler.key).
 // With one node's key missing, nobody is handed one (they fall back to client.key).
 TEST_F(LauncherIntegration, HandsEachNodeItsOwnCurveKey) {
-  const fs::path keys = root_ / "keys";
-  fs::create_directories(keys);
-  for (const char* name : {"server-0.key", "worker-0.key", "worker-1.key"}) {
-    std::ofstream(keys / name) << "pair\n";
-  }
+  const fs::path keys = NodeKeyDir();
   RunResult r =
       Launch({"--num_servers=1", "--num_workers=2", "--port=5555", "--curve_dir=" + keys.string()});
   ASSERT_EQ(ExitCode(r), 0) << r.output;

@@ -96,11 +96,7 @@ TEST_F(LaunchWorkerEnv, SieveWorkerGetsTheJobEnvironmentWithAPrivateTokenFile) {
 }
 
 TEST_F(LaunchWorkerEnv, CurveKeysGoToTheEnvironmentOfAWorkerCommand) {
-  const fs::path keys = root_ / "keys";
-  fs::create_directories(keys);
-  for (const char* name : {"server-0.key", "worker-0.key", "worker-1.key"}) {
-    std::ofstream(keys / name) << "pair\n";
-  }
+  const fs::path keys = NodeKeyDir();
   RunResult r =
       Launch({"--num_workers=2", "--curve_dir=" + keys.string(), "--worker_cmd=" + Command()});
   ASSERT_EQ(ExitCode(r), 0) << r.output;
