@@ -1,5 +1,8 @@
-"""DeployOpenApiValidate: every object rendered from every overlay validates offline against the
-Kubernetes OpenAPI schemas of the npm package kubernetes-models (validate_objects.js).
+"""DeployOpenApiValidate: every object rendered from every overlay validates offline: built-in kinds
+against the Kubernetes OpenAPI schemas of the npm package kubernetes-models, the JobSet against
+the subset of its API that the manifests use (jobset_schema.js, written from the JobSet API
+reference; its replicated jobs' templates as batch/v1 Jobs), the Kueue queue label included
+(validate_objects.js).
 
 The package is installed once into NODE_DIR (an ignored build folder) with the ordinary npm
 client and reused while its version matches; when npm cannot install it the test fails. A
@@ -82,27 +85,68 @@ class ValidateTest(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertIn(f"{len(docs)}/{len(docs)} objects valid", out)
 
-    def test_base(self):
-        self.check("base")
+    def test_jobset(self):
+        self.check("jobset")
 
     def test_overlays(self):
         for overlay in k.OVERLAYS:
             with self.subTest(overlay=overlay):
                 self.check(f"overlays/{overlay}")
 
+    def test_kueue_queue_label(self):
+        docs = k.render_with_knobs(KUBECTL, "cpu-small",
+                                   "labels: [{pairs: {kueue.x-k8s.io/queue-name: team-a}}]")
+        rc, out = validate(docs)
+        self.assertEqual(rc, 0, out)
+
     def test_broken_objects_are_rejected(self):
         docs = k.render(KUBECTL, "overlays/cpu-small")
-        for mutate in (
-                lambda d: k.pod_spec(k.one(d, "StatefulSet"))["containers"][0]["ports"][0]
-                .__setitem__("containerPort", "9320"),
-                lambda d: k.one(d, "Job")["spec"].__setitem__("completionMode", "Ordered"),
-                lambda d: k.pod_spec(k.one(d, "Deployment"))["containers"][0]
-                .__delitem__("name")):
-            broken = copy.deepcopy(docs)
-            mutate(broken)
-            rc, out = validate(broken)
-            self.assertNotEqual(rc, 0, out)
-            self.assertIn("FAIL", out)
+
+        def replicated(d, name):
+            return next(r for r in k.one(d, "JobSet")["spec"]["replicatedJobs"]
+                        if r["name"] == name)
+
+        def pod(d, name):
+            return replicated(d, name)["template"]["spec"]["template"]["spec"]
+
+        for what, mutate in (
+                ("a port as a string",
+                 lambda d: pod(d, "servers")["containers"][0]["ports"][0]
+                 .__setitem__("containerPort", "9320")),
+                ("a non-Indexed completion mode",
+                 lambda d: replicated(d, "workers")["template"]["spec"]
+                 .__setitem__("completionMode", "Ordered")),
+                ("a container without a name",
+                 lambda d: pod(d, "scheduler")["containers"][0].__delitem__("name")),
+                ("a NetworkPolicy port as an object",
+                 lambda d: k.one(d, "NetworkPolicy")["spec"]["ingress"][1]["ports"][0]
+                 .__setitem__("port", {"n": 1})),
+                ("a success policy operator that does not exist",
+                 lambda d: k.one(d, "JobSet")["spec"]["successPolicy"]
+                 .__setitem__("operator", "Most")),
+                ("a success policy target that does not exist",
+                 lambda d: k.one(d, "JobSet")["spec"]["successPolicy"]
+                 .__setitem__("targetReplicatedJobs", ["worker"])),
+                ("a misspelt JobSet field",
+                 lambda d: k.one(d, "JobSet")["spec"]["network"]
+                 .__setitem__("enableDnsHostnames", True)),
+                ("maxRestarts as a string",
+                 lambda d: k.one(d, "JobSet")["spec"]["failurePolicy"]
+                 .__setitem__("maxRestarts", "2")),
+                ("a failure policy action that does not exist",
+                 lambda d: k.one(d, "JobSet")["spec"]["failurePolicy"]["rules"][0]
+                 .__setitem__("action", "Restart")),
+                ("a queue name that is not a DNS label",
+                 lambda d: k.one(d, "JobSet")["metadata"]["labels"]
+                 .__setitem__("kueue.x-k8s.io/queue-name", "Team A")),
+                ("a JobSet name too long for its pods' hostnames",
+                 lambda d: k.one(d, "JobSet")["metadata"].__setitem__("name", "j" * 50))):
+            with self.subTest(what):
+                broken = copy.deepcopy(docs)
+                mutate(broken)
+                rc, out = validate(broken)
+                self.assertNotEqual(rc, 0, out)
+                self.assertIn("FAIL", out)
 
 
 if __name__ == "__main__":
