@@ -1,11 +1,11 @@
-"""DeployLocalRun: runs the rendered cpu-small overlay as local processes, container by container,
+"""DeployLocalRun: runs the rendered cpu-small, cpu-small-plain and cpu-secure overlays as local processes, container by container,
 with exactly the command, args and env of the manifests, and checks that the job trains to
 completion.
 
 What stands in for Kubernetes:
 - every pod is a set of processes: its init containers one after another, then its container;
-  the Deployment gets `replicas` pods, the StatefulSet `replicas` pods named <name>-<ordinal>,
-  the Indexed Job `completions` pods with the completion-index annotation;
+  the pods are those the JobSet and Job controllers make (tests/deploy/k8s_pods.py): the
+  replicated jobs' (or Indexed Jobs') `completions` pods, each with its completion index;
 - env: literal values and Downward API fieldRefs (status.podIP -> 127.0.0.1, metadata.name,
   metadata.namespace, metadata.labels[...], metadata.annotations[...]); $(VAR) references in
   env values, command and args are expanded as the kubelet does ($$ escapes, unknown names stay);
@@ -13,20 +13,24 @@ What stands in for Kubernetes:
   sieve) that records its argv and execs the build's binary; nothing else from this shell's
   environment is passed on;
 - networking: every containerPort of every pod gets its own free local port (`--<x>port=N` flags
-  are rewritten), and `<service>[.<ns>[.svc[.cluster.local]]]:<port>` and StatefulSet pod names
-  resolve to 127.0.0.1 and the local port of the (single) pod behind them;
+  are rewritten), and every DNS name the rendering publishes for a pod
+  (<hostname>.<subdomain>[.<ns>[.svc[.cluster.local]]]) with a port resolves to 127.0.0.1 and
+  that pod's local port;
 - volumes: configMap volumes become directories holding the ConfigMap's files (paths inside them
-  mapped the same way), PVCs and emptyDirs temporary directories; mountPath prefixes in strings
-  are rewritten to those directories.
+  mapped the same way), Secret volumes the directory the test wrote that Secret's files into
+  (the job token Secret <job>-token is made for every job, as docs/deploy.md says), each PVC one
+  directory shared by the pods that mount it, emptyDirs temporary directories; mountPath
+  prefixes in strings are rewritten to those directories.
 Checks: every recorded daemon argv and every flagfile it reads (recursively) names only flags the
 daemon defines (`--helpxml`; the daemons also exit 2 on one, this names the manifest), every
 container's readiness and liveness probe answers HTTP 200 while it runs, every process exits 0,
 every worker prints its summary line, the scheduler reports the job finished, and the servers
-wrote their checkpoint and final shard to the checkpoint volume (PVC).
+wrote their checkpoints and final shards to the checkpoint volume (PVC).
 
 usage: local_run_test.py KUBECTL SCHEDULER SERVER WORKER LAUNCHER
 """
 
+import base64
 import os
 import re
 import shlex
@@ -54,10 +58,10 @@ def free_port():
 
 
 class Pod(kp.Pod):
-    """One pod instance of a workload, with its local ports and directories."""
+    """One pod instance, with its local ports and directories."""
 
-    def __init__(self, workload, index, tmp):
-        super().__init__(workload, index)
+    def __init__(self, job, template, index, subdomain, tmp, **kwargs):
+        super().__init__(job, template, index, subdomain, **kwargs)
         self.dir = os.path.join(tmp, "pods", self.name)
         os.makedirs(self.dir)
         # containerPort -> local port, and port name -> local port.
@@ -67,10 +71,6 @@ class Pod(kp.Pod):
                 local = self.ports.setdefault(p["containerPort"], free_port())
                 if "name" in p:
                     self.named_ports[p["name"]] = local
-        self.claims = {}  # volumeClaimTemplate name -> directory
-        for name in self.claim_templates:
-            self.claims[name] = os.path.join(self.dir, "pvc", name)
-            os.makedirs(self.claims[name])
 
     def local_port(self, port):
         return self.named_ports[port] if isinstance(port, str) else self.ports[port]
@@ -81,9 +81,13 @@ class LocalCluster:
         self.tmp = tmp
         self.secrets = secrets or {}  # Secret name -> directory holding its keys as files
         self.configmaps = kp.configmaps(docs)
-        self.services = k.by_kind(docs, "Service")
         self.pods = kp.pods(docs, Pod, tmp=tmp)
-        self.addresses = self.service_addresses()
+        self.addresses = self.pod_addresses()
+        self.claims = {}  # PVC claimName -> directory
+        for pod in self.pods:
+            for claim in pod.claims().values():
+                self.claims.setdefault(claim, os.path.join(tmp, "pvc", claim))
+                os.makedirs(self.claims[claim], exist_ok=True)
         self.bin_dir = os.path.join(tmp, "bin")
         self.argv_dir = os.path.join(tmp, "argv")
         os.makedirs(self.bin_dir)
@@ -101,21 +105,13 @@ class LocalCluster:
         if not ok:
             raise AssertionError(message)
 
-    def service_addresses(self):
-        """'name:port' spellings of every Service (and StatefulSet pod) -> 127.0.0.1:local."""
+    def pod_addresses(self):
+        """'name:port' for every DNS name of every pod and its ports -> 127.0.0.1:local."""
         out = {}
-        for svc in self.services:
-            name = svc["metadata"]["name"]
-            backends = kp.backends(svc, self.pods)
-            for sp in svc["spec"]["ports"]:
-                target = sp.get("targetPort", sp["port"])
-                for host in kp.dns_names(name):
-                    if len(backends) == 1:
-                        out[f"{host}:{sp['port']}"] = f"127.0.0.1:{backends[0].local_port(target)}"
-                    for b in backends:  # headless: <pod>.<service>
-                        if b.kind == "StatefulSet":
-                            out[f"{b.name}.{host}:{sp['port']}"] = \
-                                f"127.0.0.1:{b.local_port(target)}"
+        for pod in self.pods:
+            for host in pod.dns:
+                for port, local in pod.ports.items():
+                    out[f"{host}:{port}"] = f"127.0.0.1:{local}"
         return out
 
     def mounts(self, pod, container):
@@ -124,10 +120,10 @@ class LocalCluster:
         out = {}
         for m in container.get("volumeMounts", []):
             name = m["name"]
-            if name in pod.claims:
-                out[m["mountPath"]] = pod.claims[name]
-                continue
             v = volumes[name]
+            if "persistentVolumeClaim" in v:
+                out[m["mountPath"]] = self.claims[v["persistentVolumeClaim"]["claimName"]]
+                continue
             local = os.path.join(pod.dir, "volumes", name)
             if "configMap" in v:
                 if not os.path.isdir(local):
@@ -235,8 +231,16 @@ def read_file(path):
 class LocalRunTest(unittest.TestCase):
 
     def run_overlay(self, overlay, tmp, secrets=None):
-        """Runs the overlay's pods to the end; returns (cluster, logs) after the common checks."""
+        """Runs the overlay's pods to the end; returns (cluster, logs) after the common checks.
+        The job token Secret <job>-token is made here, as docs/deploy.md says (a random token)."""
         docs = k.render(KUBECTL, f"overlays/{overlay}")
+        name = k.one(docs, "NetworkPolicy")["metadata"]["name"]
+        secrets = dict(secrets or {})
+        token = os.path.join(tmp, "secret-token")
+        os.makedirs(token)
+        with open(os.path.join(token, "token"), "w", encoding="utf-8") as f:
+            f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
+        secrets[f"{name}-token"] = token
         cluster = LocalCluster(docs, tmp, secrets)
         plans, all_mounts = {}, []
         for pod in cluster.pods:
@@ -298,25 +302,30 @@ class LocalRunTest(unittest.TestCase):
                     name.startswith("no") and name[2:] in known[program])
                 self.assertTrue(defined, f"{program}: unknown flag --{name} in {args}")
 
-        workers = [p for p in cluster.pods if p.kind == "Job"]
+        workers = [p for p in cluster.pods if p.role == "worker"]
         for w in workers:
             self.assertIn("sieve-worker summary:", logs[(w.name, "worker")])
-        sched = [p for p in cluster.pods if p.kind == "Deployment"][0]
+        sched = next(p for p in cluster.pods if p.role == "scheduler")
         self.assertIn("sieve-scheduler: job finished", logs[(sched.name, "scheduler")])
-        for s in (p for p in cluster.pods if p.kind == "StatefulSet"):
-            ordinal = s.name.rsplit("-", 1)[1]
-            self.assertIn(f"rank={ordinal}", logs[(s.name, "server")])
-            files = sorted(os.listdir(s.claims["checkpoints"]))
-            self.assertEqual(files, [f"server-{ordinal}.ckpt", f"shard-{ordinal}.f32"],
-                             s.name)
-
+        servers = [p for p in cluster.pods if p.role == "server"]
+        for s in servers:
+            self.assertIn(f"rank={s.index}", logs[(s.name, "server")])
+        (claim,) = {c for s in servers for c in s.claims().values()}
+        files = sorted(os.listdir(cluster.claims[claim]))
+        self.assertEqual(files, sorted([f"server-{s.index}.ckpt" for s in servers] +
+                                       [f"shard-{s.index}.f32" for s in servers]))
 
     def test_cpu_small_trains_to_completion(self):
         with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
             self.run_overlay("cpu-small", tmp)
 
+    def test_cpu_small_plain_trains_to_completion(self):
+        """The plain-Kubernetes variant: indexed Jobs and a headless Service."""
+        with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
+            self.run_overlay("cpu-small-plain", tmp)
+
     def test_cpu_secure_trains_with_a_key_per_node_and_a_job_token(self):
-        """cpu-small with the curve and job-token components: the Secrets are what the
+        """cpu-small with the curve component (and the job token every overlay has): the Secrets are what the
         components' comments tell a user to create (`sieve keygen --per_role`, a random token),
         each pod mounts only its role's keys, and the job trains with every connection
         authenticated."""
@@ -324,15 +333,10 @@ class LocalRunTest(unittest.TestCase):
             keys = os.path.join(tmp, "keys")
             subprocess.run([BINARIES["sieve"], "keygen", f"--out={keys}", "--servers=2",
                             "--workers=2", "--per_role"], check=True, timeout=60)
-            token = os.path.join(tmp, "token")
-            os.makedirs(token)
-            with open(os.path.join(token, "token"), "w", encoding="utf-8") as f:
-                f.write(os.urandom(32).hex() + "\n")
-            secrets = {f"sieve-curve-{r}": os.path.join(keys, r)
+            secrets = {f"cpu-secure-curve-{r}": os.path.join(keys, r)
                        for r in ("scheduler", "servers", "workers")}
-            secrets["sieve-job-token"] = token
             cluster, logs = self.run_overlay("cpu-secure", tmp, secrets)
-            for s in (p for p in cluster.pods if p.kind == "StatefulSet"):
+            for s in (p for p in cluster.pods if p.role == "server"):
                 text = logs[(s.name, "server")]
                 # The scheduler and both workers connected, each through a CURVE handshake with
                 # an allow-listed key; nothing was refused, nothing came from another job.
