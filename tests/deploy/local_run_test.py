@@ -1,6 +1,6 @@
-"""DeployLocalRun: runs the rendered cpu-small, cpu-small-plain and cpu-secure overlays as local processes, container by container,
-with exactly the command, args and env of the manifests, and checks that the job trains to
-completion.
+"""DeployLocalRun: runs the rendered cpu-small, cpu-small-plain and cpu-secure overlays as local
+processes, container by container, with exactly the command, args and env of the manifests, and
+checks that each job trains to completion.
 
 What stands in for Kubernetes:
 - every pod is a set of processes: its init containers one after another, then its container;
@@ -325,8 +325,8 @@ class LocalRunTest(unittest.TestCase):
             self.run_overlay("cpu-small-plain", tmp)
 
     def test_cpu_secure_trains_with_a_key_per_node_and_a_job_token(self):
-        """cpu-small with the curve component (and the job token every overlay has): the Secrets are what the
-        components' comments tell a user to create (`sieve keygen --per_role`, a random token),
+        """cpu-small with the curve component (and the job token every overlay has): the Secrets
+        are what the docs tell a user to create (`sieve keygen --per_role`, a random token),
         each pod mounts only its role's keys, and the job trains with every connection
         authenticated."""
         with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
