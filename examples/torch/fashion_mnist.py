@@ -1,19 +1,23 @@
-"""FNN-3 or a small CNN on Fashion-MNIST, in plain torch, as a worker of a sieve job.
+"""FNN-3 or a small CNN on Fashion-MNIST, in plain torch, as a worker of a sieve job that does
+exactly what `sieve-worker` does.
 
 The same job as `sieve-worker --model=fnn3|cnn`: the same idx files (Debian's
 dataset-fashion-mnist, read and normalized by sieve's C++ loader), the same per-rank partition and
-per-epoch shuffle, the same schedules, compressor and metrics lines; the network is torch's.
-Started by the launcher in place of sieve-worker (docs/worker-api.md, "Python"):
+per-epoch shuffle, the same schedules, compressor and metrics lines; the network is torch's, the
+optimizer torch's SGD (momentum, weight decay) wrapped by sieve.torch.DistributedOptimizer, the
+learning-rate schedule a torch LambdaLR following sieve-worker's --lr_steps / --lr_warmup_epochs.
+Started by the launcher in place of sieve-worker (docs/worker-api.md):
 
-    PYTHONPATH=build/worker/python build/deploy/sieve launch --num_servers=2 --num_workers=4 \
-        --worker_cmd="python3 examples/torch/fashion_mnist.py" -- \
-        --model=fnn3 --compressor=topk --density=0.001 --density_warmup=0.015625,0.004 --epochs=10
+    build/deploy/sieve launch --num_servers=2 --num_workers=4 \
+        --worker_cmd="/usr/bin/python3 examples/torch/fashion_mnist.py" -- \
+        --compressor=topk --density=0.001 --density_warmup=0.015625,0.004 --epochs=10
 
-Flags: sieve-worker's (sieve.worker.WORKER_FLAGS). --model picks the network: fnn3 (784-200-200-10,
-the servers' fnn3 layout, parameter for parameter) or cnn (conv 5x5x8, pool, conv 5x5x16, pool,
-fc 64, fc 10: the servers' cnn layout has the same D and segment order; torch's NCHW weights
-read the segments in its own order, and every segment's initial values are i.i.d., so the
-servers' initialization fits it as well).
+(`sieve launch` exports the job in SIEVE_* variables and routes these worker flags in
+SIEVE_WORKER_FLAGS; it finds the module in build/worker/python by itself.) Flags: sieve-worker's
+(sieve.worker.WORKER_FLAGS), in SIEVE_WORKER_FLAGS or on the command line. --model picks the
+network: fnn3 (784-200-200-10) or cnn (conv 5x5x8, pool, conv 5x5x16, pool, fc 64, fc 10). Rank 0's
+torch initialization is the job's: the servers are started without --model (the launcher's
+default), unless --model is routed to them too, in which case their seeded init is used.
 """
 
 import sys
@@ -24,8 +28,11 @@ import torch.nn.functional as F
 
 import sieve
 import sieve.torch
-from sieve.worker import (UsageError, connect, job_from_environment, leave_on_failure,
-                          parse_flags, report_end, run_main, serve_health)
+from sieve.worker import WORKER_FLAGS, UsageError, run_main
+
+# The flags this script implements beyond what sieve.torch itself reads.
+OWN_FLAGS = {name: spec for name, spec in WORKER_FLAGS.items()
+             if name not in sieve.torch.WRAPPER_FLAGS and name not in ("kernel_threads",)}
 
 
 def make_model(name):
@@ -54,25 +61,32 @@ def accuracy(model, x, y, chunk=2000):
 
 
 def main(argv):
-    flags = job_from_environment(parse_flags(argv, program="fashion_mnist.py"))
+    job = sieve.torch.init(argv=argv, extra_flags=OWN_FLAGS)
+    flags = job.flags
     torch.set_num_threads(flags.blas_threads)
     torch.manual_seed(flags.seed)
     device = sieve.torch.default_device(flags.device)
     model = make_model(flags.model).to(device)
-    d = sieve.torch.flat_size(model)
-
-    progress = {"sieve_worker_rounds_total": 0, "sieve_worker_bytes_up_total": 0}
-    serve_health(flags.bind, flags.metrics_port, lambda: progress)  # /healthz while it forms
-    client = connect(flags, d)
-    return leave_on_failure(client, train, flags, model, device, d, client, progress)
-
-
-def train(flags, model, device, d, client, progress):
-    rank, world = client.rank, client.num_workers
+    world = sieve.torch.num_workers()
     images, labels = sieve.load_fashion_mnist("train", flags.data_dir)
     n = len(labels)
-    lo, hi = sieve.partition_range(n, rank, world)
     steps = sieve.steps_per_epoch(n, world, flags.batch_size)
+
+    opt = torch.optim.SGD(model.parameters(), lr=flags.lr, momentum=flags.momentum,
+                          weight_decay=flags.weight_decay)
+    opt = sieve.torch.DistributedOptimizer(opt, model, compressor=flags.compressor,
+                                           density=flags.density,
+                                           density_warmup=flags.float_list("density_warmup"),
+                                           steps_per_epoch=steps, epochs=flags.epochs,
+                                           seed=flags.seed, metrics_out=flags.metrics_out,
+                                           metrics_every=flags.metrics_every)
+    lr_steps = flags.int_list("lr_steps")
+    # sieve-worker's schedule of round r (a rejoined worker starts at its join round).
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: sieve.learning_rate(
+        opt.round, steps, flags.lr, lr_steps, flags.lr_gamma, flags.lr_warmup_epochs) / flags.lr)
+
+    rank = opt.rank
+    lo, hi = sieve.partition_range(n, rank, world)
     x_all = torch.from_numpy(images).to(device)
     y_all = torch.from_numpy(labels).long().to(device)
     if rank == 0:
@@ -80,16 +94,13 @@ def train(flags, model, device, d, client, progress):
         x_test = torch.from_numpy(test_images).to(device)
         y_test = torch.from_numpy(test_labels).long().to(device)
 
-    def evaluate():
-        return accuracy(model, x_test, y_test), accuracy(model, x_all[lo:hi], y_all[lo:hi])
-
-    opt = sieve.torch.DistributedOptimizer.from_flags(model, client, flags, steps)
     stop = flags.epochs * steps
     if flags.max_rounds > 0:
         stop = min(stop, flags.max_rounds)
     b = flags.batch_size
-    print(f"worker {rank} of {world}: D = {d}, model {flags.model}, compressor "
-          f"{flags.compressor}, device {device}, {steps} rounds per epoch", file=sys.stderr)
+    print(f"worker {rank} of {world}: D = {sieve.torch.flat_size(model)}, model {flags.model}, "
+          f"compressor {flags.compressor}, device {device}, {steps} rounds per epoch",
+          file=sys.stderr)
     start = time.perf_counter()
     while opt.round < stop:
         epoch = opt.round // steps
@@ -102,16 +113,22 @@ def train(flags, model, device, d, client, progress):
             opt.zero_grad()
             loss = F.cross_entropy(model(x_all[idx]), y_all[idx])
             loss.backward()
-            cut = opt.round + 1 == stop and stop < flags.epochs * steps
-            opt.step(loss=loss.detach(), evaluate=evaluate)
-            progress["sieve_worker_rounds_total"] = opt.round - opt.first_round
-            progress["sieve_worker_bytes_up_total"] = opt.bytes_up
-            if cut and rank == 0:
-                opt.test_acc = evaluate()[0]
-        if rank == 0 and opt.test_acc is not None:
-            print(f"epoch {epoch + 1}/{flags.epochs} loss {opt.last_epoch_loss:.4f} test_acc "
-                  f"{opt.test_acc:.4f} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
-    report_end("fashion_mnist.py", opt, flags)
+            opt.record(loss=loss.detach())
+            # sieve-worker evaluates after the last round of every --eval_every-th epoch.
+            last = opt.round + 1 == stop
+            end_of_epoch = (opt.round + 1) % steps == 0
+            evaluate = rank == 0 and (last or (end_of_epoch and flags.eval_every > 0 and
+                                               (epoch + 1) % flags.eval_every == 0))
+            opt.step()
+            sched.step()
+            if evaluate:
+                opt.record(test_acc=accuracy(model, x_test, y_test),
+                           train_acc=accuracy(model, x_all[lo:hi], y_all[lo:hi]))
+        if rank == 0:
+            print(f"epoch {epoch + 1}/{flags.epochs} test_acc "
+                  f"{accuracy(model, x_test, y_test):.4f} ({time.perf_counter() - start:.1f} s)",
+                  file=sys.stderr)
+    opt.finish()
     return 0
 
 

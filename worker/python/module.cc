@@ -17,7 +17,8 @@
 //
 // Errors: a Status that is not OK becomes a Python exception carrying its message:
 // InvalidArgument -> ValueError, DeadlineExceeded -> sieve.TimeoutError (a TimeoutError),
-// anything else -> sieve.Error (a RuntimeError); the message starts with the code's name.
+// anything else -> sieve.Error (a RuntimeError); the exception's `code` attribute is the
+// StatusCode's name ("OUT_OF_RANGE", "DEADLINE_EXCEEDED", ...): callers test it, never the message.
 #include <glog/logging.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -41,6 +42,7 @@
 #include "kernels/selection.h"
 #include "proto/job_identity.h"
 #include "worker/client/ps_client.h"
+#include "worker/client/worker_start.h"
 #include "worker/data/dataset.h"
 #include "worker/data/partition.h"
 #include "worker/trainer/metrics.h"
@@ -61,10 +63,17 @@ struct SieveTimeout : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Raises the exception of `s` with its code as attribute `code` (the StatusCode's name, e.g.
+// "OUT_OF_RANGE"), so callers test the code, never the message.
 [[noreturn]] void Raise(const Status& s) {
   if (s.code() == StatusCode::kInvalidArgument) throw py::value_error(s.message());
-  if (s.code() == StatusCode::kDeadlineExceeded) throw SieveTimeout(s.ToString());
-  throw SieveError(s.ToString());
+  py::gil_scoped_acquire gil;
+  py::module_ core = py::module_::import("sieve._core");
+  py::object type = core.attr(s.code() == StatusCode::kDeadlineExceeded ? "TimeoutError" : "Error");
+  py::object exc = type(s.ToString());
+  exc.attr("code") = std::string(StatusCodeName(s.code()));
+  PyErr_SetObject(type.ptr(), exc.ptr());
+  throw py::error_already_set();
 }
 
 void Check(const Status& s) {
@@ -224,6 +233,16 @@ class PyErrorFeedback {
     Check(ef_->Select(c, k, so, out));
   }
 
+  void WriteState(py::handle m, py::handle r) {
+    FloatArray am = AsFloatArray(m, "momentum", ef_->dim());
+    FloatArray ar = AsFloatArray(r, "residual", ef_->dim());
+    if (am.device != Device::kCpu || ar.device != Device::kCpu) {
+      throw py::value_error("write_state takes host (cpu) arrays");
+    }
+    Check(ef_->WriteState(std::span<const float>(am.data, am.n),
+                          std::span<const float>(ar.data, ar.n)));
+  }
+
   py::tuple ReadState() const {
     std::vector<float> m, r;
     Check(ef_->ReadState(&m, &r));
@@ -365,6 +384,40 @@ class PyClient {
     return StatsDict(stats);
   }
 
+  // StartWorker (worker/client/worker_start.h) on a host or cuda replica: `weights` holds this
+  // worker's own initial weights (offered by worker 0) and gets the servers'.
+  py::dict Start(py::handle weights, int timeout_ms) {
+    FloatArray w = AsFloatArray(weights, "weights", c().num_params());
+    std::vector<float> host;
+    std::span<float> span(w.data, w.n);
+    if (w.device != Device::kCpu) {
+      SyncTorchCuda(w);
+      host.resize(w.n);
+      py::gil_scoped_release nogil;
+      BackendContext* ctx = Ops(w.device)->context();
+      Check(ctx->ToHost(w.data, w.n, host.data()));
+      Check(ctx->Synchronize());
+      span = host;
+    }
+    StatusOr<WorkerStart> started = [&] {
+      py::gil_scoped_release nogil;
+      return StartWorker(c_.get(), span, timeout_ms);
+    }();
+    const WorkerStart st = Take(std::move(started));
+    if (w.device != Device::kCpu) {
+      py::gil_scoped_release nogil;
+      BackendContext* ctx = Ops(w.device)->context();
+      Check(ctx->FromHost(host.data(), host.size(), w.data));
+      Check(ctx->Synchronize());
+    }
+    py::dict d;
+    d["first_round"] = st.first_round;
+    d["rejoined"] = st.rejoined;
+    d["servers_at"] = st.servers_at;
+    d["attempts"] = st.attempts;
+    return d;
+  }
+
   void Barrier(int timeout_ms) {
     PsClient& client = c();
     py::gil_scoped_release nogil;
@@ -428,6 +481,8 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "sieve's C++ core: push/pull client, error feedback and selection (docs/worker-api.md)";
   py::register_exception<SieveError>(m, "Error", PyExc_RuntimeError);
   py::register_exception<SieveTimeout>(m, "TimeoutError", PyExc_TimeoutError);
+  m.attr("Error").attr("code") = "UNKNOWN";
+  m.attr("TimeoutError").attr("code") = "DEADLINE_EXCEEDED";
   m.attr("cuda_compiled") = CudaBackendCompiled();
   // The client logs through glog (node events, a job's end): to stderr, like the daemons.
   if (!google::IsGoogleLoggingInitialized()) {
@@ -486,7 +541,9 @@ PYBIND11_MODULE(_core, m) {
           py::arg("compressor"), py::arg("k"), py::arg("prev_threshold") = 0.0f,
           py::arg("older_threshold") = 0.0f, py::arg("seed") = 0, py::arg("out") = nullptr,
           "Selects k entries of r (r and m are zeroed there); reuses `out` when given")
-      .def("read_state", &PyErrorFeedback::ReadState, "(m, r) as NumPy copies");
+      .def("read_state", &PyErrorFeedback::ReadState, "(m, r) as NumPy copies")
+      .def("write_state", &PyErrorFeedback::WriteState, py::arg("momentum"), py::arg("residual"),
+           "Replaces (m, r) with host float32 arrays of length d (a checkpoint's state)");
 
   py::class_<PyClient>(m, "Client", "A worker of a sieve job (PsClient).")
       .def_static("connect", &PyClient::Connect, py::arg("scheduler"), py::arg("num_params"),
@@ -505,6 +562,9 @@ PYBIND11_MODULE(_core, m) {
       .def("push_pull", &PyClient::PushPull, py::arg("round"), py::arg("selection"),
            py::arg("weights"), py::arg("timeout_ms") = 120000,
            "Pushes the selection, writes the servers' UPDATEs into weights; returns the stats")
+      .def("start", &PyClient::Start, py::arg("weights"), py::arg("timeout_ms") = 120000,
+           "Enters the job (worker 0 offers `weights`, the start barrier, the servers' weights "
+           "into `weights`; or the rejoin of a restarted worker); returns first_round etc.")
       .def("barrier", &PyClient::Barrier, py::arg("timeout_ms") = 120000)
       .def("join", &PyClient::Join, py::arg("round"), py::arg("timeout_ms") = 120000)
       .def("finish", &PyClient::Finish)

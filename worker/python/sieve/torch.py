@@ -1,37 +1,59 @@
-"""sieve.torch: train a torch model as a worker of a sieve job.
+"""sieve.torch: a PyTorch training script, written the PyTorch way, as a worker of a sieve job.
 
-    opt = sieve.torch.DistributedOptimizer(model, compressor="topk", density=0.001, lr=0.1,
-                                           momentum=0.9, scheduler="127.0.0.1:9310")
-    for x, y in batches:
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step(loss=loss)          # error feedback, selection, push/pull: params = servers'
-    opt.finish()                     # summary line, Finish, wait for the job's end
+    import torch, sieve.torch
+    sieve.torch.init()                                   # the job, from SIEVE_* (sieve launch)
+    model = MyNet()                                      # the model defines the job's D
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt = sieve.torch.DistributedOptimizer(opt, model, compressor="topk", density=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    for epoch in range(epochs):
+        for x, y in loader:                              # this worker's part of the data
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()                                   # params = the servers' values
+        sched.step()
+    opt.finish()                                         # optional: also done at exit
 
-The parameters are moved into one flat float32 buffer (each becomes a view of it, and so does its
-.grad), so the error feedback, the selection and the servers' UPDATE work on the flat vector in
-place, without copies. `step()` does what `sieve-worker` does each round (worker/trainer/
-trainer.cc): g += weight_decay*w; m = momentum*m + g; r += lr_t*m (ErrorFeedback.accumulate);
-select k = round(density_e*D) pairs of r (the compressor; r and m are zeroed there); push them and
-write the servers' UPDATE into the parameters. lr_t and density_e follow sieve-worker's schedules
-(lr warm-up and steps, density warm-up by epoch, epoch = round // steps_per_epoch), the randomk /
-dgc seed is sieve-worker's, and the metrics JSON lines (`metrics_out`) are the same, so
-`sieve compare` and the plots read Python runs too. Consistency (BSP, SSP, ASP) is the servers'.
+`DistributedOptimizer(optimizer, model)` returns the same optimizer object, now also an instance
+of a subclass of its own class (so `isinstance(opt, torch.optim.SGD)`, `param_groups`,
+`torch.optim.lr_scheduler.*`, `zero_grad`, `state_dict` all behave as in torch). Its `step()`
+lets the wrapped optimizer compute this round's update u (the change it would make to the
+weights), adds u to the error-feedback residual r, selects k = round(density * D) entries of r
+(the compressor; those entries of r are zeroed, and for SGD with momentum also of the momentum
+buffer, as sieve-worker does), pushes them and writes the servers' reply into the parameters. For
+SGD with momentum this is sieve-worker's round exactly (docs/worker-api.md).
+
+The job comes from the environment, as torchrun's env://: SIEVE_SCHEDULER, SIEVE_RANK, ...
+(docs/worker-api.md, "Environment variables"); `init()`'s arguments override them. With servers
+started without --model (what `sieve launch --worker_cmd` and the python manifests do), D is the
+model's and the initial weights are rank 0's own (torch's init), pushed to the servers before the
+start barrier, as DDP broadcasts rank 0's parameters.
 
 Input errors raise before anything is pushed: parameters that are not float32 or not contiguous,
 on mixed or unsupported devices, a model whose size is not the job's D.
 """
 
+import atexit
+import os
 import sys
 import time
 
 import torch
 
 from . import _core
+from . import worker as _worker
 
-__all__ = ["DistributedOptimizer", "flat_size"]
+__all__ = ["DistributedOptimizer", "Job", "init", "rank", "num_workers", "flat_size",
+           "default_device", "WRAPPER_FLAGS"]
 
+# The sieve-worker flags a torch worker implements (sieve launch routes only these to a
+# --worker_cmd: others are refused before the job starts). Same names, types and meaning as
+# sieve-worker's; tests/python check them against `sieve-worker --helpxml`.
+WRAPPER_FLAGS = ("scheduler", "rank", "bind", "host", "port", "curve_dir", "curve_key",
+                 "job_token_file", "job_token", "heartbeat_interval_ms", "heartbeat_timeout_ms",
+                 "round_timeout_ms", "shutdown_timeout_ms", "compressor", "density",
+                 "density_warmup", "fp16", "checksum", "seed", "metrics_out", "metrics_every",
+                 "dump_weights", "metrics_port", "device", "blas_threads")
 
 def flat_size(model_or_params):
     """The number of parameters D a model puts in the flat vector."""
@@ -42,326 +64,6 @@ def _named(model_or_params):
     if isinstance(model_or_params, torch.nn.Module):
         return [(n, p) for n, p in model_or_params.named_parameters() if p.requires_grad]
     return [(f"param{i}", p) for i, p in enumerate(model_or_params)]
-
-
-def _device_of(params):
-    devices = {p.device for _, p in params}
-    if len(devices) != 1:
-        raise ValueError("the parameters are on several devices: " +
-                         ", ".join(sorted(str(d) for d in devices)))
-    device = devices.pop()
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"the parameters are on device '{device}', which sieve does not support "
-                         "(cpu, or cuda with a CUDA build)")
-    if device.type == "cuda" and not _core.cuda_compiled:
-        raise ValueError(f"the parameters are on '{device}' but this sieve module was built "
-                         "without the CUDA backend")
-    return device
-
-
-class DistributedOptimizer:
-    """A sieve worker around a torch model (module docstring). Arguments as sieve-worker's flags:
-    compressor, density, density_warmup (densities of epochs 0, 1, ...), lr, momentum,
-    weight_decay, lr_steps (epochs), lr_gamma, lr_warmup_epochs, seed (shuffling's and
-    randomk's), steps_per_epoch (needed by the epoch schedules; None = every round is epoch 0),
-    epochs and eval_every (which rounds evaluate), metrics_out / metrics_every, round_timeout_ms.
-
-    The job: pass a connected `client` (sieve.Client), or scheduler (and rank, bind, host, fp16,
-    ...) and the optimizer connects with D = the model's size. The servers' weights are pulled into
-    the parameters and the workers' start barrier is passed before the constructor returns.
-    """
-
-    def __init__(self, model, compressor="topk", density=0.001, lr=0.05, momentum=0.9,
-                 weight_decay=0.0, density_warmup=(), lr_steps=(), lr_gamma=0.1,
-                 lr_warmup_epochs=0.0, seed=1, steps_per_epoch=None, epochs=1, eval_every=1,
-                 metrics_out="", metrics_every=1, round_timeout_ms=120000, client=None,
-                 scheduler=None, rank=-1, bind="127.0.0.1", host="", port=0, fp16=False,
-                 checksum=True, heartbeat_interval_ms=1000, heartbeat_timeout_ms=10000,
-                 curve_dir="", job_token="", job_token_file="", curve_key="", progress=None):
-        self._compressor = _core.parse_compressor(compressor)
-        for name, value in (("density", density),) + tuple(
-                (f"density_warmup[{i}]", d) for i, d in enumerate(density_warmup)):
-            if not 0.0 < value <= 1.0:
-                raise ValueError(f"{name} must be in (0, 1], got {value}")
-        if lr <= 0 or not 0 <= momentum < 1 or weight_decay < 0:
-            raise ValueError("need lr > 0, 0 <= momentum < 1, weight_decay >= 0")
-        if steps_per_epoch is None and (density_warmup or lr_steps or lr_warmup_epochs):
-            raise ValueError("density_warmup, lr_steps and lr_warmup_epochs need steps_per_epoch")
-        if metrics_every < 1:
-            raise ValueError("metrics_every must be >= 1")
-        self.density = density
-        self.density_warmup = list(density_warmup)
-        self.lr = lr
-        self.momentum = momentum
-        self.weight_decay = weight_decay
-        self.lr_steps = list(lr_steps)
-        self.lr_gamma = lr_gamma
-        self.lr_warmup_epochs = lr_warmup_epochs
-        self.steps_per_epoch = steps_per_epoch
-        self.epochs = epochs
-        self.eval_every = eval_every
-        self.round_timeout_ms = round_timeout_ms
-
-        params = _named(model)
-        if not params:
-            raise ValueError("the model has no parameters that require a gradient")
-        for name, p in params:
-            if p.dtype != torch.float32:
-                raise ValueError(f"parameter {name} is {p.dtype}; sieve trains float32 "
-                                 "parameters (model.float())")
-            if not p.is_contiguous():
-                raise ValueError(f"parameter {name} is not contiguous; sieve keeps parameters as "
-                                 "views of one flat buffer")
-        self.device = _device_of(params)
-        self.params = [p for _, p in params]
-        self.d = sum(p.numel() for p in self.params)
-
-        # The job (validated before anything is flattened: a failed connect leaves the model as
-        # it was). A client of another D raises here, before any push.
-        self._own_client = client is None
-        if client is None:
-            if scheduler is None:
-                raise ValueError("pass client= or scheduler= (host:port)")
-            client = _core.Client.connect(scheduler, self.d, rank=rank, bind=bind, host=host,
-                                          port=port, fp16=fp16, checksum=checksum,
-                                          heartbeat_interval_ms=heartbeat_interval_ms,
-                                          heartbeat_timeout_ms=heartbeat_timeout_ms,
-                                          curve_dir=curve_dir, job_token=job_token,
-                                          job_token_file=job_token_file, curve_key=curve_key)
-        elif client.num_params != self.d:
-            raise ValueError(f"the job has D = {client.num_params} parameters but the model has "
-                             f"{self.d}")
-        self.client = client
-        self.rank = client.rank
-        self.num_workers = client.num_workers
-
-        # One flat buffer; the parameters (and their gradients) become views of it.
-        with torch.no_grad():
-            self.flat = torch.empty(self.d, dtype=torch.float32, device=self.device)
-            self.flat_grad = torch.zeros(self.d, dtype=torch.float32, device=self.device)
-            offset = 0
-            self._views = []
-            for p in self.params:
-                n = p.numel()
-                self.flat[offset:offset + n].copy_(p.reshape(-1))
-                p.data = self.flat[offset:offset + n].view_as(p)
-                p.grad = self.flat_grad[offset:offset + n].view_as(p)
-                self._views.append((offset, n))
-                offset += n
-        self._decay = torch.empty_like(self.flat) if weight_decay else None
-        self.ef = _core.ErrorFeedback(self.d, self.device.type)
-        self.selection = _core.Selection()
-        self._seed_key = _core.counter_hash(seed, 0x5E1EC70000 + self.rank)
-        self._thresholds = (0.0, 0.0)  # (prev, older) of gaussiank / dgc's warm start
-
-        # The servers' weights, then the start barrier (a rejoining worker skips it).
-        self.round = 0
-        if self.client.joined_late:
-            # Rejoin (docs/architecture.md, "Worker rejoin"), as sieve-worker: pull, join `margin`
-            # rounds past the furthest server; when a server passed it already, pull again and
-            # join with twice the margin (2, 4, ..., 256 rounds).
-            margin = 2
-            for attempt in range(1, 9):
-                at = self.client.pull_dense(self.flat, round_timeout_ms)
-                try:
-                    self.client.join(at + margin, round_timeout_ms)
-                    self.round = at + margin
-                    break
-                except _core.Error as e:
-                    if not str(e).startswith("OUT_OF_RANGE") or attempt == 8:
-                        raise
-                    margin *= 2
-        else:
-            self.client.pull_dense(self.flat, round_timeout_ms)
-            self.client.barrier(round_timeout_ms)
-        self.first_round = self.round
-
-        self.metrics = _core.MetricsWriter()
-        per_rank = "{rank}" in metrics_out
-        if metrics_out and (self.rank == 0 or per_rank):
-            self.metrics.open(_core.expand_rank_pattern(metrics_out, self.rank))
-        self.metrics_every = metrics_every
-        self.progress = (not sys.stdout.isatty()) if progress is None else progress
-        self.bytes_up = self.bytes_down = self.dense_bytes = 0
-        self.pairs_up = 0
-        self.pushed_sum = 0.0  # of every value pushed (conservation checks, as sieve-worker)
-        self.last_stats = None
-        self.last_metrics = None
-        self.test_acc = None
-        self._epoch_loss = 0.0
-        self._epoch_rounds = 0
-        self.last_epoch_loss = 0.0
-        self._last_progress = 0.0
-        self._start = time.perf_counter()
-        self._round_start = self._start
-        self.overhead_seconds = 0.0  # in step() in all: everything but forward/backward
-
-    # The schedules (worker/trainer/schedule.h).
-    def epoch_of(self, round_):
-        return round_ // self.steps_per_epoch if self.steps_per_epoch else 0
-
-    def lr_at(self, round_):
-        return _core.learning_rate(round_, self.steps_per_epoch or 1, self.lr, self.lr_steps,
-                                   self.lr_gamma, self.lr_warmup_epochs)
-
-    def density_at(self, epoch):
-        return self.density_warmup[epoch] if epoch < len(self.density_warmup) else self.density
-
-    def k_at(self, epoch):
-        if self._compressor == "none":
-            return self.d
-        return _core.k_for_density(self.density_at(epoch), self.d)
-
-    def zero_grad(self, set_to_none=False):
-        """Zeroes the flat gradient (the parameters' .grad stay views of it)."""
-        self.flat_grad.zero_()
-        self._round_start = time.perf_counter()
-
-    def _gather_grads(self):
-        # backward() accumulates into the .grad views in place; a .grad that was replaced (set to
-        # None by another zero_grad, or assigned) is copied back into the flat gradient.
-        base, grad_base = self.flat.data_ptr(), self.flat_grad.data_ptr()
-        for p, (offset, n) in zip(self.params, self._views):
-            if p.data_ptr() != base + 4 * offset:
-                raise ValueError("a parameter was replaced: its data is no longer a view of the "
-                                 "optimizer's flat buffer")
-            g = p.grad
-            if g is not None and g.data_ptr() == grad_base + 4 * offset:
-                continue
-            if g is None:
-                self.flat_grad[offset:offset + n].zero_()
-            else:
-                self.flat_grad[offset:offset + n].copy_(g.reshape(-1))
-            p.grad = self.flat_grad[offset:offset + n].view_as(p)
-
-    def is_eval_round(self, round_):
-        """sieve-worker's rule: the last round of every eval_every-th epoch and of the last."""
-        if not self.steps_per_epoch or (round_ + 1) % self.steps_per_epoch:
-            return False
-        epoch = round_ // self.steps_per_epoch
-        return epoch + 1 == self.epochs or (self.eval_every > 0 and
-                                            (epoch + 1) % self.eval_every == 0)
-
-    def step(self, loss=None, evaluate=None):
-        """One round: error feedback, selection and push/pull of the flat gradient; afterwards the
-        parameters hold the servers' values. `loss` (a number or a tensor) goes into the metrics.
-        `evaluate`, when given, is called on rank 0 after the last round of an evaluated epoch and
-        returns (test_acc, train_acc); the metrics line of that round carries them. Returns the
-        round's traffic (bytes_up, bytes_down, pairs_up, pairs_down, push_seconds, wait_seconds)."""
-        t0 = time.perf_counter()
-        round_ = self.round
-        epoch = self.epoch_of(round_)
-        lr = self.lr_at(round_)
-        k = self.k_at(epoch)
-        if self.device.type == "cuda":
-            torch.cuda.current_stream().synchronize()
-        self._gather_grads()
-        if self.weight_decay:
-            torch.mul(self.flat, self.weight_decay, out=self._decay)
-            self.flat_grad.add_(self._decay)
-        self.ef.accumulate(self.flat_grad, self.momentum, lr)
-        prev, older = self._thresholds
-        sel = self.ef.select(self._compressor, k, prev, older,
-                             _core.counter_hash(self._seed_key, round_), out=self.selection)
-        if sel.threshold == sel.threshold and sel.threshold > 0 and sel.threshold != float("inf"):
-            self._thresholds = (sel.threshold, prev)
-        t1 = time.perf_counter()
-        selected = len(sel)
-        self.pushed_sum += sel.values_sum()
-        stats = self.client.push_pull(round_, sel, self.flat, self.round_timeout_ms)
-        t2 = time.perf_counter()
-        self.round += 1
-        self.bytes_up += stats["bytes_up"]
-        self.bytes_down += stats["bytes_down"]
-        self.pairs_up += stats["pairs_up"]
-        self.dense_bytes += 4 * self.d
-        self.last_stats = stats
-        loss_value = float(loss) if loss is not None else 0.0
-        self._epoch_loss += loss_value
-        self._epoch_rounds += 1
-
-        test_acc = train_acc = None
-        eval_round = self.is_eval_round(round_)
-        if eval_round and evaluate is not None and self.rank == 0:
-            test_acc, train_acc = evaluate()
-            self.test_acc = test_acc
-        last_of_epoch = bool(self.steps_per_epoch) and (round_ + 1) % self.steps_per_epoch == 0
-        last = last_of_epoch and epoch + 1 == self.epochs
-        if self.metrics.is_open and (round_ % self.metrics_every == 0 or eval_round or last):
-            m = _core.RoundMetrics()
-            m.round, m.epoch, m.loss = round_, epoch, loss_value
-            m.test_acc, m.train_acc = test_acc, train_acc
-            m.selected, m.k = selected, k
-            m.density = 1.0 if self._compressor == "none" else self.density_at(epoch)
-            m.threshold, m.iterations = sel.threshold, sel.iterations
-            m.bytes_up, m.bytes_down = stats["bytes_up"], stats["bytes_down"]
-            m.dense_bytes = 4 * self.d
-            m.t_compute = t0 - self._round_start
-            m.t_select = t1 - t0
-            m.t_comm = t2 - t1
-            m.t_wall = time.perf_counter() - self._start
-            self.metrics.write(m)
-            self.last_metrics = m
-        if last_of_epoch:
-            self.last_epoch_loss = self._epoch_loss / max(self._epoch_rounds, 1)
-            self._epoch_loss, self._epoch_rounds = 0.0, 0
-        now = time.perf_counter()
-        if self.progress and self.steps_per_epoch and (now - self._last_progress >= 1.0 or last):
-            self._last_progress = now
-            total = self.epochs * self.steps_per_epoch
-            print(_core.format_progress_line(epoch + 1, self.epochs, self.round, total, loss_value,
-                                             self.bytes_up), flush=True)
-        self._round_start = time.perf_counter()
-        self.overhead_seconds += self._round_start - t0
-        return stats
-
-    def dump_weights(self, path):
-        """Writes the replica as raw little-endian fp32 (sieve-worker's --dump_weights)."""
-        path = _core.expand_rank_pattern(path, self.rank)
-        self.flat.detach().cpu().numpy().tofile(path)
-        return path
-
-    def summary_line(self):
-        """sieve-worker's summary line (worker/trainer/summary.h) for this run so far."""
-        loss = self.last_epoch_loss if self._epoch_rounds == 0 else \
-            self._epoch_loss / self._epoch_rounds
-        return _core.format_summary_line(self.rank, self.round, self.first_round,
-                                         self.epochs, self.test_acc, loss, self.bytes_up,
-                                         self.bytes_down, self.dense_bytes,
-                                         time.perf_counter() - self._start, self.pushed_sum)
-
-    def finish(self, shutdown_timeout_ms=600000, print_summary=True):
-        """Ends this worker's part: closes the metrics, prints the summary line, tells the
-        scheduler, and waits for the job's end (every worker finished)."""
-        self.metrics.close()
-        if print_summary:
-            print(self.summary_line(), flush=True)
-        self.client.finish()
-        self.client.wait_shutdown(shutdown_timeout_ms)
-        if self._own_client:
-            self.client.close()
-
-    def abort(self, reason):
-        """Stops this worker's part of the job after a failure (the servers drop it)."""
-        self.client.request_stop(reason)
-        if self._own_client:
-            self.client.close()
-
-    @classmethod
-    def from_flags(cls, model, client, flags, steps_per_epoch):
-        """The optimizer sieve-worker's flags describe (sieve.worker.parse_flags)."""
-        return cls(model, client=client, compressor=flags.compressor, density=flags.density,
-                   density_warmup=flags.float_list("density_warmup"), lr=flags.lr,
-                   momentum=flags.momentum, weight_decay=flags.weight_decay,
-                   lr_steps=flags.int_list("lr_steps"), lr_gamma=flags.lr_gamma,
-                   lr_warmup_epochs=flags.lr_warmup_epochs, seed=flags.seed,
-                   steps_per_epoch=steps_per_epoch, epochs=flags.epochs,
-                   eval_every=flags.eval_every, metrics_out=flags.metrics_out,
-                   metrics_every=flags.metrics_every, round_timeout_ms=flags.round_timeout_ms)
-
-    def state_dict(self):
-        m, r = self.ef.read_state()
-        return {"round": self.round, "momentum": m, "residual": r}
 
 
 def default_device(name):
@@ -375,3 +77,574 @@ def default_device(name):
     return name
 
 
+class Job:
+    """Where this worker's job is and how to join it: `scheduler`, `rank` (-1 = the scheduler
+    picks), `num_workers` / `num_servers` (0 = unknown until connected), the transport and
+    security settings, and `flags` (sieve.worker.Flags: the routed worker flags, e.g.
+    `flags.compressor`, with `flags.explicit` naming those given). Made by `init()`."""
+
+    def __init__(self, flags, num_workers, num_servers):
+        self.flags = flags
+        self.scheduler = flags.scheduler
+        self.rank = flags.rank
+        self.num_workers = num_workers
+        self.num_servers = num_servers
+        self.client = None  # set when an optimizer connects
+
+    def connect(self, d):
+        """Registers as a worker declaring D = d (sieve.Client)."""
+        if self.client is None:
+            self.client = _worker.connect(self.flags, d)
+            self.rank = self.client.rank
+            self.num_workers = self.client.num_workers
+            self.num_servers = self.client.num_servers
+        return self.client
+
+
+_default_job = None  # the job init() made last (what DistributedOptimizer uses by default)
+
+
+def init(scheduler=None, rank=None, num_workers=None, extra_flags=None, argv=None, **settings):
+    """Reads the job this process is a worker of and returns it (also kept as the default job of
+    DistributedOptimizer). Sources, later ones winning: the defaults, the environment (SIEVE_*
+    variables, and SIEVE_WORKER_FLAGS: worker flags `sieve launch` routes, e.g.
+    `--compressor=gaussiank`), `argv` when given (e.g. sys.argv[1:] for a script that takes
+    sieve-worker's flags), then the arguments (scheduler="host:port", rank, and any flag name of
+    WRAPPER_FLAGS as a keyword, e.g. job_token_file=...). `extra_flags`: the script's own flags,
+    name -> (type, default, help), accepted in SIEVE_WORKER_FLAGS / argv as well.
+
+    With SIEVE_HELPXML=1 in the environment (how `sieve launch` asks a --worker_cmd which flags
+    it implements) this prints them as gflags' --helpxml does and exits 0.
+
+    Errors: ValueError naming the variable when no scheduler is known, sieve.worker.UsageError
+    for a bad or unknown flag."""
+    global _default_job
+    extra = dict(extra_flags or {})
+    spec = {n: _worker.WORKER_FLAGS[n] for n in WRAPPER_FLAGS}
+    spec.update(extra)
+    flags = _worker.parse_flags(list(argv or []), program="sieve.torch", spec=spec)
+    env_given = set()
+    for var, name in _worker.ENVIRONMENT:
+        value = os.environ.get(var)
+        if value and name not in flags.explicit:
+            setattr(flags, name, _worker.convert_flag(name, spec[name][0], value, where=var))
+            env_given.add(name)
+    for name, value in (("scheduler", scheduler), ("rank", rank)) + tuple(settings.items()):
+        if value is None:
+            continue
+        if name not in spec:
+            raise TypeError(f"init() got an unknown setting {name!r}")
+        setattr(flags, name, value)
+        flags.explicit.add(name)
+    if "scheduler" not in flags.explicit and "scheduler" not in env_given:
+        raise ValueError("no scheduler: SIEVE_SCHEDULER is not set (sieve launch sets it for "
+                         "every worker) and no scheduler='host:port' was given to "
+                         "sieve.torch.init()")
+    workers = num_workers if num_workers is not None else \
+        int(os.environ.get("SIEVE_NUM_WORKERS", "0") or 0)
+    servers = int(os.environ.get("SIEVE_NUM_SERVERS", "0") or 0)
+    _default_job = Job(flags, workers, servers)
+    return _default_job
+
+
+def _job():
+    return _default_job if _default_job is not None else init()
+
+
+def rank():
+    """This worker's rank: known before connecting when the launcher assigned it (SIEVE_RANK)."""
+    job = _job()
+    if job.rank < 0:
+        raise ValueError("the rank is assigned at registration: set SIEVE_RANK or create the "
+                         "DistributedOptimizer first")
+    return job.rank
+
+
+def num_workers():
+    """The job's number of workers (SIEVE_NUM_WORKERS, or the node table once connected)."""
+    job = _job()
+    if job.num_workers <= 0:
+        raise ValueError("the number of workers is unknown before connecting: set "
+                         "SIEVE_NUM_WORKERS or create the DistributedOptimizer first")
+    return job.num_workers
+
+
+def _device_of(params):
+    devices = {p.device for p in params}
+    if len(devices) != 1:
+        raise ValueError("the parameters are on several devices: " +
+                         ", ".join(sorted(str(d) for d in devices)))
+    device = devices.pop()
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"the parameters are on device '{device}', which sieve does not support "
+                         "(cpu, or cuda with a CUDA build)")
+    if device.type == "cuda" and not _core.cuda_compiled:
+        raise ValueError(f"the parameters are on '{device}' but this sieve module was built "
+                         "without the CUDA backend")
+    return device
+
+
+# Optimizers whose weight_decay adds wd * w to the gradient (coupled L2): sieve adds it itself
+# before the step, so the update can be computed exactly (see _Sieve._local_update).
+_COUPLED_DECAY = (torch.optim.SGD, torch.optim.Adam, torch.optim.Adagrad, torch.optim.RMSprop)
+
+
+class _Sieve:
+    """The methods a wrapped optimizer gains (mixed in before its own class)."""
+
+    def _sieve_setup(self, model, compressor, density, density_warmup, steps_per_epoch, epochs,
+                     seed, metrics_out, metrics_every, round_timeout_ms, progress, job):
+        flags = job.flags
+        given = flags.explicit
+        # Flags routed by `sieve launch` (SIEVE_WORKER_FLAGS) set the job; they win over the
+        # script's arguments, so `sieve compare` can vary them.
+        if "compressor" in given:
+            compressor = flags.compressor
+        if "density" in given:
+            density = flags.density
+        if "density_warmup" in given:
+            density_warmup = flags.float_list("density_warmup")
+        if "seed" in given:
+            seed = flags.seed
+        if "metrics_out" in given:
+            metrics_out = flags.metrics_out
+        if "metrics_every" in given:
+            metrics_every = flags.metrics_every
+        if "round_timeout_ms" in given:
+            round_timeout_ms = flags.round_timeout_ms
+        s = self._sieve = type("SieveState", (), {})()
+        s.compressor = _core.parse_compressor(compressor)
+        for name, value in (("density", density),) + tuple(
+                (f"density_warmup[{i}]", d) for i, d in enumerate(density_warmup)):
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"{name} must be in (0, 1], got {value}")
+        if steps_per_epoch is None and density_warmup:
+            raise ValueError("density_warmup needs steps_per_epoch")
+        if metrics_every < 1:
+            raise ValueError("metrics_every must be >= 1")
+        s.density, s.density_warmup = density, list(density_warmup)
+        s.steps_per_epoch, s.epochs = steps_per_epoch, epochs
+        s.round_timeout_ms = round_timeout_ms
+        s.shutdown_timeout_ms = flags.shutdown_timeout_ms
+        s.dump_weights = flags.dump_weights
+
+        # The parameters, in the optimizer's order (the same on every rank).
+        params, seen = [], set()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+        names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
+        if not params:
+            raise ValueError("the optimizer has no parameters")
+        for i, p in enumerate(params):
+            name = names.get(id(p), f"param_groups parameter {i}")
+            if p.dtype != torch.float32:
+                raise ValueError(f"parameter {name} is {p.dtype}; sieve trains float32 "
+                                 "parameters (model.float())")
+            if not p.is_contiguous():
+                raise ValueError(f"parameter {name} is not contiguous; sieve keeps parameters "
+                                 "as views of one flat buffer")
+        if model is not None:
+            missing = [n for n, p in model.named_parameters()
+                       if p.requires_grad and id(p) not in seen]
+            if missing:
+                raise ValueError("the optimizer does not hold these parameters of the model: " +
+                                 ", ".join(missing[:5]))
+        s.device = _device_of(params)
+        s.params = params
+        s.d = sum(p.numel() for p in params)
+
+        # The job (before anything is flattened: a failed connect leaves the model as it was).
+        client = job.connect(s.d)
+        if client.num_params != s.d:
+            client.request_stop(f"the job has D = {client.num_params} but this worker's model "
+                                 f"has {s.d}")
+            raise ValueError(f"the job has D = {client.num_params} parameters but the model has "
+                             f"{s.d}")
+        s.job, s.client = job, client
+        s.rank, s.num_workers = client.rank, client.num_workers
+
+        # One flat buffer; the parameters (and their gradients) become views of it.
+        with torch.no_grad():
+            s.flat = torch.empty(s.d, dtype=torch.float32, device=s.device)
+            s.flat_grad = torch.zeros(s.d, dtype=torch.float32, device=s.device)
+            s.backup = torch.empty_like(s.flat)
+            s.views = []
+            offset = 0
+            for p in params:
+                n = p.numel()
+                s.flat[offset:offset + n].copy_(p.reshape(-1))
+                p.data = s.flat[offset:offset + n].view_as(p)
+                p.grad = s.flat_grad[offset:offset + n].view_as(p)
+                s.views.append((offset, n))
+                offset += n
+        s.flat_momentum = None  # SGD's momentum buffers as views of one flat buffer (masking)
+        s.ef = _core.ErrorFeedback(s.d, s.device.type)
+        s.selection = _core.Selection()
+        s.seed_key = _core.counter_hash(seed, 0x5E1EC70000 + s.rank)
+        s.thresholds = (0.0, 0.0)
+
+        # Enter the job: rank 0 offers its own weights (the model's init), the start barrier,
+        # the servers' weights; or the rejoin of a restarted worker (worker/client/worker_start).
+        started = client.start(s.flat, round_timeout_ms)
+        s.round = s.first_round = started["first_round"]
+        s.rejoined = started["rejoined"]
+
+        s.metrics = _core.MetricsWriter()
+        if metrics_out and (s.rank == 0 or "{rank}" in metrics_out):
+            s.metrics.open(_core.expand_rank_pattern(metrics_out, s.rank))
+        s.metrics_every = metrics_every
+        s.progress = (not sys.stdout.isatty()) if progress is None else progress
+        s.bytes_up = s.bytes_down = s.dense_bytes = s.pairs_up = 0
+        s.pushed_sum = 0.0
+        s.loss = None
+        s.test_acc = None
+        s.pending = None  # (metrics line of the last round, whether it is due), see _report
+        s.epoch_loss, s.epoch_rounds, s.last_epoch_loss = 0.0, 0, 0.0
+        s.last_progress = 0.0
+        s.start = time.perf_counter()
+        s.round_start = s.start
+        s.overhead_seconds = 0.0
+        s.finished = False
+        s.failed = None
+        s.health = _worker.serve_health(flags.bind, flags.metrics_port, lambda: {
+            "sieve_worker_rounds_total": s.round - s.first_round,
+            "sieve_worker_bytes_up_total": s.bytes_up})
+        atexit.register(self._sieve_at_exit)
+        previous_hook = sys.excepthook
+
+        def hook(kind, value, tb):
+            s.failed = f"{kind.__name__}: {value}"
+            previous_hook(kind, value, tb)
+        sys.excepthook = hook
+
+    # --- what torch users see ---
+
+    @property
+    def round(self):
+        """The round this worker pushes next."""
+        return self._sieve.round
+
+    @property
+    def rank(self):
+        return self._sieve.rank
+
+    @property
+    def num_workers(self):
+        return self._sieve.num_workers
+
+    def record(self, loss=None, test_acc=None, train_acc=None):
+        """Values for the metrics lines (metrics_out), progress lines and summary line. `loss`
+        (a number or a tensor) is the training loss of the round the next step() completes;
+        `test_acc` / `train_acc` (rank 0, after evaluating) belong to the round the last step()
+        completed, and the last test_acc is the summary's."""
+        s = self._sieve
+        if loss is not None:
+            s.loss = float(loss)
+        if test_acc is not None:
+            s.test_acc = float(test_acc)
+        if s.pending is not None and (test_acc is not None or train_acc is not None):
+            m = s.pending[0]
+            if test_acc is not None:
+                m.test_acc = float(test_acc)
+            if train_acc is not None:
+                m.train_acc = float(train_acc)
+
+    def zero_grad(self, set_to_none=False):
+        """As torch's; the gradients stay views of the flat gradient either way (a .grad set to
+        None is counted as zeros)."""
+        s = self._sieve
+        s.flat_grad.zero_()
+        if set_to_none:
+            for p in s.params:
+                p.grad = None
+        s.round_start = time.perf_counter()
+
+    def step(self, closure=None):
+        """One round (module docstring). With `closure` (torch's convention) its loss is
+        recorded and returned."""
+        s = self._sieve
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+            self.record(loss=loss)
+        t0 = time.perf_counter()
+        round_ = s.round
+        epoch = self._epoch_of(round_)
+        k = s.d if s.compressor == "none" else _core.k_for_density(self._density_at(epoch), s.d)
+        if s.device.type == "cuda":
+            torch.cuda.current_stream().synchronize()
+        self._gather_grads()
+        self._local_update()  # r += u, the wrapped optimizer's update
+        prev, older = s.thresholds
+        sel = s.ef.select(s.compressor, k, prev, older,
+                          _core.counter_hash(s.seed_key, round_), out=s.selection)
+        if sel.threshold == sel.threshold and 0 < sel.threshold != float("inf"):
+            s.thresholds = (sel.threshold, prev)
+        if s.flat_momentum is not None and len(sel) and not sel.dense:
+            idx = torch.from_numpy(sel.indices.astype("int64")).to(s.device)
+            s.flat_momentum.index_fill_(0, idx, 0.0)
+        elif s.flat_momentum is not None and sel.dense:
+            s.flat_momentum.zero_()
+        t1 = time.perf_counter()
+        selected = len(sel)
+        s.pushed_sum += sel.values_sum()
+        stats = s.client.push_pull(round_, sel, s.flat, s.round_timeout_ms)
+        t2 = time.perf_counter()
+        s.round += 1
+        s.bytes_up += stats["bytes_up"]
+        s.bytes_down += stats["bytes_down"]
+        s.pairs_up += stats["pairs_up"]
+        s.dense_bytes += 4 * s.d
+        self._report(round_, epoch, k, sel, selected, stats, t0, t1, t2)
+        s.round_start = time.perf_counter()
+        s.overhead_seconds += s.round_start - t0
+        return loss
+
+    def state_dict(self):
+        """torch's state_dict plus "sieve": this worker's round, error-feedback residual and
+        momentum, selection thresholds (what a restarted worker needs to go on)."""
+        state = super().state_dict()
+        s = self._sieve
+        m, r = s.ef.read_state()
+        state["sieve"] = {"round": s.round, "residual": torch.from_numpy(r),
+                          "momentum": torch.from_numpy(m), "thresholds": s.thresholds,
+                          "d": s.d}
+        return state
+
+    def load_state_dict(self, state_dict):
+        """torch's load_state_dict; a "sieve" entry restores the residual, momentum and
+        thresholds (the round comes from the job: a restarted worker rejoins where it is)."""
+        state = dict(state_dict)
+        mine = state.pop("sieve", None)
+        super().load_state_dict(state)
+        if mine is None:
+            return
+        s = self._sieve
+        if mine["d"] != s.d:
+            raise ValueError(f"the state is of a model with D = {mine['d']}, this one has {s.d}")
+        s.ef.write_state(mine["momentum"].contiguous().numpy(),
+                         mine["residual"].contiguous().numpy())
+        s.thresholds = tuple(mine["thresholds"])
+        s.flat_momentum = None  # the loaded momentum buffers are new tensors: re-gathered
+
+    def residual(self):
+        """A copy of the error-feedback residual r (a torch tensor on the CPU)."""
+        return torch.from_numpy(self._sieve.ef.read_state()[1])
+
+    def summary_line(self):
+        """sieve-worker's summary line (worker/trainer/summary.h) for this run so far."""
+        s = self._sieve
+        loss = s.last_epoch_loss if s.epoch_rounds == 0 else s.epoch_loss / s.epoch_rounds
+        return _core.format_summary_line(s.rank, s.round, s.first_round, s.epochs, s.test_acc,
+                                         loss, s.bytes_up, s.bytes_down, s.dense_bytes,
+                                         time.perf_counter() - s.start, s.pushed_sum)
+
+    def dump_weights(self, path):
+        """Writes the replica as raw little-endian fp32 (sieve-worker's --dump_weights)."""
+        path = _core.expand_rank_pattern(path, self._sieve.rank)
+        self._sieve.flat.detach().cpu().numpy().tofile(path)
+        return path
+
+    def finish(self, print_summary=True):
+        """Ends this worker's part: --dump_weights, the metrics, the summary line, tells the
+        scheduler and waits for the job's end (every worker finished). Called at exit when the
+        script did not (after an uncaught exception the job is told this worker failed)."""
+        s = self._sieve
+        if s.finished:
+            return
+        s.finished = True
+        if s.dump_weights:
+            self.dump_weights(s.dump_weights)
+        self._flush_metrics()
+        s.metrics.close()
+        if print_summary:
+            print(self.summary_line(), flush=True)
+        s.client.finish()
+        s.client.wait_shutdown(s.shutdown_timeout_ms)
+        s.client.close()
+
+    def abort(self, reason):
+        """Stops this worker's part of the job after a failure (the servers drop it)."""
+        s = self._sieve
+        if not s.finished:
+            s.finished = True
+            s.client.request_stop(reason)
+            s.client.close()
+
+    # --- internals ---
+
+    def _sieve_at_exit(self):
+        s = self._sieve
+        if s.finished:
+            return
+        if s.failed is not None:
+            self.abort(f"the torch worker failed: {s.failed}")
+            return
+        try:
+            self.finish()
+        except Exception as e:  # at exit: report, and make the exit status say so
+            print(f"sieve.torch: finishing at exit failed: {e}", file=sys.stderr)
+            os._exit(1)
+
+    def _epoch_of(self, round_):
+        s = self._sieve
+        return round_ // s.steps_per_epoch if s.steps_per_epoch else 0
+
+    def _density_at(self, epoch):
+        s = self._sieve
+        return s.density_warmup[epoch] if epoch < len(s.density_warmup) else s.density
+
+    def _gather_grads(self):
+        # backward() accumulates into the .grad views in place; a .grad that was replaced (set
+        # to None by zero_grad(set_to_none=True), or assigned) is copied back into the flat one.
+        s = self._sieve
+        base, grad_base = s.flat.data_ptr(), s.flat_grad.data_ptr()
+        for p, (offset, n) in zip(s.params, s.views):
+            if p.data_ptr() != base + 4 * offset:
+                raise ValueError("a parameter was replaced: its data is no longer a view of the "
+                                 "optimizer's flat buffer")
+            g = p.grad
+            if g is not None and g.data_ptr() == grad_base + 4 * offset:
+                continue
+            if g is None:
+                s.flat_grad[offset:offset + n].zero_()
+            else:
+                s.flat_grad[offset:offset + n].copy_(g.reshape(-1))
+            p.grad = s.flat_grad[offset:offset + n].view_as(p)
+
+    def _local_update(self):
+        """r += u, u = what the wrapped optimizer's step would subtract from the weights. Exact
+        (the step runs on zeroed weights: 0 - u is u's negation, no rounding) unless a group's
+        weight decay reads the weights in a way sieve cannot move into the gradient (e.g.
+        AdamW's decoupled decay): then u = w - step(w), exact to float rounding."""
+        s = self._sieve
+        coupled = isinstance(self, _COUPLED_DECAY)
+        decays = [g.get("weight_decay", 0) for g in self.param_groups]
+        exact = coupled or not any(decays)
+        with torch.no_grad():
+            s.backup.copy_(s.flat)
+            if exact:
+                for group, wd in zip(self.param_groups, decays):
+                    if wd:
+                        for p in group["params"]:
+                            p.grad.add_(p.data, alpha=wd)  # torch's own g + wd * w
+                        group["weight_decay"] = 0
+                s.flat.zero_()
+                try:
+                    super().step()
+                finally:
+                    for group, wd in zip(self.param_groups, decays):
+                        group["weight_decay"] = wd
+                s.ef.accumulate(s.flat, 0.0, -1.0)  # m = -u; r += -1 * m
+            else:
+                super().step()
+                s.flat.sub_(s.backup).neg_()  # u = w - step(w)
+                s.ef.accumulate(s.flat, 0.0, 1.0)
+            s.flat.copy_(s.backup)
+        self._gather_momentum()
+
+    def _gather_momentum(self):
+        # SGD's momentum buffers as views of one flat buffer, so that the entries selected each
+        # round are zeroed in one call (momentum factor masking, as sieve-worker's m).
+        s = self._sieve
+        if not isinstance(self, torch.optim.SGD):
+            return
+        if not any(g.get("momentum", 0) for g in self.param_groups):
+            return
+        if s.flat_momentum is None:
+            s.flat_momentum = torch.zeros_like(s.flat)
+        base = s.flat_momentum.data_ptr()
+        for p, (offset, n) in zip(s.params, s.views):
+            state = self.state.get(p)
+            buf = state.get("momentum_buffer") if state else None
+            if buf is None or buf.data_ptr() == base + 4 * offset:
+                continue
+            view = s.flat_momentum[offset:offset + n]
+            view.copy_(buf.reshape(-1))
+            state["momentum_buffer"] = view.view_as(p)
+
+    def _report(self, round_, epoch, k, sel, selected, stats, t0, t1, t2):
+        s = self._sieve
+        self._flush_metrics()
+        loss = s.loss if s.loss is not None else 0.0
+        s.loss = None
+        s.epoch_loss += loss
+        s.epoch_rounds += 1
+        spe = s.steps_per_epoch
+        last_of_epoch = bool(spe) and (round_ + 1) % spe == 0
+        last = last_of_epoch and epoch + 1 == s.epochs
+        if s.metrics.is_open:
+            # Written when the next round starts (or at finish): accuracies recorded after this
+            # step() belong to this round.
+            m = _core.RoundMetrics()
+            m.round, m.epoch, m.loss = round_, epoch, loss
+            m.selected, m.k = selected, k
+            m.density = 1.0 if s.compressor == "none" else self._density_at(epoch)
+            m.threshold, m.iterations = sel.threshold, sel.iterations
+            m.bytes_up, m.bytes_down = stats["bytes_up"], stats["bytes_down"]
+            m.dense_bytes = 4 * s.d
+            m.t_compute = t0 - s.round_start
+            m.t_select = t1 - t0
+            m.t_comm = t2 - t1
+            m.t_wall = time.perf_counter() - s.start
+            s.pending = (m, round_ % s.metrics_every == 0 or last)
+        if last_of_epoch:
+            s.last_epoch_loss = s.epoch_loss / max(s.epoch_rounds, 1)
+            s.epoch_loss, s.epoch_rounds = 0.0, 0
+        now = time.perf_counter()
+        if s.progress and spe and (now - s.last_progress >= 1.0 or last):
+            s.last_progress = now
+            print(_core.format_progress_line(epoch + 1, s.epochs, s.round, s.epochs * spe, loss,
+                                             s.bytes_up), flush=True)
+
+    def _flush_metrics(self):
+        s = self._sieve
+        if s.pending is None:
+            return
+        m, due = s.pending
+        s.pending = None
+        if due or m.test_acc is not None:
+            s.metrics.write(m)
+
+
+def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001,
+                         density_warmup=(), steps_per_epoch=None, epochs=1, seed=1,
+                         metrics_out="", metrics_every=1, round_timeout_ms=120000, progress=None,
+                         job=None):
+    """Makes `optimizer` (any torch.optim.Optimizer) a sieve worker and returns it (module
+    docstring). `model`, when given, names parameters in errors and checks that the optimizer
+    holds all of them. compressor: none|topk|gaussiank|gaussiank_paper|dgc|randomk; density:
+    k = round(density * D); density_warmup: densities of epochs 0, 1, ... (needs
+    steps_per_epoch); steps_per_epoch / epochs: for the metrics, progress lines and the warm-up;
+    seed: randomk's / dgc's (as sieve-worker's --seed); metrics_out: sieve-worker's JSON lines
+    ({rank} is replaced); job: a Job from init() (default: the last init(), or init() now).
+    Flags routed by `sieve launch` (SIEVE_WORKER_FLAGS) override these arguments.
+
+    Connects, enters the job (rank 0's weights become the servers' when they have no model of
+    their own) and returns when the start barrier is passed, with the servers' weights in the
+    parameters. Errors: ValueError (bad parameters or arguments, D differs from the job's),
+    sieve.Error / sieve.TimeoutError (the job)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"DistributedOptimizer wraps a torch.optim.Optimizer, got "
+                        f"{type(optimizer).__name__} (pass torch.optim.SGD(model.parameters(), "
+                        "...) and the model)")
+    if isinstance(optimizer, _Sieve):
+        raise ValueError("this optimizer is already a sieve DistributedOptimizer")
+    if "step" in vars(optimizer):
+        raise ValueError("an lr scheduler already wraps this optimizer's step(): create the "
+                         "torch.optim.lr_scheduler after DistributedOptimizer")
+    job = job if job is not None else _job()
+    base = type(optimizer)
+    optimizer.__class__ = type(base.__name__, (_Sieve, base), {"__module__": base.__module__})
+    try:
+        optimizer._sieve_setup(model, compressor, density, density_warmup, steps_per_epoch,
+                               epochs, seed, metrics_out, metrics_every, round_timeout_ms,
+                               progress, job)
+    except BaseException:
+        optimizer.__class__ = base
+        raise
+    return optimizer

@@ -17,6 +17,7 @@ ignored. `--metrics_port` serves /healthz (the Kubernetes probes) and a small /m
 
 import http.server
 import os
+import shlex
 import sys
 import threading
 
@@ -92,17 +93,46 @@ class Flags:
             raise UsageError(f"--{name}: not a comma-separated list of integers: {text!r}")
 
 
-def _convert(name, kind, text):
+# Environment variable -> flag: the job as `sieve launch` and the Kubernetes manifests export it
+# (docs/worker-api.md, "Environment variables"); a flag given explicitly wins.
+ENVIRONMENT = (("SIEVE_SCHEDULER", "scheduler"), ("SIEVE_RANK", "rank"), ("SIEVE_BIND", "bind"),
+               ("SIEVE_HOST", "host"), ("SIEVE_JOB_TOKEN_FILE", "job_token_file"),
+               ("SIEVE_CURVE_DIR", "curve_dir"), ("SIEVE_CURVE_KEY", "curve_key"),
+               ("SIEVE_METRICS_PORT", "metrics_port"))
+
+
+def convert_flag(name, kind, text, where=None):
+    """text as a value of flag `name` of type kind; UsageError naming the flag (and `where` the
+    text came from, e.g. an environment variable) when it is not one."""
+    source = f" (from {where})" if where else ""
     if kind is bool:
         if text in ("true", "1", "yes", "True"):
             return True
         if text in ("false", "0", "no", "False"):
             return False
-        raise UsageError(f"--{name}: expected true or false, got {text!r}")
+        raise UsageError(f"--{name}{source}: expected true or false, got {text!r}")
     try:
         return kind(text)
     except ValueError:
-        raise UsageError(f"--{name}: expected {kind.__name__}, got {text!r}")
+        raise UsageError(f"--{name}{source}: expected {kind.__name__}, got {text!r}")
+
+
+
+def print_helpxml(spec, program):
+    """Prints the flags of `spec` (name -> (type, default, help)) as gflags' --helpxml does: how
+    `sieve launch` learns which worker flags a --worker_cmd implements (SIEVE_HELPXML=1)."""
+    def xml(text):
+        return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    types = {str: "string", int: "int64", float: "double", bool: "bool"}
+    out = ['<?xml version="1.0"?>', "<AllFlags>", f"<program>{xml(program)}</program>",
+           f"<usage>{xml(program)}: a Python worker of a sieve job</usage>"]
+    for name, (kind, default, text) in sorted(spec.items()):
+        value = str(default).lower() if kind is bool else str(default)
+        out.append(f"<flag><file>{xml(program)}</file><name>{name}</name><meaning>{xml(text)}"
+                   f"</meaning><default>{xml(value)}</default><current>{xml(value)}</current>"
+                   f"<type>{types[kind]}</type></flag>")
+    out.append("</AllFlags>")
+    print("\n".join(out), flush=True)
 
 
 def _read_flagfile(path, depth):
@@ -124,15 +154,23 @@ def _read_flagfile(path, depth):
     return words
 
 
-def parse_flags(argv, extra=None, program="worker"):
+def parse_flags(argv, extra=None, program="worker", spec=None, environment=True):
     """Parses argv (without the program name) into Flags. `extra`: the script's own flags,
-    name -> (type, default, help). Raises UsageError; `--help` raises SystemExit(0) after
-    printing every flag."""
-    spec = dict(WORKER_FLAGS)
+    name -> (type, default, help); `spec`: the flags to accept instead of WORKER_FLAGS. With
+    `environment`, the worker flags `sieve launch` routes in SIEVE_WORKER_FLAGS come first (argv
+    wins), and SIEVE_HELPXML=1 prints the accepted flags as --helpxml and exits 0. Raises
+    UsageError; `--help` raises SystemExit(0) after printing every flag."""
+    spec = dict(WORKER_FLAGS if spec is None else spec)
     spec.update(extra or {})
+    if environment and os.environ.get("SIEVE_HELPXML"):
+        print_helpxml(spec, program)
+        raise SystemExit(0)
     values = {name: default for name, (_, default, _) in spec.items()}
     explicit = set()
     queue = [(w, "command line") for w in argv]
+    if environment and os.environ.get("SIEVE_WORKER_FLAGS"):
+        queue = [(w, "SIEVE_WORKER_FLAGS") for w in shlex.split(os.environ["SIEVE_WORKER_FLAGS"])
+                 ] + queue
     depth = 0
     while queue:
         word, where = queue.pop(0)
@@ -170,19 +208,20 @@ def parse_flags(argv, extra=None, program="worker"):
                 value = queue.pop(0)[0]
             else:
                 raise UsageError(f"--{name} needs a value")
-        values[name] = _convert(name, kind, value)
+        values[name] = convert_flag(name, kind, value)
         explicit.add(name)
     return Flags(values, explicit)
 
 
 def job_from_environment(flags):
-    """SIEVE_SCHEDULER, SIEVE_RANK, SIEVE_BIND and SIEVE_HOST override flags not given on the
-    command line (for starting a worker by hand; `sieve launch` and the manifests pass flags)."""
-    env = os.environ
-    for name, var, kind in (("scheduler", "SIEVE_SCHEDULER", str), ("rank", "SIEVE_RANK", int),
-                            ("bind", "SIEVE_BIND", str), ("host", "SIEVE_HOST", str)):
-        if name not in flags.explicit and env.get(var):
-            setattr(flags, name, _convert(name, kind, env[var]))
+    """The ENVIRONMENT variables (SIEVE_SCHEDULER, SIEVE_RANK, ...) set the flags not given
+    explicitly: the job as `sieve launch` and the manifests export it."""
+    spec = dict(WORKER_FLAGS)
+    for var, name in ENVIRONMENT:
+        value = os.environ.get(var)
+        if value and name not in flags.explicit:
+            setattr(flags, name, convert_flag(name, spec[name][0], value, where=var))
+            flags.explicit.add(name)
     return flags
 
 
