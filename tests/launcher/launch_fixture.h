@@ -6,6 +6,7 @@
 #ifndef SIEVE_TESTS_LAUNCHER_LAUNCH_FIXTURE_H_
 #define SIEVE_TESTS_LAUNCHER_LAUNCH_FIXTURE_H_
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -224,6 +226,36 @@ class LauncherIntegration : public ::testing::Test {
 
   static int ExitCode(const RunResult& r) {
     return WIFEXITED(r.wait_status) ? WEXITSTATUS(r.wait_status) : -1;
+  }
+
+  // The pid of the launcher's child running sieve-worker with --rank=`rank`, or -1.
+  static pid_t WorkerPid(pid_t launcher, int rank) {
+    DIR* proc = opendir("/proc");
+    if (proc == nullptr) return -1;
+    pid_t found = -1;
+    const std::string rank_flag = "--rank=" + std::to_string(rank);
+    while (dirent* e = readdir(proc)) {
+      const pid_t pid = std::atoi(e->d_name);
+      if (pid <= 0) continue;
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), {});
+      size_t paren = text.rfind(')');
+      if (paren == std::string::npos) continue;
+      int ppid = 0;
+      char state = 0;
+      if (std::sscanf(text.c_str() + paren + 1, " %c %d", &state, &ppid) != 2) continue;
+      if (ppid != launcher || state == 'Z') continue;
+      std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+      std::vector<std::string> args;
+      for (std::string arg; std::getline(cmdline, arg, '\0');) args.push_back(arg);
+      if (!args.empty() && args[0].ends_with("sieve-worker") &&
+          std::find(args.begin(), args.end(), rank_flag) != args.end()) {
+        found = pid;
+        break;
+      }
+    }
+    closedir(proc);
+    return found;
   }
 
   fs::path root_, bin_, state_;

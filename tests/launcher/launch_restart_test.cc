@@ -2,44 +2,10 @@
 // --model=synthetic (no data set) in which the test kills worker 1 with SIGKILL mid-run. With one
 // restart allowed the launcher restarts it under its rank, it rejoins, and the job ends with exit
 // 0; with none the job fails.
-#include <dirent.h>
-
-#include <cstdio>
-
 #include "tests/launcher/launch_fixture.h"
 
 namespace sieve {
 namespace {
-
-// The pid of the launcher's child running sieve-worker with --rank=`rank`, or -1.
-pid_t WorkerPid(pid_t launcher, int rank) {
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return -1;
-  pid_t found = -1;
-  const std::string rank_flag = "--rank=" + std::to_string(rank);
-  while (dirent* e = readdir(proc)) {
-    const pid_t pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), {});
-    size_t paren = text.rfind(')');
-    if (paren == std::string::npos) continue;
-    int ppid = 0;
-    char state = 0;
-    if (std::sscanf(text.c_str() + paren + 1, " %c %d", &state, &ppid) != 2) continue;
-    if (ppid != launcher || state == 'Z') continue;
-    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
-    std::vector<std::string> args;
-    for (std::string arg; std::getline(cmdline, arg, '\0');) args.push_back(arg);
-    if (!args.empty() && args[0].ends_with("sieve-worker") &&
-        std::find(args.begin(), args.end(), rank_flag) != args.end()) {
-      found = pid;
-      break;
-    }
-  }
-  closedir(proc);
-  return found;
-}
 
 class LaunchRestart : public LauncherIntegration {
  protected:

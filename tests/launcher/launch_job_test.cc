@@ -1,0 +1,161 @@
+// `sieve launch` with the real daemons of the build tree (a --model=synthetic job, no data set):
+// --min_workers under the launcher (a worker killed with SIGKILL mid-job, no restarts), the job's
+// result line, and --metrics_port giving each daemon its own /healthz.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <random>
+
+#include "tests/launcher/launch_fixture.h"
+
+namespace sieve {
+namespace {
+
+const std::vector<std::string> kJobFlags = {
+    "--model=synthetic",          "--num_params=20000", "--rounds_per_epoch=100",
+    "--compressor=topk",          "--density=0.01",     "--heartbeat_interval_ms=200",
+    "--heartbeat_timeout_ms=3000"};
+
+class LaunchJob : public LauncherIntegration {
+ protected:
+  // Runs a 4-worker synthetic BSP job with `extra` daemon flags and kills worker 1 with SIGKILL
+  // once it printed its first progress line; `killed` tells whether the kill was sent.
+  RunResult RunKillingWorker1(const std::vector<std::string>& extra, bool* killed) {
+    *killed = false;
+    std::vector<std::string> args = {
+        "launch", "--num_servers=1", "--num_workers=4", "--progress=off", "--", "--epochs=100"};
+    args.insert(args.end(), kJobFlags.begin(), kJobFlags.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunSieve(
+        args, {},
+        [&](pid_t launcher, const std::string& output) {
+          if (*killed || output.find("[worker 1] progress: ") == std::string::npos) return;
+          const pid_t worker = WorkerPid(launcher, 1);
+          if (worker > 0 && kill(worker, SIGKILL) == 0) *killed = true;
+        },
+        std::chrono::seconds(240));
+  }
+};
+
+TEST_F(LaunchJob, MinWorkersAcceptsAWorkerKilledMidJob) {
+  bool killed = false;
+  RunResult r = RunKillingWorker1({"--min_workers=3"}, &killed);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_TRUE(killed) << r.output;
+  EXPECT_EQ(ExitCode(r), 0) << r.output;
+  EXPECT_NE(r.output.find("sieve launch: lost worker 1 (killed by signal 9"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(CountOf(r.output, "sieve-worker summary: "), 3) << r.output;
+  const std::string last = LastLine(r.output);
+  EXPECT_EQ(last.rfind("sieve launch: job finished: rounds=10000 time=", 0), 0) << r.output;
+  EXPECT_NE(last.find(" pushed="), std::string::npos) << last;
+  EXPECT_NE(last.find(" workers=3/4; lost worker 1 (killed by signal 9 (Killed))"),
+            std::string::npos)
+      << last;
+}
+
+TEST_F(LaunchJob, WithoutMinWorkersTheSameKillFailsTheJob) {
+  bool killed = false;
+  RunResult r = RunKillingWorker1({}, &killed);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_TRUE(killed) << r.output;
+  EXPECT_EQ(ExitCode(r), 1) << r.output;
+  EXPECT_EQ(LastLine(r.output).rfind("sieve launch: job FAILED: worker 1 (pid ", 0), 0) << r.output;
+  EXPECT_EQ(r.output.find("lost worker"), std::string::npos) << r.output;
+}
+
+// The HTTP status line and body of GET `path` on 127.0.0.1:`port`, or "" when nothing answers
+// within `limit` (a bound on a hang only).
+std::string HttpGet(int port, const std::string& path, std::chrono::seconds limit) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      const auto deadline = Clock::now() + limit;
+      char buf[4096];
+      for (;;) {
+        auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        pollfd p{fd, POLLIN, 0};
+        if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) break;
+        const ssize_t n = read(fd, buf, sizeof(buf));
+        if (n <= 0) break;
+        reply.append(buf, static_cast<size_t>(n));
+      }
+    }
+  }
+  close(fd);
+  return reply;
+}
+
+// Whether nothing listens on 127.0.0.1:`port` (it can be bound).
+bool PortFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return free;
+}
+
+TEST_F(LaunchJob, MetricsPortGivesEachDaemonItsOwnHealthz) {
+  constexpr int kDaemons = 1 + 1 + 2;
+  std::mt19937 rng(static_cast<unsigned>(getpid()));
+  int base = 0;
+  for (int attempt = 0; attempt < 100 && base == 0; ++attempt) {
+    const int candidate = 20000 + static_cast<int>(rng() % 30000);
+    bool all = true;
+    for (int i = 0; i < kDaemons; ++i) all = all && PortFree(candidate + i);
+    if (all) base = candidate;
+  }
+  ASSERT_NE(base, 0);
+  std::vector<std::string> args = {"launch",
+                                   "--num_servers=1",
+                                   "--num_workers=2",
+                                   "--progress=off",
+                                   "--metrics_port=" + std::to_string(base),
+                                   "--",
+                                   "--epochs=100000"};
+  args.insert(args.end(), kJobFlags.begin(), kJobFlags.end());
+  std::vector<std::string> replies;
+  RunResult r = RunSieve(
+      args, {},
+      [&](pid_t launcher, const std::string& output) {
+        if (!replies.empty() || output.find("[worker 0] progress: ") == std::string::npos ||
+            output.find("[worker 1] progress: ") == std::string::npos) {
+          return;
+        }
+        // Every daemon runs (both workers train): ask each port once, then end the job.
+        for (int i = 0; i < kDaemons; ++i) {
+          replies.push_back(HttpGet(base + i, "/healthz", std::chrono::seconds(10)));
+        }
+        kill(launcher, SIGTERM);
+      },
+      std::chrono::seconds(120));
+  ASSERT_FALSE(r.timed_out) << r.output;
+  const std::string b = std::to_string(base);
+  EXPECT_NE(r.output.find("sieve launch: metrics on scheduler :" + b + ", server 0 :" +
+                          std::to_string(base + 1) + ", worker 0 :" + std::to_string(base + 2) +
+                          ", worker 1 :" + std::to_string(base + 3) + "\n"),
+            std::string::npos)
+      << r.output;
+  ASSERT_EQ(replies.size(), static_cast<size_t>(kDaemons)) << r.output;
+  for (int i = 0; i < kDaemons; ++i) {
+    EXPECT_EQ(replies[i].rfind("HTTP/1.", 0), 0u) << "port " << base + i << ": " << replies[i];
+    EXPECT_NE(replies[i].find(" 200 "), std::string::npos) << base + i << ": " << replies[i];
+    EXPECT_NE(replies[i].find("sieve_healthy 1"), std::string::npos) << replies[i];
+  }
+  EXPECT_EQ(ExitCode(r), 143) << r.output;  // ended by the test
+}
+
+}  // namespace
+}  // namespace sieve
