@@ -228,6 +228,21 @@ class LauncherIntegration : public ::testing::Test {
     return WIFEXITED(r.wait_status) ? WEXITSTATUS(r.wait_status) : -1;
   }
 
+  // Runs `sieve <args>` (a launch with the real daemons and --progress=off) and kills worker 1
+  // with SIGKILL once it printed its first progress line; `killed` tells whether it was sent.
+  RunResult RunKillingWorker1(const std::vector<std::string>& args, bool* killed,
+                              std::chrono::seconds limit) {
+    *killed = false;
+    return RunSieve(
+        args, {},
+        [&](pid_t launcher, const std::string& output) {
+          if (*killed || output.find("[worker 1] progress: ") == std::string::npos) return;
+          const pid_t worker = WorkerPid(launcher, 1);
+          if (worker > 0 && kill(worker, SIGKILL) == 0) *killed = true;
+        },
+        limit);
+  }
+
   // The pid of the launcher's child running sieve-worker with --rank=`rank`, or -1.
   static pid_t WorkerPid(pid_t launcher, int rank) {
     DIR* proc = opendir("/proc");

@@ -19,22 +19,13 @@ const std::vector<std::string> kJobFlags = {
 
 class LaunchJob : public LauncherIntegration {
  protected:
-  // Runs a 4-worker synthetic BSP job with `extra` daemon flags and kills worker 1 with SIGKILL
-  // once it printed its first progress line; `killed` tells whether the kill was sent.
+  // Runs a 4-worker synthetic BSP job with `extra` daemon flags and kills worker 1 mid-job.
   RunResult RunKillingWorker1(const std::vector<std::string>& extra, bool* killed) {
-    *killed = false;
     std::vector<std::string> args = {
         "launch", "--num_servers=1", "--num_workers=4", "--progress=off", "--", "--epochs=100"};
     args.insert(args.end(), kJobFlags.begin(), kJobFlags.end());
     args.insert(args.end(), extra.begin(), extra.end());
-    return RunSieve(
-        args, {},
-        [&](pid_t launcher, const std::string& output) {
-          if (*killed || output.find("[worker 1] progress: ") == std::string::npos) return;
-          const pid_t worker = WorkerPid(launcher, 1);
-          if (worker > 0 && kill(worker, SIGKILL) == 0) *killed = true;
-        },
-        std::chrono::seconds(240));
+    return LauncherIntegration::RunKillingWorker1(args, killed, std::chrono::seconds(240));
   }
 };
 

@@ -12,19 +12,12 @@ class LaunchRestart : public LauncherIntegration {
   // Runs a 2-worker synthetic BSP job and kills worker 1 once it printed its first progress
   // line; returns the run, with `killed` set when the kill was sent.
   RunResult RunKillingWorker1(int max_restarts, bool* killed) {
-    *killed = false;
-    return RunSieve(
+    return LauncherIntegration::RunKillingWorker1(
         {"launch", "--num_servers=1", "--num_workers=2",
          "--max_restarts=" + std::to_string(max_restarts), "--progress=off", "--",
          "--model=synthetic", "--num_params=20000", "--epochs=20", "--rounds_per_epoch=100",
          "--compressor=topk", "--density=0.01", "--heartbeat_interval_ms=200"},
-        {},
-        [&](pid_t launcher, const std::string& output) {
-          if (*killed || output.find("[worker 1] progress: ") == std::string::npos) return;
-          const pid_t worker = WorkerPid(launcher, 1);
-          if (worker > 0 && kill(worker, SIGKILL) == 0) *killed = true;
-        },
-        std::chrono::seconds(120));
+        killed, std::chrono::seconds(120));
   }
 };
 
