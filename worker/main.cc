@@ -17,6 +17,7 @@
 #include "base/flags.h"
 #include "kernels/model/model_layout.h"
 #include "metrics/daemon_metrics.h"
+#include "net/node_environment.h"
 #include "net/node_flags.h"
 #include "net/signal_watcher.h"
 #include "worker/client/ps_client.h"
@@ -210,6 +211,8 @@ int main(int argc, char** argv) {
     return Usage("--progress must be auto, bar or log");
   }
   if (sieve::Status s = sieve::ValidateTrainerOptions(o); !s.ok()) return Usage(s.message());
+  // The job as `sieve launch` / the manifests export it (SIEVE_SCHEDULER, ...): defaults only.
+  if (sieve::Status s = sieve::ApplyNodeEnvironment(); !s.ok()) return Usage(s.message());
   auto node_flags = sieve::ReadNodeFlags("worker");
   if (!node_flags.ok()) return Usage(node_flags.status().message());
   const sieve::NodeFlags& nf = *node_flags;
