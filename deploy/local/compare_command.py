@@ -31,6 +31,10 @@ CONFIG (YAML; any other top-level key is an error):
   contraction_every: 10         # optional: contraction ratio and bounds every n rounds
   histogram_rounds: [0, 500]    # optional: residual histograms (rank 0) at these rounds
   timeout: 3600                 # per run, seconds
+  worker_cmd: python3 mlp.py    # optional: every worker runs this command instead of sieve-worker
+                                # (`sieve launch --worker_cmd`; local links only); the job reaches
+                                # it in SIEVE_* variables, the worker flags it implements in
+                                # SIEVE_WORKER_FLAGS (docs/worker-api.md, "Environment variables")
 
 A cell id names its grid values: bsp-topk-d0.001-w4-1gbit+w3_100mbit-sw3_x3 is BSP, Top-k at
 0.001, 4 workers on 1 Gbit/s links but worker 3 on 100 Mbit/s, worker 3 computing 3x slower
@@ -44,7 +48,8 @@ flag. --dry_run does only that check and lists the runs.
 
 Each run (a cell, or a cell and seed when repeats > 1) lives in results/<name>/cells/<run>/: log,
 per-rank metrics JSON lines, key.json (its cache key: every flag of every daemon, the launcher's
-own settings, and a SHA-256 of each program's bytes) and cell.json once it finished. A finished
+own settings, worker_cmd included, and a SHA-256 of each program's bytes and of each word of
+worker_cmd that names a file) and cell.json once it finished. A finished
 run is reused on the next invocation only when its key is unchanged; otherwise it reruns and the
 change is printed. --force reruns everything. While a run goes, a progress line (epoch, round,
 loss, test accuracy so far) is printed every --progress_every seconds (default 5).
@@ -69,6 +74,7 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -79,7 +85,7 @@ GRID_KEYS = ["consistency", "compressor", "density", "workers", "link", "straggl
 GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.001],
                  "workers": [2], "link": ["local"], "straggler": ["none"]}
 TOP_KEYS = ["name", "servers", "flags", "grid", "exclude", "repeats", "target_accuracy", "delay",
-            "contraction_every", "histogram_rounds", "timeout"]
+            "contraction_every", "histogram_rounds", "timeout", "worker_cmd"]
 DEFAULT_TARGET = 0.85
 DEFAULT_SEED = 1  # the daemons' --seed default
 DAEMONS = [("scheduler", "sieve-scheduler"), ("server", "sieve-server"), ("worker", "sieve-worker")]
@@ -156,8 +162,19 @@ def check_config(cfg, path):
     if "staleness" in flags and any(str(c).startswith("ssp:") for c in
                                     as_list(grid.get("consistency", []))):
         fail("'flags: staleness' and a consistency ssp:N both set the SSP bound; keep one")
+    worker_cmd = cfg.get("worker_cmd")
+    if worker_cmd is not None:
+        if not isinstance(worker_cmd, str) or not worker_cmd.strip():
+            fail(f"'worker_cmd' must be a command line (a string), got {worker_cmd!r}")
+        try:
+            shlex.split(worker_cmd)
+        except ValueError as e:
+            fail(f"'worker_cmd': {e}")
     for c in cells_of(cfg):
         check_cell(c)
+        if worker_cmd is not None and not is_local(c["link"]):
+            fail(f"cell {c['id']}: worker_cmd runs only on local links (sieve launch), not on "
+                 f"link {c['link']}")
     return cfg
 
 
@@ -327,8 +344,11 @@ def run_command(cfg, run, cell_dir, build, repo):
     servers = int(cfg.get("servers", 1))
     words = flag_words(run_flags(cfg, run, cell_dir))
     if is_local(cell["link"]):
-        return [os.path.join(build, "deploy", "sieve"), "launch", f"--num_servers={servers}",
-                f"--num_workers={cell['workers']}", "--"] + words
+        cmd = [os.path.join(build, "deploy", "sieve"), "launch", f"--num_servers={servers}",
+               f"--num_workers={cell['workers']}"]
+        if cfg.get("worker_cmd"):
+            cmd.append(f"--worker_cmd={cfg['worker_cmd']}")
+        return cmd + ["--"] + words
     timeout = float(cfg.get("timeout", 3600))
     cmd = [os.path.join(repo, "deploy", "local", "netns", "run"), f"--build={build}",
            f"--num_servers={servers}", f"--num_workers={cell['workers']}",
@@ -371,6 +391,12 @@ def key_inputs(cfg, run, cell_dir, programs):
                 "link": cell["link"]}
     if not is_local(cell["link"]) and cfg.get("delay"):
         launcher["delay"] = str(cfg["delay"])
+    programs = dict(programs)
+    if cfg.get("worker_cmd"):
+        launcher["worker_cmd"] = cfg["worker_cmd"]
+        for word in shlex.split(cfg["worker_cmd"]):
+            if os.path.isfile(word):
+                programs["worker_cmd:" + word] = file_sha256(word)
     return {"flags": flags, "launcher": launcher, "programs": programs}
 
 

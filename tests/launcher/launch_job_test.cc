@@ -56,6 +56,40 @@ TEST_F(LaunchJob, WithoutMinWorkersTheSameKillFailsTheJob) {
   EXPECT_EQ(r.output.find("lost worker"), std::string::npos) << r.output;
 }
 
+// A worker command started from the environment alone (env_worker.sh runs sieve-worker with
+// the SIEVE_* variables as its flags) trains the job, CURVE keys and a routed worker flag
+// included: the environment carries everything a worker needs.
+TEST_F(LaunchJob, WorkerCommandStartedFromTheEnvironmentAloneTrains) {
+  const std::string keys = (root_ / "keys").string();
+  RunResult keygen = RunSieve({"keygen", "--out=" + keys, "--servers=1", "--workers=2"});
+  ASSERT_EQ(ExitCode(keygen), 0) << keygen.output;
+  for (const bool curve : {false, true}) {
+    std::vector<std::string> args = {"launch",
+                                     "--num_workers=2",
+                                     "--progress=off",
+                                     std::string("--worker_cmd=") + ENV_WORKER_CMD,
+                                     "--",
+                                     "--epochs=2",
+                                     "--straggler=1:x2"};
+    args.insert(args.end(), kJobFlags.begin(), kJobFlags.end());
+    if (curve) args.push_back("--curve_dir=" + keys);
+    RunResult r = RunSieve(args, {std::string("SIEVE_WORKER_BIN=") + SIEVE_WORKER_BINARY}, {},
+                           std::chrono::seconds(120));
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(ExitCode(r), 0) << "curve " << curve << "\n" << r.output;
+    EXPECT_NE(r.output.find("straggler=x2"), std::string::npos) << r.output;  // worker 1's flag
+    EXPECT_EQ(LastLine(r.output).rfind("sieve launch: job finished: rounds=200 time=", 0), 0)
+        << r.output;
+    EXPECT_NE(LastLine(r.output).find(" workers=2/2"), std::string::npos) << r.output;
+    // Under CURVE the server accepted the workers' handshakes (their keys from SIEVE_CURVE_KEY).
+    const size_t server = r.output.find("sieve-server summary: ");
+    ASSERT_NE(server, std::string::npos) << r.output;
+    const std::string summary = r.output.substr(server, r.output.find('\n', server) - server);
+    EXPECT_EQ(summary.find(" auth_accepted=0 ") != std::string::npos, !curve) << summary;
+    EXPECT_NE(summary.find(" auth_denied=0 "), std::string::npos) << summary;
+  }
+}
+
 // The HTTP status line and body of GET `path` on 127.0.0.1:`port`, or "" when nothing answers
 // within `limit` (a bound on a hang only).
 std::string HttpGet(int port, const std::string& path, std::chrono::seconds limit) {
