@@ -15,8 +15,17 @@ Starts a local cluster: sieve-scheduler, then S sieve-server and W sieve-worker 
 [scheduler], [server i] or [worker i] prefix; the workers' progress lines are summed up in one
 job progress line instead (epoch, round, loss, rounds/s, bytes pushed, ETA; while the job forms,
 who is still missing). If a process fails, all others are stopped and the launcher exits
-non-zero naming it, unless --max_restarts allows restarting it; Ctrl-C (or SIGTERM) stops
-everything. The daemons die with the launcher, even when it is killed with SIGKILL.
+non-zero naming it, unless --max_restarts allows restarting it or, for a worker, the
+scheduler's --min_workers=M accepts the loss ("lost worker 1": the job goes on and the
+scheduler decides it). Ctrl-C (or SIGTERM) stops everything. The daemons die with the launcher,
+even when it is killed with SIGKILL. The last line is the job's result:
+  sieve launch: job finished: test_acc=0.8512 rounds=1875 time=21.3s pushed=12.3MB workers=4/4
+or "sieve launch: job FAILED: <which process, how>" with a non-zero exit.
+
+Every worker (sieve-worker or --worker_cmd) gets the job in its environment: SIEVE_SCHEDULER,
+SIEVE_RANK, SIEVE_NUM_WORKERS, SIEVE_NUM_SERVERS, SIEVE_BIND, SIEVE_HOST, SIEVE_JOB_TOKEN_FILE
+(a 0600 file, removed at exit), SIEVE_CURVE_DIR and SIEVE_CURVE_KEY (CURVE), SIEVE_METRICS_PORT
+(--metrics_port) and SIEVE_WORKER_FLAGS (docs/worker-api.md, "Environment variables").
 
 Launcher flags:
   --num_servers=S          servers to start (default 1)
@@ -37,17 +46,21 @@ Launcher flags:
                            running job. The scheduler is not restarted.
   --worker_cmd=CMD         run CMD (split into words like a shell, no expansions) as each
                            worker instead of sieve-worker, e.g. --worker_cmd="python3
-                           examples/torch/fashion_mnist.py". It gets the arguments
-                           sieve-worker would: --scheduler=127.0.0.1:PORT --rank=i
-                           --bind=127.0.0.1 --host=127.0.0.1, then every worker flag
-                           (routed by sieve-worker's --helpxml); the environment is the
-                           launcher's (PYTHONPATH included)
+                           mlp.py". Its argv is CMD's words only; the job is in the
+                           SIEVE_* variables above, added to the launcher's environment
+                           (PYTHONPATH included). With worker flags (those sieve-worker's
+                           --helpxml lists), CMD is first run once with SIEVE_HELPXML=1 and
+                           must print the flags it implements as gflags --helpxml XML and
+                           exit 0 (sieve.torch.init() does); they reach it in
+                           SIEVE_WORKER_FLAGS, and a sieve-worker-only flag it does not
+                           implement is a usage error before anything starts
   --progress=MODE          the job's progress: auto (a live line when stdout is a terminal,
                            else a line every 10 s), live (or bar), lines (or log), off
                            (default auto). The workers' own --progress is reachable after --
 
 The launcher's own flags are never passed through (so glog's --log_dir of the daemons is
-not reachable from here); --scheduler and --rank are set per process.
+not reachable from here); --scheduler and --rank are set per process. --metrics_port=P gives
+each daemon its own port: the scheduler P, servers P+1..P+S, workers P+S+1..P+S+W (printed).
 
 Daemon flags: every other flag (--name=value, --name value, --name, --noname) goes to exactly
 the daemons that define it (as listed by their --helpxml); a flag no daemon defines is an error.
@@ -55,9 +68,9 @@ the daemons that define it (as listed by their --helpxml); a flag no daemon defi
 Every worker gets the same flags; a per-worker setting names its ranks inside its value, e.g.
 --straggler=3:x3 (worker 3 computes 3x slower, the others are unchanged).
 
-Exit status: 0 when every process exits 0; 1 when one fails; 2 for usage errors, and when
-a daemon exits 2 (its own usage error, e.g. a bad flag value); 130/143 when interrupted by
-SIGINT/SIGTERM.
+Exit status: 0 when the job finished (every process exited 0, workers let go under
+--min_workers aside); 1 when it failed; 2 for usage errors, and when a daemon exits 2 (its own
+usage error, e.g. a bad flag value); 130/143 when interrupted by SIGINT/SIGTERM.
 )";
 
 namespace {

@@ -39,8 +39,8 @@ struct LaunchOptions {
   enum class Progress { kAuto, kLive, kLines, kOff };
   Progress progress = Progress::kAuto;
   // --worker_cmd: the command each worker runs instead of sieve-worker, split into words (POSIX
-  // shell quoting, no expansions); empty = sieve-worker. Each worker gets the arguments
-  // sieve-worker would: --scheduler, --rank, --bind, --host, then the worker flags.
+  // shell quoting, no expansions); empty = sieve-worker. Its argv is these words only: the job
+  // reaches it in the SIEVE_* environment (worker_env.h).
   std::vector<std::string> worker_cmd;
   bool help = false;
   std::vector<std::string> pass_through;
