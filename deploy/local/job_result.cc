@@ -66,6 +66,11 @@ std::string JobResult::Finished(double seconds) const {
     text += " pushed=" + bytes;
   }
   text += " workers=" + std::to_string(finished) + "/" + std::to_string(num_workers_);
+  return text + LostWorkers();
+}
+
+std::string JobResult::LostWorkers() const {
+  std::string text;
   for (const auto& [rank, how] : lost_) {
     text += "; lost worker " + std::to_string(rank) + " (" + how + ")";
   }
@@ -75,7 +80,7 @@ std::string JobResult::Finished(double seconds) const {
 std::string JobResult::Failed(const std::string& reason) const {
   std::string text = "job FAILED: " + reason;
   if (!scheduler_reason_.empty()) text += " (scheduler: " + scheduler_reason_ + ")";
-  return text;
+  return text + LostWorkers();
 }
 
 }  // namespace sieve

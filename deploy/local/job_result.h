@@ -18,7 +18,7 @@
 //   reported); workers: the ranks whose latest process exited 0, of W; then "; lost worker 2
 //   (killed by signal 9 (Killed))" per lost worker.
 // - Failed(reason) is "job FAILED: REASON", followed by " (scheduler: ...)" when the scheduler
-//   named its own reason.
+//   named its own reason, then the lost workers as in Finished().
 // Pure state, no I/O; thread-compatible.
 #ifndef SIEVE_DEPLOY_LOCAL_JOB_RESULT_H_
 #define SIEVE_DEPLOY_LOCAL_JOB_RESULT_H_
@@ -47,6 +47,8 @@ class JobResult {
   std::string Failed(const std::string& reason) const;
 
  private:
+  std::string LostWorkers() const;  // "; lost worker 2 (...)" each
+
   struct Process {
     int rank = 0;
     std::optional<WorkerSummary> summary;

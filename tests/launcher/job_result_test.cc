@@ -111,6 +111,11 @@ TEST(JobResult, FailedLineNamesTheSchedulersReason) {
   EXPECT_EQ(result.Failed("scheduler (pid 5) failed: exited with code 1"),
             "job FAILED: scheduler (pid 5) failed: exited with code 1 (scheduler: "
             "FAILED_PRECONDITION: only 2 of 4 workers finished)");
+  result.WorkerLost(3, "killed by signal 9 (Killed)");
+  EXPECT_EQ(result.Failed("scheduler (pid 5) failed: exited with code 1"),
+            "job FAILED: scheduler (pid 5) failed: exited with code 1 (scheduler: "
+            "FAILED_PRECONDITION: only 2 of 4 workers finished); lost worker 3 (killed by signal "
+            "9 (Killed))");
 }
 
 }  // namespace
