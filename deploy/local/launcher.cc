@@ -581,12 +581,14 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
       // A server without a checkpoint would come back without its shard: the job cannot go on.
       const bool lost_shard = rank == worker_rank.end() && !ServerCanRestore(sup.spec(i).argv);
       const bool restartable = restarts < o.max_restarts && !lost_shard;
-      if (sup.running(0) && !UsageExit(status) && !restartable && rank != worker_rank.end() &&
+      // (Also when the scheduler's exit was seen first: it already decided, counting this worker
+      // out or in; exits seen in one pass are in child order, not in the order they happened.)
+      if (!UsageExit(status) && (!restartable || !sup.running(0)) && rank != worker_rank.end() &&
           plan->min_workers > 0 && workers_left() >= plan->min_workers) {
         // The scheduler drops the dead worker and decides the job's fate by --min_workers.
         result.WorkerLost(rank->second, DescribeWaitStatus(status));
         say.Say("lost " + sup.name(i) + " (" + DescribeWaitStatus(status) + ")" +
-                (o.max_restarts > 0 ? ", no restarts left" : "") + "; " +
+                (o.max_restarts > 0 && !restartable ? ", no restarts left" : "") + "; " +
                 std::to_string(workers_left()) + " of " + std::to_string(o.num_workers) +
                 " workers left, the scheduler's --min_workers=" +
                 std::to_string(plan->min_workers) + " decides the job");

@@ -24,14 +24,15 @@
 //    were made in this job, print "restarting worker 1 (killed by signal 9 (Killed)), restart 1
 //    of 3" and start it again with the same command line (same --rank: a server restores its
 //    checkpoint, and is not restarted without --checkpoint_dir; a worker rejoins the running
-//    job). A worker not restarted while the scheduler runs with --min_workers=M, when at least M
-//    workers still run or exited 0, is let go: "lost worker 1 (...)"; the scheduler decides the
-//    job (its exit is the launcher's). Otherwise a failed process stops all others (SIGTERM, then
-//    SIGKILL after stop_timeout): print which one failed and how, exit 1 (2 when it exited 2, a
-//    daemon's usage error such as a bad flag: never restarted or let go either). The scheduler is
-//    never restarted. If the scheduler exits 0 and others are still running after finish_grace,
-//    stop them and exit 1. SIGINT/SIGTERM/SIGHUP to the launcher stops everyone and exits 128 +
-//    signal. Every child dies with the launcher (child_process.h).
+//    job). A worker that is not restarted (or dies once the scheduler has exited), when the
+//    scheduler has --min_workers=M and at least M workers still run or exited 0, is let go:
+//    "lost worker 1 (...)"; the scheduler decides the job (its exit is the launcher's). Otherwise a
+//    failed process stops all others (SIGTERM, then SIGKILL after stop_timeout): print which one
+//    failed and how, exit 1 (2 when it exited 2, a daemon's usage error such as a bad flag: never
+//    restarted or let go either). The scheduler is never restarted. If the scheduler exits 0 and
+//    others are still running after finish_grace, stop them and exit 1. SIGINT/SIGTERM/SIGHUP to
+//    the launcher stops everyone and exits 128 + signal. Every child dies with the launcher
+//    (child_process.h).
 // 5. Progress (options.progress): the workers' progress lines (base/progress_line.h) are not
 //    relayed but summed up by JobProgress (job_progress.h), with the scheduler's registration
 //    lines while the job forms. Live: one status line on out_fd, redrawn in place (out_fd should
