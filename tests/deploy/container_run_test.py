@@ -1,37 +1,50 @@
 """DeployContainerRun: builds the `cpu` image with podman (deploy/docker/podman-build) and runs the
-rendered cpu-small overlay as podman containers, one per manifest container, with the rendered
-command, args, env, security context and mounts. A wrong port, flag, path, mount or permission in
-a manifest fails here.
+rendered cpu-small overlay (a JobSet) as podman containers, one per manifest container, with the
+rendered command, args, env, security context and mounts, and the JobSet's job semantics. A wrong
+port, flag, path, mount, permission, DNS name or policy in a manifest fails here.
 
 What stands in for Kubernetes:
-- every pod gets its own address on a podman network made for the test; its init containers run
-  one after another, then its container, all on that address and with the pod's name as host
-  name; Service names (all DNS spellings) and StatefulSet pod names (<pod>.<service>) are
-  /etc/hosts entries of every container;
+- the JobSet and Job controllers (tests/deploy/k8s_pods.py): the pods of the replicated jobs,
+  each with its completion index; a pod whose container fails is replaced under the same index
+  (a new pod: new address, fresh emptyDirs, the same PVC) while its Job's backoffLimit allows and
+  its podFailurePolicy does not fail the Job (exit 2); the job has succeeded when every worker
+  index has a pod that exited 0 (successPolicy: All of workers), and then every other pod must
+  have exited 0 too: nothing keeps running;
+- the kubelet: every pod gets its own address on a podman network made for the test; its init
+  containers run one after another, then its container, all on that address and with the pod's
+  hostname; every DNS name the rendering publishes for a pod (<hostname>.<subdomain>[.<ns>[.svc
+  [.cluster.local]]]), of every job on the network, is an /etc/hosts entry of every container;
 - env: literal values and Downward API fieldRefs (the pod's address, name, namespace, labels,
-  completion index), $(VAR) expanded as the kubelet does (tests/deploy/k8s_pods.py);
+  completion index), $(VAR) expanded as the kubelet does;
 - securityContext: runAsUser/runAsGroup -> --user, fsGroup -> the group of the volume directories
   and --group-add, readOnlyRootFilesystem -> --read-only with no tmpfs added, drop ALL ->
   --cap-drop=all, allowPrivilegeEscalation: false -> no-new-privileges; any other field fails the
   test (so that a new one is translated, not ignored);
 - volumes: a configMap volume is a directory of the ConfigMap's files mounted where the manifest
-  mounts it (read-only when it says so), an emptyDir a fresh directory, a volumeClaimTemplate a
-  directory per pod that outlives its containers (the PVC);
+  mounts it (read-only when it says so), a Secret volume a directory of the Secret's files (mode
+  defaultMode, group fsGroup; the job token <job>-token is made as docs/deploy.md says), an
+  emptyDir a fresh directory per pod, a PVC one directory per claim that outlives the pods;
 - probes: every container's httpGet readiness and liveness probe is polled from the host at the
   pod's address and must answer 200 at least once;
 - resource requests and limits are not applied (this kind's cgroup setup does not allow them).
 The one addition to the manifests: each worker also gets --dump_weights=/tmp/replica-{rank}.f32
-(its /tmp emptyDir), so that the replicas can be compared with the servers' final shards.
+(its /tmp emptyDir), so that the replicas can be compared with the servers' final shards (and,
+in the worker-kill test, a straggler delay).
 
-Tests:
+Tests (the image built once; the jobs back to back):
 - the image: runs as 10001:10001, has no compiler or build tool, `sieve-server --version` works on
   a read-only root file system as an arbitrary non-root user, size (printed) at most 250 MB;
-- the cpu-small job trains and finishes: every container exits 0, probes answer, the scheduler
-  reports the job finished, test accuracy >= 0.65 (0.7298 measured), both replicas equal the
-  concatenated shards;
-- server-1's container is killed (SIGKILL) once its first checkpoint is on its volume; a new
-  container for the same ordinal with the same volume restores the checkpoint, and the job
-  finishes with the same checks (accuracy >= 0.50: the replayed rounds move the result).
+- two jobs, cpu-small and the same overlay rendered with another name, train at the same time on
+  one network: every pod exits 0, probes answer, each scheduler reports its job finished, test
+  accuracy >= 0.65 (0.7298 measured), each job's replicas equal its own servers' shards; a
+  stray worker of the second job (its token) pointed at the first job's scheduler is refused:
+  it never registers, and the first scheduler counts its messages as foreign;
+- a server pod is killed (SIGKILL) once its first checkpoint is on the volume; its replacement
+  under the same index restores the checkpoint and the job finishes with the same checks
+  (accuracy >= 0.50: the replayed rounds move the result);
+- a worker pod is killed mid-run; its replacement under the same index rejoins the running job
+  before its end (0 < first_round < the job's rounds; the workers get --straggler=delay:10ms
+  there, so that the epoch outlasts a new pod's start) and the job finishes with the same checks.
 
 usage: container_run_test.py PODMAN_BUILD KUBECTL VERSION
 Skips (exit 77) only inside a chroot (/ not a mount point), where podman cannot import or run an
@@ -39,6 +52,8 @@ image; anywhere else a plain Debian container that cannot run is a failure (scri
 installs what it needs).
 """
 
+import base64
+import copy
 import ipaddress
 import os
 import re
@@ -60,10 +75,12 @@ IMAGE = None
 ENV = None  # this process's environment plus CONTAINERS_CONF
 JOB_TIMEOUT_S = 300
 ACCURACY_FLOOR = 0.65  # the job as rendered: 0.7298 every run (BSP, fixed seeds)
-# With server-1 killed after its round-100 checkpoint, the rounds the workers ran past it are
-# replayed against the restored shard, which moves the end of this 1-epoch job: 0.683-0.734 seen.
-# The floor only has to tell training from its failure (chance is 0.10).
+# With a server or a worker killed mid-run, the rounds replayed against a restored shard (or
+# the rejoined worker's stale first gradient) move the end of this 1-epoch job: 0.683-0.734 seen
+# after a server kill. The floor only has to tell training from its failure (chance is 0.10).
 ACCURACY_FLOOR_AFTER_KILL = 0.50
+# After the workers' success, the scheduler and the servers must have ended within this.
+LINGER_LIMIT_S = 30
 IMAGE_SIZE_LIMIT = 250 * 1000 * 1000
 SKIP = 77
 
@@ -77,19 +94,34 @@ def podman(*args, check=True, timeout=120, **kwargs):
     return proc
 
 
-def read_floats(path):
+def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
 
 
-class ContainerPod(kp.Pod):
-    """A pod with its address and the host directories that stand in for its volumes."""
+class Network:
+    """A podman network for the test, its free addresses and the DNS names of every pod on it."""
 
-    def __init__(self, workload, index, tmp, addresses):
-        super().__init__(workload, index, job_suffix="-pod")
-        self.ip = next(addresses)
-        self.dir = os.path.join(tmp, self.name)
-        os.makedirs(self.dir)
+    def __init__(self, tag):
+        self.name = f"sieve-test-{os.getpid()}-{tag}"
+        podman("network", "create", self.name)
+        info = podman("network", "inspect", self.name,
+                      "--format", "{{range .Subnets}}{{.Subnet}} {{end}}").stdout.split()
+        subnet = ipaddress.ip_network(info[0])
+        self.addresses = (str(a) for a in list(subnet.hosts())[9:])  # .10 on: clear of the gateway
+        self.hosts = {}  # DNS name -> address, of every job's pods
+
+    def close(self):
+        podman("network", "rm", "-f", self.name, check=False)
+
+
+class ContainerPod(kp.Pod):
+    """A pod with the host directories that stand in for its volumes. A replacement (the Job
+    controller's new pod for the same index) is a new attempt: new address and emptyDirs."""
+
+    def __init__(self, job, template, index, subdomain, tmp, **kwargs):
+        super().__init__(job, template, index, subdomain, **kwargs)
+        self.tmp = tmp
         ctx = self.spec.get("securityContext", {})
         unknown = set(ctx) - {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup"}
         if unknown:
@@ -98,11 +130,18 @@ class ContainerPod(kp.Pod):
         self.fs_group = ctx.get("fsGroup")
         if ctx.get("runAsNonRoot") and not self.user:
             raise AssertionError(f"{self.name}: runAsNonRoot without runAsUser")
-        self.claims = {name: self.volume_dir("pvc-" + name) for name in self.claim_templates}
+        self.attempt = -1
+        self.ip = None
+        self.dir = None
 
-    def volume_dir(self, name):
+    def new_attempt(self, network):
+        self.attempt += 1
+        self.ip = next(network.addresses)
+        self.dir = os.path.join(self.tmp, f"{self.name}-{self.attempt}")
+        os.makedirs(self.dir)
+
+    def volume_dir(self, path):
         """A directory the pod's user can write, as the kubelet prepares volumes."""
-        path = os.path.join(self.dir, name)
         os.makedirs(path, exist_ok=True)
         if self.fs_group is not None:
             os.chown(path, 0, self.fs_group)
@@ -112,64 +151,85 @@ class ContainerPod(kp.Pod):
         return path
 
 
-class ContainerCluster:
-    """The rendered overlay as podman containers on a network of its own."""
+class ContainerJob:
+    """One rendered job on a (possibly shared) network: its pods, volumes and containers."""
 
-    def __init__(self, docs, tmp, tag):
+    def __init__(self, docs, tmp, network, secrets, publish=True):
         self.tmp = tmp
-        self.network = f"sieve-test-{os.getpid()}-{tag}"
-        podman("network", "create", self.network)
-        info = podman("network", "inspect", self.network,
-                      "--format", "{{range .Subnets}}{{.Subnet}} {{end}}").stdout.split()
-        subnet = ipaddress.ip_network(info[0])
-        addresses = (str(a) for a in list(subnet.hosts())[9:])  # .10 on: clear of the gateway
+        self.network = network
+        self.name = k.one(docs, "NetworkPolicy")["metadata"]["name"]
         self.configmaps = kp.configmaps(docs)
-        self.pods = kp.pods(docs, ContainerPod, tmp=tmp, addresses=addresses)
-        self.hosts = self.host_entries(k.by_kind(docs, "Service"))
+        self.secrets = secrets  # Secret name -> {key: bytes}
+        self.pods = kp.pods(docs, ContainerPod, tmp=tmp)
+        self.claims = {}  # PVC claimName -> directory
+        for pod in self.pods:
+            pod.new_attempt(network)
+            for claim in pod.claims().values():
+                if claim not in self.claims:
+                    self.claims[claim] = pod.volume_dir(os.path.join(tmp, "pvc-" + claim))
+        if publish:
+            self.publish_dns()
         self.procs = {}  # container name -> Popen of `podman run`
         self.lock = threading.Lock()
 
-    def host_entries(self, services):
-        out = {}
-        for svc in services:
-            name = svc["metadata"]["name"]
-            backends = kp.backends(svc, self.pods)
-            for host in kp.dns_names(name):
-                if len(backends) == 1:
-                    out[host] = backends[0].ip
-                for b in backends:  # StatefulSet pods: <pod>.<service>
-                    if b.kind == "StatefulSet":
-                        out[f"{b.name}.{host}"] = b.ip
-        return out
+    def publish_dns(self):
+        for pod in self.pods:
+            for host in pod.dns:
+                self.network.hosts[host] = pod.ip
+
+    def by_role(self, role):
+        return sorted((p for p in self.pods if p.role == role), key=lambda p: p.index)
+
+    def container_name(self, pod, container):
+        return f"{self.network.name}-{pod.name}-{pod.attempt}-{container['name']}"
 
     def mounts(self, pod, container):
-        """[(host directory, mountPath, read-only)] of one container."""
+        """[(host path, mountPath, read-only)] of one container."""
         volumes = {v["name"]: v for v in pod.spec.get("volumes", [])}
         out = []
         for m in container.get("volumeMounts", []):
-            name = m["name"]
-            if name in pod.claims:
-                host = pod.claims[name]
-            elif "configMap" in volumes[name]:
-                host = os.path.join(pod.dir, "configmap-" + name)
+            v = volumes[m["name"]]
+            if "persistentVolumeClaim" in v:
+                host = self.claims[v["persistentVolumeClaim"]["claimName"]]
+            elif "configMap" in v:
+                host = os.path.join(pod.dir, "configmap-" + m["name"])
                 if not os.path.isdir(host):
-                    kp.write_configmap(self.configmaps[volumes[name]["configMap"]["name"]],
-                                       host)
-            elif "emptyDir" in volumes[name]:
-                host = pod.volume_dir("emptydir-" + name)
+                    kp.write_configmap(self.configmaps[v["configMap"]["name"]], host)
+            elif "secret" in v:
+                host = os.path.join(pod.dir, "secret-" + m["name"])
+                if not os.path.isdir(host):
+                    self.write_secret(pod, v["secret"], host)
+            elif "emptyDir" in v:
+                host = pod.volume_dir(os.path.join(pod.dir, "emptydir-" + m["name"]))
             else:
-                raise AssertionError(f"volume {name}: only configMap, PVC and emptyDir here")
+                raise AssertionError(f"volume {m['name']}: only configMap, Secret, PVC and "
+                                     "emptyDir here")
             out.append((host, m["mountPath"], bool(m.get("readOnly"))))
         return out
+
+    def write_secret(self, pod, volume, host):
+        """A Secret volume as the kubelet writes it: one file per key, mode defaultMode, group
+        fsGroup."""
+        name = volume["secretName"]
+        if name not in self.secrets:
+            raise AssertionError(f"{pod.name}: Secret {name} was not created")
+        os.makedirs(host)
+        os.chmod(host, 0o755)
+        for key, data in self.secrets[name].items():
+            path = os.path.join(host, key)
+            with open(path, "wb") as f:
+                f.write(data)
+            os.chown(path, 0, pod.fs_group if pod.fs_group is not None else 0)
+            os.chmod(path, volume.get("defaultMode", 0o644))
 
     def run_args(self, pod, container, extra_args=()):
         """The `podman run` command line of one manifest container."""
         env = kp.container_env(container, pod, pod.ip)
         argv = kp.container_argv(container, env, f"{pod.name}/{container['name']}")
-        args = ["run", "--rm", "--name", f"{self.network}-{pod.name}-{container['name']}",
-                "--network", self.network, "--ip", pod.ip, "--hostname", pod.name,
+        args = ["run", "--rm", "--name", self.container_name(pod, container),
+                "--network", self.network.name, "--ip", pod.ip, "--hostname", pod.hostname,
                 "--pull=never"]
-        for host, ip in sorted(self.hosts.items()):
+        for host, ip in sorted(self.network.hosts.items()):
             args += ["--add-host", f"{host}:{ip}"]
         if pod.user is not None:
             args += ["--user", f"{pod.user}:{pod.group if pod.group is not None else pod.user}"]
@@ -194,7 +254,8 @@ class ContainerCluster:
             args += ["-e", f"{name}={value}"]
         return args + [IMAGE] + argv + list(extra_args)
 
-    def probes(self, pod, container):
+    @staticmethod
+    def probes(pod, container):
         ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
         out = []
         for kind in ("readinessProbe", "livenessProbe"):
@@ -206,7 +267,7 @@ class ContainerCluster:
 
     def run_container(self, pod, container, log_path, stop, extra_args=()):
         """Runs one container to its end; returns (exit code, probes that answered 200)."""
-        name = f"{self.network}-{pod.name}-{container['name']}"
+        name = self.container_name(pod, container)
         probes, seen = self.probes(pod, container), set()
         with open(log_path, "a", encoding="utf-8") as log:
             proc = subprocess.Popen(["podman", *self.run_args(pod, container, extra_args)],
@@ -221,56 +282,111 @@ class ContainerCluster:
         return proc.returncode, len(seen) == len(probes)
 
     def kill(self, pod, container_name):
-        name = f"{self.network}-{pod.name}-{container_name}"
+        """SIGKILLs the pod's running container (its node lost, say); returns its exit code."""
+        container = next(c for c in pod.spec["containers"] if c["name"] == container_name)
+        name = self.container_name(pod, container)
         podman("kill", "--signal", "KILL", name)
         with self.lock:
             proc = self.procs[name]
         return proc.wait(timeout=60)
 
     def close(self):
-        for pod in self.pods:
-            for c in pod.containers():
-                podman("rm", "-f", f"{self.network}-{pod.name}-{c['name']}", check=False)
-        podman("network", "rm", "-f", self.network, check=False)
+        for name in list(self.procs):
+            podman("rm", "-f", name, check=False)
+
+
+class Attempt:
+    """One pod (attempt) of an index: its containers' results and log."""
+
+    def __init__(self, pod):
+        self.pod_name = pod.name
+        self.attempt = pod.attempt
+        self.dir = pod.dir
+        self.results = {}  # container -> (exit code, probes ok)
+        self.log = os.path.join(pod.dir, "pod.log")
+        self.ended = None
+
+    def text(self):
+        if not os.path.exists(self.log):
+            return ""
+        with open(self.log, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def exit_code(self):
+        """The pod's outcome: the first failing container's code, else 0 (None: not run)."""
+        for code, _ in self.results.values():
+            if code != 0:
+                return code
+        return 0 if self.results else None
 
 
 class JobRun:
-    """Runs every pod of a cluster (init containers, then the container) in threads."""
+    """The Job controllers of one job: runs every pod, replaces failed pods under their index
+    (backoffLimit, podFailurePolicy FailJob on exit codes), decides success as the JobSet does."""
 
-    def __init__(self, cluster):
-        self.cluster = cluster
-        self.stop = threading.Event()
-        self.results = {}  # (pod, container) -> (exit code, probes ok) of the last run
+    def __init__(self, job, stop=None, worker_args=()):
+        self.job = job
+        self.worker_args = list(worker_args)
+        self.stop = stop or threading.Event()
+        self.attempts = {}  # pod name -> [Attempt]
+        self.failures = {}  # replicated job (Job) name -> failed pods
+        self.killed = set()  # (pod name, attempt) the test killed
+        self.failed_job = None
         self.threads = []
-        self.kills = set()  # pods whose container the test kills: exit 137 there is not a failure
         self.lock = threading.Lock()
+        self.job_specs = {}
+        for pod in job.pods:
+            self.attempts[pod.name] = []
 
-    @staticmethod
-    def extra_args(pod, container):
-        if pod.kind == "Job" and container["name"] == "worker":
-            return ["--dump_weights=/tmp/replica-{rank}.f32"]
+    def extra_args(self, pod, container):
+        if pod.role == "worker" and container["name"] == "worker":
+            return ["--dump_weights=/tmp/replica-{rank}.f32"] + self.worker_args
         return []
 
-    def log_path(self, pod, container):
-        return os.path.join(pod.dir, f"{container['name']}.log")
+    def policy(self, pod):
+        """(backoffLimit, exit codes that fail the Job) of the pod's Job."""
+        spec = pod.job_spec
+        fail_codes = set()
+        for rule in spec.get("podFailurePolicy", {}).get("rules", []):
+            if rule["action"] == "FailJob" and "onExitCodes" in rule:
+                if rule["onExitCodes"]["operator"] == "In":
+                    fail_codes |= set(rule["onExitCodes"]["values"])
+        return spec.get("backoffLimit", 6), fail_codes
 
-    def run_pod(self, pod, containers):
-        for c in containers:
-            result = self.cluster.run_container(pod, c, self.log_path(pod, c), self.stop,
+    def run_pod(self, pod):
+        while True:
+            attempt = Attempt(pod)
+            with self.lock:
+                self.attempts[pod.name].append(attempt)
+            for c in pod.containers():
+                result = self.job.run_container(pod, c, attempt.log, self.stop,
                                                 self.extra_args(pod, c))
-            self.results[(pod.name, c["name"])] = result
-            if result[0] != 0:
-                with self.lock:
-                    killed = result[0] == 137 and pod.name in self.kills
-                    self.kills.discard(pod.name)
-                if not killed:
-                    self.stop.set()  # a failed container fails the job
+                attempt.results[c["name"]] = result
+                if result[0] != 0:
+                    break
+            attempt.ended = time.monotonic()
+            code = attempt.exit_code()
+            if code == 0 or self.stop.is_set():
                 return
+            backoff_limit, fail_codes = self.policy(pod)
+            with self.lock:
+                failed = self.failures.setdefault(pod.job, 0) + 1
+                self.failures[pod.job] = failed
+            if code in fail_codes or failed > backoff_limit:
+                self.failed_job = (pod.job, code, failed)
+                self.stop.set()  # the Job failed: the JobSet's failure policy takes over
+                return
+            pod.new_attempt(self.job.network)  # a new pod for the same index
 
-    def start(self, pod, containers=None):
-        t = threading.Thread(target=self.run_pod, args=(pod, containers or pod.containers()))
-        t.start()
-        self.threads.append(t)
+    def start(self):
+        for pod in self.job.pods:
+            t = threading.Thread(target=self.run_pod, args=(pod,))
+            t.start()
+            self.threads.append(t)
+
+    def current(self, pod):
+        with self.lock:
+            return self.attempts[pod.name][-1] if self.attempts[pod.name] else None
 
     def wait(self, deadline):
         for t in list(self.threads):
@@ -281,16 +397,15 @@ class JobRun:
             t.join()
         return timed_out
 
-    def logs(self):
-        out = {}
-        for pod in self.cluster.pods:
-            for c in pod.containers():
-                path = self.log_path(pod, c)
-                out[(pod.name, c["name"])] = ""
-                if os.path.exists(path):
-                    with open(path, encoding="utf-8", errors="replace") as f:
-                        out[(pod.name, c["name"])] = f.read()
-        return out
+    def dump(self):
+        out = []
+        for name, attempts in self.attempts.items():
+            for a in attempts:
+                out.append(f"--- {name} attempt {a.attempt} {a.results}\n{a.text()[-3000:]}")
+        if self.failed_job:
+            out.append(f"--- Job {self.failed_job[0]} failed (exit {self.failed_job[1]}, "
+                       f"{self.failed_job[2]} failed pods)")
+        return "\n".join(out)
 
 
 def in_chroot():
@@ -338,89 +453,177 @@ class ContainerRunTest(unittest.TestCase):
         data = podman("run", "--rm", IMAGE, "ls", "/usr/share/datasets/fashion-mnist")
         self.assertIn("t10k-images-idx3-ubyte.gz", data.stdout)
 
-    def run_job(self, tag, kill_server=None):
+    @staticmethod
+    def token_secret(name):
+        """The <job>-token Secret as docs/deploy.md makes it: 32 random bytes, base64."""
+        return {f"{name}-token": {"token": base64.b64encode(os.urandom(32)) + b"\n"}}
+
+    def start_job(self, docs, tmp, network):
+        name = k.one(docs, "NetworkPolicy")["metadata"]["name"]
+        job = ContainerJob(docs, os.path.join(tmp, name), network, self.token_secret(name))
+        self.assertEqual(len(job.pods), 1 + 2 + 2)
+        return job
+
+    def wait_for_file(self, run, path, deadline, what):
+        while not os.path.exists(path):
+            self.assertLess(time.monotonic(), deadline, f"{what} never appeared\n{run.dump()}")
+            self.assertFalse(run.stop.is_set(), f"the job failed before {what}\n{run.dump()}")
+            time.sleep(0.02)
+
+    def check_job(self, run, timed_out, floor):
+        """The JobSet's success and the training's result; returns the final attempts."""
+        job = run.job
+        self.assertFalse(timed_out, f"job {job.name} did not end within {JOB_TIMEOUT_S} s\n"
+                                    f"{run.dump()}")
+        self.assertIsNone(run.failed_job, run.dump())
+        final = {}
+        for pod in job.pods:
+            attempts = run.attempts[pod.name]
+            for a in attempts[:-1]:  # only the pods the test killed were replaced
+                self.assertIn((pod.name, a.attempt), run.killed,
+                              f"{pod.name} attempt {a.attempt} failed\n{run.dump()}")
+            last = attempts[-1]
+            for container, (code, probes_ok) in last.results.items():
+                self.assertEqual(code, 0, f"{pod.name}/{container} failed\n{run.dump()}")
+                self.assertTrue(probes_ok, f"{pod.name}/{container}: a probe never answered "
+                                           f"200\n{run.dump()}")
+            final[pod.name] = last
+        # successPolicy All of workers; then nothing may keep running.
+        workers_done = max(final[p.name].ended for p in job.by_role("worker"))
+        for p in job.by_role("scheduler") + job.by_role("server"):
+            self.assertLess(final[p.name].ended - workers_done, LINGER_LIMIT_S,
+                            f"{p.name} ran on after the workers' success")
+        sched = final[job.by_role("scheduler")[0].name].text()
+        finished = re.search(r"sieve-scheduler: job finished \(foreign=(\d+)", sched)
+        self.assertIsNotNone(finished, run.dump())
+        workers, servers = job.by_role("worker"), job.by_role("server")
+        accuracy = re.search(r"sieve-worker summary: rank=0 .* test_acc=([0-9.]+)",
+                             final[workers[0].name].text())
+        self.assertIsNotNone(accuracy, run.dump())
+        print(f"job {job.name}: test accuracy {float(accuracy.group(1)):.4f}")
+        self.assertGreaterEqual(float(accuracy.group(1)), floor)
+        (claim,) = {c for s in servers for c in s.claims().values()}
+        shards = b"".join(read_bytes(os.path.join(job.claims[claim], f"shard-{s.index}.f32"))
+                          for s in servers)
+        self.assertGreater(len(shards), 0)
+        for w in workers:
+            replica = read_bytes(os.path.join(final[w.name].dir, "emptydir-tmp",
+                                              f"replica-{w.index}.f32"))
+            self.assertEqual(replica, shards, f"{w.name}: replica differs from the servers")
+        return final, int(finished.group(1))
+
+    def test_two_jobs_train_side_by_side(self):
+        """cpu-small and the same overlay named cpu-small-b at once on one network; a stray
+        worker of the second job pointed at the first job's scheduler is refused and counted."""
+        docs_a = k.render(KUBECTL, "overlays/cpu-small")
+        docs_b = k.render_with_knobs(KUBECTL, "cpu-small", name="cpu-small-b")
+        with tempfile.TemporaryDirectory(prefix="sieve-containers-") as tmp:
+            os.chmod(tmp, 0o755)
+            network = Network("two")
+            jobs = []
+            try:
+                job_a = self.start_job(docs_a, tmp, network)
+                job_b = self.start_job(docs_b, tmp, network)
+                jobs = [job_a, job_b]
+                # The stray: job b's worker 1 as a pod of its own, its scheduler address job a's.
+                stray_docs = copy.deepcopy(docs_b)
+                stray_job = ContainerJob(stray_docs, os.path.join(tmp, "stray"), network,
+                                         job_b.secrets, publish=False)
+                stray = stray_job.by_role("worker")[1]
+                stray.name = "stray-worker"
+                target = f"{job_a.by_role('scheduler')[0].dns[0]}:9310"
+                for c in stray.containers():
+                    for e in c.get("env", []):
+                        if e["name"] == "SIEVE_SCHEDULER":
+                            e["value"] = target
+                jobs.append(stray_job)
+                runs = [JobRun(job_a), JobRun(job_b)]
+                start = time.monotonic()
+                deadline = start + JOB_TIMEOUT_S
+                for run in runs:
+                    run.start()
+                stray_attempt = Attempt(stray)
+                stray_container = stray.spec["containers"][0]
+                stray_thread = threading.Thread(target=lambda: stray_attempt.results.update(
+                    {c["name"]: stray_job.run_container(stray, c, stray_attempt.log,
+                                                        runs[0].stop)
+                     for c in stray.containers()}))
+                stray_thread.start()
+                timed_out = [run.wait(deadline) for run in runs]
+                stray_thread.join()
+                print(f"two jobs took {time.monotonic() - start:.1f} s")
+                (_, foreign_a), (_, foreign_b) = (self.check_job(run, t, ACCURACY_FLOOR)
+                                                  for run, t in zip(runs, timed_out))
+                stray_text = stray_attempt.text()
+                print(f"stray worker: {stray_attempt.results}; scheduler of {job_a.name}: "
+                      f"foreign={foreign_a}, of {job_b.name}: foreign={foreign_b}")
+                self.assertNotIn("sieve-worker summary:", stray_text)
+                self.assertNotEqual(stray_attempt.results.get(stray_container["name"],
+                                                              (0,))[0], 0, stray_text)
+                self.assertGreater(foreign_a, 0, "job a's scheduler counted nothing foreign")
+                self.assertEqual(foreign_b, 0)
+            finally:
+                for job in jobs:
+                    job.close()
+                network.close()
+
+    def run_with_kill(self, role, index, when, worker_args=()):
+        """Runs cpu-small, SIGKILLs the pod <role> <index> once `when(job)` (a path) exists, and
+        checks that its replacement under the same index finished the job with it."""
         docs = k.render(KUBECTL, "overlays/cpu-small")
         with tempfile.TemporaryDirectory(prefix="sieve-containers-") as tmp:
             os.chmod(tmp, 0o755)
-            cluster = ContainerCluster(docs, tmp, tag)
+            network = Network(role)
+            job = None
             try:
-                self.assertEqual(len(cluster.pods), 1 + 2 + 2)
-                run = JobRun(cluster)
+                job = self.start_job(docs, tmp, network)
+                run = JobRun(job, worker_args=worker_args)
                 start = time.monotonic()
                 deadline = start + JOB_TIMEOUT_S
-                for pod in cluster.pods:
-                    run.start(pod)
-                restored = None
-                if kill_server is not None:
-                    restored = self.kill_and_restart(cluster, run, kill_server, deadline)
+                run.start()
+                pod = job.by_role(role)[index]
+                self.wait_for_file(run, when(job), deadline, f"{when(job)}")
+                victim = run.current(pod)
+                with run.lock:
+                    run.killed.add((pod.name, victim.attempt))
+                code = job.kill(pod, pod.spec["containers"][0]["name"])
+                self.assertEqual(code, 137, f"{pod.name} was not killed mid-run\n{run.dump()}")
+                print(f"killed {pod.name} (exit {code})")
                 timed_out = run.wait(deadline)
-                elapsed = time.monotonic() - start
-                logs = run.logs()
-                print(f"job ({tag}) took {elapsed:.1f} s")
-                self.check_job(cluster, run, logs, timed_out, restored)
+                print(f"job with {pod.name} killed took {time.monotonic() - start:.1f} s")
+                final, _ = self.check_job(run, timed_out, ACCURACY_FLOOR_AFTER_KILL)
+                self.assertEqual(len(run.attempts[pod.name]), 2, run.dump())
+                return final[pod.name].text()
             finally:
-                cluster.close()
+                if job:
+                    job.close()
+                network.close()
 
-    def kill_and_restart(self, cluster, run, ordinal, deadline):
-        """SIGKILLs server-<ordinal> once its first checkpoint is written; starts a new one."""
-        pod = next(p for p in cluster.pods if p.name == f"sieve-server-{ordinal}")
-        ckpt = os.path.join(pod.claims["checkpoints"], f"server-{ordinal}.ckpt")
-        while not os.path.exists(ckpt):
-            self.assertLess(time.monotonic(), deadline, "no checkpoint was ever written")
-            self.assertFalse(run.stop.is_set(), "the job failed before the checkpoint")
-            time.sleep(0.02)
-        with run.lock:
-            run.kills.add(pod.name)
-        code = cluster.kill(pod, "server")
-        self.assertEqual(code, 137, "server container was not killed mid-run (did it finish?)")
-        print(f"killed sieve-server-{ordinal} (exit {code}); starting a new container")
-        while True:  # its thread has seen the kill (and not stopped the job)
-            with run.lock:
-                if pod.name not in run.kills:
-                    break
-            time.sleep(0.01)
-        run.start(pod, pod.spec["containers"])
-        return pod
+    def test_server_pod_killed_is_replaced_and_resumes(self):
+        """Server 1's pod dies once its first checkpoint is on the volume; the servers' Job
+        replaces it under index 1, and the new pod restores its shard from the checkpoint."""
+        text = self.run_with_kill("server", 1, lambda job: os.path.join(
+            next(iter(job.claims.values())), "server-1.ckpt"))
+        m = re.search(r"restored shard .* at round (\d+)", text)
+        self.assertIsNotNone(m, f"the new server 1 restored nothing\n{text[-3000:]}")
+        print(f"the new server 1 restored round {m.group(1)}")
+        self.assertGreater(int(m.group(1)), 0)
 
-    def check_job(self, cluster, run, logs, timed_out, restored):
-        def dump():
-            return "\n".join(f"--- {p}/{c} ({run.results.get((p, c))})\n{text[-3000:]}"
-                             for (p, c), text in logs.items())
-
-        self.assertFalse(timed_out, f"job did not end within {JOB_TIMEOUT_S} s\n{dump()}")
-        for key in logs:
-            code, probes_ok = run.results.get(key, (None, False))
-            self.assertEqual(code, 0, f"{key} failed\n{dump()}")
-            self.assertTrue(probes_ok, f"{key}: a probe never answered 200\n{dump()}")
-        sched = next(p for p in cluster.pods if p.kind == "Deployment")
-        self.assertIn("sieve-scheduler: job finished", logs[(sched.name, "scheduler")], dump())
-        workers = sorted((p for p in cluster.pods if p.kind == "Job"), key=lambda p: p.index)
-        servers = sorted((p for p in cluster.pods if p.kind == "StatefulSet"),
-                         key=lambda p: p.index)
-        accuracy = re.search(r"sieve-worker summary: rank=0 .* test_acc=([0-9.]+)",
-                             logs[(workers[0].name, "worker")])
-        self.assertIsNotNone(accuracy, dump())
-        print(f"test accuracy {float(accuracy.group(1)):.4f}")
-        floor = ACCURACY_FLOOR if restored is None else ACCURACY_FLOOR_AFTER_KILL
-        self.assertGreaterEqual(float(accuracy.group(1)), floor)
-        shards = b"".join(read_floats(os.path.join(s.claims["checkpoints"],
-                                                   f"shard-{s.index}.f32")) for s in servers)
-        self.assertGreater(len(shards), 0)
-        for w in workers:
-            tmp = next(d for d in os.listdir(w.dir) if d.startswith("emptydir-tmp"))
-            replica = read_floats(os.path.join(w.dir, tmp, f"replica-{w.index}.f32"))
-            self.assertEqual(replica, shards, f"{w.name}: replica differs from the servers")
-        if restored is not None:
-            m = re.search(r"restored shard .* at round (\d+)", logs[(restored.name, "server")])
-            self.assertIsNotNone(m, f"the new server-{restored.index} restored nothing\n{dump()}")
-            print(f"the new sieve-server-{restored.index} restored round {m.group(1)}")
-            self.assertGreater(int(m.group(1)), 0)
-
-    def test_cpu_small_trains_in_containers(self):
-        self.run_job("run")
-
-    def test_server_killed_mid_run_is_restored_from_its_volume(self):
-        self.run_job("kill", kill_server=1)
+    def test_worker_pod_killed_is_replaced_and_rejoins(self):
+        """Worker 1's pod dies mid-run (after the servers' first checkpoint, round 100); the
+        workers' Job replaces it under index 1, and the new pod rejoins the running job and
+        trains its share of the rest. The workers are slowed down (10 ms a round, about 5 s for
+        the epoch's 469 rounds) so that the new pod, which takes a second or two to start,
+        joins before the end."""
+        text = self.run_with_kill("worker", 1, lambda job: os.path.join(
+            next(iter(job.claims.values())), "server-0.ckpt"),
+            worker_args=["--straggler=delay:10ms"])
+        m = re.search(r"sieve-worker summary: rank=1 rounds=(\d+) first_round=(\d+)", text)
+        self.assertIsNotNone(m, f"the new worker 1 did not finish\n{text[-3000:]}")
+        rounds, first = int(m.group(1)), int(m.group(2))
+        print(f"the new worker 1 rejoined at round {first} of {rounds}")
+        self.assertGreater(first, 0)
+        self.assertLess(first, rounds, "the new worker joined after the end")
 
 
 def main():

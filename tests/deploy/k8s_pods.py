@@ -90,8 +90,11 @@ def indexed_job_pods(job_name, job_spec, subdomain, pod_class, kwargs, **extra):
     if job_spec.get("parallelism", 1) != job_spec["completions"]:
         raise AssertionError(f"Job {job_name}: parallelism {job_spec.get('parallelism')} != "
                              f"completions {job_spec['completions']}: every rank runs at once")
-    return [pod_class(job_name, job_spec["template"], i, subdomain, **extra, **kwargs)
-            for i in range(job_spec["completions"])]
+    out = [pod_class(job_name, job_spec["template"], i, subdomain, **extra, **kwargs)
+           for i in range(job_spec["completions"])]
+    for p in out:
+        p.job_spec = job_spec
+    return out
 
 
 def pods(docs, pod_class=Pod, **kwargs):
