@@ -15,7 +15,7 @@ namespace {
 const std::vector<std::string> kJobFlags = {
     "--model=synthetic",          "--num_params=20000", "--rounds_per_epoch=100",
     "--compressor=topk",          "--density=0.01",     "--heartbeat_interval_ms=200",
-    "--heartbeat_timeout_ms=3000"};
+    "--heartbeat_timeout_ms=5000"};
 
 class LaunchJob : public LauncherIntegration {
  protected:
