@@ -229,6 +229,30 @@ StatusOr<std::vector<std::string>> WorkerCommandFlags(const std::vector<std::str
   return flags;
 }
 
+// --metrics_port=`base` given out one port per daemon: the scheduler `base`, servers base+1..,
+// workers after them (`counts`: 1, S, W); `listing` says so ("scheduler :P, server 0 :P+1, ...").
+// A port past 65535 is a usage error.
+Status MetricsPorts(int base, const int counts[3], std::vector<int> ports[3],
+                    std::string* listing) {
+  const int last = base + counts[1] + counts[2];
+  if (last > 65535) {
+    return InvalidArgumentError("--metrics_port=" + std::to_string(base) + " gives " +
+                                std::to_string(1 + counts[1] + counts[2]) +
+                                " daemons ports up to " + std::to_string(last) + ", above 65535");
+  }
+  int next = base;
+  for (int r = 0; r < 3; ++r) {
+    for (int rank = 0; rank < counts[r]; ++rank) {
+      ports[r].push_back(next++);
+      if (!listing->empty()) listing->append(", ");
+      listing->append(kRoles[r].name);
+      if (r != 0) listing->append(" ").append(std::to_string(rank));
+      listing->append(" :").append(std::to_string(ports[r].back()));
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   std::string paths[3];
   DaemonFlags flags[3];
@@ -283,24 +307,9 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
     passed.push_back(f);
   }
   const int counts_per_role[3] = {1, o.num_servers, o.num_workers};
-  // --metrics_port=P: scheduler P, servers P+1..P+S, workers P+S+1..P+S+W.
   std::vector<int> ports[3];
   if (metrics_port > 0) {
-    if (metrics_port + o.num_servers + o.num_workers > 65535) {
-      return InvalidArgumentError(
-          "--metrics_port=" + std::to_string(metrics_port) + " gives " +
-          std::to_string(1 + o.num_servers + o.num_workers) + " daemons ports up to " +
-          std::to_string(metrics_port + o.num_servers + o.num_workers) + ", above 65535");
-    }
-    int next = metrics_port;
-    for (int r = 0; r < 3; ++r) {
-      for (int rank = 0; rank < counts_per_role[r]; ++rank) {
-        ports[r].push_back(next++);
-        plan.metrics_ports += std::string(plan.metrics_ports.empty() ? "" : ", ") + kRoles[r].name +
-                              (r == 0 ? "" : " " + std::to_string(rank)) + " :" +
-                              std::to_string(ports[r].back());
-      }
-    }
+    SIEVE_RETURN_IF_ERROR(MetricsPorts(metrics_port, counts_per_role, ports, &plan.metrics_ports));
     job.metrics_ports = ports[2];
   }
   std::vector<PassThroughFlag> counts = {{"num_workers", std::to_string(o.num_workers)},
