@@ -603,7 +603,7 @@ class ContainerRunTest(unittest.TestCase):
         """Server 1's pod dies once its first checkpoint is on the volume; the servers' Job
         replaces it under index 1, and the new pod restores its shard from the checkpoint."""
         text = self.run_with_kill("server", 1, lambda job: os.path.join(
-            next(iter(job.claims.values())), "server-1.ckpt"))
+            next(iter(job.claims.values())), "attempt-0", "server-1.ckpt"))
         m = re.search(r"restored shard .* at round (\d+)", text)
         self.assertIsNotNone(m, f"the new server 1 restored nothing\n{text[-3000:]}")
         print(f"the new server 1 restored round {m.group(1)}")
@@ -616,7 +616,7 @@ class ContainerRunTest(unittest.TestCase):
         the epoch's 469 rounds) so that the new pod, which takes a second or two to start,
         joins before the end."""
         text = self.run_with_kill("worker", 1, lambda job: os.path.join(
-            next(iter(job.claims.values())), "server-0.ckpt"),
+            next(iter(job.claims.values())), "attempt-0", "server-0.ckpt"),
             worker_args=["--straggler=delay:10ms"])
         m = re.search(r"sieve-worker summary: rank=1 rounds=(\d+) first_round=(\d+)", text)
         self.assertIsNotNone(m, f"the new worker 1 did not finish\n{text[-3000:]}")

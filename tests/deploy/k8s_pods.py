@@ -67,9 +67,11 @@ class Pod:
         self.annotations = dict(template["metadata"].get("annotations", {}))
         self.annotations[INDEX_KEY] = str(index)
         self.labels[INDEX_KEY] = str(index)
-        if jobset:
-            self.labels["jobset.sigs.k8s.io/jobset-name"] = jobset
-            self.labels["jobset.sigs.k8s.io/replicatedjob-name"] = replicated_job
+        if jobset:  # what the JobSet controller adds (first attempt)
+            for key, value in (("jobset.sigs.k8s.io/jobset-name", jobset),
+                               ("jobset.sigs.k8s.io/replicatedjob-name", replicated_job),
+                               ("jobset.sigs.k8s.io/restart-attempt", "0")):
+                self.labels[key] = self.annotations[key] = value
         self.role = self.labels.get("app.kubernetes.io/component")
         self.instance = self.labels.get("app.kubernetes.io/instance")
         self.dns = []  # set by pods()
@@ -146,7 +148,8 @@ def field_ref(path, pod, pod_ip):
         return NAMESPACE
     m = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
     if m:
-        return (pod.labels if m.group(1) == "labels" else pod.annotations)[m.group(2)]
+        # A label or annotation the pod lacks is an empty string, as in the kubelet.
+        return (pod.labels if m.group(1) == "labels" else pod.annotations).get(m.group(2), "")
     raise AssertionError(f"fieldRef {path} is not supported here")
 
 

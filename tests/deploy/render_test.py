@@ -164,7 +164,9 @@ class RenderTest(unittest.TestCase):
                 claims = p.claims()
                 self.assertEqual(claims, {"checkpoints": f"{name}-checkpoints"}, p.name)
                 mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
-                self.assertEqual(flags["checkpoint_dir"], mounts["checkpoints"], p.name)
+                # One directory per JobSet attempt on the volume (plain Jobs: "attempt-").
+                self.assertEqual(flags["checkpoint_dir"], mounts["checkpoints"] + "/attempt-"
+                                 + ("" if plain else "0"), p.name)
             else:
                 self.assertEqual(flags["compressor"], knobs["compressor"], p.name)
                 self.assertEqual(flags["device"], "cuda" if gpu else
