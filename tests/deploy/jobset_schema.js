@@ -8,6 +8,11 @@
 'use strict';
 
 const DNS_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+// RFC 1035 labels (a letter first): the JobSet's webhook requires them of the generated Job and
+// pod names and of the subdomain (also a Service name).
+const DNS_1035 = '^[a-z]([-a-z0-9]*[a-z0-9])?$';
+const JOB_FAILURE_REASONS = ['BackoffLimitExceeded', 'DeadlineExceeded', 'FailedIndexes',
+                             'MaxFailedIndexesExceeded', 'PodFailurePolicy'];
 
 const schema = {
   type: 'object',
@@ -20,8 +25,8 @@ const schema = {
       type: 'object',
       required: ['name'],
       properties: {
-        // The JobSet's name starts every Job and pod hostname: a DNS label.
-        name: {type: 'string', pattern: DNS_LABEL, maxLength: 63},
+        // The JobSet's name starts every Job and pod name: an RFC 1035 label.
+        name: {type: 'string', pattern: DNS_1035, maxLength: 63},
         labels: {
           type: 'object',
           additionalProperties: {type: 'string', maxLength: 63},
@@ -68,7 +73,7 @@ const schema = {
           additionalProperties: false,
           properties: {
             enableDNSHostnames: {type: 'boolean'},
-            subdomain: {type: 'string', pattern: DNS_LABEL, maxLength: 63},
+            subdomain: {type: 'string', pattern: DNS_1035, maxLength: 63},
             publishNotReadyAddresses: {type: 'boolean'},
           },
         },
@@ -99,7 +104,9 @@ const schema = {
                     enum: ['FailJobSet', 'RestartJobSet', 'RestartJobSetAndIgnoreMaxRestarts',
                            'RestartJob', 'RestartJobAndIgnoreMaxRestarts'],
                   },
-                  onJobFailureReasons: {type: 'array', uniqueItems: true, items: {type: 'string'}},
+                  onJobFailureReasons: {
+                    type: 'array', uniqueItems: true, items: {enum: JOB_FAILURE_REASONS},
+                  },
                   onJobFailureMessagePatterns: {
                     type: 'array', uniqueItems: true, items: {type: 'string'},
                   },
@@ -158,7 +165,8 @@ function check(s, v, path, out) {
 }
 
 // Semantics the API's webhook checks beyond the schema: unique replicated job names, policy
-// targets that exist, and hostnames (<jobset>-<replicatedJob>-<j>-<i>) that fit a DNS label.
+// targets that exist, and pod names (<jobset>-<replicatedJob>-<j>-<i>-<5 random characters>)
+// that fit an RFC 1035 label.
 function checkJobSet(obj) {
   const out = check(schema, obj, 'JobSet', []);
   if (out.length) return out;
@@ -171,9 +179,9 @@ function checkJobSet(obj) {
   for (const t of targets) if (!names.includes(t)) out.push(`target ${t}: no such replicatedJob`);
   for (const r of obj.spec.replicatedJobs) {
     const spec = (r.template || {}).spec || {};
-    const host = `${obj.metadata.name}-${r.name}-${(r.replicas || 1) - 1}-` +
-                 `${(spec.completions || 1) - 1}`;
-    if (host.length > 63) out.push(`${r.name}: pod hostname ${host} longer than 63`);
+    const pod = `${obj.metadata.name}-${r.name}-${(r.replicas || 1) - 1}-` +
+                `${(spec.completions || 1) - 1}-abcde`;
+    if (pod.length > 63) out.push(`${r.name}: pod name ${pod} longer than 63`);
   }
   return out;
 }

@@ -135,7 +135,9 @@ class RenderTest(unittest.TestCase):
         sched_port = {p["name"]: p["containerPort"] for p in main_container(sched)["ports"]}["zmq"]
         for p in pods:
             self.assertEqual(p.instance, name, p.name)
-            self.assertTrue(len(p.hostname) <= 63, p.hostname)
+            # The pod's name is its hostname and 6 random characters: an RFC 1035 label.
+            self.assertLessEqual(len(p.hostname) + 6, 63, p.hostname)
+            self.assertRegex(p.hostname, r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
             c = main_container(p)
             env, flags = env_of(p, c), flags_of(p, c, docs)
             self.assertEqual(flags["bind"], "0.0.0.0", p.name)

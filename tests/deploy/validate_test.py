@@ -139,8 +139,13 @@ class ValidateTest(unittest.TestCase):
                 ("a queue name that is not a DNS label",
                  lambda d: k.one(d, "JobSet")["metadata"]["labels"]
                  .__setitem__("kueue.x-k8s.io/queue-name", "Team A")),
-                ("a JobSet name too long for its pods' hostnames",
-                 lambda d: k.one(d, "JobSet")["metadata"].__setitem__("name", "j" * 50))):
+                ("a JobSet name too long for its pods' names",
+                 lambda d: k.one(d, "JobSet")["metadata"].__setitem__("name", "j" * 45)),
+                ("a JobSet name starting with a digit",
+                 lambda d: k.one(d, "JobSet")["metadata"].__setitem__("name", "1job")),
+                ("a job failure reason that does not exist",
+                 lambda d: k.one(d, "JobSet")["spec"]["failurePolicy"]["rules"][0]
+                 .__setitem__("onJobFailureReasons", ["PodFailed"]))):
             with self.subTest(what):
                 broken = copy.deepcopy(docs)
                 mutate(broken)
