@@ -41,7 +41,8 @@ Tests (the image built once; the jobs back to back):
   it never registers, and the first scheduler counts its messages as foreign;
 - a server pod is killed (SIGKILL) once its first checkpoint is on the volume; its replacement
   under the same index restores the checkpoint and the job finishes with the same checks
-  (accuracy >= 0.50: the replayed rounds move the result);
+  (accuracy >= 0.50: the replayed rounds move the result; the workers get
+  --straggler=delay:10ms there too);
 - a worker pod is killed mid-run; its replacement under the same index rejoins the running job
   before its end (0 < first_round < the job's rounds; the workers get --straggler=delay:10ms
   there, so that the epoch outlasts a new pod's start) and the job finishes with the same checks.
@@ -79,6 +80,9 @@ ACCURACY_FLOOR = 0.65  # the job as rendered: 0.7298 every run (BSP, fixed seeds
 # the rejoined worker's stale first gradient) move the end of this 1-epoch job: 0.683-0.734 seen
 # after a server kill. The floor only has to tell training from its failure (chance is 0.10).
 ACCURACY_FLOOR_AFTER_KILL = 0.50
+# The kill tests slow the workers down so that the kill and the replacement's start (seconds on
+# a loaded machine) land well inside the 1-epoch job.
+SLOW_WORKERS = ["--straggler=delay:10ms"]
 # After the workers' success, the scheduler and the servers must have ended within this.
 LINGER_LIMIT_S = 30
 IMAGE_SIZE_LIMIT = 250 * 1000 * 1000
@@ -601,9 +605,12 @@ class ContainerRunTest(unittest.TestCase):
 
     def test_server_pod_killed_is_replaced_and_resumes(self):
         """Server 1's pod dies once its first checkpoint is on the volume; the servers' Job
-        replaces it under index 1, and the new pod restores its shard from the checkpoint."""
+        replaces it under index 1, and the new pod restores its shard from the checkpoint. The
+        workers are slowed down as in the worker test, so that the kill (a podman command, slow
+        on a loaded machine) lands well before the end."""
         text = self.run_with_kill("server", 1, lambda job: os.path.join(
-            next(iter(job.claims.values())), "attempt-0", "server-1.ckpt"))
+            next(iter(job.claims.values())), "attempt-0", "server-1.ckpt"),
+            worker_args=SLOW_WORKERS)
         m = re.search(r"restored shard .* at round (\d+)", text)
         self.assertIsNotNone(m, f"the new server 1 restored nothing\n{text[-3000:]}")
         print(f"the new server 1 restored round {m.group(1)}")
@@ -612,12 +619,12 @@ class ContainerRunTest(unittest.TestCase):
     def test_worker_pod_killed_is_replaced_and_rejoins(self):
         """Worker 1's pod dies mid-run (after the servers' first checkpoint, round 100); the
         workers' Job replaces it under index 1, and the new pod rejoins the running job and
-        trains its share of the rest. The workers are slowed down (10 ms a round, about 5 s for
-        the epoch's 469 rounds) so that the new pod, which takes a second or two to start,
-        joins before the end."""
+        trains its share of the rest. The workers are slowed down (SLOW_WORKERS: 10 ms more a
+        round, the epoch's 468 rounds about 12 s) so that the new pod, which takes a second or two
+        to start, joins before the end."""
         text = self.run_with_kill("worker", 1, lambda job: os.path.join(
             next(iter(job.claims.values())), "attempt-0", "server-0.ckpt"),
-            worker_args=["--straggler=delay:10ms"])
+            worker_args=SLOW_WORKERS)
         m = re.search(r"sieve-worker summary: rank=1 rounds=(\d+) first_round=(\d+)", text)
         self.assertIsNotNone(m, f"the new worker 1 did not finish\n{text[-3000:]}")
         rounds, first = int(m.group(1)), int(m.group(2))
