@@ -73,9 +73,11 @@ StatusOr<DaemonFlags> QueryDaemonFlags(const std::string& path, std::chrono::mil
 }
 
 StatusOr<DaemonFlags> QueryWorkerCommandFlags(const std::vector<std::string>& argv,
+                                              const std::vector<std::string>& extra_env,
                                               std::chrono::milliseconds timeout) {
   std::vector<std::string> env = {"SIEVE_HELPXML=1"};
   for (const char* name : kWorkerEnvNames) env.push_back(name);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
   auto run = RunAndCapture(argv, timeout, env);
   if (!run.ok()) return run.status();
   if (!WIFEXITED(run->wait_status) || WEXITSTATUS(run->wait_status) != 0) {

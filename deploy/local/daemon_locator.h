@@ -34,6 +34,7 @@ StatusOr<std::string> FindDaemon(const std::string& program, const std::string& 
 StatusOr<DaemonFlags> QueryDaemonFlags(const std::string& path, std::chrono::milliseconds timeout);
 
 StatusOr<DaemonFlags> QueryWorkerCommandFlags(const std::vector<std::string>& argv,
+                                              const std::vector<std::string>& extra_env,
                                               std::chrono::milliseconds timeout);
 
 }  // namespace sieve

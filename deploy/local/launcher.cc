@@ -190,7 +190,8 @@ StatusOr<int> IntFlag(const PassThroughFlag& f, int max) {
 // command which flags it implements (QueryWorkerCommandFlags). A flag only sieve-worker defines
 // that the command does not implement is a usage error naming it; a flag other daemons define too
 // (--v, --model, ...) still reaches them and goes to the command only if it implements it.
-StatusOr<std::vector<std::string>> WorkerCommandFlags(const std::vector<std::string>& command,
+// `implemented`: the command's answer (QueryWorkerCommandFlags), asked once by MakePlan.
+StatusOr<std::vector<std::string>> WorkerCommandFlags(const StatusOr<DaemonFlags>& implemented,
                                                       const std::string& shown,
                                                       const std::vector<PassThroughFlag>& routed,
                                                       const DaemonFlags daemon_flags[3]) {
@@ -205,7 +206,6 @@ StatusOr<std::vector<std::string>> WorkerCommandFlags(const std::vector<std::str
     for (const std::string& n : names) text += (text.empty() ? "" : ", ") + n;
     return text;
   };
-  auto implemented = QueryWorkerCommandFlags(command, kWorkerCmdHelpXmlTimeout);
   if (!implemented.ok()) {
     if (only_sieve_worker.empty()) return std::vector<std::string>();
     return InvalidArgumentError(
@@ -253,6 +253,18 @@ Status MetricsPorts(int base, const int counts[3], std::vector<int> ports[3],
   return Status::Ok();
 }
 
+// The PYTHONPATH that puts the Python module built beside `worker_program` (build/worker/python
+// next to build/worker/sieve-worker) first; "" when there is none there.
+std::string PythonPathFor(const std::string& worker_program) {
+  const size_t slash = worker_program.rfind('/');
+  const std::string dir =
+      (slash == std::string::npos ? std::string(".") : worker_program.substr(0, slash)) + "/python";
+  struct stat st {};
+  if (stat((dir + "/sieve/__init__.py").c_str(), &st) != 0) return "";
+  const char* inherited = std::getenv("PYTHONPATH");
+  return inherited != nullptr && *inherited != '\0' ? dir + ":" + inherited : dir;
+}
+
 StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   std::string paths[3];
   DaemonFlags flags[3];
@@ -261,6 +273,21 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
     paths[r] = path;
     SIEVE_ASSIGN_OR_RETURN(auto f, QueryDaemonFlags(paths[r], kHelpXmlTimeout));
     flags[r] = f;
+  }
+  // A --worker_cmd stands in for sieve-worker: asked once which flags it implements (when any
+  // flag is passed through), its own flags (e.g. a script's --width) are worker flags too.
+  std::vector<std::string> command_argv = o.worker_cmd;
+  StatusOr<DaemonFlags> command_flags = UnavailableError("not asked");
+  const std::string python_path = PythonPathFor(paths[2]);
+  if (!command_argv.empty()) {
+    SIEVE_ASSIGN_OR_RETURN(command_argv[0], ResolveProgram(command_argv[0]));
+    if (!o.pass_through.empty()) {
+      std::vector<std::string> env;
+      if (!python_path.empty()) env.push_back("PYTHONPATH=" + python_path);
+      command_flags = QueryWorkerCommandFlags(command_argv, env, kWorkerCmdHelpXmlTimeout);
+      if (command_flags.ok())
+        flags[2].types.insert(command_flags->types.begin(), command_flags->types.end());
+    }
   }
   std::vector<const DaemonFlags*> daemons = {&flags[0], &flags[1], &flags[2]};
   std::vector<std::string> known;
@@ -275,6 +302,7 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   job.num_workers = o.num_workers;
   job.num_servers = o.num_servers;
   job.bind = job.host = "127.0.0.1";
+  job.python_path = python_path;
   bool has_token = false;
   std::string user_token, user_key;
   int metrics_port = 0;
@@ -343,14 +371,12 @@ StatusOr<Plan> MakePlan(const LaunchOptions& o) {
   if (command) {
     // The worker command stands in for sieve-worker: its argv is the user's, the job is in its
     // environment, and the worker flags it implements are in SIEVE_WORKER_FLAGS.
-    programs[2] = o.worker_cmd;
-    SIEVE_ASSIGN_OR_RETURN(auto program, ResolveProgram(programs[2][0]));
-    programs[2][0] = program;
+    programs[2] = command_argv;
     plan.scheduler_on_argv[2] = false;
     if (!to_workers.empty()) {
       SIEVE_ASSIGN_OR_RETURN(
           job.worker_flags,
-          WorkerCommandFlags(programs[2], JoinShellWords(o.worker_cmd), to_workers, flags));
+          WorkerCommandFlags(command_flags, JoinShellWords(o.worker_cmd), to_workers, flags));
     }
   }
   for (int r = 0; r < 3; ++r) plan.program_words[r] = programs[r].size();

@@ -32,6 +32,7 @@ std::vector<std::string> WorkerEnvironment(const WorkerJob& job, int rank) {
     add("SIEVE_METRICS_PORT", std::to_string(job.metrics_ports[rank]));
   }
   add("SIEVE_WORKER_FLAGS", JoinShellWords(job.worker_flags));
+  if (!job.python_path.empty()) env.push_back("PYTHONPATH=" + job.python_path);
   for (const char* name : kWorkerEnvNames) {
     if (!set.count(name)) env.push_back(name);  // unset: never inherited from the launcher
   }

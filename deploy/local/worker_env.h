@@ -6,7 +6,8 @@
 // Contract:
 // - WorkerEnvironment(job, rank) returns "NAME=value" entries for the variables that apply and a
 //   bare "NAME" (unset: child_process.h's SpawnChild) for every other name of kWorkerEnvNames, so
-//   a value inherited from the launcher's own environment never describes another job.
+//   a value inherited from the launcher's own environment never describes another job; and
+//   PYTHONPATH when job.python_path is set.
 // - ShellQuote() quotes one word for a POSIX shell ('...' when it holds anything but
 //   [A-Za-z0-9_@%+=:,./-], with embedded ' written '\''); JoinShellWords() quotes and joins with
 //   single spaces. SplitCommandWords (launch_options.h) reads the result back word for word.
@@ -37,6 +38,9 @@ struct WorkerJob {
   std::vector<int> metrics_ports;
   // The worker flags routed to workers, each rendered --name=value.
   std::vector<std::string> worker_flags;
+  // PYTHONPATH for the workers ("" = inherited as is): the build's Python module first, so that
+  // `--worker_cmd="/usr/bin/python3 train.py"` imports sieve from a fresh build.
+  std::string python_path;
 };
 
 std::vector<std::string> WorkerEnvironment(const WorkerJob& job, int rank);

@@ -5,20 +5,15 @@ pushes 10,512 pairs, 84 kB).
 Data: inputs x ~ N(0, I) of --input_dim, labelled by a fixed random teacher network (a seeded
 two-layer ReLU net, the same on every worker); every worker draws its own batches from a generator
 keyed by (seed, rank, round), rank 0 evaluates on 10,000 held-out examples after each epoch
-(--rounds_per_epoch rounds). The servers hold the flat vector as `--model=synthetic
---num_params=D`; they start from N(0, 0.01) weights unless given torch's initialization with
---init_weights (written by --write_init):
+(--rounds_per_epoch rounds). The model defines the job: the servers, started without --model,
+take D from the workers and rank 0's torch initialization:
 
-    PY="python3 examples/torch/synthetic_large.py"
-    D=$($PY --print_params)                       # 10512394 with the defaults
-    $PY --write_init=/tmp/wide_mlp_init.bin       # torch's default init, raw fp32
-    PYTHONPATH=build/worker/python build/deploy/sieve launch --num_servers=2 --num_workers=2 \
-        --worker_cmd="$PY" -- --model=synthetic --num_params=$D \
-        --init_weights=/tmp/wide_mlp_init.bin --compressor=topk --density=0.001 \
-        --epochs=3 --rounds_per_epoch=200 --lr=0.05
+    build/deploy/sieve launch --num_servers=2 --num_workers=2 \
+        --worker_cmd="/usr/bin/python3 examples/torch/synthetic_large.py" -- \
+        --compressor=topk --density=0.001 --epochs=3 --rounds_per_epoch=200
 
 Flags: sieve-worker's (sieve.worker.WORKER_FLAGS) and --width, --depth, --input_dim,
---classes, --write_init, --print_params.
+--classes, --lr, --momentum (torch's SGD), --print_params.
 """
 
 import sys
@@ -28,15 +23,15 @@ import torch.nn.functional as F
 
 import sieve
 import sieve.torch
-from sieve.worker import (connect, job_from_environment, leave_on_failure, parse_flags,
-                          report_end, run_main, serve_health)
+from sieve.worker import WORKER_FLAGS, run_main
 
 EXTRA = {
+    **{name: WORKER_FLAGS[name] for name in ("batch_size", "epochs", "max_rounds",
+                                             "rounds_per_epoch", "lr", "momentum")},
     "width": (int, 2048, "Hidden units per layer"),
     "depth": (int, 3, "Hidden layers"),
     "input_dim": (int, 1024, "Input features"),
     "classes": (int, 10, "Classes of the teacher"),
-    "write_init": (str, "", "Write torch's initial weights (raw fp32) here and exit"),
     "print_params": (bool, False, "Print the model's D and exit"),
 }
 
@@ -66,54 +61,46 @@ class Teacher:
 
 
 def main(argv):
-    flags = job_from_environment(parse_flags(argv, EXTRA, program="synthetic_large.py"))
+    job = sieve.torch.init(argv=argv, extra_flags=EXTRA)
+    flags = job.flags
     torch.manual_seed(flags.seed)
     model = make_model(flags)
-    d = sieve.torch.flat_size(model)
     if flags.print_params:
-        print(d)
-        return 0
-    if flags.write_init:
-        torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy().tofile(
-            flags.write_init)
-        print(f"wrote {d} float32 weights to {flags.write_init}", file=sys.stderr)
+        print(sieve.torch.flat_size(model))
         return 0
     torch.set_num_threads(flags.blas_threads)
     device = sieve.torch.default_device(flags.device)
     model = model.to(device)
     teacher = Teacher(flags, device)
-    progress = {"sieve_worker_rounds_total": 0, "sieve_worker_bytes_up_total": 0}
-    serve_health(flags.bind, flags.metrics_port, lambda: progress)  # /healthz while it forms
-    client = connect(flags, d)
-    return leave_on_failure(client, train, flags, model, teacher, client, d, progress)
-
-
-def train(flags, model, teacher, client, d, progress):
-    rank, steps = client.rank, flags.rounds_per_epoch
+    steps = flags.rounds_per_epoch
+    opt = torch.optim.SGD(model.parameters(), lr=flags.lr, momentum=flags.momentum)
+    opt = sieve.torch.DistributedOptimizer(opt, model, compressor=flags.compressor,
+                                           density=flags.density, steps_per_epoch=steps,
+                                           epochs=flags.epochs, seed=flags.seed,
+                                           metrics_out=flags.metrics_out)
+    rank = opt.rank
     x_test, y_test = teacher.batch(2**40 + flags.seed, 10000)
-
-    def evaluate():
-        with torch.no_grad():
-            return (model(x_test).argmax(1) == y_test).float().mean().item(), None
-
-    opt = sieve.torch.DistributedOptimizer.from_flags(model, client, flags, steps)
     stop = flags.epochs * steps
     if flags.max_rounds > 0:
         stop = min(stop, flags.max_rounds)
-    print(f"worker {rank}: wide MLP, D = {d}, k = {opt.k_at(0)} pairs a round", file=sys.stderr)
+    d = sieve.torch.flat_size(model)
+    print(f"worker {rank}: wide MLP, D = {d}, k = {sieve.k_for_density(flags.density, d)} pairs "
+          "a round", file=sys.stderr)
     while opt.round < stop:
         key = sieve.counter_hash(sieve.counter_hash(flags.seed, rank), opt.round)
         x, y = teacher.batch(key % 2**63, flags.batch_size)
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
-        opt.step(loss=loss.detach(), evaluate=evaluate)
-        progress["sieve_worker_rounds_total"] = opt.round - opt.first_round
-        progress["sieve_worker_bytes_up_total"] = opt.bytes_up
-        if rank == 0 and opt.round % steps == 0 and opt.test_acc is not None:
-            print(f"epoch {opt.round // steps}/{flags.epochs} loss {opt.last_epoch_loss:.4f} "
-                  f"test_acc {opt.test_acc:.4f}", file=sys.stderr)
-    report_end("synthetic_large.py", opt, flags)
+        opt.record(loss=loss.detach())
+        opt.step()
+        if rank == 0 and (opt.round % steps == 0 or opt.round == stop):
+            with torch.no_grad():
+                acc = (model(x_test).argmax(1) == y_test).float().mean().item()
+            opt.record(test_acc=acc)
+            print(f"round {opt.round} loss {loss.item():.4f} test_acc {acc:.4f}",
+                  file=sys.stderr)
+    opt.finish()
     return 0
 
 

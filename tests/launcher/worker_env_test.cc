@@ -55,6 +55,12 @@ TEST(WorkerEnvironment, SetsTheJobAndUnsetsTheRest) {
   EXPECT_TRUE(Has(env, "SIEVE_CURVE_KEY=/keys/worker-1.key"));
   EXPECT_TRUE(Has(env, "SIEVE_METRICS_PORT=9504"));
   EXPECT_EQ(env.size(), std::size(kWorkerEnvNames));
+
+  // The build's Python module first on PYTHONPATH, when the launcher found one.
+  job.python_path = "/b/worker/python:/mine";
+  env = WorkerEnvironment(job, 1);
+  EXPECT_TRUE(Has(env, "PYTHONPATH=/b/worker/python:/mine"));
+  EXPECT_EQ(env.size(), std::size(kWorkerEnvNames) + 1);
 }
 
 }  // namespace

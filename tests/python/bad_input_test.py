@@ -1,17 +1,22 @@
 """PythonBadInput: bad input gets a clear Python exception and sends nothing.
 
 Without a job: ErrorFeedback refuses float64, non-contiguous, wrongly sized arrays and tensors on
-an unsupported device. In a job (1 server; this process is its only worker): DistributedOptimizer
-refuses a float64 model, a non-contiguous parameter, a model whose size is not the job's D and a
-model on an unsupported device, and Client.push_pull refuses bad replicas and a selection of
-another size, each with a ValueError naming the problem. Afterwards the servers' weights are still
-their initial values (pulled, and the server's --dump_shard), and the server applied no push.
+an unsupported device; sieve.torch.init() without SIEVE_SCHEDULER names the variable, a bad
+SIEVE_RANK or an unknown routed flag is named. In a job (1 server; this process is its only
+worker): DistributedOptimizer refuses a float64 model, a non-contiguous parameter, a model whose
+size is not the job's D, a model on an unsupported device, something not an optimizer, an
+optimizer an lr scheduler already wraps, and Client.push_pull refuses bad replicas and a
+selection of another size, each with an error naming the problem and the model untouched.
+Afterwards the servers' weights are still their initial values (pulled, and the server's
+--dump_shard), and the server applied no push. Two workers declaring different D: the second
+gets sieve.Error (code FAILED_PRECONDITION) naming both values.
 
 usage: bad_input_test.py BUILD_DIR
 """
 
 import os
 import sys
+import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -57,11 +62,64 @@ class PythonBadInput(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "k = 17 exceeds d = 16"):
             ef.select("topk", 17)
 
+    def test_init_without_a_scheduler_names_the_variable(self):
+        saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("SIEVE_")}
+        try:
+            with self.assertRaisesRegex(ValueError, "SIEVE_SCHEDULER is not set"):
+                sieve.torch.init()
+            os.environ["SIEVE_SCHEDULER"] = "127.0.0.1:1"
+            os.environ["SIEVE_RANK"] = "two"
+            with self.assertRaisesRegex(ValueError, "--rank \\(from SIEVE_RANK\\)"):
+                sieve.torch.init()
+            del os.environ["SIEVE_RANK"]
+            os.environ["SIEVE_WORKER_FLAGS"] = "--compressor=gaussiank --no_such_flag=1"
+            with self.assertRaisesRegex(ValueError, "unknown flag --no_such_flag"):
+                sieve.torch.init()
+            os.environ["SIEVE_WORKER_FLAGS"] = "--compressor=gaussiank --density=0.01"
+            job = sieve.torch.init(rank=3)
+            self.assertEqual((job.scheduler, job.rank), ("127.0.0.1:1", 3))
+            self.assertEqual((job.flags.compressor, job.flags.density), ("gaussiank", 0.01))
+        finally:
+            for k in list(os.environ):
+                if k.startswith("SIEVE_"):
+                    del os.environ[k]
+            os.environ.update(saved)
+
+    def test_workers_declaring_different_d_get_an_error_naming_both(self):
+        c = cluster.Cluster(BUILD, num_servers=1, num_workers=2)
+        try:
+            first = sieve.torch.init(scheduler=c.address, rank=0, bind="127.0.0.1",
+                                     host="127.0.0.1")
+            # Registers first (the job's D is FNN-3's); connect() returns with the node table,
+            # which waits for the second worker: in a thread.
+            errors = []
+            waiter = threading.Thread(target=lambda: cluster.capture(errors, first.connect, D))
+            waiter.start()
+            c.wait_for_log("scheduler", "worker registered")
+            second = sieve.torch.init(scheduler=c.address, rank=1, bind="127.0.0.1",
+                                      host="127.0.0.1")
+            small = torch.nn.Linear(784, 10)
+            before = [p.detach().clone() for p in small.parameters()]
+            with self.assertRaises(sieve.Error) as e:
+                sieve.torch.DistributedOptimizer(torch.optim.SGD(small.parameters(), lr=0.1),
+                                                 small, job=second)
+            self.assertIn("7850", str(e.exception))
+            self.assertIn(str(D), str(e.exception))
+            self.assertEqual(e.exception.code, "FAILED_PRECONDITION")
+            for p, b in zip(small.parameters(), before):
+                self.assertTrue(torch.equal(p, b))
+        finally:
+            c.kill()
+        waiter.join(60)  # the first worker's connect fails once the scheduler is gone
+        self.assertFalse(waiter.is_alive())
+
     def test_job_refuses_bad_models_and_arrays_and_sends_nothing(self):
         c = cluster.Cluster(BUILD, num_servers=1, num_workers=1, server_flags=[
             "--model=fnn3", "--dump_shard=shard.bin"])
         try:
-            client = sieve.Client.connect(c.address, D, rank=0)
+            job = sieve.torch.init(scheduler=c.address, rank=0, bind="127.0.0.1",
+                                   host="127.0.0.1")
+            client = job.connect(D)
             self.assertEqual((client.rank, client.num_workers, client.num_servers,
                               client.num_params), (0, 1, 1, D))
 
@@ -77,9 +135,20 @@ class PythonBadInput(unittest.TestCase):
             for model, words in bad_models:
                 before = [p.data_ptr() for p in model.parameters()]
                 with self.assertRaises(ValueError) as e:
-                    sieve.torch.DistributedOptimizer(model, client=client)
+                    sieve.torch.DistributedOptimizer(
+                        torch.optim.SGD(model.parameters(), lr=0.1), model, job=job)
                 self.assertIn(words, str(e.exception))
                 self.assertEqual(before, [p.data_ptr() for p in model.parameters()])
+            model = fnn3()
+            with self.assertRaisesRegex(TypeError, "wraps a torch.optim.Optimizer"):
+                sieve.torch.DistributedOptimizer(model, job=job)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            torch.optim.lr_scheduler.StepLR(opt, 1)
+            with self.assertRaisesRegex(ValueError, "create the torch.optim.lr_scheduler after"):
+                sieve.torch.DistributedOptimizer(opt, model, job=job)
+            with self.assertRaisesRegex(ValueError, "density must be in"):
+                sieve.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                                 model, density=2.0, job=job)
 
             sel = sieve.ErrorFeedback(D).select("topk", 10)
             bad_replicas = [
@@ -98,18 +167,17 @@ class PythonBadInput(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "selection was made from a vector of 16"):
                 client.push_pull(0, small, np.zeros(D, dtype=np.float32))
 
-            # Nothing reached the server: its weights are still the initial ones.
+            # Nothing reached the server; a server with --model keeps its own initial weights
+            # (worker 0's offer is acknowledged and ignored).
             init = sieve.init_params("fnn3", 1)
-            w = np.zeros(D, dtype=np.float32)
-            client.pull_dense(w)
-            self.assertTrue(np.array_equal(w, init))
             model = fnn3()
-            opt = sieve.torch.DistributedOptimizer(model, client=client)
+            opt = sieve.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                                   model, job=job)
+            self.assertIsInstance(opt, torch.optim.SGD)
             self.assertTrue(np.array_equal(model[0].weight.detach().numpy().reshape(-1),
                                            init[:784 * 200]))
-            self.assertEqual(model[0].weight.data_ptr(), opt.flat.data_ptr())  # a view
+            self.assertEqual(model[0].weight.data_ptr(), opt._sieve.flat.data_ptr())  # a view
             opt.finish(print_summary=False)
-            client.close()
             codes = c.wait()
         finally:
             c.kill()

@@ -52,6 +52,7 @@ class Cluster:
         self.files = []
         self.deadline = time.monotonic() + timeout_s
         self.env = worker_env(build)
+        self.num_workers = num_workers
         sched_log = open(os.path.join(self.dir, "scheduler.log"), "w+")
         self.scheduler = self._spawn(
             [os.path.join(build, "scheduler", "sieve-scheduler"), f"--num_servers={num_servers}",
@@ -85,11 +86,28 @@ class Cluster:
         with open(self.path(name + ".log")) as f:
             return f.read()
 
-    def start_worker(self, rank, argv):
-        """argv: the worker's command; the job's arguments are appended."""
-        self.workers[rank] = self._spawn(
-            argv + [f"--scheduler={self.address}", f"--rank={rank}", "--bind=127.0.0.1",
-                    "--host=127.0.0.1"], open(self.path(f"worker-{rank}.log"), "w+"))
+    def start_worker(self, rank, argv, env_only=False):
+        """argv: the worker's command. The job goes in the environment, as `sieve launch` passes
+        it (SIEVE_SCHEDULER, SIEVE_RANK, ...), and, unless env_only, also as the arguments
+        --scheduler --rank --bind --host appended to argv."""
+        env = dict(self.env, SIEVE_SCHEDULER=self.address, SIEVE_RANK=str(rank),
+                   SIEVE_NUM_WORKERS=str(self.num_workers), SIEVE_BIND="127.0.0.1",
+                   SIEVE_HOST="127.0.0.1")
+        if not env_only:
+            argv = argv + [f"--scheduler={self.address}", f"--rank={rank}", "--bind=127.0.0.1",
+                           "--host=127.0.0.1"]
+        log = open(self.path(f"worker-{rank}.log"), "w+")
+        self.files.append(log)
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.dir)
+        self.procs.append(p)
+        self.workers[rank] = p
+
+    def wait_for_log(self, name, text):
+        """Waits until process `name`'s log holds `text` (RuntimeError at the deadline)."""
+        while text not in self.log(name):
+            if time.monotonic() > self.deadline:
+                raise RuntimeError(f"{name} never logged {text!r}:\n" + self.logs())
+            time.sleep(0.05)
 
     def wait(self):
         """Waits for every process; returns {name: exit code}. Kills all at the deadline."""
@@ -120,6 +138,14 @@ class Cluster:
                 p.wait()
         for f in self.files:
             f.close()
+
+
+def capture(errors, fn, *args):
+    """Calls fn(*args), appending any exception to `errors` (for threads)."""
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 - handed to the test
+        errors.append(e)
 
 
 def summary(text):

@@ -258,9 +258,7 @@ class _Sieve:
 
         # The job (before anything is flattened: a failed connect leaves the model as it was).
         client = job.connect(s.d)
-        if client.num_params != s.d:
-            client.request_stop(f"the job has D = {client.num_params} but this worker's model "
-                                 f"has {s.d}")
+        if client.num_params != s.d:  # a job connected before, for another model
             raise ValueError(f"the job has D = {client.num_params} parameters but the model has "
                              f"{s.d}")
         s.job, s.client = job, client
