@@ -27,6 +27,7 @@
 #include "kernels/compressor.h"
 #include "kernels/selection.h"
 #include "worker/client/ps_client.h"
+#include "worker/client/worker_start.h"
 
 namespace {
 
@@ -135,10 +136,12 @@ int main(int argc, char** argv) {
   std::printf("worker_loop: worker %d of %u, %u servers, D = %llu\n", client.rank(),
               client.num_workers(), client.num_servers(), static_cast<unsigned long long>(d));
 
-  // The servers' initial weights, then a barrier so that nobody pushes before every replica is in.
-  std::vector<float> w(d);
-  if (sieve::Status s = client.PullDense(w, kTimeoutMs); !s.ok()) return Fail("pull", s);
-  if (sieve::Status s = client.Barrier(kTimeoutMs); !s.ok()) return Fail("barrier", s);
+  // Enters the job (worker/client/worker_start.h): worker 0 offers its own initial weights (here
+  // zeros; servers started without a model take them), the start barrier, then w holds the
+  // servers' weights. A restarted worker rejoins the running job instead.
+  std::vector<float> w(d, 0.0f);
+  auto start_or = sieve::StartWorker(&client, w, kTimeoutMs);
+  if (!start_or.ok()) return Fail("start", start_or.status());
   const double loss_before = Loss(w);
 
   auto ef_or = sieve::ErrorFeedback::Create(sieve::Device::kCpu, d);
@@ -148,7 +151,7 @@ int main(int argc, char** argv) {
   std::vector<float> grad(d);
   sieve::Selection sel;
   uint64_t pairs_up = 0;
-  for (uint64_t round = 0; round < args.rounds; ++round) {
+  for (uint64_t round = start_or->first_round; round < args.rounds; ++round) {
     for (uint64_t i = 0; i < d; ++i) grad[i] = w[i] - Target(i);  // ∇f, yours to compute
     // m = μ·m + g; r += η·m; then the k largest |r| leave the residual as (index, value) pairs.
     if (sieve::Status s = ef.Accumulate(grad, args.momentum, args.lr); !s.ok()) {

@@ -63,7 +63,8 @@ class InstallTest(unittest.TestCase):
 
     def test_installed_layout(self):
         rel = {os.path.relpath(h, self.include) for h in self.headers()}
-        self.assertEqual(rel, {"worker/client/ps_client.h", "kernels/selection.h",
+        self.assertEqual(rel, {"worker/client/ps_client.h", "worker/client/worker_start.h",
+                               "kernels/selection.h",
                                "kernels/compressor.h", "kernels/device.h", "base/status.h",
                                "base/version.h"})
         libdir = next(os.path.join(r, "") for r, _, f in os.walk(self.prefix)
