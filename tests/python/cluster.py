@@ -160,3 +160,33 @@ def read_jsonl(path):
     import json
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def user_script():
+    """tests/python/user_script/mlp.py: a user's own MLP script (its docstring: the test hooks)."""
+    return os.path.join(source_dir(), "tests", "python", "user_script", "mlp.py")
+
+
+def launch(build, worker_cmd, flags=(), num_servers=2, num_workers=2, launcher_flags=(),
+           env=None, timeout_s=400):
+    """Runs `sieve launch --num_servers=S --num_workers=W --worker_cmd=CMD [launcher_flags] --
+    [flags]` from the source directory; returns (exit code, output: stdout and stderr). `env`:
+    variables added to worker_env(build) (the workers inherit them)."""
+    argv = [os.path.join(build, "deploy", "sieve"), "launch", f"--num_servers={num_servers}",
+            f"--num_workers={num_workers}", "--progress=off", f"--worker_cmd={worker_cmd}",
+            *launcher_flags]
+    if flags:
+        argv += ["--", *flags]
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=dict(worker_env(build), **(env or {})), timeout=timeout_s,
+                       cwd=source_dir())
+    return r.returncode, r.stdout
+
+
+def job_result(output):
+    """The fields of the launcher's last line `sieve launch: job finished: test_acc=... rounds=...`
+    as a dict of strings (None when the output has no such line)."""
+    lines = [l for l in output.splitlines() if l.startswith("sieve launch: job finished:")]
+    if not lines:
+        return None
+    return dict(f.split("=", 1) for f in lines[-1].split()[3:] if "=" in f)

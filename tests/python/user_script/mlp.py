@@ -1,0 +1,101 @@
+"""A user's own training script, written the PyTorch way from docs/worker-api.md only: a
+784-128-10 MLP on Fashion-MNIST, torch's SGD with momentum wrapped by
+sieve.torch.DistributedOptimizer, torch's StepLR. The tests (tests/python/*_test.py) run it as
+
+    build/deploy/sieve launch --num_servers=2 --num_workers=2 \
+        --worker_cmd="/usr/bin/python3 tests/python/user_script/mlp.py"
+
+with no model flags on the servers: the model defines D, rank 0's torch init the initial weights.
+
+Test hooks, off unless their variable is set (none changes the training):
+  MLP_DUMP_DIR=DIR     writes DIR/init-RANK.pt (the model's own init, before wrapping) and
+                       DIR/wrapped-RANK.pt (the weights right after wrapping: the job's)
+  MLP_KILL=R:N         rank R kills itself (SIGKILL) before its round N
+  MLP_CKPT=FILE:R:N    rank R saves opt.state_dict() (and the scheduler's) to FILE before its
+                       round N, prints "residual_norm saved=X" and exits 3; a process that finds
+                       FILE after wrapping (the restarted one) loads it, prints
+                       "residual_norm loaded=X" and goes on
+  MLP_EPOCHS, MLP_BATCH  epochs (default 1) and batch size (default 32)
+"""
+
+import os
+import signal
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import sieve
+import sieve.torch
+
+
+def main():
+    sieve.torch.init()                       # the job: SIEVE_* from sieve launch
+    rank, world = sieve.torch.rank(), sieve.torch.num_workers()
+    torch.manual_seed(1000 + rank)           # each rank its own init: rank 0's is the job's
+    torch.set_num_threads(1)
+    epochs = int(os.environ.get("MLP_EPOCHS", "1"))
+    batch = int(os.environ.get("MLP_BATCH", "32"))
+
+    images, labels = sieve.load_fashion_mnist("train")
+    lo, hi = sieve.partition_range(len(labels), rank, world)
+    x, y = torch.from_numpy(images[lo:hi]), torch.from_numpy(labels[lo:hi]).long()
+    steps = len(y) // batch
+
+    model = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 10))
+    dump = os.environ.get("MLP_DUMP_DIR")
+    if dump:
+        torch.save(torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
+                   f"{dump}/init-{rank}.pt")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt = sieve.torch.DistributedOptimizer(opt, model, compressor="topk", density=0.01,
+                                           steps_per_epoch=steps, epochs=epochs)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    if dump:
+        torch.save(torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
+                   f"{dump}/wrapped-{rank}.pt")
+
+    kill = os.environ.get("MLP_KILL", "")
+    kill_rank, kill_round = map(int, kill.split(":")) if kill else (-1, -1)
+    ckpt, ckpt_rank, ckpt_round = (os.environ["MLP_CKPT"].rsplit(":", 2)
+                                   if os.environ.get("MLP_CKPT") else ("", -1, -1))
+    ckpt_rank, ckpt_round = int(ckpt_rank), int(ckpt_round)
+    if ckpt and rank == ckpt_rank and os.path.exists(ckpt):
+        state = torch.load(ckpt)
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        print(f"residual_norm loaded={opt.residual().norm().item()!r} "
+              f"round={opt.round}", flush=True)
+        ckpt_round = -1
+
+    # A restarted worker rejoins at the job's round: go on from there.
+    while opt.round < epochs * steps:
+        epoch, step = divmod(opt.round, steps)
+        order = torch.randperm(len(y), generator=torch.Generator().manual_seed(epoch))
+        for i in range(step, steps):
+            if rank == kill_rank and opt.round == kill_round:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if rank == ckpt_rank and opt.round == ckpt_round:
+                torch.save({"opt": opt.state_dict(), "sched": sched.state_dict()}, ckpt)
+                print(f"residual_norm saved={opt.residual().norm().item()!r} "
+                      f"round={opt.round}", flush=True)
+                os._exit(3)
+            idx = order[i * batch:(i + 1) * batch]
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x[idx]), y[idx])
+            loss.backward()
+            opt.record(loss=loss)
+            opt.step()
+        sched.step()
+        if rank == 0:
+            test_x, test_y = sieve.load_fashion_mnist("t10k")
+            with torch.no_grad():
+                acc = (model(torch.from_numpy(test_x)).argmax(1).numpy() == test_y).mean()
+            opt.record(test_acc=acc)
+            print(f"epoch {epoch + 1}: test_acc {acc:.4f}", file=sys.stderr)
+    opt.finish()
+
+
+if __name__ == "__main__":
+    main()

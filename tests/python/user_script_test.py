@@ -1,0 +1,71 @@
+"""PythonUserScript: a user's own script (tests/python/user_script/mlp.py: a 784-128-10 MLP,
+torch's SGD with momentum wrapped by sieve.torch.DistributedOptimizer, torch's StepLR), written
+from docs/worker-api.md only, launched by `sieve launch --worker_cmd` with no model flags on the
+servers, 2 servers and 2 workers, 1 epoch of Fashion-MNIST:
+  - the job finishes (exit 0) and the launcher's result line says test_acc >= 0.80;
+  - the initial weights are rank 0's torch init: each rank seeds torch differently, and rank 1's
+    weights right after wrapping equal rank 0's own init (bitwise), not rank 1's;
+  - the replicas equal the servers' weights bitwise (--dump_weights routed to the workers,
+    --dump_shard to the servers), and the servers trained away from the init.
+
+usage: user_script_test.py BUILD_DIR
+"""
+
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402
+
+BUILD = cluster.setup(sys.argv)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+D = 784 * 128 + 128 + 128 * 10 + 10  # 101770
+
+
+class PythonUserScript(unittest.TestCase):
+    def test_user_script_trains_from_rank0_init_with_equal_replicas(self):
+        out_dir = tempfile.mkdtemp(prefix="sieve-userscript-")
+        code, out = cluster.launch(
+            BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+            [f"--dump_weights={out_dir}/replica-{{rank}}.bin",
+             f"--dump_shard={out_dir}/shard-{{rank}}.bin"],
+            env={"MLP_DUMP_DIR": out_dir})
+        self.assertEqual(code, 0, out[-4000:])
+        self.assertIn("starts from worker 0's initial weights", out)  # no --model on servers
+        result = cluster.job_result(out)
+        self.assertIsNotNone(result, out[-4000:])
+        print(f"launcher: {result}")
+        self.assertEqual(result["rounds"], str(60000 // 2 // 32))
+        self.assertEqual(result["workers"], "2/2")
+        self.assertGreaterEqual(float(result["test_acc"]), 0.80)
+
+        # The job's initial weights are rank 0's torch init.
+        init = [torch.load(f"{out_dir}/init-{r}.pt") for r in (0, 1)]
+        wrapped = [torch.load(f"{out_dir}/wrapped-{r}.pt") for r in (0, 1)]
+        self.assertEqual(init[0].numel(), D)
+        self.assertFalse(torch.equal(init[0], init[1]), "the ranks' own inits should differ")
+        for r in (0, 1):
+            self.assertTrue(torch.equal(wrapped[r], init[0]),
+                            f"rank {r}'s weights after wrapping are not rank 0's init")
+        self.assertFalse(torch.equal(wrapped[1], init[1]))
+
+        # The replicas are the servers' weights, bitwise; training moved them.
+        server = np.concatenate([np.fromfile(f"{out_dir}/shard-{r}.bin", dtype=np.float32)
+                                 for r in (0, 1)])
+        self.assertEqual(server.size, D)
+        self.assertGreater(np.abs(server - init[0].numpy()).max(), 0.01)
+        for r in (0, 1):
+            replica = np.fromfile(f"{out_dir}/replica-{r}.bin", dtype=np.float32)
+            self.assertEqual(replica.size, D)
+            self.assertTrue(np.array_equal(replica.view(np.uint32), server.view(np.uint32)),
+                            f"worker {r}'s replica differs from the servers' weights at "
+                            f"{np.count_nonzero(replica != server)} positions")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
