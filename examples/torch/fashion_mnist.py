@@ -30,9 +30,10 @@ import sieve
 import sieve.torch
 from sieve.worker import WORKER_FLAGS, UsageError, run_main
 
-# The flags this script implements beyond what sieve.torch itself reads.
+# The flags this script implements beyond what sieve.torch itself reads: all of sieve.worker's
+# (--kernel_threads and --progress are accepted and ignored, as sieve.worker documents).
 OWN_FLAGS = {name: spec for name, spec in WORKER_FLAGS.items()
-             if name not in sieve.torch.WRAPPER_FLAGS and name not in ("kernel_threads",)}
+             if name not in sieve.torch.WRAPPER_FLAGS}
 
 
 def make_model(name):
