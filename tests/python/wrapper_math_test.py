@@ -1,0 +1,97 @@
+"""PythonWrapperMatchesWorkerMath: torch's SGD (lr 0.05, momentum 0.9, weight decay 1e-4)
+wrapped by sieve.torch.DistributedOptimizer pushes, round by round, the pairs of sieve-worker's
+update rule (worker/trainer: g += wd*w; m = mu*m + g; r += lr*m; top-k of r, r and m zeroed
+there), for 100 rounds of FNN-3 on Fashion-MNIST at density 0.01.
+
+The job: 1 server without --model (D and the initial weights from this worker), this process its
+only worker. Beside the wrapper runs a reference sieve.ErrorFeedback(D) fed, each round, the same
+gradient (the flat gradient plus wd * the flat weights, read before opt.step()) with
+accumulate(g, 0.9, 0.05) and select("topk", k): after each step the wrapper's selection (the
+pairs it pushed) has the reference's indices and values within 1e-6 relative (the test prints
+whether they were bitwise equal). After each step the replica is the weights before it with the
+pushed values subtracted at their indices (the server's reply, one worker).
+
+usage: wrapper_math_test.py BUILD_DIR
+"""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402
+
+BUILD = cluster.setup(sys.argv)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import sieve  # noqa: E402
+import sieve.torch  # noqa: E402
+
+D = 199210  # FNN-3
+ROUNDS, BATCH, LR, MU, WD, DENSITY = 100, 32, 0.05, 0.9, 1e-4, 0.01
+
+
+class PythonWrapperMatchesWorkerMath(unittest.TestCase):
+    def test_same_pairs_as_worker_math_for_100_rounds(self):
+        torch.manual_seed(3)
+        torch.set_num_threads(1)
+        images, labels = sieve.load_fashion_mnist("train")
+        x = torch.from_numpy(images[:ROUNDS * BATCH])
+        y = torch.from_numpy(labels[:ROUNDS * BATCH]).long()
+        model = torch.nn.Sequential(
+            torch.nn.Linear(784, 200), torch.nn.ReLU(), torch.nn.Linear(200, 200),
+            torch.nn.ReLU(), torch.nn.Linear(200, 10))
+        own_init = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+        c = cluster.Cluster(BUILD, num_servers=1, num_workers=1)
+        try:
+            sieve.torch.init(scheduler=c.address, rank=0, bind="127.0.0.1", host="127.0.0.1")
+            opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MU, weight_decay=WD)
+            opt = sieve.torch.DistributedOptimizer(opt, model, compressor="topk",
+                                                   density=DENSITY, steps_per_epoch=ROUNDS)
+            s = opt._sieve
+            self.assertEqual(s.d, D)
+            self.assertTrue(torch.equal(s.flat, own_init))  # the job starts from this init
+            k = sieve.k_for_density(DENSITY, D)
+            ref = sieve.ErrorFeedback(D)
+            bitwise, worst = 0, 0.0
+            for r in range(ROUNDS):
+                b = slice(r * BATCH, (r + 1) * BATCH)
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x[b]), y[b])
+                loss.backward()
+                opt.record(loss=loss)
+                g = s.flat_grad.add(s.flat, alpha=WD)  # torch's own g + wd * w
+                before = s.flat.detach().clone()
+                ref.accumulate(g, MU, LR)
+                want = ref.select("topk", k)
+                opt.step()
+                got_i, got_v = s.selection.indices.copy(), s.selection.values.copy()
+                self.assertEqual(len(got_i), k, f"round {r}")
+                self.assertTrue(np.array_equal(got_i, want.indices),
+                                f"round {r}: {np.count_nonzero(got_i != want.indices)} of {k} "
+                                "indices differ from sieve-worker's rule")
+                rel = np.abs(got_v - want.values) / np.maximum(np.abs(want.values), 1e-30)
+                worst = max(worst, float(rel.max()))
+                self.assertLessEqual(rel.max(), 1e-6, f"round {r}")
+                bitwise += np.array_equal(got_v.view(np.uint32), want.values.view(np.uint32))
+                expect = before.numpy().copy()
+                expect[got_i] -= got_v
+                self.assertTrue(np.array_equal(s.flat.numpy(), expect),
+                                f"round {r}: the replica is not w - pushed")
+            # The residuals agree too: the wrapper's r is the reference's.
+            _, r_ref = ref.read_state()
+            self.assertTrue(np.allclose(opt.residual().numpy(), r_ref, rtol=1e-6, atol=1e-12))
+            print(f"{ROUNDS} rounds, k = {k}: indices equal in every round; values bitwise "
+                  f"equal in {bitwise} of {ROUNDS} rounds, largest relative difference {worst:.3g}")
+            opt.finish(print_summary=False)
+            codes = c.wait()
+        finally:
+            c.kill()
+        self.assertEqual(set(codes.values()), {0}, c.logs())
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
