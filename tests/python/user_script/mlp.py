@@ -12,9 +12,9 @@ Test hooks, off unless their variable is set (none changes the training):
                        DIR/wrapped-RANK.pt (the weights right after wrapping: the job's)
   MLP_KILL=R:N         rank R kills itself (SIGKILL) before its round N
   MLP_CKPT=FILE:R:N    rank R saves opt.state_dict() (and the scheduler's) to FILE before its
-                       round N, prints "residual_norm saved=X" and exits 3; a process that finds
-                       FILE after wrapping (the restarted one) loads it, prints
-                       "residual_norm loaded=X" and goes on
+                       round N, prints "checkpoint saved: residual_norm=X momentum_norm=Y ..."
+                       and exits 3; a process that finds FILE after wrapping (the restarted
+                       one) loads it, prints "checkpoint loaded: ..." alike and goes on
   MLP_EPOCHS, MLP_BATCH  epochs (default 1) and batch size (default 32)
 """
 
@@ -27,6 +27,13 @@ import torch.nn.functional as F
 
 import sieve
 import sieve.torch
+
+
+def report(what, opt):
+    momentum = [opt.state[p]["momentum_buffer"] for g in opt.param_groups for p in g["params"]]
+    print(f"checkpoint {what}: residual_norm={opt.residual().norm().item()!r} "
+          f"momentum_norm={torch.cat([m.reshape(-1) for m in momentum]).norm().item()!r} "
+          f"lr={opt.param_groups[0]['lr']!r} round={opt.round}", flush=True)
 
 
 def main():
@@ -65,8 +72,7 @@ def main():
         state = torch.load(ckpt)
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
-        print(f"residual_norm loaded={opt.residual().norm().item()!r} "
-              f"round={opt.round}", flush=True)
+        report("loaded", opt)
         ckpt_round = -1
 
     # A restarted worker rejoins at the job's round: go on from there.
@@ -78,8 +84,7 @@ def main():
                 os.kill(os.getpid(), signal.SIGKILL)
             if rank == ckpt_rank and opt.round == ckpt_round:
                 torch.save({"opt": opt.state_dict(), "sched": sched.state_dict()}, ckpt)
-                print(f"residual_norm saved={opt.residual().norm().item()!r} "
-                      f"round={opt.round}", flush=True)
+                report("saved", opt)
                 os._exit(3)
             idx = order[i * batch:(i + 1) * batch]
             opt.zero_grad()

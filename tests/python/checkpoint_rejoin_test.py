@@ -1,0 +1,67 @@
+"""PythonCheckpointRejoin: a worker's opt.state_dict() survives its process. Under
+`sieve launch --max_restarts=1`, 2 servers and 2 workers of tests/python/user_script/mlp.py
+(MLP_CKPT: rank 1 saves opt.state_dict() and its StepLR's state_dict() to a file before its round
+300 and exits 3). The launcher restarts rank 1; the fresh process rejoins the running job in
+DistributedOptimizer, then loads the file:
+  - the job finishes (exit 0, all 937 rounds, 2/2 workers, test_acc >= 0.80);
+  - the error-feedback residual survived: its norm printed before the save and after the load is
+    the same float (and not 0, so the load did restore it), as is SGD's momentum buffers' norm;
+  - the fresh process rejoined at the job's round (after round 300), the servers counted one
+    rejoin.
+
+usage: checkpoint_rejoin_test.py BUILD_DIR
+"""
+
+import os
+import re
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402
+
+BUILD = cluster.setup(sys.argv)
+
+SAVE_ROUND = 300
+
+
+def checkpoint_line(out, what):
+    m = re.search(rf"\[worker 1\] checkpoint {what}: residual_norm=(\S+) momentum_norm=(\S+) "
+                  r"lr=(\S+) round=(\d+)", out)
+    return m and (float(m.group(1)), float(m.group(2)), float(m.group(3)), int(m.group(4)))
+
+
+class PythonCheckpointRejoin(unittest.TestCase):
+    def test_state_dict_survives_a_restart(self):
+        path = os.path.join(tempfile.mkdtemp(prefix="sieve-ckpt-"), "rank1.pt")
+        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+                                   launcher_flags=["--max_restarts=1"],
+                                   env={"MLP_CKPT": f"{path}:1:{SAVE_ROUND}"})
+        self.assertEqual(code, 0, out[-4000:])
+        self.assertIn("restarting worker 1 (exited with code 3)", out)
+        saved, loaded = checkpoint_line(out, "saved"), checkpoint_line(out, "loaded")
+        self.assertIsNotNone(saved, out[-4000:])
+        self.assertIsNotNone(loaded, out[-4000:])
+        print(f"saved at round {saved[3]}: residual norm {saved[0]!r}, momentum norm "
+              f"{saved[1]!r}; loaded at round {loaded[3]}: {loaded[0]!r}, {loaded[1]!r}")
+        self.assertEqual(saved[3], SAVE_ROUND)
+        self.assertGreater(saved[0], 0.0)
+        self.assertEqual(loaded[0], saved[0], "the residual's norm changed across the restart")
+        self.assertEqual(loaded[1], saved[1], "the momentum's norm changed across the restart")
+        self.assertEqual(loaded[2], saved[2])
+        self.assertGreater(loaded[3], SAVE_ROUND)  # rejoined where the job was
+        servers = [l for l in out.splitlines() if "sieve-server summary:" in l]
+        self.assertEqual(len(servers), 2, out[-4000:])
+        for line in servers:
+            self.assertIn(" rejoins=1 ", line)
+        result = cluster.job_result(out)
+        self.assertIsNotNone(result, out[-4000:])
+        print(f"launcher: {result}")
+        self.assertEqual(result["rounds"], str(60000 // 2 // 32))
+        self.assertEqual(result["workers"], "2/2")
+        self.assertGreaterEqual(float(result["test_acc"]), 0.80)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
