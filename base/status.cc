@@ -31,6 +31,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "ABORTED";
     case StatusCode::kInternal:
       return "INTERNAL";
+    case StatusCode::kNonFinite:
+      return "NON_FINITE";
   }
   return "UNKNOWN";
 }

@@ -26,6 +26,7 @@ enum class StatusCode {
   kUnimplemented = 9,
   kAborted = 10,  // stopped by shutdown or a dead peer
   kInternal = 11,
+  kNonFinite = 12,  // NaN or Inf where finite values are required (e.g. a diverged residual)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -68,6 +69,7 @@ inline Status UnimplementedError(std::string m) {
 }
 inline Status AbortedError(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status NonFiniteError(std::string m) { return {StatusCode::kNonFinite, std::move(m)}; }
 
 namespace internal {
 // Prints `status` and what was asked of it to stderr, then aborts: the CHECK of StatusOr.

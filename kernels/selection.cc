@@ -38,9 +38,9 @@ Status CheckMomentum(float momentum, float lr) {
   return Status::Ok();
 }
 
-Status NonFiniteError(uint64_t count) {
-  return InvalidArgumentError("residual holds " + std::to_string(count) +
-                              " NaN/Inf entries; nothing selected");
+Status NonFiniteResidual(uint64_t count) {
+  return NonFiniteError("residual holds " + std::to_string(count) +
+                        " NaN/Inf entries; nothing selected");
 }
 
 // The key threshold selecting |x| > thr: -1 (every entry) for thr < 0.
@@ -63,7 +63,7 @@ Status CountPass(BackendContext* be, const float* x, size_t d, float thr, uint64
   SIEVE_RETURN_IF_ERROR(be->CountCollect(x, d, KeyThreshold(thr), cap, idx, &pass->count,
                                          &nonfinite,
                                          want == SumSq::kWant ? &pass->sumsq : nullptr));
-  if (nonfinite != 0) return NonFiniteError(nonfinite);
+  if (nonfinite != 0) return NonFiniteResidual(nonfinite);
   return Status::Ok();
 }
 
@@ -105,7 +105,7 @@ Status RunTopkHistogram(BackendContext* be, const float* x, size_t d, uint64_t k
   std::vector<uint64_t> hist;
   Moments mom;
   SIEVE_RETURN_IF_ERROR(be->KeyHistogram(x, d, &hist, &mom));
-  if (mom.nonfinite != 0) return NonFiniteError(mom.nonfinite);
+  if (mom.nonfinite != 0) return NonFiniteResidual(mom.nonfinite);
   out->sumsq_total = mom.sumsq;
   uint64_t above = 0;
   size_t bin = kKeyHistBins;
@@ -153,7 +153,7 @@ Status RunTopk(BackendContext* be, const float* x, size_t d, uint64_t k, Selecti
   uint64_t nonfinite = 0;
   SIEVE_RETURN_IF_ERROR(
       be->CountCollect(x, d, keys[rank], cap, &cand, &pass.count, &nonfinite, &pass.sumsq));
-  if (nonfinite != 0) return NonFiniteError(nonfinite);
+  if (nonfinite != 0) return NonFiniteResidual(nonfinite);
   if (pass.count < k || pass.count > cap) return RunTopkHistogram(be, x, d, k, out);
   out->sumsq_total = pass.sumsq;
   return TopkAmong(be, x, cand, k, &out->indices);
@@ -177,7 +177,7 @@ Status GaussianGuess(BackendContext* be, const float* x, size_t d, uint64_t k, S
                      float* thr) {
   Moments mom;
   SIEVE_RETURN_IF_ERROR(be->ComputeMoments(x, d, &mom));
-  if (mom.nonfinite != 0) return NonFiniteError(mom.nonfinite);
+  if (mom.nonfinite != 0) return NonFiniteResidual(mom.nonfinite);
   out->sumsq_total = mom.sumsq;
   const double n = static_cast<double>(d);
   const double mean = mom.sum / n;
@@ -358,7 +358,7 @@ Status DgcSampleGuess(BackendContext* be, const float* x, size_t d, uint64_t k, 
   std::vector<float> sample;
   SIEVE_RETURN_IF_ERROR(be->StridedSampleAbs(x, d, start, stride, &sample));
   for (float v : sample) {
-    if (!std::isfinite(v)) return NonFiniteError(1);
+    if (!std::isfinite(v)) return NonFiniteResidual(1);
   }
   const double rho = static_cast<double>(k) / static_cast<double>(d);
   // ks entries of the sample should lie strictly above the threshold.
@@ -459,7 +459,7 @@ Status SelectIndices(BackendContext* be, Compressor c, const float* x, size_t d,
   if (trivial) {
     Moments mom;
     SIEVE_RETURN_IF_ERROR(be->ComputeMoments(x, d, &mom));
-    if (mom.nonfinite != 0) return NonFiniteError(mom.nonfinite);
+    if (mom.nonfinite != 0) return NonFiniteResidual(mom.nonfinite);
     s.sumsq_total = mom.sumsq;
     if (c == Compressor::kNone) {
       s.dense = true;
@@ -602,7 +602,7 @@ Status ErrorFeedback::SigmaHistogram(double width_sigma, int bins,
   }
   Moments mom;
   SIEVE_RETURN_IF_ERROR(ctx_->ComputeMoments(r_, d_, &mom));
-  if (mom.nonfinite != 0) return NonFiniteError(mom.nonfinite);
+  if (mom.nonfinite != 0) return NonFiniteResidual(mom.nonfinite);
   const double n = static_cast<double>(d_);
   const double mean = mom.sum / n;
   double sigma = std::sqrt(std::max(0.0, mom.sumsq / n - mean * mean));

@@ -4,8 +4,9 @@
 // global indices as uint32 sorted strictly ascending, and the values r[i] at those indices.
 //
 // Errors on caller input are Status values and leave every piece of state unchanged: k > d,
-// d = 0 or d ≥ 2^32, NaN/±Inf anywhere in r (nothing is selected), bad sizes, an unavailable
-// device. Only k = 0 … d is accepted; k = 0 selects nothing, k = d selects everything.
+// d = 0 or d ≥ 2^32, bad sizes, an unavailable device (InvalidArgument and others); NaN/±Inf
+// anywhere in r is NonFinite (nothing is selected: the caller tests the code, e.g. to report a
+// diverged training). Only k = 0 … d is accepted; k = 0 selects nothing, k = d selects everything.
 //
 // Ownership: ErrorFeedback owns its m and r buffers (backend memory) and the backend context its
 // kernels run on (CUDA: one stream and a grow-only scratch arena per object); it is not copyable.

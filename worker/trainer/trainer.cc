@@ -429,7 +429,7 @@ StatusOr<TrainSummary> Trainer::Run() {
       so.older_threshold = older_threshold;
       so.seed = CounterHash(seed_key, round);
       if (Status selected = ef_->Select(options_.compressor, k, so, &sel); !selected.ok()) {
-        if (selected.message().find("NaN") != std::string::npos) {
+        if (selected.code() == StatusCode::kNonFinite) {
           return Diverged(round, lr, selected.message());
         }
         return selected;
