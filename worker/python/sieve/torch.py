@@ -252,6 +252,7 @@ class _Sieve:
             if missing:
                 raise ValueError("the optimizer does not hold these parameters of the model: " +
                                  ", ".join(missing[:5]))
+        s.base = type(self).__mro__[2]  # (this class, _Sieve, the wrapped optimizer's class)
         s.device = _device_of(params)
         s.params = params
         s.d = sum(p.numel() for p in params)
@@ -514,12 +515,39 @@ class _Sieve:
                 s.flat_grad[offset:offset + n].copy_(g.reshape(-1))
             p.grad = s.flat_grad[offset:offset + n].view_as(p)
 
-    def _local_update(self):
-        """r += u, u = what the wrapped optimizer's step would subtract from the weights. Exact
-        (the step runs on zeroed weights: 0 - u is u's negation, no rounding) unless a group's
-        weight decay reads the weights in a way sieve cannot move into the gradient (e.g.
-        AdamW's decoupled decay): then u = w - step(w), exact to float rounding."""
+    def _fused_sgd(self):
+        """(lr, momentum, weight_decay) when one fused C++ call computes the update: the wrapped
+        optimizer is torch.optim.SGD itself (not a subclass) and every group has the same lr,
+        momentum and weight decay, no dampening, Nesterov or maximize. Else None."""
         s = self._sieve
+        if s.base is not torch.optim.SGD:
+            return None
+        first = self.param_groups[0]
+        key = (first["lr"], first["momentum"], first["weight_decay"])
+        for g in self.param_groups:
+            if (g["lr"], g["momentum"], g["weight_decay"]) != key or g["dampening"] or \
+                    g["nesterov"] or g.get("maximize", False):
+                return None
+        return key
+
+    def _local_update(self):
+        """r += u, u = what the wrapped optimizer's step would subtract from the weights.
+
+        Plain SGD (_fused_sgd): torch's own update, fused in C++ with the residual as sieve-worker
+        computes it (g += wd*w; m = mu*m + g; r += lr*m), m being sieve's momentum (zeroed where
+        selected); torch's state then holds no momentum buffers (state_dict's "sieve" has m).
+        Any other optimizer: its step() runs on zeroed weights (0 - u is u's negation: exact)
+        unless a group's weight decay reads the weights in a way sieve cannot move into the
+        gradient (e.g. AdamW's decoupled decay): then u = w - step(w), exact to float rounding."""
+        s = self._sieve
+        fused = self._fused_sgd()
+        if fused is not None:
+            lr, momentum, weight_decay = fused
+            if weight_decay:
+                with torch.no_grad():
+                    s.flat_grad.add_(s.flat, alpha=weight_decay)  # torch's own g + wd * w
+            s.ef.accumulate(s.flat_grad, momentum, lr)
+            return
         coupled = isinstance(self, _COUPLED_DECAY)
         decays = [g.get("weight_decay", 0) for g in self.param_groups]
         exact = coupled or not any(decays)
