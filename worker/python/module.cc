@@ -545,13 +545,22 @@ PYBIND11_MODULE(_core, m) {
       .def("write_state", &PyErrorFeedback::WriteState, py::arg("momentum"), py::arg("residual"),
            "Replaces (m, r) with host float32 arrays of length d (a checkpoint's state)");
 
+  const PsClientOptions kClientDefaults;
   py::class_<PyClient>(m, "Client", "A worker of a sieve job (PsClient).")
+      // The defaults are PsClientOptions' (sieve-worker's flags' defaults, defined once there;
+      // PythonFlagsMatchSieveWorker checks them against sieve.worker.WORKER_FLAGS).
       .def_static("connect", &PyClient::Connect, py::arg("scheduler"), py::arg("num_params"),
-                  py::arg("rank") = -1, py::arg("bind") = "127.0.0.1", py::arg("host") = "",
-                  py::arg("port") = 0, py::arg("fp16") = false, py::arg("checksum") = true,
-                  py::arg("heartbeat_interval_ms") = 1000, py::arg("heartbeat_timeout_ms") = 10000,
-                  py::arg("curve_dir") = "", py::arg("job_token") = "",
-                  py::arg("job_token_file") = "", py::arg("curve_key") = "")
+                  py::arg("rank") = kClientDefaults.rank,
+                  py::arg("bind") = kClientDefaults.bind_host,
+                  py::arg("host") = kClientDefaults.advertise_host,
+                  py::arg("port") = static_cast<int>(kClientDefaults.port),
+                  py::arg("fp16") = kClientDefaults.fp16,
+                  py::arg("checksum") = kClientDefaults.checksum,
+                  py::arg("heartbeat_interval_ms") = kClientDefaults.heartbeat_interval_ms,
+                  py::arg("heartbeat_timeout_ms") = kClientDefaults.heartbeat_timeout_ms,
+                  py::arg("curve_dir") = kClientDefaults.curve_dir,
+                  py::arg("job_token") = kClientDefaults.job_token,
+                  py::arg("job_token_file") = "", py::arg("curve_key") = kClientDefaults.curve_key)
       .def_property_readonly("rank", [](PyClient& c) { return c.c().rank(); })
       .def_property_readonly("num_params", [](PyClient& c) { return c.c().num_params(); })
       .def_property_readonly("num_workers", [](PyClient& c) { return c.c().num_workers(); })
