@@ -1,0 +1,56 @@
+"""PythonLauncher: `sieve launch --worker_cmd` with the user's script
+(tests/python/user_script/mlp.py), at the launcher's level:
+  - a routed worker flag the script does not implement (--straggler=1:x2, sieve-worker's only) is
+    a usage error before anything starts: exit 2, a message naming --straggler and the command,
+    no daemon output;
+  - --min_workers=1 (the scheduler's) with 2 workers, rank 1 killing itself with SIGKILL before
+    its round 300 (MLP_KILL=1:300): the launcher lets it go, the job finishes with exit 0, its
+    result line says workers=1/2 and names the lost worker, rank 0 did all 937 rounds, and each
+    server applied exactly 937 + 300 pushes (rank 1's rounds 0-299, none after).
+
+usage: launcher_test.py BUILD_DIR
+"""
+
+import os
+import re
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402
+
+BUILD = cluster.setup(sys.argv)
+
+ROUNDS, KILL_ROUND = 60000 // 2 // 32, 300
+
+
+class PythonLauncher(unittest.TestCase):
+    def test_unimplemented_worker_flag_is_refused_before_anything_starts(self):
+        cmd = f"/usr/bin/python3 {cluster.user_script()}"
+        code, out = cluster.launch(BUILD, cmd, ["--straggler=1:x2"], timeout_s=120)
+        self.assertEqual(code, 2, out[-4000:])
+        self.assertIn(f"--straggler is not implemented by the worker command '{cmd}'", out)
+        for role in ("[scheduler]", "[server", "[worker"):
+            self.assertNotIn(role, out)  # nothing started
+        self.assertIsNone(cluster.job_result(out))
+
+    def test_min_workers_lets_a_killed_worker_go(self):
+        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+                                   ["--min_workers=1"], env={"MLP_KILL": f"1:{KILL_ROUND}"})
+        self.assertEqual(code, 0, out[-4000:])
+        self.assertIn("lost worker 1 (killed by signal 9", out)
+        final = out.rstrip().splitlines()[-1]
+        print(final)
+        self.assertRegex(final, r"workers=1/2; lost worker 1 \(killed by signal 9")
+        result = cluster.job_result(out)
+        self.assertEqual(result["rounds"], str(ROUNDS))
+        self.assertGreaterEqual(float(result["test_acc"]), 0.75)
+        s0 = [l for l in out.splitlines() if "sieve-worker summary: rank=0 " in l]
+        self.assertEqual(len(s0), 1, out[-4000:])
+        self.assertIn(f" rounds={ROUNDS} ", s0[0])
+        applied = [int(a) for a in re.findall(r"sieve-server summary: .* applied=(\d+) ", out)]
+        self.assertEqual(applied, [ROUNDS + KILL_ROUND] * 2)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
