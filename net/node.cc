@@ -175,6 +175,7 @@ void Node::IoLoop() {
       Dispatch(std::move(frames), std::move(key));
     }
     reject_log_.Flush();
+    event_log_.Flush();
     if (options_.heartbeat_interval_ms <= 0) {
       wait_ms = -1;  // no heartbeats, no loss detection: only messages and Close() wake us
       continue;
@@ -283,7 +284,6 @@ void Node::Dispatch(Frames frames, std::string key) {
     });
     return;
   }
-  if (sender == kSchedulerId) last_from_scheduler_ = Clock::now();
   if (!s.ok()) {
     rejected_++;
     reject_log_.Warn([&](std::ostream& os) {
@@ -325,6 +325,22 @@ void Node::Dispatch(Frames frames, std::string key) {
 
 void Node::HandleControl(Message msg) {
   const pb::Header& h = msg.header;
+  // Only a message that decoded, is of this job and comes from the scheduler (under CURVE with
+  // its key: FromClaimedSender) shows that the scheduler lives; garbage, other jobs' messages and
+  // impostors were dropped before this point and refresh nothing.
+  switch (h.type()) {
+    case pb::MSG_REGISTER_ACK:
+    case pb::MSG_NODE_TABLE:
+    case pb::MSG_BARRIER_RELEASE:
+    case pb::MSG_NODE_DEAD:
+    case pb::MSG_SHUTDOWN:
+    case pb::MSG_ERROR:
+    case pb::MSG_HEARTBEAT:
+      last_from_scheduler_ = Clock::now();
+      break;
+    default:
+      break;
+  }
   switch (h.type()) {
     case pb::MSG_REGISTER_ACK: {
       std::lock_guard<std::mutex> lock(mu_);
@@ -363,12 +379,13 @@ void Node::HandleControl(Message msg) {
         dead_.insert(h.node_dead().id());
         fn = on_node_dead_;
       }
-      LOG(WARNING) << DeadPeerMessage(h.node_dead());
+      event_log_.Warn([&](std::ostream& os) { os << DeadPeerMessage(h.node_dead()); });
       if (fn) fn(h.node_dead());
       break;
     }
     case pb::MSG_SHUTDOWN: {
       std::lock_guard<std::mutex> lock(mu_);
+      if (shutdown_) break;  // the first SHUTDOWN counts (and is logged), repeats change nothing
       shutdown_ = true;
       shutdown_failed_ = h.shutdown().failed();
       LOG(INFO) << "shutdown from scheduler: " << h.shutdown().reason();
@@ -379,7 +396,7 @@ void Node::HandleControl(Message msg) {
       std::lock_guard<std::mutex> lock(mu_);
       if (!have_table_)
         register_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
-      LOG(ERROR) << "scheduler error: " << h.error().message();
+      event_log_.Error([&](std::ostream& os) { os << "scheduler error: " << h.error().message(); });
       cv_.notify_all();
       break;
     }

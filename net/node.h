@@ -182,6 +182,8 @@ class Node {
   std::atomic<uint64_t> impostors_{0};
   std::atomic<uint64_t> errors_dropped_{0};  // ERROR replies dropped: the peer's queue was full
   RejectionLog reject_log_;  // warnings on rejected and dropped messages (I/O thread only)
+  // What the scheduler tells this node that a peer can cause (NODE_DEAD, its ERRORs); I/O thread.
+  RejectionLog event_log_{"job events"};
   std::atomic<uint64_t> tables_installed_{0};
 
   // Written once by the I/O thread before `have_table_` is set under mu_, then read-only.

@@ -5,21 +5,25 @@
 #include <sstream>
 
 namespace sieve {
-namespace {
-
-void ReportHeldBack(uint64_t held) {
-  if (held > 0) LOG(WARNING) << held << " more rejected or dropped messages were not logged";
+void RejectionLog::ReportHeldBack(uint64_t held) const {
+  if (held > 0) LOG(WARNING) << held << " more " << what_ << " were not logged";
 }
 
-}  // namespace
+void RejectionLog::Warn(const std::function<void(std::ostream&)>& line) { Write(false, line); }
 
-void RejectionLog::Warn(const std::function<void(std::ostream&)>& line) {
+void RejectionLog::Error(const std::function<void(std::ostream&)>& line) { Write(true, line); }
+
+void RejectionLog::Write(bool error, const std::function<void(std::ostream&)>& line) {
   uint64_t held = 0;
   if (!limiter_.Allow(LogLimiter::Clock::now(), &held)) return;
   ReportHeldBack(held);
   std::ostringstream os;
   line(os);
-  LOG(WARNING) << os.str();
+  if (error) {
+    LOG(ERROR) << os.str();
+  } else {
+    LOG(WARNING) << os.str();
+  }
 }
 
 void RejectionLog::Flush() { ReportHeldBack(limiter_.Flush(LogLimiter::Clock::now())); }

@@ -58,6 +58,7 @@ Status Scheduler::Run() {
     SIEVE_ASSIGN_OR_RETURN(auto got, transport_->Recv(&frames, 100));
     if (got) Handle(std::move(frames));
     reject_log_.Flush();
+    event_log_.Flush();
     if (!started_ && failure_.ok() &&
         Clock::now() - start > std::chrono::milliseconds(options_.startup_timeout_ms)) {
       failure_ = DeadlineExceededError("only " + std::to_string(pending_.size()) + " of " +
@@ -156,8 +157,8 @@ void Scheduler::Handle(Frames frames) {
         ReplyError(h, pb::ERROR_UNEXPECTED_TYPE, "only workers send FINISHED");
         break;
       }
+      if (!e->finished) LOG(INFO) << "worker " << e->info.rank() << " finished";  // once
       e->finished = true;
-      LOG(INFO) << "worker " << e->info.rank() << " finished";
       bool all = true;
       for (const auto& [id, n] : nodes_) {
         if (n.info.role() == pb::ROLE_WORKER && !n.dead && !n.finished) all = false;
@@ -246,8 +247,10 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
       e.last_seen = Clock::now();
       (void)transport_->Connect(id, r.host(), r.port());
       ++generation_;
-      LOG(INFO) << RoleName(r.role()) << " " << e.info.rank() << " rejoined from " << r.host()
-                << ":" << r.port();
+      event_log_.Warn([&](std::ostream& os) {
+        os << RoleName(r.role()) << " " << e.info.rank() << " rejoined from " << r.host() << ":"
+           << r.port();
+      });
       pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId);
       *t.mutable_node_table() = BuildTable();
       Broadcast(t);
@@ -288,7 +291,8 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
     e.last_seen = Clock::now();
     Status s = transport_->Connect(temp_id, r.host(), r.port());
     if (!s.ok()) {
-      LOG(WARNING) << "cannot reach registering node: " << s.ToString();
+      event_log_.Warn(
+          [&](std::ostream& os) { os << "cannot reach registering node: " << s.ToString(); });
       return;
     }
     if (r.role() == pb::ROLE_WORKER && r.num_params() != 0) num_params_ = r.num_params();
@@ -425,8 +429,10 @@ void Scheduler::CheckHeartbeats() {
 void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
   e.dead = true;
   dead_count_.fetch_add(1, std::memory_order_relaxed);
-  LOG(WARNING) << RoleName(e.info.role()) << " " << e.info.rank() << " (node " << e.info.id()
-               << ") is dead: " << reason;
+  event_log_.Warn([&](std::ostream& os) {
+    os << RoleName(e.info.role()) << " " << e.info.rank() << " (node " << e.info.id()
+       << ") is dead: " << reason;
+  });
   pb::Header h = MakeHeader(pb::MSG_NODE_DEAD, kSchedulerId);
   auto* d = h.mutable_node_dead();
   d->set_id(e.info.id());
@@ -441,8 +447,10 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
                                   "); its shard is lost");
       return;
     }
-    LOG(WARNING) << "waiting up to " << options_.server_restart_timeout_ms << " ms for server "
-                 << e.info.rank() << " to restart";
+    event_log_.Warn([&](std::ostream& os) {
+      os << "waiting up to " << options_.server_restart_timeout_ms << " ms for server "
+         << e.info.rank() << " to restart";
+    });
     CheckBarriers();
     return;
   }
@@ -471,8 +479,11 @@ void Scheduler::SendTo(int id, const pb::Header& h) {
   auto frames = EncodeControl(copy);
   if (!frames.ok()) return;
   Status s = transport_->Send(id, std::move(frames).value());
-  if (!s.ok())
-    LOG(WARNING) << "send " << MsgTypeName(h.type()) << " to node " << id << ": " << s.ToString();
+  if (!s.ok()) {
+    event_log_.Warn([&](std::ostream& os) {
+      os << "send " << MsgTypeName(h.type()) << " to node " << id << ": " << s.ToString();
+    });
+  }
 }
 
 void Scheduler::ReplyError(const pb::Header& to, pb::ErrorCode code, const std::string& message) {

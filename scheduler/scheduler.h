@@ -122,6 +122,9 @@ class Scheduler {
 
   // Everything below is touched by the Run() thread only.
   RejectionLog reject_log_;  // warnings on rejected and dropped messages
+  // Job events a peer's message can cause (deaths, rejoins, registrations it cannot reach, sends
+  // that fail), so that a peer cannot flood the log through them either.
+  RejectionLog event_log_{"job events"};
   // Replies to refused REGISTERs from peers without a node id go to the address the REGISTER
   // names, over a connection of their own: at most 20 per 10 s, so that a peer cannot make the
   // scheduler open connections (and hold their descriptors for the linger) at its rate.
