@@ -5,7 +5,8 @@
 DistributedOptimizer, then loads the file:
   - the job finishes (exit 0, all 937 rounds, 2/2 workers, test_acc >= 0.80);
   - the error-feedback residual survived: its norm printed before the save and after the load is
-    the same float (and not 0, so the load did restore it), as is SGD's momentum buffers' norm;
+    the same float (and not 0, so the load did restore it), as is the error feedback's momentum
+    (state_dict()["sieve"]["momentum"]) and the StepLR learning rate;
   - the fresh process rejoined at the job's round (after round 300), the servers counted one
     rejoin.
 
@@ -47,6 +48,7 @@ class PythonCheckpointRejoin(unittest.TestCase):
               f"{saved[1]!r}; loaded at round {loaded[3]}: {loaded[0]!r}, {loaded[1]!r}")
         self.assertEqual(saved[3], SAVE_ROUND)
         self.assertGreater(saved[0], 0.0)
+        self.assertGreater(saved[1], 0.0)
         self.assertEqual(loaded[0], saved[0], "the residual's norm changed across the restart")
         self.assertEqual(loaded[1], saved[1], "the momentum's norm changed across the restart")
         self.assertEqual(loaded[2], saved[2])

@@ -6,7 +6,11 @@
   - --min_workers=1 (the scheduler's) with 2 workers, rank 1 killing itself with SIGKILL before
     its round 300 (MLP_KILL=1:300): the launcher lets it go, the job finishes with exit 0, its
     result line says workers=1/2 and names the lost worker, rank 0 did all 937 rounds, and each
-    server applied exactly 937 + 300 pushes (rank 1's rounds 0-299, none after).
+    server applied exactly 937 + 300 pushes (rank 1's rounds 0-299, none after);
+  - a script that never calls opt.finish() (MLP_NO_FINISH): sieve.torch finishes at exit, each
+    worker prints its summary line after all 937 rounds, the job finishes (exit 0, 2/2);
+  - an uncaught exception in rank 1's script at round 100 (MLP_RAISE=1:100) fails the job:
+    exit 1, the result line names worker 1, the server applied no round past 100.
 
 usage: launcher_test.py BUILD_DIR
 """
@@ -50,6 +54,27 @@ class PythonLauncher(unittest.TestCase):
         self.assertIn(f" rounds={ROUNDS} ", s0[0])
         applied = [int(a) for a in re.findall(r"sieve-server summary: .* applied=(\d+) ", out)]
         self.assertEqual(applied, [ROUNDS + KILL_ROUND] * 2)
+
+    def test_finish_at_exit(self):
+        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+                                   num_servers=1, env={"MLP_NO_FINISH": "1"})
+        self.assertEqual(code, 0, out[-4000:])
+        for r in (0, 1):
+            lines = [l for l in out.splitlines() if f"sieve-worker summary: rank={r} " in l]
+            self.assertEqual(len(lines), 1, out[-4000:])
+            self.assertIn(f" rounds={ROUNDS} ", lines[0])
+        self.assertEqual(cluster.job_result(out)["workers"], "2/2")
+
+    def test_uncaught_exception_fails_the_job(self):
+        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+                                   num_servers=1, env={"MLP_RAISE": "1:100"})
+        self.assertEqual(code, 1, out[-4000:])
+        self.assertIn("RuntimeError: MLP_RAISE: rank 1 fails at round 100", out)
+        final = out.rstrip().splitlines()[-1]
+        self.assertRegex(final, r"^sieve launch: job FAILED: worker 1 .*exited with code 1")
+        self.assertIsNone(cluster.job_result(out))
+        rounds = [int(a) for a in re.findall(r"sieve-server summary: .* rounds=(\d+) ", out)]
+        self.assertTrue(all(r <= 101 for r in rounds), rounds)
 
 
 if __name__ == "__main__":

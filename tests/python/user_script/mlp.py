@@ -11,6 +11,8 @@ Test hooks, off unless their variable is set (none changes the training):
   MLP_DUMP_DIR=DIR     writes DIR/init-RANK.pt (the model's own init, before wrapping) and
                        DIR/wrapped-RANK.pt (the weights right after wrapping: the job's)
   MLP_KILL=R:N         rank R kills itself (SIGKILL) before its round N
+  MLP_RAISE=R:N        rank R raises RuntimeError before its round N (an uncaught error)
+  MLP_NO_FINISH=1      the script does not call opt.finish() (sieve.torch does it at exit)
   MLP_CKPT=FILE:R:N    rank R saves opt.state_dict() (and the scheduler's) to FILE before its
                        round N, prints "checkpoint saved: residual_norm=X momentum_norm=Y ..."
                        and exits 3; a process that finds FILE after wrapping (the restarted
@@ -29,10 +31,16 @@ import sieve
 import sieve.torch
 
 
+def hook(variable):
+    """(rank, round) of a test hook R:N, or (-1, -1)."""
+    value = os.environ.get(variable, "")
+    return tuple(map(int, value.split(":"))) if value else (-1, -1)
+
+
 def report(what, opt):
-    momentum = [opt.state[p]["momentum_buffer"] for g in opt.param_groups for p in g["params"]]
+    sieve_state = opt.state_dict()["sieve"]  # the error feedback: residual and momentum
     print(f"checkpoint {what}: residual_norm={opt.residual().norm().item()!r} "
-          f"momentum_norm={torch.cat([m.reshape(-1) for m in momentum]).norm().item()!r} "
+          f"momentum_norm={sieve_state['momentum'].norm().item()!r} "
           f"lr={opt.param_groups[0]['lr']!r} round={opt.round}", flush=True)
 
 
@@ -63,8 +71,8 @@ def main():
         torch.save(torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
                    f"{dump}/wrapped-{rank}.pt")
 
-    kill = os.environ.get("MLP_KILL", "")
-    kill_rank, kill_round = map(int, kill.split(":")) if kill else (-1, -1)
+    kill_rank, kill_round = hook("MLP_KILL")
+    raise_rank, raise_round = hook("MLP_RAISE")
     ckpt, ckpt_rank, ckpt_round = (os.environ["MLP_CKPT"].rsplit(":", 2)
                                    if os.environ.get("MLP_CKPT") else ("", -1, -1))
     ckpt_rank, ckpt_round = int(ckpt_rank), int(ckpt_round)
@@ -82,6 +90,8 @@ def main():
         for i in range(step, steps):
             if rank == kill_rank and opt.round == kill_round:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if rank == raise_rank and opt.round == raise_round:
+                raise RuntimeError(f"MLP_RAISE: rank {rank} fails at round {opt.round}")
             if rank == ckpt_rank and opt.round == ckpt_round:
                 torch.save({"opt": opt.state_dict(), "sched": sched.state_dict()}, ckpt)
                 report("saved", opt)
@@ -99,7 +109,8 @@ def main():
                 acc = (model(torch.from_numpy(test_x)).argmax(1).numpy() == test_y).mean()
             opt.record(test_acc=acc)
             print(f"epoch {epoch + 1}: test_acc {acc:.4f}", file=sys.stderr)
-    opt.finish()
+    if not os.environ.get("MLP_NO_FINISH"):
+        opt.finish()
 
 
 if __name__ == "__main__":

@@ -300,4 +300,4 @@ def report_end(program, opt, flags):
     rounds = opt.round - opt.first_round
     print(f"{program}: rank={opt.rank} rounds={rounds} "
           f"mean_step_s={opt.overhead_seconds / max(rounds, 1):.6f}", file=sys.stderr)
-    opt.finish(flags.shutdown_timeout_ms)
+    opt.finish()  # waits up to the routed --shutdown_timeout_ms (the job's flags)
