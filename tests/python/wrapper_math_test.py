@@ -8,7 +8,9 @@ only worker. Beside the wrapper runs a reference sieve.ErrorFeedback(D) fed, eac
 gradient (the flat gradient plus wd * the flat weights, read before opt.step()) with
 accumulate(g, 0.9, 0.05) and select("topk", k): after each step the wrapper's selection (the
 pairs it pushed) has the reference's indices and values within 1e-6 relative (the test prints
-whether they were bitwise equal). After each step the replica is the weights before it with the
+whether they were bitwise equal). Twice: plain torch.optim.SGD (sieve.torch's fused path) and a
+user's SGD subclass (the general path: the optimizer's own step() on zeroed weights, its momentum
+buffers masked where selected); odd rounds use zero_grad(set_to_none=True). After each step the replica is the weights before it with the
 pushed values subtracted at their indices (the server's reply, one worker).
 
 usage: wrapper_math_test.py BUILD_DIR
@@ -34,8 +36,13 @@ D = 199210  # FNN-3
 ROUNDS, BATCH, LR, MU, WD, DENSITY = 100, 32, 0.05, 0.9, 1e-4, 0.01
 
 
+class SubclassedSGD(torch.optim.SGD):
+    """A user's SGD subclass: sieve.torch cannot assume plain SGD's update, so it runs this
+    optimizer's own step() on zeroed weights and masks its momentum buffers (the general path)."""
+
+
 class PythonWrapperMatchesWorkerMath(unittest.TestCase):
-    def test_same_pairs_as_worker_math_for_100_rounds(self):
+    def run_rounds(self, optimizer_class):
         torch.manual_seed(3)
         torch.set_num_threads(1)
         images, labels = sieve.load_fashion_mnist("train")
@@ -48,9 +55,10 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
         c = cluster.Cluster(BUILD, num_servers=1, num_workers=1)
         try:
             sieve.torch.init(scheduler=c.address, rank=0, bind="127.0.0.1", host="127.0.0.1")
-            opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MU, weight_decay=WD)
+            opt = optimizer_class(model.parameters(), lr=LR, momentum=MU, weight_decay=WD)
             opt = sieve.torch.DistributedOptimizer(opt, model, compressor="topk",
                                                    density=DENSITY, steps_per_epoch=ROUNDS)
+            self.assertIsInstance(opt, optimizer_class)
             s = opt._sieve
             self.assertEqual(s.d, D)
             self.assertTrue(torch.equal(s.flat, own_init))  # the job starts from this init
@@ -59,11 +67,12 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
             bitwise, worst = 0, 0.0
             for r in range(ROUNDS):
                 b = slice(r * BATCH, (r + 1) * BATCH)
-                opt.zero_grad()
+                opt.zero_grad(set_to_none=r % 2 == 1)  # both of torch's ways
                 loss = F.cross_entropy(model(x[b]), y[b])
                 loss.backward()
                 opt.record(loss=loss)
-                g = s.flat_grad.add(s.flat, alpha=WD)  # torch's own g + wd * w
+                grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+                g = grad.add(s.flat, alpha=WD)  # torch's own g + wd * w
                 before = s.flat.detach().clone()
                 ref.accumulate(g, MU, LR)
                 want = ref.select("topk", k)
@@ -84,13 +93,20 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
             # The residuals agree too: the wrapper's r is the reference's.
             _, r_ref = ref.read_state()
             self.assertTrue(np.allclose(opt.residual().numpy(), r_ref, rtol=1e-6, atol=1e-12))
-            print(f"{ROUNDS} rounds, k = {k}: indices equal in every round; values bitwise "
-                  f"equal in {bitwise} of {ROUNDS} rounds, largest relative difference {worst:.3g}")
+            print(f"{optimizer_class.__name__}: {ROUNDS} rounds, k = {k}: indices equal in every "
+                  f"round; values bitwise equal in {bitwise} of {ROUNDS} rounds, largest "
+                  f"relative difference {worst:.3g}")
             opt.finish(print_summary=False)
             codes = c.wait()
         finally:
             c.kill()
         self.assertEqual(set(codes.values()), {0}, c.logs())
+
+    def test_plain_sgd(self):
+        self.run_rounds(torch.optim.SGD)
+
+    def test_sgd_subclass(self):
+        self.run_rounds(SubclassedSGD)
 
 
 if __name__ == "__main__":
