@@ -10,7 +10,8 @@ accumulate(g, 0.9, 0.05) and select("topk", k): after each step the wrapper's se
 pairs it pushed) has the reference's indices and values within 1e-6 relative (the test prints
 whether they were bitwise equal). Twice: plain torch.optim.SGD (sieve.torch's fused path) and a
 user's SGD subclass (the general path: the optimizer's own step() on zeroed weights, its momentum
-buffers masked where selected); odd rounds use zero_grad(set_to_none=True). After each step the replica is the weights before it with the
+buffers masked where selected); odd rounds use zero_grad(set_to_none=True), and a torch StepLR halves the learning rate every 40
+rounds (the reference's lr follows). After each step the replica is the weights before it with the
 pushed values subtracted at their indices (the server's reply, one worker).
 
 usage: wrapper_math_test.py BUILD_DIR
@@ -62,6 +63,7 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
             s = opt._sieve
             self.assertEqual(s.d, D)
             self.assertTrue(torch.equal(s.flat, own_init))  # the job starts from this init
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=40, gamma=0.5)
             k = sieve.k_for_density(DENSITY, D)
             ref = sieve.ErrorFeedback(D)
             bitwise, worst = 0, 0.0
@@ -74,9 +76,10 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
                 grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
                 g = grad.add(s.flat, alpha=WD)  # torch's own g + wd * w
                 before = s.flat.detach().clone()
-                ref.accumulate(g, MU, LR)
+                ref.accumulate(g, MU, LR * 0.5 ** (r // 40))  # StepLR's lr of round r
                 want = ref.select("topk", k)
                 opt.step()
+                sched.step()
                 got_i, got_v = s.selection.indices.copy(), s.selection.values.copy()
                 self.assertEqual(len(got_i), k, f"round {r}")
                 self.assertTrue(np.array_equal(got_i, want.indices),
