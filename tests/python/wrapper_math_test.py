@@ -1,18 +1,22 @@
-"""PythonWrapperMatchesWorkerMath: torch's SGD (lr 0.05, momentum 0.9, weight decay 1e-4)
-wrapped by sieve.torch.DistributedOptimizer pushes, round by round, the pairs of sieve-worker's
-update rule (worker/trainer: g += wd*w; m = mu*m + g; r += lr*m; top-k of r, r and m zeroed
-there), for 100 rounds of FNN-3 on Fashion-MNIST at density 0.01.
+"""PythonWrapperMatchesWorkerMath: sieve.torch.DistributedOptimizer pushes, round by round, the
+pairs the update rule says, for 100 rounds of FNN-3 on Fashion-MNIST at top-k density 0.01.
 
 The job: 1 server without --model (D and the initial weights from this worker), this process its
-only worker. Beside the wrapper runs a reference sieve.ErrorFeedback(D) fed, each round, the same
-gradient (the flat gradient plus wd * the flat weights, read before opt.step()) with
-accumulate(g, 0.9, 0.05) and select("topk", k): after each step the wrapper's selection (the
-pairs it pushed) has the reference's indices and values within 1e-6 relative (the test prints
-whether they were bitwise equal). Twice: plain torch.optim.SGD (sieve.torch's fused path) and a
-user's SGD subclass (the general path: the optimizer's own step() on zeroed weights, its momentum
-buffers masked where selected); odd rounds use zero_grad(set_to_none=True), and a torch StepLR halves the learning rate every 40
-rounds (the reference's lr follows). After each step the replica is the weights before it with the
-pushed values subtracted at their indices (the server's reply, one worker).
+only worker. Beside the wrapper runs a reference sieve.ErrorFeedback(D) fed, each round, what the
+rule computes from the same gradient (read from the parameters' .grad before opt.step()) and
+weights; after each step the wrapper's selection (the pairs it pushed) must have the reference's
+top-k indices and values within 1e-6 relative (the test prints whether they were bitwise equal),
+and the replica must be the weights before the step with the pushed values subtracted at their
+indices (the server's reply, one worker). Odd rounds use zero_grad(set_to_none=True); a torch
+StepLR halves the learning rate every 40 rounds (the references follow).
+  - SGD (lr 0.05, momentum 0.9, weight decay 1e-4), sieve-worker's rule (worker/trainer:
+    g += wd*w; m = mu*m + g; r += lr*m; top-k of r, r and m zeroed there): as plain
+    torch.optim.SGD (sieve.torch's fused path) and as a user's SGD subclass (the general path:
+    the optimizer's own step() on zeroed weights, its momentum buffers masked where selected).
+  - Adam (lr 1e-3): r += u, u = the update a plain torch Adam makes from the same gradients (a
+    reference Adam stepping a zero vector: u = -its result).
+  - AdamW (lr 1e-3, decoupled weight decay 1e-2): r += w - step(w), a reference AdamW stepping a
+    copy of the weights.
 
 usage: wrapper_math_test.py BUILD_DIR
 """
@@ -34,7 +38,9 @@ import sieve  # noqa: E402
 import sieve.torch  # noqa: E402
 
 D = 199210  # FNN-3
-ROUNDS, BATCH, LR, MU, WD, DENSITY = 100, 32, 0.05, 0.9, 1e-4, 0.01
+ROUNDS, BATCH, DENSITY, STEP_SIZE = 100, 32, 0.01, 40
+LR, MU, WD = 0.05, 0.9, 1e-4  # SGD
+ADAM_LR, ADAMW_WD = 1e-3, 1e-2
 
 
 class SubclassedSGD(torch.optim.SGD):
@@ -42,8 +48,47 @@ class SubclassedSGD(torch.optim.SGD):
     optimizer's own step() on zeroed weights and masks its momentum buffers (the general path)."""
 
 
+def lr_at(lr, r):
+    return lr * 0.5 ** (r // STEP_SIZE)  # StepLR(step_size=STEP_SIZE, gamma=0.5) at round r
+
+
+class SgdRule:
+    """sieve-worker's round: g += wd*w; m = mu*m + g; r += lr*m."""
+
+    def make(self):
+        return dict(lr=LR, momentum=MU, weight_decay=WD)
+
+    def feed(self, ef, r, grad, w):
+        ef.accumulate(grad.add(w, alpha=WD), MU, lr_at(LR, r))
+
+
+class TorchRule:
+    """r += u, u = what a plain torch optimizer (Adam, AdamW) subtracts from the weights."""
+
+    def __init__(self, cls, **kw):
+        self.cls, self.kw, self.ref = cls, kw, None
+
+    def make(self):
+        return self.kw
+
+    def feed(self, ef, r, grad, w):
+        if self.ref is None:
+            self.p = torch.nn.Parameter(torch.zeros(D))
+            self.ref = self.cls([self.p], **self.kw)
+        for group in self.ref.param_groups:
+            group["lr"] = lr_at(self.kw["lr"], r)
+        decoupled = self.kw.get("weight_decay", 0) and self.cls is torch.optim.AdamW
+        with torch.no_grad():
+            self.p.copy_(w) if decoupled else self.p.zero_()
+        self.p.grad = grad.clone()
+        self.ref.step()
+        with torch.no_grad():
+            u = w - self.p if decoupled else -self.p
+        ef.accumulate(u.detach(), 0.0, 1.0)  # m = u; r += m
+
+
 class PythonWrapperMatchesWorkerMath(unittest.TestCase):
-    def run_rounds(self, optimizer_class):
+    def run_rounds(self, optimizer_class, rule):
         torch.manual_seed(3)
         torch.set_num_threads(1)
         images, labels = sieve.load_fashion_mnist("train")
@@ -56,14 +101,14 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
         c = cluster.Cluster(BUILD, num_servers=1, num_workers=1)
         try:
             sieve.torch.init(scheduler=c.address, rank=0, bind="127.0.0.1", host="127.0.0.1")
-            opt = optimizer_class(model.parameters(), lr=LR, momentum=MU, weight_decay=WD)
+            opt = optimizer_class(model.parameters(), **rule.make())
             opt = sieve.torch.DistributedOptimizer(opt, model, compressor="topk",
                                                    density=DENSITY, steps_per_epoch=ROUNDS)
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=0.5)
             self.assertIsInstance(opt, optimizer_class)
             s = opt._sieve
             self.assertEqual(s.d, D)
             self.assertTrue(torch.equal(s.flat, own_init))  # the job starts from this init
-            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=40, gamma=0.5)
             k = sieve.k_for_density(DENSITY, D)
             ref = sieve.ErrorFeedback(D)
             bitwise, worst = 0, 0.0
@@ -74,9 +119,8 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
                 loss.backward()
                 opt.record(loss=loss)
                 grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-                g = grad.add(s.flat, alpha=WD)  # torch's own g + wd * w
                 before = s.flat.detach().clone()
-                ref.accumulate(g, MU, LR * 0.5 ** (r // 40))  # StepLR's lr of round r
+                rule.feed(ref, r, grad, before)
                 want = ref.select("topk", k)
                 opt.step()
                 sched.step()
@@ -84,7 +128,7 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
                 self.assertEqual(len(got_i), k, f"round {r}")
                 self.assertTrue(np.array_equal(got_i, want.indices),
                                 f"round {r}: {np.count_nonzero(got_i != want.indices)} of {k} "
-                                "indices differ from sieve-worker's rule")
+                                "indices differ from the reference's")
                 rel = np.abs(got_v - want.values) / np.maximum(np.abs(want.values), 1e-30)
                 worst = max(worst, float(rel.max()))
                 self.assertLessEqual(rel.max(), 1e-6, f"round {r}")
@@ -106,10 +150,17 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
         self.assertEqual(set(codes.values()), {0}, c.logs())
 
     def test_plain_sgd(self):
-        self.run_rounds(torch.optim.SGD)
+        self.run_rounds(torch.optim.SGD, SgdRule())
 
     def test_sgd_subclass(self):
-        self.run_rounds(SubclassedSGD)
+        self.run_rounds(SubclassedSGD, SgdRule())
+
+    def test_adam(self):
+        self.run_rounds(torch.optim.Adam, TorchRule(torch.optim.Adam, lr=ADAM_LR))
+
+    def test_adamw(self):
+        self.run_rounds(torch.optim.AdamW,
+                        TorchRule(torch.optim.AdamW, lr=ADAM_LR, weight_decay=ADAMW_WD))
 
 
 if __name__ == "__main__":
