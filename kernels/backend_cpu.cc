@@ -46,6 +46,21 @@ inline bool BlockAbove(const float* x, size_t n, int32_t t, float* ss) {
   return hit != 0;
 }
 
+// The float sums Σx and Σx² of x[0, n) (vectorized). A non-finite entry, or a float overflow, makes
+// one of them non-finite. A function of its own, not a loop inside the ForThreadRanges lambdas: GCC
+// 12 left that loop scalar there (mulss/addss, despite its omp simd), which made every moments pass
+// ~2.5x slower than a streaming read (issue 34).
+inline void BlockSums(const float* x, size_t n, float* sum, float* sumsq) {
+  float s = 0.0f, ss = 0.0f;
+#pragma omp simd reduction(+ : s, ss)
+  for (size_t i = 0; i < n; ++i) {
+    s += x[i];
+    ss += x[i] * x[i];
+  }
+  *sum = s;
+  *sumsq = ss;
+}
+
 // Runs fn(t, lo, hi) on nt OpenMP threads t = 0 … nt−1 over contiguous ranges [lo, hi) of
 // [0, n): outputs concatenated in thread order stay in index order without a sort.
 template <typename Fn>
@@ -72,11 +87,11 @@ void MomentsCpu(const float* x, size_t n, Moments* out, std::vector<uint64_t>* h
       const size_t e = std::min(hi, b + kBlock);
       // Plain float sums vectorize; a non-finite entry (or a float overflow) makes one of them
       // non-finite, which sends the block to the exact double scan that also counts the bad ones.
-      float fs = 0.0f, fss = 0.0f;
-#pragma omp simd reduction(+ : fs, fss)
-      for (size_t i = b; i < e; ++i) {
-        fs += x[i];
-        fss += x[i] * x[i];
+      float fs, fss;
+      if (e - b == kBlock) {
+        BlockSums(x + b, kBlock, &fs, &fss);
+      } else {
+        BlockSums(x + b, e - b, &fs, &fss);
       }
       uint64_t bad = 0;
       if (!std::isfinite(fs) || !std::isfinite(fss)) {
