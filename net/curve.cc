@@ -142,8 +142,9 @@ std::string NodeKeyName(const std::string& role, int rank) {
 }
 
 StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int servers, int workers,
-                                                 bool force) {
-  std::vector<std::string> pairs = {"server.key", "scheduler.key", "client.key"};
+                                                 bool force, bool unbound_client_key) {
+  std::vector<std::string> pairs = {"server.key", "scheduler.key"};
+  if (unbound_client_key || (servers == 0 && workers == 0)) pairs.push_back("client.key");
   for (int r = 0; r < servers; ++r) pairs.push_back(NodeKeyName("server", r));
   for (int r = 0; r < workers; ++r) pairs.push_back(NodeKeyName("worker", r));
   std::vector<std::string> names = pairs;

@@ -5,7 +5,8 @@
 //   server.key       the job's server key pair: line 1 public, line 2 secret. Every node's
 //                    receive socket is a CURVE server with it; every sender needs its public half.
 //   scheduler.key    the scheduler's client key pair (same layout): the key of the control plane.
-//   client.key       a client key pair for nodes without a key of their own.
+//   client.key       a client key pair for nodes without a key of their own (bound to no node;
+//                    `sieve keygen --servers --workers` writes it only with --client_key).
 //   server-<r>.key   (`sieve keygen --servers=S --workers=W`) one client key pair per node, named
 //   worker-<r>.key   after its role and rank (NodeKeyName): a server or worker with --rank=r uses
 //                    its own without being told (or the file given with --curve_key).
@@ -75,10 +76,13 @@ std::string NodeKeyName(const std::string& role, int rank);
 
 // Writes a whole key directory (layout above) with fresh keys, a key pair per server rank
 // < `servers` and per worker rank < `workers`, into the existing directory `dir`, every file
-// mode 0600. Refuses (AlreadyExists, nothing written) when one of the files exists, unless
+// mode 0600. client.key, a key bound to no node, is written only for a directory without node
+// keys (servers = workers = 0: every node shares it) or when `unbound_client_key` asks for it (a
+// job's scheduler then refuses it unless --allow_unbound_keys, and admits it only for ranks bound
+// to no key). Refuses (AlreadyExists, nothing written) when one of the files exists, unless
 // `force`. Errors: Unavailable, Unimplemented. Returns the names of the files written.
 StatusOr<std::vector<std::string>> WriteCurveDir(const std::string& dir, int servers, int workers,
-                                                 bool force);
+                                                 bool force, bool unbound_client_key);
 
 // After WriteCurveDir(dir, servers, workers, ...): one key directory per role, each holding only
 // what that role's daemons read, so that (in Kubernetes, one Secret per role) a pod never holds

@@ -22,6 +22,11 @@ DEFINE_uint32(min_workers, 0,
 DEFINE_uint64(
     num_params, 0,
     "D, the length of the flat parameter vector; 0 = take it from the workers' registration");
+DEFINE_bool(allow_unbound_keys, false,
+            "Under --curve_dir with keys bound to nodes (allowed_clients `KEY server R` / `KEY "
+            "worker R`, as `sieve keygen --servers --workers` writes them): also admit "
+            "allow-listed keys bound to no node (client.key), for ranks bound to no key only. "
+            "Off: such a key's REGISTER is refused (ERROR_BAD_REGISTRATION)");
 DEFINE_int32(heartbeat_timeout_ms, 10000,
              "A node silent for this long is declared dead and the others are told; 0 disables");
 DEFINE_int32(startup_timeout_ms, 600000,
@@ -40,7 +45,7 @@ int main(int argc, char** argv) {
       "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
       {{"Cluster",
         {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir",
-         "curve_key"}},
+         "curve_key", "allow_unbound_keys"}},
        {"Job identity", {"job_token_file", "job_token"}},
        {"Failure handling",
         {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
@@ -69,6 +74,7 @@ int main(int argc, char** argv) {
   opt.transport.max_message_bytes = sieve::MaxFrameBytes(0);
   opt.transport.curve = listen->curve;
   opt.transport.job = listen->job;
+  opt.allow_unbound_keys = FLAGS_allow_unbound_keys;
   opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   opt.startup_timeout_ms = FLAGS_startup_timeout_ms;
   if (FLAGS_server_failure != "wait" && FLAGS_server_failure != "fail") {

@@ -194,6 +194,15 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
                       std::string(RoleName(r.role())) + " rank " + std::to_string(r.rank()) +
                           " outside [0, " + std::to_string(expected) + ")");
   }
+  // A job whose keys are bound to nodes refuses keys bound to none (client.key), unless told to
+  // admit them for the ranks bound to no key: no key ever gets a rank bound to another.
+  const bool unbound_key = BoundJob() && options_.transport.curve.bindings.count(key) == 0;
+  if (unbound_key && !options_.allow_unbound_keys) {
+    return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+                      "this client key is bound to no node, and this job binds its nodes' keys "
+                      "(allowed_clients); the scheduler's --allow_unbound_keys admits it for "
+                      "ranks bound to no key");
+  }
   // Keys bound to ranks in advance (allowed_clients `KEY worker 3`): no other key takes a bound
   // rank, before the start (squatting) or after it (a dead node's rank).
   if (Status b = CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), r.rank());
@@ -202,6 +211,23 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
         h,
         b.code() == StatusCode::kAlreadyExists ? pb::ERROR_RANK_TAKEN : pb::ERROR_BAD_REGISTRATION,
         b.message());
+  }
+  if (unbound_key && r.rank() == -1 && !started_) {
+    // Room for it among the ranks bound to no key, besides the unbound keys already in.
+    int free_ranks = 0;
+    for (int rank = 0; rank < static_cast<int>(expected); ++rank) {
+      free_ranks += !RankBound(r.role(), rank);
+    }
+    for (const Entry& e : pending_) {
+      free_ranks -= e.info.role() == r.role() && e.info.instance() != r.instance() &&
+                    options_.transport.curve.bindings.count(e.info.key()) == 0;
+    }
+    if (free_ranks <= 0) {
+      return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+                        std::string("every ") + RoleName(r.role()) +
+                            " rank left is bound to a key (allowed_clients), and this one is "
+                            "bound to no node");
+    }
   }
   if (r.role() == pb::ROLE_WORKER && r.num_params() != 0) {
     if (num_params_ != 0 && num_params_ != r.num_params()) {
@@ -238,6 +264,10 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
     for (auto& [id, e] : nodes_) {
       if (e.info.role() != r.role() || !e.dead) continue;
       if (r.rank() != -1 && e.info.rank() != r.rank()) continue;
+      // A dead node's rank bound to another key is not this key's to take (rank -1 included).
+      if (!CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), e.info.rank()).ok()) {
+        continue;
+      }
       e.info.set_host(r.host());
       e.info.set_port(r.port());
       e.info.set_instance(r.instance());
@@ -321,10 +351,17 @@ Status Scheduler::MaybeStart() {
     for (const Entry& e : pending_) {
       if (e.info.role() == role && e.info.rank() >= 0) taken[e.info.rank()] = true;
     }
+    // Ranks bound to a key go to that key only, which asks for its rank: never handed out here.
+    for (uint32_t rank = 0; rank < n; ++rank) {
+      if (RankBound(role, static_cast<int>(rank))) taken[rank] = true;
+    }
     uint32_t next = 0;
     for (Entry& e : pending_) {
       if (e.info.role() != role || e.info.rank() >= 0) continue;
-      while (taken[next]) ++next;
+      while (next < n && taken[next]) ++next;
+      if (next == n) {  // HandleRegister leaves room; a failure here is a bug, not a peer's doing
+        return InternalError(std::string("no ") + RoleName(role) + " rank bound to no key is left");
+      }
       e.info.set_rank(static_cast<int>(next));
       taken[next] = true;
     }
@@ -364,6 +401,18 @@ pb::NodeTable Scheduler::BuildTable() const {
   t.set_generation(generation_);
   for (const auto& [id, e] : nodes_) *t.add_nodes() = e.info;
   return t;
+}
+
+bool Scheduler::BoundJob() const {
+  return options_.transport.curve.enabled && !options_.transport.curve.bindings.empty();
+}
+
+bool Scheduler::RankBound(pb::Role role, int rank) const {
+  if (!BoundJob()) return false;
+  for (const auto& [key, b] : options_.transport.curve.bindings) {
+    if (b.role == RoleName(role) && b.rank == rank) return true;
+  }
+  return false;
 }
 
 void Scheduler::HandleBarrier(int id, const pb::Barrier& b) {

@@ -52,6 +52,10 @@ struct SchedulerOptions {
   // other workers finish after some died fails when fewer than this finished (a worker restarted
   // under its rank that finishes counts).
   uint32_t min_workers = 0;
+  // Under CURVE with keys bound to nodes in the allow-list (a "bound job"): whether an
+  // allow-listed key bound to no node may register at all (then only for ranks bound to no key,
+  // before the start and at a dead node's takeover). False: it is refused, ERROR_BAD_REGISTRATION.
+  bool allow_unbound_keys = false;
 };
 
 class Scheduler {
@@ -109,6 +113,10 @@ class Scheduler {
   void Broadcast(const pb::Header& h, int except = -1);
   void ShutdownAll(const std::string& reason, bool failed);
   pb::NodeTable BuildTable() const;
+  // Under CURVE: whether the allow-list binds keys to nodes, and whether `role` `rank` is bound
+  // to a key.
+  bool BoundJob() const;
+  bool RankBound(pb::Role role, int rank) const;
   Entry* Find(int id);
 
   const SchedulerOptions options_;

@@ -186,7 +186,7 @@ TEST(NetClusterTest, CurveFlagErrorsNameTheFlagThatNamedTheFile) {
   const fs::path dir = fs::temp_directory_path() / ("sieve-flagkeys-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  ASSERT_TRUE(WriteCurveDir(dir.string(), 0, 0, false).ok());
+  ASSERT_TRUE(WriteCurveDir(dir.string(), 0, 0, false, false).ok());
   const std::string missing_key = (dir / "no-such.key").string();
   const std::string missing_dir = (dir / "no-such-dir").string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {

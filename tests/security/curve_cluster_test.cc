@@ -5,20 +5,20 @@
 // nothing was rejected or dropped, and the allow-list refused the intruder's handshakes.
 // Then keys bound to node ids: an insider with a valid allow-listed key of its own speaks for the
 // other nodes and for the scheduler; everything it claims is refused and the job succeeds.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
+#include <utility>
+#include <vector>
 #include <zmq_addon.hpp>
 
 #include "net/curve.h"
@@ -27,28 +27,14 @@
 #include "proto/messages.h"
 #include "tests/fault/cluster.h"
 #include "tests/proto/test_util.h"
+#include "tests/security/free_port.h"
 
 namespace sieve {
 namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
-
-// A TCP port that was free a moment ago (bound to port 0, then released).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
+using testing::FreePort;
 
 // A valid one-pair PUSH for shard 0, claiming to be worker id 2.
 Frames ForgedPush() {
@@ -203,13 +189,15 @@ TEST(CurveClusterTest, IntrudersGetNothingIntoARunningJob) {
   fs::remove_all(dir, ec);
 }
 
-// A fresh key directory of `sieve keygen --servers=1 --workers=1` (removed at the end) and the
-// CURVE options of an insider holding its shared, allow-listed client.key, which is no node's.
+// A fresh key directory of `sieve keygen --servers=1 --workers=W --client_key` (removed at the
+// end) and the CURVE options of an insider holding its allow-listed client.key, which is bound to
+// no node.
 struct PerNodeKeys {
-  PerNodeKeys() : dir(fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()))) {
+  explicit PerNodeKeys(int workers = 1)
+      : dir(fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()))) {
     fs::remove_all(dir);
     fs::create_directories(dir);
-    auto written = WriteCurveDir(dir.string(), 1, 1, false);
+    auto written = WriteCurveDir(dir.string(), 1, workers, false, /*unbound_client_key=*/true);
     status = written.status();
     if (!status.ok()) return;
     auto loaded = LoadCurveDir(dir.string());
@@ -265,7 +253,8 @@ Frames Forged(pb::Header h) { return std::move(EncodeControl(std::move(h))).valu
 // SHUTDOWN, a NODE_TABLE sending the worker's pushes to the insider, and an UPDATE as server 0 at
 // the worker; FINISHED as worker 0 (which would end the job at once) and a REGISTER for the live
 // server's rank at the scheduler. All of it is refused: the job completes every round with exactly
-// the worker's pushes, and the REGISTER is answered ERROR_RANK_TAKEN.
+// the worker's pushes, and the REGISTER is answered ERROR_BAD_REGISTRATION (a job whose keys are
+// bound refuses keys bound to no node).
 TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
   PerNodeKeys keys;
   ASSERT_TRUE(keys.status.ok()) << keys.status.ToString();
@@ -354,17 +343,18 @@ TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
   EXPECT_EQ(log.find("impostors=0)"), std::string::npos) << "the forged FINISHED was not refused\n"
                                                          << log;
   EXPECT_EQ(log.find("replaced by a new process"), std::string::npos) << log;
-  // The insider's REGISTER was answered ERROR_RANK_TAKEN.
-  EXPECT_TRUE(ReceivesError(peer, pb::ERROR_RANK_TAKEN)) << log;
+  // The insider's REGISTER was refused: its key is bound to no node.
+  EXPECT_TRUE(ReceivesError(peer, pb::ERROR_BAD_REGISTRATION)) << log;
   std::printf("server impostors=%s applied=%s; %s\n", s["impostors"].c_str(), s["applied"].c_str(),
               c.scheduler().lines().empty() ? "" : c.scheduler().lines().back().c_str());
 }
 
 // Ranks bound to keys in advance (allowed_clients `KEY server 0`, `KEY worker 0`, as `sieve
-// keygen --servers --workers` writes them): before the job forms, an insider holding the shared,
-// allow-listed client.key registers as server 0 and as worker 0. Both are refused with
-// ERROR_RANK_TAKEN, so the job forms from its own nodes, which register after it, and succeeds.
-// Without the binding the insider would hold both ranks and the real nodes would be turned away.
+// keygen --servers --workers` writes them): before the job forms, an insider holding the
+// allow-listed client.key (bound to no node) registers as server 0, as worker 0 and as a worker of
+// any rank. The job binds its keys, so all three are refused with ERROR_BAD_REGISTRATION; the job
+// forms from its own nodes, which register after it, and succeeds. Without the bindings the
+// insider would hold the ranks and the real nodes would be turned away.
 TEST(CurveClusterTest, ABoundRankCannotBeSquattedWithAnotherKey) {
   PerNodeKeys keys;
   ASSERT_TRUE(keys.status.ok()) << keys.status.ToString();
@@ -375,14 +365,14 @@ TEST(CurveClusterTest, ABoundRankCannotBeSquattedWithAnotherKey) {
   auto insider = keys.InsiderAtScheduler(c, 30000);
   ASSERT_TRUE(insider.ok()) << insider.status().ToString();
   Transport& peer = **insider;
-  ASSERT_TRUE(peer.Send(kSchedulerId, Forged(MakeRegisterHeader(pb::ROLE_SERVER, peer.host(),
-                                                                peer.port(), 0, 77, 0)))
-                  .ok());
-  EXPECT_TRUE(ReceivesError(peer, pb::ERROR_RANK_TAKEN)) << c.Log();
-  ASSERT_TRUE(peer.Send(kSchedulerId, Forged(MakeRegisterHeader(pb::ROLE_WORKER, peer.host(),
-                                                                peer.port(), 0, 78, 1000)))
-                  .ok());
-  EXPECT_TRUE(ReceivesError(peer, pb::ERROR_RANK_TAKEN)) << c.Log();
+  int instance = 77;
+  for (const auto& [role, rank] : {std::pair{pb::ROLE_SERVER, 0}, std::pair{pb::ROLE_WORKER, 0},
+                                   std::pair{pb::ROLE_WORKER, -1}}) {
+    ASSERT_TRUE(peer.Send(kSchedulerId, Forged(MakeRegisterHeader(role, peer.host(), peer.port(),
+                                                                  rank, instance++, 1000)))
+                    .ok());
+    EXPECT_TRUE(ReceivesError(peer, pb::ERROR_BAD_REGISTRATION)) << "rank " << rank << c.Log();
+  }
 
   c.StartServer(0, {curve, "--model=synthetic", "--num_params=1000"});
   c.StartWorker(0, {curve, "--model=synthetic", "--num_params=1000", "--rounds_per_epoch=50",
@@ -390,6 +380,93 @@ TEST(CurveClusterTest, ABoundRankCannotBeSquattedWithAnotherKey) {
   ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
   EXPECT_TRUE(c.AllExitedZero()) << c.Log();
   EXPECT_EQ(c.ServerSummary(0)["applied"], "50") << c.Log();
+}
+
+// The worker flags of the two-worker jobs below: `rounds` rounds; worker 0 is slowed down
+// (2 ms a round) so that the job outlasts a death and a rejoin of worker 1.
+std::vector<std::string> TwoWorkerFlags(const std::string& curve, int rank, int rounds) {
+  std::vector<std::string> f = {curve,
+                                "--model=synthetic",
+                                "--num_params=1000",
+                                "--rounds_per_epoch=" + std::to_string(rounds),
+                                "--epochs=1",
+                                "--compressor=topk",
+                                "--density=0.1",
+                                "--progress=log",
+                                "--heartbeat_interval_ms=200"};
+  if (rank == 0) f.push_back("--straggler=delay:2ms");
+  return f;
+}
+
+// The message types `peer` receives until an ERROR (its code in *error) or 10 s without a message
+// (which only bounds a hang).
+std::vector<pb::MsgType> ReceivedUntilError(Transport& peer, pb::ErrorCode* error) {
+  std::vector<pb::MsgType> types;
+  *error = pb::ERROR_NONE;
+  Frames got;
+  while (true) {
+    auto r = peer.Recv(&got, 10000);
+    if (!r.ok() || !*r) return types;
+    Message m;
+    pb::ErrorCode decode_code;
+    if (!Decode(std::move(got), {}, &m, &decode_code).ok()) continue;
+    types.push_back(m.type());
+    if (m.type() == pb::MSG_ERROR) {
+      *error = m.header.error().code();
+      return types;
+    }
+  }
+}
+
+// `sieve keygen --servers=1 --workers=2 --client_key`: every rank is bound to its key, and the
+// insider holds client.key, allow-listed but bound to no node. Before the start, it registers as
+// a worker of any rank (rank -1), which used to be handed a bound rank at the start (the real
+// worker 1 was then turned away with ERROR_RANK_TAKEN and the job failed): now it is refused with
+// ERROR_BAD_REGISTRATION and gets nothing else. Then worker 1 is SIGKILLed and declared dead, and
+// the insider asks for any worker rank again, which used to take the dead node's rank 1 (and push
+// into the model): refused the same way. The real worker 1, restarted under its rank with its own
+// key, rejoins, and every daemon exits 0 with no push but the workers' applied.
+TEST(CurveClusterTest, AnUnboundKeyTakesNoBoundRankBeforeTheStartOrAfterADeath) {
+  PerNodeKeys keys(/*workers=*/2);
+  ASSERT_TRUE(keys.status.ok()) << keys.status.ToString();
+  const std::string curve = "--curve_dir=" + keys.dir.string();
+  constexpr int kRounds = 3000;
+
+  testing::FaultCluster c;
+  ASSERT_TRUE(c.StartScheduler(1, 2, {curve, "--heartbeat_timeout_ms=2000"})) << c.Log();
+  auto insider = keys.InsiderAtScheduler(c, 30000);
+  ASSERT_TRUE(insider.ok()) << insider.status().ToString();
+  Transport& peer = **insider;
+  ASSERT_TRUE(peer.Send(kSchedulerId, Forged(MakeRegisterHeader(pb::ROLE_WORKER, peer.host(),
+                                                                peer.port(), -1, 91, 1000)))
+                  .ok());
+  pb::ErrorCode code;
+  std::vector<pb::MsgType> got = ReceivedUntilError(peer, &code);
+  EXPECT_EQ(code, pb::ERROR_BAD_REGISTRATION) << c.Log();
+  EXPECT_EQ(got, std::vector<pb::MsgType>{pb::MSG_ERROR}) << "the squatter was admitted";
+
+  c.StartServer(0,
+                {curve, "--model=synthetic", "--num_params=1000", "--heartbeat_interval_ms=200"});
+  c.StartWorker(0, TwoWorkerFlags(curve, 0, kRounds));
+  c.StartWorker(1, TwoWorkerFlags(curve, 1, kRounds));
+  ASSERT_TRUE(c.scheduler().WaitFor("node table sent", milliseconds(60000))) << c.Log();
+  c.worker(1).Kill(SIGKILL);
+  ASSERT_TRUE(c.scheduler().WaitFor("worker 1 (node 3) is dead", milliseconds(60000))) << c.Log();
+
+  ASSERT_TRUE(peer.Send(kSchedulerId, Forged(MakeRegisterHeader(pb::ROLE_WORKER, peer.host(),
+                                                                peer.port(), -1, 92, 1000)))
+                  .ok());
+  got = ReceivedUntilError(peer, &code);
+  EXPECT_EQ(code, pb::ERROR_BAD_REGISTRATION) << c.Log();
+  EXPECT_EQ(got, std::vector<pb::MsgType>{pb::MSG_ERROR}) << "the dead node's rank was taken";
+
+  c.StartWorker(1, TwoWorkerFlags(curve, 1, kRounds));
+  ASSERT_TRUE(c.WaitAll(milliseconds(150000))) << c.Log();
+  EXPECT_TRUE(c.AllExitedZero()) << c.Log();
+  testing::KeyValues s = c.ServerSummary(0);
+  EXPECT_EQ(s["rounds"], std::to_string(kRounds)) << c.Log();
+  EXPECT_EQ(s["rejoins"], "1") << c.Log();  // the real worker 1, and nobody else
+  EXPECT_EQ(s["impostors"], "0") << c.Log();
 }
 
 }  // namespace

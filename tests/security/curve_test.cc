@@ -162,7 +162,7 @@ TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
   const fs::path dir = fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  auto names = WriteCurveDir(dir.string(), 1, 1, false);
+  auto names = WriteCurveDir(dir.string(), 1, 1, false, /*unbound_client_key=*/true);
   ASSERT_TRUE(names.ok()) << names.status().ToString();
   EXPECT_EQ(*names, (std::vector<std::string>{"server.key", "scheduler.key", "client.key",
                                               "server-0.key", "worker-0.key", "allowed_clients"}));
@@ -192,8 +192,16 @@ TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
             StatusCode::kAlreadyExists);  // a bound rank only with its key
   EXPECT_TRUE(CheckKeyBinding(c, shared->client.public_key, "worker", 1).ok());  // unbound rank
   EXPECT_TRUE(CheckKeyBinding(CurveOptions{}, "", "worker", 0).ok());            // no bindings
-  EXPECT_EQ(WriteCurveDir(dir.string(), 1, 1, false).status().code(), StatusCode::kAlreadyExists);
-  EXPECT_TRUE(WriteCurveDir(dir.string(), 1, 1, true).ok());
+  EXPECT_EQ(WriteCurveDir(dir.string(), 1, 1, false, true).status().code(),
+            StatusCode::kAlreadyExists);
+  // Without asking, a directory with node keys holds no key bound to no node.
+  const fs::path bound_only = dir / "bound-only";
+  fs::create_directories(bound_only);
+  auto bound_names = WriteCurveDir(bound_only.string(), 1, 1, false, false);
+  ASSERT_TRUE(bound_names.ok()) << bound_names.status().ToString();
+  EXPECT_FALSE(fs::exists(bound_only / "client.key"));
+  EXPECT_EQ(bound_names->size(), 5u);
+  EXPECT_TRUE(WriteCurveDir(dir.string(), 1, 1, true, true).ok());
   fs::remove_all(dir);
 }
 
@@ -205,7 +213,7 @@ TEST(CurveTest, RoleDirectoriesHoldOnlyTheirRolesKeys) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   EXPECT_EQ(WriteRoleDirs(dir.string(), 2, 3, false).status().code(), StatusCode::kNotFound);
-  ASSERT_TRUE(WriteCurveDir(dir.string(), 2, 3, false).ok());
+  ASSERT_TRUE(WriteCurveDir(dir.string(), 2, 3, false, false).ok());
   auto written = WriteRoleDirs(dir.string(), 2, 3, false);
   ASSERT_TRUE(written.ok()) << written.status().ToString();
   EXPECT_EQ(written->size(), 3u + 4u + 5u);
