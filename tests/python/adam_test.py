@@ -31,12 +31,7 @@ class PythonAdam(unittest.TestCase):
         code, out = cluster.launch(BUILD, f"/usr/bin/python3 {script} --epochs=1",
                                    [f"--metrics_out={out_dir}/metrics-{{rank}}.jsonl"],
                                    num_servers=1)
-        self.assertEqual(code, 0, out[-4000:])
-        result = cluster.job_result(out)
-        self.assertIsNotNone(result, out[-4000:])
-        print(f"launcher: {result}")
-        self.assertEqual(result["rounds"], str(ROUNDS))
-        self.assertGreaterEqual(float(result["test_acc"]), 0.75)
+        cluster.check_finished(self, code, out, ROUNDS, min_test_acc=0.75)
         for r in (0, 1):
             m = cluster.read_jsonl(f"{out_dir}/metrics-{r}.jsonl")
             self.assertEqual([x["round"] for x in m], list(range(ROUNDS)), f"rank {r}")

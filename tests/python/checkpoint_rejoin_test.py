@@ -57,12 +57,7 @@ class PythonCheckpointRejoin(unittest.TestCase):
         self.assertEqual(len(servers), 2, out[-4000:])
         for line in servers:
             self.assertIn(" rejoins=1 ", line)
-        result = cluster.job_result(out)
-        self.assertIsNotNone(result, out[-4000:])
-        print(f"launcher: {result}")
-        self.assertEqual(result["rounds"], str(60000 // 2 // 32))
-        self.assertEqual(result["workers"], "2/2")
-        self.assertGreaterEqual(float(result["test_acc"]), 0.80)
+        cluster.check_finished(self, code, out, cluster.USER_SCRIPT_ROUNDS, min_test_acc=0.80)
 
 
 if __name__ == "__main__":

@@ -162,6 +162,12 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+# tests/python/user_script/mlp.py's model (784-128-10) and its rounds in 1 epoch on 2 workers
+# (Fashion-MNIST's 60000 examples, batch 32).
+USER_SCRIPT_D = 784 * 128 + 128 + 128 * 10 + 10
+USER_SCRIPT_ROUNDS = 60000 // 2 // 32
+
+
 def user_script():
     """tests/python/user_script/mlp.py: a user's own MLP script (its docstring: the test hooks)."""
     return os.path.join(source_dir(), "tests", "python", "user_script", "mlp.py")
@@ -189,4 +195,19 @@ def job_result(output):
     lines = [l for l in output.splitlines() if l.startswith("sieve launch: job finished:")]
     if not lines:
         return None
-    return dict(f.split("=", 1) for f in lines[-1].split()[3:] if "=" in f)
+    return dict(f.rstrip(";").split("=", 1) for f in lines[-1].split()[3:] if "=" in f)
+
+
+def check_finished(test, code, out, rounds, workers="2/2", min_test_acc=None):
+    """Asserts (unittest.TestCase `test`) that a `sieve launch` run exited 0 and its result line
+    says `rounds` rounds, `workers` workers and, when given, test_acc >= min_test_acc; prints and
+    returns the line's fields."""
+    test.assertEqual(code, 0, out[-4000:])
+    result = job_result(out)
+    test.assertIsNotNone(result, out[-4000:])
+    print(f"launcher: {result}")
+    test.assertEqual(result["rounds"], str(rounds))
+    test.assertEqual(result["workers"], workers)
+    if min_test_acc is not None:
+        test.assertGreaterEqual(float(result["test_acc"]), min_test_acc)
+    return result

@@ -8,7 +8,9 @@
     result line says workers=1/2 and names the lost worker, rank 0 did all 937 rounds, and each
     server applied exactly 937 + 300 pushes (rank 1's rounds 0-299, none after);
   - a script that never calls opt.finish() (MLP_NO_FINISH): sieve.torch finishes at exit, each
-    worker prints its summary line after all 937 rounds, the job finishes (exit 0, 2/2);
+    worker prints its summary line after all 937 rounds, the job finishes (exit 0, 2/2); the
+    worker flags routed to it (--density=0.02 --metrics_out=...) win over the script's
+    density=0.01: every round of both ranks pushed k = round(0.02 * D) pairs;
   - an uncaught exception in rank 1's script at round 100 (MLP_RAISE=1:100) fails the job:
     exit 1, the result line names worker 1, the server applied no round past 100.
 
@@ -18,6 +20,7 @@ usage: launcher_test.py BUILD_DIR
 import os
 import re
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +28,7 @@ import cluster  # noqa: E402
 
 BUILD = cluster.setup(sys.argv)
 
-ROUNDS, KILL_ROUND = 60000 // 2 // 32, 300
+ROUNDS, D, KILL_ROUND = cluster.USER_SCRIPT_ROUNDS, cluster.USER_SCRIPT_D, 300
 
 
 class PythonLauncher(unittest.TestCase):
@@ -41,29 +44,32 @@ class PythonLauncher(unittest.TestCase):
     def test_min_workers_lets_a_killed_worker_go(self):
         code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
                                    ["--min_workers=1"], env={"MLP_KILL": f"1:{KILL_ROUND}"})
-        self.assertEqual(code, 0, out[-4000:])
+        cluster.check_finished(self, code, out, ROUNDS, workers="1/2", min_test_acc=0.75)
         self.assertIn("lost worker 1 (killed by signal 9", out)
         final = out.rstrip().splitlines()[-1]
-        print(final)
         self.assertRegex(final, r"workers=1/2; lost worker 1 \(killed by signal 9")
-        result = cluster.job_result(out)
-        self.assertEqual(result["rounds"], str(ROUNDS))
-        self.assertGreaterEqual(float(result["test_acc"]), 0.75)
         s0 = [l for l in out.splitlines() if "sieve-worker summary: rank=0 " in l]
         self.assertEqual(len(s0), 1, out[-4000:])
         self.assertIn(f" rounds={ROUNDS} ", s0[0])
         applied = [int(a) for a in re.findall(r"sieve-server summary: .* applied=(\d+) ", out)]
         self.assertEqual(applied, [ROUNDS + KILL_ROUND] * 2)
 
-    def test_finish_at_exit(self):
+    def test_finish_at_exit_and_routed_flags(self):
+        out_dir = tempfile.mkdtemp(prefix="sieve-launcher-")
         code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+                                   ["--density=0.02", f"--metrics_out={out_dir}/m-{{rank}}.jsonl"],
                                    num_servers=1, env={"MLP_NO_FINISH": "1"})
         self.assertEqual(code, 0, out[-4000:])
+        k = round(0.02 * D)
+        for r in (0, 1):
+            m = cluster.read_jsonl(f"{out_dir}/m-{r}.jsonl")
+            self.assertEqual(len(m), ROUNDS)
+            self.assertEqual({(x["k"], x["selected"]) for x in m}, {(k, k)}, f"rank {r}")
         for r in (0, 1):
             lines = [l for l in out.splitlines() if f"sieve-worker summary: rank={r} " in l]
             self.assertEqual(len(lines), 1, out[-4000:])
             self.assertIn(f" rounds={ROUNDS} ", lines[0])
-        self.assertEqual(cluster.job_result(out)["workers"], "2/2")
+        cluster.check_finished(self, code, out, ROUNDS)
 
     def test_uncaught_exception_fails_the_job(self):
         code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",

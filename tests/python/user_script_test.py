@@ -24,7 +24,7 @@ BUILD = cluster.setup(sys.argv)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-D = 784 * 128 + 128 + 128 * 10 + 10  # 101770
+D = cluster.USER_SCRIPT_D  # 101770
 
 
 class PythonUserScript(unittest.TestCase):
@@ -35,14 +35,8 @@ class PythonUserScript(unittest.TestCase):
             [f"--dump_weights={out_dir}/replica-{{rank}}.bin",
              f"--dump_shard={out_dir}/shard-{{rank}}.bin"],
             env={"MLP_DUMP_DIR": out_dir})
-        self.assertEqual(code, 0, out[-4000:])
+        cluster.check_finished(self, code, out, cluster.USER_SCRIPT_ROUNDS, min_test_acc=0.80)
         self.assertIn("starts from worker 0's initial weights", out)  # no --model on servers
-        result = cluster.job_result(out)
-        self.assertIsNotNone(result, out[-4000:])
-        print(f"launcher: {result}")
-        self.assertEqual(result["rounds"], str(60000 // 2 // 32))
-        self.assertEqual(result["workers"], "2/2")
-        self.assertGreaterEqual(float(result["test_acc"]), 0.80)
 
         # The job's initial weights are rank 0's torch init.
         init = [torch.load(f"{out_dir}/init-{r}.pt") for r in (0, 1)]
