@@ -4,12 +4,16 @@
 // Only explicit execution policies on raw pointers are used, never thrust::device or
 // device_vector, so this object coexists with the CUDA backend in one binary.
 #include <omp.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/omp/execution_policy.h>
 #include <thrust/transform.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -26,24 +30,43 @@ namespace backend_internal {
 namespace {
 
 constexpr size_t kBlock = 512;
-// Count+collect tests the max |x| of blocks this small, so that at small densities few blocks
-// (1 − (1 − ρ)^64 ≈ 6 % at ρ = 0.001) need the exact scalar scan.
+// Count+collect compares blocks of this many keys at once into one 64-bit hit mask.
 constexpr size_t kScanBlock = 64;
 
-// Whether any key AbsKey(x[i]), i < n, exceeds t (a signed compare: keys are < 2^31, and it
-// vectorizes with plain SSE2); with kSumSq also the float Σx² into *ss. Non-finite keys are
-// above every t < kNonFiniteKey, so a block holding one always reports a hit.
+// Bit j of the result: AbsKey(x[j]) > t, for j < n ≤ 64 (a signed compare: keys are < 2^31). With
+// kSumSq also the float Σx² into *ss. Non-finite keys are above every t < kNonFiniteKey, so a
+// NaN/±Inf always sets its bit. Full blocks take SSE2 (x86-64's baseline): 16 compares and
+// movemasks, Σx² in four partial sums; the rest (and other targets) a scalar loop.
 template <bool kSumSq>
-inline bool BlockAbove(const float* x, size_t n, int32_t t, float* ss) {
-  int hit = 0;
+inline uint64_t BlockMask(const float* x, size_t n, int32_t t, float* ss) {
+#if defined(__SSE2__)
+  if (n == kScanBlock) {
+    const __m128i abs_bits = _mm_set1_epi32(0x7fffffff);
+    const __m128i tv = _mm_set1_epi32(t);
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    uint64_t mask = 0;
+    for (int j = 0; j < 16; ++j) {
+      const __m128 v = _mm_loadu_ps(x + 4 * j);
+      const __m128i gt = _mm_cmpgt_epi32(_mm_and_si128(_mm_castps_si128(v), abs_bits), tv);
+      mask |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(gt))) << (4 * j);
+      if constexpr (kSumSq) acc[j & 3] = _mm_add_ps(acc[j & 3], _mm_mul_ps(v, v));
+    }
+    if constexpr (kSumSq) {
+      alignas(16) float lanes[4];
+      _mm_store_ps(lanes, _mm_add_ps(_mm_add_ps(acc[0], acc[1]), _mm_add_ps(acc[2], acc[3])));
+      *ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    }
+    return mask;
+  }
+#endif
+  uint64_t mask = 0;
   float s = 0.0f;
-#pragma omp simd reduction(| : hit) reduction(+ : s)
   for (size_t i = 0; i < n; ++i) {
-    hit |= static_cast<int32_t>(AbsKey(x[i])) > t;
+    mask |= static_cast<uint64_t>(static_cast<int32_t>(AbsKey(x[i])) > t) << i;
     if constexpr (kSumSq) s += x[i] * x[i];
   }
   if constexpr (kSumSq) *ss = s;
-  return hit != 0;
+  return mask;
 }
 
 // The float sums Σx and Σx² of x[0, n) (vectorized). A non-finite entry, or a float overflow, makes
@@ -205,9 +228,27 @@ class CpuContext final : public BackendContext {
       uint64_t c = 0, nf = 0;
       double s2 = 0.0;
       std::vector<uint32_t>& v = local[t];
-      // Scans [i0, i1) exactly: counts non-finite entries, collects keys above key_thr.
-      auto scan = [&](size_t i0, size_t i1) {
-        for (size_t i = i0; i < i1; ++i) {
+      // Each 64-entry block yields a mask of the keys above t_block (NaN/Inf included); only its
+      // set bits are visited, so the cost beyond the vector test is per selected entry.
+      const int32_t t_block = static_cast<int32_t>(std::min<int64_t>(key_thr, kNonFiniteKey - 1));
+      for (size_t b = lo; b < hi; b += kScanBlock) {
+        const size_t len = std::min(hi - b, kScanBlock);
+        uint64_t mask;
+        if (sumsq == nullptr) {
+          mask = BlockMask<false>(x + b, len, t_block, nullptr);
+        } else {
+          float fss = 0.0f;
+          mask = BlockMask<true>(x + b, len, t_block, &fss);
+          if (std::isfinite(fss)) {
+            s2 += fss;
+          } else {  // float overflow (or non-finite input): redo in double
+            for (size_t i = b; i < b + len; ++i) {
+              if (AbsKey(x[i]) < kNonFiniteKey) s2 += static_cast<double>(x[i]) * x[i];
+            }
+          }
+        }
+        for (; mask != 0; mask &= mask - 1) {
+          const size_t i = b + static_cast<size_t>(std::countr_zero(mask));
           const uint32_t key = AbsKey(x[i]);
           if (key >= kNonFiniteKey) {
             ++nf;
@@ -216,30 +257,6 @@ class CpuContext final : public BackendContext {
             ++c;
           }
         }
-      };
-      // Blocks with no key above t are skipped after the vector test; the others are scanned
-      // exactly. At small densities few blocks hold a selected entry.
-      const int32_t t_block = static_cast<int32_t>(std::min<int64_t>(key_thr, kNonFiniteKey - 1));
-      for (size_t b = lo; b < hi; b += kScanBlock) {
-        const size_t e = std::min(hi, b + kScanBlock);
-        const size_t len = e - b;
-        bool hit;
-        if (sumsq == nullptr) {
-          hit = len == kScanBlock ? BlockAbove<false>(x + b, kScanBlock, t_block, nullptr)
-                                  : BlockAbove<false>(x + b, len, t_block, nullptr);
-        } else {
-          float fss = 0.0f;
-          hit = len == kScanBlock ? BlockAbove<true>(x + b, kScanBlock, t_block, &fss)
-                                  : BlockAbove<true>(x + b, len, t_block, &fss);
-          if (std::isfinite(fss)) {
-            s2 += fss;
-          } else {  // float overflow (or non-finite input): redo in double
-            for (size_t i = b; i < e; ++i) {
-              if (AbsKey(x[i]) < kNonFiniteKey) s2 += static_cast<double>(x[i]) * x[i];
-            }
-          }
-        }
-        if (hit) scan(b, e);
       }
       cnt[t] = c;
       bad[t] = nf;
