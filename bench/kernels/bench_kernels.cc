@@ -3,6 +3,8 @@
 // filled once per d outside the timed loops. `--device=cpu|cuda|auto` picks the backend of the
 // operators (baselines always run on the host; on cuda the streaming read is a device read).
 // Data: N(0,1), fixed seed. Arguments: d and ρ·1e4 (10 → ρ = 0.001, 100 → ρ = 0.01).
+// The rows above time the stateless sieve::Select on that fixed data (no previous threshold);
+// worker_path.h adds the worker's path beside them: ErrorFeedback::Select in steady state.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/worker_path.h"
 #include "kernels/selection.h"
 
 namespace sieve {
@@ -165,6 +168,7 @@ int main(int argc, char** argv) {
             benchmark::RegisterBenchmark(std::string(CompressorName(c)).c_str(), BM_Operator, c));
       }
       for (auto* b : rows) b->Args({d, rho})->Unit(benchmark::kMillisecond)->UseRealTime();
+      RegisterWorkerPathRows(g_device, d, rho);  // ef_*, sl_*, ef_round_*, ef_lrstep_*
     }
   }
   benchmark::Initialize(&rest_argc, rest.data());
