@@ -13,6 +13,9 @@ StepLR halves the learning rate every 40 rounds (the references follow).
     g += wd*w; m = mu*m + g; r += lr*m; top-k of r, r and m zeroed there): as plain
     torch.optim.SGD (sieve.torch's fused path) and as a user's SGD subclass (the general path:
     the optimizer's own step() on zeroed weights, its momentum buffers masked where selected).
+  - The same with two param groups whose learning rates differ in rounds 30-59 only (a LambdaLR
+    per group): plain SGD's path changes from fused to general and back, and its momentum moves
+    along (before the fix the pairs differed from round 30 on); the reference in torch.
   - Adam (lr 1e-3): r += u, u = the update a plain torch Adam makes from the same gradients (a
     reference Adam stepping a zero vector: u = -its result).
   - AdamW (lr 1e-3, decoupled weight decay 1e-2): r += w - step(w), a reference AdamW stepping a
@@ -53,25 +56,75 @@ def lr_at(lr, r):
 
 
 class SgdRule:
-    """sieve-worker's round: g += wd*w; m = mu*m + g; r += lr*m."""
+    """sieve-worker's round: g += wd*w; m = mu*m + g; r += lr*m (a reference ErrorFeedback)."""
 
-    def make(self):
-        return dict(lr=LR, momentum=MU, weight_decay=WD)
+    def __init__(self):
+        self.ef = sieve.ErrorFeedback(D)
 
-    def feed(self, ef, r, grad, w):
-        ef.accumulate(grad.add(w, alpha=WD), MU, lr_at(LR, r))
+    def optimizer(self, cls, model):
+        return cls(model.parameters(), lr=LR, momentum=MU, weight_decay=WD)
+
+    def scheduler(self, opt):
+        return torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=0.5)
+
+    def feed(self, r, grad, w):
+        self.ef.accumulate(grad.add(w, alpha=WD), MU, lr_at(LR, r))
+
+    def select(self, k):
+        want = self.ef.select("topk", k)
+        return want.indices, want.values
+
+    def residual(self):
+        return self.ef.read_state()[1]
 
 
-class TorchRule:
+class GroupsRule(SgdRule):
+    """sieve-worker's round with a learning rate per parameter group: the first two layers at
+    LR, the rest at LR / 2 in rounds 30-59 (a LambdaLR per group), so that the wrapped plain
+    SGD's path changes twice (fused while the groups agree, general while they differ). The
+    reference in torch: m = mu*m + g; r += lr_i*m; the top-k of |r| (r and m zeroed there)."""
+
+    def __init__(self):
+        self.m, self.r = torch.zeros(D), torch.zeros(D)
+
+    def optimizer(self, cls, model):
+        params = list(model.parameters())
+        self.n0 = sum(p.numel() for p in params[:4])
+        return cls([{"params": params[:4]}, {"params": params[4:]}], lr=LR, momentum=MU,
+                   weight_decay=WD)
+
+    def scheduler(self, opt):
+        return torch.optim.lr_scheduler.LambdaLR(
+            opt, [lambda t: 1.0, lambda t: 0.5 if 30 <= t < 60 else 1.0])
+
+    def feed(self, r, grad, w):
+        lr = torch.full((D,), LR)
+        lr[self.n0:] = LR * (0.5 if 30 <= r < 60 else 1.0)
+        self.m = self.m * MU + grad.add(w, alpha=WD)
+        self.r = self.r + lr * self.m
+
+    def select(self, k):
+        idx = torch.topk(self.r.abs(), k).indices.sort().values
+        values = self.r[idx].clone()
+        self.r[idx] = 0
+        self.m[idx] = 0
+        return idx.numpy().astype(np.uint32), values.numpy()
+
+    def residual(self):
+        return self.r.numpy()
+
+
+class TorchRule(SgdRule):
     """r += u, u = what a plain torch optimizer (Adam, AdamW) subtracts from the weights."""
 
     def __init__(self, cls, **kw):
+        super().__init__()
         self.cls, self.kw, self.ref = cls, kw, None
 
-    def make(self):
-        return self.kw
+    def optimizer(self, cls, model):
+        return cls(model.parameters(), **self.kw)
 
-    def feed(self, ef, r, grad, w):
+    def feed(self, r, grad, w):
         if self.ref is None:
             self.p = torch.nn.Parameter(torch.zeros(D))
             self.ref = self.cls([self.p], **self.kw)
@@ -84,7 +137,7 @@ class TorchRule:
         self.ref.step()
         with torch.no_grad():
             u = w - self.p if decoupled else -self.p
-        ef.accumulate(u.detach(), 0.0, 1.0)  # m = u; r += m
+        self.ef.accumulate(u.detach(), 0.0, 1.0)  # m = u; r += m
 
 
 class PythonWrapperMatchesWorkerMath(unittest.TestCase):
@@ -101,16 +154,15 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
         c = cluster.Cluster(BUILD, num_servers=1, num_workers=1)
         try:
             sieve.torch.init(scheduler=c.address, rank=0, bind="127.0.0.1", host="127.0.0.1")
-            opt = optimizer_class(model.parameters(), **rule.make())
-            opt = sieve.torch.DistributedOptimizer(opt, model, compressor="topk",
-                                                   density=DENSITY, steps_per_epoch=ROUNDS)
-            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=0.5)
+            opt = sieve.torch.DistributedOptimizer(rule.optimizer(optimizer_class, model), model,
+                                                   compressor="topk", density=DENSITY,
+                                                   steps_per_epoch=ROUNDS)
+            sched = rule.scheduler(opt)
             self.assertIsInstance(opt, optimizer_class)
             s = opt._sieve
             self.assertEqual(s.d, D)
             self.assertTrue(torch.equal(s.flat, own_init))  # the job starts from this init
             k = sieve.k_for_density(DENSITY, D)
-            ref = sieve.ErrorFeedback(D)
             bitwise, worst = 0, 0.0
             for r in range(ROUNDS):
                 b = slice(r * BATCH, (r + 1) * BATCH)
@@ -120,26 +172,26 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
                 opt.record(loss=loss)
                 grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
                 before = s.flat.detach().clone()
-                rule.feed(ref, r, grad, before)
-                want = ref.select("topk", k)
+                rule.feed(r, grad, before)
+                want_i, want_v = rule.select(k)
                 opt.step()
                 sched.step()
                 got_i, got_v = s.selection.indices.copy(), s.selection.values.copy()
                 self.assertEqual(len(got_i), k, f"round {r}")
-                self.assertTrue(np.array_equal(got_i, want.indices),
-                                f"round {r}: {np.count_nonzero(got_i != want.indices)} of {k} "
+                self.assertTrue(np.array_equal(got_i, want_i),
+                                f"round {r}: {np.count_nonzero(got_i != want_i)} of {k} "
                                 "indices differ from the reference's")
-                rel = np.abs(got_v - want.values) / np.maximum(np.abs(want.values), 1e-30)
+                rel = np.abs(got_v - want_v) / np.maximum(np.abs(want_v), 1e-30)
                 worst = max(worst, float(rel.max()))
                 self.assertLessEqual(rel.max(), 1e-6, f"round {r}")
-                bitwise += np.array_equal(got_v.view(np.uint32), want.values.view(np.uint32))
+                bitwise += np.array_equal(got_v.view(np.uint32), want_v.view(np.uint32))
                 expect = before.numpy().copy()
                 expect[got_i] -= got_v
                 self.assertTrue(np.array_equal(s.flat.numpy(), expect),
                                 f"round {r}: the replica is not w - pushed")
             # The residuals agree too: the wrapper's r is the reference's.
-            _, r_ref = ref.read_state()
-            self.assertTrue(np.allclose(opt.residual().numpy(), r_ref, rtol=1e-6, atol=1e-12))
+            self.assertTrue(np.allclose(opt.residual().numpy(), rule.residual(), rtol=1e-6,
+                                        atol=1e-12))
             print(f"{optimizer_class.__name__}: {ROUNDS} rounds, k = {k}: indices equal in every "
                   f"round; values bitwise equal in {bitwise} of {ROUNDS} rounds, largest "
                   f"relative difference {worst:.3g}")
@@ -154,6 +206,9 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
 
     def test_sgd_subclass(self):
         self.run_rounds(SubclassedSGD, SgdRule())
+
+    def test_param_groups_whose_lr_diverge_and_meet_again(self):
+        self.run_rounds(torch.optim.SGD, GroupsRule())
 
     def test_adam(self):
         self.run_rounds(torch.optim.Adam, TorchRule(torch.optim.Adam, lr=ADAM_LR))

@@ -280,6 +280,7 @@ class _Sieve:
                 s.views.append((offset, n))
                 offset += n
         s.flat_momentum = None  # SGD's momentum buffers as views of one flat buffer (masking)
+        s.fused = None  # whether the last step took the fused SGD path (see _move_momentum)
         s.ef = _core.ErrorFeedback(s.d, s.device.type)
         s.selection = _core.Selection()
         s.seed_key = _core.counter_hash(seed, 0x5E1EC70000 + s.rank)
@@ -411,7 +412,7 @@ class _Sieve:
         m, r = s.ef.read_state()
         state["sieve"] = {"round": s.round, "residual": torch.from_numpy(r),
                           "momentum": torch.from_numpy(m), "thresholds": s.thresholds,
-                          "d": s.d}
+                          "d": s.d, "momentum_in_sieve": s.fused is True}
         return state
 
     def load_state_dict(self, state_dict):
@@ -429,6 +430,7 @@ class _Sieve:
                          mine["residual"].contiguous().numpy())
         s.thresholds = tuple(mine["thresholds"])
         s.flat_momentum = None  # the loaded momentum buffers are new tensors: re-gathered
+        s.fused = mine.get("momentum_in_sieve")  # where the loaded SGD momentum is
 
     def residual(self):
         """A copy of the error-feedback residual r (a torch tensor on the CPU)."""
@@ -530,6 +532,29 @@ class _Sieve:
                 return None
         return key
 
+    def _move_momentum(self, fused):
+        """SGD's momentum lives in sieve's m on the fused path and in torch's momentum buffers on
+        the general one. When the path changes between two steps (e.g. a schedule makes the
+        param groups' learning rates differ, or equal again) it moves over, so that no momentum
+        is lost and m is never mistaken for it (the general path keeps -u in m)."""
+        s = self._sieve
+        previous, s.fused = s.fused, fused
+        if previous is None or previous == fused or not isinstance(self, torch.optim.SGD):
+            return
+        m, r = s.ef.read_state()
+        if fused:  # torch's buffers -> m
+            flat_m = torch.zeros(s.d, dtype=torch.float32)
+            for p, (offset, n) in zip(s.params, s.views):
+                buf = self.state[p].pop("momentum_buffer", None) if p in self.state else None
+                if buf is not None:
+                    flat_m[offset:offset + n].copy_(buf.reshape(-1))
+            s.ef.write_state(flat_m.numpy(), r)
+        else:  # m -> torch's buffers
+            flat_m = torch.from_numpy(m).to(s.device)
+            for p, (offset, n) in zip(s.params, s.views):
+                self.state[p]["momentum_buffer"] = flat_m[offset:offset + n].view_as(p).clone()
+        s.flat_momentum = None  # re-gathered by _gather_momentum
+
     def _local_update(self):
         """r += u, u = what the wrapped optimizer's step would subtract from the weights.
 
@@ -541,6 +566,7 @@ class _Sieve:
         gradient (e.g. AdamW's decoupled decay): then u = w - step(w), exact to float rounding."""
         s = self._sieve
         fused = self._fused_sgd()
+        self._move_momentum(fused is not None)
         if fused is not None:
             lr, momentum, weight_decay = fused
             if weight_decay:
