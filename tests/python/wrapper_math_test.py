@@ -8,7 +8,9 @@ weights; after each step the wrapper's selection (the pairs it pushed) must have
 top-k indices and values within 1e-6 relative (the test prints whether they were bitwise equal),
 and the replica must be the weights before the step with the pushed values subtracted at their
 indices (the server's reply, one worker). Odd rounds use zero_grad(set_to_none=True); a torch
-StepLR halves the learning rate every 40 rounds (the references follow).
+StepLR halves the learning rate every 40 rounds (the references follow); before round 45 the
+optimizer's state_dict() goes through torch.save / torch.load into load_state_dict() (a
+checkpoint's round trip must change no pair).
   - SGD (lr 0.05, momentum 0.9, weight decay 1e-4), sieve-worker's rule (worker/trainer:
     g += wd*w; m = mu*m + g; r += lr*m; top-k of r, r and m zeroed there): as plain
     torch.optim.SGD (sieve.torch's fused path) and as a user's SGD subclass (the general path:
@@ -24,6 +26,7 @@ StepLR halves the learning rate every 40 rounds (the references follow).
 usage: wrapper_math_test.py BUILD_DIR
 """
 
+import io
 import os
 import sys
 import unittest
@@ -41,7 +44,7 @@ import sieve  # noqa: E402
 import sieve.torch  # noqa: E402
 
 D = 199210  # FNN-3
-ROUNDS, BATCH, DENSITY, STEP_SIZE = 100, 32, 0.01, 40
+ROUNDS, BATCH, DENSITY, STEP_SIZE, RELOAD_ROUND = 100, 32, 0.01, 40, 45
 LR, MU, WD = 0.05, 0.9, 1e-4  # SGD
 ADAM_LR, ADAMW_WD = 1e-3, 1e-2
 
@@ -166,6 +169,11 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
             bitwise, worst = 0, 0.0
             for r in range(ROUNDS):
                 b = slice(r * BATCH, (r + 1) * BATCH)
+                if r == RELOAD_ROUND:  # a checkpoint's round trip changes nothing
+                    buffer = io.BytesIO()
+                    torch.save(opt.state_dict(), buffer)
+                    buffer.seek(0)
+                    opt.load_state_dict(torch.load(buffer))
                 opt.zero_grad(set_to_none=r % 2 == 1)  # both of torch's ways
                 loss = F.cross_entropy(model(x[b]), y[b])
                 loss.backward()
