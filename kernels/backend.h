@@ -96,6 +96,18 @@ class BackendContext {
                               std::vector<uint32_t>* idx_host, uint64_t* count, uint64_t* nonfinite,
                               double* sumsq) = 0;
 
+  // CountCollect that also fills vals_host[j] = x[idx_host[j]] whenever it fills idx_host. The
+  // default gathers them after the pass; the CPU takes them within it (the entries are at hand).
+  virtual Status CountCollectValues(const float* x_dev, size_t n, int64_t key_thr, uint64_t cap,
+                                    std::vector<uint32_t>* idx_host, std::vector<float>* vals_host,
+                                    uint64_t* count, uint64_t* nonfinite, double* sumsq) {
+    SIEVE_RETURN_IF_ERROR(CountCollect(x_dev, n, key_thr, cap, idx_host, count, nonfinite, sumsq));
+    if (*count > cap || *nonfinite != 0) return Status::Ok();
+    vals_host->resize(idx_host->size());
+    return GatherMask(x_dev, idx_host->data(), idx_host->size(), vals_host->data(), nullptr,
+                      nullptr);
+  }
+
   // out_host = |x[start + j·stride]| for every such index < n.
   virtual Status StridedSampleAbs(const float* x_dev, size_t n, size_t start, size_t stride,
                                   std::vector<float>* out_host) = 0;

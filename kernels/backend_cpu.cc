@@ -216,12 +216,14 @@ class CpuContext final : public BackendContext {
     return Status::Ok();
   }
 
-  Status CountCollect(const float* x, size_t n, int64_t key_thr, uint64_t cap,
-                      std::vector<uint32_t>* idx, uint64_t* count, uint64_t* nonfinite,
-                      double* sumsq) override {
+  // CountCollect(Values): vals (when non-null) gets x at the collected indices.
+  Status CountCollectImpl(const float* x, size_t n, int64_t key_thr, uint64_t cap,
+                          std::vector<uint32_t>* idx, std::vector<float>* vals, uint64_t* count,
+                          uint64_t* nonfinite, double* sumsq) {
     cap = std::min<uint64_t>(cap, n);
     const int nt = omp_get_max_threads();
     std::vector<std::vector<uint32_t>> local(nt);
+    std::vector<std::vector<float>> local_vals(vals != nullptr ? nt : 0);
     std::vector<uint64_t> cnt(nt, 0), bad(nt, 0);
     std::vector<double> sq(nt, 0.0);
     ForThreadRanges(n, nt, [&](int t, size_t lo, size_t hi) {
@@ -253,7 +255,10 @@ class CpuContext final : public BackendContext {
           if (key >= kNonFiniteKey) {
             ++nf;
           } else if (static_cast<int64_t>(key) > key_thr) {
-            if (c < cap) v.push_back(static_cast<uint32_t>(i));
+            if (c < cap) {
+              v.push_back(static_cast<uint32_t>(i));
+              if (vals != nullptr) local_vals[t].push_back(x[i]);
+            }
             ++c;
           }
         }
@@ -276,8 +281,24 @@ class CpuContext final : public BackendContext {
       idx->clear();
       idx->reserve(total);
       for (const auto& v : local) idx->insert(idx->end(), v.begin(), v.end());
+      if (vals != nullptr) {
+        vals->clear();
+        vals->reserve(total);
+        for (const auto& v : local_vals) vals->insert(vals->end(), v.begin(), v.end());
+      }
     }
     return Status::Ok();
+  }
+
+  Status CountCollect(const float* x, size_t n, int64_t key_thr, uint64_t cap,
+                      std::vector<uint32_t>* idx, uint64_t* count, uint64_t* nonfinite,
+                      double* sumsq) override {
+    return CountCollectImpl(x, n, key_thr, cap, idx, nullptr, count, nonfinite, sumsq);
+  }
+  Status CountCollectValues(const float* x, size_t n, int64_t key_thr, uint64_t cap,
+                            std::vector<uint32_t>* idx, std::vector<float>* vals, uint64_t* count,
+                            uint64_t* nonfinite, double* sumsq) override {
+    return CountCollectImpl(x, n, key_thr, cap, idx, vals, count, nonfinite, sumsq);
   }
 
   Status StridedSampleAbs(const float* x, size_t n, size_t start, size_t stride,

@@ -5,6 +5,7 @@
 #ifndef SIEVE_KERNELS_COMPRESSOR_H_
 #define SIEVE_KERNELS_COMPRESSOR_H_
 
+#include <cstddef>
 #include <string_view>
 
 #include "base/status.h"
@@ -65,6 +66,10 @@ inline constexpr int kDgcMaxAdjustments = 10;
 // top-k is taken among them. Fewer than k or more than kTopkSampleCapFactor·k → the histogram
 // path (histogram of the top 12 key bits, then a collect at the boundary bin).
 inline constexpr uint64_t kTopkSampleMinK = 4096;
+// ... and the sample holds at least this many entries where d allows (every d/this-th entry), so
+// that at larger ρ the cutoff sits closer to the k-th largest (≈1.2·k entries above it at ρ =
+// 0.01, d = 1e7) for a sample still touching at most ~10 % of r's cache lines.
+inline constexpr size_t kTopkSampleMinSize = 65536;
 inline constexpr double kTopkSampleAbove = 64.0;
 inline constexpr double kTopkSampleSigmas = 5.0;
 inline constexpr double kTopkSampleCapFactor = 4.0;

@@ -67,29 +67,42 @@ Status CountPass(BackendContext* be, const float* x, size_t d, float thr, uint64
   return Status::Ok();
 }
 
-// Exact top-k (ties toward the lower index) among `cand` (ascending), result ascending in *sel.
+// Exact top-k (ties toward the lower index) among `cand` (ascending), result ascending in *sel:
+// the k-th largest key among the candidates (nth_element over 32-bit keys), then, in index order,
+// every candidate above it and the first ones equal to it until k are taken. cand_vals, when
+// given, holds x at the candidates (else they are gathered).
 Status TopkAmong(BackendContext* be, const float* x, const std::vector<uint32_t>& cand, uint64_t k,
-                 std::vector<uint32_t>* sel) {
+                 std::vector<uint32_t>* sel, const std::vector<float>* cand_vals = nullptr) {
   if (cand.size() <= k) {
     *sel = cand;
     return Status::Ok();
   }
-  std::vector<float> vals(cand.size());
-  SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), vals.data(), nullptr, nullptr));
-  // Composite key, unique per candidate: larger |x| first, then lower index first.
-  std::vector<uint64_t> keys(cand.size());
-  for (size_t j = 0; j < cand.size(); ++j) {
-    const uint32_t mag = std::bit_cast<uint32_t>(vals[j]) & 0x7fffffffu;
-    keys[j] = (static_cast<uint64_t>(~mag) << 32) | cand[j];
-  }
-  std::vector<uint64_t> order = keys;
-  std::nth_element(order.begin(), order.begin() + (k - 1), order.end());
-  const uint64_t last = order[k - 1];
-  // The k candidates with a key ≤ the k-th smallest, in their (ascending) order.
   sel->clear();
+  if (k == 0) return Status::Ok();
+  std::vector<float> gathered;
+  if (cand_vals == nullptr || cand_vals->size() != cand.size()) {
+    gathered.resize(cand.size());
+    SIEVE_RETURN_IF_ERROR(
+        be->GatherMask(x, cand.data(), cand.size(), gathered.data(), nullptr, nullptr));
+    cand_vals = &gathered;
+  }
+  const std::vector<float>& vals = *cand_vals;
+  std::vector<uint32_t> keys(cand.size());
+  for (size_t j = 0; j < cand.size(); ++j) keys[j] = std::bit_cast<uint32_t>(vals[j]) & 0x7fffffffu;
+  std::vector<uint32_t> order = keys;
+  std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), std::greater<uint32_t>());
+  const uint32_t kth = order[k - 1];
+  uint64_t above = 0;
+  for (uint32_t key : keys) above += key > kth;
+  uint64_t ties = k - above;  // entries equal to kth to take, lowest indices first
   sel->reserve(k);
   for (size_t j = 0; j < cand.size(); ++j) {
-    if (keys[j] <= last) sel->push_back(cand[j]);
+    if (keys[j] > kth) {
+      sel->push_back(cand[j]);
+    } else if (keys[j] == kth && ties > 0) {
+      sel->push_back(cand[j]);
+      --ties;
+    }
   }
   return Status::Ok();
 }
@@ -135,8 +148,10 @@ Status RunTopk(BackendContext* be, const float* x, size_t d, uint64_t k, Selecti
   if (be->device() != Device::kCpu || k < cc::kTopkSampleMinK) {
     return RunTopkHistogram(be, x, d, k, out);
   }
-  const size_t stride =
-      std::max<size_t>(1, static_cast<size_t>(static_cast<double>(k) / cc::kTopkSampleAbove));
+  // About kTopkSampleAbove/ρ entries, and at least kTopkSampleMinSize where d allows.
+  const size_t stride = std::max<size_t>(
+      1, std::min(static_cast<size_t>(static_cast<double>(k) / cc::kTopkSampleAbove),
+                  d / cc::kTopkSampleMinSize));
   std::vector<float> sample;
   SIEVE_RETURN_IF_ERROR(be->StridedSampleAbs(x, d, stride / 2, stride, &sample));
   const double expect = static_cast<double>(k) * static_cast<double>(sample.size()) /
@@ -149,14 +164,15 @@ Status RunTopk(BackendContext* be, const float* x, size_t d, uint64_t k, Selecti
   std::nth_element(keys.begin(), keys.begin() + rank, keys.end(), std::greater<uint32_t>());
   const uint64_t cap = static_cast<uint64_t>(cc::kTopkSampleCapFactor * static_cast<double>(k));
   std::vector<uint32_t> cand;
+  std::vector<float> cand_vals;
   Pass pass;
   uint64_t nonfinite = 0;
-  SIEVE_RETURN_IF_ERROR(
-      be->CountCollect(x, d, keys[rank], cap, &cand, &pass.count, &nonfinite, &pass.sumsq));
+  SIEVE_RETURN_IF_ERROR(be->CountCollectValues(x, d, keys[rank], cap, &cand, &cand_vals,
+                                               &pass.count, &nonfinite, &pass.sumsq));
   if (nonfinite != 0) return NonFiniteResidual(nonfinite);
   if (pass.count < k || pass.count > cap) return RunTopkHistogram(be, x, d, k, out);
   out->sumsq_total = pass.sumsq;
-  return TopkAmong(be, x, cand, k, &out->indices);
+  return TopkAmong(be, x, cand, k, &out->indices, &cand_vals);
 }
 
 struct Band {
