@@ -12,7 +12,9 @@
     worker flags routed to it (--density=0.02 --metrics_out=...) win over the script's
     density=0.01: every round of both ranks pushed k = round(0.02 * D) pairs;
   - an uncaught exception in rank 1's script at round 100 (MLP_RAISE=1:100) fails the job:
-    exit 1, the result line names worker 1, the server applied no round past 100.
+    exit 1, the result line names worker 1, the server applied no round past 100;
+  - rank 1's model has another D (MLP_WIDEN=1: 129 hidden units): the job fails (exit 1) with
+    an error naming both sizes.
 
 usage: launcher_test.py BUILD_DIR
 """
@@ -81,6 +83,16 @@ class PythonLauncher(unittest.TestCase):
         self.assertIsNone(cluster.job_result(out))
         rounds = [int(a) for a in re.findall(r"sieve-server summary: .* rounds=(\d+) ", out)]
         self.assertTrue(all(r <= 101 for r in rounds), rounds)
+
+    def test_workers_of_different_d_fail_the_job_naming_both(self):
+        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+                                   num_servers=1, env={"MLP_WIDEN": "1"})
+        self.assertEqual(code, 1, out[-4000:])
+        wide = 784 * 129 + 129 + 129 * 10 + 10
+        lines = [l for l in out.splitlines() if f"D = {D}" in l and f"D = {wide}" in l]
+        self.assertTrue(lines, out[-4000:])
+        print(lines[0])
+        self.assertIn("job FAILED", out.rstrip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ Test hooks, off unless their variable is set (none changes the training):
   MLP_KILL=R:N         rank R kills itself (SIGKILL) before its round N
   MLP_RAISE=R:N        rank R raises RuntimeError before its round N (an uncaught error)
   MLP_NO_FINISH=1      the script does not call opt.finish() (sieve.torch does it at exit)
+  MLP_WIDEN=R          rank R's hidden layer has 129 units (a model of another D: a user's bug)
   MLP_CKPT=FILE:R:N    rank R saves opt.state_dict() (and the scheduler's) to FILE before its
                        round N, prints "checkpoint saved: residual_norm=X momentum_norm=Y ..."
                        and exits 3; a process that finds FILE after wrapping (the restarted
@@ -57,8 +58,9 @@ def main():
     x, y = torch.from_numpy(images[lo:hi]), torch.from_numpy(labels[lo:hi]).long()
     steps = len(y) // batch
 
-    model = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(),
-                                torch.nn.Linear(128, 10))
+    hidden = 129 if os.environ.get("MLP_WIDEN") == str(rank) else 128
+    model = torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(),
+                                torch.nn.Linear(hidden, 10))
     dump = os.environ.get("MLP_DUMP_DIR")
     if dump:
         torch.save(torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
