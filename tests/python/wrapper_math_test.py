@@ -10,7 +10,8 @@ and the replica must be the weights before the step with the pushed values subtr
 indices (the server's reply, one worker). Odd rounds use zero_grad(set_to_none=True); a torch
 StepLR halves the learning rate every 40 rounds (the references follow); before round 45 the
 optimizer's state_dict() goes through torch.save / torch.load into load_state_dict() (a
-checkpoint's round trip must change no pair).
+checkpoint's round trip must change no pair); after each step the parameters' .grad is still
+what backward() made (weight decay is not added into it, as in torch).
   - SGD (lr 0.05, momentum 0.9, weight decay 1e-4), sieve-worker's rule (worker/trainer:
     g += wd*w; m = mu*m + g; r += lr*m; top-k of r, r and m zeroed there): as plain
     torch.optim.SGD (sieve.torch's fused path) and as a user's SGD subclass (the general path:
@@ -184,6 +185,9 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
                 want_i, want_v = rule.select(k)
                 opt.step()
                 sched.step()
+                after = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+                self.assertTrue(torch.equal(after, grad),
+                                f"round {r}: step() changed .grad (torch's optimizers do not)")
                 got_i, got_v = s.selection.indices.copy(), s.selection.values.copy()
                 self.assertEqual(len(got_i), k, f"round {r}")
                 self.assertTrue(np.array_equal(got_i, want_i),

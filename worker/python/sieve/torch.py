@@ -569,10 +569,11 @@ class _Sieve:
         self._move_momentum(fused is not None)
         if fused is not None:
             lr, momentum, weight_decay = fused
-            if weight_decay:
+            grad = s.flat_grad
+            if weight_decay:  # torch's own g + wd * w, leaving .grad as backward() left it
                 with torch.no_grad():
-                    s.flat_grad.add_(s.flat, alpha=weight_decay)  # torch's own g + wd * w
-            s.ef.accumulate(s.flat_grad, momentum, lr)
+                    grad = torch.add(s.flat_grad, s.flat, alpha=weight_decay, out=s.backup)
+            s.ef.accumulate(grad, momentum, lr)
             return
         coupled = isinstance(self, _COUPLED_DECAY)
         decays = [g.get("weight_decay", 0) for g in self.param_groups]
@@ -580,10 +581,12 @@ class _Sieve:
         with torch.no_grad():
             s.backup.copy_(s.flat)
             if exact:
+                grads = []  # the .grad views, put back after the step (torch leaves .grad as is)
                 for group, wd in zip(self.param_groups, decays):
                     if wd:
                         for p in group["params"]:
-                            p.grad.add_(p.data, alpha=wd)  # torch's own g + wd * w
+                            grads.append((p, p.grad))
+                            p.grad = p.grad.add(p.data, alpha=wd)  # torch's own g + wd * w
                         group["weight_decay"] = 0
                 s.flat.zero_()
                 try:
@@ -591,6 +594,8 @@ class _Sieve:
                 finally:
                     for group, wd in zip(self.param_groups, decays):
                         group["weight_decay"] = wd
+                    for p, g in grads:
+                        p.grad = g
                 s.ef.accumulate(s.flat, 0.0, -1.0)  # m = -u; r += -1 * m
             else:
                 super().step()
