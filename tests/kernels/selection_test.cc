@@ -205,9 +205,12 @@ TEST_P(KernelsSelect, TopkSampledCutoffMatchesOracle) {
   for (size_t i = 0; i < d; i += 37) few[i] = static_cast<float>(i % 101) - 50.0f;
   cases.push_back({"sparse nonzeros", few});
   for (uint64_t k : {uint64_t{4096}, uint64_t{6000}, uint64_t{30000}}) {
-    // Spikes on every position of this k's sample (stride k/64, start stride/2): the sample sees
-    // only them, the cutoff lies above nearly all of r.
-    const size_t stride = k / 64;
+    // Spikes on every position of this k's sample (start stride/2, stride as RunTopk takes it):
+    // the sample sees only them, the cutoff lies above nearly all of r.
+    namespace cc = compressor_constants;
+    const size_t stride = std::max<size_t>(
+        1, std::min(static_cast<size_t>(static_cast<double>(k) / cc::kTopkSampleAbove),
+                    d / cc::kTopkSampleMinSize));
     std::vector<float> spikes = Normal(d, k);
     for (size_t i = stride / 2; i < d; i += stride) spikes[i] = 100.0f + static_cast<float>(i % 5);
     for (auto& [name, x] : cases) CheckOperator(Compressor::kTopk, x, k, name);
@@ -445,6 +448,81 @@ TEST_P(KernelsSelect, WarmStartThroughALearningRateStepNeedsFewPasses) {
   EXPECT_LE(warm.MeanPasses(), 2.0);
 }
 
+// The worker's path (issue 34): one ErrorFeedback round after round, a fresh gradient accumulated
+// each round (its scale drifting, the learning rate stepping ×0.1 halfway), the trainer's last two
+// thresholds carried. Every round's selection is the oracle's on the residual as it was before
+// the call: topk the k largest |r| (ties toward the lower index, Compressor::kTopk), gaussiank and
+// dgc exactly the entries with |r| above the threshold they report (or the exact top-k when they
+// fall back), with the values bitwise r's; the stateless Select on that residual with the same
+// options selects the same; r and m are zero on the selection and unchanged elsewhere. Cases: k
+// below kTopkSampleMinK (histogram path), above it (sampled cutoff), and dyadic gradients whose
+// residual holds many ties.
+TEST_P(KernelsSelect, SteadyStateErrorFeedbackMatchesOracle) {
+  struct Case {
+    std::string name;
+    size_t d;
+    uint64_t k;
+    bool dyadic;  // gradients in {−2, …, 2}/8, momentum 0.5, lr 0.25: exact, many ties
+  };
+  const Case cases[] = {{"histogram path", 20000, 200, false},
+                        {"sampled cutoff", 150000, 4500, false},
+                        {"dyadic ties", 20000, 200, true}};
+  const int rounds = 24, step = 12;
+  for (const Case& cs : cases) {
+    for (Compressor c : {Compressor::kTopk, Compressor::kGaussiank, Compressor::kDgc}) {
+      SCOPED_TRACE(cs.name + " " + std::string(CompressorName(c)));
+      std::unique_ptr<ErrorFeedback> ef = Make(cs.d);
+      std::mt19937_64 rng(cs.d + static_cast<uint64_t>(c));
+      std::normal_distribution<float> n(0.0f, 1.0f);
+      std::vector<float> g(cs.d);
+      WarmStart warm;
+      for (int round = 0; round < rounds; ++round) {
+        const float scale = std::exp(-round / 40.0f) * (1.0f + 0.1f * n(rng));
+        for (float& v : g) {
+          v = cs.dyadic ? static_cast<float>(static_cast<int>(rng() % 5) - 2) / 8.0f
+                        : scale * n(rng);
+        }
+        const float momentum = cs.dyadic ? 0.5f : 0.9f;
+        const float lr = (cs.dyadic ? 0.25f : 0.05f) * (round < step ? 1.0f : 0.1f);
+        ASSERT_TRUE(ef->Accumulate(g, momentum, lr).ok());
+        std::vector<float> m0, r0;
+        ASSERT_TRUE(ef->ReadState(&m0, &r0).ok());
+        SelectOptions so = warm.Options();
+        so.seed = static_cast<uint64_t>(round);
+        Selection stateless, s;
+        ASSERT_TRUE(Select(GetParam(), c, ef->residual_data(), cs.d, cs.k, so, &stateless).ok());
+        ASSERT_TRUE(ef->Select(c, cs.k, so, &s).ok());
+        SCOPED_TRACE("round " + std::to_string(round));
+        if (c == Compressor::kTopk) {
+          ASSERT_EQ(s.indices, OracleTopk(r0, cs.k));
+        } else {
+          ExpectThresholdSelection(r0, cs.k, s);
+        }
+        ASSERT_EQ(s.values.size(), s.indices.size());
+        for (size_t j = 0; j < s.indices.size(); ++j) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(s.values[j]),
+                    std::bit_cast<uint32_t>(r0[s.indices[j]]));
+        }
+        EXPECT_EQ(stateless.indices, s.indices);
+        EXPECT_EQ(stateless.values, s.values);
+        EXPECT_EQ(std::bit_cast<uint32_t>(stateless.threshold),
+                  std::bit_cast<uint32_t>(s.threshold));
+        std::vector<float> m1, r1;
+        ASSERT_TRUE(ef->ReadState(&m1, &r1).ok());
+        std::vector<char> in_s(cs.d, 0);
+        for (uint32_t i : s.indices) in_s[i] = 1;
+        for (size_t i = 0; i < cs.d; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(r1[i]),
+                    std::bit_cast<uint32_t>(in_s[i] ? 0.0f : r0[i]));
+          ASSERT_EQ(std::bit_cast<uint32_t>(m1[i]),
+                    std::bit_cast<uint32_t>(in_s[i] ? 0.0f : m0[i]));
+        }
+        warm.Record(s, false);
+      }
+    }
+  }
+}
+
 // The fused count+collect primitive against a brute-force count, with and without the sum of
 // squares (the CPU twin takes a cheaper path without it), at block-boundary sizes, with a
 // non-finite entry in the first, a middle and the last (partial) block.
@@ -499,6 +577,23 @@ TEST_P(KernelsSelect, CountCollectMatchesBruteForce) {
           }
           if (!want_ss) {
             EXPECT_EQ(sumsq, -1.0);  // not written
+          }
+          // The same pass with the values of the collected entries.
+          std::vector<uint32_t> idx2;
+          std::vector<float> vals;
+          uint64_t count2 = 0, bad2 = 0;
+          ASSERT_TRUE((*be)
+                          ->CountCollectValues(*dev, d, key_thr, d, &idx2, &vals, &count2, &bad2,
+                                               want_ss ? &sumsq : nullptr)
+                          .ok());
+          EXPECT_EQ(count2, count);
+          EXPECT_EQ(bad2, bad);
+          if (want_bad == 0) {
+            EXPECT_EQ(idx2, want);
+            ASSERT_EQ(vals.size(), want.size());
+            for (size_t j = 0; j < want.size(); ++j) {
+              EXPECT_EQ(std::bit_cast<uint32_t>(vals[j]), std::bit_cast<uint32_t>(x[want[j]]));
+            }
           }
         }
       }
