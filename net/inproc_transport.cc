@@ -1,5 +1,6 @@
 #include "net/inproc_transport.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -68,7 +69,7 @@ class InprocTransport : public Transport {
         return NotFoundError("never connected to node " + std::to_string(peer));
       port = it->second;
     }
-    StampJob(&frames, job_);
+    StampJob(&frames, job_.load(std::memory_order_relaxed));
     std::shared_ptr<InprocMailbox> to = net_->Find(port);
     if (to == nullptr) {
       net_->CountDrop();
@@ -107,6 +108,8 @@ class InprocTransport : public Transport {
     return true;
   }
 
+  void SetJob(uint64_t job) override { job_.store(job, std::memory_order_relaxed); }
+
   void Close() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -128,7 +131,7 @@ class InprocTransport : public Transport {
   const std::string host_ = "inproc";
   const uint16_t port_;
   const std::shared_ptr<InprocMailbox> box_;
-  const uint64_t job_;  // stamped on every message sent (TransportOptions::job)
+  std::atomic<uint64_t> job_;  // stamped on every message sent (TransportOptions::job, SetJob)
   std::mutex mu_;
   std::map<int, uint16_t> peers_;  // guarded by mu_
   bool closed_ = false;            // guarded by mu_

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "net/address.h"
+#include "proto/job_identity.h"
 #include "proto/messages.h"
 
 namespace sieve {
@@ -50,7 +51,8 @@ bool IsDataPlane(pb::MsgType t) {
 
 }  // namespace
 
-Node::Node(const NodeOptions& options) : options_(options), instance_(RandomInstance()) {}
+Node::Node(const NodeOptions& options)
+    : options_(options), instance_(RandomInstance()), job_(options.transport.job) {}
 
 StatusOr<std::unique_ptr<Node>> Node::Start(const NodeOptions& options) {
   if (options.role != pb::ROLE_SERVER && options.role != pb::ROLE_WORKER) {
@@ -225,6 +227,23 @@ void Node::IoLoop() {
   }
 }
 
+bool Node::OfThisJobInstance(const Message& msg) const {
+  const pb::Header& h = msg.header;
+  if (h.type() == pb::MSG_NODE_TABLE && have_table_) {
+    return h.node_table().job_instance() == table_.job_instance();
+  }
+  if (h.type() == pb::MSG_NODE_TABLE) {  // the first: it must list this process
+    for (const auto& n : h.node_table().nodes()) {
+      if (n.instance() == instance_) return true;
+    }
+    return false;
+  }
+  if (h.type() == pb::MSG_ERROR && !have_table_) {  // the answer to this process's REGISTER
+    return h.error().register_instance() == instance_;
+  }
+  return true;
+}
+
 bool Node::FromClaimedSender(int sender, const std::string& key) const {
   if (!options_.transport.curve.enabled) return true;
   if (sender == kSchedulerId) {
@@ -251,20 +270,12 @@ void Node::Dispatch(Frames frames, std::string key) {
     // shard_lengths_ is only written by this thread (InstallTable), so reading it here is safe.
     DecodeLimits limits;
     limits.shard_lengths = shard_lengths_;
-    limits.job = options_.transport.job;
+    limits.job = job_;
+    limits.token_job = options_.transport.job;
     s = Decode(std::move(frames), limits, &msg, &code);
   }
   const int sender = msg.header.sender();
-  if (code == pb::ERROR_FOREIGN_JOB) {
-    // Another job's message (or a stranger's): nothing in it is believed, nothing is answered.
-    foreign_++;
-    reject_log_.Warn([&](std::ostream& os) {
-      os << "dropped a message of another job claiming to be node " << sender << ": "
-         << s.message();
-    });
-    return;
-  }
-  if (!have_table_ && sender > 0) {
+  if (!have_table_ && sender > 0) {  // checked (job included) when dispatched again
     if (before_table_.size() < kMaxMessagesBeforeTable) {
       before_table_.push_back({std::move(copy), std::move(key)});
       return;
@@ -274,6 +285,15 @@ void Node::Dispatch(Frames frames, std::string key) {
          << " peer messages before the node table; dropping";
     });
   }
+  if (code == pb::ERROR_FOREIGN_JOB) {
+    // Another job's message (or a stranger's): nothing in it is believed, nothing is answered.
+    foreign_++;
+    reject_log_.Warn([&](std::ostream& os) {
+      os << "dropped a message of another job claiming to be node " << sender << ": "
+         << s.message();
+    });
+    return;
+  }
   if (!FromClaimedSender(sender, key)) {
     // An allow-listed key speaking for another node (or for the scheduler): believed in nothing,
     // answered nothing (an ERROR would go to the node it names).
@@ -281,6 +301,15 @@ void Node::Dispatch(Frames frames, std::string key) {
     reject_log_.Warn([&](std::ostream& os) {
       os << "dropped " << MsgTypeName(msg.header.type()) << " claiming to be node " << sender
          << ": it came with another client key than that node's";
+    });
+    return;
+  }
+  if (s.ok() && sender == kSchedulerId && !OfThisJobInstance(msg)) {
+    // A registration message of another instance of this job (one recorded earlier and replayed,
+    // or a stale daemon's): its digest is the token's, so only its content tells.
+    foreign_++;
+    reject_log_.Warn([&](std::ostream& os) {
+      os << "dropped a " << MsgTypeName(msg.type()) << " of another instance of this job";
     });
     return;
   }
@@ -460,6 +489,8 @@ void Node::InstallFirstTableLocked(const pb::NodeTable& table) {
     register_error_ = "node table does not list this node";
   } else {
     have_table_ = true;
+    job_ = JobInstanceDigest(options_.transport.job, table.job_instance());
+    if (transport_ != nullptr) transport_->SetJob(job_);
   }
   cv_.notify_all();
 }

@@ -164,6 +164,11 @@ class Node {
   // Under CURVE: whether `key` is the key of node `sender` (the scheduler's from the allow-list,
   // the others' from the node table). Always true without CURVE. I/O thread only.
   bool FromClaimedSender(int sender, const std::string& key) const;
+  // Whether a decoded message from the scheduler belongs to this job instance where its digest
+  // cannot tell (the registration messages carry the token's): a later NODE_TABLE must have this
+  // table's job_instance, the first must list this process, an ERROR before the table must answer
+  // this process's REGISTER. I/O thread only.
+  bool OfThisJobInstance(const Message& msg) const;
   void HandleControl(Message msg);
   void InstallTable(const pb::NodeTable& table);
   void InstallFirstTableLocked(const pb::NodeTable& table);  // requires mu_
@@ -220,6 +225,9 @@ class Node {
     std::string key;  // PeerKey of the original (a copy's frames carry no metadata)
   };
   std::vector<EarlyMessage> before_table_;
+  // Header.job this node sends and expects: the token's digest until the first node table, then
+  // the job instance's (JobInstanceDigest). I/O thread (and the start-up before it runs).
+  uint64_t job_ = 0;
   std::chrono::steady_clock::time_point last_from_scheduler_;
 };
 

@@ -89,6 +89,10 @@ class Transport {
   // false on timeout, or Aborted once Close() was called.
   virtual StatusOr<bool> Recv(Frames* frames, int timeout_ms) = 0;
 
+  // From now on stamps `job` instead of options.job (a node that learned its job instance from
+  // the node table: proto/job_identity.h). Thread-safe; sends in flight get either.
+  virtual void SetJob(uint64_t job) = 0;
+
   // Stops the transport: pending and future Recv/Send fail with Aborted/Unavailable.
   virtual void Close() = 0;
 

@@ -2,6 +2,7 @@
 // one PUSH socket connected per peer. A private zmq::context_t per transport (no global state).
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <zmq_addon.hpp>
@@ -17,7 +18,7 @@ namespace {
 class ZmqTransport final : public Transport {
  public:
   ZmqTransport(const TransportOptions& options)
-      : options_(options), pull_(ctx_, zmq::socket_type::pull) {}
+      : options_(options), job_(options.job), pull_(ctx_, zmq::socket_type::pull) {}
 
   ~ZmqTransport() override {
     Close();
@@ -124,6 +125,8 @@ class ZmqTransport final : public Transport {
     }
   }
 
+  void SetJob(uint64_t job) override { job_.store(job, std::memory_order_relaxed); }
+
   void Close() override {
     {
       std::lock_guard<std::mutex> lock(peers_mu_);
@@ -144,7 +147,7 @@ class ZmqTransport final : public Transport {
       if (it == peers_.end()) return NotFoundError("no connection to node " + std::to_string(peer));
       p = it->second;
     }
-    StampJob(frames, options_.job);
+    StampJob(frames, job_.load(std::memory_order_relaxed));
     std::unique_lock<std::mutex> lock(p->mu, std::defer_lock);
     if (wait) {
       lock.lock();
@@ -180,6 +183,7 @@ class ZmqTransport final : public Transport {
   };
 
   const TransportOptions options_;
+  std::atomic<uint64_t> job_;  // stamped on every message sent (options.job, SetJob)
   zmq::context_t ctx_;
   zmq::socket_t pull_;
   std::unique_ptr<ZapHandler> zap_;     // CURVE allow-list; stopped before ctx_ goes

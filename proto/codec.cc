@@ -6,6 +6,7 @@
 #include <string>
 
 #include "proto/crc32c.h"
+#include "proto/job_identity.h"
 
 namespace sieve {
 namespace {
@@ -249,7 +250,7 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
                 "header frame of " + std::to_string(frames[0].size()) + " bytes does not parse");
   }
   // Another job's message is refused before anything in it is believed, the version included.
-  if (h.job() != limits.job) {
+  if (h.job() != limits.job && !(h.job() == limits.token_job && CarriesTokenDigest(h.type()))) {
     return Fail(pb::ERROR_FOREIGN_JOB, error, StatusCode::kFailedPrecondition,
                 "message of another job (job " + std::to_string(h.job()) + ", this node's " +
                     std::to_string(limits.job) + ")");

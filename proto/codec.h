@@ -28,13 +28,15 @@
 
 namespace sieve {
 
-// 5: MSG_INIT / MSG_INIT_ACK and ERROR_NOT_INITIALIZED (a job whose servers take their initial
-// weights from worker 0). 4: every message carries its job (Header.job) and a receiver drops other
-// jobs' messages; ERROR_FOREIGN_JOB; NodeInfo.key and ERROR_RANK_TAKEN (CURVE keys bound to node
-// ids). 3: a sparse UPDATE may be split into parts (Header.part/parts); 2: the data-frame checksum
-// is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of different versions reject
-// each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 5;
+// 6: NodeTable.job_instance: with a token, every message after the node table carries the job
+// instance's digest (proto/job_identity.h), so one job's recorded traffic is foreign in every
+// other; Error.register_instance. 5: MSG_INIT / MSG_INIT_ACK and ERROR_NOT_INITIALIZED (a job whose
+// servers take their initial weights from worker 0). 4: every message carries its job (Header.job)
+// and a receiver drops other jobs' messages; ERROR_FOREIGN_JOB; NodeInfo.key and ERROR_RANK_TAKEN
+// (CURVE keys bound to node ids). 3: a sparse UPDATE may be split into parts (Header.part/parts);
+// 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
+// different versions reject each other's messages with ERROR_VERSION_MISMATCH.
+inline constexpr uint32_t kProtocolVersion = 6;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
 // Barrier groups (pb::Barrier.group bits).
@@ -96,10 +98,15 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
 // node table); empty before the node table arrives, in which case every data message is rejected.
 // `job` is the receiver's job identity (Header.job; 0 = a job without a token): a message of any
 // other job fails with ERROR_FOREIGN_JOB before anything else is checked.
+// `token_job` (the token's digest, JobDigest) is also accepted for the registration messages
+// (CarriesTokenDigest: REGISTER, REGISTER_ACK, NODE_TABLE, ERROR), which travel before the job
+// instance is known; `job` is then the instance's digest (JobInstanceDigest). Before a node knows
+// the instance both are the token's digest.
 struct DecodeLimits {
   std::span<const uint64_t> shard_lengths;
   bool verify_checksum = true;
   uint64_t job = 0;
+  uint64_t token_job = 0;
 };
 
 // Sets Header.job of an encoded message (its first frame) to `job` without decoding it: appends

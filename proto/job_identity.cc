@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "proto/sieve.pb.h"
+
 namespace sieve {
 
 uint64_t JobDigest(std::string_view token) {
@@ -18,6 +20,22 @@ uint64_t JobDigest(std::string_view token) {
   h *= 0x94d049bb133111ebull;
   h ^= h >> 31;
   return h == 0 ? 1 : h;  // 0 means "no token"
+}
+
+uint64_t JobInstanceDigest(uint64_t job, uint64_t instance) {
+  if (job == 0) return 0;
+  uint64_t h = job ^ (instance * 0x9e3779b97f4a7c15ull) ^ 0x6a09e667f3bcc909ull;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h == 0 || h == job ? h + 2 : h;
+}
+
+bool CarriesTokenDigest(int type) {
+  return type == pb::MSG_REGISTER || type == pb::MSG_REGISTER_ACK || type == pb::MSG_NODE_TABLE ||
+         type == pb::MSG_ERROR;
 }
 
 StatusOr<std::string> ReadJobTokenFile(const std::string& path) {

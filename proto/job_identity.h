@@ -20,6 +20,17 @@ namespace sieve {
 // network), else a nonzero 64-bit digest (FNV-1a over the bytes, then a 64-bit finalizer mix).
 uint64_t JobDigest(std::string_view token);
 
+// Header.job of every message after the node table of a job instance (NodeTable.job_instance,
+// a random id the scheduler draws at its start): 0 for job 0 (no token: nothing is filtered);
+// else a nonzero digest of both that differs from `job` and from every other instance's, so a
+// message recorded in one job is foreign in every other job with the same token.
+uint64_t JobInstanceDigest(uint64_t job, uint64_t instance);
+
+// Whether a message of `type` carries the token's digest (JobDigest) rather than the instance's:
+// the registration messages, sent before the sender or receiver knows the instance (REGISTER,
+// REGISTER_ACK, NODE_TABLE, and ERROR, the scheduler's answer to a REGISTER).
+bool CarriesTokenDigest(int type);
+
 // The token in a token file: its content without trailing whitespace (a newline written by an
 // editor or `echo`). Errors: NotFound (unreadable), InvalidArgument (empty, or longer than 4 KiB).
 StatusOr<std::string> ReadJobTokenFile(const std::string& path);

@@ -3,7 +3,9 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <random>
 
+#include "proto/job_identity.h"
 #include "proto/messages.h"
 #include "proto/node_ids.h"
 
@@ -28,7 +30,15 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
                                 "--num_servers=" + std::to_string(options.num_servers));
   }
   std::unique_ptr<Scheduler> s(new Scheduler(options));
-  SIEVE_ASSIGN_OR_RETURN(auto t, CreateTransport(options.transport));
+  std::random_device rd;
+  while (s->job_instance_ == 0) {
+    s->job_instance_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                       static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  }
+  s->instance_job_ = JobInstanceDigest(options.transport.job, s->job_instance_);
+  TransportOptions transport = options.transport;
+  transport.job = 0;  // SendTo stamps each message with the digest its type needs
+  SIEVE_ASSIGN_OR_RETURN(auto t, CreateTransport(transport));
   s->transport_ = std::move(t);
   s->num_params_ = options.num_params;
   return s;
@@ -92,7 +102,8 @@ void Scheduler::Handle(Frames frames) {
   Message msg;
   pb::ErrorCode code;
   DecodeLimits limits;
-  limits.job = options_.transport.job;
+  limits.job = instance_job_;
+  limits.token_job = options_.transport.job;  // REGISTERs come before the node knows the instance
   Status s = Decode(std::move(frames), limits, &msg, &code);
   const pb::Header& h = msg.header;
   if (code == pb::ERROR_FOREIGN_JOB) {
@@ -399,6 +410,7 @@ pb::NodeTable Scheduler::BuildTable() const {
   t.set_num_servers(options_.num_servers);
   t.set_num_workers(options_.num_workers);
   t.set_generation(generation_);
+  t.set_job_instance(job_instance_);
   for (const auto& [id, e] : nodes_) *t.add_nodes() = e.info;
   return t;
 }
@@ -522,11 +534,17 @@ Scheduler::Entry* Scheduler::Find(int id) {
   return it == nodes_.end() ? nullptr : &it->second;
 }
 
+uint64_t Scheduler::JobFor(pb::MsgType type, int id) {
+  const bool knows_instance = Find(id) != nullptr && type != pb::MSG_NODE_TABLE;
+  return CarriesTokenDigest(type) && !knows_instance ? options_.transport.job : instance_job_;
+}
+
 void Scheduler::SendTo(int id, const pb::Header& h) {
   pb::Header copy = h;
   copy.set_recipient(id);
   auto frames = EncodeControl(copy);
   if (!frames.ok()) return;
+  StampJob(&*frames, JobFor(h.type(), id));
   Status s = transport_->Send(id, std::move(frames).value());
   if (!s.ok()) {
     event_log_.Warn([&](std::ostream& os) {
@@ -536,7 +554,8 @@ void Scheduler::SendTo(int id, const pb::Header& h) {
 }
 
 void Scheduler::ReplyError(const pb::Header& to, pb::ErrorCode code, const std::string& message) {
-  const pb::Header h = MakeErrorHeader(kSchedulerId, kNoRecipient, 0, code, message, to.type());
+  pb::Header h = MakeErrorHeader(kSchedulerId, kNoRecipient, 0, code, message, to.type());
+  if (to.has_register_()) h.mutable_error()->set_register_instance(to.register_().instance());
   reject_log_.Warn([&](std::ostream& os) {
     os << "rejected " << MsgTypeName(to.type()) << " from node " << to.sender() << ": "
        << pb::ErrorCode_Name(code) << ": " << message;
@@ -571,7 +590,15 @@ void Scheduler::ShutdownAll(const std::string& reason, bool failed) {
   h.mutable_shutdown()->set_reason(reason);
   h.mutable_shutdown()->set_failed(failed);
   Broadcast(h);
-  for (const Entry& e : pending_) SendTo(e.info.id(), h);
+  // Nodes still waiting for the table do not know the job instance a SHUTDOWN carries: they are
+  // told as the answer to their REGISTER (its instance), which ends their registration.
+  for (const Entry& e : pending_) {
+    pb::Header end =
+        MakeErrorHeader(kSchedulerId, kNoRecipient, 0, pb::ERROR_NOT_REGISTERED,
+                        "the job ended before it started: " + reason, pb::MSG_REGISTER);
+    end.mutable_error()->set_register_instance(e.info.instance());
+    SendTo(e.info.id(), end);
+  }
 }
 
 }  // namespace sieve

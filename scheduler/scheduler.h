@@ -118,9 +118,16 @@ class Scheduler {
   bool BoundJob() const;
   bool RankBound(pb::Role role, int rank) const;
   Entry* Find(int id);
+  // Header.job of a message of `type` to node `id`: the token's digest for the registration
+  // messages a node may get before it knows the job instance, else the instance's digest.
+  uint64_t JobFor(pb::MsgType type, int id);
 
   const SchedulerOptions options_;
-  std::unique_ptr<Transport> transport_;
+  // This job instance's random id (NodeTable.job_instance) and the digest every message after the
+  // table carries (JobInstanceDigest of the token's digest and the id; 0 without a token).
+  uint64_t job_instance_ = 0;
+  uint64_t instance_job_ = 0;
+  std::unique_ptr<Transport> transport_;  // stamps nothing: SendTo stamps each message (JobFor)
   std::mutex stop_mu_;
   std::string stop_reason_;  // guarded by stop_mu_
   std::atomic<bool> stop_{false};

@@ -1,0 +1,244 @@
+// A job token file used by two jobs one after the other (as daemons started by hand are told to
+// share one): the traffic of the first job, recorded on the wire, is foreign in the second,
+// because every message after the node table carries the job instance's digest (a random id the
+// scheduler draws: proto/job_identity.h, JobInstanceDigest). Job 1 runs a real scheduler and
+// server (ASP) with one worker the test plays through a Node whose transport records every message
+// it sends and receives, byte for byte as on the wire: its PUSHes for rounds far ahead and the
+// scheduler's SHUTDOWN. Job 2 (same token file, same ids, the real sieve-worker) runs while those
+// bytes are sent again and again at its server and its worker. They must be dropped and counted
+// (`foreign=`), and job 2 must end with the server's weights of a clean run of the same job. (With
+// the token's digest alone the replayed SHUTDOWN ended job 2 and the pushes were applied.)
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "net/node.h"
+#include "net/transport.h"
+#include "proto/codec.h"
+#include "proto/job_identity.h"
+#include "proto/messages.h"
+#include "tests/fault/cluster.h"
+#include "tests/proto/test_util.h"
+#include "tests/security/free_port.h"
+
+namespace sieve {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+Frames Copy(const Frames& frames) {
+  Frames copy;
+  for (const auto& f : frames) copy.emplace_back(f.data(), f.size());
+  return copy;
+}
+
+// What a recording transport saw: the wire bytes of every message sent and received.
+struct Recording {
+  std::mutex mu;
+  std::vector<Frames> sent, received;
+};
+
+// A ZeroMQ transport that records each message: sent ones stamped as the inner transport stamps
+// them (StampJob with the job it was last given), received ones as they arrived.
+class RecordingTransport final : public Transport {
+ public:
+  RecordingTransport(std::unique_ptr<Transport> inner, uint64_t job, Recording* rec)
+      : inner_(std::move(inner)), job_(job), rec_(rec) {}
+  const std::string& host() const override { return inner_->host(); }
+  uint16_t port() const override { return inner_->port(); }
+  Status Connect(int peer, const std::string& host, uint16_t port) override {
+    return inner_->Connect(peer, host, port);
+  }
+  void Disconnect(int peer) override { inner_->Disconnect(peer); }
+  Status Send(int peer, Frames frames) override {
+    Record(frames);
+    return inner_->Send(peer, std::move(frames));
+  }
+  Status TrySend(int peer, Frames frames) override {
+    Record(frames);
+    return inner_->TrySend(peer, std::move(frames));
+  }
+  StatusOr<bool> Recv(Frames* frames, int timeout_ms) override {
+    auto got = inner_->Recv(frames, timeout_ms);
+    if (got.ok() && *got) {
+      std::lock_guard<std::mutex> lock(rec_->mu);
+      rec_->received.push_back(Copy(*frames));
+    }
+    return got;
+  }
+  void SetJob(uint64_t job) override {
+    job_ = job;
+    inner_->SetJob(job);
+  }
+  void Close() override { inner_->Close(); }
+
+ private:
+  void Record(const Frames& frames) {
+    Frames copy = Copy(frames);
+    StampJob(&copy, job_.load());
+    std::lock_guard<std::mutex> lock(rec_->mu);
+    rec_->sent.push_back(std::move(copy));
+  }
+  std::unique_ptr<Transport> inner_;
+  std::atomic<uint64_t> job_;
+  Recording* rec_;
+};
+
+// The first recorded message of `type`, or an empty Frames.
+Frames First(const std::vector<Frames>& messages, pb::MsgType type) {
+  for (const Frames& m : messages) {
+    pb::Header h;
+    if (!m.empty() && h.ParseFromArray(m[0].data(), static_cast<int>(m[0].size())) &&
+        h.type() == type) {
+      return Copy(m);
+    }
+  }
+  return {};
+}
+
+std::vector<std::string> ServerFlags(const std::string& token) {
+  return {token, "--model=synthetic", "--num_params=1000", "--consistency=asp", "--seed=5"};
+}
+
+std::vector<std::string> WorkerFlags(const std::string& token, int port) {
+  return {token,
+          "--port=" + std::to_string(port),
+          "--model=synthetic",
+          "--num_params=1000",
+          "--seed=5",
+          "--rounds_per_epoch=4000",
+          "--epochs=1",
+          "--compressor=topk",
+          "--density=0.1",
+          "--progress=log"};
+}
+
+// Runs job 2 (a clean one without `replay`): its server's summary.
+testing::KeyValues RunJob(const std::string& token, const std::vector<Frames>* replay,
+                          std::string* log) {
+  const int server_port = testing::FreePort(), worker_port = testing::FreePort();
+  testing::FaultCluster c;
+  if (!c.StartScheduler(1, 1, {token})) return {};
+  std::vector<std::string> server = ServerFlags(token);
+  server.push_back("--port=" + std::to_string(server_port));
+  c.StartServer(0, server);
+  c.StartWorker(0, WorkerFlags(token, worker_port));
+  std::atomic<bool> stop{false};
+  std::thread attack([&] {
+    if (replay == nullptr) return;
+    zmq::context_t ctx;
+    zmq::socket_t to_server(ctx, zmq::socket_type::push), to_worker(ctx, zmq::socket_type::push);
+    for (zmq::socket_t* s : {&to_server, &to_worker}) s->set(zmq::sockopt::linger, 0);
+    to_server.connect("tcp://127.0.0.1:" + std::to_string(server_port));
+    to_worker.connect("tcp://127.0.0.1:" + std::to_string(worker_port));
+    while (!stop) {
+      for (const Frames& m : *replay) {
+        for (zmq::socket_t* s : {&to_server, &to_worker}) {
+          Frames copy = Copy(m);
+          for (size_t i = 0; i < copy.size(); ++i) {
+            (void)s->send(copy[i], i + 1 < copy.size()
+                                       ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                       : zmq::send_flags::dontwait);
+          }
+        }
+      }
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+  });
+  const bool done = c.WaitAll(milliseconds(120000));
+  stop = true;
+  attack.join();
+  *log = c.Log();
+  if (!done || !c.AllExitedZero()) return {};
+  return c.ServerSummary(0);
+}
+
+TEST(JobInstanceTest, OneJobsRecordedPushAndShutdownAreForeignInTheNext) {
+  const fs::path dir = fs::temp_directory_path() / ("sieve-instance-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "token") << "a-token-file-shared-by-two-jobs\n";
+  const std::string token = "--job_token_file=" + (dir / "token").string();
+
+  // Job 1, recorded: worker 0 is the test's Node, pushing rounds 100000.. (ASP applies them).
+  Recording rec;
+  {
+    testing::FaultCluster c;
+    ASSERT_TRUE(c.StartScheduler(1, 1, {token})) << c.Log();
+    c.StartServer(0, ServerFlags(token));
+    NodeOptions o;
+    o.role = pb::ROLE_WORKER;
+    o.rank = 0;
+    o.scheduler = c.address();
+    o.num_params = 1000;
+    o.transport.bind_host = "127.0.0.1";
+    o.transport.advertise_host = "127.0.0.1";
+    o.transport.job = JobDigest("a-token-file-shared-by-two-jobs");
+    o.transport.factory =
+        [&rec](const TransportOptions& to) -> StatusOr<std::unique_ptr<Transport>> {
+      TransportOptions inner = to;
+      inner.factory = nullptr;
+      SIEVE_ASSIGN_OR_RETURN(auto t, CreateZmqTransport(inner));
+      return std::unique_ptr<Transport>(new RecordingTransport(std::move(t), to.job, &rec));
+    };
+    auto node = Node::Start(o);
+    ASSERT_TRUE(node.ok()) << node.status().ToString() << c.Log();
+    for (uint64_t round = 100000; round < 100020; ++round) {
+      std::vector<uint32_t> idx = {1, 2, 3};
+      std::vector<float> val = {1e3f, -1e3f, 1e3f};
+      auto push = testing::EncodePairs(
+          MakeDataHeader(pb::MSG_PUSH, (*node)->id(), (*node)->ServerId(0), 0, round), idx, val);
+      ASSERT_TRUE(push.ok());
+      ASSERT_TRUE((*node)->Send((*node)->ServerId(0), std::move(push).value()).ok());
+      Message reply;
+      ASSERT_TRUE((*node)->Receive(&reply, 10000).ok());
+    }
+    ASSERT_TRUE((*node)->Finish().ok());
+    ASSERT_TRUE((*node)->WaitShutdown(30000).ok()) << c.Log();
+    ASSERT_TRUE(c.WaitAll(milliseconds(30000))) << c.Log();
+  }
+  std::vector<Frames> replay;
+  {
+    std::lock_guard<std::mutex> lock(rec.mu);
+    for (const Frames& m : rec.sent) {
+      pb::Header h;
+      if (h.ParseFromArray(m[0].data(), static_cast<int>(m[0].size())) &&
+          h.type() == pb::MSG_PUSH) {
+        replay.push_back(Copy(m));
+      }
+    }
+    Frames shutdown = First(rec.received, pb::MSG_SHUTDOWN);
+    ASSERT_FALSE(shutdown.empty()) << "job 1's SHUTDOWN was not recorded";
+    replay.push_back(std::move(shutdown));
+  }
+  ASSERT_EQ(replay.size(), 21u);
+
+  std::string clean_log, attacked_log;
+  const testing::KeyValues clean = RunJob(token, nullptr, &clean_log);
+  ASSERT_FALSE(clean.empty()) << clean_log;
+  const testing::KeyValues attacked = RunJob(token, &replay, &attacked_log);
+  ASSERT_FALSE(attacked.empty()) << "job 2 did not run to a clean end\n" << attacked_log;
+  EXPECT_EQ(attacked.at("applied"), clean.at("applied")) << attacked_log;
+  EXPECT_EQ(attacked.at("checksum"), clean.at("checksum")) << "the weights differ\n"
+                                                           << attacked_log;
+  EXPECT_GT(std::stoll(attacked.at("foreign")), 0) << attacked_log;
+  EXPECT_EQ(clean.at("foreign"), "0");
+  std::printf("job 2: applied=%s checksum=%s (clean run %s), foreign=%s\n",
+              attacked.at("applied").c_str(), attacked.at("checksum").c_str(),
+              clean.at("checksum").c_str(), attacked.at("foreign").c_str());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace sieve
