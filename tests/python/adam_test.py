@@ -28,7 +28,7 @@ class PythonAdam(unittest.TestCase):
     def test_adam_trains(self):
         out_dir = tempfile.mkdtemp(prefix="sieve-adam-")
         script = os.path.join(cluster.source_dir(), "examples", "torch", "adam_mlp.py")
-        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {script} --epochs=1",
+        code, out = cluster.launch(BUILD, f"{sys.executable} {script} --epochs=1",
                                    [f"--metrics_out={out_dir}/metrics-{{rank}}.jsonl"],
                                    num_servers=1)
         cluster.check_finished(self, code, out, ROUNDS, min_test_acc=0.75)

@@ -36,7 +36,7 @@ def checkpoint_line(out, what):
 class PythonCheckpointRejoin(unittest.TestCase):
     def test_state_dict_survives_a_restart(self):
         path = os.path.join(tempfile.mkdtemp(prefix="sieve-ckpt-"), "rank1.pt")
-        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+        code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
                                    launcher_flags=["--max_restarts=1"],
                                    env={"MLP_CKPT": f"{path}:1:{SAVE_ROUND}"})
         self.assertEqual(code, 0, out[-4000:])

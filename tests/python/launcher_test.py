@@ -35,7 +35,7 @@ ROUNDS, D, KILL_ROUND = cluster.USER_SCRIPT_ROUNDS, cluster.USER_SCRIPT_D, 300
 
 class PythonLauncher(unittest.TestCase):
     def test_unimplemented_worker_flag_is_refused_before_anything_starts(self):
-        cmd = f"/usr/bin/python3 {cluster.user_script()}"
+        cmd = f"{sys.executable} {cluster.user_script()}"
         code, out = cluster.launch(BUILD, cmd, ["--straggler=1:x2"], timeout_s=120)
         self.assertEqual(code, 2, out[-4000:])
         self.assertIn(f"--straggler is not implemented by the worker command '{cmd}'", out)
@@ -44,7 +44,7 @@ class PythonLauncher(unittest.TestCase):
         self.assertIsNone(cluster.job_result(out))
 
     def test_min_workers_lets_a_killed_worker_go(self):
-        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+        code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
                                    ["--min_workers=1"], env={"MLP_KILL": f"1:{KILL_ROUND}"})
         cluster.check_finished(self, code, out, ROUNDS, workers="1/2", min_test_acc=0.75)
         self.assertIn("lost worker 1 (killed by signal 9", out)
@@ -58,7 +58,7 @@ class PythonLauncher(unittest.TestCase):
 
     def test_finish_at_exit_and_routed_flags(self):
         out_dir = tempfile.mkdtemp(prefix="sieve-launcher-")
-        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+        code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
                                    ["--density=0.02", f"--metrics_out={out_dir}/m-{{rank}}.jsonl"],
                                    num_servers=1, env={"MLP_NO_FINISH": "1"})
         self.assertEqual(code, 0, out[-4000:])
@@ -74,7 +74,7 @@ class PythonLauncher(unittest.TestCase):
         cluster.check_finished(self, code, out, ROUNDS)
 
     def test_uncaught_exception_fails_the_job(self):
-        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+        code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
                                    num_servers=1, env={"MLP_RAISE": "1:100"})
         self.assertEqual(code, 1, out[-4000:])
         self.assertIn("RuntimeError: MLP_RAISE: rank 1 fails at round 100", out)
@@ -85,7 +85,7 @@ class PythonLauncher(unittest.TestCase):
         self.assertTrue(all(r <= 101 for r in rounds), rounds)
 
     def test_workers_of_different_d_fail_the_job_naming_both(self):
-        code, out = cluster.launch(BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+        code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
                                    num_servers=1, env={"MLP_WIDEN": "1"})
         self.assertEqual(code, 1, out[-4000:])
         wide = 784 * 129 + 129 + 129 * 10 + 10

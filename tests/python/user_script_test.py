@@ -31,7 +31,7 @@ class PythonUserScript(unittest.TestCase):
     def test_user_script_trains_from_rank0_init_with_equal_replicas(self):
         out_dir = tempfile.mkdtemp(prefix="sieve-userscript-")
         code, out = cluster.launch(
-            BUILD, f"/usr/bin/python3 {cluster.user_script()}",
+            BUILD, f"{sys.executable} {cluster.user_script()}",
             [f"--dump_weights={out_dir}/replica-{{rank}}.bin",
              f"--dump_shard={out_dir}/shard-{{rank}}.bin"],
             env={"MLP_DUMP_DIR": out_dir})
