@@ -5,8 +5,9 @@ an unsupported device; sieve.torch.init() without SIEVE_SCHEDULER names the vari
 SIEVE_RANK or an unknown routed flag is named. In a job (1 server; this process is its only
 worker): DistributedOptimizer refuses a float64 model, a non-contiguous parameter, a model whose
 size is not the job's D, a model on an unsupported device, something not an optimizer, an
-optimizer an lr scheduler already wraps, and Client.push_pull refuses bad replicas and a
-selection of another size, each with an error naming the problem and the model untouched.
+optimizer an lr scheduler already wraps (and, once wrapped, add_param_group), and
+Client.push_pull refuses bad replicas and a selection of another size, each with an error
+naming the problem and the model untouched.
 Afterwards the servers' weights are still their initial values (pulled, and the server's
 --dump_shard), and the server applied no push. Two workers declaring different D: the second
 gets sieve.Error (code FAILED_PRECONDITION) naming both values.
@@ -177,6 +178,9 @@ class PythonBadInput(unittest.TestCase):
             self.assertTrue(np.array_equal(model[0].weight.detach().numpy().reshape(-1),
                                            init[:784 * 200]))
             self.assertEqual(model[0].weight.data_ptr(), opt._sieve.flat.data_ptr())  # a view
+            with self.assertRaisesRegex(ValueError, "add_param_group after DistributedOptimizer"):
+                opt.add_param_group({"params": [torch.nn.Parameter(torch.zeros(3))]})
+            self.assertEqual(len(opt.param_groups), 1)
             opt.finish(print_summary=False)
             codes = c.wait()
         finally:

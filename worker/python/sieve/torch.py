@@ -352,6 +352,13 @@ class _Sieve:
             if train_acc is not None:
                 m.train_acc = float(train_acc)
 
+    def add_param_group(self, param_group):
+        """Refused once wrapped: the job's D and the flat buffer are fixed (a new group's
+        parameters would train locally, never pushed). Create the optimizer with every group."""
+        raise ValueError("add_param_group after DistributedOptimizer: the job's parameters are "
+                         "fixed when it starts; give the optimizer every parameter group before "
+                         "wrapping it")
+
     def zero_grad(self, set_to_none=False):
         """As torch's; the gradients stay views of the flat gradient either way (a .grad set to
         None is counted as zeros)."""
