@@ -3,15 +3,16 @@ pairs the update rule says, for 100 rounds of FNN-3 on Fashion-MNIST at top-k de
 
 The job: 1 server without --model (D and the initial weights from this worker), this process its
 only worker. Beside the wrapper runs a reference sieve.ErrorFeedback(D) fed, each round, what the
-rule computes from the same gradient (read from the parameters' .grad before opt.step()) and
-weights; after each step the wrapper's selection (the pairs it pushed) must have the reference's
+rule computes from the same gradient (the parameters' .grad) and weights (those before
+opt.step()); after each step the wrapper's selection (the pairs it pushed) must have the reference's
 top-k indices and values within 1e-6 relative (the test prints whether they were bitwise equal),
 and the replica must be the weights before the step with the pushed values subtracted at their
 indices (the server's reply, one worker). Odd rounds use zero_grad(set_to_none=True); a torch
 StepLR halves the learning rate every 40 rounds (the references follow); before round 45 the
 optimizer's state_dict() goes through torch.save / torch.load into load_state_dict() (a
-checkpoint's round trip must change no pair); after each step the parameters' .grad is still
-what backward() made (weight decay is not added into it, as in torch).
+checkpoint's round trip must change no pair); every third round uses torch's closure form
+(opt.step(closure)); after each step the parameters' .grad is still what backward() made (weight
+decay is not added into it, as in torch), and the reference is fed that gradient.
   - SGD (lr 0.05, momentum 0.9, weight decay 1e-4), sieve-worker's rule (worker/trainer:
     g += wd*w; m = mu*m + g; r += lr*m; top-k of r, r and m zeroed there): as plain
     torch.optim.SGD (sieve.torch's fused path) and as a user's SGD subclass (the general path:
@@ -175,19 +176,28 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
                     torch.save(opt.state_dict(), buffer)
                     buffer.seek(0)
                     opt.load_state_dict(torch.load(buffer))
-                opt.zero_grad(set_to_none=r % 2 == 1)  # both of torch's ways
-                loss = F.cross_entropy(model(x[b]), y[b])
-                loss.backward()
-                opt.record(loss=loss)
-                grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+                def closure():
+                    opt.zero_grad(set_to_none=r % 2 == 1)  # both of torch's ways
+                    loss = F.cross_entropy(model(x[b]), y[b])
+                    loss.backward()
+                    return loss
+
                 before = s.flat.detach().clone()
-                rule.feed(r, grad, before)
-                want_i, want_v = rule.select(k)
-                opt.step()
+                if r % 3 == 2:  # torch's closure form: step() computes and records the loss
+                    loss = opt.step(closure)
+                    self.assertIsInstance(loss, torch.Tensor)
+                    grad = None
+                else:
+                    opt.record(loss=closure())
+                    grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+                    opt.step()
                 sched.step()
                 after = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-                self.assertTrue(torch.equal(after, grad),
-                                f"round {r}: step() changed .grad (torch's optimizers do not)")
+                if grad is not None:
+                    self.assertTrue(torch.equal(after, grad),
+                                    f"round {r}: step() changed .grad (torch's optimizers do not)")
+                rule.feed(r, after, before)  # the same gradient and weights, fed afterwards
+                want_i, want_v = rule.select(k)
                 got_i, got_v = s.selection.indices.copy(), s.selection.values.copy()
                 self.assertEqual(len(got_i), k, f"round {r}")
                 self.assertTrue(np.array_equal(got_i, want_i),
