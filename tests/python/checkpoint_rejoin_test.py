@@ -1,14 +1,17 @@
 """PythonCheckpointRejoin: a worker's opt.state_dict() survives its process. Under
 `sieve launch --max_restarts=1`, 2 servers and 2 workers of tests/python/user_script/mlp.py
-(MLP_CKPT: rank 1 saves opt.state_dict() and its StepLR's state_dict() to a file before its round
-300 and exits 3). The launcher restarts rank 1; the fresh process rejoins the running job in
-DistributedOptimizer, then loads the file:
+(MLP_CKPT: rank R saves opt.state_dict() and its StepLR's state_dict() to a file before its round
+300 and exits 3). The launcher restarts rank R; the fresh process rejoins the running job in
+DistributedOptimizer, then loads the file. Once for R = 1, once for R = 0 (whose init started
+the job):
   - the job finishes (exit 0, all 937 rounds, 2/2 workers, test_acc >= 0.80);
   - the error-feedback residual survived: its norm printed before the save and after the load is
     the same float (and not 0, so the load did restore it), as is the error feedback's momentum
     (state_dict()["sieve"]["momentum"]) and the StepLR learning rate;
   - the fresh process rejoined at the job's round (after round 300), the servers counted one
-    rejoin.
+    rejoin; its weights right after DistributedOptimizer are the servers' trained ones, not its
+    own torch init (MLP_DUMP_DIR), and at the end every replica equals the servers' weights
+    bitwise (--dump_weights, --dump_shard).
 
 usage: checkpoint_rejoin_test.py BUILD_DIR
 """
@@ -24,27 +27,34 @@ import cluster  # noqa: E402
 
 BUILD = cluster.setup(sys.argv)
 
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
 SAVE_ROUND = 300
 
 
-def checkpoint_line(out, what):
-    m = re.search(rf"\[worker 1\] checkpoint {what}: residual_norm=(\S+) momentum_norm=(\S+) "
-                  r"lr=(\S+) round=(\d+)", out)
+def checkpoint_line(out, rank, what):
+    m = re.search(rf"\[worker {rank}\] checkpoint {what}: residual_norm=(\S+) "
+                  r"momentum_norm=(\S+) lr=(\S+) round=(\d+)", out)
     return m and (float(m.group(1)), float(m.group(2)), float(m.group(3)), int(m.group(4)))
 
 
 class PythonCheckpointRejoin(unittest.TestCase):
-    def test_state_dict_survives_a_restart(self):
-        path = os.path.join(tempfile.mkdtemp(prefix="sieve-ckpt-"), "rank1.pt")
+    def restart(self, rank):
+        out_dir = tempfile.mkdtemp(prefix="sieve-ckpt-")
+        path = os.path.join(out_dir, f"rank{rank}.pt")
         code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
+                                   cluster.dump_flags(out_dir),
                                    launcher_flags=["--max_restarts=1"],
-                                   env={"MLP_CKPT": f"{path}:1:{SAVE_ROUND}"})
-        self.assertEqual(code, 0, out[-4000:])
-        self.assertIn("restarting worker 1 (exited with code 3)", out)
-        saved, loaded = checkpoint_line(out, "saved"), checkpoint_line(out, "loaded")
+                                   env={"MLP_CKPT": f"{path}:{rank}:{SAVE_ROUND}",
+                                        "MLP_DUMP_DIR": out_dir})
+        cluster.check_finished(self, code, out, cluster.USER_SCRIPT_ROUNDS, min_test_acc=0.80)
+        self.assertIn(f"restarting worker {rank} (exited with code 3)", out)
+        saved = checkpoint_line(out, rank, "saved")
+        loaded = checkpoint_line(out, rank, "loaded")
         self.assertIsNotNone(saved, out[-4000:])
         self.assertIsNotNone(loaded, out[-4000:])
-        print(f"saved at round {saved[3]}: residual norm {saved[0]!r}, momentum norm "
+        print(f"rank {rank} saved at round {saved[3]}: residual norm {saved[0]!r}, momentum norm "
               f"{saved[1]!r}; loaded at round {loaded[3]}: {loaded[0]!r}, {loaded[1]!r}")
         self.assertEqual(saved[3], SAVE_ROUND)
         self.assertGreater(saved[0], 0.0)
@@ -57,7 +67,19 @@ class PythonCheckpointRejoin(unittest.TestCase):
         self.assertEqual(len(servers), 2, out[-4000:])
         for line in servers:
             self.assertIn(" rejoins=1 ", line)
-        cluster.check_finished(self, code, out, cluster.USER_SCRIPT_ROUNDS, min_test_acc=0.80)
+        # The fresh process got the servers' trained weights, not its own init (rank 0's
+        # offer of its init is for the job's start only), and ends with the servers' weights.
+        own = torch.load(f"{out_dir}/init-{rank}.pt")
+        rejoined = torch.load(f"{out_dir}/wrapped-{rank}.pt")
+        self.assertGreater((rejoined - own).abs().max().item(), 0.01)
+        server = cluster.check_replicas(self, out_dir, 2, 2, cluster.USER_SCRIPT_D)
+        self.assertGreater(np.abs(server - rejoined.numpy()).max(), 0.0)  # trained on after
+
+    def test_rank1_restarts(self):
+        self.restart(1)
+
+    def test_rank0_restarts(self):
+        self.restart(0)
 
 
 if __name__ == "__main__":

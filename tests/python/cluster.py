@@ -211,3 +211,26 @@ def check_finished(test, code, out, rounds, workers="2/2", min_test_acc=None):
     if min_test_acc is not None:
         test.assertGreaterEqual(float(result["test_acc"]), min_test_acc)
     return result
+
+
+def check_replicas(test, out_dir, num_servers, num_workers, d):
+    """Asserts that every worker's replica (--dump_weights=OUT_DIR/replica-{rank}.bin) equals the
+    servers' weights (--dump_shard=OUT_DIR/shard-{rank}.bin, concatenated) bitwise, D = d values;
+    returns the servers' weights (NumPy float32)."""
+    import numpy as np
+    server = np.concatenate([np.fromfile(f"{out_dir}/shard-{r}.bin", dtype=np.float32)
+                             for r in range(num_servers)])
+    test.assertEqual(server.size, d)
+    for r in range(num_workers):
+        replica = np.fromfile(f"{out_dir}/replica-{r}.bin", dtype=np.float32)
+        test.assertEqual(replica.size, d)
+        test.assertTrue(np.array_equal(replica.view(np.uint32), server.view(np.uint32)),
+                        f"worker {r}'s replica differs from the servers' weights at "
+                        f"{np.count_nonzero(replica != server)} positions")
+    return server
+
+
+def dump_flags(out_dir):
+    """The routed flags check_replicas reads: --dump_weights (workers), --dump_shard (servers)."""
+    return [f"--dump_weights={out_dir}/replica-{{rank}}.bin",
+            f"--dump_shard={out_dir}/shard-{{rank}}.bin"]

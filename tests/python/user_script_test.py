@@ -32,8 +32,7 @@ class PythonUserScript(unittest.TestCase):
         out_dir = tempfile.mkdtemp(prefix="sieve-userscript-")
         code, out = cluster.launch(
             BUILD, f"{sys.executable} {cluster.user_script()}",
-            [f"--dump_weights={out_dir}/replica-{{rank}}.bin",
-             f"--dump_shard={out_dir}/shard-{{rank}}.bin"],
+            cluster.dump_flags(out_dir),
             env={"MLP_DUMP_DIR": out_dir})
         cluster.check_finished(self, code, out, cluster.USER_SCRIPT_ROUNDS, min_test_acc=0.80)
         self.assertIn("starts from worker 0's initial weights", out)  # no --model on servers
@@ -49,16 +48,8 @@ class PythonUserScript(unittest.TestCase):
         self.assertFalse(torch.equal(wrapped[1], init[1]))
 
         # The replicas are the servers' weights, bitwise; training moved them.
-        server = np.concatenate([np.fromfile(f"{out_dir}/shard-{r}.bin", dtype=np.float32)
-                                 for r in (0, 1)])
-        self.assertEqual(server.size, D)
+        server = cluster.check_replicas(self, out_dir, 2, 2, D)
         self.assertGreater(np.abs(server - init[0].numpy()).max(), 0.01)
-        for r in (0, 1):
-            replica = np.fromfile(f"{out_dir}/replica-{r}.bin", dtype=np.float32)
-            self.assertEqual(replica.size, D)
-            self.assertTrue(np.array_equal(replica.view(np.uint32), server.view(np.uint32)),
-                            f"worker {r}'s replica differs from the servers' weights at "
-                            f"{np.count_nonzero(replica != server)} positions")
 
 
 if __name__ == "__main__":
