@@ -476,7 +476,9 @@ class _Sieve:
         s.client.close()
 
     def abort(self, reason):
-        """Stops this worker's part of the job after a failure (the servers drop it)."""
+        """Stops this worker's part of the job after a failure: wakes its waits and closes the
+        client. The scheduler drops the worker when its heartbeats stop (--heartbeat_timeout_ms,
+        10 s by default); nothing tells it sooner."""
         s = self._sieve
         if not s.finished:
             s.finished = True

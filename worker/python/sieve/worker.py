@@ -268,8 +268,9 @@ def connect(flags, num_params):
 
 
 def leave_on_failure(client, train, *args):
-    """Runs train(*args); on any exception asks the job to drop this worker at once (instead of
-    after a heartbeat timeout), then re-raises."""
+    """Runs train(*args); on any exception stops the client at once (request_stop wakes every
+    wait), then re-raises. The scheduler drops the worker when its heartbeats stop
+    (--heartbeat_timeout_ms)."""
     try:
         return train(*args)
     except BaseException as e:
