@@ -342,13 +342,18 @@ Status RunGaussianRobust(BackendContext* be, const float* x, size_t d, uint64_t 
       const float rounded = static_cast<float>(next);
       if (!(rounded > lo && rounded < hi)) break;  // the band falls between two adjacent floats
     } else if (pass.count > band.hi) {
-      // Too many: the model's guess; without one the paper's growth (rms from 0).
-      if (!(next > thr) || !std::isfinite(next)) next = thr > 0.0f ? thr * cc::kGaussGrow : rms;
-      if (!(next > thr) || !std::isfinite(next)) break;
+      // Too many: the model's guess; without one the paper's growth (rms from 0). Compared as
+      // the float it becomes: a guess that rounds back to thr would count the same again.
+      if (!(static_cast<float>(next) > thr) || !std::isfinite(next)) {
+        next = thr > 0.0f ? thr * cc::kGaussGrow : rms;
+      }
+      if (!(static_cast<float>(next) > thr) || !std::isfinite(next)) break;
     } else {
       if (!(thr > 0.0f)) break;  // fewer than band.lo non-zero entries
-      // Too few: the model's guess; without one the paper's shrink.
-      if (!(next > 0.0 && next < thr)) next = thr * cc::kGaussShrink;
+      // Too few: the model's guess when it moves the float threshold down (with a count of 0
+      // after a learning-rate step it can land on the same rms-based guess again); else the
+      // paper's shrink.
+      if (!(next > 0.0 && static_cast<float>(next) < thr)) next = thr * cc::kGaussShrink;
     }
     thr = static_cast<float>(next);
     ++adj;

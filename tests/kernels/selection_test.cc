@@ -448,6 +448,35 @@ TEST_P(KernelsSelect, WarmStartThroughALearningRateStepNeedsFewPasses) {
   EXPECT_LE(warm.MeanPasses(), 2.0);
 }
 
+// A warm guess above every |r| whose Gaussian model guess (from the rms, as the count is 0) lies
+// above every |r| too, as after a learning-rate step drained the tail: the search used to repeat
+// that guess (it rounded to the same float) until its 30 adjustments ran out (31 passes and an
+// exact fallback in the bench's ef_lrstep_gaussiank at d = 1e7, ρ = 0.01); now it shrinks.
+TEST_P(KernelsSelect, GaussiankZeroCountDoesNotStall) {
+  std::vector<float> x = Normal(100000, 31);
+  std::mt19937_64 rng(32);
+  for (float& v : x) {  // no tail beyond 1.8 (z(2ρ)·rms ≈ 2.1), no ties
+    if (std::fabs(v) > 1.8f) v = std::uniform_real_distribution<float>(-1.8f, 1.8f)(rng);
+  }
+  const uint64_t k = 1000;
+  std::unique_ptr<ErrorFeedback> ef = Make(x.size());
+  // The repeat happened when the double guess lay just below its float: about every second
+  // scale.
+  for (float scale : {1.0f, 1.001f, 1.01f, 1.03f, 1.1f, 1.3f, 0.9f, 0.7f}) {
+    SCOPED_TRACE("scale " + std::to_string(scale));
+    std::vector<float> y = x;
+    for (float& v : y) v *= scale;
+    ASSERT_TRUE(ef->WriteState(std::vector<float>(y.size(), 0.0f), y).ok());
+    Selection s;
+    ASSERT_TRUE(Select(GetParam(), Compressor::kGaussiank, ef->residual_data(), y.size(), k,
+                       {.prev_threshold = 3.0f * scale}, &s)
+                    .ok());
+    ExpectThresholdSelection(y, k, s);
+    EXPECT_LE(s.iterations, 8);
+    EXPECT_FALSE(s.exact_fallback);
+  }
+}
+
 // The worker's path (issue 34): one ErrorFeedback round after round, a fresh gradient accumulated
 // each round (its scale drifting, the learning rate stepping ×0.1 halfway), the trainer's last two
 // thresholds carried. Every round's selection is the oracle's on the residual as it was before
