@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Ratios of one bench_kernels run (scripts/bench kernels), and the issue-34 targets checked on them.
 
-usage: report.py JSON [--check]
+usage: report.py JSON [--check] [--d=N]
 
 Every figure is a same-run ratio: a row's time over the streaming read (x read) or the
 std::nth_element time over the row's (nth/x) of the same (d, rho), from the medians when the run
-has repetitions. The targets, at d = 1e7 and rho in {0.001, 0.01}:
+has repetitions. The targets, at d = 1e7 (--d=N: another size, e.g. 1e8 on a GPU) and rho in {0.001, 0.01}:
   ef_gaussiank <= 2 reads and ef_topk <= 3 reads (ErrorFeedback::Select in steady state),
   both >= 10x faster than nth_element,
   sl_<op> / ef_<op> <= 1.2 (the stateless Select on a warm thread vs the steady-state call),
@@ -44,6 +44,10 @@ def load(path):
 def main():
     args = sys.argv[1:]
     check = "--check" in args
+    d_check = D_CHECK
+    for a in args:
+        if a.startswith("--d="):
+            d_check = int(float(a[4:]))
     path = [a for a in args if not a.startswith("--")][0]
     t = load(path)
     print("\n%-10s %-6s %-20s %10s %10s %10s %8s" % ("d", "rho", "row", "ms", "x read", "nth/x",
@@ -72,10 +76,10 @@ def main():
         results.append((label, value, op, bound, ok))
 
     for rho in RHOS_CHECK:
-        row = t.get((D_CHECK, rho), {})
+        row = t.get((d_check, rho), {})
         ms = lambda op: row[op]["real_time"] if op in row else None  # noqa: E731
         read, nth = ms("stream_read"), ms("nth_element")
-        tag = "d=1e7 rho=%g" % (rho / 1e4)
+        tag = "d=%.0e rho=%g" % (d_check, rho / 1e4)
         for op, reads in (("ef_gaussiank", 2.0), ("ef_topk", 3.0)):
             target("%s %s x read" % (tag, op), ms(op) / read if ms(op) and read else None, "<=",
                    reads)
@@ -103,8 +107,8 @@ def main():
     print("json:", path)
     if check:
         if missing:
-            print("check: %d target(s) without their rows (run d = 1e7 with the ef_/sl_ rows)" %
-                  missing)
+            print("check: %d target(s) without their rows (run d = %.0e with the ef_/sl_ rows)" %
+                  (missing, d_check))
             return 2
         if missed:
             print("check: %d of %d targets missed" % (missed, len(results)))
