@@ -288,9 +288,9 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
       e.last_seen = Clock::now();
       (void)transport_->Connect(id, r.host(), r.port());
       ++generation_;
+      const int rank = e.info.rank();  // a structured binding is not captured (clang 14)
       event_log_.Warn([&](std::ostream& os) {
-        os << RoleName(r.role()) << " " << e.info.rank() << " rejoined from " << r.host() << ":"
-           << r.port();
+        os << RoleName(r.role()) << " " << rank << " rejoined from " << r.host() << ":" << r.port();
       });
       pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId);
       *t.mutable_node_table() = BuildTable();
