@@ -48,6 +48,15 @@ inline constexpr double kGaussUndershootAim = 2.0;
 // [kDriftMin, kDriftMax] is extrapolated into the first guess (SelectOptions::older_threshold).
 inline constexpr double kDriftMin = 0.8;
 inline constexpr double kDriftMax = 1.25;
+// gaussiank extrapolates a growing drift q > 1 as q^kDriftGrowthPower (dgc: q): while the residual
+// fills up after the start its growth slows down, and a full q, once accepted, reproduces itself
+// round after round (the accepted guess becomes the next prev) and overshoots until a count falls
+// below the band (bench ef_gaussiank, d = 1e7, rounds 15–44: 1.4 → 1.0 passes per round at ρ =
+// 0.001). A decay (q < 1, the tail draining after a learning-rate step) is extrapolated in full.
+// The slightly low guess this gives costs gaussiank nothing (a count above the band within
+// kGaussCollectFactor·k is resolved among the collected entries); dgc, which collects nothing,
+// keeps q.
+inline constexpr double kDriftGrowthPower = 0.75;
 // dgc: sample every kDgcSampleStride-th entry (≈1%) starting at a seeded random offset.
 inline constexpr unsigned kDgcSampleStride = 100;
 // dgc: accepted band [kDgcBandLow·k, kDgcBandHigh·k]; count too high → thr×kDgcGrow, too low →

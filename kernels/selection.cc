@@ -223,13 +223,14 @@ Status RunGaussianPaper(BackendContext* be, const float* x, size_t d, uint64_t k
 
 bool Usable(float t) { return t > 0.0f && std::isfinite(t); }
 
-// The warm first guess: prev_threshold, times the drift prev/older when that is moderate.
-float WarmGuess(const SelectOptions& opt) {
+// The warm first guess: prev_threshold, times the drift q = prev/older when that is moderate (a
+// growth q > 1 damped to q^growth_power).
+float WarmGuess(const SelectOptions& opt, double growth_power) {
   const float prev = opt.prev_threshold;
   if (!Usable(opt.older_threshold)) return prev;
   const double q = static_cast<double>(prev) / opt.older_threshold;
   if (q < cc::kDriftMin || q > cc::kDriftMax || q == 1.0) return prev;
-  const float guess = static_cast<float>(prev * q);
+  const float guess = static_cast<float>(prev * (q > 1.0 ? std::pow(q, growth_power) : q));
   return Usable(guess) ? guess : prev;
 }
 
@@ -285,7 +286,7 @@ Status RunGaussianRobust(BackendContext* be, const float* x, size_t d, uint64_t 
   float thr;
   const bool warm = Usable(opt.prev_threshold);
   if (warm) {
-    thr = WarmGuess(opt);
+    thr = WarmGuess(opt, cc::kDriftGrowthPower);
   } else {
     SIEVE_RETURN_IF_ERROR(GaussianGuess(be, x, d, k, out, &thr));
   }
@@ -399,7 +400,7 @@ Status RunDgc(BackendContext* be, const float* x, size_t d, uint64_t k, const Se
   float thr;
   const bool warm = Usable(opt.prev_threshold);
   if (warm) {
-    thr = WarmGuess(opt);
+    thr = WarmGuess(opt, 1.0);  // dgc misses are not collected: the full drift
   } else {
     SIEVE_RETURN_IF_ERROR(DgcSampleGuess(be, x, d, k, opt.seed, &thr));
   }
