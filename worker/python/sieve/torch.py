@@ -90,6 +90,21 @@ class Job:
         self.num_workers = num_workers
         self.num_servers = num_servers
         self.client = None  # set when an optimizer connects
+        # What /metrics shows (the optimizer updates it); /healthz answers from init() on, so
+        # that Kubernetes probes pass while the job forms (model building, data, registration).
+        self.progress = {"sieve_worker_rounds_total": 0, "sieve_worker_bytes_up_total": 0}
+        self.health = None
+
+    def serve_health(self):
+        """Serves /healthz and /metrics on --metrics_port (SIEVE_METRICS_PORT), once; port 0:
+        nothing. Errors: ValueError naming the port when it cannot be bound."""
+        if self.health is None and self.flags.metrics_port > 0:
+            try:
+                self.health = _worker.serve_health(self.flags.bind, self.flags.metrics_port,
+                                                   lambda: dict(self.progress))
+            except OSError as e:
+                raise ValueError(f"--metrics_port={self.flags.metrics_port}: {e.strerror}")
+        return self.health
 
     def connect(self, d):
         """Registers as a worker declaring D = d (sieve.Client)."""
@@ -144,6 +159,7 @@ def init(scheduler=None, rank=None, num_workers=None, extra_flags=None, argv=Non
         int(os.environ.get("SIEVE_NUM_WORKERS", "0") or 0)
     servers = int(os.environ.get("SIEVE_NUM_SERVERS", "0") or 0)
     _default_job = Job(flags, workers, servers)
+    _default_job.serve_health()
     return _default_job
 
 
@@ -309,9 +325,7 @@ class _Sieve:
         s.overhead_seconds = 0.0
         s.finished = False
         s.failed = None
-        s.health = _worker.serve_health(flags.bind, flags.metrics_port, lambda: {
-            "sieve_worker_rounds_total": s.round - s.first_round,
-            "sieve_worker_bytes_up_total": s.bytes_up})
+        job.serve_health()  # already serving when init() made the job
         atexit.register(self._sieve_at_exit)
         previous_hook = sys.excepthook
 
@@ -409,6 +423,8 @@ class _Sieve:
         self._report(round_, epoch, k, sel, selected, stats, t0, t1, t2)
         s.round_start = time.perf_counter()
         s.overhead_seconds += s.round_start - t0
+        s.job.progress["sieve_worker_rounds_total"] = s.round - s.first_round
+        s.job.progress["sieve_worker_bytes_up_total"] = s.bytes_up
         return loss
 
     def state_dict(self):
