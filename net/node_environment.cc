@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
+
+#include "base/shell_words.h"
 
 namespace sieve {
 
@@ -23,6 +26,24 @@ Status ApplyNodeEnvironment() {
     }
   }
   return Status::Ok();
+}
+
+StatusOr<std::vector<std::string>> WorkerCommandLine(int argc, char** argv) {
+  std::vector<std::string> words;
+  if (argc > 0) words.emplace_back(argv[0]);
+  if (const char* helpxml = std::getenv("SIEVE_HELPXML"); helpxml != nullptr && *helpxml) {
+    words.emplace_back("--helpxml");
+  }
+  const char* flags = std::getenv("SIEVE_WORKER_FLAGS");
+  if (flags != nullptr && std::string_view(flags).find_first_not_of(" \t\n") != std::string::npos) {
+    StatusOr<std::vector<std::string>> routed = SplitCommandWords(flags);
+    if (!routed.ok()) {
+      return InvalidArgumentError("SIEVE_WORKER_FLAGS: " + routed.status().message());
+    }
+    words.insert(words.end(), routed->begin(), routed->end());
+  }
+  for (int i = 1; i < argc; ++i) words.emplace_back(argv[i]);
+  return words;
 }
 
 }  // namespace sieve

@@ -12,6 +12,9 @@
 #ifndef SIEVE_NET_NODE_ENVIRONMENT_H_
 #define SIEVE_NET_NODE_ENVIRONMENT_H_
 
+#include <string>
+#include <vector>
+
 #include "base/status.h"
 
 namespace sieve {
@@ -31,6 +34,14 @@ inline constexpr EnvironmentFlag kNodeEnvironment[] = {{"SIEVE_SCHEDULER", "sche
                                                        {"SIEVE_METRICS_PORT", "metrics_port"}};
 
 Status ApplyNodeEnvironment();
+
+// The command line a worker parses: argv[0], then "--helpxml" when SIEVE_HELPXML is set (how
+// `sieve launch` asks a --worker_cmd which flags it implements), then the words of
+// SIEVE_WORKER_FLAGS (the worker flags it routes to a --worker_cmd, base/shell_words.h), then
+// argv[1..] (so the command line wins). For a sieve-worker run as, or behind, a --worker_cmd
+// (e.g. `--worker_cmd="taskset -c 1 build/worker/sieve-worker"`). Errors: InvalidArgument
+// naming SIEVE_WORKER_FLAGS when it does not split (an unterminated quote).
+StatusOr<std::vector<std::string>> WorkerCommandLine(int argc, char** argv);
 
 }  // namespace sieve
 

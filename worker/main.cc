@@ -12,6 +12,8 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "base/fd_limit.h"
 #include "base/flags.h"
@@ -144,6 +146,18 @@ void SetClient(sieve::PsClient* client) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // SIEVE_WORKER_FLAGS / SIEVE_HELPXML, for a sieve-worker run as a `sieve launch --worker_cmd`.
+  auto words = sieve::WorkerCommandLine(argc, argv);
+  if (!words.ok()) {
+    std::cerr << "sieve-worker: " << words.status().message() << "\n";
+    return 2;
+  }
+  std::vector<char*> args;
+  for (std::string& w : *words) args.push_back(w.data());
+  args.push_back(nullptr);
+  int args_count = static_cast<int>(words->size());
+  argv = args.data();
+  argc = args_count;
   if (auto exit_code = sieve::ParseCommandLine(WorkerProgram(), argc, argv)) return *exit_code;
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

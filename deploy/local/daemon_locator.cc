@@ -80,12 +80,14 @@ StatusOr<DaemonFlags> QueryWorkerCommandFlags(const std::vector<std::string>& ar
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   auto run = RunAndCapture(argv, timeout, env);
   if (!run.ok()) return run.status();
-  if (!WIFEXITED(run->wait_status) || WEXITSTATUS(run->wait_status) != 0) {
-    return FailedPreconditionError("with SIEVE_HELPXML=1 it " +
-                                   DescribeWaitStatus(run->wait_status));
-  }
+  // gflags' own --helpxml exits 1 after printing (a sieve-worker behind a --worker_cmd): a
+  // flag list that parses counts whatever the exit status; without one, the status is named.
   auto flags = ParseGflagsHelpXml(run->stdout_text);
   if (!flags.ok()) {
+    if (!WIFEXITED(run->wait_status) || WEXITSTATUS(run->wait_status) != 0) {
+      return FailedPreconditionError("with SIEVE_HELPXML=1 it " +
+                                     DescribeWaitStatus(run->wait_status));
+    }
     return FailedPreconditionError("with SIEVE_HELPXML=1 it printed no flag list (" +
                                    flags.status().message() + ")");
   }

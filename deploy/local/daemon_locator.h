@@ -13,8 +13,9 @@
 // - QueryWorkerCommandFlags(argv) asks a --worker_cmd which worker flags it implements: it runs
 //   `argv` once with SIEVE_HELPXML=1 in its environment and none of the job's SIEVE_* variables
 //   (worker_env.h; so no SIEVE_SCHEDULER), stdin /dev/null, bounded by `timeout`; the command
-//   prints gflags' --helpxml XML on stdout (as `sieve-worker --helpxml` does) and exits 0. No XML,
-//   another exit or the timeout is an error saying which.
+//   prints gflags' --helpxml XML on stdout (as `sieve-worker --helpxml` does; sieve.torch exits 0,
+//   gflags itself 1: a list that parses counts either way). No XML (naming a failed exit) or the
+//   timeout is an error saying which.
 #ifndef SIEVE_DEPLOY_LOCAL_DAEMON_LOCATOR_H_
 #define SIEVE_DEPLOY_LOCAL_DAEMON_LOCATOR_H_
 

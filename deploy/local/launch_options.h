@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/shell_words.h"
 #include "base/status.h"
 
 namespace sieve {
@@ -48,11 +49,7 @@ struct LaunchOptions {
 
 StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args);
 
-// The words of a command line as a POSIX shell splits them, without expansions: blanks separate
-// words; '...' is literal; in "..." a backslash escapes " \ $ and `; outside quotes a backslash
-// escapes any character. Errors: InvalidArgument for an unterminated quote or a trailing
-// backslash, or when there are no words.
-StatusOr<std::vector<std::string>> SplitCommandWords(std::string_view text);
+// SplitCommandWords (--worker_cmd's words): base/shell_words.h.
 
 }  // namespace sieve
 

@@ -10,7 +10,7 @@
 //   PYTHONPATH when job.python_path is set.
 // - ShellQuote() quotes one word for a POSIX shell ('...' when it holds anything but
 //   [A-Za-z0-9_@%+=:,./-], with embedded ' written '\''); JoinShellWords() quotes and joins with
-//   single spaces. SplitCommandWords (launch_options.h) reads the result back word for word.
+//   single spaces. SplitCommandWords (base/shell_words.h) reads the result back word for word.
 // Pure; thread-compatible.
 #ifndef SIEVE_DEPLOY_LOCAL_WORKER_ENV_H_
 #define SIEVE_DEPLOY_LOCAL_WORKER_ENV_H_

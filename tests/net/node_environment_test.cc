@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "net/node_flags.h"
 
@@ -52,6 +54,27 @@ TEST_F(NodeEnvironmentTest, BadValueNamesTheVariableAndSetsNothing) {
   EXPECT_NE(s.message().find("SIEVE_RANK=two"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("--rank"), std::string::npos) << s.ToString();
   EXPECT_EQ(FLAGS_rank, -1);
+}
+
+TEST_F(NodeEnvironmentTest, WorkerCommandLinePutsRoutedFlagsBeforeTheCommandLine) {
+  std::string a0 = "sieve-worker", a1 = "--density=0.5";
+  char* argv[] = {a0.data(), a1.data(), nullptr};
+  setenv("SIEVE_WORKER_FLAGS", "--density=0.01 '--metrics_out=/tmp/a b.jsonl'", 1);
+  auto words = WorkerCommandLine(2, argv);
+  ASSERT_TRUE(words.ok()) << words.status().ToString();
+  EXPECT_EQ(*words, (std::vector<std::string>{"sieve-worker", "--density=0.01",
+                                              "--metrics_out=/tmp/a b.jsonl", "--density=0.5"}));
+  setenv("SIEVE_HELPXML", "1", 1);
+  setenv("SIEVE_WORKER_FLAGS", "  ", 1);
+  words = WorkerCommandLine(2, argv);
+  ASSERT_TRUE(words.ok());
+  EXPECT_EQ(*words, (std::vector<std::string>{"sieve-worker", "--helpxml", "--density=0.5"}));
+  unsetenv("SIEVE_HELPXML");
+  setenv("SIEVE_WORKER_FLAGS", "--density='0.5", 1);
+  words = WorkerCommandLine(2, argv);
+  EXPECT_EQ(words.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(words.status().message().find("SIEVE_WORKER_FLAGS"), std::string::npos);
+  unsetenv("SIEVE_WORKER_FLAGS");
 }
 
 }  // namespace
