@@ -609,7 +609,7 @@ class ContainerRunTest(unittest.TestCase):
         workers are slowed down as in the worker test, so that the kill (a podman command, slow
         on a loaded machine) lands well before the end."""
         text = self.run_with_kill("server", 1, lambda job: os.path.join(
-            next(iter(job.claims.values())), "attempt-0", "server-1.ckpt"),
+            next(iter(job.claims.values())), "server-1.ckpt"),
             worker_args=SLOW_WORKERS)
         m = re.search(r"restored shard .* at round (\d+)", text)
         self.assertIsNotNone(m, f"the new server 1 restored nothing\n{text[-3000:]}")
@@ -623,7 +623,7 @@ class ContainerRunTest(unittest.TestCase):
         round, the epoch's 468 rounds about 12 s) so that the new pod, which takes a second or two
         to start, joins before the end."""
         text = self.run_with_kill("worker", 1, lambda job: os.path.join(
-            next(iter(job.claims.values())), "attempt-0", "server-0.ckpt"),
+            next(iter(job.claims.values())), "server-0.ckpt"),
             worker_args=SLOW_WORKERS)
         m = re.search(r"sieve-worker summary: rank=1 rounds=(\d+) first_round=(\d+)", text)
         self.assertIsNotNone(m, f"the new worker 1 did not finish\n{text[-3000:]}")

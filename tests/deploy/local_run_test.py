@@ -313,8 +313,7 @@ class LocalRunTest(unittest.TestCase):
         (claim,) = {c for s in servers for c in s.claims().values()}
         files = sorted(os.path.relpath(os.path.join(d, f), cluster.claims[claim])
                        for d, _, names in os.walk(cluster.claims[claim]) for f in names)
-        attempt = "attempt-0" if servers[0].kind == "JobSet" else "attempt-"
-        self.assertEqual(files, sorted([f"{attempt}/server-{s.index}.ckpt" for s in servers] +
+        self.assertEqual(files, sorted([f"server-{s.index}.ckpt" for s in servers] +
                                        [f"shard-{s.index}.f32" for s in servers]))
 
     def test_cpu_small_trains_to_completion(self):

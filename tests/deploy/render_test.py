@@ -166,9 +166,9 @@ class RenderTest(unittest.TestCase):
                 claims = p.claims()
                 self.assertEqual(claims, {"checkpoints": f"{name}-checkpoints"}, p.name)
                 mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
-                # One directory per JobSet attempt on the volume (plain Jobs: "attempt-").
-                self.assertEqual(flags["checkpoint_dir"], mounts["checkpoints"] + "/attempt-"
-                                 + ("" if plain else "0"), p.name)
+                # One directory for every attempt, restored by a restarted set's servers.
+                self.assertEqual(flags["checkpoint_dir"], mounts["checkpoints"], p.name)
+                self.assertEqual(flags["restore"], "always", p.name)
             else:
                 self.assertEqual(flags["compressor"], knobs["compressor"], p.name)
                 self.assertEqual(flags["device"], "cuda" if gpu else

@@ -13,7 +13,14 @@ StatusOr<WorkerStart> StartWorker(PsClient* client, std::span<float> weights, in
       SIEVE_RETURN_IF_ERROR(client->OfferInitialWeights(weights, timeout_ms));
     }
     SIEVE_RETURN_IF_ERROR(client->Barrier(timeout_ms));
-    SIEVE_RETURN_IF_ERROR(client->PullDense(weights, timeout_ms));
+    uint64_t at = 0;
+    SIEVE_RETURN_IF_ERROR(client->PullDense(weights, timeout_ms, &at));
+    // Nobody pushes before every worker pulled: `at` is the servers' round at the start, the same
+    // for every worker (0, or the round servers restored from their checkpoints).
+    SIEVE_RETURN_IF_ERROR(client->Barrier(timeout_ms));
+    start.first_round = at;
+    start.servers_at = at;
+    if (at > 0) LOG(INFO) << "the servers restored round " << at << "; the job goes on from there";
     return start;
   }
   // The join round lies `margin` rounds past the furthest server, so that no server passes it

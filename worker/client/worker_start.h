@@ -4,7 +4,10 @@
 //   - a worker of a job that is starting: worker 0 first offers its own initial weights to the
 //     servers (PsClient::OfferInitialWeights: a server started without a model starts from them,
 //     one with --model / --init_weights / a checkpoint keeps its own), then every worker passes
-//     the workers' start barrier and pulls the servers' weights; it pushes round 0 first;
+//     the workers' start barrier, pulls the servers' weights and passes a second barrier (so no
+//     push precedes any pull); it pushes first the round the servers reported: 0, or the round
+//     they restored from their checkpoints (a job restarted whole, e.g. by a JobSet's failure
+//     policy, with `sieve-server --restore=always`);
 //   - a worker admitted into a running job (PsClient::joined_late: a restarted worker): pulls
 //     the servers' weights and joins `margin` rounds past the furthest server (2, doubled up to
 //     256 when a server passed that round before the JOIN arrived); it pushes its join round
