@@ -45,9 +45,10 @@ Launcher flags:
                            job stops); a worker restarts under its --rank and rejoins the
                            running job. The scheduler is not restarted.
   --worker_cmd=CMD         run CMD (split into words like a shell, no expansions) as each
-                           worker instead of sieve-worker, e.g. --worker_cmd="python3
-                           mlp.py". Its argv is CMD's words only; the job is in the
-                           SIEVE_* variables above, added to the launcher's environment
+                           worker instead of sieve-worker, e.g.
+                           --worker_cmd="/usr/bin/python3 mlp.py". Its argv is CMD's words
+                           only; the job is in the SIEVE_* variables above, added to the
+                           launcher's environment
                            (PYTHONPATH included). With worker flags (those sieve-worker's
                            --helpxml lists), CMD is first run once with SIEVE_HELPXML=1 and
                            must print the flags it implements as gflags --helpxml XML and

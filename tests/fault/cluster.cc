@@ -2,12 +2,17 @@
 
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <optional>
 #include <sstream>
 
 #include "tests/net/daemon_paths.h"
 
 namespace sieve::testing {
+
+bool HaveFashionMnist() {
+  return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
 namespace {
 
 using std::chrono::milliseconds;

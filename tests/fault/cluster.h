@@ -15,6 +15,9 @@
 
 namespace sieve::testing {
 
+// Whether Debian's dataset-fashion-mnist is installed (the real-process jobs train on it).
+bool HaveFashionMnist();
+
 class FaultCluster {
  public:
   // Starts the scheduler with `flags` (after the port/bind/count flags); false if it did not

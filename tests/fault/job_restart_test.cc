@@ -24,10 +24,6 @@ using std::chrono::milliseconds;
 using testing::FaultCluster;
 using testing::KeyValues;
 
-bool HaveData() {
-  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
-
 struct Job {
   bool ok = false;
   KeyValues worker0, server0;
@@ -71,7 +67,7 @@ std::string Bytes(const fs::path& p) {
 }
 
 TEST(JobRestartTest, AJobRestartedWholeGoesOnFromTheServersCheckpoints) {
-  if (!HaveData()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  if (!testing::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const fs::path dir =
       fs::temp_directory_path() / ("sieve-job-restart-" + std::to_string(getpid()));
   fs::remove_all(dir);

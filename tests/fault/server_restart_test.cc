@@ -24,10 +24,6 @@ using testing::KeyValues;
 
 constexpr uint64_t kEvery = 10;  // checkpoint interval (rounds)
 
-bool HaveData() {
-  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
-
 std::vector<std::string> ServerFlags(const fs::path& dir) {
   return {"--model=softmax",
           "--seed=3",
@@ -115,7 +111,7 @@ Outcome RunJob(const fs::path& dir, int kill_server, uint64_t kill_after) {
 class ServerRestartTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveData()) GTEST_SKIP() << "Fashion-MNIST not installed";
+    if (!testing::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
     dir_ = fs::temp_directory_path() / ("sieve-fault-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
   }
