@@ -66,4 +66,27 @@ Status UnpackFp16(std::span<const uint16_t> in, std::span<float> out) {
   return Status::Ok();
 }
 
+uint16_t FloatToBf16(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN
+  // Round to nearest even on the dropped 16 bits; a carry into the exponent is the right result
+  // (the largest finite values round to Inf, as binary16's do).
+  const uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+float Bf16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+Status PackBf16(std::span<const float> in, std::span<uint16_t> out) {
+  if (in.size() != out.size()) return InvalidArgumentError("bf16 pack: length mismatch");
+  for (size_t i = 0; i < in.size(); ++i) out[i] = FloatToBf16(in[i]);
+  return Status::Ok();
+}
+
+Status UnpackBf16(std::span<const uint16_t> in, std::span<float> out) {
+  if (in.size() != out.size()) return InvalidArgumentError("bf16 unpack: length mismatch");
+  for (size_t i = 0; i < in.size(); ++i) out[i] = Bf16ToFloat(in[i]);
+  return Status::Ok();
+}
+
 }  // namespace sieve

@@ -28,6 +28,13 @@ float HalfToFloat(uint16_t h);
 Status PackFp16(std::span<const float> in, std::span<uint16_t> out);
 Status UnpackFp16(std::span<const uint16_t> in, std::span<float> out);
 
+// bfloat16 (the high 16 bits of a binary32) conversion, round to nearest even; values past the
+// largest bf16 round to ±Inf, NaN stays NaN (quiet). Bf16ToFloat is exact.
+uint16_t FloatToBf16(float f);
+float Bf16ToFloat(uint16_t b);
+Status PackBf16(std::span<const float> in, std::span<uint16_t> out);
+Status UnpackBf16(std::span<const uint16_t> in, std::span<float> out);
+
 }  // namespace sieve
 
 #endif  // SIEVE_KERNELS_SPARSE_OPS_H_

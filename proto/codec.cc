@@ -61,6 +61,7 @@ Status Fail(pb::ErrorCode code, pb::ErrorCode* out, StatusCode status, std::stri
 // Non-finite (Inf or NaN): every exponent bit set.
 bool Fp16Finite(uint16_t h) { return (h & 0x7C00u) != 0x7C00u; }
 bool Fp32Finite(uint32_t bits) { return (bits & 0x7F800000u) != 0x7F800000u; }
+bool Bf16Finite(uint16_t b) { return (b & 0x7F80u) != 0x7F80u; }
 
 // The receiver's pass over the data frames: CRC-32C and validity in one sweep, a cache-sized
 // chunk at a time (the chunk is checksummed, then checked while still in L1/L2). The checks are
@@ -125,6 +126,17 @@ bool ScanFp32(const float* v, size_t count, uint32_t* crc) {
               [v](size_t begin, size_t end) { return NonFiniteFp32(v, begin, end); });
 }
 
+SIEVE_SCAN_CLONES uint32_t NonFiniteBf16(const uint16_t* v, size_t begin, size_t end) {
+  uint32_t bad = 0;
+  for (size_t j = begin; j < end; ++j) bad |= !Bf16Finite(v[j]);
+  return bad;
+}
+
+bool ScanBf16(const uint16_t* v, size_t count, uint32_t* crc) {
+  return Scan(v, count, crc,
+              [v](size_t begin, size_t end) { return NonFiniteBf16(v, begin, end); });
+}
+
 bool ScanFp16(const uint16_t* v, size_t count, uint32_t* crc) {
   return Scan(v, count, crc,
               [v](size_t begin, size_t end) { return NonFiniteFp16(v, begin, end); });
@@ -185,32 +197,82 @@ void StampJob(Frames* frames, uint64_t job) {
   (*frames)[0] = std::move(stamped);
 }
 
+const char* ValueTypeName(ValueType t) {
+  switch (t) {
+    case ValueType::kFp32:
+      return "fp32";
+    case ValueType::kFp16:
+      return "fp16";
+    case ValueType::kBf16:
+      return "bf16";
+  }
+  return "unknown";
+}
+
+StatusOr<ValueType> ParseValueType(std::string_view name) {
+  if (name == "fp32") return ValueType::kFp32;
+  if (name == "fp16") return ValueType::kFp16;
+  if (name == "bf16") return ValueType::kBf16;
+  return InvalidArgumentError("value type must be fp32, fp16 or bf16, got '" + std::string(name) +
+                              "'");
+}
+
+std::shared_ptr<const EncodedIndices> EncodeIndexFrame(std::span<const uint32_t> indices) {
+  auto e = std::make_shared<EncodedIndices>();
+  e->format = EncodeIndices(indices, &e->bytes);
+  return e;
+}
+
 uint32_t DataChecksum(const DataPayload& payload) {
   uint32_t crc = 0;
-  if (!payload.dense) crc = Crc32c(crc, payload.indices.data(), payload.indices.size_bytes());
+  if (!payload.dense) {
+    crc = payload.encoded
+              ? Crc32c(crc, payload.encoded->bytes.data(), payload.encoded->bytes.size())
+              : Crc32c(crc, payload.indices.data(), payload.indices.size_bytes());
+  }
   return Crc32c(crc, payload.values.data(), payload.values.size());
 }
 
-StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
+StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload_in,
                             const EncodeOptions& options) {
-  const size_t vsize = payload.fp16 ? 2 : 4;
-  if (payload.values.size() % vsize != 0) {
+  const size_t vsize = ValueBytes(payload_in.value_type);
+  if (payload_in.values.size() % vsize != 0) {
     return InvalidArgumentError("value bytes are not a whole number of elements");
   }
-  const size_t count = payload.values.size() / vsize;
-  const bool dense = payload.dense || AlwaysDense(header.type());
-  if (!dense && payload.indices.size() != count) {
-    return InvalidArgumentError("indices (" + std::to_string(payload.indices.size()) +
+  const size_t count = payload_in.values.size() / vsize;
+  const bool dense = payload_in.dense || AlwaysDense(header.type());
+  if (!dense && payload_in.indices.size() != count) {
+    return InvalidArgumentError("indices (" + std::to_string(payload_in.indices.size()) +
                                 ") and values (" + std::to_string(count) + ") differ in count");
   }
-  uint32_t flags = header.flags() & ~(pb::FLAG_FP16 | pb::FLAG_DENSE | pb::FLAG_CHECKSUM);
-  if (payload.fp16) flags |= pb::FLAG_FP16;
+  if (!dense && !payload_in.encoded && options.compact_indices && options.checksum &&
+      options.precomputed_checksum != nullptr) {
+    return InvalidArgumentError(
+        "a precomputed checksum of compactly coded indices needs payload.encoded (the bytes it "
+        "covers)");
+  }
+  const DataPayload* payload = &payload_in;
+  DataPayload coded;  // payload_in with its indices coded here
+  if (!dense && !payload_in.encoded && options.compact_indices) {
+    coded = payload_in;
+    coded.encoded = EncodeIndexFrame(payload_in.indices);
+    payload = &coded;
+  }
+  const bool compact = !dense && payload->encoded;
+  uint32_t flags =
+      header.flags() & ~uint32_t{pb::FLAG_FP16 | pb::FLAG_BF16 | pb::FLAG_DENSE |
+                                 pb::FLAG_CHECKSUM | pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP};
+  if (payload->value_type == ValueType::kFp16) flags |= pb::FLAG_FP16;
+  if (payload->value_type == ValueType::kBf16) flags |= pb::FLAG_BF16;
   if (dense) flags |= pb::FLAG_DENSE;
-  const bool has_indices = !(flags & pb::FLAG_DENSE);
+  if (compact) {
+    flags |= payload->encoded->format == IndexFormat::kBitmap ? pb::FLAG_INDEX_BITMAP
+                                                              : pb::FLAG_INDEX_DELTA;
+  }
   if (options.checksum) {
     flags |= pb::FLAG_CHECKSUM;
     header.set_checksum(options.precomputed_checksum != nullptr ? *options.precomputed_checksum
-                                                                : DataChecksum(payload));
+                                                                : DataChecksum(*payload));
   } else {
     header.set_checksum(0);
   }
@@ -223,11 +285,14 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
   Frames frames;
   frames.reserve(3);
   frames.emplace_back(bytes.data(), bytes.size());
-  if (has_indices) {
+  if (compact) {
+    const std::vector<uint8_t>& ib = payload->encoded->bytes;
+    frames.push_back(BorrowFrame(ib.data(), ib.size(), payload->encoded));
+  } else if (!dense) {
     frames.push_back(
-        BorrowFrame(payload.indices.data(), payload.indices.size_bytes(), payload.keepalive));
+        BorrowFrame(payload->indices.data(), payload->indices.size_bytes(), payload->keepalive));
   }
-  frames.push_back(BorrowFrame(payload.values.data(), payload.values.size(), payload.keepalive));
+  frames.push_back(BorrowFrame(payload->values.data(), payload->values.size(), payload->keepalive));
   return frames;
 }
 
@@ -237,6 +302,9 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
   out->indices = {};
   out->values = {};
   out->values_fp16 = {};
+  out->values_bf16 = {};
+  out->index_format = IndexFormat::kRaw;
+  out->decoded.reset();
   out->realigned.clear();
   out->storage.clear();
   if (frames.empty()) {
@@ -296,11 +364,24 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
 
   // Data messages.
   const uint32_t flags = h.flags();
-  if (flags & ~uint32_t{pb::FLAG_FP16 | pb::FLAG_DENSE | pb::FLAG_CHECKSUM}) {
+  if (flags & ~uint32_t{pb::FLAG_FP16 | pb::FLAG_BF16 | pb::FLAG_DENSE | pb::FLAG_CHECKSUM |
+                        pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP}) {
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 "unknown flag bits");
   }
+  if ((flags & pb::FLAG_FP16) && (flags & pb::FLAG_BF16)) {
+    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+                "FLAG_FP16 and FLAG_BF16 together");
+  }
   const bool dense = (flags & pb::FLAG_DENSE) || AlwaysDense(type);
+  const uint32_t coding = flags & (pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP);
+  if (coding == (pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP) || (dense && coding != 0)) {
+    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+                "index coding flags: at most one, and only on a sparse message");
+  }
+  const IndexFormat format = coding == pb::FLAG_INDEX_DELTA    ? IndexFormat::kDeltaVByte
+                             : coding == pb::FLAG_INDEX_BITMAP ? IndexFormat::kBitmap
+                                                               : IndexFormat::kRaw;
   if (AlwaysDense(type) && !(flags & pb::FLAG_DENSE)) {
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 std::string(MsgTypeName(type)) + " without FLAG_DENSE");
@@ -329,7 +410,7 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
                 "values frame has " + std::to_string(vframe.size()) + " bytes, expected " +
                     std::to_string(count * vsize));
   }
-  if (!dense && frames[1].size() != count * 4) {
+  if (!dense && format == IndexFormat::kRaw && frames[1].size() != count * 4) {
     return Fail(pb::ERROR_BAD_FRAME_SIZE, error, StatusCode::kInvalidArgument,
                 "indices frame has " + std::to_string(frames[1].size()) + " bytes, expected " +
                     std::to_string(count * 4));
@@ -337,10 +418,11 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
   std::vector<uint32_t> scratch;
   // Reserve once so a second AlignedView copy cannot move the first one; only misaligned frames
   // (in practice tiny inline ones) are copied.
-  scratch.reserve((dense ? 0 : CopyWords<uint32_t>(frames[1])) +
+  const bool raw_indices = !dense && format == IndexFormat::kRaw;
+  scratch.reserve((raw_indices ? CopyWords<uint32_t>(frames[1]) : 0) +
                   (vsize == 2 ? CopyWords<uint16_t>(vframe) : CopyWords<float>(vframe)));
   std::span<const uint32_t> idx;
-  if (!dense) idx = {AlignedView<uint32_t>(frames[1], &scratch), count};
+  if (raw_indices) idx = {AlignedView<uint32_t>(frames[1], &scratch), count};
   std::span<const float> vals;
   std::span<const uint16_t> vals16;
   if (vsize == 2) {
@@ -353,11 +435,40 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
   const bool verify = (flags & pb::FLAG_CHECKSUM) && limits.verify_checksum;
   uint32_t crc = 0;
   uint32_t* crc_arg = verify ? &crc : nullptr;
-  const bool indices_ok = ScanIndices(idx.data(), idx.size(), shard_len, crc_arg);
-  const bool values_ok = vsize == 2 ? ScanFp16(vals16.data(), count, crc_arg)
-                                    : ScanFp32(vals.data(), vals.size(), crc_arg);
+  bool indices_ok = true;
+  if (raw_indices) {
+    indices_ok = ScanIndices(idx.data(), idx.size(), shard_len, crc_arg);
+  } else if (!dense && verify) {
+    crc = Crc32c(crc, frames[1].data(), frames[1].size());
+  }
+  // bf16 is the high half of a binary32: its exponent bits are 0x7F80.
+  const bool values_ok = vsize == 4                ? ScanFp32(vals.data(), vals.size(), crc_arg)
+                         : (flags & pb::FLAG_BF16) ? ScanBf16(vals16.data(), count, crc_arg)
+                                                   : ScanFp16(vals16.data(), count, crc_arg);
   if (verify && crc != h.checksum()) {
     return Fail(pb::ERROR_CHECKSUM, error, StatusCode::kDataLoss, "data frames fail their CRC-32C");
+  }
+  if (!dense && !raw_indices) {
+    // Decoded only after the checksum held; the decoder validates structure, order and range.
+    std::unique_ptr<uint32_t[]> decoded(new uint32_t[std::max<uint64_t>(count, 1)]);
+    std::string why;
+    const IndexFault fault =
+        DecodeIndices(format, {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()},
+                      count, shard_len, {decoded.get(), count}, &why);
+    switch (fault) {
+      case IndexFault::kNone:
+        break;
+      case IndexFault::kEncoding:
+        return Fail(pb::ERROR_BAD_ENCODING, error, StatusCode::kInvalidArgument,
+                    std::string(IndexFormatName(format)) + ": " + why);
+      case IndexFault::kOrder:
+        return Fail(pb::ERROR_INDEX_ORDER, error, StatusCode::kInvalidArgument, why);
+      case IndexFault::kRange:
+        return Fail(pb::ERROR_INDEX_RANGE, error, StatusCode::kOutOfRange, why);
+    }
+    idx = {decoded.get(), count};
+    out->decoded = std::move(decoded);
+    out->index_format = format;
   }
   for (uint64_t j = 0; !indices_ok && j < count; ++j) {
     if (idx[j] >= shard_len) {
@@ -371,7 +482,10 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
     }
   }
   for (uint64_t j = 0; !values_ok && j < count; ++j) {
-    if (vsize == 2 ? !Fp16Finite(vals16[j]) : !Fp32Finite(std::bit_cast<uint32_t>(vals[j]))) {
+    const bool finite = vsize == 4                ? Fp32Finite(std::bit_cast<uint32_t>(vals[j]))
+                        : (flags & pb::FLAG_BF16) ? Bf16Finite(vals16[j])
+                                                  : Fp16Finite(vals16[j]);
+    if (!finite) {
       return Fail(pb::ERROR_NON_FINITE, error, StatusCode::kInvalidArgument,
                   "non-finite value at position " + std::to_string(j));
     }
@@ -382,7 +496,11 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
   out->storage = std::move(frames);
   out->indices = idx;
   out->values = vals;
-  out->values_fp16 = vals16;
+  if (flags & pb::FLAG_BF16) {
+    out->values_bf16 = vals16;
+  } else {
+    out->values_fp16 = vals16;
+  }
   return Status::Ok();
 }
 

@@ -1,16 +1,19 @@
 // The codec between sieve messages and ZeroMQ multipart frames. Pure: bytes in, messages out; it
 // performs no I/O. Frame layout (docs/protocol.md):
 //   control:           [Header]
-//   PUSH/UPDATE:       [Header][indices: count x uint32 LE][values: count x fp32|fp16 LE]
-//   dense PUSH/UPDATE: [Header][values: count x fp32|fp16]          (FLAG_DENSE, count = shard len)
-//   DENSE:             [Header][values: count x fp32|fp16]          (count = shard len)
-//   INIT:              [Header][values: count x fp32|fp16]          (FLAG_DENSE, count = shard len)
+//   PUSH/UPDATE:       [Header][indices][values: count x fp32|fp16|bf16 LE]
+//                      indices: count x uint32 LE, or with FLAG_INDEX_DELTA / FLAG_INDEX_BITMAP
+//                      the compact codings of proto/index_coding.h
+//   dense PUSH/UPDATE: [Header][values]                  (FLAG_DENSE, count = shard len)
+//   DENSE:             [Header][values]                  (count = shard len)
+//   INIT:              [Header][values]                  (FLAG_DENSE, count = shard len)
 //   PULL_DENSE:        [Header]
 // Encoding borrows the caller's arrays zero-copy: ZeroMQ frees nothing of them, it drops the
 // caller's keepalive once the frames are sent. Decoding validates everything (header, version,
 // frame count, sizes, shard, checksum, index order and bound, finiteness) before returning, and
-// the returned Message views its arrays inside the received frames without copying them. The
-// checksum is the CRC-32C (proto/crc32c.h) of the data frames' bytes in order.
+// the returned Message views its arrays inside the received frames without copying them (compactly
+// coded indices are decoded into the Message's own array). The checksum is the CRC-32C
+// (proto/crc32c.h) of the data frames' bytes in order, as sent (the encoded index bytes).
 // Thread-safety: all functions are reentrant; a Message is a value owned by one thread at a time.
 #ifndef SIEVE_PROTO_CODEC_H_
 #define SIEVE_PROTO_CODEC_H_
@@ -23,11 +26,14 @@
 #include <zmq.hpp>
 
 #include "base/status.h"
+#include "proto/index_coding.h"
 #include "proto/node_ids.h"  // kSchedulerId, for the users of this header
 #include "proto/sieve.pb.h"
 
 namespace sieve {
 
+// 7: compact index frames (FLAG_INDEX_DELTA: Stream VByte gaps; FLAG_INDEX_BITMAP: a bitmap of
+// the range; proto/index_coding.h), bf16 values (FLAG_BF16), ERROR_BAD_ENCODING.
 // 6: NodeTable.job_instance: with a token, every message after the node table carries the job
 // instance's digest (proto/job_identity.h), so one job's recorded traffic is foreign in every
 // other; Error.register_instance. 5: MSG_INIT / MSG_INIT_ACK and ERROR_NOT_INITIALIZED (a job whose
@@ -36,7 +42,7 @@ namespace sieve {
 // (CURVE keys bound to node ids). 3: a sparse UPDATE may be split into parts (Header.part/parts);
 // 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
 // different versions reject each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 6;
+inline constexpr uint32_t kProtocolVersion = 7;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
 // Barrier groups (pb::Barrier.group bits).
@@ -49,15 +55,26 @@ using Frames = std::vector<zmq::message_t>;
 // Bytes a message occupies in its frames (header and data), what the byte metrics count.
 uint64_t FrameBytes(const Frames& frames);
 
+// The element type of a values frame.
+enum class ValueType : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
+inline size_t ValueBytes(ValueType t) { return t == ValueType::kFp32 ? 4 : 2; }
+// "fp32", "fp16", "bf16"; ParseValueType accepts those names (InvalidArgument otherwise).
+const char* ValueTypeName(ValueType t);
+StatusOr<ValueType> ParseValueType(std::string_view name);
+
 // A decoded message. The spans point into `storage` (or into `realigned` when a small frame was
-// not 4-byte aligned), so they stay valid while the Message lives, including after a move.
+// not 4-byte aligned, or into `decoded` for compactly coded indices), so they stay valid while the
+// Message lives, including after a move.
 struct Message {
   pb::Header header;
   std::span<const uint32_t> indices;      // shard-relative, strictly increasing; empty if dense
-  std::span<const float> values;          // fp32 values (empty when FLAG_FP16)
+  std::span<const float> values;          // fp32 values (empty when FLAG_FP16 or FLAG_BF16)
   std::span<const uint16_t> values_fp16;  // binary16 values (empty unless FLAG_FP16)
+  std::span<const uint16_t> values_bf16;  // bfloat16 values (empty unless FLAG_BF16)
+  IndexFormat index_format = IndexFormat::kRaw;  // how the index frame was coded
   Frames storage;
   std::vector<uint32_t> realigned;
+  std::unique_ptr<uint32_t[]> decoded;  // compactly coded indices, decoded
 
   pb::MsgType type() const { return header.type(); }
   bool dense() const { return (header.flags() & pb::FLAG_DENSE) != 0; }
@@ -66,31 +83,51 @@ struct Message {
 // Arrays of a data message to be sent. Not owned: `keepalive` must keep them alive and unchanged
 // until ZeroMQ releases it (after the bytes are handed to the kernel), which may be after Encode
 // and the send call return.
+// A sparse message's index frame in a compact coding, made once and sent to any number of peers
+// (e.g. a BSP reply's slice, the same for every worker). Immutable once made.
+struct EncodedIndices {
+  IndexFormat format = IndexFormat::kDeltaVByte;
+  std::vector<uint8_t> bytes;
+};
+// Codes `indices` (strictly increasing) in the smaller compact coding (EncodeIndices).
+std::shared_ptr<const EncodedIndices> EncodeIndexFrame(std::span<const uint32_t> indices);
+
 struct DataPayload {
   std::span<const uint32_t> indices;  // empty for dense messages
-  std::span<const std::byte> values;  // count x 4 bytes (fp32) or count x 2 bytes (fp16)
-  bool fp16 = false;
+  std::span<const std::byte> values;  // count x ValueBytes(value_type) bytes
+  ValueType value_type = ValueType::kFp32;
   bool dense = false;
   std::shared_ptr<const void> keepalive;
+  // Sparse, optional: `indices` already coded (EncodeIndexFrame of exactly `indices`); sent as
+  // the index frame, kept alive by the frame. Null = coded by EncodeData as its options say.
+  std::shared_ptr<const EncodedIndices> encoded;
 };
 
 struct EncodeOptions {
   bool checksum = true;  // compute the CRC-32C of the data frames and set FLAG_CHECKSUM
-  // With checksum: the CRC-32C of exactly these data frames (indices, then values), computed by
-  // the caller (DataChecksum), e.g. once for a reply sent to several workers; null = compute it.
+  // Sparse messages without payload.encoded: code the indices compactly (the smaller of
+  // delta-vbyte and bitmap, proto/index_coding.h), else send them as raw uint32 (the protocol-6
+  // layout, `--wire=v4`).
+  bool compact_indices = true;
+  // With checksum: the CRC-32C of exactly these data frames (index frame as sent, then values),
+  // computed by the caller (DataChecksum), e.g. once for a reply sent to several workers; null =
+  // compute it.
   const uint32_t* precomputed_checksum = nullptr;
 };
 
-// The CRC-32C that EncodeData puts in the header for `payload`'s data frames.
+// The CRC-32C that EncodeData puts in the header for `payload`'s data frames when its index frame
+// is payload.encoded (when set) or the raw indices (otherwise).
 uint32_t DataChecksum(const DataPayload& payload);
 
 // Serializes a control message (no data frames). Sets header.version. Never fails for a header
 // built by this process; returns Internal if protobuf refuses to serialize it.
 StatusOr<Frames> EncodeControl(pb::Header header);
 
-// Serializes a data message: sets version, count, the FP16/DENSE/CHECKSUM flags and the checksum
-// from `payload`. Errors: InvalidArgument when index and value counts differ (sparse) or the value
-// byte size is not a whole number of elements.
+// Serializes a data message: sets version, count, the value-type, index-coding, DENSE and
+// CHECKSUM flags and the checksum from `payload`. The index frame is payload.encoded when set,
+// else the indices coded as options.compact_indices says. Errors: InvalidArgument when index and
+// value counts differ (sparse), the value byte size is not a whole number of elements, or a
+// precomputed checksum is given for indices this call would code (set payload.encoded).
 StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
                             const EncodeOptions& options = {});
 
@@ -121,8 +158,10 @@ void StampJob(Frames* frames, uint64_t job);
 // byte content.
 Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::ErrorCode* error);
 
-// Element size of the values frame for a header's flags (2 for FP16, else 4).
-inline size_t ValueSize(uint32_t flags) { return (flags & pb::FLAG_FP16) ? 2 : 4; }
+// Element size of the values frame for a header's flags (2 for FP16 or BF16, else 4).
+inline size_t ValueSize(uint32_t flags) {
+  return (flags & (pb::FLAG_FP16 | pb::FLAG_BF16)) ? 2 : 4;
+}
 
 // Human-readable name of a message type ("PUSH", ...).
 std::string_view MsgTypeName(pb::MsgType type);

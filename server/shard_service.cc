@@ -82,6 +82,10 @@ void ShardService::OnData(Message msg) {
         unpacked_.resize(msg.values_fp16.size());
         (void)UnpackFp16(msg.values_fp16, unpacked_);  // sizes are equal: cannot fail
         values = unpacked_;
+      } else if (!msg.values_bf16.empty()) {
+        unpacked_.resize(msg.values_bf16.size());
+        (void)UnpackBf16(msg.values_bf16, unpacked_);
+        values = unpacked_;
       }
       if (msg.type() == pb::MSG_INIT) {
         const bool was_awaiting = shard_->awaiting_initial_weights();
@@ -136,12 +140,17 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
   if (!r.dense) p.indices = std::span<const uint32_t>(r.buffer->indices).subspan(from, to - from);
   p.values = std::as_bytes(std::span<const float>(r.buffer->values).subspan(from, to - from));
   p.keepalive = r.buffer;
-  // Every live worker gets the same BSP reply: its checksum is computed once.
-  if (crc_of_.buffer != r.buffer.get() || crc_of_.from != from || crc_of_.to != to) {
-    crc_of_ = {r.buffer.get(), from, to, DataChecksum(p)};
+  // Every live worker gets the same BSP reply: its index frame and checksum are made once.
+  if (slice_.buffer != r.buffer.get() || slice_.from != from || slice_.to != to) {
+    slice_ = {r.buffer.get(), from, to, nullptr, 0};
+    if (!r.dense && options_.compact_indices) slice_.encoded = EncodeIndexFrame(p.indices);
+    p.encoded = slice_.encoded;
+    slice_.crc = DataChecksum(p);
   }
+  p.encoded = slice_.encoded;
   EncodeOptions eo;
-  eo.precomputed_checksum = &crc_of_.crc;
+  eo.precomputed_checksum = &slice_.crc;
+  eo.compact_indices = options_.compact_indices;
   auto frames = EncodeData(h, p, eo);
   if (!frames.ok()) {
     LOG(ERROR) << "encode reply: " << frames.status().ToString();
@@ -186,7 +195,7 @@ void ShardService::Flush() {
     }
   }
   out_.clear();
-  crc_of_ = SliceChecksum{};  // a pooled buffer may come back with other content
+  slice_ = CodedSlice{};  // a pooled buffer may come back with other content
 }
 
 }  // namespace sieve

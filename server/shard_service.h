@@ -35,6 +35,9 @@ struct ShardServiceOptions {
   // A whole sparse UPDATE of more pairs than this goes out in parts (at most kMaxReplyParts);
   // 0 = always whole.
   uint64_t reply_part_pairs = 0;
+  // Code each sparse reply's indices compactly (protocol 7, docs/protocol.md "Index coding"),
+  // once per slice for every recipient; false = raw uint32 indices (`--wire=v4`).
+  bool compact_indices = true;
 };
 
 class ShardService {
@@ -67,13 +70,15 @@ class ShardService {
   ShardCheckpointer* const checkpointer_;
   Outbox out_;
   std::vector<float> unpacked_;  // fp16 push values as fp32
-  // The checksum of the slice last sent within one flush (replies to several workers share their
-  // buffer; the outbox keeps every buffer alive, so an address names one content until then).
-  struct SliceChecksum {
+  // The index frame and checksum of the slice last sent within one flush (replies to several
+  // workers share their buffer; the outbox keeps every buffer alive, so an address names one
+  // content until then): coded and summed once, sent to every recipient.
+  struct CodedSlice {
     const ReplyBuffer* buffer = nullptr;
     size_t from = 0, to = 0;
+    std::shared_ptr<const EncodedIndices> encoded;  // null: raw indices (or a dense slice)
     uint32_t crc = 0;
-  } crc_of_;
+  } slice_;
 };
 
 }  // namespace sieve

@@ -233,7 +233,7 @@ TEST_F(ProtoCodecMalformedTest, FrameSizeDiffersFromCount) {
 TEST_F(ProtoCodecMalformedTest, UnknownFlagBits) {
   std::vector<uint32_t> idx = {1};
   std::vector<float> val = {1.0f};
-  for (uint32_t bit : {8u, 16u, 0x80000000u}) {
+  for (uint32_t bit : {64u, 128u, 0x80000000u}) {
     ExpectRejected(RawData(DataHeader(pb::MSG_PUSH, 0, 1, bit), &idx, val),
                    pb::ERROR_MALFORMED_HEADER);
   }
@@ -381,7 +381,8 @@ TEST_F(ProtoCodecMalformedTest, LongFramesCheckedAcrossChunks) {
   // A checksum failure is reported before anything the corrupted bytes might cause.
   std::vector<uint32_t> idx = good_idx;
   auto keep = std::make_shared<std::vector<float>>(good_val);
-  DataPayload p{idx, std::as_bytes(std::span<const float>(*keep)), false, false, keep};
+  DataPayload p{idx,    std::as_bytes(std::span<const float>(*keep)), ValueType::kFp32, false, keep,
+                nullptr};
   auto frames = EncodeData(DataHeader(pb::MSG_PUSH, 0, 0), p);
   ASSERT_TRUE(frames.ok());
   idx[20000] = 0;                                            // out of order in transit
@@ -438,8 +439,10 @@ TEST_F(ProtoCodecMalformedTest, BadChecksum) {
   auto keep = std::make_shared<std::vector<float>>(std::vector<float>{1.0f, 2.0f, 3.0f});
   std::vector<uint32_t> idx = {1, 2, 3};
   auto encode = [&] {
-    DataPayload p{idx, std::as_bytes(std::span<const float>(*keep)), false, false, keep};
-    auto frames = EncodeData(DataHeader(pb::MSG_PUSH, 0, 0), p);
+    DataPayload p{
+        idx, std::as_bytes(std::span<const float>(*keep)), ValueType::kFp32, false, keep, nullptr};
+    auto frames = EncodeData(DataHeader(pb::MSG_PUSH, 0, 0), p,
+                             EncodeOptions{.checksum = true, .compact_indices = false});
     EXPECT_TRUE(frames.ok());
     return std::move(frames).value();
   };

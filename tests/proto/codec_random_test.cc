@@ -3,6 +3,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -55,12 +56,15 @@ void ExpectValid(const Message& msg, const RawMessage& raw) {
     }
     return;
   }
-  ASSERT_EQ(h.flags() & ~7u, 0u);
+  ASSERT_EQ(h.flags() & ~63u, 0u);
   ASSERT_GE(h.shard(), 0);
   ASSERT_LT(static_cast<size_t>(h.shard()), kShardLengths.size());
   const uint64_t len = kShardLengths[static_cast<size_t>(h.shard())];
   const bool dense = (h.flags() & pb::FLAG_DENSE) != 0;
-  const bool fp16 = (h.flags() & pb::FLAG_FP16) != 0;
+  const bool fp16 = (h.flags() & (pb::FLAG_FP16 | pb::FLAG_BF16)) != 0;
+  const IndexFormat format = (h.flags() & pb::FLAG_INDEX_DELTA)    ? IndexFormat::kDeltaVByte
+                             : (h.flags() & pb::FLAG_INDEX_BITMAP) ? IndexFormat::kBitmap
+                                                                   : IndexFormat::kRaw;
   ASSERT_EQ(raw.size(), dense ? 2u : 3u);
   if (dense) {
     ASSERT_EQ(h.count(), len);
@@ -68,10 +72,17 @@ void ExpectValid(const Message& msg, const RawMessage& raw) {
   } else {
     ASSERT_LE(h.count(), len);
     ASSERT_EQ(msg.indices.size(), h.count());
-    ASSERT_EQ(raw[1].size(), h.count() * 4);
+    std::vector<uint32_t> reference;
+    if (format == IndexFormat::kRaw) {
+      ASSERT_EQ(raw[1].size(), h.count() * 4);
+      reference.resize(h.count());
+      std::memcpy(reference.data(), raw[1].data(), raw[1].size());
+    } else {
+      ASSERT_TRUE(testing::ReferenceDecodeIndices(format, raw[1], h.count(), &reference));
+      ASSERT_EQ(msg.index_format, format);
+    }
     for (size_t j = 0; j < msg.indices.size(); ++j) {
-      uint32_t want;
-      std::memcpy(&want, raw[1].data() + 4 * j, 4);
+      const uint32_t want = reference[j];
       ASSERT_EQ(msg.indices[j], want);
       ASSERT_LT(msg.indices[j], len);
       if (j > 0) {
@@ -80,7 +91,11 @@ void ExpectValid(const Message& msg, const RawMessage& raw) {
     }
   }
   ASSERT_EQ(raw.back().size(), h.count() * (fp16 ? 2 : 4));
-  if (fp16) {
+  if (h.flags() & pb::FLAG_BF16) {
+    ASSERT_EQ(msg.values_bf16.size(), h.count());
+    ASSERT_TRUE(msg.values.empty() && msg.values_fp16.empty());
+    for (uint16_t v : msg.values_bf16) ASSERT_NE(v & 0x7F80, 0x7F80);
+  } else if (fp16) {
     ASSERT_EQ(msg.values_fp16.size(), h.count());
     ASSERT_TRUE(msg.values.empty());
     for (uint16_t v : msg.values_fp16) ASSERT_NE(v & 0x7C00, 0x7C00);
@@ -182,13 +197,16 @@ RawMessage RandomValid(std::mt19937_64& rng) {
     const int shard = static_cast<int>(rng() % 3);
     const uint64_t len = kShardLengths[static_cast<size_t>(shard)];
     const bool dense = kind == 2;
-    const bool fp16 = rng() % 3 == 0;
+    const int value_kind = static_cast<int>(rng() % 3);  // fp32, fp16, bf16
+    const bool fp16 = value_kind != 0;
+    // Dense unions (bitmap) and sparse ones with gaps past one byte (delta-vbyte).
+    const uint64_t every = std::array<uint64_t, 3>{2, 3, 300}[rng() % 3];
     h.set_type(kind == 3 ? pb::MSG_UPDATE : (kind == 4 && dense ? pb::MSG_DENSE : pb::MSG_PUSH));
     h.set_shard(shard);
     std::vector<uint32_t> idx;
     if (!dense) {
       for (uint32_t i = 0; i < len; ++i) {
-        if (rng() % 3 == 0) idx.push_back(i);
+        if (rng() % every == 0) idx.push_back(i);
       }
     }
     const size_t count = dense ? len : idx.size();
@@ -202,10 +220,15 @@ RawMessage RandomValid(std::mt19937_64& rng) {
     DataPayload p;
     p.indices = idx;
     p.values = fp16 ? testing::Bytes(half) : testing::Bytes(val);
-    p.fp16 = fp16;
+    p.value_type = value_kind == 0   ? ValueType::kFp32
+                   : value_kind == 1 ? ValueType::kFp16
+                                     : ValueType::kBf16;
     p.dense = dense;
     // Copied out below, while the borrowed arrays are still alive.
-    return ToRaw(std::move(EncodeData(h, p, EncodeOptions{.checksum = rng() % 4 != 0})).value());
+    return ToRaw(std::move(EncodeData(h, p,
+                                      EncodeOptions{.checksum = rng() % 4 != 0,
+                                                    .compact_indices = rng() % 2 == 0}))
+                     .value());
   }
   return ToRaw(std::move(frames));
 }
@@ -286,6 +309,7 @@ TEST(ProtoCodecRandomTest, MutatedValidMessagesNeverCrash) {
   EXPECT_GT(tally.by_code[pb::ERROR_BAD_FRAME_SIZE], 0);
   EXPECT_GT(tally.by_code[pb::ERROR_BAD_FRAME_COUNT], 0);
   EXPECT_GT(tally.by_code[pb::ERROR_CHECKSUM], 0);
+  EXPECT_GT(tally.by_code[pb::ERROR_BAD_ENCODING], 0);  // a compact index frame cut or grown
 }
 
 }  // namespace

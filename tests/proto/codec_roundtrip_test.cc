@@ -15,6 +15,10 @@
 namespace sieve {
 namespace {
 
+// The raw index layout (uint32 array, protocol 6's and `--wire=v4`'s): what these round trips
+// check byte by byte. The compact codings have their own tests (codec_compact_test.cc).
+const EncodeOptions kRawIndices{.checksum = true, .compact_indices = false};
+
 using google::protobuf::util::MessageDifferencer;
 using testing::Bytes;
 
@@ -74,9 +78,9 @@ TEST(ProtoCodecTest, PrecomputedChecksumEqualsTheComputedOne) {
   p.values = std::as_bytes(std::span<const float>(arrays->second));
   p.keepalive = arrays;
   const uint32_t crc = DataChecksum(p);
-  EncodeOptions given;
+  EncodeOptions given = kRawIndices;
   given.precomputed_checksum = &crc;
-  auto a = EncodeData(h, p);
+  auto a = EncodeData(h, p, kRawIndices);
   auto b = EncodeData(h, p, given);
   ASSERT_TRUE(a.ok() && b.ok());
   const std::vector<uint64_t> shard_lengths = {100};
@@ -272,7 +276,7 @@ TEST(ProtoCodecTest, SparsePushFp32RoundTripIsZeroCopy) {
   pb::Header h = testing::DataHeader(pb::MSG_PUSH, 0, 0);
   h.set_version(0);       // EncodeData fills it in
   h.mutable_heartbeat();  // a stray body is cleared
-  auto frames = EncodeData(h, p);
+  auto frames = EncodeData(h, p, kRawIndices);
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   ASSERT_EQ(frames->size(), 3u);
   // Zero-copy on send: the data frames are the caller's arrays, each holding a keepalive.
@@ -322,8 +326,8 @@ TEST(ProtoCodecTest, KeepaliveReleasedWhenFramesDropped) {
   arrays->indices = {1, 2, 3};
   arrays->values = {1.0f, 2.0f, 3.0f};
   {
-    DataPayload p{arrays->indices, Bytes(arrays->values), false, false, arrays};
-    auto frames = EncodeData(testing::DataHeader(pb::MSG_UPDATE, 2, 0), p);
+    DataPayload p{arrays->indices, Bytes(arrays->values), ValueType::kFp32, false, arrays, nullptr};
+    auto frames = EncodeData(testing::DataHeader(pb::MSG_UPDATE, 2, 0), p, kRawIndices);
     ASSERT_TRUE(frames.ok());
     EXPECT_EQ(arrays.use_count(), 4);
   }
@@ -361,9 +365,9 @@ TEST(ProtoCodecTest, SparsePushFp16RoundTrip) {
   arrays->halves[0] = 0x7BFF;  // largest finite
   arrays->halves[1] = 0x0001;  // smallest subnormal
   arrays->halves[2] = 0x8000;  // -0
-  DataPayload p{arrays->indices, Bytes(arrays->halves), true, false, arrays};
+  DataPayload p{arrays->indices, Bytes(arrays->halves), ValueType::kFp16, false, arrays, nullptr};
   pb::Header h = testing::DataHeader(pb::MSG_PUSH, 1, 0);
-  auto frames = EncodeData(h, p);
+  auto frames = EncodeData(h, p, kRawIndices);
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   ASSERT_EQ(frames->size(), 3u);
   EXPECT_EQ((*frames)[2].size(), 300u * 2);
@@ -389,9 +393,9 @@ TEST(ProtoCodecTest, SparsePushFp16RoundTrip) {
 TEST(ProtoCodecTest, DensePushRoundTrip) {
   auto arrays = std::make_shared<Arrays>();
   arrays->values = RandomValues(1000, 7);
-  DataPayload p{{}, Bytes(arrays->values), false, true, arrays};
+  DataPayload p{{}, Bytes(arrays->values), ValueType::kFp32, true, arrays, nullptr};
   pb::Header h = testing::DataHeader(pb::MSG_PUSH, 0, 0);
-  auto frames = EncodeData(h, p);
+  auto frames = EncodeData(h, p, kRawIndices);
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   ASSERT_EQ(frames->size(), 2u);  // no indices frame
   EXPECT_EQ((*frames)[1].data(), static_cast<const void*>(arrays->values.data()));
@@ -413,11 +417,11 @@ TEST(ProtoCodecTest, SparseUpdateRoundTrip) {
   auto arrays = std::make_shared<Arrays>();
   arrays->indices = {0, 1, 3, 6};  // shard 2 has length 7: the last index is in range
   arrays->values = {0.5f, -1.25f, 3e-38f, -3.4e38f};
-  DataPayload p{arrays->indices, Bytes(arrays->values), false, false, arrays};
+  DataPayload p{arrays->indices, Bytes(arrays->values), ValueType::kFp32, false, arrays, nullptr};
   pb::Header h = testing::DataHeader(pb::MSG_UPDATE, 2, 0);
   h.set_sender(3);
   h.set_recipient(6);
-  auto frames = EncodeData(h, p);
+  auto frames = EncodeData(h, p, kRawIndices);
   ASSERT_TRUE(frames.ok());
   Message msg;
   pb::ErrorCode code;
@@ -438,9 +442,9 @@ TEST(ProtoCodecTest, DenseRoundTripSetsDenseFlag) {
   auto arrays = std::make_shared<Arrays>();
   arrays->values = RandomValues(999, 8);
   // MSG_DENSE is dense even when the payload does not say so.
-  DataPayload p{{}, Bytes(arrays->values), false, false, arrays};
+  DataPayload p{{}, Bytes(arrays->values), ValueType::kFp32, false, arrays, nullptr};
   pb::Header h = testing::DataHeader(pb::MSG_DENSE, 1, 0);
-  auto frames = EncodeData(h, p, EncodeOptions{.checksum = false});
+  auto frames = EncodeData(h, p, EncodeOptions{.checksum = false, .compact_indices = false});
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   ASSERT_EQ(frames->size(), 2u);
   Message msg;
@@ -457,8 +461,8 @@ TEST(ProtoCodecTest, DenseRoundTripSetsDenseFlag) {
 TEST(ProtoCodecTest, DenseFp16RoundTrip) {
   auto arrays = std::make_shared<Arrays>();
   arrays->halves = {0x3C00, 0xBC00, 0x0000, 0x7BFF, 0x03FF, 0x8001, 0x4248};
-  DataPayload p{{}, Bytes(arrays->halves), true, false, arrays};
-  auto frames = EncodeData(testing::DataHeader(pb::MSG_DENSE, 2, 0), p);
+  DataPayload p{{}, Bytes(arrays->halves), ValueType::kFp16, false, arrays, nullptr};
+  auto frames = EncodeData(testing::DataHeader(pb::MSG_DENSE, 2, 0), p, kRawIndices);
   ASSERT_TRUE(frames.ok());
   Message msg;
   pb::ErrorCode code;
@@ -471,7 +475,7 @@ TEST(ProtoCodecTest, DenseFp16RoundTrip) {
 
 TEST(ProtoCodecTest, EmptySparsePush) {
   DataPayload p;  // count 0, no arrays, no keepalive
-  auto frames = EncodeData(testing::DataHeader(pb::MSG_PUSH, 0, 0), p);
+  auto frames = EncodeData(testing::DataHeader(pb::MSG_PUSH, 0, 0), p, kRawIndices);
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   ASSERT_EQ(frames->size(), 3u);
   EXPECT_EQ((*frames)[1].size(), 0u);
@@ -494,8 +498,9 @@ TEST(ProtoCodecTest, CallerFlagsOtherThanDataBitsAreReplaced) {
   pb::Header h =
       testing::DataHeader(pb::MSG_PUSH, 0, 0, pb::FLAG_FP16 | pb::FLAG_DENSE | pb::FLAG_CHECKSUM);
   h.set_checksum(0x12345678);
-  auto frames = EncodeData(h, DataPayload{idx, Bytes(val), false, false, nullptr},
-                           EncodeOptions{.checksum = false});
+  auto frames =
+      EncodeData(h, DataPayload{idx, Bytes(val), ValueType::kFp32, false, nullptr, nullptr},
+                 EncodeOptions{.checksum = false, .compact_indices = false});
   ASSERT_TRUE(frames.ok());
   ASSERT_EQ(frames->size(), 3u);
   Message msg;
@@ -508,20 +513,21 @@ TEST(ProtoCodecTest, CallerFlagsOtherThanDataBitsAreReplaced) {
 TEST(ProtoCodecTest, EncodeRejectsInconsistentPayloads) {
   std::vector<uint32_t> idx = {1, 2, 3};
   std::vector<float> val = {1.0f, 2.0f};
-  auto mismatch = EncodeData(testing::DataHeader(pb::MSG_PUSH, 0, 0),
-                             DataPayload{idx, Bytes(val), false, false, nullptr});
+  auto mismatch =
+      EncodeData(testing::DataHeader(pb::MSG_PUSH, 0, 0),
+                 DataPayload{idx, Bytes(val), ValueType::kFp32, false, nullptr, nullptr});
   ASSERT_FALSE(mismatch.ok());
   EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
 
   std::vector<std::byte> odd(6);  // 1.5 fp32 values
   auto partial = EncodeData(testing::DataHeader(pb::MSG_PUSH, 0, 0),
-                            DataPayload{{}, odd, false, true, nullptr});
+                            DataPayload{{}, odd, ValueType::kFp32, true, nullptr, nullptr});
   ASSERT_FALSE(partial.ok());
   EXPECT_EQ(partial.status().code(), StatusCode::kInvalidArgument);
 
   std::vector<std::byte> odd16(3);  // 1.5 fp16 values
   auto partial16 = EncodeData(testing::DataHeader(pb::MSG_PUSH, 0, 0),
-                              DataPayload{{}, odd16, true, true, nullptr});
+                              DataPayload{{}, odd16, ValueType::kFp16, true, nullptr, nullptr});
   EXPECT_FALSE(partial16.ok());
 }
 

@@ -94,6 +94,43 @@ inline StatusOr<Frames> EncodePairs(pb::Header h, std::vector<uint32_t> idx,
   return EncodeData(std::move(h), p);
 }
 
+// An independent reading of docs/protocol.md's index codings, element by element (no tables, no
+// word tricks): the oracle the codec's decoder is checked against. Returns false when `bytes` do
+// not hold exactly `count` indices in `format` (structure only: order and range are not judged).
+inline bool ReferenceDecodeIndices(IndexFormat format, const std::string& bytes, uint64_t count,
+                                   std::vector<uint32_t>* out) {
+  out->clear();
+  const auto byte = [&](size_t i) { return static_cast<uint8_t>(bytes[i]); };
+  if (format == IndexFormat::kDeltaVByte) {
+    const size_t control = (count + 3) / 4;
+    if (bytes.size() < control) return false;
+    size_t at = control;
+    uint64_t prev = 0;
+    for (uint64_t j = 0; j < count; ++j) {
+      const size_t len = 1 + ((byte(j / 4) >> (2 * (j % 4))) & 3);
+      if (at + len > bytes.size()) return false;
+      uint64_t gap = 0;
+      for (size_t b = 0; b < len; ++b) gap |= uint64_t{byte(at + b)} << (8 * b);
+      at += len;
+      prev = (prev + gap) & 0xFFFFFFFFu;
+      out->push_back(static_cast<uint32_t>(prev));
+    }
+    for (uint64_t j = count; j < 4 * control; ++j)
+      if ((byte(j / 4) >> (2 * (j % 4))) & 3) return false;
+    return at == bytes.size();
+  }
+  if (format == IndexFormat::kBitmap) {
+    if (count == 0 || bytes.size() < 5) return false;
+    const uint32_t base = byte(0) | (byte(1) << 8) | (byte(2) << 16) | (uint32_t{byte(3)} << 24);
+    if ((byte(4) & 1) == 0 || byte(bytes.size() - 1) == 0) return false;
+    for (size_t i = 4; i < bytes.size(); ++i)
+      for (int b = 0; b < 8; ++b)
+        if ((byte(i) >> b) & 1) out->push_back(base + static_cast<uint32_t>(8 * (i - 4) + b));
+    return out->size() == count;
+  }
+  return false;
+}
+
 }  // namespace sieve::testing
 
 #endif  // SIEVE_TESTS_PROTO_TEST_UTIL_H_

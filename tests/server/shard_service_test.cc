@@ -69,7 +69,7 @@ Message Push(int sender, int shard, uint64_t round, const std::vector<uint32_t>&
   auto a = std::make_shared<Arrays>(Arrays{idx, val, std::vector<uint16_t>(val.size())});
   DataPayload p;
   p.indices = a->idx;
-  p.fp16 = fp16;
+  p.value_type = fp16 ? ValueType::kFp16 : ValueType::kFp32;
   if (fp16) {
     EXPECT_TRUE(PackFp16(a->val, a->half).ok());
     p.values = std::as_bytes(std::span<const uint16_t>(a->half));

@@ -427,6 +427,7 @@ Status PsClient::Impl::OfferInitialWeights(std::span<const float> weights, int t
     p.keepalive = copy;
     EncodeOptions eo;
     eo.checksum = options_.checksum;
+    eo.compact_indices = options_.compact_indices;
     SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeData(h, p, eo));
     return node_->Send(node_->ServerId(s), std::move(frames));
   };
@@ -486,7 +487,7 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
                                   static_cast<int>(s), round);
     DataPayload p;
     p.dense = sel->dense;
-    p.fp16 = options_.fp16;
+    p.value_type = options_.fp16 ? ValueType::kFp16 : ValueType::kFp32;
     if (!sel->dense) p.indices = std::span<const uint32_t>(b.relative).subspan(from, to - from);
     if (options_.fp16) {
       p.values = std::as_bytes(std::span<const uint16_t>(b.half).subspan(from, to - from));
@@ -496,6 +497,7 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     p.keepalive = lent;
     EncodeOptions eo;
     eo.checksum = options_.checksum;
+    eo.compact_indices = options_.compact_indices;
     SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeData(h, p, eo));
     local.bytes_up += FrameBytes(frames);
     local.pairs_up += to - from;

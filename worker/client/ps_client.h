@@ -79,6 +79,9 @@ struct PsClientOptions {
   // The wire.
   bool fp16 = false;  // send pushed values as binary16
   bool checksum = true;
+  // Code each PUSH's indices compactly (protocol 7: Stream VByte gaps or a bitmap, whichever is
+  // smaller; docs/protocol.md "Index coding"); false = raw uint32 indices (`--wire=v4`).
+  bool compact_indices = true;
   // While PushPull waits, it checks every resend_check_ms whether a new node table arrived (a
   // peer was re-admitted, e.g. a server restarted from a checkpoint); if so it sends the round's
   // PUSH again to every server that has not answered. At most one resend per table change, so a
