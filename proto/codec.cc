@@ -286,7 +286,7 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload_in,
   frames.reserve(3);
   frames.emplace_back(bytes.data(), bytes.size());
   if (compact) {
-    const std::vector<uint8_t>& ib = payload->encoded->bytes;
+    const CodedBytes& ib = payload->encoded->bytes;
     frames.push_back(BorrowFrame(ib.data(), ib.size(), payload->encoded));
   } else if (!dense) {
     frames.push_back(

@@ -87,7 +87,7 @@ struct Message {
 // (e.g. a BSP reply's slice, the same for every worker). Immutable once made.
 struct EncodedIndices {
   IndexFormat format = IndexFormat::kDeltaVByte;
-  std::vector<uint8_t> bytes;
+  CodedBytes bytes;
 };
 // Codes `indices` (strictly increasing) in the smaller compact coding (EncodeIndices).
 std::shared_ptr<const EncodedIndices> EncodeIndexFrame(std::span<const uint32_t> indices);

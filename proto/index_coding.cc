@@ -1,26 +1,16 @@
 #include "proto/index_coding.h"
 
 #include <glog/logging.h>
-#include <streamvbyte.h>
-#include <streamvbytedelta.h>
 
 #include <array>
 #include <bit>
 #include <cstring>
 #include <string>
 
+#include "proto/stream_vbyte.h"
+
 namespace sieve {
 namespace {
-
-// Data bytes the four gaps of one control byte take.
-constexpr std::array<uint8_t, 256> MakeControlLengths() {
-  std::array<uint8_t, 256> t{};
-  for (int c = 0; c < 256; ++c) {
-    t[c] = static_cast<uint8_t>(4 + (c & 3) + ((c >> 2) & 3) + ((c >> 4) & 3) + ((c >> 6) & 3));
-  }
-  return t;
-}
-constexpr std::array<uint8_t, 256> kControlLengths = MakeControlLengths();
 
 size_t ControlBytes(uint64_t count) { return static_cast<size_t>((count + 3) / 4); }
 
@@ -58,8 +48,7 @@ IndexFault DecodeDeltaVByte(std::span<const uint8_t> bytes, uint64_t count, uint
   }
   // The data length the control bytes announce must be exactly what the frame holds; only then
   // does the decoder below stay inside the frame.
-  size_t data = 0;
-  for (size_t c = 0; c < control; ++c) data += kControlLengths[bytes[c]];
+  size_t data = SvbAnnouncedBytes(bytes.data(), count) - control;
   const uint32_t tail = static_cast<uint32_t>(count % 4);
   if (tail != 0) {
     const uint8_t last = bytes[control - 1];
@@ -74,10 +63,12 @@ IndexFault DecodeDeltaVByte(std::span<const uint8_t> bytes, uint64_t count, uint
                  "delta-vbyte frame has " + std::to_string(bytes.size()) +
                      " bytes, its control bytes announce " + std::to_string(control + data));
   }
-  streamvbyte_delta_decode(bytes.data(), out.data(), static_cast<uint32_t>(count), 0);
+  SvbDeltaDecode(bytes.data(), bytes.size(), count, out.data());
   // Strictly increasing, without wrap-around: every gap after the first is >= 1 and no prefix
   // sum passes 2^32 (a wrapped sum would be <= its predecessor).
-  for (uint64_t j = 1; j < count; ++j) {
+  uint32_t bad = 0;  // a branch-free sweep the compiler vectorizes; the position only on failure
+  for (uint64_t j = 1; j < count; ++j) bad |= out[j] <= out[j - 1];
+  for (uint64_t j = 1; bad != 0 && j < count; ++j) {
     if (out[j] <= out[j - 1]) {
       return Fault(IndexFault::kOrder, message,
                    "decoded indices not strictly increasing at position " + std::to_string(j));
@@ -89,6 +80,11 @@ IndexFault DecodeDeltaVByte(std::span<const uint8_t> bytes, uint64_t count, uint
                      std::to_string(shard_len));
   }
   return IndexFault::kNone;
+}
+
+IndexFault TooMany(uint64_t count, std::string* message) {
+  return Fault(IndexFault::kEncoding, message,
+               "bitmap holds more than count = " + std::to_string(count) + " indices");
 }
 
 IndexFault DecodeBitmap(std::span<const uint8_t> bytes, uint64_t count, uint64_t shard_len,
@@ -118,23 +114,17 @@ IndexFault DecodeBitmap(std::span<const uint8_t> bytes, uint64_t count, uint64_t
   for (; pos + 8 <= map.size(); pos += 8) {
     uint64_t word;
     std::memcpy(&word, map.data() + pos, 8);
-    if (static_cast<uint64_t>(std::popcount(word)) > count - k) {
-      return Fault(IndexFault::kEncoding, message,
-                   "bitmap holds more than count = " + std::to_string(count) + " indices");
-    }
     const uint32_t at = base + static_cast<uint32_t>(pos * 8);
     while (word != 0) {
+      if (k == count) return TooMany(count, message);
       out[k++] = at + static_cast<uint32_t>(std::countr_zero(word));
       word &= word - 1;
     }
   }
   for (; pos < map.size(); ++pos) {
     uint32_t b = map[pos];
-    if (static_cast<uint64_t>(std::popcount(b)) > count - k) {
-      return Fault(IndexFault::kEncoding, message,
-                   "bitmap holds more than count = " + std::to_string(count) + " indices");
-    }
     while (b != 0) {
+      if (k == count) return TooMany(count, message);
       out[k++] = base + static_cast<uint32_t>(pos * 8) + static_cast<uint32_t>(std::countr_zero(b));
       b &= b - 1;
     }
@@ -178,8 +168,7 @@ size_t BitmapBytes(std::span<const uint32_t> indices) {
   return 4 + (static_cast<size_t>(indices.back() - indices.front()) / 8 + 1);
 }
 
-void EncodeIndicesAs(IndexFormat format, std::span<const uint32_t> indices,
-                     std::vector<uint8_t>* bytes) {
+void EncodeIndicesAs(IndexFormat format, std::span<const uint32_t> indices, CodedBytes* bytes) {
   DCHECK(StrictlyIncreasing(indices));
   bytes->clear();
   if (indices.empty()) return;
@@ -192,13 +181,11 @@ void EncodeIndicesAs(IndexFormat format, std::span<const uint32_t> indices,
     return;
   }
   CHECK(format == IndexFormat::kDeltaVByte) << "not a compact index format";
-  bytes->resize(streamvbyte_max_compressedbytes(static_cast<uint32_t>(indices.size())));
-  const size_t n = streamvbyte_delta_encode(indices.data(), static_cast<uint32_t>(indices.size()),
-                                            bytes->data(), 0);
-  bytes->resize(n);
+  bytes->resize(SvbEncodeBound(indices.size()));
+  bytes->resize(SvbDeltaEncode(indices.data(), indices.size(), bytes->data()));
 }
 
-IndexFormat EncodeIndices(std::span<const uint32_t> indices, std::vector<uint8_t>* bytes) {
+IndexFormat EncodeIndices(std::span<const uint32_t> indices, CodedBytes* bytes) {
   const size_t bitmap = BitmapBytes(indices);
   // A lower bound of the delta coding (each gap >= 1 byte) decides most lists without a walk.
   const size_t delta_floor = ControlBytes(indices.size()) + indices.size();

@@ -14,13 +14,16 @@
 // Decoding validates the bytes completely before any index is believed: the frame size against
 // what the control bytes or the bitmap's population say, the count, then order and range. It
 // reads no byte outside the frame, whatever the frame holds.
+// The gaps are coded by proto/stream_vbyte.h (libstreamvbyte's byte format, vectorized here).
 // Thread-safety: all functions are reentrant; they touch only their arguments.
 #ifndef SIEVE_PROTO_INDEX_CODING_H_
 #define SIEVE_PROTO_INDEX_CODING_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -28,6 +31,28 @@
 namespace sieve {
 
 enum class IndexFormat : uint8_t { kRaw = 0, kDeltaVByte = 1, kBitmap = 2 };
+
+// std::allocator, but resize() leaves new bytes uninitialized (the encoder overwrites them): a
+// coded frame is not zero-filled first.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) {}
+  template <typename U>
+  void construct(U* p) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using CodedBytes = std::vector<uint8_t, UninitializedAllocator<uint8_t>>;
 
 // "raw", "delta-vbyte", "bitmap".
 const char* IndexFormatName(IndexFormat format);
@@ -40,10 +65,9 @@ size_t BitmapBytes(std::span<const uint32_t> indices);
 // Encodes `indices` (strictly increasing; the caller's invariant, CHECKed in debug builds) in
 // the smaller of kDeltaVByte and kBitmap (ties: kDeltaVByte) into *bytes (replaced), and returns
 // the format used. An empty list is kDeltaVByte with no bytes.
-IndexFormat EncodeIndices(std::span<const uint32_t> indices, std::vector<uint8_t>* bytes);
+IndexFormat EncodeIndices(std::span<const uint32_t> indices, CodedBytes* bytes);
 // Encodes in the given compact format (kDeltaVByte or kBitmap), for tests and benchmarks.
-void EncodeIndicesAs(IndexFormat format, std::span<const uint32_t> indices,
-                     std::vector<uint8_t>* bytes);
+void EncodeIndicesAs(IndexFormat format, std::span<const uint32_t> indices, CodedBytes* bytes);
 
 // Why a decode failed: the frame's structure (kEncoding: sizes, control bits, population,
 // canonical form) or the decoded list (kOrder: not strictly increasing; kRange: an index >=
