@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the checked-in seed corpus of decode_push_fuzzer (tests/fuzz/corpus/): valid sparse,
-dense, fp16 and control messages in the harness's input layout (the registrations, barriers,
+dense, fp16, bf16, compactly coded (delta-vbyte, bitmap) and control messages in the harness's input layout (the registrations, barriers,
 heartbeats and FINISHED of a whole job at the harness's scheduler, and the scheduler's own
 messages), plus near misses. The protocol version is read from proto/codec.h. Rerun after a
 wire-format change: python3 tests/fuzz/make_corpus.py"""
@@ -62,6 +62,17 @@ def main():
     seeds["dense"] = [header(11, count=37, flags=2), struct.pack("<37f", *[0.1] * 37)]
     seeds["fp16"] = [header(11, count=3, flags=1), idx, struct.pack("<3H", 0x3C00, 0xBC00, 0x4000)]
     seeds["dense_fp16"] = [header(11, count=37, flags=3), struct.pack("<37H", *[0x3C00] * 37)]
+    # Protocol 7's compact index frames: {1, 5, 36} as Stream VByte gaps (1, 4, 31: one byte
+    # each, control byte 0) and as a bitmap from base 1 (bits 0, 4, 35), with bf16 values.
+    seeds["delta_vbyte"] = [header(11, count=3, flags=16), bytes([0, 1, 4, 31]), val]
+    bitmap = bytearray(5)
+    for i in (1, 5, 36):
+        bitmap[(i - 1) // 8] |= 1 << ((i - 1) % 8)
+    seeds["bitmap"] = [header(11, count=3, flags=32), struct.pack("<I", 1) + bytes(bitmap), val]
+    seeds["delta_vbyte_bf16"] = [header(11, count=3, flags=16 | 8), bytes([0, 1, 4, 31]),
+                                 struct.pack("<3H", 0x3F80, 0xBF80, 0x4000)]
+    seeds["bitmap_update"] = [header(12, count=3, flags=32), struct.pack("<I", 1) + bytes(bitmap),
+                              val]
     seeds["unsorted"] = [header(11, count=3), struct.pack("<3I", 5, 1, 2), val]
     seeds["range"] = [header(11, count=1), struct.pack("<I", 37), struct.pack("<f", 1.0)]
     seeds["nan"] = [header(11, count=1), struct.pack("<I", 0), struct.pack("<I", 0x7FC00000)]
