@@ -11,7 +11,11 @@
 #               and peak RSS of servers and workers vs D in {1e6, 1e7, 1e8} at fixed k = 1e4
 #               (topk, BSP, 1 server, 2 workers, loopback).
 # usage: bench/e2e/run.sh [--quick] [--parts=round,server_cpu] [--links=1gbit,10gbit]
+#          [--compressors=none,topk,gaussiank] [--density=0.001] [--wire=v5] [--values=fp32]
 #   --quick: synthetic only in `round`, D <= 1e7 in `server_cpu`.
+#   --wire=v4,v5: each `round` cell once per wire format (v4: raw uint32 indices, v5: the compact
+#   index coding), in the same run, with the v5 / v4 round-time ratio printed; --values: the
+#   job's --wire_values (fp32, fp16, bf16) for both.
 # The daemons come from $SIEVE_BUILD_DIR (default build).
 # Writes results/bench/e2e-<timestamp>/ (logs) and results/bench/e2e-<timestamp>.json, prints tables.
 set -euo pipefail
@@ -20,12 +24,21 @@ BUILD=${SIEVE_BUILD_DIR:-build}
 quick=0
 parts=round,server_cpu
 links=1gbit,10gbit
+compressors=none,topk,gaussiank
+density=0.001
+wires=v5
+values=fp32
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
     --parts=*) parts=${a#*=} ;;
     --links=*) links=${a#*=} ;;
-    *) echo "usage: bench/e2e/run.sh [--quick] [--parts=round,server_cpu] [--links=LIST]" >&2
+    --compressors=*) compressors=${a#*=} ;;
+    --density=*) density=${a#*=} ;;
+    --wire=*) wires=${a#*=} ;;
+    --values=*) values=${a#*=} ;;
+    *) echo "usage: bench/e2e/run.sh [--quick] [--parts=round,server_cpu] [--links=LIST]" \
+            "[--compressors=LIST] [--density=RHO] [--wire=v4,v5] [--values=fp32|fp16|bf16]" >&2
        exit 2 ;;
   esac
 done
@@ -48,8 +61,11 @@ if [[ ",$parts," == *,round,* ]]; then
     for model in "${models[@]}"; do
       IFS=, read -r -a link_list <<<"$links"
       for link in "${link_list[@]}"; do
-        for comp in none topk gaussiank; do
-          cell="round-$model-$link-$comp"
+        IFS=, read -r -a comp_list <<<"$compressors"
+        IFS=, read -r -a wire_list <<<"$wires"
+        for comp in "${comp_list[@]}"; do
+         for wire in "${wire_list[@]}"; do
+          cell="round-$model-$link-$comp-$wire"
           logs="$out/$cell"
           if [ "$model" = synthetic ]; then
             mflags=(--model=synthetic --num_params=10000000 --synthetic_noise=pool
@@ -62,11 +78,13 @@ if [[ ",$parts," == *,round,* ]]; then
           rc=0
           deploy/local/netns/run --build="$BUILD" --num_servers=2 --num_workers=4 --link="$link" \
             --log_dir="$logs" --quiet --timeout=1200 -- "${mflags[@]}" --compressor="$comp" \
-            --density=0.001 --progress=log --heartbeat_timeout_ms=120000 \
+            --density="$density" --progress=log --heartbeat_timeout_ms=120000 \
+            --wire="$wire" --wire_values="$values" \
             --metrics_out="$PWD/$logs/metrics-{rank}.jsonl" || rc=$?
-          /usr/bin/python3 - "$logs" "$model" "$link" "$comp" "$rc" "$load" >>"$rows" <<'PY'
+          /usr/bin/python3 - "$logs" "$model" "$link" "$comp" "$rc" "$load" "$density" "$wire" \
+            "$values" >>"$rows" <<'PY'
 import glob, json, re, sys
-logs, model, link, comp, rc, load = sys.argv[1:]
+logs, model, link, comp, rc, load, density, wire, values = sys.argv[1:]
 rounds, per_worker = 0, []
 for f in sorted(glob.glob(logs + "/worker*.log")):
     m = re.search(r"sieve-worker summary: .*rounds=(\d+) .*mean_round_s=([0-9.e+-]+)", open(f).read())
@@ -85,7 +103,8 @@ for f in sorted(glob.glob(logs + "/metrics-*.jsonl")):
           for r in map(json.loads, open(f)) if r["round"] >= 2]
     if ts:
         steady.append(sum(ts) / len(ts))
-row = {"part": "round", "model": model, "link": link, "compressor": comp, "density": 0.001,
+row = {"part": "round", "model": model, "link": link, "compressor": comp,
+       "density": float(density), "wire": wire, "values": values,
        "workers": 4, "servers": 2, "exit": int(rc), "rounds": rounds, "load_start": float(load),
        "load_end": float(open("/proc/loadavg").read().split()[0]),
        "mean_round_s": mean(per_worker), "per_worker_mean_round_s": per_worker,
@@ -93,6 +112,7 @@ row = {"part": "round", "model": model, "link": link, "compressor": comp, "densi
 row.update({k + "_mean": mean(v[2:]) for k, v in parts.items()})
 print(json.dumps(row))
 PY
+         done
         done
       done
     done
@@ -116,25 +136,37 @@ meta = {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
 # Round times, with topk and gaussiank as a fraction of dense from the same run.
 rt = [r for r in rows if r["part"] == "round"]
 if rt:
-    print("\n| model | link | compressor | rounds | steady round (s) | / dense | mean round, all "
-          "rounds (s) | / dense | compute ms | select ms | comm ms | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| model | link | compressor | wire | rounds | steady round (s) | / dense | mean round, "
+          "all rounds (s) | / dense | compute ms | select ms | comm ms | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ms = lambda v: "%.1f" % (1e3 * v) if v is not None else "-"
     frac = lambda v: "%.4f (1/%.1f)" % (v, 1 / v) if v else "-"
     for r in rt:
         dense = next((x for x in rt if x["model"] == r["model"] and x["link"] == r["link"] and
-                      x["compressor"] == "none"), None)
+                      x["compressor"] == "none" and x.get("wire") == r.get("wire")), None)
         for key in ("steady_round_s", "mean_round_s"):
             ok = dense and dense.get(key) and r.get(key)
             r["fraction_of_dense_" + key] = r[key] / dense[key] if ok else None
-        print("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %.1f-%.1f |" % (
-            r["model"], r["link"], r["compressor"], r["rounds"],
+        print("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %.1f-%.1f |" % (
+            r["model"], r["link"], r["compressor"], r.get("wire", "v5"), r["rounds"],
             "%.4f" % r["steady_round_s"] if r.get("steady_round_s") else "failed(%d)" % r["exit"],
             frac(r["fraction_of_dense_steady_round_s"]),
             "%.4f" % r["mean_round_s"] if r.get("mean_round_s") else "-",
             frac(r["fraction_of_dense_mean_round_s"]),
             ms(r.get("t_compute_mean")), ms(r.get("t_select_mean")), ms(r.get("t_comm_mean")),
             r["load_start"], r["load_end"]))
+    # v5 against v4 of the same cell, same run (issue 35's target: topk rho = 0.01, 1 Gbit/s,
+    # round time <= 0.6 x v4).
+    for r in rt:
+        if r.get("wire") != "v5":
+            continue
+        v4 = next((x for x in rt if x.get("wire") == "v4" and all(
+            x[k] == r[k] for k in ("model", "link", "compressor", "density"))), None)
+        if v4 and v4.get("steady_round_s") and r.get("steady_round_s"):
+            r["steady_round_v5_over_v4"] = r["steady_round_s"] / v4["steady_round_s"]
+            print("e2e wire: %s %s %s rho=%g: steady round v5 %.4f s / v4 %.4f s = %.2f" % (
+                r["model"], r["link"], r["compressor"], r["density"], r["steady_round_s"],
+                v4["steady_round_s"], r["steady_round_v5_over_v4"]))
 json.dump({"benchmark": "e2e", "meta": meta, "rows": rows}, open(out_path, "w"), indent=1)
 print("\nhardware: %s, %d cores, load %s -> %s; json: %s" % (cpu, meta["cores"], load_start, load_end, out_path))
 PY

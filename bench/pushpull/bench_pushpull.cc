@@ -24,6 +24,8 @@
 // Each --variant runs every cell once more with extra sieve-server flags (e.g.
 // --variant=whole:--reply_part_pairs=0 --variant=parts:), for A/B comparisons in one run; a
 // --bin_dir=DIR among them takes that variant's daemons from another build of the same protocol.
+// --wire=v4,v5 runs each variant once per wire format (v4: raw uint32 indices, v5: the compact
+// index coding of protocol 7; the clients and the servers alike), in the same run.
 #include <arpa/inet.h>
 #include <glog/logging.h>
 #include <netinet/in.h>
@@ -79,6 +81,7 @@ struct Cell {
   size_t k = 0;
   std::vector<std::string> server_flags;  // extra sieve-server flags of this variant
   std::string bin_dir;                    // the variant's daemons (empty: --bin_dir's)
+  bool compact_indices = true;            // the clients' index coding (a `--wire=v4` variant: raw)
 };
 
 struct Timed {
@@ -279,6 +282,7 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
     po.num_params = cfg.num_params;
     po.bind_host = "127.0.0.1";
     po.advertise_host = "127.0.0.1";
+    po.compact_indices = cell.compact_indices;
     auto client_or = PsClient::Connect(po);
     if (!client_or.ok()) return leave("connect: " + client_or.status().ToString());
     PsClient& client = **client_or;
@@ -499,7 +503,7 @@ int Main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   Config cfg;
-  std::string ks = "1000,10000,100000,1000000", ws = "1,4,8", cs = "bsp,asp", json;
+  std::string ks = "1000,10000,100000,1000000", ws = "1,4,8", cs = "bsp,asp", json, wires;
   // Variants: (label, extra server flags); each cell runs once per variant.
   std::vector<std::pair<std::string, Cell>> variants;  // label, server flags and daemons
   for (int i = 1; i < argc; ++i) {
@@ -515,7 +519,9 @@ int Main(int argc, char** argv) {
           "         [--consistency=bsp,asp] [--servers=1] [--num_params=10000000] "
           "[--seconds=0.5]\n"
           "         [--repeats=3] [--verify_every=16] [--json=PATH] [--log_dir=/tmp]\n"
-          "         [--variant=LABEL:SERVER_FLAGS ...]   (each cell once per variant)");
+          "         [--variant=LABEL:SERVER_FLAGS ...]   (each cell once per variant)\n"
+          "         [--wire=v4,v5]   (each variant once per wire format: v4 raw uint32 indices,\n"
+          "                           v5 compact index coding; clients and servers alike)");
       return 0;
     } else if (auto v = value("bin_dir")) {
       cfg.bin_dir = v;
@@ -539,6 +545,8 @@ int Main(int argc, char** argv) {
       json = v;
     } else if (auto v = value("log_dir")) {
       cfg.log_dir = v;
+    } else if (auto v = value("wire")) {
+      wires = v;
     } else if (auto v = value("variant")) {
       const std::string text = v;
       const size_t colon = text.find(':');
@@ -549,6 +557,8 @@ int Main(int argc, char** argv) {
         if (f.rfind("--bin_dir=", 0) == 0) {
           variant.bin_dir = f.substr(10);
         } else {
+          if (f == "--wire=v4") variant.compact_indices = false;  // the clients follow
+          if (f == "--wire=v5") variant.compact_indices = true;
           variant.server_flags.push_back(f);
         }
       }
@@ -559,6 +569,19 @@ int Main(int argc, char** argv) {
   }
   if (cfg.bin_dir.empty()) Die("--bin_dir (the build directory) is required");
   if (variants.empty()) variants.emplace_back("", Cell{});
+  if (!wires.empty()) {  // each variant once per wire format, v4 and v5 in the same run
+    std::vector<std::pair<std::string, Cell>> crossed;
+    for (const auto& [label, variant] : variants) {
+      for (const std::string& w : Split(wires)) {
+        if (w != "v4" && w != "v5") Die("--wire takes v4 and/or v5");
+        Cell c = variant;
+        c.compact_indices = w == "v5";
+        c.server_flags.push_back("--wire=" + w);
+        crossed.emplace_back(label.empty() ? w : label + "/" + w, c);
+      }
+    }
+    variants = std::move(crossed);
+  }
   if (cfg.servers < 1 || cfg.repeats < 1 || cfg.seconds <= 0 || cfg.num_params < 1 ||
       cfg.num_params >= (uint64_t{1} << 32)) {
     Die("bad --servers, --repeats, --seconds or --num_params");
@@ -582,7 +605,11 @@ int Main(int argc, char** argv) {
       for (const std::string& c : Split(cs)) {
         if (c != "bsp" && c != "asp") Die("--consistency takes bsp and/or asp");
         for (const auto& [label, variant] : variants) {
-          const CellResult r = RunCell(cfg, {c, W, k, variant.server_flags, variant.bin_dir}, pool);
+          Cell cell = variant;
+          cell.consistency = c;
+          cell.workers = W;
+          cell.k = k;
+          const CellResult r = RunCell(cfg, cell, pool);
           all_ok = all_ok && r.ok;
           std::printf(
               "%-8s %-4s %-3d %-8zu %10.0f %8.3f %10.0f %8.3f %6.2f %6.2f %9.0f %7.3f %7.3f %7.3f "
