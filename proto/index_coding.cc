@@ -31,6 +31,13 @@ IndexFault Fault(IndexFault f, std::string* message, std::string text) {
   return f;
 }
 
+// Nonzero when some v[j] <= v[j - 1], 0 < j < n.
+uint32_t OrderFaults(const uint32_t* __restrict v, size_t n) {
+  uint32_t bad = 0;
+  for (size_t j = 1; j < n; ++j) bad |= static_cast<uint32_t>(v[j] <= v[j - 1]);
+  return bad;
+}
+
 IndexFault DecodeDeltaVByte(std::span<const uint8_t> bytes, uint64_t count, uint64_t shard_len,
                             std::span<uint32_t> out, std::string* message) {
   if (count == 0) {
@@ -66,12 +73,13 @@ IndexFault DecodeDeltaVByte(std::span<const uint8_t> bytes, uint64_t count, uint
   SvbDeltaDecode(bytes.data(), bytes.size(), count, out.data());
   // Strictly increasing, without wrap-around: every gap after the first is >= 1 and no prefix
   // sum passes 2^32 (a wrapped sum would be <= its predecessor).
-  uint32_t bad = 0;  // a branch-free sweep the compiler vectorizes; the position only on failure
-  for (uint64_t j = 1; j < count; ++j) bad |= out[j] <= out[j - 1];
-  for (uint64_t j = 1; bad != 0 && j < count; ++j) {
-    if (out[j] <= out[j - 1]) {
-      return Fault(IndexFault::kOrder, message,
-                   "decoded indices not strictly increasing at position " + std::to_string(j));
+  // A branch-free sweep the compiler vectorizes; the position only on failure.
+  if (OrderFaults(out.data(), static_cast<size_t>(count)) != 0) {
+    for (uint64_t j = 1; j < count; ++j) {
+      if (out[j] <= out[j - 1]) {
+        return Fault(IndexFault::kOrder, message,
+                     "decoded indices not strictly increasing at position " + std::to_string(j));
+      }
     }
   }
   if (out[count - 1] >= shard_len) {
