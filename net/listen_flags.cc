@@ -4,6 +4,7 @@
 #include <string>
 
 #include "proto/job_identity.h"
+#include "proto/register_proof.h"
 
 DEFINE_string(bind, "0.0.0.0", "Interface address to bind");
 DEFINE_string(host, "",
@@ -73,6 +74,7 @@ StatusOr<ListenFlags> ReadListenFlags(const std::string& default_key_name) {
     f.job_token = *token;
   }
   f.job = JobDigest(f.job_token);
+  f.job_key = JobKey(f.job_token);
   f.bind = FLAGS_bind;
   f.host = FLAGS_host;
   f.port = static_cast<uint16_t>(FLAGS_port);

@@ -20,6 +20,7 @@
 
 #include "base/status.h"
 #include "net/curve.h"
+#include "proto/siphash.h"
 
 DECLARE_string(bind);
 DECLARE_string(host);
@@ -41,6 +42,7 @@ struct ListenFlags {
   CurveOptions curve;         // loaded from curve_dir (enabled only when it is set)
   std::string job_token;      // --job_token, or the content of --job_token_file; empty = none
   uint64_t job = 0;           // JobDigest(job_token): TransportOptions::job
+  SipKey job_key;             // JobKey(job_token): the registration proof's key (NodeOptions)
   uint16_t metrics_port = 0;  // 0 = no /metrics endpoint
 };
 

@@ -9,6 +9,7 @@
 #include "net/address.h"
 #include "proto/job_identity.h"
 #include "proto/messages.h"
+#include "proto/register_proof.h"
 
 namespace sieve {
 namespace {
@@ -103,22 +104,22 @@ Node::~Node() {
 }
 
 Status Node::Register() {
-  const pb::Header h = MakeRegisterHeader(options_.role, transport_->host(), transport_->port(),
-                                          options_.rank, instance_, options_.num_params);
-  register_bytes_ = [&] {
-    pb::Header copy = h;
-    copy.set_version(kProtocolVersion);
-    return copy.SerializeAsString();
-  }();
   std::unique_lock<std::mutex> lock(mu_);
+  register_header_ = MakeRegisterHeader(options_.role, transport_->host(), transport_->port(),
+                                        options_.rank, instance_, options_.num_params);
+  SetRegisterBytesLocked();
   for (int attempt = 0; attempt < options_.register_attempts && !acked_; ++attempt) {
+    const pb::Header h = register_header_;
+    challenged_ = false;
     lock.unlock();
     SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
     Status s = transport_->Send(kSchedulerId, std::move(frames));
     lock.lock();
     if (!s.ok() && s.code() != StatusCode::kDeadlineExceeded) return s;
+    // A challenge (a job with a token) is answered at once, with the proof.
     cv_.wait_for(lock, std::chrono::milliseconds(options_.register_retry_ms), [&] {
-      return acked_ || have_table_ || !register_error_.empty() || !StopStatusLocked().ok();
+      return acked_ || have_table_ || challenged_ || !register_error_.empty() ||
+             !StopStatusLocked().ok();
     });
     if (!register_error_.empty())
       return FailedPreconditionError("scheduler refused registration: " + register_error_);
@@ -143,6 +144,25 @@ Status Node::Register() {
                                  " ms (other nodes missing?)");
   }
   return Status::Ok();
+}
+
+void Node::SetRegisterBytesLocked() {
+  pb::Header copy = register_header_;
+  copy.set_version(kProtocolVersion);
+  register_bytes_ = copy.SerializeAsString();
+}
+
+void Node::AnswerChallenge(const pb::RegisterChallenge& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (have_table_ || IsZero(options_.job_key))
+    return;  // nothing to prove (or no token to prove it)
+  pb::Register* r = register_header_.mutable_register_();
+  if (r->challenge() == c.challenge()) return;  // answered already (a resent challenge)
+  r->set_challenge(c.challenge());
+  r->set_proof(RegisterProof(options_.job_key, *r));
+  SetRegisterBytesLocked();
+  challenged_ = true;
+  cv_.notify_all();
 }
 
 Status Node::StopStatusLocked() const {
@@ -198,7 +218,10 @@ void Node::IoLoop() {
       // liveness signal is the (idempotent) REGISTER itself, which the scheduler acknowledges.
       next_heartbeat = now + std::chrono::milliseconds(options_.heartbeat_interval_ms);
       Frames frames;
-      frames.emplace_back(register_bytes_.data(), register_bytes_.size());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        frames.emplace_back(register_bytes_.data(), register_bytes_.size());
+      }
       (void)transport_->Send(kSchedulerId, std::move(frames));
     } else if (now >= next_heartbeat) {
       next_heartbeat = now + std::chrono::milliseconds(options_.heartbeat_interval_ms);
@@ -240,6 +263,10 @@ bool Node::OfThisJobInstance(const Message& msg) const {
   }
   if (h.type() == pb::MSG_ERROR && !have_table_) {  // the answer to this process's REGISTER
     return h.error().register_instance() == instance_;
+  }
+  if (h.type() ==
+      pb::MSG_REGISTER_CHALLENGE) {  // only for this process's REGISTER, before the table
+    return !have_table_ && h.register_challenge().register_instance() == instance_;
   }
   return true;
 }
@@ -359,6 +386,7 @@ void Node::HandleControl(Message msg) {
   // impostors were dropped before this point and refresh nothing.
   switch (h.type()) {
     case pb::MSG_REGISTER_ACK:
+    case pb::MSG_REGISTER_CHALLENGE:
     case pb::MSG_NODE_TABLE:
     case pb::MSG_BARRIER_RELEASE:
     case pb::MSG_NODE_DEAD:
@@ -377,6 +405,9 @@ void Node::HandleControl(Message msg) {
       cv_.notify_all();
       break;
     }
+    case pb::MSG_REGISTER_CHALLENGE:
+      AnswerChallenge(h.register_challenge());
+      break;
     case pb::MSG_NODE_TABLE: {
       InstallTable(h.node_table());
       std::vector<EarlyMessage> early;

@@ -36,6 +36,7 @@
 #include "proto/codec.h"
 #include "proto/node_ids.h"
 #include "proto/shards.h"
+#include "proto/siphash.h"
 
 namespace sieve {
 
@@ -50,6 +51,9 @@ struct NodeOptions {
   int register_attempts = 20;        // REGISTER sends before giving up on the scheduler
   int register_retry_ms = 500;       // wait for REGISTER_ACK per attempt
   int startup_timeout_ms = 600000;   // wait for the node table after the ack
+  // The job token's key (proto/register_proof.h, JobKey of the token; zero = no token): answers
+  // the scheduler's REGISTER_CHALLENGE with the proof that this node holds the token.
+  SipKey job_key;
 };
 
 class Node {
@@ -170,6 +174,10 @@ class Node {
   // this process's REGISTER. I/O thread only.
   bool OfThisJobInstance(const Message& msg) const;
   void HandleControl(Message msg);
+  // A REGISTER_CHALLENGE for this process: the REGISTER gets the challenge and its proof (with a
+  // job key) and is sent again by Register() at once. I/O thread.
+  void AnswerChallenge(const pb::RegisterChallenge& challenge);
+  void SetRegisterBytesLocked();  // register_bytes_ from register_header_; requires mu_
   void InstallTable(const pb::NodeTable& table);
   void InstallFirstTableLocked(const pb::NodeTable& table);  // requires mu_
   // Non-OK when the node must stop waiting (shutdown, stop, scheduler lost). Requires mu_.
@@ -177,8 +185,11 @@ class Node {
 
   const NodeOptions options_;
   const uint64_t instance_;
-  std::string
-      register_bytes_;  // the serialized REGISTER header, resent while waiting for the table
+  // The REGISTER this node sends (its challenge and proof set once the scheduler challenged it)
+  // and its serialized bytes, resent while waiting for the table. Guarded by mu_.
+  pb::Header register_header_;
+  std::string register_bytes_;
+  bool challenged_ = false;  // a challenge arrived since the last REGISTER was sent; mu_
   std::unique_ptr<Transport> transport_;
   std::thread io_;
   std::atomic<bool> io_stop_{false};

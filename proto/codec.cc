@@ -48,6 +48,8 @@ pb::Header::BodyCase ExpectedBody(pb::MsgType t) {
       return pb::Header::kShutdown;
     case pb::MSG_ERROR:
       return pb::Header::kError;
+    case pb::MSG_REGISTER_CHALLENGE:
+      return pb::Header::kRegisterChallenge;
     default:
       return pb::Header::BODY_NOT_SET;
   }

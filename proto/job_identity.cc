@@ -35,7 +35,7 @@ uint64_t JobInstanceDigest(uint64_t job, uint64_t instance) {
 
 bool CarriesTokenDigest(int type) {
   return type == pb::MSG_REGISTER || type == pb::MSG_REGISTER_ACK || type == pb::MSG_NODE_TABLE ||
-         type == pb::MSG_ERROR;
+         type == pb::MSG_ERROR || type == pb::MSG_REGISTER_CHALLENGE;
 }
 
 StatusOr<std::string> ReadJobTokenFile(const std::string& path) {

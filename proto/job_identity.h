@@ -28,7 +28,7 @@ uint64_t JobInstanceDigest(uint64_t job, uint64_t instance);
 
 // Whether a message of `type` carries the token's digest (JobDigest) rather than the instance's:
 // the registration messages, sent before the sender or receiver knows the instance (REGISTER,
-// REGISTER_ACK, NODE_TABLE, and ERROR, the scheduler's answer to a REGISTER).
+// REGISTER_ACK, REGISTER_CHALLENGE, NODE_TABLE, and ERROR, the scheduler's answer to a REGISTER).
 bool CarriesTokenDigest(int type);
 
 // The token in a token file: its content without trailing whitespace (a newline written by an

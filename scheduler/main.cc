@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   opt.transport.max_message_bytes = sieve::MaxFrameBytes(0);
   opt.transport.curve = listen->curve;
   opt.transport.job = listen->job;
+  opt.job_key = listen->job_key;
   opt.allow_unbound_keys = FLAGS_allow_unbound_keys;
   opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   opt.startup_timeout_ms = FLAGS_startup_timeout_ms;

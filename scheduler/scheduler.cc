@@ -36,6 +36,7 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
                        static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   }
   s->instance_job_ = JobInstanceDigest(options.transport.job, s->job_instance_);
+  s->challenge_secret_ = RandomSipKey();
   TransportOptions transport = options.transport;
   transport.job = 0;  // SendTo stamps each message with the digest its type needs
   SIEVE_ASSIGN_OR_RETURN(auto t, CreateTransport(transport));
@@ -197,6 +198,16 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
     return ReplyError(h, pb::ERROR_VERSION_MISMATCH,
                       "node speaks protocol version " + std::to_string(r.protocol_version()) +
                           ", scheduler " + std::to_string(kProtocolVersion));
+  }
+  // With a token: only a REGISTER answering this scheduler's challenge with the token's proof
+  // counts (proto/register_proof.h); one recorded in another job is challenged again.
+  if (!IsZero(options_.job_key)) {
+    const uint64_t challenge = RegisterChallenge(challenge_secret_, r);
+    if (r.challenge() != challenge) return SendChallenge(h, challenge);
+    if (r.proof() != RegisterProof(options_.job_key, r)) {
+      return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+                        "the registration's proof was not made with this job's token");
+    }
   }
   const uint32_t expected =
       r.role() == pb::ROLE_SERVER ? options_.num_servers : options_.num_workers;
@@ -562,20 +573,28 @@ void Scheduler::ReplyError(const pb::Header& to, pb::ErrorCode code, const std::
   });
   if (Find(to.sender()) != nullptr) return SendTo(to.sender(), h);
   // Not (or not yet) in the table: answer at the address it registered with, if it gave one.
-  if (to.has_register_() && !to.register_().host().empty() && to.register_().port() > 0 &&
-      to.register_().port() <= 65535) {
-    for (const Entry& e : pending_) {
-      if (e.info.instance() == to.register_().instance()) return SendTo(e.info.id(), h);
-    }
-    uint64_t held_back = 0;
-    if (!unknown_replies_.Allow(LogLimiter::Clock::now(), &held_back)) return;
-    const int temp = next_temp_id_--;
-    if (transport_
-            ->Connect(temp, to.register_().host(), static_cast<uint16_t>(to.register_().port()))
-            .ok()) {
-      SendTo(temp, h);
-      transport_->Disconnect(temp);  // ZeroMQ's linger still delivers the queued ERROR
-    }
+  if (to.has_register_()) SendToRegisteringPeer(to.register_(), h, &unknown_replies_);
+}
+
+void Scheduler::SendChallenge(const pb::Header& to, uint64_t challenge) {
+  pb::Header h = MakeHeader(pb::MSG_REGISTER_CHALLENGE, kSchedulerId, kNoRecipient);
+  h.mutable_register_challenge()->set_challenge(challenge);
+  h.mutable_register_challenge()->set_register_instance(to.register_().instance());
+  SendToRegisteringPeer(to.register_(), h, &challenge_replies_);
+}
+
+void Scheduler::SendToRegisteringPeer(const pb::Register& r, const pb::Header& h,
+                                      LogLimiter* limiter) {
+  if (r.host().empty() || r.port() == 0 || r.port() > 65535) return;
+  for (const Entry& e : pending_) {
+    if (e.info.instance() == r.instance()) return SendTo(e.info.id(), h);
+  }
+  uint64_t held_back = 0;
+  if (!limiter->Allow(LogLimiter::Clock::now(), &held_back)) return;
+  const int temp = next_temp_id_--;
+  if (transport_->Connect(temp, r.host(), static_cast<uint16_t>(r.port())).ok()) {
+    SendTo(temp, h);
+    transport_->Disconnect(temp);  // ZeroMQ's linger still delivers the queued message
   }
 }
 

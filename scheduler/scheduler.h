@@ -33,6 +33,7 @@
 #include "net/rejection_log.h"
 #include "net/transport.h"
 #include "proto/codec.h"
+#include "proto/register_proof.h"
 #include "proto/shards.h"
 
 namespace sieve {
@@ -56,6 +57,10 @@ struct SchedulerOptions {
   // allow-listed key bound to no node may register at all (then only for ranks bound to no key,
   // before the start and at a dead node's takeover). False: it is refused, ERROR_BAD_REGISTRATION.
   bool allow_unbound_keys = false;
+  // The job token's key (proto/register_proof.h, JobKey of --job_token; zero = no token). With a
+  // token, a REGISTER counts only once it answers this scheduler's challenge with a proof made
+  // with the token, so a REGISTER recorded in another job is never believed.
+  SipKey job_key;
 };
 
 class Scheduler {
@@ -99,7 +104,10 @@ class Scheduler {
     Clock::time_point dead_since;
   };
 
-  explicit Scheduler(const SchedulerOptions& options) : options_(options) {}
+  explicit Scheduler(const SchedulerOptions& options)
+      : options_(options),
+        challenge_replies_(static_cast<int>(4 * (options.num_servers + options.num_workers) + 16),
+                           std::chrono::seconds(10)) {}
   void Handle(Frames frames);
   // `key`: the client key CURVE authenticated for the REGISTER (empty without CURVE).
   void HandleRegister(const pb::Header& h, const std::string& key);
@@ -110,6 +118,12 @@ class Scheduler {
   void DeclareDead(Entry& e, const std::string& reason);
   void SendTo(int id, const pb::Header& h);
   void ReplyError(const pb::Header& to, pb::ErrorCode code, const std::string& message);
+  // Answers a REGISTER whose challenge is not this scheduler's with REGISTER_CHALLENGE (at the
+  // address it names, at most challenge_replies_'s rate).
+  void SendChallenge(const pb::Header& to, uint64_t challenge);
+  // Sends `h` to a node without an id at the address its REGISTER `r` names, over a connection
+  // of its own, if `limiter` allows. Pending nodes are answered on their connection.
+  void SendToRegisteringPeer(const pb::Register& r, const pb::Header& h, LogLimiter* limiter);
   void Broadcast(const pb::Header& h, int except = -1);
   void ShutdownAll(const std::string& reason, bool failed);
   pb::NodeTable BuildTable() const;
@@ -144,6 +158,11 @@ class Scheduler {
   // names, over a connection of their own: at most 20 per 10 s, so that a peer cannot make the
   // scheduler open connections (and hold their descriptors for the linger) at its rate.
   LogLimiter unknown_replies_{20, std::chrono::seconds(10)};
+  // REGISTER_CHALLENGEs to peers without an id: every node of a starting job gets one, so the
+  // budget is 4 per expected node + 16 per 10 s (a replayer can make the scheduler connect to
+  // that many addresses, not more).
+  LogLimiter challenge_replies_;
+  SipKey challenge_secret_;  // drawn at Create; the challenges' key (proto/register_proof.h)
   uint64_t num_params_ = 0;
   bool started_ = false;
   uint64_t generation_ = 0;

@@ -150,6 +150,7 @@ int Run() {
   no.transport.max_message_bytes = expected_d != 0 ? MaxFrameBytes(expected_d) : 0;
   no.transport.curve = nf.curve;
   no.transport.job = nf.job;
+  no.job_key = nf.job_key;
   no.heartbeat_interval_ms = nf.heartbeat_interval_ms;
   no.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;
 

@@ -34,7 +34,8 @@ if [ -f "$BUILD/kernels/libsieve_kernels_cuda.a" ]; then
 fi
 BIN="$OUT/decode_push_fuzzer"
 SRCS=("$HERE/decode_push_fuzzer.cc" "$ROOT/proto/codec.cc" "$ROOT/proto/crc32c.cc" "$ROOT/proto/shards.cc"
-      "$ROOT/proto/index_coding.cc" "$ROOT/proto/stream_vbyte.cc"
+      "$ROOT/proto/index_coding.cc" "$ROOT/proto/stream_vbyte.cc" "$ROOT/proto/register_proof.cc"
+      "$ROOT/proto/siphash.cc"
       "$ROOT/server/shard_server.cc" "$ROOT/server/shard_server_bsp.cc"
       "$ROOT/server/shard_server_async.cc" "$ROOT/server/change_log.cc"
       "$ROOT/server/consistency.cc"

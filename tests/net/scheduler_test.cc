@@ -15,25 +15,30 @@
 
 #include "net/address.h"
 #include "net/node.h"
+#include "proto/job_identity.h"
 #include "proto/messages.h"
+#include "proto/register_proof.h"
 
 namespace sieve {
 namespace {
 
-TransportOptions Loopback() {
+// Loopback, in the job of `token` (empty: a job without a token).
+TransportOptions Loopback(const std::string& token = "") {
   TransportOptions t;
   t.bind_host = "127.0.0.1";
+  t.job = JobDigest(token);
   return t;
 }
 
 class RunningScheduler {
  public:
-  RunningScheduler(uint32_t servers, uint32_t workers, uint64_t d) {
+  RunningScheduler(uint32_t servers, uint32_t workers, uint64_t d, const std::string& token = "") {
     SchedulerOptions o;
     o.num_servers = servers;
     o.num_workers = workers;
     o.num_params = d;
-    o.transport = Loopback();
+    o.transport = Loopback(token);
+    o.job_key = JobKey(token);
     o.heartbeat_timeout_ms = 0;
     auto s = Scheduler::Create(o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -52,11 +57,12 @@ class RunningScheduler {
   Status result_;
 };
 
-NodeOptions NodeFor(const std::string& address, pb::Role role) {
+NodeOptions NodeFor(const std::string& address, pb::Role role, const std::string& token = "") {
   NodeOptions o;
   o.role = role;
   o.scheduler = address;
-  o.transport = Loopback();
+  o.transport = Loopback(token);
+  o.job_key = JobKey(token);
   o.heartbeat_interval_ms = 0;
   // Generous bounds (60 s) that only stop a hang: a loaded machine must not fail these tests.
   o.register_retry_ms = 200;
@@ -66,8 +72,8 @@ NodeOptions NodeFor(const std::string& address, pb::Role role) {
 }
 
 // A raw peer on loopback, connected to the scheduler at `address` as node 0.
-std::unique_ptr<Transport> RawPeer(const std::string& address) {
-  auto peer = CreateZmqTransport(Loopback());
+std::unique_ptr<Transport> RawPeer(const std::string& address, const std::string& token = "") {
+  auto peer = CreateZmqTransport(Loopback(token));
   EXPECT_TRUE(peer.ok()) << peer.status().ToString();
   if (!peer.ok()) return nullptr;
   std::string host;
@@ -89,14 +95,16 @@ void SendRegister(Transport& peer, pb::Role role, int rank, uint32_t version) {
 }
 
 // The scheduler's next message to `peer`, decoded (60 s only bound a hang).
-Message Reply(Transport& peer) {
+Message Reply(Transport& peer, const std::string& token = "") {
   Frames reply;
   auto got = peer.Recv(&reply, 60000);
   EXPECT_TRUE(got.ok() && *got) << "no reply from the scheduler";
   Message m;
   pb::ErrorCode code;
   if (got.ok() && *got) {
-    EXPECT_TRUE(Decode(std::move(reply), {}, &m, &code).ok());
+    DecodeLimits limits;
+    limits.job = limits.token_job = JobDigest(token);
+    EXPECT_TRUE(Decode(std::move(reply), limits, &m, &code).ok());
   }
   return m;
 }
@@ -408,6 +416,107 @@ TEST(NetTransportTest, SilentPeerAfterTheHandshakeIsClosed) {
   EXPECT_TRUE(ReadUntilClosed(fd, &got));
   EXPECT_NE(got.find("\x04PING"), std::string::npos) << "the handshake never completed";
   ::close(fd);
+}
+
+// The registration proof (proto/register_proof.h) against live schedulers: in a job with a token
+// a REGISTER is challenged, counts only with the token's proof for this scheduler's challenge, and
+// a REGISTER recorded in another job with the same token (another scheduler, so another challenge)
+// takes no slot there. Nodes answer the challenge by themselves.
+constexpr char kToken[] = "a-token-two-jobs-share";
+
+void Send(Transport& peer, const pb::Header& h) {
+  auto frames = EncodeControl(h);
+  ASSERT_TRUE(frames.ok());
+  ASSERT_TRUE(peer.Send(0, std::move(frames).value()).ok());
+}
+
+TEST(NetRegisterProofTest, ChallengedThenAdmittedWithTheProofAndNotWithAnother) {
+  RunningScheduler sched(1, 2, 10, kToken);
+  std::unique_ptr<Transport> peer = RawPeer(sched.address(), kToken);
+  pb::Header h = MakeRegisterHeader(pb::ROLE_WORKER, peer->host(), peer->port(), 1, 42, 0);
+  ASSERT_NO_FATAL_FAILURE(Send(*peer, h));
+  const Message c = Reply(*peer, kToken);
+  ASSERT_EQ(c.type(), pb::MSG_REGISTER_CHALLENGE);
+  EXPECT_EQ(c.header.register_challenge().register_instance(), 42u);
+  ASSERT_NE(c.header.register_challenge().challenge(), 0u);
+  pb::Register* r = h.mutable_register_();
+  r->set_challenge(c.header.register_challenge().challenge());
+  // A proof made with another token is refused.
+  r->set_proof(RegisterProof(JobKey("another token"), *r));
+  ASSERT_NO_FATAL_FAILURE(Send(*peer, h));
+  Message refused = Reply(*peer, kToken);
+  ASSERT_EQ(refused.type(), pb::MSG_ERROR);
+  EXPECT_EQ(refused.header.error().code(), pb::ERROR_BAD_REGISTRATION);
+  // A proof of other fields (rank 0 claimed with rank 1's proof) too.
+  const uint64_t rank1_proof = RegisterProof(JobKey(kToken), *r);
+  r->set_rank(0);
+  r->set_proof(rank1_proof);
+  ASSERT_NO_FATAL_FAILURE(Send(*peer, h));
+  refused = Reply(*peer, kToken);
+  ASSERT_EQ(refused.type(), pb::MSG_ERROR);
+  EXPECT_EQ(refused.header.error().code(), pb::ERROR_BAD_REGISTRATION);
+  // The token's proof of exactly this REGISTER is admitted.
+  r->set_rank(1);
+  r->set_proof(rank1_proof);
+  ASSERT_NO_FATAL_FAILURE(Send(*peer, h));
+  EXPECT_EQ(Reply(*peer, kToken).type(), pb::MSG_REGISTER_ACK);
+}
+
+TEST(NetRegisterProofTest, ARegisterRecordedInOneJobTakesNoSlotInTheNext) {
+  pb::Header recorded;
+  std::unique_ptr<Transport> peer;
+  {
+    // Job 1: the REGISTER of worker rank 0 that job 1's scheduler admitted, as recorded.
+    RunningScheduler job1(1, 1, 10, kToken);
+    peer = RawPeer(job1.address(), kToken);
+    recorded = MakeRegisterHeader(pb::ROLE_WORKER, peer->host(), peer->port(), 0, 77, 0);
+    ASSERT_NO_FATAL_FAILURE(Send(*peer, recorded));
+    const Message c = Reply(*peer, kToken);
+    ASSERT_EQ(c.type(), pb::MSG_REGISTER_CHALLENGE);
+    recorded.mutable_register_()->set_challenge(c.header.register_challenge().challenge());
+    recorded.mutable_register_()->set_proof(RegisterProof(JobKey(kToken), recorded.register_()));
+    ASSERT_NO_FATAL_FAILURE(Send(*peer, recorded));
+    ASSERT_EQ(Reply(*peer, kToken).type(), pb::MSG_REGISTER_ACK);
+  }
+  // Job 1's end reached the recorded peer as an ERROR to its pending REGISTER: drop it.
+  Frames leftover;
+  while (true) {
+    auto got = peer->Recv(&leftover, 500);
+    if (!got.ok() || !*got) break;
+  }
+  // Job 2, same token, one worker slot: the replayed REGISTER is only challenged again...
+  RunningScheduler job2(1, 1, 10, kToken);
+  peer->Disconnect(0);
+  std::string host;
+  uint16_t port;
+  ASSERT_TRUE(ParseHostPort(job2.address(), &host, &port).ok());
+  ASSERT_TRUE(peer->Connect(0, host, port).ok());
+  ASSERT_NO_FATAL_FAILURE(Send(*peer, recorded));
+  const Message again = Reply(*peer, kToken);
+  ASSERT_EQ(again.type(), pb::MSG_REGISTER_CHALLENGE);
+  EXPECT_NE(again.header.register_challenge().challenge(), recorded.register_().challenge());
+  // ...and the job's real worker 0 and server form the job (the replay held no slot).
+  std::thread server([&] {
+    auto n = Node::Start(NodeFor(job2.address(), pb::ROLE_SERVER, kToken));
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+  });
+  NodeOptions w = NodeFor(job2.address(), pb::ROLE_WORKER, kToken);
+  w.rank = 0;
+  auto worker = Node::Start(w);
+  server.join();
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  EXPECT_EQ((*worker)->rank(), 0);
+}
+
+TEST(NetRegisterProofTest, ANodeWithoutTheTokensKeyIsNotAdmitted) {
+  RunningScheduler sched(1, 1, 10, kToken);
+  NodeOptions o = NodeFor(sched.address(), pb::ROLE_WORKER, kToken);
+  o.job_key = JobKey("a guess");
+  o.register_attempts = 3;
+  auto n = Node::Start(o);
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("BAD_REGISTRATION"), std::string::npos)
+      << n.status().ToString();
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 // scheduler's SHUTDOWN. Job 2 (same token file, same ids, the real sieve-worker) runs while those
 // bytes are sent again and again at its server and its worker. They must be dropped and counted
 // (`foreign=`), and job 2 must end with the server's weights of a clean run of the same job. (With
-// the token's digest alone the replayed SHUTDOWN ended job 2 and the pushes were applied.)
+// the token's digest alone the replayed SHUTDOWN ended job 2 and the pushes were applied.) Job 1's
+// admitted REGISTER (its challenge and proof included) is replayed at job 2's scheduler before and
+// while job 2's nodes register: it is challenged again and takes no slot (protocol 7's
+// registration proof; before it, the REGISTER took worker rank 0 and job 2's worker was refused).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -26,6 +29,7 @@
 #include "proto/codec.h"
 #include "proto/job_identity.h"
 #include "proto/messages.h"
+#include "proto/register_proof.h"
 #include "tests/fault/cluster.h"
 #include "tests/proto/test_util.h"
 #include "tests/security/free_port.h"
@@ -125,15 +129,34 @@ std::vector<std::string> WorkerFlags(const std::string& token, int port) {
 
 // Runs job 2 (a clean one without `replay`): its server's summary.
 testing::KeyValues RunJob(const std::string& token, const std::vector<Frames>* replay,
-                          std::string* log) {
+                          const Frames* replayed_register, std::string* log) {
   const int server_port = testing::FreePort(), worker_port = testing::FreePort();
   testing::FaultCluster c;
   if (!c.StartScheduler(1, 1, {token})) return {};
+  std::atomic<bool> stop{false};
+  std::atomic<int> registers_sent{0};
+  // Job 1's recorded REGISTER, sent at job 2's scheduler before and while its nodes register:
+  // believed, it would take worker rank 0 (the job has one worker) and the real worker 0 would
+  // be refused.
+  std::thread register_replay([&] {
+    if (replayed_register == nullptr) return;
+    zmq::context_t ctx;
+    zmq::socket_t to_scheduler(ctx, zmq::socket_type::push);
+    to_scheduler.set(zmq::sockopt::linger, 0);
+    to_scheduler.connect("tcp://" + c.address());
+    while (!stop) {
+      Frames copy = Copy(*replayed_register);
+      if (to_scheduler.send(copy[0], zmq::send_flags::dontwait)) registers_sent++;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  });
+  while (replayed_register != nullptr && registers_sent < 10) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
   std::vector<std::string> server = ServerFlags(token);
   server.push_back("--port=" + std::to_string(server_port));
   c.StartServer(0, server);
   c.StartWorker(0, WorkerFlags(token, worker_port));
-  std::atomic<bool> stop{false};
   std::thread attack([&] {
     if (replay == nullptr) return;
     zmq::context_t ctx;
@@ -158,6 +181,7 @@ testing::KeyValues RunJob(const std::string& token, const std::vector<Frames>* r
   const bool done = c.WaitAll(milliseconds(120000));
   stop = true;
   attack.join();
+  register_replay.join();
   *log = c.Log();
   if (!done || !c.AllExitedZero()) return {};
   return c.ServerSummary(0);
@@ -184,6 +208,7 @@ TEST(JobInstanceTest, OneJobsRecordedPushAndShutdownAreForeignInTheNext) {
     o.transport.bind_host = "127.0.0.1";
     o.transport.advertise_host = "127.0.0.1";
     o.transport.job = JobDigest("a-token-file-shared-by-two-jobs");
+    o.job_key = JobKey("a-token-file-shared-by-two-jobs");
     o.transport.factory =
         [&rec](const TransportOptions& to) -> StatusOr<std::unique_ptr<Transport>> {
       TransportOptions inner = to;
@@ -208,6 +233,7 @@ TEST(JobInstanceTest, OneJobsRecordedPushAndShutdownAreForeignInTheNext) {
     ASSERT_TRUE(c.WaitAll(milliseconds(30000))) << c.Log();
   }
   std::vector<Frames> replay;
+  Frames admitted_register;
   {
     std::lock_guard<std::mutex> lock(rec.mu);
     for (const Frames& m : rec.sent) {
@@ -217,6 +243,15 @@ TEST(JobInstanceTest, OneJobsRecordedPushAndShutdownAreForeignInTheNext) {
         replay.push_back(Copy(m));
       }
     }
+    // The REGISTER job 1's scheduler admitted: the last one sent, with its challenge and proof.
+    for (const Frames& m : rec.sent) {
+      pb::Header h;
+      if (h.ParseFromArray(m[0].data(), static_cast<int>(m[0].size())) &&
+          h.type() == pb::MSG_REGISTER && h.register_().proof() != 0) {
+        admitted_register = Copy(m);
+      }
+    }
+    ASSERT_FALSE(admitted_register.empty()) << "job 1's proven REGISTER was not recorded";
     Frames shutdown = First(rec.received, pb::MSG_SHUTDOWN);
     ASSERT_FALSE(shutdown.empty()) << "job 1's SHUTDOWN was not recorded";
     replay.push_back(std::move(shutdown));
@@ -224,9 +259,9 @@ TEST(JobInstanceTest, OneJobsRecordedPushAndShutdownAreForeignInTheNext) {
   ASSERT_EQ(replay.size(), 21u);
 
   std::string clean_log, attacked_log;
-  const testing::KeyValues clean = RunJob(token, nullptr, &clean_log);
+  const testing::KeyValues clean = RunJob(token, nullptr, nullptr, &clean_log);
   ASSERT_FALSE(clean.empty()) << clean_log;
-  const testing::KeyValues attacked = RunJob(token, &replay, &attacked_log);
+  const testing::KeyValues attacked = RunJob(token, &replay, &admitted_register, &attacked_log);
   ASSERT_FALSE(attacked.empty()) << "job 2 did not run to a clean end\n" << attacked_log;
   EXPECT_EQ(attacked.at("applied"), clean.at("applied")) << attacked_log;
   EXPECT_EQ(attacked.at("checksum"), clean.at("checksum")) << "the weights differ\n"

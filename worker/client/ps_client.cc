@@ -11,6 +11,7 @@
 #include "net/curve.h"
 #include "net/node.h"
 #include "proto/job_identity.h"
+#include "proto/register_proof.h"
 #include "proto/messages.h"
 #include "proto/shards.h"
 #include "worker/client/ps_client_testing.h"
@@ -136,6 +137,7 @@ StatusOr<NodeOptions> ToNodeOptions(const PsClientOptions& options) {
     n.transport.curve = std::move(curve);
   }
   n.transport.job = JobDigest(options.job_token);
+  n.job_key = JobKey(options.job_token);
   n.heartbeat_interval_ms = options.heartbeat_interval_ms;
   n.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
   n.register_attempts = options.register_attempts;
