@@ -1,7 +1,8 @@
 # `cmake --install BUILD --prefix P`: the C++ push/pull client as a library for other projects
 # (docs/worker-api.md). Installs
 #   P/include/sieve/   the public headers, in the tree's layout (worker/client/ps_client.h,
-#                      kernels/selection.h, kernels/compressor.h, kernels/device.h, base/status.h,
+#                      kernels/selection.h, kernels/compressor.h, kernels/device.h,
+#                      kernels/value_precision.h, base/status.h,
 #                      base/version.h): what ps_client.h includes and nothing of net/ or proto/;
 #   P/lib/             the static libraries the client links (client, net, proto, kernels, base);
 #   P/lib/cmake/sieve/ the package: find_package(sieve) defines sieve::client, whose interface
@@ -31,7 +32,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/worker/client/ps_client.h
               ${PROJECT_SOURCE_DIR}/worker/client/worker_start.h
         DESTINATION ${sieve_include_dest}/worker/client)
 install(FILES ${PROJECT_SOURCE_DIR}/kernels/selection.h ${PROJECT_SOURCE_DIR}/kernels/compressor.h
-              ${PROJECT_SOURCE_DIR}/kernels/device.h
+              ${PROJECT_SOURCE_DIR}/kernels/device.h ${PROJECT_SOURCE_DIR}/kernels/value_precision.h
         DESTINATION ${sieve_include_dest}/kernels)
 install(FILES ${PROJECT_SOURCE_DIR}/base/status.h ${PROJECT_BINARY_DIR}/generated/base/version.h
         DESTINATION ${sieve_include_dest}/base)

@@ -30,6 +30,7 @@
 
 #include "base/status.h"
 #include "kernels/device.h"
+#include "kernels/value_precision.h"
 
 namespace sieve {
 
@@ -105,18 +106,25 @@ class BackendContext {
     if (*count > cap || *nonfinite != 0) return Status::Ok();
     vals_host->resize(idx_host->size());
     return GatherMask(x_dev, idx_host->data(), idx_host->size(), vals_host->data(), nullptr,
-                      nullptr);
+                      nullptr, ValuePrecision::kFp32);
   }
 
   // out_host = |x[start + j·stride]| for every such index < n.
   virtual Status StridedSampleAbs(const float* x_dev, size_t n, size_t start, size_t stride,
                                   std::vector<float>* out_host) = 0;
 
-  // vals_host[j] = x[idx_host[j]] for j < count; then, when non-null, mask_a_dev[idx] = 0 and
-  // mask_b_dev[idx] = 0 for every selected idx (mask_a_dev may alias x_dev). Indices are trusted
-  // (< n of the buffers, produced by this layer).
+  // vals_host[j] = x[idx_host[j]] for j < count; then, when non-null, mask_a_dev[idx] = x[idx] -
+  // round_keep(x[idx]) (the rounding error of the value sent in precision `keep`,
+  // RoundToPrecision of backend_functors.h; 0 for kFp32) and mask_b_dev[idx] = 0 for every
+  // selected idx (mask_a_dev may alias x_dev). Indices are trusted (< n of the buffers, produced
+  // by this layer).
   virtual Status GatherMask(const float* x_dev, const uint32_t* idx_host, size_t count,
-                            float* vals_host, float* mask_a_dev, float* mask_b_dev) = 0;
+                            float* vals_host, float* mask_a_dev, float* mask_b_dev,
+                            ValuePrecision keep) = 0;
+
+  // x[i] = x[i] - round_p(x[i]) for every i < n: the rounding errors of a whole vector sent in
+  // precision p (kFp32: zeroes it). May return with the work still running (as Zero).
+  virtual Status KeepRoundingError(float* x_dev, size_t n, ValuePrecision p) = 0;
 
   // Histogram of (x − mean)/sigma into bins of width `width` covering [−bins/2·width,
   // bins/2·width); values outside go to the first / last bin. counts_host gets `bins` entries.

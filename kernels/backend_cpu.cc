@@ -312,11 +312,18 @@ class CpuContext final : public BackendContext {
   }
 
   Status GatherMask(const float* x, const uint32_t* idx, size_t count, float* vals, float* mask_a,
-                    float* mask_b) override {
+                    float* mask_b, ValuePrecision keep) override {
     if (count == 0) return Status::Ok();
     thrust::for_each(thrust::omp::par, thrust::counting_iterator<size_t>(0),
                      thrust::counting_iterator<size_t>(count),
-                     GatherMaskFn{x, idx, vals, mask_a, mask_b});
+                     GatherMaskFn{x, idx, vals, mask_a, mask_b, keep});
+    return Status::Ok();
+  }
+
+  Status KeepRoundingError(float* x, size_t n, ValuePrecision p) override {
+    if (p == ValuePrecision::kFp32) return Zero(x, n);
+    thrust::for_each(thrust::omp::par, thrust::counting_iterator<size_t>(0),
+                     thrust::counting_iterator<size_t>(n), RoundingErrorFn{x, p});
     return Status::Ok();
   }
 

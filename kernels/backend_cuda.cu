@@ -306,7 +306,7 @@ class CudaContext final : public BackendContext {
   }
 
   Status GatherMask(const float* x, const uint32_t* idx, size_t count, float* vals, float* mask_a,
-                    float* mask_b) override {
+                    float* mask_b, ValuePrecision keep) override {
     if (count == 0) return Status::Ok();
     Layout lay;
     const size_t idx_off = lay.Add(count * sizeof(uint32_t));
@@ -319,9 +319,16 @@ class CudaContext final : public BackendContext {
     SIEVE_CUDA_TRY(
         cudaMemcpyAsync(didx, idx, count * sizeof(uint32_t), cudaMemcpyHostToDevice, stream_));
     ForEachKernel<<<Blocks(count, 4096), kThreads, 0, stream_>>>(
-        count, GatherMaskFn{x, didx, dvals, mask_a, mask_b});
+        count, GatherMaskFn{x, didx, dvals, mask_a, mask_b, keep});
     SIEVE_CUDA_TRY(cudaGetLastError());
     return ToHost(dvals, count, vals);
+  }
+
+  Status KeepRoundingError(float* x, size_t n, ValuePrecision p) override {
+    if (p == ValuePrecision::kFp32) return Zero(x, n);
+    if (n == 0) return Status::Ok();
+    ForEachKernel<<<Blocks(n, 4096), kThreads, 0, stream_>>>(n, RoundingErrorFn{x, p});
+    return CudaStatus(cudaGetLastError(), "rounding error");
   }
 
   Status SigmaHistogram(const float* x, size_t n, double mean, double sigma, double width, int bins,

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "kernels/backend.h"
+#include "kernels/backend_functors.h"
 #include "kernels/normal_quantile.h"
 
 namespace sieve {
@@ -82,8 +83,8 @@ Status TopkAmong(BackendContext* be, const float* x, const std::vector<uint32_t>
   std::vector<float> gathered;
   if (cand_vals == nullptr || cand_vals->size() != cand.size()) {
     gathered.resize(cand.size());
-    SIEVE_RETURN_IF_ERROR(
-        be->GatherMask(x, cand.data(), cand.size(), gathered.data(), nullptr, nullptr));
+    SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), gathered.data(), nullptr,
+                                         nullptr, ValuePrecision::kFp32));
     cand_vals = &gathered;
   }
   const std::vector<float>& vals = *cand_vals;
@@ -256,7 +257,8 @@ double ModelGuess(double at, uint64_t count_at, double aim, size_t d, double rms
 Status ThresholdAmong(BackendContext* be, const float* x, const std::vector<uint32_t>& cand,
                       uint64_t k, const Band& band, Selection* out) {
   std::vector<float> vals(cand.size());
-  SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), vals.data(), nullptr, nullptr));
+  SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), vals.data(), nullptr, nullptr,
+                                       ValuePrecision::kFp32));
   std::vector<uint32_t> keys(cand.size());
   for (size_t j = 0; j < cand.size(); ++j) keys[j] = std::bit_cast<uint32_t>(vals[j]) & 0x7fffffffu;
   std::vector<uint32_t> order = keys;
@@ -514,17 +516,29 @@ Status SelectIndices(BackendContext* be, Compressor c, const float* x, size_t d,
 }
 
 // Gathers the values (masking r and m when given) and the selected sum of squares.
-Status Finish(BackendContext* be, const float* x, float* mask_r, float* mask_m, Selection* out) {
+// values[j] = RoundToPrecision(values[j], p), the same function the backends' masks subtract.
+void RoundValues(ValuePrecision p, std::vector<float>* values) {
+  if (p == ValuePrecision::kFp32) return;
+  for (float& v : *values) v = backend_internal::RoundToPrecision(v, p);
+}
+
+// out's values (indices already chosen) gathered from x; with mask_r, r[S] = the rounding error
+// of each value in precision `round` (0 for kFp32) and m[S] = 0 (mask_m, unless null or dense).
+// The statistics (sumsq_selected, threshold) are those of the unrounded values; the values are
+// then rounded.
+Status Finish(BackendContext* be, const float* x, float* mask_r, float* mask_m,
+              ValuePrecision round, Selection* out) {
   if (out->dense) {
     out->values.resize(out->dim);
     SIEVE_RETURN_IF_ERROR(be->ToHost(x, out->dim, out->values.data()));
-    if (mask_r != nullptr) SIEVE_RETURN_IF_ERROR(be->Zero(mask_r, out->dim));
+    if (mask_r != nullptr) SIEVE_RETURN_IF_ERROR(be->KeepRoundingError(mask_r, out->dim, round));
     out->sumsq_selected = out->sumsq_total;
+    RoundValues(round, &out->values);
     return Status::Ok();
   }
   out->values.resize(out->indices.size());
   SIEVE_RETURN_IF_ERROR(be->GatherMask(x, out->indices.data(), out->indices.size(),
-                                       out->values.data(), mask_r, mask_m));
+                                       out->values.data(), mask_r, mask_m, round));
   double ss = 0.0;
   float min_abs = std::numeric_limits<float>::infinity();
   for (float v : out->values) {
@@ -536,6 +550,7 @@ Status Finish(BackendContext* be, const float* x, float* mask_r, float* mask_m, 
       out->indices.size() != out->dim) {
     out->threshold = min_abs;  // exact top-k: the k-th largest |r|
   }
+  RoundValues(round, &out->values);
   return Status::Ok();
 }
 
@@ -555,11 +570,15 @@ uint64_t KForDensity(double density, uint64_t d) {
 
 Status Select(Device device, Compressor compressor, const float* x, size_t d, uint64_t k,
               const SelectOptions& options, Selection* out) {
+  if (options.round_values != ValuePrecision::kFp32) {
+    return InvalidArgumentError(
+        "round_values needs a residual to keep the rounding error: use ErrorFeedback::Select");
+  }
   SIEVE_ASSIGN_OR_RETURN(Backend * be, GetBackend(device));
   SIEVE_ASSIGN_OR_RETURN(std::unique_ptr<BackendContext> ctx, be->NewContext());
   Selection s;
   SIEVE_RETURN_IF_ERROR(SelectIndices(ctx.get(), compressor, x, d, k, options, &s));
-  SIEVE_RETURN_IF_ERROR(Finish(ctx.get(), x, nullptr, nullptr, &s));
+  SIEVE_RETURN_IF_ERROR(Finish(ctx.get(), x, nullptr, nullptr, ValuePrecision::kFp32, &s));
   if (compressor == Compressor::kRandomk) s.threshold = kNaN;
   *out = std::move(s);
   return Status::Ok();
@@ -610,7 +629,8 @@ Status ErrorFeedback::Select(Compressor compressor, uint64_t k, const SelectOpti
   Selection s;
   SIEVE_RETURN_IF_ERROR(SelectIndices(ctx_.get(), compressor, r_, d_, k, options, &s));
   // Nothing was modified so far; from here on r (and m unless dense) are masked.
-  SIEVE_RETURN_IF_ERROR(Finish(ctx_.get(), r_, r_, s.dense ? nullptr : m_, &s));
+  SIEVE_RETURN_IF_ERROR(
+      Finish(ctx_.get(), r_, r_, s.dense ? nullptr : m_, options.round_values, &s));
   if (compressor == Compressor::kRandomk) s.threshold = kNaN;
   *out = std::move(s);
   return Status::Ok();

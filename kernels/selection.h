@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "kernels/compressor.h"
 #include "kernels/device.h"
+#include "kernels/value_precision.h"
 
 namespace sieve {
 
@@ -43,6 +44,15 @@ struct SelectOptions {
   // randomk: the generator seed (e.g. a hash of worker rank and round); dgc: the seed of the
   // random start of its strided sample. Same seed + same input → same selection.
   uint64_t seed = 0;
+  // ErrorFeedback::Select only: the selected values are sent in this precision (the wire's
+  // `--wire_values`). Each is rounded to it (to nearest even; a finite value beyond the
+  // precision's range saturates to its largest finite value) and its rounding error v - round(v)
+  // stays in r at its index instead of 0, so r + Σ pushed is what it was before the selection
+  // (exactly, as v - round(v) is exact in binary32 but past fp16's 2·65504). kNone (dense): r
+  // keeps every entry's rounding error. The selection's statistics (threshold, sumsq_selected)
+  // are those of the unrounded values. The free Select refuses anything but kFp32
+  // (InvalidArgument: the error would be lost).
+  ValuePrecision round_values = ValuePrecision::kFp32;
 };
 
 struct Selection {
@@ -110,7 +120,9 @@ class ErrorFeedback {
   Status Synchronize();
 
   // S = select(r); out gets (S, r[S]); then r[S] = 0 and m[S] = 0 (momentum-factor masking).
-  // kNone: out is dense (all of r), r = 0, m untouched. On error nothing changes.
+  // kNone: out is dense (all of r), r = 0, m untouched. With options.round_values fp16 / bf16,
+  // out's values are r[S] rounded to it and r[S] keeps the rounding errors instead of 0
+  // (SelectOptions). On error nothing changes.
   Status Select(Compressor compressor, uint64_t k, const SelectOptions& options, Selection* out);
 
   // Histogram of r in σ bins: `bins` bins of width `width_sigma`·σ centred on the mean of r;

@@ -1,5 +1,6 @@
 // Host-memory helpers around sparse (index, value) vectors, used by workers and by the server,
-// which keeps its shard on the host: scatter-add into a dense buffer and fp16 packing of values
+// which keeps its shard on the host: scatter-add into a dense buffer and fp16 / bf16 packing of
+// values
 // (the split of indices by shard is shard math: proto/shards.h). All inputs are validated (bounds,
 // ordering, sizes) and reported as Status; outputs are caller- owned. Pure functions on caller
 // buffers: thread-safe as long as buffers are not shared.
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kernels/value_precision.h"
 
 namespace sieve {
 
@@ -34,6 +36,17 @@ uint16_t FloatToBf16(float f);
 float Bf16ToFloat(uint16_t b);
 Status PackBf16(std::span<const float> in, std::span<uint16_t> out);
 Status UnpackBf16(std::span<const uint16_t> in, std::span<float> out);
+
+// x rounded to precision p (to nearest even) as a binary32, saturating: a finite x beyond p's
+// largest finite value gives that value (±65504, ±3.3895e38), ±Inf and NaN stay. The function
+// error feedback rounds pushed values with (SelectOptions::round_values), on either backend.
+float RoundToValuePrecision(float x, ValuePrecision p);
+// out[i] = the fp16 / bf16 bits of RoundToValuePrecision(in[i], p), so a finite value always packs
+// to a finite one (a value already rounded packs exactly). InvalidArgument for kFp32 or lengths
+// that differ.
+Status PackSaturating(std::span<const float> in, ValuePrecision p, std::span<uint16_t> out);
+// out[i] = in[i] decoded from precision p (kFp16 or kBf16; exact). InvalidArgument otherwise.
+Status Unpack16(std::span<const uint16_t> in, ValuePrecision p, std::span<float> out);
 
 }  // namespace sieve
 

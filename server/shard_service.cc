@@ -137,19 +137,36 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
   }
   DataPayload p;
   p.dense = r.dense;
+  p.value_type = options_.reply_values;
   if (!r.dense) p.indices = std::span<const uint32_t>(r.buffer->indices).subspan(from, to - from);
-  p.values = std::as_bytes(std::span<const float>(r.buffer->values).subspan(from, to - from));
-  p.keepalive = r.buffer;
-  // Every live worker gets the same BSP reply: its index frame and checksum are made once.
-  if (slice_.buffer != r.buffer.get() || slice_.from != from || slice_.to != to) {
-    slice_ = {r.buffer.get(), from, to, nullptr, 0};
-    if (!r.dense && options_.compact_indices) slice_.encoded = EncodeIndexFrame(p.indices);
-    p.encoded = slice_.encoded;
-    slice_.crc = DataChecksum(p);
+  const std::span<const float> weights =
+      std::span<const float>(r.buffer->values).subspan(from, to - from);
+  // Every live worker gets the same BSP reply: its index frame, 16-bit values and checksum are
+  // made once.
+  auto [it, fresh] = slices_.try_emplace(SliceKey{r.buffer.get(), from, to});
+  CodedSlice& slice = it->second;
+  if (fresh) {
+    if (!r.dense && options_.compact_indices) slice.encoded = EncodeIndexFrame(p.indices);
+    slice.keepalive = r.buffer;
+    if (options_.reply_values != ValueType::kFp32) {
+      auto packed = std::make_shared<std::vector<uint16_t>>(weights.size());
+      // Same numbering as ValuePrecision; sizes are equal: cannot fail.
+      (void)PackSaturating(weights, static_cast<ValuePrecision>(options_.reply_values), *packed);
+      slice.packed = packed;
+      // The frames borrow both the buffer (raw indices) and the packed values.
+      slice.keepalive =
+          std::make_shared<const std::pair<std::shared_ptr<const ReplyBuffer>,
+                                           std::shared_ptr<const std::vector<uint16_t>>>>(
+              r.buffer, slice.packed);
+    }
   }
-  p.encoded = slice_.encoded;
+  p.values = slice.packed ? std::as_bytes(std::span<const uint16_t>(*slice.packed))
+                          : std::as_bytes(weights);
+  p.keepalive = slice.keepalive;
+  p.encoded = slice.encoded;
+  if (fresh) slice.crc = DataChecksum(p);
   EncodeOptions eo;
-  eo.precomputed_checksum = &slice_.crc;
+  eo.precomputed_checksum = &slice.crc;
   eo.compact_indices = options_.compact_indices;
   auto frames = EncodeData(h, p, eo);
   if (!frames.ok()) {
@@ -195,7 +212,7 @@ void ShardService::Flush() {
     }
   }
   out_.clear();
-  slice_ = CodedSlice{};  // a pooled buffer may come back with other content
+  slices_.clear();  // a pooled buffer may come back with other content
 }
 
 }  // namespace sieve

@@ -1,9 +1,17 @@
 // ShardService: a server's message handling — admission of each data message (sender is a worker,
-// message is for this shard, type a server accepts), fp16 unpacking, the ShardServer event, and
-// the encoding of every reply it produces (JOIN_ACK, INIT_ACK, ERROR, UPDATE/DENSE whole or in
-// parts, one CRC-32C per slice shared by every recipient). sieve-server owns one and feeds it from
-// its Node's I/O thread; it sees the node only through ServerLink, so unit tests drive it with a
-// recorder.
+// message is for this shard, type a server accepts), fp16 / bf16 unpacking, the ShardServer event,
+// and the encoding of every reply it produces (JOIN_ACK, INIT_ACK, ERROR, UPDATE/DENSE whole or in
+// parts; per slice one index coding, one 16-bit conversion and one CRC-32C, shared by every
+// recipient).
+//
+// Reply values (options.reply_values): the shard's weights are fp32 (and accumulate in fp32 or
+// wider: ShardServer); an UPDATE or DENSE carries them as they are (kFp32) or each rounded to
+// binary16 / bfloat16 (to nearest even, a finite weight beyond fp16's range saturating to
+// ±65504). Every value a worker receives is thus round(w[i]) of the server's weight at that
+// index, and a replica made only of received values (the dense pull at start, then UPDATEs) is
+// round(w) of the servers' weights wherever it was last written, the same bits on every worker.
+// sieve-server owns one and feeds it from its Node's I/O thread; it sees the node only through
+// ServerLink, so unit tests drive it with a recorder.
 //
 // Errors from peers never reach the caller: a rejected message is answered with an ERROR naming
 // the reason (docs/protocol.md) and changes no state; a failed send is logged.
@@ -18,6 +26,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
 #include <vector>
 
 #include "metrics/daemon_metrics.h"
@@ -38,6 +49,9 @@ struct ShardServiceOptions {
   // Code each sparse reply's indices compactly (protocol 7, docs/protocol.md "Index coding"),
   // once per slice for every recipient; false = raw uint32 indices (`--wire=v4`).
   bool compact_indices = true;
+  // The precision of the values of UPDATE and DENSE replies (`--wire_values`), converted once per
+  // slice for every recipient. The shard stays fp32.
+  ValueType reply_values = ValueType::kFp32;
 };
 
 class ShardService {
@@ -69,16 +83,18 @@ class ShardService {
   DaemonMetrics* const metrics_;
   ShardCheckpointer* const checkpointer_;
   Outbox out_;
-  std::vector<float> unpacked_;  // fp16 push values as fp32
-  // The index frame and checksum of the slice last sent within one flush (replies to several
-  // workers share their buffer; the outbox keeps every buffer alive, so an address names one
-  // content until then): coded and summed once, sent to every recipient.
+  std::vector<float> unpacked_;  // fp16 / bf16 push values as fp32
+  // The index frame, 16-bit values and checksum of each slice sent within one flush (replies to
+  // several workers share their buffer; the outbox and `keepalive` keep every buffer alive, so an
+  // address names one content until the flush ends): made once, sent to every recipient.
   struct CodedSlice {
-    const ReplyBuffer* buffer = nullptr;
-    size_t from = 0, to = 0;
-    std::shared_ptr<const EncodedIndices> encoded;  // null: raw indices (or a dense slice)
+    std::shared_ptr<const EncodedIndices> encoded;        // null: raw indices (or a dense slice)
+    std::shared_ptr<const std::vector<uint16_t>> packed;  // reply_values fp16 / bf16; else null
+    std::shared_ptr<const void> keepalive;  // what the frames borrow: the buffer (and `packed`)
     uint32_t crc = 0;
-  } slice_;
+  };
+  using SliceKey = std::tuple<const ReplyBuffer*, size_t, size_t>;  // buffer, from, to
+  std::map<SliceKey, CodedSlice> slices_;
 };
 
 }  // namespace sieve

@@ -22,6 +22,7 @@
 #include "net/node_environment.h"
 #include "net/node_flags.h"
 #include "net/signal_watcher.h"
+#include "proto/codec.h"
 #include "worker/client/ps_client.h"
 #include "worker/data/dataset.h"
 #include "worker/trainer/summary.h"
@@ -73,7 +74,9 @@ DEFINE_string(
 DEFINE_string(device, "auto",
               "Where the worker computes (model, gradient, error feedback, selection): auto (cuda "
               "when a GPU is visible), cpu or cuda");
-DEFINE_bool(fp16, false, "Push values as binary16 instead of fp32");
+DEFINE_bool(fp16, false,
+            "Deprecated: --wire_values=fp16 (push values as binary16); an explicit other "
+            "--wire_values is a usage error");
 DEFINE_bool(checksum, true, "Checksum pushed payloads");
 DEFINE_uint64(seed, 1, "Seed of the initial weights (must match the servers'), shuffling, randomk");
 // Output.
@@ -117,7 +120,8 @@ sieve::ProgramInfo WorkerProgram() {
            {"Training",
             {"epochs", "max_rounds", "batch_size", "lr", "momentum", "weight_decay",
              "lr_warmup_epochs", "lr_steps", "lr_gamma", "rounds_per_epoch", "straggler"}},
-           {"Compression", {"compressor", "density", "density_warmup", "fp16", "checksum"}},
+           {"Compression",
+            {"compressor", "density", "density_warmup", "wire_values", "wire", "fp16", "checksum"}},
            {"Compute", {"device", "blas_threads", "kernel_threads"}},
            {"Failure handling",
             {"heartbeat_interval_ms", "heartbeat_timeout_ms", "round_timeout_ms",
@@ -207,7 +211,6 @@ int main(int argc, char** argv) {
   auto straggler = sieve::ParseStragglerPlan(FLAGS_straggler);
   if (!straggler.ok()) return Usage("--straggler: " + straggler.status().message());
   o.straggler = *straggler;
-  o.fp16 = FLAGS_fp16;
   o.eval_every = FLAGS_eval_every;
   o.metrics_out = FLAGS_metrics_out;
   o.metrics_every = FLAGS_metrics_every;
@@ -230,6 +233,15 @@ int main(int argc, char** argv) {
   auto node_flags = sieve::ReadNodeFlags("worker");
   if (!node_flags.ok()) return Usage(node_flags.status().message());
   const sieve::NodeFlags& nf = *node_flags;
+  sieve::ValueType push_values = nf.wire_values;
+  if (FLAGS_fp16) {
+    if (!gflags::GetCommandLineFlagInfoOrDie("wire_values").is_default &&
+        push_values != sieve::ValueType::kFp16) {
+      return Usage("--fp16 (deprecated: --wire_values=fp16) conflicts with --wire_values=" +
+                   FLAGS_wire_values);
+    }
+    push_values = sieve::ValueType::kFp16;
+  }
   if (FLAGS_shutdown_timeout_ms < 1) return Usage("--shutdown_timeout_ms must be >= 1");
   if (FLAGS_blas_threads < 1) return Usage("--blas_threads must be >= 1");
   if (FLAGS_kernel_threads < 1) return Usage("--kernel_threads must be >= 1");
@@ -270,7 +282,9 @@ int main(int argc, char** argv) {
   copt.num_params = layout->num_params;  // max_message_bytes: the default, 4·D + 1 MiB
   copt.heartbeat_interval_ms = nf.heartbeat_interval_ms;
   copt.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;
-  copt.fp16 = o.fp16;
+  // The trainer rounds the selected values to this precision, keeping the error in the residual.
+  copt.push_values = static_cast<sieve::ValuePrecision>(push_values);  // numbered alike
+  copt.compact_indices = nf.compact_indices;
   copt.checksum = FLAGS_checksum;
   auto client = sieve::PsClient::Connect(copt);
   if (!client.ok()) {
@@ -291,7 +305,8 @@ int main(int argc, char** argv) {
   };
   LOG(INFO) << "worker " << c.rank() << " of " << c.num_workers() << ", " << c.num_servers()
             << " servers, D = " << c.num_params() << ", model " << o.model << ", compressor "
-            << FLAGS_compressor << ", device " << sieve::DeviceName(*device);
+            << FLAGS_compressor << ", device " << sieve::DeviceName(*device) << ", wire "
+            << FLAGS_wire << " " << sieve::ValueTypeName(push_values);
 
   int code = 0;
   auto trainer = sieve::Trainer::Create(o, *device, &c);

@@ -17,6 +17,7 @@
 #include "kernels/backend.h"
 #include "kernels/compressor.h"
 #include "kernels/device.h"
+#include "kernels/sparse_ops.h"
 
 namespace sieve {
 namespace {
@@ -129,6 +130,11 @@ class KernelsSelect : public ::testing::TestWithParam<Device> {
     return std::move(ef).value();
   }
 };
+
+// v through the 16-bit pack and back (kernels/sparse_ops.h).
+float Through16(float v, ValuePrecision p) {
+  return p == ValuePrecision::kFp16 ? HalfToFloat(FloatToHalf(v)) : Bf16ToFloat(FloatToBf16(v));
+}
 
 std::vector<float> Normal(size_t d, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -318,6 +324,111 @@ TEST_P(KernelsSelect, ErrorFeedbackInvariantIsExact) {
       }
     }
   }
+}
+
+// 16-bit pushes (SelectOptions::round_values): every pushed value is the residual's value
+// rounded to the precision, and what the rounding drops stays in r, so residual_after + pushed ==
+// residual_before + η·m at every index: bit-exact where the rounding error is representable
+// (always, but for fp16 values saturated from beyond 2·65504), within an ulp there.
+TEST_P(KernelsSelect, RoundedSelectionKeepsTheRoundingErrorInTheResidual) {
+  const size_t d = 20000;
+  const float mu = 0.9f, lr = 0.05f;
+  for (ValuePrecision p : {ValuePrecision::kFp16, ValuePrecision::kBf16}) {
+    for (Compressor c : {Compressor::kTopk, Compressor::kGaussiank, Compressor::kDgc,
+                         Compressor::kRandomk, Compressor::kNone}) {
+      const std::string what =
+          std::string(CompressorName(c)) + (p == ValuePrecision::kFp16 ? " fp16" : " bf16");
+      std::unique_ptr<ErrorFeedback> ef = Make(d);
+      std::mt19937_64 rng(123);
+      std::normal_distribution<float> n(0.0f, 1.0f);
+      uint64_t rounded = 0, saturated = 0;
+      for (int round = 0; round < 3; ++round) {
+        std::vector<float> g(d), m0, r0;
+        for (float& v : g) v = n(rng);
+        // A few gradients fp16 cannot hold (the residual grows past 65504, twice that for
+        // some): their push saturates and the rest stays in r.
+        g[7] = 3e6f;
+        g[d - 1] = -2e7f;
+        ASSERT_TRUE(ef->ReadState(&m0, &r0).ok());
+        ASSERT_TRUE(ef->Accumulate(g, mu, lr).ok());
+        Selection s;
+        ASSERT_TRUE(ef->Select(c, 400, {.seed = uint64_t(round), .round_values = p}, &s).ok())
+            << what;
+        std::vector<float> m1, r1;
+        ASSERT_TRUE(ef->ReadState(&m1, &r1).ok());
+        std::vector<float> sent(d, 0.0f);
+        std::vector<char> in_s(d, s.dense ? 1 : 0);
+        if (s.dense) {
+          sent = s.values;
+        } else {
+          for (size_t j = 0; j < s.indices.size(); ++j) {
+            sent[s.indices[j]] = s.values[j];
+            in_s[s.indices[j]] = 1;
+          }
+        }
+        for (size_t i = 0; i < d; ++i) {
+          const float m = mu * m0[i] + g[i];
+          const float before = r0[i] + lr * m;  // what Accumulate leaves (no FMA, like kernels)
+          ASSERT_EQ(m1[i], (in_s[i] && !s.dense) ? 0.0f : m) << what << " i=" << i;
+          if (!in_s[i]) {
+            ASSERT_EQ(r1[i], before) << what << " i=" << i;
+            continue;
+          }
+          // The pushed value is on the precision's grid: it packs to 16 bits and back exactly.
+          const float v = sent[i];
+          ASSERT_EQ(Through16(v, p), v) << what << " i=" << i;
+          ASSERT_EQ(v, RoundToValuePrecision(before, p)) << what << " i=" << i;
+          if (v != before) ++rounded;
+          // Conservation, in exact (double) arithmetic.
+          const double kept = static_cast<double>(r1[i]) + static_cast<double>(v);
+          if (std::fabs(before) <= 2 * 65504.0f || p == ValuePrecision::kBf16) {
+            ASSERT_EQ(kept, static_cast<double>(before)) << what << " i=" << i;
+          } else {
+            ++saturated;
+            ASSERT_EQ(std::fabs(v), 65504.0f) << what << " i=" << i;
+            ASSERT_LE(std::fabs(kept - before), std::ldexp(std::fabs(before), -24))
+                << what << " i=" << i;
+          }
+        }
+      }
+      EXPECT_GT(rounded, 100u) << what << ": the values were rounded";
+      if (p == ValuePrecision::kFp16 && c != Compressor::kRandomk) {
+        EXPECT_GT(saturated, 0u) << what << ": a value saturated";
+      }
+    }
+  }
+}
+
+// Without keeping it (kFp32 selection, then the value packed to 16 bits for the wire, what
+// --fp16 did before), the rounding error leaves the system: residual_after + pushed differs
+// from residual_before + η·m at most pushed indices, and the loss adds up.
+TEST_P(KernelsSelect, WithoutTheFixTheRoundingErrorIsLost) {
+  const size_t d = 20000;
+  std::unique_ptr<ErrorFeedback> ef = Make(d);
+  std::vector<float> g = Normal(d, 4);
+  ASSERT_TRUE(ef->Accumulate(g, 0.0f, 0.05f).ok());
+  std::vector<float> r0;
+  ASSERT_TRUE(ef->ReadState(nullptr, &r0).ok());
+  Selection s;
+  ASSERT_TRUE(ef->Select(Compressor::kTopk, 400, {}, &s).ok());
+  std::vector<float> r1;
+  ASSERT_TRUE(ef->ReadState(nullptr, &r1).ok());
+  size_t lost = 0;
+  double lost_mass = 0;
+  for (size_t j = 0; j < s.indices.size(); ++j) {
+    const uint32_t i = s.indices[j];
+    const float pushed = Bf16ToFloat(FloatToBf16(s.values[j]));  // what the wire carried
+    const double kept = static_cast<double>(r1[i]) + pushed;
+    if (kept != static_cast<double>(r0[i])) ++lost;
+    lost_mass += std::fabs(kept - r0[i]);
+  }
+  EXPECT_GT(lost, s.indices.size() / 2);
+  EXPECT_GT(lost_mass, 1e-4);
+  // The free Select has no residual to keep the error in: it refuses to round.
+  Selection t;
+  EXPECT_EQ(
+      SelectHost(Compressor::kTopk, r0, 10, {.round_values = ValuePrecision::kBf16}, &t).code(),
+      StatusCode::kInvalidArgument);
 }
 
 TEST_P(KernelsSelect, RandomkIsSeededUniformAndDistinct) {

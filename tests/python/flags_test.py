@@ -110,6 +110,47 @@ class PythonFlagsMatchSieveWorker(unittest.TestCase):
                     {"True": True, "False": False}.get(text, text)
                 self.assertEqual(kind(value), default, f"Client.connect({name}={text})")
 
+    def test_wire_flags_are_read_and_checked_as_sieve_worker_does(self):
+        from sieve.worker import UsageError, parse_flags, wire_values
+        f = parse_flags(["--wire_values=bf16", "--wire=v4"], environment=False)
+        self.assertEqual((f.wire_values, f.wire, wire_values(f)), ("bf16", "v4", "bf16"))
+        self.assertEqual(wire_values(parse_flags([], environment=False)), "fp32")
+        # --fp16 is the deprecated --wire_values=fp16; an explicit other value conflicts.
+        self.assertEqual(wire_values(parse_flags(["--fp16"], environment=False)), "fp16")
+        self.assertEqual(wire_values(parse_flags(["--fp16", "--wire_values=fp16"],
+                                                 environment=False)), "fp16")
+        for argv, message in ((["--fp16", "--wire_values=bf16"], "conflicts"),
+                              (["--fp16", "--wire_values=fp32"], "conflicts"),
+                              (["--wire_values=fp8"], "--wire_values"),
+                              (["--wire=v6"], "--wire")):
+            with self.subTest(argv=argv), self.assertRaisesRegex(UsageError, message):
+                wire_values(parse_flags(argv, environment=False))
+        # sieve-worker refuses the same command lines with exit 2, naming the flag.
+        worker = os.path.join(BUILD, "worker", "sieve-worker")
+        for argv, message in ((["--fp16", "--wire_values=bf16"], "conflicts with --wire_values"),
+                              (["--wire_values=fp8"], "--wire_values"), (["--wire=v6"], "--wire")):
+            r = subprocess.run([worker] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=60, env=dict(os.environ, SIEVE_SCHEDULER=""))
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(message, r.stderr)
+        # A bad name given to the client is a ValueError before anything connects.
+        for kwargs in ({"wire_values": "fp8"}, {"wire": "v6"}):
+            with self.subTest(**kwargs), self.assertRaises(ValueError):
+                sieve.Client.connect("127.0.0.1:1", 10, **kwargs)
+        with self.assertRaisesRegex(ValueError, "round_values"):
+            sieve.ErrorFeedback(10).select("topk", 2, round_values="fp8")
+        # Routed in SIEVE_WORKER_FLAGS, the wire flags reach sieve.torch.init()'s job.
+        script = ("import sieve.torch, sieve.worker\n"
+                  "job = sieve.torch.init(scheduler='127.0.0.1:1')\n"
+                  "print(job.flags.wire_values, job.flags.wire, "
+                  "sieve.worker.wire_values(job.flags))\n")
+        env = dict(cluster.worker_env(BUILD), SIEVE_WORKER_FLAGS="--wire_values=bf16 --wire=v4")
+        env.pop("SIEVE_HELPXML", None)
+        r = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["bf16", "v4", "bf16"])
+
     def test_init_prints_its_flags_as_helpxml(self):
         script = ("import sieve.torch\n"
                   "sieve.torch.init(extra_flags={'width': (int, 128, 'hidden units')})\n"

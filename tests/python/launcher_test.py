@@ -9,8 +9,9 @@
     server applied exactly 937 + 300 pushes (rank 1's rounds 0-299, none after);
   - a script that never calls opt.finish() (MLP_NO_FINISH): sieve.torch finishes at exit, each
     worker prints its summary line after all 937 rounds, the job finishes (exit 0, 2/2); the
-    worker flags routed to it (--density=0.02 --metrics_out=...) win over the script's
-    density=0.01: every round of both ranks pushed k = round(0.02 * D) pairs;
+    worker flags routed to it (--density=0.02 --metrics_out=... --wire_values=bf16 --wire=v4)
+    win over the script's density=0.01: every round of both ranks pushed k = round(0.02 * D)
+    pairs in 6 bytes each (raw indices, bf16 values);
   - an uncaught exception in rank 1's script at round 100 (MLP_RAISE=1:100) fails the job:
     exit 1, the result line names worker 1, the server applied no round past 100;
   - rank 1's model has another D (MLP_WIDEN=1: 129 hidden units): the job fails (exit 1) with
@@ -59,7 +60,8 @@ class PythonLauncher(unittest.TestCase):
     def test_finish_at_exit_and_routed_flags(self):
         out_dir = tempfile.mkdtemp(prefix="sieve-launcher-")
         code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
-                                   ["--density=0.02", f"--metrics_out={out_dir}/m-{{rank}}.jsonl"],
+                                   ["--density=0.02", f"--metrics_out={out_dir}/m-{{rank}}.jsonl",
+                                    "--wire_values=bf16", "--wire=v4"],
                                    num_servers=1, env={"MLP_NO_FINISH": "1"})
         self.assertEqual(code, 0, out[-4000:])
         k = round(0.02 * D)
@@ -67,6 +69,11 @@ class PythonLauncher(unittest.TestCase):
             m = cluster.read_jsonl(f"{out_dir}/m-{r}.jsonl")
             self.assertEqual(len(m), ROUNDS)
             self.assertEqual({(x["k"], x["selected"]) for x in m}, {(k, k)}, f"rank {r}")
+            # --wire_values=bf16 --wire=v4 reached the script: each push is k raw uint32 indices
+            # and k 2-byte values plus its header (fp32 would be 8 bytes a pair, v5 indices ~1-2).
+            for x in m:
+                self.assertGreaterEqual(x["bytes_up"], 6 * k, f"rank {r}")
+                self.assertLess(x["bytes_up"], 6 * k + 256, f"rank {r}")
         for r in (0, 1):
             lines = [l for l in out.splitlines() if f"sieve-worker summary: rank={r} " in l]
             self.assertEqual(len(lines), 1, out[-4000:])

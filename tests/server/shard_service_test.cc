@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -96,7 +97,8 @@ std::vector<float> Init() {
 }
 
 struct Fixture {
-  explicit Fixture(uint32_t workers, uint64_t reply_part_pairs = 0) {
+  explicit Fixture(uint32_t workers, uint64_t reply_part_pairs = 0,
+                   ValueType reply_values = ValueType::kFp32) {
     ShardServerOptions so;
     so.num_workers = workers;
     so.reply_part_pairs = 0;  // the service splits whole replies itself
@@ -107,6 +109,7 @@ struct Fixture {
     o.rank = 0;
     o.num_workers = workers;
     o.reply_part_pairs = reply_part_pairs;
+    o.reply_values = reply_values;
     service = std::make_unique<ShardService>(o, shard.get(), &link, nullptr, nullptr);
   }
   std::vector<float> Weights() const {
@@ -166,6 +169,65 @@ TEST(ShardServiceTest, Fp16PushIsUnpackedToTheValuesItEncodes) {
   std::vector<float> want = Init();
   for (size_t j = 0; j < idx.size(); ++j) want[idx[j]] -= decoded[j];
   EXPECT_EQ(half.Weights(), want);
+}
+
+// 16-bit replies: the shard stays fp32, and every UPDATE and DENSE carries each weight rounded to
+// the reply precision (bf16: FloatToBf16 of the server's weight at that index; fp16: saturating at
+// ±65504), whole or in parts, the same bytes for every worker (converted once per slice).
+TEST(ShardServiceTest, Bf16RepliesCarryEachServerWeightRoundedToBf16) {
+  for (ValueType type : {ValueType::kBf16, ValueType::kFp16}) {
+    SCOPED_TRACE(ValueTypeName(type));
+    auto packed = [&](float w) {
+      if (type == ValueType::kBf16) return FloatToBf16(w);
+      return std::fabs(w) > 65504.0f
+                 ? static_cast<uint16_t>(FloatToHalf(std::copysign(65504.0f, w)))
+                 : FloatToHalf(w);
+    };
+    Fixture f(2, /*reply_part_pairs=*/3, type);
+    std::vector<float> want = Init();
+    for (uint64_t round = 0; round < 3; ++round) {
+      const std::vector<uint32_t> i0 = {1, 5, 9, 30, 40, 63}, i1 = {5, 20, 21, 40};
+      const std::vector<float> v0 = {0.1f, -0.37f, 3.3f, 1e-3f, 0.7f, -2e5f},
+                               v1 = {0.013f, 0.2f, -0.9f, 0.05f};
+      f.service->OnData(Push(f.Worker(0), 0, round, i0, v0));
+      f.service->OnData(Push(f.Worker(1), 0, round, i1, v1));
+      std::vector<float> sum(kShardLen, 0.0f);
+      for (size_t j = 0; j < i0.size(); ++j) sum[i0[j]] += v0[j];
+      for (size_t j = 0; j < i1.size(); ++j) sum[i1[j]] += v1[j];
+      for (uint32_t i : {1u, 5u, 9u, 20u, 21u, 30u, 40u, 63u}) want[i] -= sum[i] / 2.0f;
+      ASSERT_EQ(f.Weights(), want) << "the shard itself stays fp32";
+      // 8 changed indices in parts of 3: 3 parts per worker.
+      ASSERT_EQ(f.link.sent.size(), 6u);
+      std::vector<std::vector<uint16_t>> got(2);
+      for (size_t k = 0; k < f.link.sent.size(); ++k) {
+        const int w = f.link.WorkerRankOf(f.link.sent[k].first);
+        Message m = DecodeOrDie(std::move(f.link.sent[k].second));
+        ASSERT_EQ(m.type(), pb::MSG_UPDATE);
+        EXPECT_TRUE(m.values.empty() &&
+                    (type == ValueType::kBf16 ? m.values_fp16.empty() : m.values_bf16.empty()));
+        const std::span<const uint16_t> v =
+            type == ValueType::kBf16 ? m.values_bf16 : m.values_fp16;
+        ASSERT_EQ(v.size(), m.indices.size());
+        for (size_t j = 0; j < v.size(); ++j) {
+          EXPECT_EQ(v[j], packed(want[m.indices[j]])) << "index " << m.indices[j];
+          got[w].push_back(v[j]);
+        }
+      }
+      EXPECT_EQ(got[0].size(), 8u);
+      EXPECT_EQ(got[0], got[1]) << "every worker gets the same values";
+      f.link.sent.clear();
+    }
+    // The dense pull: the whole shard, rounded the same way.
+    f.service->OnData(Control(f.Worker(1), pb::MSG_PULL_DENSE, 0));
+    ASSERT_EQ(f.link.sent.size(), 1u);
+    Message dense = DecodeOrDie(std::move(f.link.sent[0].second));
+    ASSERT_EQ(dense.type(), pb::MSG_DENSE);
+    const std::span<const uint16_t> v =
+        type == ValueType::kBf16 ? dense.values_bf16 : dense.values_fp16;
+    ASSERT_EQ(v.size(), kShardLen);
+    for (uint32_t i = 0; i < kShardLen; ++i) EXPECT_EQ(v[i], packed(want[i])) << "index " << i;
+    EXPECT_GT(std::fabs(want[63]), 65504.0f) << "a weight beyond fp16's range (saturates)";
+  }
 }
 
 TEST(ShardServiceTest, WrongShardIsRefusedAndChangesNothing) {

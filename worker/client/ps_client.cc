@@ -11,8 +11,8 @@
 #include "net/curve.h"
 #include "net/node.h"
 #include "proto/job_identity.h"
-#include "proto/register_proof.h"
 #include "proto/messages.h"
+#include "proto/register_proof.h"
 #include "proto/shards.h"
 #include "worker/client/ps_client_testing.h"
 
@@ -39,6 +39,25 @@ pb::MsgType RequestFor(pb::MsgType reply) {
   }
 }
 
+// The wire's name of a precision (kernels and proto number them alike).
+ValueType WireType(ValuePrecision p) {
+  static_assert(static_cast<int>(ValuePrecision::kFp16) == static_cast<int>(ValueType::kFp16) &&
+                static_cast<int>(ValuePrecision::kBf16) == static_cast<int>(ValueType::kBf16));
+  return static_cast<ValueType>(p);
+}
+
+// options.push_values, with the deprecated options.fp16 folded in.
+StatusOr<ValuePrecision> PushPrecision(const PsClientOptions& options) {
+  if (!options.fp16) return options.push_values;
+  if (options.push_values != ValuePrecision::kFp32 &&
+      options.push_values != ValuePrecision::kFp16) {
+    return InvalidArgumentError(
+        "fp16 (deprecated: push values as fp16) conflicts with push values " +
+        std::string(ValueTypeName(WireType(options.push_values))));
+  }
+  return ValuePrecision::kFp16;
+}
+
 }  // namespace
 
 // The client's state: the node runtime (sockets, registration, heartbeats) and the round's
@@ -49,6 +68,7 @@ class PsClient::Impl {
 
   Node& node() { return *node_; }
   const Node& node() const { return *node_; }
+  ValuePrecision push_values() const { return push_values_; }
   uint64_t resends() const { return resends_; }
   uint64_t errors_retried() const { return errors_retried_; }
 
@@ -92,24 +112,25 @@ class PsClient::Impl {
     std::vector<uint32_t> indices;   // the selection's global indices (moved in from Selection)
     std::vector<float> values;       // the selection's values (moved in from Selection)
     std::vector<uint32_t> relative;  // shard-relative indices
-    std::vector<uint16_t> half;      // fp16 values
+    std::vector<uint16_t> packed;    // 16-bit values (push_values fp16 / bf16)
   };
 
   const PsClientOptions options_;
+  const ValuePrecision push_values_;  // options_.push_values, or kFp16 for options_.fp16
   std::unique_ptr<Node> node_;
   std::vector<uint64_t> bounds_;  // S+1 shard boundaries
   std::vector<size_t> offsets_;   // reused across rounds
   // The round's send buffers are lent to ZeroMQ (zero-copy); a buffer is reused only after
   // ZeroMQ let go of it (LentBufferPool's locked hand-back, never a use_count() check).
   LentBufferPool<SendBuffers> buffers_;
-  std::vector<float> sink_scratch_;  // fp16 UPDATE values converted for an UpdateSink
+  std::vector<float> sink_scratch_;  // 16-bit UPDATE values converted for an UpdateSink
   uint64_t resends_ = 0;
   uint64_t errors_retried_ = 0;
   uint64_t tables_at_send_ = 0;  // node tables installed when the round's PUSHes went out
 };
 
 PsClient::Impl::Impl(const PsClientOptions& options, std::unique_ptr<Node> node)
-    : options_(options), node_(std::move(node)) {
+    : options_(options), push_values_(*PushPrecision(options)), node_(std::move(node)) {
   bounds_.push_back(0);
   for (const auto& r : node_->shards()) bounds_.push_back(r.hi);
 }
@@ -154,6 +175,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const PsClientOptions& opt
 
 StatusOr<std::unique_ptr<PsClient>> PsClientTesting::Connect(const PsClientOptions& options,
                                                              TransportFactory factory) {
+  SIEVE_RETURN_IF_ERROR(PushPrecision(options).status());  // before anything starts
   SIEVE_ASSIGN_OR_RETURN(NodeOptions n, ToNodeOptions(options));
   n.transport.factory = std::move(factory);
   SIEVE_ASSIGN_OR_RETURN(auto node, Node::Start(n));
@@ -166,6 +188,7 @@ PsClient::~PsClient() = default;
 
 int PsClient::rank() const { return impl_->node().rank(); }
 uint64_t PsClient::num_params() const { return impl_->node().num_params(); }
+ValuePrecision PsClient::push_values() const { return impl_->push_values(); }
 uint32_t PsClient::num_workers() const { return impl_->node().num_workers(); }
 uint32_t PsClient::num_servers() const { return impl_->node().num_servers(); }
 size_t PsClient::dead_nodes() const { return impl_->node().dead_nodes().size(); }
@@ -324,39 +347,53 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, int timeout_ms,
 
 namespace {
 
-// Writes a validated UPDATE/DENSE of shard [lo, hi) into the replica.
-void ApplyValues(const Message& msg, uint64_t lo, std::span<float> weights) {
-  const bool half = !msg.values_fp16.empty();
-  const size_t n = half ? msg.values_fp16.size() : msg.values.size();
+// Writes values v[0, n) (decoded by `value`) of a validated UPDATE/DENSE of the shard starting at
+// lo into the replica: at lo + j (dense) or at lo + indices[j].
+template <typename Value>
+void WriteValues(const Message& msg, size_t n, uint64_t lo, std::span<float> weights,
+                 const Value& value) {
   if (msg.dense() || msg.type() == pb::MSG_DENSE) {
-    for (size_t j = 0; j < n; ++j)
-      weights[lo + j] = half ? HalfToFloat(msg.values_fp16[j]) : msg.values[j];
+    float* const out = weights.data() + lo;
+    for (size_t j = 0; j < n; ++j) out[j] = value(j);
     return;
   }
   float* const base = weights.data() + lo;
   const uint32_t* const idx = msg.indices.data();
   const size_t ahead = n > kScatterPrefetchDistance ? n - kScatterPrefetchDistance : 0;
-  if (half) {
-    for (size_t j = 0; j < n; ++j) {
-      if (j < ahead) PrefetchForWrite(base + idx[j + kScatterPrefetchDistance]);
-      base[idx[j]] = HalfToFloat(msg.values_fp16[j]);
-    }
-    return;
-  }
-  const float* const v = msg.values.data();
   for (size_t j = 0; j < n; ++j) {
     if (j < ahead) PrefetchForWrite(base + idx[j + kScatterPrefetchDistance]);
-    base[idx[j]] = v[j];
+    base[idx[j]] = value(j);
   }
 }
 
-// Hands msg's values (fp16 converted through *scratch) to sink; see UpdateSink.
+// Writes a validated UPDATE/DENSE of shard [lo, hi) into the replica (fp16 and bf16 values
+// decoded exactly).
+void ApplyValues(const Message& msg, uint64_t lo, std::span<float> weights) {
+  if (!msg.values_fp16.empty()) {
+    const uint16_t* const v = msg.values_fp16.data();
+    WriteValues(msg, msg.values_fp16.size(), lo, weights,
+                [v](size_t j) { return HalfToFloat(v[j]); });
+  } else if (!msg.values_bf16.empty()) {
+    const uint16_t* const v = msg.values_bf16.data();
+    WriteValues(msg, msg.values_bf16.size(), lo, weights,
+                [v](size_t j) { return Bf16ToFloat(v[j]); });
+  } else {
+    const float* const v = msg.values.data();
+    WriteValues(msg, msg.values.size(), lo, weights, [v](size_t j) { return v[j]; });
+  }
+}
+
+// Hands msg's values (fp16 / bf16 converted through *scratch) to sink; see UpdateSink.
 void ForwardValues(const Message& msg, uint64_t lo, const UpdateSink& sink,
                    std::vector<float>* scratch) {
   std::span<const float> values = msg.values;
   if (!msg.values_fp16.empty()) {
     scratch->resize(msg.values_fp16.size());
-    for (size_t j = 0; j < scratch->size(); ++j) (*scratch)[j] = HalfToFloat(msg.values_fp16[j]);
+    (void)UnpackFp16(msg.values_fp16, *scratch);  // sizes are equal: cannot fail
+    values = *scratch;
+  } else if (!msg.values_bf16.empty()) {
+    scratch->resize(msg.values_bf16.size());
+    (void)UnpackBf16(msg.values_bf16, *scratch);
     values = *scratch;
   }
   const bool dense = msg.dense() || msg.type() == pb::MSG_DENSE;
@@ -474,9 +511,10 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   }
   b.indices.swap(sel->indices);
   b.values.swap(sel->values);
-  if (options_.fp16) {
-    b.half.resize(b.values.size());
-    SIEVE_RETURN_IF_ERROR(PackFp16(b.values, b.half));
+  const bool packed = push_values_ != ValuePrecision::kFp32;
+  if (packed) {
+    b.packed.resize(b.values.size());
+    SIEVE_RETURN_IF_ERROR(PackSaturating(b.values, push_values_, b.packed));
   }
   RoundStats local;
   Status status;
@@ -489,10 +527,10 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
                                   static_cast<int>(s), round);
     DataPayload p;
     p.dense = sel->dense;
-    p.value_type = options_.fp16 ? ValueType::kFp16 : ValueType::kFp32;
+    p.value_type = WireType(push_values_);
     if (!sel->dense) p.indices = std::span<const uint32_t>(b.relative).subspan(from, to - from);
-    if (options_.fp16) {
-      p.values = std::as_bytes(std::span<const uint16_t>(b.half).subspan(from, to - from));
+    if (packed) {
+      p.values = std::as_bytes(std::span<const uint16_t>(b.packed).subspan(from, to - from));
     } else {
       p.values = std::as_bytes(std::span<const float>(b.values).subspan(from, to - from));
     }

@@ -16,8 +16,9 @@
 //   client->Finish();  client->WaitShutdown(60000);  // every call returns a Status to check
 //
 // Every server receives exactly one PUSH per round, with count 0 when the worker selected nothing
-// in its shard (docs/architecture.md explains why BSP needs it). Values travel as fp32, or fp16
-// when options.fp16 is set.
+// in its shard (docs/architecture.md explains why BSP needs it). Pushed values travel as fp32, or
+// as binary16 / bfloat16 (options.push_values); the servers' UPDATE and DENSE values arrive in the
+// precision of the servers' `--wire_values` (fp32, fp16 or bf16) and are written as fp32.
 //
 // Thread-safety: one thread drives a PsClient (its methods are not reentrant); RequestStop may be
 // called from any thread. Ownership: the caller owns the replica spans it passes in.
@@ -77,7 +78,14 @@ struct PsClientOptions {
   int startup_timeout_ms = 600000;   // wait for the node table after the ack
 
   // The wire.
-  bool fp16 = false;  // send pushed values as binary16
+  // The precision of pushed values (`--wire_values`): each value is rounded to it to nearest even
+  // (a finite value beyond fp16's range saturates to ±65504) and packed. Selections made by
+  // ErrorFeedback::Select with SelectOptions::round_values = push_values are packed exactly,
+  // their rounding error kept in the residual; other values lose their rounding error.
+  ValuePrecision push_values = ValuePrecision::kFp32;
+  // Deprecated (`--fp16`): push_values = kFp16. Connect fails (InvalidArgument) when it is set
+  // together with a push_values other than kFp16.
+  bool fp16 = false;
   bool checksum = true;
   // Code each PUSH's indices compactly (protocol 7: Stream VByte gaps or a bitmap, whichever is
   // smaller; docs/protocol.md "Index coding"); false = raw uint32 indices (`--wire=v4`).
@@ -102,7 +110,7 @@ struct RoundStats {
 // Receives the values of one UPDATE (or one part of a split UPDATE) of a round, for callers whose
 // replica is not a host array (a GPU-resident one): for a sparse part, values[j] is the new weight
 // at global index lo + rel[j]; for a dense part (rel empty), values[j] belongs at lo + j. The
-// spans are valid only during the call; fp16 payloads arrive converted to fp32.
+// spans are valid only during the call; fp16 and bf16 payloads arrive converted to fp32.
 using UpdateSink =
     std::function<void(uint64_t lo, std::span<const uint32_t> rel, std::span<const float> values)>;
 
@@ -119,6 +127,9 @@ class PsClient {
 
   int rank() const;
   uint64_t num_params() const;
+  // The precision of this client's pushes (options.push_values, or kFp16 for options.fp16): what
+  // SelectOptions::round_values must be for the pushes to lose nothing.
+  ValuePrecision push_values() const;
   uint32_t num_workers() const;
   uint32_t num_servers() const;
   size_t dead_nodes() const;  // peers the scheduler has declared dead so far

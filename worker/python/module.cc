@@ -40,6 +40,7 @@
 #include "kernels/model/param_init.h"
 #include "kernels/nn/nn_ops.h"
 #include "kernels/selection.h"
+#include "proto/codec.h"
 #include "proto/job_identity.h"
 #include "worker/client/ps_client.h"
 #include "worker/client/worker_start.h"
@@ -194,6 +195,15 @@ Device ParseDeviceName(const std::string& name) {
   throw py::value_error("device must be 'cpu' or 'cuda', got '" + name + "'");
 }
 
+// "fp32", "fp16" or "bf16" (proto/codec.h's ParseValueType); ValueError naming `what` otherwise.
+ValuePrecision ParsePrecision(const std::string& name, const std::string& what) {
+  StatusOr<ValueType> t = ParseValueType(name);
+  if (!t.ok()) throw py::value_error(what + ": " + t.status().message());
+  return static_cast<ValuePrecision>(*t);  // numbered alike (kernels/value_precision.h)
+}
+
+std::string PrecisionName(ValuePrecision p) { return ValueTypeName(static_cast<ValueType>(p)); }
+
 py::dict StatsDict(const RoundStats& s) {
   py::dict d;
   d["bytes_up"] = s.bytes_up;
@@ -223,12 +233,14 @@ class PyErrorFeedback {
   }
 
   void Select(const std::string& compressor, uint64_t k, float prev_threshold,
-              float older_threshold, uint64_t seed, Selection* out) {
+              float older_threshold, uint64_t seed, const std::string& round_values,
+              Selection* out) {
     const Compressor c = Take(ParseCompressor(compressor));
     SelectOptions so;
     so.prev_threshold = prev_threshold;
     so.older_threshold = older_threshold;
     so.seed = seed;
+    so.round_values = ParsePrecision(round_values, "round_values");
     py::gil_scoped_release nogil;
     Check(ef_->Select(c, k, so, out));
   }
@@ -269,9 +281,10 @@ class PyClient {
 
   static std::unique_ptr<PyClient> Connect(
       const std::string& scheduler, uint64_t num_params, int rank, const std::string& bind,
-      const std::string& host, int port, bool fp16, bool checksum, int heartbeat_interval_ms,
-      int heartbeat_timeout_ms, const std::string& curve_dir, const std::string& job_token,
-      const std::string& job_token_file, const std::string& curve_key) {
+      const std::string& host, int port, bool fp16, const std::string& wire_values,
+      const std::string& wire, bool checksum, int heartbeat_interval_ms, int heartbeat_timeout_ms,
+      const std::string& curve_dir, const std::string& job_token, const std::string& job_token_file,
+      const std::string& curve_key) {
     if (num_params == 0) throw py::value_error("num_params (the model's D) must be >= 1");
     if (scheduler.rfind(':') == std::string::npos) {
       throw py::value_error("scheduler must be host:port, got '" + scheduler + "'");
@@ -298,6 +311,11 @@ class PyClient {
     o.heartbeat_interval_ms = heartbeat_interval_ms;
     o.heartbeat_timeout_ms = heartbeat_timeout_ms;
     o.fp16 = fp16;
+    o.push_values = ParsePrecision(wire_values, "wire_values");
+    if (wire != "v5" && wire != "v4") {
+      throw py::value_error("wire must be 'v5' or 'v4', got '" + wire + "'");
+    }
+    o.compact_indices = wire == "v5";
     o.checksum = checksum;
     StatusOr<std::unique_ptr<PsClient>> c = [&] {
       py::gil_scoped_release nogil;
@@ -531,16 +549,19 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "select",
           [](PyErrorFeedback& self, const std::string& compressor, uint64_t k, float prev,
-             float older, uint64_t seed, Selection* out) {
+             float older, uint64_t seed, Selection* out, const std::string& round_values) {
             Selection fresh;
             Selection* s = out != nullptr ? out : &fresh;
-            self.Select(compressor, k, prev, older, seed, s);
+            self.Select(compressor, k, prev, older, seed, round_values, s);
             if (out != nullptr) return py::cast(out, py::return_value_policy::reference);
             return py::cast(std::move(fresh));
           },
           py::arg("compressor"), py::arg("k"), py::arg("prev_threshold") = 0.0f,
           py::arg("older_threshold") = 0.0f, py::arg("seed") = 0, py::arg("out") = nullptr,
-          "Selects k entries of r (r and m are zeroed there); reuses `out` when given")
+          py::arg("round_values") = "fp32",
+          "Selects k entries of r (r and m are zeroed there); reuses `out` when given. "
+          "round_values='fp16'|'bf16' (what a Client with that wire_values pushes, "
+          "Client.push_values): the values are rounded to it and r keeps each rounding error")
       .def("read_state", &PyErrorFeedback::ReadState, "(m, r) as NumPy copies")
       .def("write_state", &PyErrorFeedback::WriteState, py::arg("momentum"), py::arg("residual"),
            "Replaces (m, r) with host float32 arrays of length d (a checkpoint's state)");
@@ -555,14 +576,20 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("host") = kClientDefaults.advertise_host,
                   py::arg("port") = static_cast<int>(kClientDefaults.port),
                   py::arg("fp16") = kClientDefaults.fp16,
+                  py::arg("wire_values") = PrecisionName(kClientDefaults.push_values),
+                  py::arg("wire") = kClientDefaults.compact_indices ? "v5" : "v4",
                   py::arg("checksum") = kClientDefaults.checksum,
                   py::arg("heartbeat_interval_ms") = kClientDefaults.heartbeat_interval_ms,
                   py::arg("heartbeat_timeout_ms") = kClientDefaults.heartbeat_timeout_ms,
                   py::arg("curve_dir") = kClientDefaults.curve_dir,
-                  py::arg("job_token") = kClientDefaults.job_token,
-                  py::arg("job_token_file") = "", py::arg("curve_key") = kClientDefaults.curve_key)
+                  py::arg("job_token") = kClientDefaults.job_token, py::arg("job_token_file") = "",
+                  py::arg("curve_key") = kClientDefaults.curve_key)
       .def_property_readonly("rank", [](PyClient& c) { return c.c().rank(); })
       .def_property_readonly("num_params", [](PyClient& c) { return c.c().num_params(); })
+      .def_property_readonly(
+          "push_values", [](PyClient& c) { return PrecisionName(c.c().push_values()); },
+          "The pushes' precision ('fp32', 'fp16', 'bf16'): pass it as ErrorFeedback.select's "
+          "round_values so that no rounding error is lost")
       .def_property_readonly("num_workers", [](PyClient& c) { return c.c().num_workers(); })
       .def_property_readonly("num_servers", [](PyClient& c) { return c.c().num_servers(); })
       .def_property_readonly("joined_late", [](PyClient& c) { return c.c().joined_late(); })

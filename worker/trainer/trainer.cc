@@ -428,6 +428,8 @@ StatusOr<TrainSummary> Trainer::Run() {
       so.prev_threshold = prev_threshold;
       so.older_threshold = older_threshold;
       so.seed = CounterHash(seed_key, round);
+      // 16-bit pushes: the values are rounded here and their rounding error stays in r.
+      so.round_values = client_->push_values();
       if (Status selected = ef_->Select(options_.compressor, k, so, &sel); !selected.ok()) {
         if (selected.code() == StatusCode::kNonFinite) {
           return Diverged(round, lr, selected.message());

@@ -71,7 +71,8 @@ struct TrainerOptions {
   std::vector<double> density_warmup;  // ρ of epochs 0, 1, ... before `density` applies
   std::string device = "auto";         // auto | cpu | cuda (error feedback + selection)
   uint64_t seed = 1;                   // initial weights (as the servers), shuffling, randomk
-  bool fp16 = false;                   // push values as binary16
+  // The pushes' precision is the client's (PsClientOptions::push_values): the trainer rounds the
+  // selected values to it, keeping the rounding error in the residual.
   // Emulated slow workers (straggler.h): this worker's rank picks its spec; a rank beyond the job's
   // workers fails Trainer::Create.
   StragglerPlan straggler;

@@ -52,7 +52,8 @@ __all__ = ["DistributedOptimizer", "Job", "init", "rank", "num_workers", "flat_s
 WRAPPER_FLAGS = ("scheduler", "rank", "bind", "host", "port", "curve_dir", "curve_key",
                  "job_token_file", "job_token", "heartbeat_interval_ms", "heartbeat_timeout_ms",
                  "round_timeout_ms", "shutdown_timeout_ms", "compressor", "density",
-                 "density_warmup", "fp16", "checksum", "seed", "metrics_out", "metrics_every",
+                 "density_warmup", "wire_values", "wire", "fp16", "checksum", "seed",
+                 "metrics_out", "metrics_every",
                  "dump_weights", "metrics_port", "device", "blas_threads")
 
 def flat_size(model_or_params):
@@ -209,9 +210,19 @@ class _Sieve:
     """The methods a wrapped optimizer gains (mixed in before its own class)."""
 
     def _sieve_setup(self, model, compressor, density, density_warmup, steps_per_epoch, epochs,
-                     seed, metrics_out, metrics_every, round_timeout_ms, progress, job):
+                     seed, metrics_out, metrics_every, round_timeout_ms, progress, job,
+                     wire_values=None, wire=None):
         flags = job.flags
         given = flags.explicit
+        # The wire (sieve-worker's --wire_values / --wire): routed flags win, then these
+        # arguments, then init()'s; fixed once the job's client is connected.
+        for name, value in (("wire_values", wire_values), ("wire", wire)):
+            if value is not None and name not in given:
+                if job.client is not None and getattr(flags, name) != value:
+                    raise ValueError(f"{name}={value!r}: this job's client is already connected "
+                                     f"with {name}={getattr(flags, name)!r}")
+                setattr(flags, name, value)
+        _worker.wire_values(flags)  # a bad name raises before anything connects
         # Flags routed by `sieve launch` (SIEVE_WORKER_FLAGS) set the job; they win over the
         # script's arguments, so `sieve compare` can vary them.
         if "compressor" in given:
@@ -401,8 +412,11 @@ class _Sieve:
         self._gather_grads()
         self._local_update()  # r += u, the wrapped optimizer's update
         prev, older = s.thresholds
+        # 16-bit pushes (--wire_values): the values are rounded in the selection and their
+        # rounding error stays in the residual (the same C++ code as sieve-worker's).
         sel = s.ef.select(s.compressor, k, prev, older,
-                          _core.counter_hash(s.seed_key, round_), out=s.selection)
+                          _core.counter_hash(s.seed_key, round_), out=s.selection,
+                          round_values=s.client.push_values)
         if sel.threshold == sel.threshold and 0 < sel.threshold != float("inf"):
             s.thresholds = (sel.threshold, prev)
         if s.flat_momentum is not None and len(sel) and not sel.dense:
@@ -696,14 +710,17 @@ class _Sieve:
 def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001,
                          density_warmup=(), steps_per_epoch=None, epochs=1, seed=1,
                          metrics_out="", metrics_every=1, round_timeout_ms=120000, progress=None,
-                         job=None):
+                         job=None, wire_values=None, wire=None):
     """Makes `optimizer` (any torch.optim.Optimizer) a sieve worker and returns it (module
     docstring). `model`, when given, names parameters in errors and checks that the optimizer
     holds all of them. compressor: none|topk|gaussiank|gaussiank_paper|dgc|randomk; density:
     k = round(density * D); density_warmup: densities of epochs 0, 1, ... (needs
     steps_per_epoch); steps_per_epoch / epochs: for the metrics, progress lines and the warm-up;
     seed: randomk's / dgc's (as sieve-worker's --seed); metrics_out: sieve-worker's JSON lines
-    ({rank} is replaced); job: a Job from init() (default: the last init(), or init() now).
+    ({rank} is replaced); job: a Job from init() (default: the last init(), or init() now);
+    wire_values: "fp32" | "fp16" | "bf16", the pushes' precision (sieve-worker's --wire_values:
+    the selected values are rounded and their rounding error stays in the residual); wire: "v5"
+    (compact index frames) or "v4" (raw indices); None: init()'s (default fp32, v5).
     Flags routed by `sieve launch` (SIEVE_WORKER_FLAGS) override these arguments.
 
     Connects, enters the job (rank 0's weights become the servers' when they have no model of
@@ -725,7 +742,7 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
     try:
         optimizer._sieve_setup(model, compressor, density, density_warmup, steps_per_epoch,
                                epochs, seed, metrics_out, metrics_every, round_timeout_ms,
-                               progress, job)
+                               progress, job, wire_values, wire)
     except BaseException:
         optimizer.__class__ = base
         raise

@@ -53,7 +53,10 @@ WORKER_FLAGS = {
     "density": (float, 0.001, "Density after the warm-up: k = round(density*D)"),
     "density_warmup": (str, "", "Comma-separated densities of epochs 0, 1, ..."),
     "device": (str, "auto", "auto|cpu|cuda: where the parameters and error feedback live"),
-    "fp16": (bool, False, "Push values as binary16"),
+    "wire_values": (str, "fp32", "fp32|fp16|bf16: precision of pushed values (the rounding error "
+                    "stays in the residual; the servers' flag sets their replies')"),
+    "wire": (str, "v5", "v5 (compact index frames) or v4 (raw uint32 indices)"),
+    "fp16": (bool, False, "Deprecated: --wire_values=fp16"),
     "checksum": (bool, True, "Checksum pushed payloads"),
     "seed": (int, 1, "Seed of shuffling and randomk (the servers' --seed sets the weights)"),
     "eval_every": (int, 1, "Rank 0: test accuracy every n epochs and at the end (0 = end)"),
@@ -255,11 +258,27 @@ def serve_health(bind, port, status):
     return server
 
 
+def wire_values(flags):
+    """The pushes' precision the flags give: --wire_values, or fp16 for the deprecated --fp16
+    (UsageError when --fp16 is given with an explicit other --wire_values, or a bad name)."""
+    if flags.wire_values not in ("fp32", "fp16", "bf16"):
+        raise UsageError(f"--wire_values must be fp32, fp16 or bf16, got {flags.wire_values!r}")
+    if getattr(flags, "wire", "v5") not in ("v5", "v4"):
+        raise UsageError(f"--wire must be v5 or v4, got {flags.wire!r}")
+    if not getattr(flags, "fp16", False):
+        return flags.wire_values
+    if "wire_values" in flags.explicit and flags.wire_values != "fp16":
+        raise UsageError(f"--fp16 (deprecated: --wire_values=fp16) conflicts with "
+                         f"--wire_values={flags.wire_values}")
+    return "fp16"
+
+
 def connect(flags, num_params):
     """Joins the job the flags name as a worker declaring D = num_params (sieve.Client)."""
     from . import _core
     return _core.Client.connect(flags.scheduler, num_params, rank=flags.rank, bind=flags.bind,
-                                host=flags.host, port=flags.port, fp16=flags.fp16,
+                                host=flags.host, port=flags.port,
+                                wire_values=wire_values(flags), wire=flags.wire,
                                 checksum=flags.checksum, curve_dir=flags.curve_dir,
                                 job_token=flags.job_token, job_token_file=flags.job_token_file,
                                 curve_key=flags.curve_key,
