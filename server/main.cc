@@ -16,10 +16,13 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <thread>
 
 #include "base/fd_limit.h"
 #include "base/flags.h"
 #include "base/rank_pattern.h"
+#include "base/thread_team.h"
 #include "kernels/compressor.h"
 #include "kernels/model/model_layout.h"
 #include "kernels/model/param_init.h"
@@ -60,6 +63,29 @@ DEFINE_double(checkpoint_every_s, 0, "Checkpoint every S seconds, any consistenc
 DEFINE_string(restore, "auto",
               "Restore the shard from --checkpoint_dir: auto (when rejoining a running job, i.e. "
               "after a restart), always, never");
+namespace {
+
+// --server_threads=0: the cores beside the node's I/O thread, which drives the shard (and runs
+// thread 0 of its team).
+uint32_t DefaultServerThreads() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 1 ? cores - 1 : 1;
+}
+
+const char* ServerThreadsHelp() {
+  static const std::string help =
+      "Threads that split each shard's work by index range: a BSP round's merges, update pass "
+      "and reply arrays (whole or in parts), dense rounds and two-way compression's residual; "
+      "an ASP/SSP push's update pass. Results are bitwise the same for any count; rounds below "
+      "16384 pairs per thread stay on the node's I/O thread. 1..256; 0 = what the cores allow "
+      "beside the node's I/O thread, max(1, hardware threads - 1) = " +
+      std::to_string(DefaultServerThreads()) + " on this machine";
+  return help.c_str();
+}
+
+}  // namespace
+
+DEFINE_uint32(server_threads, 0, ServerThreadsHelp());
 DEFINE_uint64(reply_part_pairs, 32768,
               "Send a sparse UPDATE of more pairs than this in parts of about this many pairs, "
               "each as soon as it is ready (BSP: while the rest of the round is applied); "
@@ -105,6 +131,14 @@ int Run() {
     std::cerr << "sieve-server: --server_density must be in (0, 1]\n";
     return 2;
   }
+  if (FLAGS_server_threads > ThreadTeam::kMaxThreads) {
+    std::cerr << "sieve-server: --server_threads must be in 0.." << ThreadTeam::kMaxThreads
+              << " (0 = " << DefaultServerThreads() << " on this machine), got "
+              << FLAGS_server_threads << "\n";
+    return 2;
+  }
+  const uint32_t server_threads =
+      FLAGS_server_threads == 0 ? DefaultServerThreads() : FLAGS_server_threads;
   auto node_flags = ReadNodeFlags("server");
   if (!node_flags.ok()) {
     std::cerr << "sieve-server: " << node_flags.status().message() << "\n";
@@ -212,6 +246,7 @@ int Run() {
   so.server_density = FLAGS_server_density;
   so.reply_part_pairs = FLAGS_reply_part_pairs;
   so.await_initial_weights = await_init;
+  so.threads = server_threads;
   auto created = ShardServer::Create(so, std::move(init));
   if (!created.ok()) {
     std::cerr << "sieve-server: " << created.status().ToString() << "\n";
@@ -238,7 +273,8 @@ int Run() {
   }
   LOG(INFO) << "server " << rank << " owns [" << range.lo << ", " << range.hi
             << ") of D = " << node.num_params() << ", " << ConsistencyName(*consistency) << ", "
-            << node.num_workers() << " workers";
+            << node.num_workers() << " workers, " << server_threads << " thread"
+            << (server_threads == 1 ? "" : "s");
 
   NodeServerLink link(&node);
   ShardServiceOptions sso;
@@ -246,6 +282,8 @@ int Run() {
   sso.num_workers = node.num_workers();
   sso.bsp = *consistency == Consistency::kBsp;
   sso.reply_part_pairs = FLAGS_reply_part_pairs;
+  sso.compact_indices = nf.compact_indices;
+  sso.reply_values = nf.wire_values;  // the shard's weights and accumulation stay fp32
   ShardService service(sso, &shard, &link, &metrics, &checkpointer);
 
   // Everything below runs on the node's I/O thread (Node::set_on_data and the peer callbacks):
@@ -338,7 +376,9 @@ int main(int argc, char** argv) {
        {"Job identity", {"job_token_file", "job_token"}},
        {"Model", {"model", "num_params", "seed", "init_weights"}},
        {"Consistency", {"consistency", "staleness", "async_scale"}},
-       {"Compression", {"server_compressor", "server_density", "reply_part_pairs"}},
+       {"Compression",
+        {"server_compressor", "server_density", "reply_part_pairs", "wire_values", "wire"}},
+       {"Threads", {"server_threads"}},
        {"Failure handling",
         {"heartbeat_interval_ms", "heartbeat_timeout_ms", "checkpoint_dir", "checkpoint_every",
          "checkpoint_every_s", "restore"}},

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <utility>
 
+#include "proto/codec.h"
 #include "server/change_log.h"
+#include "server/sum_as_double.h"
 
 namespace sieve {
 namespace {
@@ -27,11 +29,20 @@ StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(const ShardServerOpti
   if (options.async_scale < 0 || !std::isfinite(options.async_scale)) {
     return InvalidArgumentError("async scale must be finite and >= 0");
   }
+  if (options.threads < 1 || options.threads > ThreadTeam::kMaxThreads) {
+    return InvalidArgumentError("a shard server runs on 1.." +
+                                std::to_string(ThreadTeam::kMaxThreads) + " threads, got " +
+                                std::to_string(options.threads));
+  }
+  if (options.parallel_min_pairs == 0) {
+    return InvalidArgumentError("parallel_min_pairs must be >= 1");
+  }
   return std::unique_ptr<ShardServer>(new ShardServer(options, std::move(initial)));
 }
 
 ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> initial)
     : options_(options),
+      team_(std::make_unique<ThreadTeam>(options.threads)),
       w_(initial.begin(), initial.end()),
       workers_(options.num_workers),
       live_count_(options.num_workers),
@@ -40,10 +51,33 @@ ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> i
   const uint32_t workers = options.num_workers;
   if (options.consistency == Consistency::kBsp) {
     if (options.server_compressor != Compressor::kNone) residual_.assign(n, 0.0f);
+    const size_t parts = options.threads == 1 ? 1 : size_t{options.threads} * kPartsPerThread;
+    union_parts_.resize(parts);
+    merge_parts_.resize(parts);
+    union_keys_ = {0, n};
+    if (options.threads > 1)
+      chunk_done_ = std::make_unique<std::atomic<uint32_t>[]>(kMaxReplyParts);
   } else {
     scale_ = options.async_scale > 0 ? options.async_scale : 1.0f / static_cast<float>(workers);
     changes_ = std::make_unique<ChangeLog>(workers);
   }
+}
+
+void ShardServer::PrepareBlockSums(std::span<const float> values) {
+  block_sums_.assign((values.size() + kSumBlock - 1) / kSumBlock, 0.0);
+}
+
+void ShardServer::SumBlocks(std::span<const float> values, uint32_t t, uint32_t count) {
+  for (size_t b = t; b < block_sums_.size(); b += count) {
+    const size_t from = b * kSumBlock;
+    block_sums_[b] = SumAsDouble(values.subspan(from, std::min(kSumBlock, values.size() - from)));
+  }
+}
+
+void ShardServer::AddBlockSums() {
+  double s = 0;
+  for (double b : block_sums_) s += b;
+  stats_.pushed_sum += s;
 }
 
 void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message,

@@ -26,11 +26,25 @@
 // BSP round: merge, completion, two-way compression, joiners, resync) and shard_server_async.cc
 // (the ASP/SSP clock and replies). Per-worker state is one WorkerState per rank.
 //
-// Thread-safety: not thread-safe; one thread drives it. Reply buffers may be read by other
-// threads (ZeroMQ) after the call that produced them returns; they are never modified again.
+// Threads (options.threads = N): the shard owns a ThreadTeam (base/thread_team.h) of N - 1
+// helper threads, started in Create and joined in the destructor; they run only inside the event
+// that uses them and sleep otherwise. A BSP round's merges, its completion (the update pass and
+// the reply's arrays, the dense round, two-way compression's residual update) and an ASP/SSP
+// push's update pass are split by index range: each thread handles a contiguous key range or a
+// contiguous run of the sorted union, so no two threads touch the same weight and the hot loops
+// take no lock. Every weight gets the same float operations in the same order as with one thread
+// (equal indices still add in push arrival order), so results are bitwise independent of N.
+// Work of fewer than parallel_min_pairs pairs per thread runs on the calling thread alone.
+// Not parallel: ASP/SSP replies (ChangeLog::Take's merge tree), the server-side selection,
+// copies of the whole shard for dense replies.
+//
+// Thread-safety: not thread-safe; one thread drives it (its helpers are internal). Reply buffers
+// may be read by other threads (ZeroMQ) after the call that produced them returns, and a part of
+// a split reply from the moment it is handed to the part sink; they are never modified again.
 #ifndef SIEVE_SERVER_SHARD_SERVER_H_
 #define SIEVE_SERVER_SHARD_SERVER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +54,7 @@
 
 #include "base/huge_page_allocator.h"
 #include "base/status.h"
+#include "base/thread_team.h"
 #include "kernels/compressor.h"
 #include "proto/sieve.pb.h"
 #include "server/change_log.h"
@@ -64,6 +79,13 @@ struct ShardServerOptions {
   // until they arrive, PUSH and PULL_DENSE are refused with ERROR_NOT_INITIALIZED. false = the
   // `initial` vector given to Create is the start (INIT is then acknowledged and ignored).
   bool await_initial_weights = false;
+  // Threads that share the shard's work (1..ThreadTeam::kMaxThreads; 1 = the calling thread
+  // alone; see "Threads" above). sieve-server --server_threads.
+  uint32_t threads = 1;
+  // A parallel region uses at most (pairs of work) / parallel_min_pairs threads (>= 1): small
+  // rounds stay on the calling thread, where waking helpers would cost more than it saves.
+  // Tests lower it to split small rounds.
+  uint64_t parallel_min_pairs = 16384;
 };
 
 // What to send after an event. For UPDATE/DENSE, `buffer` holds the arrays (shared by all
@@ -141,7 +163,8 @@ struct ShardServerStats {
 class ShardServer {
  public:
   // `initial` holds the shard's initial weights (length hi - lo >= 1). Errors: InvalidArgument
-  // for bad options (zero workers, negative staleness, density outside (0, 1]).
+  // for bad options (zero workers, negative staleness, density outside (0, 1], threads outside
+  // 1..ThreadTeam::kMaxThreads, parallel_min_pairs = 0).
   static StatusOr<std::unique_ptr<ShardServer>> Create(const ShardServerOptions& options,
                                                        std::vector<float> initial);
   ShardServer(const ShardServer&) = delete;
@@ -213,6 +236,9 @@ class ShardServer {
   uint64_t size() const { return w_.size(); }
   uint64_t round() const { return round_; }  // BSP: the round being aggregated
   const ShardServerStats& stats() const { return stats_; }
+  uint32_t threads() const { return team_->size(); }
+  // Parallel regions run on more than one thread so far (tests: the split paths were taken).
+  uint64_t parallel_regions() const { return team_->parallel_regions(); }
 
  private:
   ShardServer(const ShardServerOptions& options, std::vector<float> initial);
@@ -222,6 +248,29 @@ class ShardServer {
                std::span<const float> values, bool dense, Outbox* out);
   void BspMaybeComplete(Outbox* out);
   void MergeIntoUnion(std::span<const uint32_t> indices, std::span<const float> values);
+  // MergeIntoUnion's work on part t: the new union's part t (keys [new_keys_[t],
+  // new_keys_[t + 1])) from the current parts and the push's pairs in that range.
+  void MergeUnionPart(uint32_t t, std::span<const uint32_t> indices, std::span<const float> values);
+  // body(part) for every part of the union, the parts shared among the threads (disjoint keys).
+  template <typename Body>
+  void ForEachUnionPart(Body body);
+  // The smallest key K >= from such that the union and the push hold >= rank pairs below K.
+  uint64_t UnionKeyOfRank(uint64_t rank, uint64_t from, std::span<const uint32_t> indices) const;
+  size_t UnionSize() const;
+  // stats_.pushed_sum's fp64 Σ of a push, by fixed blocks of kSumBlock values (SumAsDouble each,
+  // added in block order), so it is bitwise the same for any thread count and its cost is split
+  // too: PrepareBlockSums before a region of `count` threads, SumBlocks(values, t, count) on each
+  // thread t inside it (blocks t, t + count, ...), AddBlockSums after it.
+  static constexpr size_t kSumBlock = 4096;
+  void PrepareBlockSums(std::span<const float> values);
+  void SumBlocks(std::span<const float> values, uint32_t t, uint32_t count);
+  void AddBlockSums();
+  void ClearUnion();
+  // The sparse completion: w[i] -= a[i]/n over the union into the reply `buf` (its values, and
+  // its indices), emitting the parts of a split reply as they are done. True when it was sent in
+  // parts.
+  bool ApplyUnion(float n, ReplyBuffer* buf, const std::shared_ptr<const ReplyBuffer>& shared,
+                  Outbox* out);
   void AsyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                  std::span<const float> values, bool dense, Outbox* out);
   void AsyncRelease(Outbox* out);
@@ -234,6 +283,7 @@ class ShardServer {
   void BspAdmitJoiners(Outbox* out);  // counts joiners whose join round is round_
 
   const ShardServerOptions options_;
+  std::unique_ptr<ThreadTeam> team_;  // options_.threads (the calling thread is its thread 0)
   std::function<void(Outbox*)> part_sink_;
   HugePageVector<float> w_;  // huge pages: the sparse rounds touch it at scattered indices
   ReplyPool pool_;
@@ -285,12 +335,26 @@ class ShardServer {
 
   // BSP.
   uint64_t round_ = 0;
-  // The round's sparse pushes merged: ascending union of their indices and per-index sums. Dense
+  // The round's sparse pushes merged: ascending union of their indices and per-index sums, kept
+  // in union_count_ parts of consecutive key ranges (part s holds the keys in [union_keys_[s],
+  // union_keys_[s + 1]); one part with one thread, kPartsPerThread per thread used otherwise), so
+  // each merge and the completion split it across threads without moving it. Each merge recomputes
+  // the parts (a near-equal share of the pairs each) into merge_parts_, then the two swap. Dense
   // pushes go to acc_, a whole-shard accumulator that exists only during a dense round.
-  std::vector<uint32_t> union_;
-  std::vector<float> union_sum_;
-  std::vector<uint32_t> merge_idx_;  // scratch of MergeIntoUnion (the BSP union)
-  std::vector<float> merge_sum_;
+  struct UnionPart {
+    std::vector<uint32_t> idx;
+    std::vector<float> sum;
+  };
+  static constexpr uint32_t kPartsPerThread = 4;
+  std::vector<UnionPart> union_parts_;  // kPartsPerThread per thread; [0, union_count_) in use
+  std::vector<UnionPart> merge_parts_;  // scratch of MergeIntoUnion
+  std::vector<uint64_t> union_keys_;    // union_count_ + 1 key bounds, 0 first, size() last
+  std::vector<uint64_t> new_keys_;      // scratch: the bounds of the merge in progress
+  std::vector<size_t> union_offsets_;   // scratch: part s starts at pair union_offsets_[s]
+  std::vector<double> block_sums_;      // scratch of SumBlocks
+  uint32_t union_count_ = 1;
+  // ApplyUnion's completion flags, one per chunk (kMaxReplyParts; only with threads > 1).
+  std::unique_ptr<std::atomic<uint32_t>[]> chunk_done_;
   std::vector<float> acc_;
   bool dense_round_ = false;
   uint32_t contributions_ = 0;

@@ -6,7 +6,6 @@
 #include "base/prefetch.h"
 #include "server/change_log.h"
 #include "server/shard_server.h"
-#include "server/sum_as_double.h"
 
 namespace sieve {
 
@@ -17,26 +16,39 @@ void ShardServer::AsyncPush(int worker, uint64_t round, std::span<const uint32_t
     if (!workers_[worker].waiting) AsyncReply(worker, round, out);
     return;
   }
-  stats_.pushed_sum += SumAsDouble(values);
+  // The push's checksum is summed by the same threads (server/shard_server.h, SumBlocks).
+  const uint32_t count = team_->ThreadsFor(values.size(), options_.parallel_min_pairs);
+  PrepareBlockSums(values);
+  const float scale = scale_;
+  float* const weights = w_.data();
   if (dense) {
-    for (size_t i = 0; i < values.size(); ++i) w_[i] -= scale_ * values[i];
+    team_->ParallelFor(values.size(), options_.parallel_min_pairs,
+                       [&](uint32_t t, size_t begin, size_t end) {
+                         for (size_t i = begin; i < end; ++i) weights[i] -= scale * values[i];
+                         SumBlocks(values, t, count);
+                       });
+    AddBlockSums();
     for (WorkerState& ws : workers_) ws.all_dirty = true;
     for (uint32_t w = 0; w < options_.num_workers; ++w) changes_->Skip(w);
     changes_->Trim(IsLive());
   } else {
     // Apply, and record the new values in the same pass: the change log carries them, so a reply
-    // never reads the shard at scattered positions again.
+    // never reads the shard at scattered positions again. Split by runs of the push (its indices
+    // are distinct, so the threads touch disjoint weights).
     const size_t m = indices.size();
     new_values_.resize(m);
     const uint32_t* const idx = indices.data();
-    float* const w = w_.data();
     float* const nv = new_values_.data();
-    const size_t ahead = m > kScatterPrefetchDistance ? m - kScatterPrefetchDistance : 0;
-    for (size_t j = 0; j < m; ++j) {
-      if (j < ahead) PrefetchForWrite(w + idx[j + kScatterPrefetchDistance]);
-      w[idx[j]] -= scale_ * values[j];
-      nv[j] = w[idx[j]];
-    }
+    team_->ParallelFor(m, options_.parallel_min_pairs, [&](uint32_t t, size_t begin, size_t end) {
+      const size_t ahead = end > kScatterPrefetchDistance ? end - kScatterPrefetchDistance : 0;
+      for (size_t j = begin; j < end; ++j) {
+        if (j < ahead) PrefetchForWrite(weights + idx[j + kScatterPrefetchDistance]);
+        weights[idx[j]] -= scale * values[j];
+        nv[j] = weights[idx[j]];
+      }
+      SumBlocks(values, t, count);
+    });
+    AddBlockSums();
     changes_->Append(indices, new_values_);
     // A worker whose pending changes pass half the shard gets the whole shard instead (4 bytes
     // per entry rather than 8), and no longer holds the log's records back.

@@ -4,6 +4,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "base/prefetch.h"
@@ -11,9 +12,31 @@
 #include "proto/codec.h"
 #include "server/shard_server.h"
 #include "server/sorted_merge.h"
-#include "server/sum_as_double.h"
 
 namespace sieve {
+namespace {
+
+// Position of the first index >= key in an ascending array.
+size_t LowerBound(std::span<const uint32_t> v, uint64_t key) {
+  return static_cast<size_t>(std::lower_bound(v.begin(), v.end(), key) - v.begin());
+}
+
+// The BSP update pass over len pairs of the union: w[i] -= sum/n, and the new value (and with
+// kCopyIndex the index) into the reply, software-prefetched.
+template <bool kCopyIndex>
+void ApplyPairs(const uint32_t* idx, const float* sum, size_t len, float n, float* w,
+                uint32_t* out_idx, float* out_val) {
+  const size_t ahead = len > kScatterPrefetchDistance ? len - kScatterPrefetchDistance : 0;
+  for (size_t j = 0; j < len; ++j) {
+    if (j < ahead) PrefetchForWrite(w + idx[j + kScatterPrefetchDistance]);
+    const uint32_t i = idx[j];
+    w[i] -= sum[j] / n;
+    out_val[j] = w[i];
+    if constexpr (kCopyIndex) out_idx[j] = i;
+  }
+}
+
+}  // namespace
 
 void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                           std::span<const float> values, bool dense, Outbox* out) {
@@ -36,12 +59,16 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
   if (dense) {
     if (acc_.size() != w_.size()) acc_.assign(w_.size(), 0.0f);  // kept while dense rounds run
     dense_round_ = true;
-    for (size_t i = 0; i < values.size(); ++i) {
-      acc_[i] += values[i];
-      stats_.pushed_sum += values[i];
-    }
+    float* const acc = acc_.data();
+    const uint32_t count = team_->ThreadsFor(values.size(), options_.parallel_min_pairs);
+    PrepareBlockSums(values);
+    team_->ParallelFor(values.size(), options_.parallel_min_pairs,
+                       [&](uint32_t t, size_t begin, size_t end) {
+                         for (size_t i = begin; i < end; ++i) acc[i] += values[i];
+                         SumBlocks(values, t, count);
+                       });
+    AddBlockSums();
   } else {
-    stats_.pushed_sum += SumAsDouble(values);
     MergeIntoUnion(indices, values);
   }
   workers_[worker].arrived = true;
@@ -51,14 +78,107 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
   BspMaybeComplete(out);
 }
 
+size_t ShardServer::UnionSize() const {
+  size_t m = 0;
+  for (uint32_t s = 0; s < union_count_; ++s) m += union_parts_[s].idx.size();
+  return m;
+}
+
+void ShardServer::ClearUnion() {
+  for (uint32_t s = 0; s < union_count_; ++s) {
+    union_parts_[s].idx.clear();
+    union_parts_[s].sum.clear();
+  }
+  union_count_ = 1;
+  union_keys_.assign({0, w_.size()});
+}
+
+uint64_t ShardServer::UnionKeyOfRank(uint64_t rank, uint64_t from,
+                                     std::span<const uint32_t> indices) const {
+  // Pairs (union and push) with a key below `key`: the parts are consecutive key ranges.
+  auto below = [&](uint64_t key) {
+    size_t count = LowerBound(indices, key);
+    for (uint32_t s = 0; s < union_count_ && union_keys_[s] < key; ++s)
+      count += LowerBound(union_parts_[s].idx, key);
+    return count;
+  };
+  uint64_t lo = from, hi = w_.size();
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (below(mid) >= rank) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
 void ShardServer::MergeIntoUnion(std::span<const uint32_t> indices, std::span<const float> values) {
-  // Equal indices add (in push arrival order, as a dense accumulator would; the first push adds
-  // to 0.0f too). Sequential in both inputs: no access proportional to the shard size.
-  MergeSortedPairs(
-      union_, union_sum_, indices, values, &merge_idx_, &merge_sum_,
-      [](float v) { return 0.0f + v; }, [](float sum, float v) { return sum + v; });
-  union_.swap(merge_idx_);
-  union_sum_.swap(merge_sum_);
+  // The new parts: key ranges holding near-equal shares of the pairs to merge (repeats counted
+  // twice), kPartsPerThread per thread, taken by the threads from a shared counter (a helper that
+  // wakes late takes fewer); the merge of each range reads only its range of both inputs.
+  const size_t total = UnionSize() + indices.size();
+  const uint32_t threads = team_->ThreadsFor(total, options_.parallel_min_pairs);
+  const uint32_t count = threads == 1 ? 1 : threads * kPartsPerThread;
+  new_keys_.resize(count + 1);
+  new_keys_[0] = 0;
+  new_keys_[count] = w_.size();
+  for (uint32_t t = 1; t < count; ++t)
+    new_keys_[t] =
+        UnionKeyOfRank(ThreadTeam::RangeBegin(total, count, t), new_keys_[t - 1], indices);
+  PrepareBlockSums(values);
+  std::atomic<uint32_t> next{0};
+  team_->Run(threads, [&](uint32_t t) {
+    for (uint32_t part; (part = next.fetch_add(1, std::memory_order_relaxed)) < count;)
+      MergeUnionPart(part, indices, values);
+    SumBlocks(values, t, threads);
+  });
+  AddBlockSums();
+  union_parts_.swap(merge_parts_);  // the old parts' arrays become the next merge's scratch
+  union_keys_.swap(new_keys_);
+  union_count_ = count;
+}
+
+template <typename Body>
+void ShardServer::ForEachUnionPart(Body body) {
+  const uint32_t threads = std::min(union_count_, team_->size());
+  team_->Run(threads, [&](uint32_t t) {
+    for (uint32_t s = t; s < union_count_; s += threads) body(union_parts_[s]);
+  });
+}
+
+void ShardServer::MergeUnionPart(uint32_t t, std::span<const uint32_t> indices,
+                                 std::span<const float> values) {
+  const uint64_t lo = new_keys_[t], hi = new_keys_[t + 1];
+  UnionPart& out = merge_parts_[t];
+  // The current parts that overlap [lo, hi): from the one holding lo on.
+  const uint32_t first = static_cast<uint32_t>(
+      std::upper_bound(union_keys_.begin(), union_keys_.begin() + union_count_, lo) -
+      union_keys_.begin() - 1);
+  size_t room = LowerBound(indices, hi) - LowerBound(indices, lo);
+  for (uint32_t s = first; s < union_count_ && union_keys_[s] < hi; ++s)
+    room += LowerBound(union_parts_[s].idx, hi) - LowerBound(union_parts_[s].idx, lo);
+  out.idx.resize(room);
+  out.sum.resize(room);
+  // Piece by piece in key order: part s's pairs in [lo, hi) with the push's pairs in the same
+  // keys. Equal indices add (in push arrival order, as a dense accumulator would; the first push
+  // adds to 0.0f too). Sequential in both inputs: no access proportional to the shard size.
+  size_t o = 0;
+  for (uint32_t s = first; s < union_count_ && union_keys_[s] < hi; ++s) {
+    const uint64_t a = std::max(lo, union_keys_[s]), b = std::min(hi, union_keys_[s + 1]);
+    const std::span<const uint32_t> part_idx = union_parts_[s].idx;
+    const size_t ua = LowerBound(part_idx, a), ub = LowerBound(part_idx, b);
+    const size_t pa = LowerBound(indices, a), pb = LowerBound(indices, b);
+    o += MergeSortedPairsTo(
+        part_idx.subspan(ua, ub - ua),
+        std::span<const float>(union_parts_[s].sum).subspan(ua, ub - ua),
+        indices.subspan(pa, pb - pa), values.subspan(pa, pb - pa), out.idx.data() + o,
+        out.sum.data() + o, [](float v) { return 0.0f + v; },
+        [](float sum, float v) { return sum + v; });
+  }
+  out.idx.resize(o);
+  out.sum.resize(o);
 }
 
 void ShardServer::BspMaybeComplete(Outbox* out) {
@@ -71,17 +191,31 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
   bool dense_reply = false;
   bool sent_in_parts = false;  // every live worker's UPDATE already went out in parts
   if (dense_round_) {
-    for (size_t j = 0; j < union_.size(); ++j) acc_[union_[j]] += union_sum_[j];
-    for (size_t i = 0; i < w_.size(); ++i) {
-      w_[i] -= acc_[i] / n;
-      acc_[i] = 0.0f;
-    }
-    buf->values.assign(w_.begin(), w_.end());
+    // The union's sums into the accumulator (each part on its own thread: disjoint indices),
+    // then the whole shard, split by index range.
+    float* const acc = acc_.data();
+    ForEachUnionPart([&](const UnionPart& part) {
+      for (size_t j = 0; j < part.idx.size(); ++j) acc[part.idx[j]] += part.sum[j];
+    });
+    buf->values.resize(w_.size());
+    float* const w = w_.data();
+    float* const vals = buf->values.data();
+    team_->ParallelFor(w_.size(), options_.parallel_min_pairs,
+                       [&](uint32_t, size_t begin, size_t end) {
+                         for (size_t i = begin; i < end; ++i) {
+                           w[i] -= acc[i] / n;
+                           acc[i] = 0.0f;
+                           vals[i] = w[i];
+                         }
+                       });
     dense_reply = true;
   } else if (!residual_.empty()) {
-    // Two-way compression: the averaged aggregate enters the server residual; only its selection
-    // is applied and sent.
-    for (size_t j = 0; j < union_.size(); ++j) residual_[union_[j]] += union_sum_[j] / n;
+    // Two-way compression: the averaged aggregate enters the server residual (each part of the
+    // union on its own thread); only its selection is applied and sent.
+    float* const residual = residual_.data();
+    ForEachUnionPart([&](const UnionPart& part) {
+      for (size_t j = 0; j < part.idx.size(); ++j) residual[part.idx[j]] += part.sum[j] / n;
+    });
     Selection sel;
     const uint64_t k = KForDensity(options_.server_density, residual_.size());
     Status s = SelectHost(options_.server_compressor, residual_, k, SelectOptions{}, &sel);
@@ -99,53 +233,11 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
       }
     }
   } else {
-    // One pass over the union (ascending: built by merging): apply, and gather the reply. The
-    // union becomes the reply's indices (union_ reuses the buffer's old array) before any part
-    // goes out, so the arrays ZeroMQ reads never move.
-    const size_t m = union_.size();
-    buf->values.resize(m);
-    buf->indices.swap(union_);
-    uint32_t parts = 1;
-    const uint64_t per = options_.reply_part_pairs;
-    bool whole_only = dense_next_reply_;
-    for (uint32_t w = 0; w < options_.num_workers; ++w)
-      whole_only |= workers_[w].live && workers_[w].dense_reply_to;
-    if (per > 0 && m > per && !whole_only) {
-      parts = static_cast<uint32_t>(std::min<uint64_t>((m + per - 1) / per, kMaxReplyParts));
-    }
-    const size_t step = (m + parts - 1) / parts;
-    if (parts > 1) parts = static_cast<uint32_t>((m + step - 1) / step);  // none empty
-    const uint32_t* const idx = buf->indices.data();
-    const float* const sum = union_sum_.data();
-    float* const vals = buf->values.data();
-    float* const w = w_.data();
     std::shared_ptr<const ReplyBuffer> shared = buf;
-    for (uint32_t p = 0; p < parts; ++p) {
-      const size_t from = p * step, to = std::min(m, from + step);
-      const size_t ahead = to > kScatterPrefetchDistance ? to - kScatterPrefetchDistance : 0;
-      for (size_t j = from; j < to; ++j) {
-        if (j < ahead) PrefetchForWrite(w + idx[j + kScatterPrefetchDistance]);
-        const uint32_t i = idx[j];
-        w[i] -= sum[j] / n;
-        vals[j] = w[i];
-      }
-      if (parts == 1) break;
-      for (uint32_t v = 0; v < options_.num_workers; ++v) {
-        if (!workers_[v].live) continue;
-        Reply r = Reply::Update(static_cast<int>(v), round_, false, shared);
-        r.part = p;
-        r.parts = parts;
-        r.begin = from;
-        r.end = to;
-        out->push_back(std::move(r));
-      }
-      if (part_sink_) part_sink_(out);
-    }
-    sent_in_parts = parts > 1;
+    sent_in_parts = ApplyUnion(n, buf.get(), shared, out);
   }
   if (!dense_round_ && !acc_.empty()) std::vector<float>().swap(acc_);  // sparse again: free it
-  union_.clear();
-  union_sum_.clear();
+  ClearUnion();
   if (dense_next_reply_) {  // the first round after a restore resynchronizes every replica
     buf->indices.clear();
     buf->values.assign(w_.begin(), w_.end());
@@ -176,6 +268,105 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
   ++round_;
   ++stats_.rounds_completed;
   BspAdmitJoiners(out);
+}
+
+bool ShardServer::ApplyUnion(float n, ReplyBuffer* buf,
+                             const std::shared_ptr<const ReplyBuffer>& shared, Outbox* out) {
+  // One pass over the union (ascending: built by merging): apply, and gather the reply. With one
+  // part the union's array becomes the reply's indices (the part reuses the buffer's old array);
+  // with several, each thread copies its run of indices while it applies it. Either way the
+  // arrays are in place before any part goes out, so the arrays ZeroMQ reads never move.
+  const size_t m = UnionSize();
+  const bool one_part = union_count_ == 1;
+  buf->values.resize(m);
+  if (one_part) {
+    buf->indices.swap(union_parts_[0].idx);
+  } else {
+    buf->indices.resize(m);
+  }
+  union_offsets_.resize(union_count_ + 1);
+  union_offsets_[0] = 0;
+  for (uint32_t s = 0; s < union_count_; ++s)
+    union_offsets_[s + 1] = union_offsets_[s] + union_parts_[s].sum.size();
+  uint32_t parts = 1;
+  const uint64_t per = options_.reply_part_pairs;
+  bool whole_only = dense_next_reply_;
+  for (uint32_t w = 0; w < options_.num_workers; ++w)
+    whole_only |= workers_[w].live && workers_[w].dense_reply_to;
+  if (per > 0 && m > per && !whole_only) {
+    parts = static_cast<uint32_t>(std::min<uint64_t>((m + per - 1) / per, kMaxReplyParts));
+  }
+  const size_t step = (m + parts - 1) / parts;
+  if (parts > 1) parts = static_cast<uint32_t>((m + step - 1) / step);  // none empty
+  uint32_t* const idx = buf->indices.data();
+  float* const vals = buf->values.data();
+  float* const w = w_.data();
+  // Pairs [from, to) of the union: the parts they lie in, piece by piece.
+  auto apply = [&](size_t from, size_t to) {
+    uint32_t s =
+        static_cast<uint32_t>(std::upper_bound(union_offsets_.begin(), union_offsets_.end(), from) -
+                              union_offsets_.begin() - 1);
+    for (size_t pos = from; pos < to; ++s) {
+      const size_t end = std::min(to, union_offsets_[s + 1]), at = pos - union_offsets_[s];
+      const float* const sum = union_parts_[s].sum.data() + at;
+      if (one_part) {
+        ApplyPairs<false>(idx + pos, sum, end - pos, n, w, nullptr, vals + pos);
+      } else {
+        ApplyPairs<true>(union_parts_[s].idx.data() + at, sum, end - pos, n, w, idx + pos,
+                         vals + pos);
+      }
+      pos = end;
+    }
+  };
+  auto emit = [&](uint32_t p) {
+    for (uint32_t v = 0; v < options_.num_workers; ++v) {
+      if (!workers_[v].live) continue;
+      Reply r = Reply::Update(static_cast<int>(v), round_, false, shared);
+      r.part = p;
+      r.parts = parts;
+      r.begin = p * step;
+      r.end = std::min(m, (p + 1) * step);
+      out->push_back(std::move(r));
+    }
+    if (part_sink_) part_sink_(out);
+  };
+  // The work in chunks: the reply's parts when it is split (each goes out as soon as it is
+  // done), else kPartsPerThread chunks per thread.
+  const uint32_t threads = team_->ThreadsFor(m, options_.parallel_min_pairs);
+  const uint32_t chunks = parts > 1 ? parts : threads == 1 ? 1 : threads * kPartsPerThread;
+  auto chunk_from = [&](uint32_t c) {
+    return parts > 1 ? std::min(m, c * step) : ThreadTeam::RangeBegin(m, chunks, c);
+  };
+  if (threads == 1) {
+    for (uint32_t c = 0; c < chunks; ++c) {
+      apply(chunk_from(c), chunk_from(c + 1));
+      if (parts > 1) emit(c);
+    }
+    return parts > 1;
+  }
+  // Threads take chunks in order from a shared counter; the calling thread (0) also sends each
+  // finished part in order, between its own chunks and after them. One atomic per chunk, none
+  // per pair.
+  std::atomic<uint32_t> next{0};
+  for (uint32_t c = 0; c < chunks; ++c) chunk_done_[c].store(0, std::memory_order_relaxed);
+  team_->Run(threads, [&](uint32_t t) {
+    const bool sender = t == 0 && parts > 1;
+    uint32_t sent = 0;
+    for (;;) {
+      const uint32_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= chunks) break;
+      apply(chunk_from(c), chunk_from(c + 1));
+      chunk_done_[c].store(1, std::memory_order_release);
+      if (parts > 1) chunk_done_[c].notify_one();
+      while (sender && sent < chunks && chunk_done_[sent].load(std::memory_order_acquire) != 0)
+        emit(sent++);
+    }
+    while (sender && sent < chunks) {
+      chunk_done_[sent].wait(0, std::memory_order_acquire);
+      emit(sent++);
+    }
+  });
+  return parts > 1;
 }
 
 void ShardServer::BspAdmitJoiners(Outbox* out) {
