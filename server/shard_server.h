@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "base/huge_page_allocator.h"
+#include "base/log_limiter.h"
 #include "base/status.h"
 #include "base/thread_team.h"
 #include "kernels/compressor.h"
@@ -283,6 +284,9 @@ class ShardServer {
   void BspAdmitJoiners(Outbox* out);  // counts joiners whose join round is round_
 
   const ShardServerOptions options_;
+  // Two-way compression's failed selections are logged at most 20 per 10 s (a peer's pushes can
+  // make the aggregate non-finite every round; each one is counted in the stats).
+  LogLimiter selection_log_{20, std::chrono::seconds(10)};
   std::unique_ptr<ThreadTeam> team_;  // options_.threads (the calling thread is its thread 0)
   std::function<void(Outbox*)> part_sink_;
   HugePageVector<float> w_;  // huge pages: the sparse rounds touch it at scattered indices

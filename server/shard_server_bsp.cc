@@ -221,8 +221,13 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
     Status s = SelectHost(options_.server_compressor, residual_, k, SelectOptions{}, &sel);
     if (!s.ok()) {
       ++stats_.selection_failures;
-      LOG(WARNING) << "round " << round_ << ": server-side selection failed (" << s.ToString()
-                   << "); the round's reply is empty";
+      uint64_t held_back = 0;
+      if (selection_log_.Allow(LogLimiter::Clock::now(), &held_back)) {
+        LOG(WARNING) << "round " << round_ << ": server-side selection failed (" << s.ToString()
+                     << "); the round's reply is empty"
+                     << (held_back > 0 ? " (" + std::to_string(held_back) + " more not logged)"
+                                       : std::string());
+      }
     } else {
       for (size_t j = 0; j < sel.indices.size(); ++j) {
         const uint32_t i = sel.indices[j];

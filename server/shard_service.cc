@@ -107,7 +107,9 @@ void ShardService::OnData(Message msg) {
       break;
     }
     case pb::MSG_ERROR:
-      LOG(WARNING) << "error from node " << sender << ": " << msg.header.error().message();
+      peer_log_.Warn([&](std::ostream& os) {
+        os << "error from node " << sender << ": " << msg.header.error().message();
+      });
       break;
     default:
       (void)link_->SendError(
@@ -175,7 +177,10 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
   }
   if (metrics_ != nullptr) metrics_->AddBytes(0, FrameBytes(*frames));
   Status s = link_->Send(peer, std::move(frames).value());
-  if (!s.ok()) LOG(WARNING) << "reply to worker " << r.worker << ": " << s.ToString();
+  if (!s.ok()) {
+    peer_log_.Warn(
+        [&](std::ostream& os) { os << "reply to worker " << r.worker << ": " << s.ToString(); });
+  }
   return s.ok();
 }
 

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "metrics/daemon_metrics.h"
+#include "net/rejection_log.h"
 #include "proto/codec.h"
 #include "server/checkpointer.h"
 #include "server/server_link.h"
@@ -83,6 +84,9 @@ class ShardService {
   DaemonMetrics* const metrics_;
   ShardCheckpointer* const checkpointer_;
   Outbox out_;
+  // Lines a peer's message can cause (its ERRORs, replies that cannot be sent to it): at most 20
+  // per 10 s (net/rejection_log.h), so a flood of them cannot flood the server's log.
+  RejectionLog peer_log_{"peer-caused server events"};
   std::vector<float> unpacked_;  // fp16 / bf16 push values as fp32
   // The index frame, 16-bit values and checksum of each slice sent within one flush (replies to
   // several workers share their buffer; the outbox and `keepalive` keep every buffer alive, so an

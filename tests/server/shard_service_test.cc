@@ -3,6 +3,7 @@
 // dense replay of the pushes (the oracle), not from ShardServer.
 #include "server/shard_service.h"
 
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -325,6 +326,40 @@ TEST(ShardServiceTest, ALargeUpdateGoesOutInPartsThatConcatenateToTheWhole) {
     EXPECT_EQ(w[idx[j]], Init()[idx[j]] - val[j]);
     EXPECT_EQ(got_val[j], w[idx[j]]);
   }
+}
+
+// Counts the log lines that contain `needle`.
+class CountingSink : public google::LogSink {
+ public:
+  explicit CountingSink(std::string needle) : needle_(std::move(needle)) {}
+  void send(google::LogSeverity, const char*, const char*, int, const struct ::tm*,
+            const char* message, size_t length) override {
+    if (std::string(message, length).find(needle_) != std::string::npos) ++count;
+  }
+  int count = 0;
+
+ private:
+  std::string needle_;
+};
+
+// A peer's ERRORs (an insider, or errors reflected at the server by forged requests) are logged
+// within the rejection limit, not one line each.
+TEST(ShardServiceTest, AFloodOfErrorsFromAPeerIsLoggedInBoundedLines) {
+  Fixture f(1);
+  CountingSink sink("error from node");
+  google::AddLogSink(&sink);
+  for (int n = 0; n < 3000; ++n) {
+    pb::Header h =
+        MakeErrorHeader(f.Worker(0), 1, 0, pb::ERROR_UNKNOWN_ROUND, "forged", pb::MSG_UPDATE);
+    auto frames = EncodeControl(h);
+    ASSERT_TRUE(frames.ok());
+    f.service->OnData(DecodeOrDie(std::move(frames).value()));
+  }
+  google::RemoveLogSink(&sink);
+  EXPECT_GE(sink.count, 1);
+  EXPECT_LE(sink.count, 21) << "one line per ERROR";
+  EXPECT_EQ(f.Weights(), Init());
+  EXPECT_TRUE(f.link.sent.empty() && f.link.errors.empty()) << "an ERROR is never answered";
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "kernels/sparse_ops.h"
 #include "net/curve.h"
 #include "net/node.h"
+#include "net/rejection_log.h"
 #include "proto/job_identity.h"
 #include "proto/messages.h"
 #include "proto/register_proof.h"
@@ -124,6 +125,8 @@ class PsClient::Impl {
   // ZeroMQ let go of it (LentBufferPool's locked hand-back, never a use_count() check).
   LentBufferPool<SendBuffers> buffers_;
   std::vector<float> sink_scratch_;  // 16-bit UPDATE values converted for an UpdateSink
+  // Lines a server's (or a forger's) message can cause: at most 20 per 10 s (net/rejection_log.h).
+  RejectionLog peer_log_{"peer-caused client events"};
   uint64_t resends_ = 0;
   uint64_t errors_retried_ = 0;
   uint64_t tables_at_send_ = 0;  // node tables installed when the round's PUSHes went out
@@ -306,8 +309,10 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, int timeout_ms,
           error_retries[server] < kErrorRetries) {
         ++error_retries[server];
         ++errors_retried_;
-        LOG(WARNING) << what << " (round " << round << "); sending it again ("
-                     << error_retries[server] << " of " << kErrorRetries << ")";
+        peer_log_.Warn([&](std::ostream& os) {
+          os << what << " (round " << round << "); sending it again (" << error_retries[server]
+             << " of " << kErrorRetries << ")";
+        });
         resend(server);
         continue;
       }
@@ -316,8 +321,9 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, int timeout_ms,
     if (msg.type() != type || (!any_round && msg.header.round() != round) || done[server])
       continue;  // stale or duplicate
     if (msg.header.shard() != server) {
-      LOG(WARNING) << "server " << server << " answered for shard " << msg.header.shard()
-                   << "; ignored";
+      peer_log_.Warn([&](std::ostream& os) {
+        os << "server " << server << " answered for shard " << msg.header.shard() << "; ignored";
+      });
       continue;
     }
     const uint32_t parts = msg.header.parts();
@@ -328,8 +334,10 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, int timeout_ms,
         parts_left[server] = parts;
       }
       if (seen.size() != parts) {
-        LOG(WARNING) << "server " << server << " split round " << round << " into " << parts
-                     << " parts after " << seen.size() << "; part ignored";
+        peer_log_.Warn([&](std::ostream& os) {
+          os << "server " << server << " split round " << round << " into " << parts
+             << " parts after " << seen.size() << "; part ignored";
+        });
         continue;
       }
       if (seen[msg.header.part()]) continue;  // duplicate part
@@ -558,8 +566,9 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
           ++resends_;
           Status r = push_to(static_cast<uint32_t>(s));
           if (!r.ok()) {
-            LOG(WARNING) << "resend of round " << round << " to server " << s << ": "
-                         << r.ToString();
+            peer_log_.Warn([&](std::ostream& os) {
+              os << "resend of round " << round << " to server " << s << ": " << r.ToString();
+            });
           }
         });
   }
