@@ -43,7 +43,8 @@ SRCS=("$HERE/decode_push_fuzzer.cc" "$ROOT/proto/codec.cc" "$ROOT/proto/crc32c.c
       "$ROOT/net/zmq_transport.cc" "$ROOT/net/accept_guard.cc" "$ROOT/net/rejection_log.cc"
       "$ROOT/net/zap_handler.cc" "$ROOT/net/address.cc" "$ROOT/net/curve.cc"
       "$ROOT/proto/messages.cc" "$ROOT/proto/job_identity.cc"
-      "$ROOT/base/status.cc" "$ROOT/base/fd_reserve.cc" "$GEN/sieve.pb.cc")
+      "$ROOT/base/status.cc" "$ROOT/base/fd_reserve.cc" "$ROOT/base/thread_team.cc"
+      "$GEN/sieve.pb.cc")
 newest_src=$(stat -c %Y "${SRCS[@]}" "$KERNELS" | sort -n | tail -1)
 if [ ! -x "$BIN" ] || [ "$(stat -c %Y "$BIN")" -lt "$newest_src" ]; then
   echo "run_fuzz: building $BIN"

@@ -65,7 +65,8 @@ class InstallTest(unittest.TestCase):
         rel = {os.path.relpath(h, self.include) for h in self.headers()}
         self.assertEqual(rel, {"worker/client/ps_client.h", "worker/client/worker_start.h",
                                "kernels/selection.h",
-                               "kernels/compressor.h", "kernels/device.h", "base/status.h",
+                               "kernels/compressor.h", "kernels/device.h",
+                               "kernels/value_precision.h", "base/status.h",
                                "base/version.h"})
         libdir = next(os.path.join(r, "") for r, _, f in os.walk(self.prefix)
                       if "libsieve_ps_client.a" in f)
