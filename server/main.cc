@@ -86,6 +86,12 @@ const char* ServerThreadsHelp() {
 }  // namespace
 
 DEFINE_uint32(server_threads, 0, ServerThreadsHelp());
+DEFINE_string(reply_values, "",
+              "Value type of this server's UPDATE and DENSE replies (fp32, fp16, bf16); empty = "
+              "--wire_values. The replies carry absolute weights, and the workers compute at "
+              "them: with --wire_values=bf16, --reply_values=fp16 keeps bf16's range for the "
+              "pushes and gives the weights 3 more significand bits for the same bytes "
+              "(docs/results.md). The shard accumulates in fp32 either way");
 DEFINE_uint64(reply_part_pairs, 32768,
               "Send a sparse UPDATE of more pairs than this in parts of about this many pairs, "
               "each as soon as it is ready (BSP: while the rest of the round is applied); "
@@ -145,6 +151,15 @@ int Run() {
     return 2;
   }
   const NodeFlags& nf = *node_flags;
+  ValueType reply_values = nf.wire_values;
+  if (!FLAGS_reply_values.empty()) {
+    auto parsed = ParseValueType(FLAGS_reply_values);
+    if (!parsed.ok()) {
+      std::cerr << "sieve-server: --reply_values: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    reply_values = *parsed;
+  }
   // Without --model the workers' model defines the job: D comes with the node table.
   const bool own_model = !FLAGS_model.empty();
   std::optional<ModelLayout> layout;
@@ -283,7 +298,7 @@ int Run() {
   sso.bsp = *consistency == Consistency::kBsp;
   sso.reply_part_pairs = FLAGS_reply_part_pairs;
   sso.compact_indices = nf.compact_indices;
-  sso.reply_values = nf.wire_values;  // the shard's weights and accumulation stay fp32
+  sso.reply_values = reply_values;  // the shard's weights and accumulation stay fp32
   ShardService service(sso, &shard, &link, &metrics, &checkpointer);
 
   // Everything below runs on the node's I/O thread (Node::set_on_data and the peer callbacks):
@@ -377,7 +392,8 @@ int main(int argc, char** argv) {
        {"Model", {"model", "num_params", "seed", "init_weights"}},
        {"Consistency", {"consistency", "staleness", "async_scale"}},
        {"Compression",
-        {"server_compressor", "server_density", "reply_part_pairs", "wire_values", "wire"}},
+        {"server_compressor", "server_density", "reply_part_pairs", "wire_values", "reply_values",
+         "wire"}},
        {"Threads", {"server_threads"}},
        {"Failure handling",
         {"heartbeat_interval_ms", "heartbeat_timeout_ms", "checkpoint_dir", "checkpoint_every",

@@ -192,14 +192,16 @@ TEST_F(TrainingTest, TopkConvergesAndEveryReplicaEqualsTheServersBitwise) {
   EXPECT_LT(std::stod(run.workers[0]["ratio"]), 0.05);
 }
 
-// Value precision (--wire_values, --wire): 4-worker FNN-3 jobs on the compact wire with bf16
-// pushes and replies train like the same jobs (same seeds and epochs) on the raw-index fp32 wire,
-// averaged over two seeds; every worker's replica is the same bits, and each replica value is the
-// servers' fp32 weight rounded to bf16 (the replica invariant of 16-bit replies). The accuracy
-// bound is 0.5 pp, not issue 35's 0.3 pp: measured on 2 cores, bf16 ends 0.31 and 0.35 pp below
-// fp32 at seeds 1 and 2 (the workers' gradients are computed at bf16-rounded weights; the bf16
-// jobs repeat bit for bit, the fp32 ones vary by up to 0.35 pp run to run at one seed, the servers
-// summing fp32 pushes in arrival order; an earlier tree measured -0.19 and +0.05 pp).
+// Value precision (--wire_values, --wire, sieve-server's --reply_values): 4-worker FNN-3 jobs on
+// the compact wire with bf16 pushes and fp16 replies end within 0.3 pp of the same jobs on the
+// raw-index fp32 wire (measured +0.17 pp: 88.68 / 88.42 % against 88.34 / 88.43 %), and with
+// bf16 pushes and replies they train like the same jobs (same seeds and epochs) on the raw-index
+// fp32 wire, averaged over two seeds; every worker's replica is the same bits, and each replica
+// value is the servers' fp32 weight rounded to bf16 (the replica invariant of 16-bit replies). The
+// accuracy bound is 0.5 pp, not issue 35's 0.3 pp: measured on 2 cores, bf16 ends 0.31 and 0.35 pp
+// below fp32 at seeds 1 and 2 (the workers' gradients are computed at bf16-rounded weights; the
+// bf16 jobs repeat bit for bit, the fp32 ones vary by up to 0.35 pp run to run at one seed, the
+// servers summing fp32 pushes in arrival order; an earlier tree measured -0.19 and +0.05 pp).
 TEST_F(TrainingTest, Bf16WireTrainsLikeFp32AndReplicasAreTheServersWeightsRounded) {
   auto job = [&](int seed, std::vector<std::string> wire) {
     std::vector<std::string> f = {"--model=fnn3",    "--compressor=topk",
@@ -211,11 +213,15 @@ TEST_F(TrainingTest, Bf16WireTrainsLikeFp32AndReplicasAreTheServersWeightsRounde
     f.insert(f.end(), wire.begin(), wire.end());
     return Launch(2, 4, f);
   };
-  double sum32 = 0, sum16 = 0;
+  double sum32 = 0, sum16 = 0, sum_mixed = 0;
   RunResult fp32, bf16;
   for (int seed : {1, 2}) {
     fp32 = job(seed, {"--wire=v4", "--wire_values=fp32"});
     ASSERT_TRUE(fp32.ok) << fp32.log;
+    // bf16 pushes, fp16 replies (the weights the workers compute at get 3 more significand bits).
+    RunResult mixed = job(seed, {"--wire=v5", "--wire_values=bf16", "--reply_values=fp16"});
+    ASSERT_TRUE(mixed.ok) << mixed.log;
+    sum_mixed += std::stod(mixed.workers[0]["test_acc"]);
     bf16 = job(seed, {"--wire=v5", "--wire_values=bf16"});  // its dumps are checked below
     ASSERT_TRUE(bf16.ok) << bf16.log;
     const double acc32 = std::stod(fp32.workers[0]["test_acc"]);
@@ -231,7 +237,13 @@ TEST_F(TrainingTest, Bf16WireTrainsLikeFp32AndReplicasAreTheServersWeightsRounde
   std::printf("mean: fp32 %.4f, bf16 %.4f (%+.2f pp); bytes pushed / dense: %s, %s\n", sum32 / 2,
               sum16 / 2, 50 * (sum16 - sum32), fp32.workers[0]["ratio"].c_str(),
               bf16.workers[0]["ratio"].c_str());
-  EXPECT_LE(std::fabs(sum16 - sum32) / 2, 0.005);
+  std::printf("mean: bf16 pushes + fp16 replies %.4f (%+.2f pp)\n", sum_mixed / 2,
+              50 * (sum_mixed - sum32));
+  // Bounds on the loss (one-sided: the fp32 jobs vary run to run by up to 0.35 pp at one seed, the
+  // 16-bit ones repeat, so a lucky fp32 run must not fail a 16-bit job that trains better).
+  EXPECT_GE(sum16 / 2, sum32 / 2 - 0.005);
+  // Issue 35's bound, with the replies' weights in fp16.
+  EXPECT_GE(sum_mixed / 2, sum32 / 2 - 0.003);
   // Compact indices and 2-byte values: well under the fp32 wire's bytes.
   EXPECT_LT(std::stod(bf16.workers[0]["ratio"]), 0.6 * std::stod(fp32.workers[0]["ratio"]));
 
