@@ -1,5 +1,5 @@
 // ValuePrecision: the precision in which values travel on the wire (fp32, IEEE binary16, bfloat16;
-// the wire's own names and flags are proto/codec.h's ValueType, with the same numbering). The
+// proto/codec.h's ValueType is this enum, with the wire's flags). The
 // kernels round to it where error feedback must keep the rounding error in the residual
 // (SelectOptions::round_values, kernels/selection.h). Part of the installed API.
 // Thread-safety: a plain enum.

@@ -26,6 +26,7 @@
 #include <zmq.hpp>
 
 #include "base/status.h"
+#include "kernels/value_precision.h"
 #include "proto/index_coding.h"
 #include "proto/node_ids.h"  // kSchedulerId, for the users of this header
 #include "proto/sieve.pb.h"
@@ -55,8 +56,9 @@ using Frames = std::vector<zmq::message_t>;
 // Bytes a message occupies in its frames (header and data), what the byte metrics count.
 uint64_t FrameBytes(const Frames& frames);
 
-// The element type of a values frame.
-enum class ValueType : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
+// The element type of a values frame: the kernels' ValuePrecision (one enum for both, so the
+// rounding the kernels do and the frame the codec writes cannot disagree).
+using ValueType = ValuePrecision;
 inline size_t ValueBytes(ValueType t) { return t == ValueType::kFp32 ? 4 : 2; }
 // "fp32", "fp16", "bf16"; ParseValueType accepts those names (InvalidArgument otherwise).
 const char* ValueTypeName(ValueType t);
@@ -78,6 +80,13 @@ struct Message {
 
   pb::MsgType type() const { return header.type(); }
   bool dense() const { return (header.flags() & pb::FLAG_DENSE) != 0; }
+  // The 16-bit values whichever their type (empty for fp32 or no values), and that type.
+  std::span<const uint16_t> values16() const {
+    return values_fp16.empty() ? values_bf16 : values_fp16;
+  }
+  ValueType values16_type() const {
+    return values_fp16.empty() ? ValueType::kBf16 : ValueType::kFp16;
+  }
 };
 
 // Arrays of a data message to be sent. Not owned: `keepalive` must keep them alive and unchanged

@@ -78,13 +78,9 @@ void ShardService::OnData(Message msg) {
         break;
       }
       std::span<const float> values = msg.values;
-      if (!msg.values_fp16.empty()) {
-        unpacked_.resize(msg.values_fp16.size());
-        (void)UnpackFp16(msg.values_fp16, unpacked_);  // sizes are equal: cannot fail
-        values = unpacked_;
-      } else if (!msg.values_bf16.empty()) {
-        unpacked_.resize(msg.values_bf16.size());
-        (void)UnpackBf16(msg.values_bf16, unpacked_);
+      if (!msg.values16().empty()) {
+        unpacked_.resize(msg.values16().size());
+        (void)Unpack16(msg.values16(), msg.values16_type(), unpacked_);  // sizes equal: no error
         values = unpacked_;
       }
       if (msg.type() == pb::MSG_INIT) {
@@ -153,7 +149,7 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
     if (options_.reply_values != ValueType::kFp32) {
       auto packed = std::make_shared<std::vector<uint16_t>>(weights.size());
       // Same numbering as ValuePrecision; sizes are equal: cannot fail.
-      (void)PackSaturating(weights, static_cast<ValuePrecision>(options_.reply_values), *packed);
+      (void)PackSaturating(weights, options_.reply_values, *packed);
       slice.packed = packed;
       // The frames borrow both the buffer (raw indices) and the packed values.
       slice.keepalive =

@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
   copt.heartbeat_interval_ms = nf.heartbeat_interval_ms;
   copt.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;
   // The trainer rounds the selected values to this precision, keeping the error in the residual.
-  copt.push_values = static_cast<sieve::ValuePrecision>(push_values);  // numbered alike
+  copt.push_values = push_values;
   copt.compact_indices = nf.compact_indices;
   copt.checksum = FLAGS_checksum;
   auto client = sieve::PsClient::Connect(copt);

@@ -395,13 +395,9 @@ void ApplyValues(const Message& msg, uint64_t lo, std::span<float> weights) {
 void ForwardValues(const Message& msg, uint64_t lo, const UpdateSink& sink,
                    std::vector<float>* scratch) {
   std::span<const float> values = msg.values;
-  if (!msg.values_fp16.empty()) {
-    scratch->resize(msg.values_fp16.size());
-    (void)UnpackFp16(msg.values_fp16, *scratch);  // sizes are equal: cannot fail
-    values = *scratch;
-  } else if (!msg.values_bf16.empty()) {
-    scratch->resize(msg.values_bf16.size());
-    (void)UnpackBf16(msg.values_bf16, *scratch);
+  if (!msg.values16().empty()) {
+    scratch->resize(msg.values16().size());
+    (void)Unpack16(msg.values16(), msg.values16_type(), *scratch);  // sizes equal: no error
     values = *scratch;
   }
   const bool dense = msg.dense() || msg.type() == pb::MSG_DENSE;

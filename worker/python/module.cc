@@ -199,10 +199,10 @@ Device ParseDeviceName(const std::string& name) {
 ValuePrecision ParsePrecision(const std::string& name, const std::string& what) {
   StatusOr<ValueType> t = ParseValueType(name);
   if (!t.ok()) throw py::value_error(what + ": " + t.status().message());
-  return static_cast<ValuePrecision>(*t);  // numbered alike (kernels/value_precision.h)
+  return *t;
 }
 
-std::string PrecisionName(ValuePrecision p) { return ValueTypeName(static_cast<ValueType>(p)); }
+std::string PrecisionName(ValuePrecision p) { return ValueTypeName(p); }
 
 py::dict StatsDict(const RoundStats& s) {
   py::dict d;
