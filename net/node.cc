@@ -85,7 +85,7 @@ StatusOr<std::unique_ptr<Node>> Node::CreateForTesting(const NodeOptions& option
     }
   }
   if (!found) return InvalidArgumentError("the node table has no node " + std::to_string(id));
-  std::lock_guard<std::mutex> lock(node->mu_);
+  MutexLock lock(&node->mu_);
   node->InstallFirstTableLocked(table);
   return node;
 }
@@ -104,20 +104,21 @@ Node::~Node() {
 }
 
 Status Node::Register() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   register_header_ = MakeRegisterHeader(options_.role, transport_->host(), transport_->port(),
                                         options_.rank, instance_, options_.num_params);
   SetRegisterBytesLocked();
   for (int attempt = 0; attempt < options_.register_attempts && !acked_; ++attempt) {
     const pb::Header h = register_header_;
     challenged_ = false;
-    lock.unlock();
+    lock.Unlock();
     SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
     Status s = transport_->Send(kSchedulerId, std::move(frames));
-    lock.lock();
+    lock.Lock();
     if (!s.ok() && s.code() != StatusCode::kDeadlineExceeded) return s;
     // A challenge (a job with a token) is answered at once, with the proof.
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.register_retry_ms), [&] {
+    cv_.WaitFor(&mu_, std::chrono::milliseconds(options_.register_retry_ms), [&] {
+      mu_.AssertHeld();
       return acked_ || have_table_ || challenged_ || !register_error_.empty() ||
              !StopStatusLocked().ok();
     });
@@ -132,7 +133,8 @@ Status Node::Register() {
                             std::to_string(options_.register_retry_ms) +
                             " ms apart); a scheduler given another --job_token drops them");
   }
-  const bool got = cv_.wait_for(lock, std::chrono::milliseconds(options_.startup_timeout_ms), [&] {
+  const bool got = cv_.WaitFor(&mu_, std::chrono::milliseconds(options_.startup_timeout_ms), [&] {
+    mu_.AssertHeld();
     return have_table_ || !register_error_.empty() || !StopStatusLocked().ok();
   });
   if (!register_error_.empty())
@@ -153,7 +155,7 @@ void Node::SetRegisterBytesLocked() {
 }
 
 void Node::AnswerChallenge(const pb::RegisterChallenge& c) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (have_table_ || IsZero(options_.job_key))
     return;  // nothing to prove (or no token to prove it)
   pb::Register* r = register_header_.mutable_register_();
@@ -162,7 +164,7 @@ void Node::AnswerChallenge(const pb::RegisterChallenge& c) {
   r->set_proof(RegisterProof(options_.job_key, *r));
   SetRegisterBytesLocked();
   challenged_ = true;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Status Node::StopStatusLocked() const {
@@ -205,7 +207,7 @@ void Node::IoLoop() {
     const auto now = Clock::now();
     bool registered, have_table;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       registered = (acked_ || have_table_) && !shutdown_;
       have_table = have_table_;
     }
@@ -219,7 +221,7 @@ void Node::IoLoop() {
       next_heartbeat = now + std::chrono::milliseconds(options_.heartbeat_interval_ms);
       Frames frames;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         frames.emplace_back(register_bytes_.data(), register_bytes_.size());
       }
       (void)transport_->Send(kSchedulerId, std::move(frames));
@@ -231,12 +233,12 @@ void Node::IoLoop() {
       if (enc.ok()) (void)transport_->Send(kSchedulerId, std::move(enc).value());
     }
     if (now - last_from_scheduler_ > std::chrono::milliseconds(options_.heartbeat_timeout_ms)) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!scheduler_lost_) {
         LOG(ERROR) << "scheduler silent for more than " << options_.heartbeat_timeout_ms << " ms";
         scheduler_lost_ = true;
         scheduler_lost = true;
-        cv_.notify_all();
+        cv_.NotifyAll();
       }
     }
     const auto loss_check = last_from_scheduler_ +
@@ -252,7 +254,7 @@ void Node::IoLoop() {
 
 bool Node::OfThisJobInstance(const Message& msg) const {
   const pb::Header& h = msg.header;
-  if (h.type() == pb::MSG_NODE_TABLE && have_table_) {
+  if (h.type() == pb::MSG_NODE_TABLE && HaveTableOnIoThread()) {
     return h.node_table().job_instance() == table_.job_instance();
   }
   if (h.type() == pb::MSG_NODE_TABLE) {  // the first: it must list this process
@@ -261,12 +263,13 @@ bool Node::OfThisJobInstance(const Message& msg) const {
     }
     return false;
   }
-  if (h.type() == pb::MSG_ERROR && !have_table_) {  // the answer to this process's REGISTER
+  if (h.type() == pb::MSG_ERROR &&
+      !HaveTableOnIoThread()) {  // the answer to this process's REGISTER
     return h.error().register_instance() == instance_;
   }
   if (h.type() ==
       pb::MSG_REGISTER_CHALLENGE) {  // only for this process's REGISTER, before the table
-    return !have_table_ && h.register_challenge().register_instance() == instance_;
+    return !HaveTableOnIoThread() && h.register_challenge().register_instance() == instance_;
   }
   return true;
 }
@@ -287,7 +290,7 @@ void Node::Dispatch(Frames frames, std::string key) {
   // attributed, yet a peer that got the table first may already send: keep a copy to dispatch
   // again once the table is in. have_table_ only changes on this thread.
   Frames copy;
-  if (!have_table_) {
+  if (!HaveTableOnIoThread()) {
     for (const auto& f : frames) copy.emplace_back(f.data(), f.size());
   }
   Message msg;
@@ -302,7 +305,7 @@ void Node::Dispatch(Frames frames, std::string key) {
     s = Decode(std::move(frames), limits, &msg, &code);
   }
   const int sender = msg.header.sender();
-  if (!have_table_ && sender > 0) {  // checked (job included) when dispatched again
+  if (!HaveTableOnIoThread() && sender > 0) {  // checked (job included) when dispatched again
     if (before_table_.size() < kMaxMessagesBeforeTable) {
       before_table_.push_back({std::move(copy), std::move(key)});
       return;
@@ -346,27 +349,27 @@ void Node::Dispatch(Frames frames, std::string key) {
       os << "rejected " << MsgTypeName(msg.header.type()) << " from node " << sender << ": "
          << s.ToString();
     });
-    if (have_table_ && sender > 0 && sender <= table_.nodes_size()) {
+    if (HaveTableOnIoThread() && sender > 0 && sender <= table_.nodes_size()) {
       (void)SendError(sender, code, s.message(), msg.header.type(), msg.header.round());
     }
     return;
   }
   if (IsDataPlane(msg.type()) && !(msg.type() == pb::MSG_ERROR && sender == kSchedulerId)) {
-    if (!have_table_ || sender <= 0 || sender > table_.nodes_size()) {
+    if (!HaveTableOnIoThread() || sender <= 0 || sender > table_.nodes_size()) {
       rejected_++;
       reject_log_.Warn([&](std::ostream& os) {
         os << "dropped " << MsgTypeName(msg.type()) << " from unknown node " << sender;
       });
       return;
     }
-    std::lock_guard<std::mutex> data_lock(data_mu_);
+    MutexLock data_lock(&data_mu_);
     if (on_data_) {
       on_data_(std::move(msg));
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     inbox_.push_back(std::move(msg));
-    cv_.notify_all();
+    cv_.NotifyAll();
     return;
   }
   if (sender != kSchedulerId) {
@@ -400,9 +403,9 @@ void Node::HandleControl(Message msg) {
   }
   switch (h.type()) {
     case pb::MSG_REGISTER_ACK: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       acked_ = true;
-      cv_.notify_all();
+      cv_.NotifyAll();
       break;
     }
     case pb::MSG_REGISTER_CHALLENGE:
@@ -411,17 +414,17 @@ void Node::HandleControl(Message msg) {
     case pb::MSG_NODE_TABLE: {
       InstallTable(h.node_table());
       std::vector<EarlyMessage> early;
-      if (have_table_) early.swap(before_table_);
+      if (HaveTableOnIoThread()) early.swap(before_table_);
       for (EarlyMessage& m : early) Dispatch(std::move(m.frames), std::move(m.key));
       break;
     }
     case pb::MSG_BARRIER_RELEASE: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       const uint32_t g = h.barrier().group();
       if (g < barrier_released_.size() && h.barrier().seq() > barrier_released_[g]) {
         barrier_released_[g] = h.barrier().seq();
       }
-      cv_.notify_all();
+      cv_.NotifyAll();
       break;
     }
     case pb::MSG_NODE_DEAD: {
@@ -435,7 +438,7 @@ void Node::HandleControl(Message msg) {
       }
       std::function<void(const pb::NodeDead&)> fn;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         dead_.insert(h.node_dead().id());
         fn = on_node_dead_;
       }
@@ -444,20 +447,20 @@ void Node::HandleControl(Message msg) {
       break;
     }
     case pb::MSG_SHUTDOWN: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (shutdown_) break;  // the first SHUTDOWN counts (and is logged), repeats change nothing
       shutdown_ = true;
       shutdown_failed_ = h.shutdown().failed();
       LOG(INFO) << "shutdown from scheduler: " << h.shutdown().reason();
-      cv_.notify_all();
+      cv_.NotifyAll();
       break;
     }
     case pb::MSG_ERROR: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!have_table_)
         register_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
       event_log_.Error([&](std::ostream& os) { os << "scheduler error: " << h.error().message(); });
-      cv_.notify_all();
+      cv_.NotifyAll();
       break;
     }
     case pb::MSG_HEARTBEAT:
@@ -474,7 +477,7 @@ void Node::InstallTable(const pb::NodeTable& table) {
   std::vector<pb::NodeInfo> rejoined;
   std::function<void(const pb::NodeInfo&)> fn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     tables_installed_.fetch_add(1);
     if (have_table_) {
       // A later table (a node re-admitted under its rank): reconnect nodes whose address
@@ -523,7 +526,7 @@ void Node::InstallFirstTableLocked(const pb::NodeTable& table) {
     job_ = JobInstanceDigest(options_.transport.job, table.job_instance());
     if (transport_ != nullptr) transport_->SetJob(job_);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Status Node::Send(int peer, Frames frames) { return transport_->Send(peer, std::move(frames)); }
@@ -539,11 +542,14 @@ Status Node::SendError(int peer, pb::ErrorCode code, const std::string& message,
 }
 
 StatusOr<bool> Node::Receive(Message* out, int timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto ready = [&] { return !inbox_.empty() || interrupted_ || !StopStatusLocked().ok(); };
+  MutexLock lock(&mu_);
+  auto ready = [&] {
+    mu_.AssertHeld();
+    return !inbox_.empty() || interrupted_ || !StopStatusLocked().ok();
+  };
   if (timeout_ms < 0) {
-    cv_.wait(lock, ready);
-  } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    cv_.Wait(&mu_, ready);
+  } else if (!cv_.WaitFor(&mu_, std::chrono::milliseconds(timeout_ms), ready)) {
     return false;
   }
   if (!inbox_.empty()) {
@@ -558,16 +564,16 @@ StatusOr<bool> Node::Receive(Message* out, int timeout_ms) {
 }
 
 void Node::Interrupt() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   interrupted_ = true;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Status Node::Barrier(uint32_t group, int timeout_ms) {
   if (group == 0 || group > kGroupAll) return InvalidArgumentError("bad barrier group");
   uint64_t seq;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     seq = ++barrier_seq_[group];
   }
   pb::Header h = MakeHeader(pb::MSG_BARRIER, id_, kSchedulerId);
@@ -575,8 +581,9 @@ Status Node::Barrier(uint32_t group, int timeout_ms) {
   h.mutable_barrier()->set_seq(seq);
   SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
   SIEVE_RETURN_IF_ERROR(transport_->Send(kSchedulerId, std::move(frames)));
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool done = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+  MutexLock lock(&mu_);
+  const bool done = cv_.WaitFor(&mu_, std::chrono::milliseconds(timeout_ms), [&] {
+    mu_.AssertHeld();
     return barrier_released_[group] >= seq || !StopStatusLocked().ok();
   });
   if (barrier_released_[group] >= seq) return Status::Ok();
@@ -595,9 +602,11 @@ Status Node::Finish() {
 }
 
 Status Node::WaitShutdown(int timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool done = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                 [&] { return shutdown_ || !StopStatusLocked().ok(); });
+  MutexLock lock(&mu_);
+  const bool done = cv_.WaitFor(&mu_, std::chrono::milliseconds(timeout_ms), [&] {
+    mu_.AssertHeld();
+    return shutdown_ || !StopStatusLocked().ok();
+  });
   if (shutdown_ && !shutdown_failed_ && stop_reason_.empty()) return Status::Ok();
   if (!done)
     return DeadlineExceededError("no shutdown within " + std::to_string(timeout_ms) + " ms");
@@ -605,9 +614,9 @@ Status Node::WaitShutdown(int timeout_ms) {
 }
 
 void Node::RequestStop(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stop_reason_.empty()) stop_reason_ = reason.empty() ? "stopped" : reason;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 uint64_t Node::auth_accepted() const { return transport_ ? transport_->auth_accepted() : 0; }
@@ -617,29 +626,29 @@ uint64_t Node::refused_at_fd_limit() const {
 }
 
 void Node::set_on_node_rejoined(std::function<void(const pb::NodeInfo&)> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   on_node_rejoined_ = std::move(fn);
 }
 
 void Node::set_on_data(std::function<void(Message)> fn) {
-  std::lock_guard<std::mutex> data_lock(data_mu_);
+  MutexLock data_lock(&data_mu_);
   on_data_ = std::move(fn);
   if (!on_data_) return;
   std::deque<Message> queued;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     queued.swap(inbox_);
   }
   for (Message& m : queued) on_data_(std::move(m));
 }
 
 void Node::set_on_node_dead(std::function<void(const pb::NodeDead&)> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   on_node_dead_ = std::move(fn);
 }
 
 std::set<int> Node::dead_nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dead_;
 }
 

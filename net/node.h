@@ -18,19 +18,19 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <iosfwd>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 #include "net/rejection_log.h"
 #include "net/transport.h"
 #include "proto/codec.h"
@@ -107,26 +107,26 @@ class Node {
 
   // Next data-plane message: true with *out filled, false on timeout (timeout_ms, -1 = forever),
   // Aborted after SHUTDOWN / RequestStop, Unavailable once the scheduler is lost.
-  StatusOr<bool> Receive(Message* out, int timeout_ms);
+  StatusOr<bool> Receive(Message* out, int timeout_ms) EXCLUDES(mu_);
   // Makes the current (or, if none waits, the next) Receive return false at once when no message
   // is queued: how a callback on the I/O thread (set_on_node_dead, ...) hands work to the thread
   // that receives, without that thread polling. Safe from any thread; repeated calls before the
   // wake-up coalesce into one.
-  void Interrupt();
+  void Interrupt() EXCLUDES(mu_);
 
   // Enters barrier `group` (kGroup*) and waits until every live member arrived. Errors:
   // DeadlineExceeded after timeout_ms, Aborted/Unavailable as Receive.
-  Status Barrier(uint32_t group, int timeout_ms);
+  Status Barrier(uint32_t group, int timeout_ms) EXCLUDES(mu_);
 
   // Worker: tells the scheduler its training is done (the job ends when every worker is).
   Status Finish();
 
   // Waits for the scheduler's SHUTDOWN. OK when it came and was not a failure; Aborted with the
   // reason when the job failed or RequestStop was called; DeadlineExceeded after timeout_ms.
-  Status WaitShutdown(int timeout_ms);
+  Status WaitShutdown(int timeout_ms) EXCLUDES(mu_);
 
   // Local stop (e.g. SIGTERM): wakes every wait with Aborted. Safe from any thread, repeatable.
-  void RequestStop(const std::string& reason);
+  void RequestStop(const std::string& reason) EXCLUDES(mu_);
 
   // Hands every later data-plane message (validated, from a known peer) to `fn` on the I/O thread
   // instead of queuing it for Receive: a server answers a push without waking a second thread.
@@ -134,16 +134,16 @@ class Node {
   // message overtakes them (the I/O thread waits meanwhile). `fn` runs on one thread at a time,
   // in arrival order; it must not block for long (heartbeats wait for it). nullptr restores
   // queuing for Receive; once set_on_data returns, `fn` is not running and will not run again.
-  void set_on_data(std::function<void(Message)> fn);
+  void set_on_data(std::function<void(Message)> fn) EXCLUDES(data_mu_, mu_);
 
   // Called on the I/O thread for every NODE_DEAD the scheduler announces.
-  void set_on_node_dead(std::function<void(const pb::NodeDead&)> fn);
+  void set_on_node_dead(std::function<void(const pb::NodeDead&)> fn) EXCLUDES(mu_);
   // Called on the I/O thread for every node a later node table shows under a new instance (a
   // restarted process re-admitted under its old id and rank), after this node reconnected to
   // it. For one peer, NODE_DEAD always comes before its rejoin (the scheduler sends them in that
   // order on one socket), so a consumer that queues both events in order sees them in order.
-  void set_on_node_rejoined(std::function<void(const pb::NodeInfo&)> fn);
-  std::set<int> dead_nodes() const;
+  void set_on_node_rejoined(std::function<void(const pb::NodeInfo&)> fn) EXCLUDES(mu_);
+  std::set<int> dead_nodes() const EXCLUDES(mu_);
 
   uint64_t rejected_messages() const { return rejected_.load(); }
   // Messages of another job (Header.job differs from options.transport.job): dropped unanswered.
@@ -161,10 +161,10 @@ class Node {
 
  private:
   explicit Node(const NodeOptions& options);
-  Status Register();
+  Status Register() EXCLUDES(mu_);
   void IoLoop();
   // Handles one received message; `key` is the client key CURVE authenticated for it (PeerKey).
-  void Dispatch(Frames frames, std::string key);
+  void Dispatch(Frames frames, std::string key) EXCLUDES(data_mu_, mu_);
   // Under CURVE: whether `key` is the key of node `sender` (the scheduler's from the allow-list,
   // the others' from the node table). Always true without CURVE. I/O thread only.
   bool FromClaimedSender(int sender, const std::string& key) const;
@@ -173,23 +173,26 @@ class Node {
   // table's job_instance, the first must list this process, an ERROR before the table must answer
   // this process's REGISTER. I/O thread only.
   bool OfThisJobInstance(const Message& msg) const;
-  void HandleControl(Message msg);
+  void HandleControl(Message msg) EXCLUDES(mu_);
   // A REGISTER_CHALLENGE for this process: the REGISTER gets the challenge and its proof (with a
   // job key) and is sent again by Register() at once. I/O thread.
-  void AnswerChallenge(const pb::RegisterChallenge& challenge);
-  void SetRegisterBytesLocked();  // register_bytes_ from register_header_; requires mu_
-  void InstallTable(const pb::NodeTable& table);
-  void InstallFirstTableLocked(const pb::NodeTable& table);  // requires mu_
-  // Non-OK when the node must stop waiting (shutdown, stop, scheduler lost). Requires mu_.
-  Status StopStatusLocked() const;
+  void AnswerChallenge(const pb::RegisterChallenge& challenge) EXCLUDES(mu_);
+  void SetRegisterBytesLocked() REQUIRES(mu_);  // register_bytes_ from register_header_
+  void InstallTable(const pb::NodeTable& table) EXCLUDES(mu_);
+  void InstallFirstTableLocked(const pb::NodeTable& table) REQUIRES(mu_);
+  // Non-OK when the node must stop waiting (shutdown, stop, scheduler lost).
+  Status StopStatusLocked() const REQUIRES(mu_);
+  // have_table_ read without mu_: only the I/O thread writes it (and the start-up before that
+  // thread runs), so that thread reads its own writes. I/O thread only.
+  bool HaveTableOnIoThread() const NO_THREAD_SAFETY_ANALYSIS { return have_table_; }
 
   const NodeOptions options_;
   const uint64_t instance_;
   // The REGISTER this node sends (its challenge and proof set once the scheduler challenged it)
-  // and its serialized bytes, resent while waiting for the table. Guarded by mu_.
-  pb::Header register_header_;
-  std::string register_bytes_;
-  bool challenged_ = false;  // a challenge arrived since the last REGISTER was sent; mu_
+  // and its serialized bytes, resent while waiting for the table.
+  pb::Header register_header_ GUARDED_BY(mu_);
+  std::string register_bytes_ GUARDED_BY(mu_);
+  bool challenged_ GUARDED_BY(mu_) = false;  // a challenge arrived since the last REGISTER was sent
   std::unique_ptr<Transport> transport_;
   std::thread io_;
   std::atomic<bool> io_stop_{false};
@@ -209,26 +212,30 @@ class Node {
   std::vector<ShardRange> shards_;
   std::vector<uint64_t> shard_lengths_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool acked_ = false;
-  bool have_table_ = false;
-  std::string register_error_;
-  bool shutdown_ = false;
-  bool shutdown_failed_ = false;
-  std::string stop_reason_;
-  bool scheduler_lost_ = false;
-  std::deque<Message> inbox_;
-  // Held while on_data_ runs or changes (never while holding mu_): data messages stay in order.
-  std::mutex data_mu_;
-  std::function<void(Message)> on_data_;  // guarded by data_mu_
-  bool interrupted_ = false;              // Interrupt() called since Receive last returned for it
-  std::vector<uint64_t> barrier_seq_ = std::vector<uint64_t>(4, 0);       // last entered, by group
-  std::vector<uint64_t> barrier_released_ = std::vector<uint64_t>(4, 0);  // last released, by group
-  std::set<int> dead_;
-  std::function<void(const pb::NodeDead&)> on_node_dead_;
-  std::function<void(const pb::NodeInfo&)> on_node_rejoined_;
-  std::vector<pb::NodeInfo> current_;  // the latest table's entries, by id - 1
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled under mu_ on every change a wait below may be waiting for
+  bool acked_ GUARDED_BY(mu_) = false;
+  // Written by the I/O thread only (which also reads it without mu_: HaveTableOnIoThread).
+  bool have_table_ GUARDED_BY(mu_) = false;
+  std::string register_error_ GUARDED_BY(mu_);
+  bool shutdown_ GUARDED_BY(mu_) = false;
+  bool shutdown_failed_ GUARDED_BY(mu_) = false;
+  std::string stop_reason_ GUARDED_BY(mu_);
+  bool scheduler_lost_ GUARDED_BY(mu_) = false;
+  std::deque<Message> inbox_ GUARDED_BY(mu_);
+  // Held while on_data_ runs or changes (taken before mu_, never while holding it): data
+  // messages stay in order.
+  Mutex data_mu_ ACQUIRED_BEFORE(mu_);
+  std::function<void(Message)> on_data_ GUARDED_BY(data_mu_);
+  // Interrupt() called since Receive last returned for it.
+  bool interrupted_ GUARDED_BY(mu_) = false;
+  // Last barrier entered / released, by group.
+  std::vector<uint64_t> barrier_seq_ GUARDED_BY(mu_) = std::vector<uint64_t>(4, 0);
+  std::vector<uint64_t> barrier_released_ GUARDED_BY(mu_) = std::vector<uint64_t>(4, 0);
+  std::set<int> dead_ GUARDED_BY(mu_);
+  std::function<void(const pb::NodeDead&)> on_node_dead_ GUARDED_BY(mu_);
+  std::function<void(const pb::NodeInfo&)> on_node_rejoined_ GUARDED_BY(mu_);
+  std::vector<pb::NodeInfo> current_;  // the latest table's entries, by id - 1; I/O thread
   // Peers' messages that arrived before the first node table (a peer that got the scheduler's
   // broadcast first may already send to this node), dispatched once it is installed. I/O thread.
   struct EarlyMessage {

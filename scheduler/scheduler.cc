@@ -46,7 +46,7 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
 }
 
 void Scheduler::Stop(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   if (stop_reason_.empty()) stop_reason_ = reason;
   stop_ = true;
 }
@@ -59,7 +59,7 @@ Status Scheduler::Run() {
     if (stop_) {
       std::string reason;
       {
-        std::lock_guard<std::mutex> lock(stop_mu_);
+        MutexLock lock(&stop_mu_);
         reason = stop_reason_;
       }
       ShutdownAll(reason, true);

@@ -23,13 +23,14 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "base/log_limiter.h"
+#include "base/mutex.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 #include "net/rejection_log.h"
 #include "net/transport.h"
 #include "proto/codec.h"
@@ -75,7 +76,7 @@ class Scheduler {
   // error when the job failed (startup timeout, D missing or too small, every worker or any server
   // dead, fewer than min_workers finished: FailedPrecondition, Stop()). Every live node has been
   // sent SHUTDOWN when Run returns.
-  Status Run();
+  Status Run() EXCLUDES(stop_mu_);
 
   // Handles one received message (`frames` as the transport delivered them) exactly as Run()'s
   // loop does, on the calling thread: for harnesses that drive the scheduler without Run() (the
@@ -83,7 +84,7 @@ class Scheduler {
   void HandleMessage(Frames frames) { Handle(std::move(frames)); }
 
   // Ends Run() soon with Aborted(reason), shutting the nodes down. Thread-safe.
-  void Stop(const std::string& reason);
+  void Stop(const std::string& reason) EXCLUDES(stop_mu_);
 
   // Nodes declared dead so far (monitoring; any thread).
   uint64_t nodes_declared_dead() const { return dead_count_.load(std::memory_order_relaxed); }
@@ -142,8 +143,8 @@ class Scheduler {
   uint64_t job_instance_ = 0;
   uint64_t instance_job_ = 0;
   std::unique_ptr<Transport> transport_;  // stamps nothing: SendTo stamps each message (JobFor)
-  std::mutex stop_mu_;
-  std::string stop_reason_;  // guarded by stop_mu_
+  Mutex stop_mu_;
+  std::string stop_reason_ GUARDED_BY(stop_mu_);
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> dead_count_{0};
   std::atomic<uint64_t> foreign_{0};
