@@ -10,12 +10,15 @@
 #include <glog/logging.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -116,6 +119,17 @@ class NodeServerLink : public ServerLink {
  private:
   Node* const node_;
 };
+
+// --dump_shard: the shard's weights as raw little-endian float32, or why they could not be written
+// (the path, and the system's reason).
+Status DumpShard(const std::string& path, std::span<const float> w) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return UnavailableError("cannot open " + path + ": " + std::strerror(errno));
+  f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size_bytes()));
+  f.close();
+  if (!f) return UnavailableError("cannot write " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
 
 int Run() {
   auto consistency = ParseConsistency(FLAGS_consistency);
@@ -342,11 +356,9 @@ int Run() {
   const uint32_t crc =
       static_cast<uint32_t>(crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(w.data()),
                                   static_cast<uInt>(w.size_bytes())));
+  Status dumped;
   if (!FLAGS_dump_shard.empty()) {
-    const std::string path = ExpandRankPattern(FLAGS_dump_shard, rank);
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size_bytes()));
-    if (!f) std::cerr << "sieve-server: cannot write " << path << "\n";
+    dumped = DumpShard(ExpandRankPattern(FLAGS_dump_shard, rank), w);
   }
   const auto& st = shard.stats();
   std::printf(
@@ -373,6 +385,11 @@ int Run() {
   std::fflush(stdout);
   if (!end.ok()) {
     std::cerr << "sieve-server: ended: " << end.ToString() << "\n";
+    return 1;
+  }
+  // The summary above still reports the job; a shard asked for that is not on disk fails the run.
+  if (!dumped.ok()) {
+    std::cerr << "sieve-server: --dump_shard failed: " << dumped.ToString() << "\n";
     return 1;
   }
   return 0;

@@ -1,12 +1,16 @@
 // A real sieve-server process fed malformed and semantically wrong pushes by a hand-driven worker
 // node: every bad message gets an ERROR reply, the shard is unchanged (dense pull before/after),
-// and the server keeps serving good pushes.
+// and the server keeps serving good pushes. And a --dump_shard it cannot write fails the run.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <random>
+#include <string>
 
+#include "tests/base/temp_dir.h"
 #include "tests/net/hand_driven_job.h"
 
 namespace sieve {
@@ -110,6 +114,44 @@ TEST_F(BadInputTest, RandomGarbageFramesNeverStopTheServer) {
   }
   // Garbage with no parsable sender cannot be answered; the server drops it and keeps going.
   EXPECT_EQ(PullShard(), before);
+}
+
+// Runs a one-worker job to its end with --dump_shard=`path` (after one dense pull, so the server
+// is serving when the worker finishes): the server's wait status, and every line it wrote (stdout
+// and stderr).
+int RunJobDumpingTo(const std::string& path, std::string* output) {
+  auto job = testing::HandDrivenJob::Start(1, {"--dump_shard=" + path});
+  EXPECT_TRUE(job.ok()) << job.status().ToString();
+  if (!job.ok()) return -1;
+  EXPECT_EQ((*job)->PullShard(0).size(), testing::HandDrivenJob::kNumParams);
+  const std::optional<int> st = (*job)->FinishAndWaitForServer();
+  EXPECT_TRUE(st.has_value()) << "sieve-server did not exit after the worker finished";
+  for (const std::string& line : (*job)->server().lines()) *output += line + "\n";
+  return st.value_or(-1);
+}
+
+TEST(DumpShardTest, WritesTheShardAndExitsZero) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "shard.bin").string();
+  std::string output;
+  const int st = RunJobDumpingTo(path, &output);
+  ASSERT_TRUE(WIFEXITED(st)) << output;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << output;
+  EXPECT_EQ(std::filesystem::file_size(path), testing::HandDrivenJob::kNumParams * sizeof(float));
+}
+
+TEST(DumpShardTest, UnwritablePathFailsTheRunAndSaysWhy) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "no-such-dir" / "shard.bin").string();
+  std::string output;
+  const int st = RunJobDumpingTo(path, &output);
+  ASSERT_TRUE(WIFEXITED(st)) << output;
+  EXPECT_EQ(WEXITSTATUS(st), 1) << output;
+  EXPECT_NE(output.find("sieve-server summary:"), std::string::npos) << output;
+  EXPECT_NE(output.find("sieve-server: --dump_shard failed: UNAVAILABLE: cannot open " + path +
+                        ": No such file or directory"),
+            std::string::npos)
+      << output;
 }
 
 }  // namespace

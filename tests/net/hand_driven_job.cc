@@ -14,7 +14,8 @@
 
 namespace sieve::testing {
 
-StatusOr<std::unique_ptr<HandDrivenJob>> HandDrivenJob::Start(int num_workers) {
+StatusOr<std::unique_ptr<HandDrivenJob>> HandDrivenJob::Start(
+    int num_workers, const std::vector<std::string>& server_flags) {
   std::unique_ptr<HandDrivenJob> job(new HandDrivenJob());
   SchedulerOptions so;
   so.num_servers = 1;
@@ -27,9 +28,15 @@ StatusOr<std::unique_ptr<HandDrivenJob>> HandDrivenJob::Start(int num_workers) {
   Scheduler* sched = job->scheduler_.get();
   job->scheduler_thread_ = std::thread([sched] { (void)sched->Run(); });
   const std::string addr = "127.0.0.1:" + std::to_string(sched->port());
-  job->server_ = std::make_unique<Subprocess>(std::vector<std::string>{
-      ServerBinary(), "--scheduler=" + addr, "--bind=127.0.0.1", "--host=127.0.0.1",
-      "--model=softmax", "--seed=3", "--heartbeat_interval_ms=0"});
+  std::vector<std::string> argv{ServerBinary(),
+                                "--scheduler=" + addr,
+                                "--bind=127.0.0.1",
+                                "--host=127.0.0.1",
+                                "--model=softmax",
+                                "--seed=3",
+                                "--heartbeat_interval_ms=0"};
+  argv.insert(argv.end(), server_flags.begin(), server_flags.end());
+  job->server_ = std::make_unique<Subprocess>(std::move(argv));
   job->workers_.resize(num_workers);
   std::vector<Status> errors(num_workers);
   std::vector<std::thread> starting;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -26,9 +27,11 @@ class HandDrivenJob {
  public:
   static constexpr uint64_t kNumParams = 7850;  // the softmax model's D
 
-  // Starts the scheduler, the server and `num_workers` worker nodes (ranks 0..W-1, started
-  // concurrently: each start returns once the whole job has registered). Errors name the part.
-  static StatusOr<std::unique_ptr<HandDrivenJob>> Start(int num_workers);
+  // Starts the scheduler, the server (with `server_flags` after its own) and `num_workers` worker
+  // nodes (ranks 0..W-1, started concurrently: each start returns once the whole job has
+  // registered). Errors name the part.
+  static StatusOr<std::unique_ptr<HandDrivenJob>> Start(
+      int num_workers, const std::vector<std::string>& server_flags = {});
   ~HandDrivenJob();
   HandDrivenJob(const HandDrivenJob&) = delete;
   HandDrivenJob& operator=(const HandDrivenJob&) = delete;
