@@ -4,8 +4,8 @@
 #include <cmath>
 #include <utility>
 
-#include "proto/codec.h"
-#include "server/change_log.h"
+#include "server/async_shard.h"
+#include "server/bsp_shard.h"
 #include "server/sum_as_double.h"
 
 namespace sieve {
@@ -37,31 +37,20 @@ StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(const ShardServerOpti
   if (options.parallel_min_pairs == 0) {
     return InvalidArgumentError("parallel_min_pairs must be >= 1");
   }
-  return std::unique_ptr<ShardServer>(new ShardServer(options, std::move(initial)));
+  if (options.consistency == Consistency::kBsp)
+    return std::unique_ptr<ShardServer>(new BspShard(options, std::move(initial)));
+  return std::unique_ptr<ShardServer>(new AsyncShard(options, std::move(initial)));
 }
 
 ShardServer::ShardServer(const ShardServerOptions& options, std::vector<float> initial)
     : options_(options),
       team_(std::make_unique<ThreadTeam>(options.threads)),
       w_(initial.begin(), initial.end()),
-      workers_(options.num_workers),
+      members_(options.num_workers),
       live_count_(options.num_workers),
-      awaiting_init_(options.await_initial_weights) {
-  const size_t n = w_.size();
-  const uint32_t workers = options.num_workers;
-  if (options.consistency == Consistency::kBsp) {
-    if (options.server_compressor != Compressor::kNone) residual_.assign(n, 0.0f);
-    const size_t parts = options.threads == 1 ? 1 : size_t{options.threads} * kPartsPerThread;
-    union_parts_.resize(parts);
-    merge_parts_.resize(parts);
-    union_keys_ = {0, n};
-    if (options.threads > 1)
-      chunk_done_ = std::make_unique<std::atomic<uint32_t>[]>(kMaxReplyParts);
-  } else {
-    scale_ = options.async_scale > 0 ? options.async_scale : 1.0f / static_cast<float>(workers);
-    changes_ = std::make_unique<ChangeLog>(workers);
-  }
-}
+      awaiting_init_(options.await_initial_weights) {}
+
+ShardServer::~ShardServer() = default;
 
 void ShardServer::PrepareBlockSums(std::span<const float> values) {
   block_sums_.assign((values.size() + kSumBlock - 1) / kSumBlock, 0.0);
@@ -80,88 +69,80 @@ void ShardServer::AddBlockSums() {
   stats_.pushed_sum += s;
 }
 
-void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message,
-                         Outbox* out, pb::MsgType rejected) {
+void ShardServer::Reject(int worker, uint64_t round, ShardError code, std::string message,
+                         Outbox* out, ShardEvent rejected) {
   ++stats_.rejected;
   out->push_back(Reply::Error(worker, round, code, std::move(message), rejected));
+}
+
+void ShardServer::RejectNotLive(int worker, uint64_t round, Outbox* out) {
+  Reject(worker, round, ShardError::kNotRegistered,
+         members_[worker].rejoined ? "a re-admitted worker sends JOIN before pushing"
+                                   : "worker was declared dead",
+         out);
+}
+
+std::shared_ptr<const ReplyBuffer> ShardServer::CopyOfShard() {
+  auto buf = pool_.Get();
+  buf->values.assign(w_.begin(), w_.end());
+  return buf;
+}
+
+void ShardServer::SetLive(int worker, bool live) {
+  if (members_[worker].live == live) return;
+  members_[worker].live = live;
+  if (live) {
+    ++live_count_;
+  } else {
+    --live_count_;
+  }
 }
 
 void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                          std::span<const float> values, bool dense, Outbox* out) {
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) {
-    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
+    return Reject(worker, round, ShardError::kNotRegistered,
                   "unknown worker rank " + std::to_string(worker), out);
   }
   if (dense ? values.size() != w_.size() : indices.size() != values.size()) {
-    return Reject(worker, round, pb::ERROR_BAD_COUNT, "push sizes do not match the shard", out);
+    return Reject(worker, round, ShardError::kBadCount, "push sizes do not match the shard", out);
   }
   if (awaiting_init_) {
-    return Reject(worker, round, pb::ERROR_NOT_INITIALIZED, kAwaitingInit, out);
+    return Reject(worker, round, ShardError::kNotInitialized, kAwaitingInit, out);
   }
-  if (!workers_[worker].live) {
-    if (options_.consistency == Consistency::kBsp && workers_[worker].rejoined &&
-        workers_[worker].join_round >= 0) {
-      if (round != static_cast<uint64_t>(workers_[worker].join_round)) {
-        return Reject(worker, round, pb::ERROR_UNKNOWN_ROUND,
-                      "a joining worker pushes its join round " +
-                          std::to_string(workers_[worker].join_round) + " first, got round " +
-                          std::to_string(round),
-                      out);
-      }
-      // Applied when round_ reaches the join round.
-      if (workers_[worker].join_push.Hold(round, dense, indices, values)) ++stats_.duplicates;
-      return;
-    }
-    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
-                  workers_[worker].rejoined ? "a re-admitted worker sends JOIN before pushing"
-                                            : "worker was declared dead",
-                  out);
-  }
-  if (options_.consistency == Consistency::kBsp)
-    return BspPush(worker, round, indices, values, dense, out);
-  AsyncPush(worker, round, indices, values, dense, out);
+  Push(worker, round, indices, values, dense, out);
 }
 
 void ShardServer::OnPullDense(int worker, Outbox* out) {
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers) ||
-      (!workers_[worker].live && !workers_[worker].rejoined)) {
-    return Reject(worker, 0, pb::ERROR_NOT_REGISTERED, "worker was declared dead", out,
-                  pb::MSG_PULL_DENSE);
+      (!members_[worker].live && !members_[worker].rejoined)) {
+    return Reject(worker, 0, ShardError::kNotRegistered, "worker was declared dead", out,
+                  ShardEvent::kPullDense);
   }
   if (awaiting_init_) {
-    return Reject(worker, 0, pb::ERROR_NOT_INITIALIZED, kAwaitingInit, out, pb::MSG_PULL_DENSE);
+    return Reject(worker, 0, ShardError::kNotInitialized, kAwaitingInit, out,
+                  ShardEvent::kPullDense);
   }
-  uint64_t at = round_;
-  if (options_.consistency != Consistency::kBsp) {
-    int64_t clock = workers_[worker].last_round + 1;
-    int64_t min_live = INT64_MAX;
-    for (uint32_t w = 0; w < options_.num_workers; ++w) {
-      if (workers_[w].live && static_cast<int>(w) != worker)
-        min_live = std::min(min_live, workers_[w].last_round + 1);
-    }
-    if (min_live != INT64_MAX) clock = std::max(clock, min_live);
-    at = static_cast<uint64_t>(clock);
-  }
-  if (!workers_[worker].dense_in_flight.expired()) {
+  if (!members_[worker].dense_in_flight.expired()) {
     ++stats_.dense_pulls_dropped;
     return;
   }
   auto buf = pool_.Get();
   buf->values.assign(w_.begin(), w_.end());
-  workers_[worker].dense_in_flight = buf;
-  out->push_back(Reply::Dense(worker, at, std::move(buf)));
+  members_[worker].dense_in_flight = buf;
+  out->push_back(Reply::Dense(worker, PullRound(worker), std::move(buf)));
 }
 
 void ShardServer::OnInit(int worker, std::span<const float> values, Outbox* out) {
   if (worker != 0) {
     return Reject(
-        worker, 0, pb::ERROR_NOT_INITIALIZED,
+        worker, 0, ShardError::kNotInitialized,
         "only worker 0 offers the initial weights, got INIT from worker " + std::to_string(worker),
-        out, pb::MSG_INIT);
+        out, ShardEvent::kInit);
   }
   if (values.size() != w_.size()) {
-    return Reject(worker, 0, pb::ERROR_BAD_COUNT, "INIT sizes do not match the shard", out,
-                  pb::MSG_INIT);
+    return Reject(worker, 0, ShardError::kBadCount, "INIT sizes do not match the shard", out,
+                  ShardEvent::kInit);
   }
   if (awaiting_init_) {
     std::copy(values.begin(), values.end(), w_.begin());
@@ -171,83 +152,28 @@ void ShardServer::OnInit(int worker, std::span<const float> values, Outbox* out)
 }
 
 void ShardServer::OnWorkerRejoined(int worker) {
-  if (worker < 0 || worker >= static_cast<int>(options_.num_workers) || workers_[worker].live)
+  if (worker < 0 || worker >= static_cast<int>(options_.num_workers) || members_[worker].live)
     return;
-  workers_[worker].rejoined = true;
-  workers_[worker].join_round = -1;
-  workers_[worker].join_push = HeldPush{};
+  members_[worker].rejoined = true;
+  ForgetJoin(worker);
 }
 
 void ShardServer::OnJoin(int worker, uint64_t round, Outbox* out) {
-  auto ack = [&] { out->push_back(Reply::JoinAck(worker, round)); };
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) {
-    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
-                  "unknown worker rank " + std::to_string(worker), out, pb::MSG_JOIN);
+    return Reject(worker, round, ShardError::kNotRegistered,
+                  "unknown worker rank " + std::to_string(worker), out, ShardEvent::kJoin);
   }
-  if (workers_[worker].live) {
-    if (options_.consistency != Consistency::kBsp || !workers_[worker].unpushed_joiner ||
-        round <= round_)
-      return ack();  // a repeated JOIN of a worker already counted
-    // A retry: another server refused the joiner's first round, so it will start later. Uncount
-    // it here before it ever pushed, and wait for it at the new round.
-    --stats_.rejoins;
-    workers_[worker].rejoined = true;
-    workers_[worker].dense_reply_to = false;
-    workers_[worker].join_round = static_cast<int64_t>(round);
-    ack();
-    return BspUncount(worker, out);  // the round may have waited for this worker alone
-  }
-  if (!workers_[worker].rejoined) {
-    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
-                  "JOIN from a worker the scheduler has not re-admitted", out, pb::MSG_JOIN);
-  }
-  if (options_.consistency == Consistency::kBsp) {
-    if (round < round_) {
-      return Reject(worker, round, pb::ERROR_JOIN_TOO_LATE,
-                    "BSP server is already aggregating round " + std::to_string(round_) +
-                        ", past join round " + std::to_string(round),
-                    out, pb::MSG_JOIN);
-    }
-    if (workers_[worker].join_round >= 0 &&
-        round < static_cast<uint64_t>(workers_[worker].join_round)) {
-      return;  // stale: a resend of a JOIN that a retry for a later round has replaced
-    }
-    if (workers_[worker].join_round >= 0 &&
-        round > static_cast<uint64_t>(workers_[worker].join_round)) {
-      workers_[worker].join_push = HeldPush{};  // a push held for the replaced round is void
-    }
-    workers_[worker].join_round = static_cast<int64_t>(round);
-    ack();
-    if (round == round_ && !resync_) BspAdmitJoiners(out);
-    return;
-  }
-  workers_[worker].live = true;
-  ++live_count_;
-  workers_[worker].rejoined = false;
-  workers_[worker].last_round =
-      std::max(workers_[worker].last_round, static_cast<int64_t>(round) - 1);
-  workers_[worker].all_dirty = true;
-  changes_->Skip(static_cast<uint32_t>(worker));  // the dense reply covers every change
-  workers_[worker].waiting = false;
-  ++stats_.rejoins;
-  ack();
+  Join(worker, round, out);
 }
 
 void ShardServer::OnWorkerDead(int worker, Outbox* out) {
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) return;
-  workers_[worker].unpushed_joiner = false;
-  if (!workers_[worker].live) {  // a re-admitted worker that died again before it was counted
-    workers_[worker].rejoined = false;
-    workers_[worker].join_round = -1;
-    workers_[worker].join_push = HeldPush{};
+  if (!members_[worker].live) {  // a re-admitted worker that died again before it was counted
+    members_[worker].rejoined = false;
+    ForgetJoin(worker);
     return;
   }
-  if (options_.consistency == Consistency::kBsp) return BspUncount(worker, out);
-  workers_[worker].live = false;
-  --live_count_;
-  workers_[worker].waiting = false;
-  changes_->Trim(IsLive());  // a dead worker holds no change back; a rejoin starts dense
-  AsyncRelease(out);
+  Dead(worker, out);
 }
 
 Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
@@ -257,16 +183,7 @@ Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
   }
   w_.assign(weights.begin(), weights.end());
   awaiting_init_ = false;  // a restored shard has its weights
-  if (options_.consistency == Consistency::kBsp) {
-    round_ = round;
-    last_reply_.reset();
-    resync_ = true;
-    for (WorkerState& ws : workers_) ws.held = HeldPush{};
-  } else {
-    for (WorkerState& ws : workers_) ws.all_dirty = true;
-    for (uint32_t w = 0; w < options_.num_workers; ++w) changes_->Skip(w);
-    changes_->Trim(IsLive());
-  }
+  Restored(round);
   return Status::Ok();
 }
 

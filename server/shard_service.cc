@@ -16,6 +16,55 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The shard core's replies in the protocol's terms (docs/protocol.md).
+pb::MsgType WireType(ReplyType t) {
+  switch (t) {
+    case ReplyType::kUpdate:
+      return pb::MSG_UPDATE;
+    case ReplyType::kDense:
+      return pb::MSG_DENSE;
+    case ReplyType::kJoinAck:
+      return pb::MSG_JOIN_ACK;
+    case ReplyType::kInitAck:
+      return pb::MSG_INIT_ACK;
+    case ReplyType::kError:
+      return pb::MSG_ERROR;
+  }
+  return pb::MSG_ERROR;
+}
+
+pb::ErrorCode WireCode(ShardError e) {
+  switch (e) {
+    case ShardError::kNone:
+      return pb::ERROR_NONE;
+    case ShardError::kNotRegistered:
+      return pb::ERROR_NOT_REGISTERED;
+    case ShardError::kBadCount:
+      return pb::ERROR_BAD_COUNT;
+    case ShardError::kNotInitialized:
+      return pb::ERROR_NOT_INITIALIZED;
+    case ShardError::kUnknownRound:
+      return pb::ERROR_UNKNOWN_ROUND;
+    case ShardError::kJoinTooLate:
+      return pb::ERROR_JOIN_TOO_LATE;
+  }
+  return pb::ERROR_NONE;
+}
+
+pb::MsgType WireEvent(ShardEvent e) {
+  switch (e) {
+    case ShardEvent::kPush:
+      return pb::MSG_PUSH;
+    case ShardEvent::kPullDense:
+      return pb::MSG_PULL_DENSE;
+    case ShardEvent::kInit:
+      return pb::MSG_INIT;
+    case ShardEvent::kJoin:
+      return pb::MSG_JOIN;
+  }
+  return pb::MSG_PUSH;
+}
+
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -121,14 +170,14 @@ void ShardService::OnData(Message msg) {
 }
 
 void ShardService::SendAck(const Reply& r, int peer) {
-  pb::Header h = MakeDataHeader(r.type, link_->id(), peer, options_.rank, r.round);
+  pb::Header h = MakeDataHeader(WireType(r.type), link_->id(), peer, options_.rank, r.round);
   auto frames = EncodeControl(h);
   if (frames.ok()) (void)link_->Send(peer, std::move(frames).value());
 }
 
 bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t parts, size_t from,
                              size_t to) {
-  pb::Header h = MakeDataHeader(r.type, link_->id(), peer, options_.rank, r.round);
+  pb::Header h = MakeDataHeader(WireType(r.type), link_->id(), peer, options_.rank, r.round);
   if (parts > 1) {
     h.set_part(part);
     h.set_parts(parts);
@@ -183,11 +232,11 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
 void ShardService::Flush() {
   for (const Reply& r : out_) {
     const int peer = link_->WorkerId(r.worker);
-    if (r.type == pb::MSG_ERROR) {
-      (void)link_->SendError(peer, r.code, r.message, r.rejected, r.round);
+    if (r.type == ReplyType::kError) {
+      (void)link_->SendError(peer, WireCode(r.code), r.message, WireEvent(r.rejected), r.round);
       continue;
     }
-    if (r.type == pb::MSG_JOIN_ACK || r.type == pb::MSG_INIT_ACK) {
+    if (r.type == ReplyType::kJoinAck || r.type == ReplyType::kInitAck) {
       SendAck(r, peer);
       continue;
     }
@@ -200,7 +249,7 @@ void ShardService::Flush() {
     const size_t pairs = r.buffer->values.size();
     const uint64_t per = options_.reply_part_pairs;
     uint32_t parts = 1;
-    if (r.type == pb::MSG_UPDATE && !r.dense && per > 0 && pairs > per) {
+    if (r.type == ReplyType::kUpdate && !r.dense && per > 0 && pairs > per) {
       parts = static_cast<uint32_t>(std::min<uint64_t>((pairs + per - 1) / per, kMaxReplyParts));
     }
     const size_t step = std::max<size_t>(1, (pairs + parts - 1) / parts);

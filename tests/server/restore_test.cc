@@ -50,7 +50,7 @@ TEST(RestoreTest, WorkersAheadOfCheckpointAdoptTheirRoundAndGetADenseReply) {
   expect[1] -= 2.0f / 2;
   expect[3] -= (4.0f + 6.0f) / 2;
   for (const Reply& r : out) {
-    EXPECT_EQ(r.type, pb::MSG_UPDATE);
+    EXPECT_EQ(r.type, ReplyType::kUpdate);
     EXPECT_EQ(r.round, 17u);
     EXPECT_TRUE(r.dense);  // resynchronizes the whole replica
     EXPECT_EQ(Values(r), expect);

@@ -68,7 +68,7 @@ TEST(ServerShardTest, BspAveragesUnionAndRepliesEveryWorker) {
     std::set<int> recipients;
     for (const Reply& r : out) {
       recipients.insert(r.worker);
-      EXPECT_EQ(r.type, pb::MSG_UPDATE);
+      EXPECT_EQ(r.type, ReplyType::kUpdate);
       EXPECT_EQ(r.round, round);
       ASSERT_EQ(r.buffer->indices.size(), uni.size());
       EXPECT_TRUE(std::equal(uni.begin(), uni.end(), r.buffer->indices.begin()));
@@ -211,13 +211,13 @@ TEST(ServerShardTest, BspUnknownRoundIsRejectedWithoutChange) {
   Outbox out;
   s->OnPush(0, 3, idx, val, false, &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_ERROR);
-  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
+  EXPECT_EQ(out[0].type, ReplyType::kError);
+  EXPECT_EQ(out[0].code, ShardError::kUnknownRound);
   for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(s->weights()[i], Iota(8)[i]);
   out.clear();
   s->OnPush(7, 0, idx, val, false, &out);  // no such worker
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, pb::ERROR_NOT_REGISTERED);
+  EXPECT_EQ(out[0].code, ShardError::kNotRegistered);
 }
 
 TEST(ServerShardTest, BspDeadWorkerNoLongerBlocksTheRound) {
@@ -236,7 +236,7 @@ TEST(ServerShardTest, BspDeadWorkerNoLongerBlocksTheRound) {
   out.clear();
   s->OnPush(2, 1, idx, val, false, &out);  // a dead worker's push is refused
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_ERROR);
+  EXPECT_EQ(out[0].type, ReplyType::kError);
 }
 
 // A worker that died and was re-admitted joins at a future round boundary: rounds before it
@@ -263,7 +263,7 @@ TEST(ServerShardTest, BspRejoinedWorkerIsCountedFromItsJoinRound) {
     for (uint32_t i = 0; i < n; ++i) ref[i] -= sum[i] / static_cast<float>(who.size());
     std::vector<int> got;
     for (const Reply& r : out) {
-      EXPECT_EQ(r.type, pb::MSG_UPDATE);
+      EXPECT_EQ(r.type, ReplyType::kUpdate);
       EXPECT_EQ(r.round, round);
       got.push_back(r.worker);
     }
@@ -278,33 +278,33 @@ TEST(ServerShardTest, BspRejoinedWorkerIsCountedFromItsJoinRound) {
 
   s->OnPullDense(2, &out);  // dead and not re-admitted: refused
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, pb::ERROR_NOT_REGISTERED);
-  EXPECT_EQ(out[0].rejected, pb::MSG_PULL_DENSE);
+  EXPECT_EQ(out[0].code, ShardError::kNotRegistered);
+  EXPECT_EQ(out[0].rejected, ShardEvent::kPullDense);
   out.clear();
   s->OnJoin(2, 4, &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, pb::ERROR_NOT_REGISTERED);
+  EXPECT_EQ(out[0].code, ShardError::kNotRegistered);
   out.clear();
 
   s->OnWorkerRejoined(2);
   s->OnPullDense(2, &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_DENSE);
+  EXPECT_EQ(out[0].type, ReplyType::kDense);
   EXPECT_EQ(out[0].round, 2u);  // the round being aggregated
   out.clear();
   s->OnJoin(2, 1, &out);  // already passed: refused, nothing changes
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, pb::ERROR_JOIN_TOO_LATE);
+  EXPECT_EQ(out[0].code, ShardError::kJoinTooLate);
   out.clear();
   s->OnJoin(2, 4, &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
   EXPECT_EQ(out[0].round, 4u);
   out.clear();
   SparsePush early = RandomPush(rng, n, 6);
   s->OnPush(2, 3, early.idx, early.val, false, &out);  // not its join round
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
+  EXPECT_EQ(out[0].code, ShardError::kUnknownRound);
   out.clear();
   s->OnPush(2, 4, early.idx, early.val, false, &out);  // held until round 4
   EXPECT_TRUE(out.empty());
@@ -355,7 +355,7 @@ TEST(ServerShardTest, BspJoinAtTheCurrentRoundCountsAtOnce) {
   s->OnWorkerRejoined(1);
   s->OnJoin(1, 0, &out);  // round 0 is being aggregated: counted now
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
   out.clear();
   s->OnPush(0, 0, idx, val, false, &out);
   EXPECT_TRUE(out.empty());  // waits for worker 1
@@ -365,7 +365,7 @@ TEST(ServerShardTest, BspJoinAtTheCurrentRoundCountsAtOnce) {
   out.clear();
   s->OnJoin(1, 0, &out);  // repeated JOIN: acknowledged again, nothing else
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
   EXPECT_EQ(s->stats().rejoins, 1u);
 }
 
@@ -391,7 +391,7 @@ TEST(ServerShardTest, BspJoinRetryMovesAnUnpushedJoinerToTheLaterRound) {
   s->OnWorkerRejoined(1);
   s->OnJoin(1, 1, &out);  // the first attempt: round 1 is being aggregated, counted at once
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
   out.clear();
   push(0, 1, 2, 4.0f, &out);
   EXPECT_TRUE(out.empty());  // round 1 now waits for worker 1
@@ -400,22 +400,22 @@ TEST(ServerShardTest, BspJoinRetryMovesAnUnpushedJoinerToTheLaterRound) {
   s->OnJoin(1, 3, &out);  // the retry: uncounted, so round 1 completes with worker 0 alone
   ref[2] -= 4.0f;
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
   EXPECT_EQ(out[0].round, 3u);
-  EXPECT_EQ(out[1].type, pb::MSG_UPDATE);
+  EXPECT_EQ(out[1].type, ReplyType::kUpdate);
   EXPECT_EQ(out[1].worker, 0);
   EXPECT_EQ(out[1].round, 1u);
   EXPECT_EQ(s->stats().rejoins, 0u);
   out.clear();
   s->OnJoin(1, 1, &out);  // the first attempt's resend, arriving late: refused as too late
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, pb::ERROR_JOIN_TOO_LATE);
+  EXPECT_EQ(out[0].code, ShardError::kJoinTooLate);
   out.clear();
   s->OnJoin(1, 2, &out);  // an older attempt than the pending one (round 3): ignored, no reply
   EXPECT_TRUE(out.empty());
   push(1, 1, 5, 9.0f, &out);  // round 1 is no longer its to push
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
+  EXPECT_EQ(out[0].code, ShardError::kUnknownRound);
   out.clear();
 
   push(0, 2, 3, 2.0f, &out);  // round 2 without worker 1
@@ -432,7 +432,7 @@ TEST(ServerShardTest, BspJoinRetryMovesAnUnpushedJoinerToTheLaterRound) {
   out.clear();
   s->OnJoin(1, 5, &out);  // after its first push a JOIN changes nothing
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
   out.clear();
   push(0, 4, 1, 1.0f, &out);
   EXPECT_TRUE(out.empty());  // still counted: round 4 waits for it
@@ -463,7 +463,7 @@ TEST(ServerShardTest, AspRejoinedWorkerContinuesPastTheSlowestClock) {
   out.clear();
   s->OnJoin(1, 7, &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_JOIN_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
   out.clear();
   s->OnPush(1, 7, idx, val, false, &out);
   EXPECT_FLOAT_EQ(s->weights()[3], -7.0f);
@@ -562,7 +562,7 @@ TEST(ServerShardTest, OneDensePerWorkerInFlight) {
   Outbox first;
   s->OnPullDense(0, &first);
   ASSERT_EQ(first.size(), 1u);
-  ASSERT_EQ(first[0].type, pb::MSG_DENSE);
+  ASSERT_EQ(first[0].type, ReplyType::kDense);
   for (int i = 0; i < 100; ++i) {
     Outbox more;
     s->OnPullDense(0, &more);
@@ -649,7 +649,7 @@ TEST(ServerShardTest, AsyncRepliesKeepEveryReplicaEqualToTheShard) {
     int dense_replies = 0;
     auto deliver = [&](const Outbox& out) {
       for (const Reply& r : out) {
-        ASSERT_EQ(r.type, pb::MSG_UPDATE);
+        ASSERT_EQ(r.type, ReplyType::kUpdate);
         std::vector<float>& rep = replica[r.worker];
         if (r.dense) {
           ASSERT_EQ(r.buffer->values.size(), n);
@@ -766,7 +766,7 @@ TEST(ServerShardTest, PullDenseReturnsTheWholeShard) {
   Outbox out;
   s->OnPullDense(0, &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_DENSE);
+  EXPECT_EQ(out[0].type, ReplyType::kDense);
   EXPECT_EQ(out[0].buffer->values, Iota(9));
 }
 
@@ -805,26 +805,26 @@ TEST(ServerShardInitTest, AwaitsWorkerZerosWeightsThenRunsAsIfCreatedWithThem) {
   s->OnPush(0, 0, idx, val, false, &out);
   s->OnPullDense(1, &out);
   ASSERT_EQ(out.size(), 2u);
-  for (const Reply& r : out) EXPECT_EQ(r.code, pb::ERROR_NOT_INITIALIZED);
+  for (const Reply& r : out) EXPECT_EQ(r.code, ShardError::kNotInitialized);
   EXPECT_EQ(s->stats().pushes_applied, 0u);
   out.clear();
   // Worker 1 may not initialize; a wrong length is refused; neither changes anything.
   s->OnInit(1, Iota(n), &out);
   s->OnInit(0, std::vector<float>(n - 1, 1.0f), &out);
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].code, pb::ERROR_NOT_INITIALIZED);
-  EXPECT_EQ(out[1].code, pb::ERROR_BAD_COUNT);
+  EXPECT_EQ(out[0].code, ShardError::kNotInitialized);
+  EXPECT_EQ(out[1].code, ShardError::kBadCount);
   EXPECT_TRUE(s->awaiting_initial_weights());
   out.clear();
   s->OnInit(0, Iota(n), &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_INIT_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kInitAck);
   EXPECT_FALSE(s->awaiting_initial_weights());
   // A repeated INIT (a resend, or another offer) is acknowledged and changes nothing.
   out.clear();
   s->OnInit(0, std::vector<float>(n, 7.0f), &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_INIT_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kInitAck);
   const std::vector<float> iota = Iota(n);
   EXPECT_TRUE(std::equal(s->weights().begin(), s->weights().end(), iota.begin()));
   // One BSP round on both: equal weights, bitwise.
@@ -844,7 +844,7 @@ TEST(ServerShardInitTest, ServerWithItsOwnInitIgnoresInit) {
   Outbox out;
   s->OnInit(0, std::vector<float>(n, 3.0f), &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].type, pb::MSG_INIT_ACK);
+  EXPECT_EQ(out[0].type, ReplyType::kInitAck);
   const std::vector<float> iota = Iota(n);
   EXPECT_TRUE(std::equal(s->weights().begin(), s->weights().end(), iota.begin()));
 }

@@ -30,7 +30,7 @@ struct Event {
 // A reply as it was when it was emitted (a part: its slice, captured in the part sink).
 struct Seen {
   int worker = 0;
-  pb::MsgType type = pb::MSG_UPDATE;
+  ReplyType type = ReplyType::kUpdate;
   uint64_t round = 0;
   bool dense = false;
   uint32_t part = 0, parts = 1;

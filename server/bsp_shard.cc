@@ -1,6 +1,7 @@
-// ShardServer's BSP round: merging a round's pushes, completing it (apply, two-way compression,
-// the reply whole or in parts), joiners and the resync after Restore. The façade is
-// server/shard_server.h; the shared state is documented there.
+// BspShard's round: merging a round's pushes and completing it (a dense round, two-way
+// compression, or the union applied and sent whole or in parts). server/bsp_shard.h.
+#include "server/bsp_shard.h"
+
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include "base/prefetch.h"
 #include "kernels/selection.h"
 #include "proto/codec.h"
-#include "server/shard_server.h"
 #include "server/sorted_merge.h"
 
 namespace sieve {
@@ -38,16 +38,37 @@ void ApplyPairs(const uint32_t* idx, const float* sum, size_t len, float n, floa
 
 }  // namespace
 
-void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> indices,
-                          std::span<const float> values, bool dense, Outbox* out) {
+BspShard::BspShard(const ShardServerOptions& options, std::vector<float> initial)
+    : ShardServer(options, std::move(initial)), workers_(options.num_workers) {
+  const size_t n = w_.size();
+  if (options.server_compressor != Compressor::kNone) residual_.assign(n, 0.0f);
+  const size_t parts = options.threads == 1 ? 1 : size_t{options.threads} * kPartsPerThread;
+  union_parts_.resize(parts);
+  merge_parts_.resize(parts);
+  union_keys_ = {0, n};
+  if (options.threads > 1) chunk_done_ = std::make_unique<std::atomic<uint32_t>[]>(kMaxReplyParts);
+}
+
+void BspShard::Push(int worker, uint64_t round, std::span<const uint32_t> indices,
+                    std::span<const float> values, bool dense, Outbox* out) {
+  if (!members_[worker].live) {
+    if (members_[worker].rejoined && workers_[worker].join_round >= 0)
+      return HoldJoinPush(worker, round, indices, values, dense, out);
+    return RejectNotLive(worker, round, out);
+  }
   if (resync_) return ResyncPush(worker, round, indices, values, dense, out);
+  RoundPush(worker, round, indices, values, dense, out);
+}
+
+void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> indices,
+                         std::span<const float> values, bool dense, Outbox* out) {
   if (round + 1 == round_ && last_reply_) {  // the previous round, resent: answer it again
     ++stats_.duplicates;
     out->push_back(Reply::Update(worker, round, last_reply_dense_, last_reply_));
     return;
   }
   if (round != round_) {
-    return Reject(worker, round, pb::ERROR_UNKNOWN_ROUND,
+    return Reject(worker, round, ShardError::kUnknownRound,
                   "BSP server is aggregating round " + std::to_string(round_) + ", got round " +
                       std::to_string(round),
                   out);
@@ -57,17 +78,7 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
     return;
   }
   if (dense) {
-    if (acc_.size() != w_.size()) acc_.assign(w_.size(), 0.0f);  // kept while dense rounds run
-    dense_round_ = true;
-    float* const acc = acc_.data();
-    const uint32_t count = team_->ThreadsFor(values.size(), options_.parallel_min_pairs);
-    PrepareBlockSums(values);
-    team_->ParallelFor(values.size(), options_.parallel_min_pairs,
-                       [&](uint32_t t, size_t begin, size_t end) {
-                         for (size_t i = begin; i < end; ++i) acc[i] += values[i];
-                         SumBlocks(values, t, count);
-                       });
-    AddBlockSums();
+    AccumulateDense(values);
   } else {
     MergeIntoUnion(indices, values);
   }
@@ -75,16 +86,30 @@ void ShardServer::BspPush(int worker, uint64_t round, std::span<const uint32_t> 
   workers_[worker].unpushed_joiner = false;
   ++contributions_;
   ++stats_.pushes_applied;
-  BspMaybeComplete(out);
+  MaybeComplete(out);
 }
 
-size_t ShardServer::UnionSize() const {
+void BspShard::AccumulateDense(std::span<const float> values) {
+  if (acc_.size() != w_.size()) acc_.assign(w_.size(), 0.0f);  // kept while dense rounds run
+  dense_round_ = true;
+  float* const acc = acc_.data();
+  const uint32_t count = team_->ThreadsFor(values.size(), options_.parallel_min_pairs);
+  PrepareBlockSums(values);
+  team_->ParallelFor(values.size(), options_.parallel_min_pairs,
+                     [&](uint32_t t, size_t begin, size_t end) {
+                       for (size_t i = begin; i < end; ++i) acc[i] += values[i];
+                       SumBlocks(values, t, count);
+                     });
+  AddBlockSums();
+}
+
+size_t BspShard::UnionSize() const {
   size_t m = 0;
   for (uint32_t s = 0; s < union_count_; ++s) m += union_parts_[s].idx.size();
   return m;
 }
 
-void ShardServer::ClearUnion() {
+void BspShard::ClearUnion() {
   for (uint32_t s = 0; s < union_count_; ++s) {
     union_parts_[s].idx.clear();
     union_parts_[s].sum.clear();
@@ -93,8 +118,8 @@ void ShardServer::ClearUnion() {
   union_keys_.assign({0, w_.size()});
 }
 
-uint64_t ShardServer::UnionKeyOfRank(uint64_t rank, uint64_t from,
-                                     std::span<const uint32_t> indices) const {
+uint64_t BspShard::UnionKeyOfRank(uint64_t rank, uint64_t from,
+                                  std::span<const uint32_t> indices) const {
   // Pairs (union and push) with a key below `key`: the parts are consecutive key ranges.
   auto below = [&](uint64_t key) {
     size_t count = LowerBound(indices, key);
@@ -114,7 +139,7 @@ uint64_t ShardServer::UnionKeyOfRank(uint64_t rank, uint64_t from,
   return lo;
 }
 
-void ShardServer::MergeIntoUnion(std::span<const uint32_t> indices, std::span<const float> values) {
+void BspShard::MergeIntoUnion(std::span<const uint32_t> indices, std::span<const float> values) {
   // The new parts: key ranges holding near-equal shares of the pairs to merge (repeats counted
   // twice), kPartsPerThread per thread, taken by the threads from a shared counter (a helper that
   // wakes late takes fewer); the merge of each range reads only its range of both inputs.
@@ -141,15 +166,15 @@ void ShardServer::MergeIntoUnion(std::span<const uint32_t> indices, std::span<co
 }
 
 template <typename Body>
-void ShardServer::ForEachUnionPart(Body body) {
+void BspShard::ForEachUnionPart(Body body) {
   const uint32_t threads = std::min(union_count_, team_->size());
   team_->Run(threads, [&](uint32_t t) {
     for (uint32_t s = t; s < union_count_; s += threads) body(union_parts_[s]);
   });
 }
 
-void ShardServer::MergeUnionPart(uint32_t t, std::span<const uint32_t> indices,
-                                 std::span<const float> values) {
+void BspShard::MergeUnionPart(uint32_t t, std::span<const uint32_t> indices,
+                              std::span<const float> values) {
   const uint64_t lo = new_keys_[t], hi = new_keys_[t + 1];
   UnionPart& out = merge_parts_[t];
   // The current parts that overlap [lo, hi): from the one holding lo on.
@@ -181,65 +206,22 @@ void ShardServer::MergeUnionPart(uint32_t t, std::span<const uint32_t> indices,
   out.sum.resize(o);
 }
 
-void ShardServer::BspMaybeComplete(Outbox* out) {
+void BspShard::MaybeComplete(Outbox* out) {
   uint32_t arrived_live = 0;
   for (uint32_t w = 0; w < options_.num_workers; ++w)
-    arrived_live += (workers_[w].live && workers_[w].arrived) ? 1 : 0;
+    arrived_live += (members_[w].live && workers_[w].arrived) ? 1 : 0;
   if (contributions_ == 0 || arrived_live < live_count_) return;
   const float n = static_cast<float>(contributions_);
   auto buf = pool_.Get();
   bool dense_reply = false;
   bool sent_in_parts = false;  // every live worker's UPDATE already went out in parts
   if (dense_round_) {
-    // The union's sums into the accumulator (each part on its own thread: disjoint indices),
-    // then the whole shard, split by index range.
-    float* const acc = acc_.data();
-    ForEachUnionPart([&](const UnionPart& part) {
-      for (size_t j = 0; j < part.idx.size(); ++j) acc[part.idx[j]] += part.sum[j];
-    });
-    buf->values.resize(w_.size());
-    float* const w = w_.data();
-    float* const vals = buf->values.data();
-    team_->ParallelFor(w_.size(), options_.parallel_min_pairs,
-                       [&](uint32_t, size_t begin, size_t end) {
-                         for (size_t i = begin; i < end; ++i) {
-                           w[i] -= acc[i] / n;
-                           acc[i] = 0.0f;
-                           vals[i] = w[i];
-                         }
-                       });
+    CompleteDense(n, buf.get());
     dense_reply = true;
   } else if (!residual_.empty()) {
-    // Two-way compression: the averaged aggregate enters the server residual (each part of the
-    // union on its own thread); only its selection is applied and sent.
-    float* const residual = residual_.data();
-    ForEachUnionPart([&](const UnionPart& part) {
-      for (size_t j = 0; j < part.idx.size(); ++j) residual[part.idx[j]] += part.sum[j] / n;
-    });
-    Selection sel;
-    const uint64_t k = KForDensity(options_.server_density, residual_.size());
-    Status s = SelectHost(options_.server_compressor, residual_, k, SelectOptions{}, &sel);
-    if (!s.ok()) {
-      ++stats_.selection_failures;
-      uint64_t held_back = 0;
-      if (selection_log_.Allow(LogLimiter::Clock::now(), &held_back)) {
-        LOG(WARNING) << "round " << round_ << ": server-side selection failed (" << s.ToString()
-                     << "); the round's reply is empty"
-                     << (held_back > 0 ? " (" + std::to_string(held_back) + " more not logged)"
-                                       : std::string());
-      }
-    } else {
-      for (size_t j = 0; j < sel.indices.size(); ++j) {
-        const uint32_t i = sel.indices[j];
-        w_[i] -= residual_[i];
-        residual_[i] = 0.0f;
-        buf->indices.push_back(i);
-        buf->values.push_back(w_[i]);
-      }
-    }
+    CompleteTwoWay(n, buf.get());
   } else {
-    std::shared_ptr<const ReplyBuffer> shared = buf;
-    sent_in_parts = ApplyUnion(n, buf.get(), shared, out);
+    sent_in_parts = ApplyUnion(n, buf.get(), buf, out);
   }
   if (!dense_round_ && !acc_.empty()) std::vector<float>().swap(acc_);  // sparse again: free it
   ClearUnion();
@@ -249,34 +231,84 @@ void ShardServer::BspMaybeComplete(Outbox* out) {
     dense_reply = true;
     dense_next_reply_ = false;
   }
-  std::shared_ptr<const ReplyBuffer> reply = std::move(buf);
+  SendRoundReplies(std::move(buf), dense_reply, sent_in_parts, out);
+}
+
+void BspShard::CompleteDense(float n, ReplyBuffer* buf) {
+  // The union's sums into the accumulator (each part on its own thread: disjoint indices), then
+  // the whole shard, split by index range.
+  float* const acc = acc_.data();
+  ForEachUnionPart([&](const UnionPart& part) {
+    for (size_t j = 0; j < part.idx.size(); ++j) acc[part.idx[j]] += part.sum[j];
+  });
+  buf->values.resize(w_.size());
+  float* const w = w_.data();
+  float* const vals = buf->values.data();
+  team_->ParallelFor(w_.size(), options_.parallel_min_pairs,
+                     [&](uint32_t, size_t begin, size_t end) {
+                       for (size_t i = begin; i < end; ++i) {
+                         w[i] -= acc[i] / n;
+                         acc[i] = 0.0f;
+                         vals[i] = w[i];
+                       }
+                     });
+}
+
+void BspShard::CompleteTwoWay(float n, ReplyBuffer* buf) {
+  // The averaged aggregate enters the server residual (each part of the union on its own
+  // thread); only its selection is applied and sent.
+  float* const residual = residual_.data();
+  ForEachUnionPart([&](const UnionPart& part) {
+    for (size_t j = 0; j < part.idx.size(); ++j) residual[part.idx[j]] += part.sum[j] / n;
+  });
+  Selection sel;
+  const uint64_t k = KForDensity(options_.server_density, residual_.size());
+  Status s = SelectHost(options_.server_compressor, residual_, k, SelectOptions{}, &sel);
+  if (!s.ok()) {
+    ++stats_.selection_failures;
+    uint64_t held_back = 0;
+    if (selection_log_.Allow(LogLimiter::Clock::now(), &held_back)) {
+      LOG(WARNING) << "round " << round_ << ": server-side selection failed (" << s.ToString()
+                   << "); the round's reply is empty"
+                   << (held_back > 0 ? " (" + std::to_string(held_back) + " more not logged)"
+                                     : std::string());
+    }
+    return;
+  }
+  for (size_t j = 0; j < sel.indices.size(); ++j) {
+    const uint32_t i = sel.indices[j];
+    w_[i] -= residual_[i];
+    residual_[i] = 0.0f;
+    buf->indices.push_back(i);
+    buf->values.push_back(w_[i]);
+  }
+}
+
+void BspShard::SendRoundReplies(std::shared_ptr<const ReplyBuffer> reply, bool dense,
+                                bool sent_in_parts, Outbox* out) {
   std::shared_ptr<const ReplyBuffer> whole;  // for workers in their first round after a join
   for (uint32_t w = 0; w < options_.num_workers && !sent_in_parts; ++w) {
-    if (!workers_[w].live) continue;
-    if (workers_[w].dense_reply_to && !dense_reply) {
-      if (!whole) {
-        auto b = pool_.Get();
-        b->values.assign(w_.begin(), w_.end());
-        whole = std::move(b);
-      }
+    if (!members_[w].live) continue;
+    if (workers_[w].dense_reply_to && !dense) {
+      if (!whole) whole = CopyOfShard();
       out->push_back(Reply::Update(static_cast<int>(w), round_, true, whole));
     } else {
-      out->push_back(Reply::Update(static_cast<int>(w), round_, dense_reply, reply));
+      out->push_back(Reply::Update(static_cast<int>(w), round_, dense, reply));
     }
     workers_[w].dense_reply_to = false;
   }
-  last_reply_ = reply;
-  last_reply_dense_ = dense_reply;
+  last_reply_ = std::move(reply);
+  last_reply_dense_ = dense;
   for (WorkerState& ws : workers_) ws.arrived = false;
   contributions_ = 0;
   dense_round_ = false;
   ++round_;
   ++stats_.rounds_completed;
-  BspAdmitJoiners(out);
+  AdmitJoiners(out);
 }
 
-bool ShardServer::ApplyUnion(float n, ReplyBuffer* buf,
-                             const std::shared_ptr<const ReplyBuffer>& shared, Outbox* out) {
+bool BspShard::ApplyUnion(float n, ReplyBuffer* buf,
+                          const std::shared_ptr<const ReplyBuffer>& shared, Outbox* out) {
   // One pass over the union (ascending: built by merging): apply, and gather the reply. With one
   // part the union's array becomes the reply's indices (the part reuses the buffer's old array);
   // with several, each thread copies its run of indices while it applies it. Either way the
@@ -297,7 +329,7 @@ bool ShardServer::ApplyUnion(float n, ReplyBuffer* buf,
   const uint64_t per = options_.reply_part_pairs;
   bool whole_only = dense_next_reply_;
   for (uint32_t w = 0; w < options_.num_workers; ++w)
-    whole_only |= workers_[w].live && workers_[w].dense_reply_to;
+    whole_only |= members_[w].live && workers_[w].dense_reply_to;
   if (per > 0 && m > per && !whole_only) {
     parts = static_cast<uint32_t>(std::min<uint64_t>((m + per - 1) / per, kMaxReplyParts));
   }
@@ -325,7 +357,7 @@ bool ShardServer::ApplyUnion(float n, ReplyBuffer* buf,
   };
   auto emit = [&](uint32_t p) {
     for (uint32_t v = 0; v < options_.num_workers; ++v) {
-      if (!workers_[v].live) continue;
+      if (!members_[v].live) continue;
       Reply r = Reply::Update(static_cast<int>(v), round_, false, shared);
       r.part = p;
       r.parts = parts;
@@ -372,78 +404,6 @@ bool ShardServer::ApplyUnion(float n, ReplyBuffer* buf,
     }
   });
   return parts > 1;
-}
-
-void ShardServer::BspAdmitJoiners(Outbox* out) {
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    if (workers_[w].live || !workers_[w].rejoined ||
-        workers_[w].join_round != static_cast<int64_t>(round_))
-      continue;
-    workers_[w].live = true;
-    ++live_count_;
-    workers_[w].rejoined = false;
-    workers_[w].join_round = -1;
-    workers_[w].dense_reply_to = true;
-    workers_[w].arrived = false;
-    workers_[w].unpushed_joiner = true;  // until its push arrives (at once below when one is held)
-    ++stats_.rejoins;
-    HeldPush h;
-    std::swap(h, workers_[w].join_push);
-    if (h.held) BspPush(static_cast<int>(w), h.round, h.indices, h.values, h.dense, out);
-  }
-}
-
-void ShardServer::BspUncount(int worker, Outbox* out) {
-  workers_[worker].live = false;
-  --live_count_;
-  workers_[worker].unpushed_joiner = false;
-  if (resync_) {
-    workers_[worker].held = HeldPush{};
-    return ResyncMaybeFinish(out);
-  }
-  BspMaybeComplete(out);  // the round may have waited for this worker alone
-}
-
-void ShardServer::ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
-                             std::span<const float> values, bool dense, Outbox* out) {
-  // A resend replaces the worker's held push (the latest is kept).
-  if (workers_[worker].held.Hold(round, dense, indices, values)) ++stats_.duplicates;
-  ResyncMaybeFinish(out);
-}
-
-void ShardServer::ResyncMaybeFinish(Outbox* out) {
-  uint64_t target = round_;
-  bool any = false;
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    if (!workers_[w].live) continue;
-    if (!workers_[w].held.held) return;
-    target = std::max(target, workers_[w].held.round);
-    any = true;
-  }
-  if (!any) return;
-  resync_ = false;
-  round_ = target;
-  dense_next_reply_ = true;
-  std::vector<HeldPush> held(workers_.size());
-  for (size_t w = 0; w < workers_.size(); ++w)
-    held[w] = std::exchange(workers_[w].held, HeldPush{});
-  std::shared_ptr<const ReplyBuffer> current;
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    HeldPush& h = held[w];
-    if (!workers_[w].live || !h.held || h.round == target) continue;
-    if (!current) {
-      auto buf = pool_.Get();
-      buf->values.assign(w_.begin(), w_.end());
-      current = std::move(buf);
-    }
-    ++stats_.resync_replies;
-    out->push_back(Reply::Update(static_cast<int>(w), h.round, true, current));
-  }
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    HeldPush& h = held[w];
-    if (!workers_[w].live || !h.held || h.round != target) continue;
-    BspPush(static_cast<int>(w), target, h.indices, h.values, h.dense, out);
-  }
 }
 
 }  // namespace sieve
