@@ -11,9 +11,11 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
+
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 
 namespace sieve {
 
@@ -32,7 +34,7 @@ class LentBufferPool {
   std::shared_ptr<T> Get() {
     std::unique_ptr<T> buf;
     {
-      std::lock_guard<std::mutex> lock(state_->mu);
+      MutexLock lock(&state_->mu);
       if (!state_->free.empty()) {
         buf = std::move(state_->free.back());
         state_->free.pop_back();
@@ -43,7 +45,7 @@ class LentBufferPool {
     return std::shared_ptr<T>(buf.release(), [weak](T* b) {
       if (auto s = weak.lock()) {
         if (!s->keep || s->keep(*b)) {
-          std::lock_guard<std::mutex> lock(s->mu);
+          MutexLock lock(&s->mu);
           s->free.emplace_back(b);
           return;
         }
@@ -56,7 +58,7 @@ class LentBufferPool {
   // of it, so its contents can be read again; nullptr while someone still holds it (or when it
   // was not kept). Give it back with Put().
   std::unique_ptr<T> Reclaim(const T* b) {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     for (auto it = state_->free.begin(); it != state_->free.end(); ++it) {
       if (it->get() == b) {
         std::unique_ptr<T> mine = std::move(*it);
@@ -68,21 +70,21 @@ class LentBufferPool {
   }
 
   void Put(std::unique_ptr<T> b) {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     state_->free.push_back(std::move(b));
   }
 
   // Buffers waiting in the pool (tests, diagnostics).
   size_t pooled() const {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     return state_->free.size();
   }
 
  private:
   struct State {
-    std::mutex mu;
-    std::vector<std::unique_ptr<T>> free;  // guarded by mu
-    std::function<bool(const T&)> keep;    // set before any buffer is handed out
+    Mutex mu;
+    std::vector<std::unique_ptr<T>> free GUARDED_BY(mu);
+    std::function<bool(const T&)> keep;  // set before any buffer is handed out
   };
   std::shared_ptr<State> state_;
 };

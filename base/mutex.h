@@ -8,13 +8,13 @@
 //   void Add() EXCLUDES(mu_) { MutexLock lock(&mu_); ++count_; }
 //
 // Mutex is a non-recursive exclusive lock, exactly std::mutex (no extra state, no debug checks);
-// it is also BasicLockable (lock()/unlock()) for code that needs the std names. MutexLock holds
-// a Mutex for its scope and may release it early and take it again (Unlock()/Lock()), like a
-// std::unique_lock without the deferred forms. CondVar is a std::condition_variable whose waits
-// take the Mutex the caller holds: the mutex is released while asleep and held again on return,
-// as with std::condition_variable. A wait predicate is called with the mutex held, but it is a
-// separate function to the analysis: a lambda that reads guarded members starts with
-// `mu_.AssertHeld();`.
+// it is also Lockable (lock()/unlock()/try_lock()) for code that needs the std names. MutexLock
+// holds a Mutex for its scope (or adopts a hold the caller took, e.g. with TryLock()) and may
+// release it early and take it again (Unlock()/Lock()), like a std::unique_lock without the
+// deferred form. CondVar is a std::condition_variable whose waits take the Mutex the caller
+// holds: the mutex is released while asleep and held again on return, as with
+// std::condition_variable. A wait predicate is called with the mutex held, but it is a separate
+// function to the analysis: a lambda that reads guarded members starts with `mu_.AssertHeld();`.
 //
 // Thread-safety: Mutex and CondVar are safe from any thread (that is their purpose); a MutexLock
 // belongs to the thread that made it.
@@ -57,6 +57,8 @@ class CAPABILITY("mutex") Mutex {
 class SCOPED_CAPABILITY MutexLock {
  public:
   explicit MutexLock(Mutex* mu) ACQUIRE(mu) : mu_(mu) { mu_->Lock(); }
+  // Takes over a hold the caller has already (e.g. after a successful mu->TryLock()).
+  MutexLock(Mutex* mu, std::adopt_lock_t) REQUIRES(mu) : mu_(mu) {}
   ~MutexLock() RELEASE() {
     if (held_) mu_->Unlock();
   }

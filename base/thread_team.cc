@@ -51,10 +51,10 @@ ThreadTeam::ThreadTeam(uint32_t threads) {
 ThreadTeam::~ThreadTeam() {
   for (auto& h : helpers_) {
     {
-      std::lock_guard<std::mutex> lock(h->mu);
+      MutexLock lock(&h->mu);
       h->stop = true;
     }
-    h->cv.notify_one();
+    h->cv.NotifyOne();
   }
   for (auto& h : helpers_) h->thread.join();
 }
@@ -67,15 +67,15 @@ void ThreadTeam::RunErased(uint32_t count, void* body, void (*call)(void*, uint3
   for (uint32_t t = 1; t < count; ++t) {
     Helper& h = *helpers_[t - 1];
     {
-      std::lock_guard<std::mutex> lock(h.mu);
+      MutexLock lock(&h.mu);
       h.generation.fetch_add(1, std::memory_order_release);
     }
-    h.cv.notify_one();
+    h.cv.NotifyOne();
   }
   call(body, 0);
   if (SpinFor(kJoinSpin, [this] { return pending_.load(std::memory_order_acquire) == 0; })) return;
-  std::unique_lock<std::mutex> lock(done_mu_);
-  done_cv_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  MutexLock lock(&done_mu_);
+  done_cv_.Wait(&done_mu_, [this] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 void ThreadTeam::HelperLoop(uint32_t t) {
@@ -84,8 +84,11 @@ void ThreadTeam::HelperLoop(uint32_t t) {
   for (;;) {
     auto started = [&] { return h.generation.load(std::memory_order_acquire) != seen; };
     if (!SpinFor(kIdleSpin, started)) {
-      std::unique_lock<std::mutex> lock(h.mu);
-      h.cv.wait(lock, [&] { return h.stop || started(); });
+      MutexLock lock(&h.mu);
+      h.cv.Wait(&h.mu, [&] {
+        h.mu.AssertHeld();
+        return h.stop || started();
+      });
       if (h.stop) return;
     }
     seen = h.generation.load(std::memory_order_acquire);
@@ -93,8 +96,8 @@ void ThreadTeam::HelperLoop(uint32_t t) {
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The caller may be asleep: wake it under its mutex, so the wake-up cannot fall between
       // its check of pending_ and its wait.
-      std::lock_guard<std::mutex> lock(done_mu_);
-      done_cv_.notify_one();
+      MutexLock lock(&done_mu_);
+      done_cv_.NotifyOne();
     }
   }
 }

@@ -22,14 +22,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 
 namespace sieve {
 
@@ -83,11 +84,11 @@ class ThreadTeam {
 
  private:
   struct Helper {
-    std::mutex mu;
-    std::condition_variable cv;
+    Mutex mu;
+    CondVar cv;
     // Bumped (release, under mu) to start a region on this helper; read while it spins.
     std::atomic<uint64_t> generation{0};
-    bool stop = false;  // under mu
+    bool stop GUARDED_BY(mu) = false;
     std::thread thread;
   };
   void RunErased(uint32_t count, void* body, void (*call)(void*, uint32_t));
@@ -100,8 +101,10 @@ class ThreadTeam {
   void* body_ = nullptr;
   void (*call_)(void*, uint32_t) = nullptr;
   std::atomic<uint32_t> pending_{0};  // helpers of the current region still running
-  std::mutex done_mu_;
-  std::condition_variable done_cv_;
+  // Guards no data (pending_ is atomic): the caller sleeps under it, so that the last helper's
+  // wake-up cannot fall between the caller's check of pending_ and its wait.
+  Mutex done_mu_;
+  CondVar done_cv_;
 };
 
 }  // namespace sieve

@@ -11,10 +11,11 @@
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "metrics/http_endpoint.h"
 
 namespace sieve {
@@ -36,16 +37,16 @@ class CallbackGauge : public prometheus::Collectable {
 
   void Set(double v) { value_.store(v); }
   // Replacing a source keeps its last value (so clearing it freezes the series).
-  void SetSource(std::function<double()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void SetSource(std::function<double()> fn) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (source_) value_.store(source_());
     source_ = std::move(fn);
   }
 
-  std::vector<prometheus::MetricFamily> Collect() const override {
+  std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mu_) {
     double v = value_.load();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (source_) v = source_();
     }
     prometheus::MetricFamily f;
@@ -64,8 +65,8 @@ class CallbackGauge : public prometheus::Collectable {
   const std::string help_;
   const prometheus::Labels labels_;
   std::atomic<double> value_{0.0};
-  mutable std::mutex mu_;
-  std::function<double()> source_;
+  mutable Mutex mu_;
+  std::function<double()> source_ GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -92,8 +93,8 @@ struct DaemonMetrics::Impl {
   prometheus::Gauge* auth_denied = nullptr;
   std::shared_ptr<CallbackGauge> dead_nodes;
 
-  std::mutex rounds_mu;
-  uint64_t rounds_seen = 0;  // SetRoundsTotal's last total, guarded by rounds_mu
+  Mutex rounds_mu;
+  uint64_t rounds_seen GUARDED_BY(rounds_mu) = 0;  // SetRoundsTotal's last total
 };
 
 StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(const DaemonMetricsOptions& options) {
@@ -188,7 +189,7 @@ void DaemonMetrics::AddRounds(uint64_t n) {
 
 void DaemonMetrics::SetRoundsTotal(uint64_t total) {
   if (!impl_) return;
-  std::lock_guard<std::mutex> lock(impl_->rounds_mu);
+  MutexLock lock(&impl_->rounds_mu);
   if (total <= impl_->rounds_seen) return;
   impl_->rounds->Increment(static_cast<double>(total - impl_->rounds_seen));
   impl_->rounds_seen = total;

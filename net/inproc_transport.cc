@@ -2,37 +2,38 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
+
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 
 namespace sieve {
 
 // One bound transport's receive queue.
 struct InprocMailbox {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Frames> queue;  // guarded by mu
-  bool closed = false;       // guarded by mu
+  Mutex mu;
+  CondVar cv;
+  std::deque<Frames> queue GUARDED_BY(mu);
+  bool closed GUARDED_BY(mu) = false;
   int64_t max_message_bytes = 0;
 };
 
 struct InprocNetwork::State {
-  std::mutex mu;
-  std::map<uint16_t, std::shared_ptr<InprocMailbox>> ports;  // guarded by mu
-  uint16_t next_port = 40000;                                // guarded by mu
-  uint64_t dropped = 0;                                      // guarded by mu
+  Mutex mu;
+  std::map<uint16_t, std::shared_ptr<InprocMailbox>> ports GUARDED_BY(mu);
+  uint16_t next_port GUARDED_BY(mu) = 40000;
+  uint64_t dropped GUARDED_BY(mu) = 0;
 
-  std::shared_ptr<InprocMailbox> Find(uint16_t port) {
-    std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<InprocMailbox> Find(uint16_t port) EXCLUDES(mu) {
+    MutexLock lock(&mu);
     auto it = ports.find(port);
     return it == ports.end() ? nullptr : it->second;
   }
-  void CountDrop() {
-    std::lock_guard<std::mutex> lock(mu);
+  void CountDrop() EXCLUDES(mu) {
+    MutexLock lock(&mu);
     ++dropped;
   }
 };
@@ -50,19 +51,19 @@ class InprocTransport : public Transport {
   uint16_t port() const override { return port_; }
 
   Status Connect(int peer, const std::string& /*host*/, uint16_t port) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     peers_[peer] = port;
     return Status::Ok();
   }
   void Disconnect(int peer) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     peers_.erase(peer);
   }
 
   Status Send(int peer, Frames frames) override {
     uint16_t port = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return UnavailableError("transport closed");
       auto it = peers_.find(peer);
       if (it == peers_.end())
@@ -75,7 +76,7 @@ class InprocTransport : public Transport {
       net_->CountDrop();
       return Status::Ok();  // queued for a peer that is not there: lost, as with ZeroMQ
     }
-    std::lock_guard<std::mutex> lock(to->mu);
+    MutexLock lock(&to->mu);
     if (to->closed) {
       net_->CountDrop();
       return Status::Ok();
@@ -89,17 +90,20 @@ class InprocTransport : public Transport {
       }
     }
     to->queue.push_back(std::move(frames));
-    to->cv.notify_one();
+    to->cv.NotifyOne();
     return Status::Ok();
   }
   Status TrySend(int peer, Frames frames) override { return Send(peer, std::move(frames)); }
 
   StatusOr<bool> Recv(Frames* frames, int timeout_ms) override {
-    std::unique_lock<std::mutex> lock(box_->mu);
-    auto ready = [this] { return box_->closed || !box_->queue.empty(); };
+    MutexLock lock(&box_->mu);
+    auto ready = [this] {
+      box_->mu.AssertHeld();
+      return box_->closed || !box_->queue.empty();
+    };
     if (timeout_ms < 0) {
-      box_->cv.wait(lock, ready);
-    } else if (!box_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+      box_->cv.Wait(&box_->mu, ready);
+    } else if (!box_->cv.WaitFor(&box_->mu, std::chrono::milliseconds(timeout_ms), ready)) {
       return false;
     }
     if (box_->closed) return AbortedError("transport closed");
@@ -112,18 +116,18 @@ class InprocTransport : public Transport {
 
   void Close() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return;
       closed_ = true;
     }
     {
-      std::lock_guard<std::mutex> lock(net_->mu);
+      MutexLock lock(&net_->mu);
       net_->ports.erase(port_);
     }
-    std::lock_guard<std::mutex> lock(box_->mu);
+    MutexLock lock(&box_->mu);
     box_->closed = true;
     box_->queue.clear();
-    box_->cv.notify_all();
+    box_->cv.NotifyAll();
   }
 
  private:
@@ -132,9 +136,9 @@ class InprocTransport : public Transport {
   const uint16_t port_;
   const std::shared_ptr<InprocMailbox> box_;
   std::atomic<uint64_t> job_;  // stamped on every message sent (TransportOptions::job, SetJob)
-  std::mutex mu_;
-  std::map<int, uint16_t> peers_;  // guarded by mu_
-  bool closed_ = false;            // guarded by mu_
+  Mutex mu_;
+  std::map<int, uint16_t> peers_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 StatusOr<std::unique_ptr<Transport>> CreateOn(const std::shared_ptr<InprocNetwork::State>& net,
@@ -143,7 +147,7 @@ StatusOr<std::unique_ptr<Transport>> CreateOn(const std::shared_ptr<InprocNetwor
   box->max_message_bytes = options.max_message_bytes;
   uint16_t port = options.port;
   {
-    std::lock_guard<std::mutex> lock(net->mu);
+    MutexLock lock(&net->mu);
     if (port == 0) {
       while (net->ports.count(net->next_port) != 0) ++net->next_port;
       port = net->next_port++;
@@ -168,7 +172,7 @@ StatusOr<std::unique_ptr<Transport>> InprocNetwork::Create(const TransportOption
 }
 
 uint64_t InprocNetwork::dropped() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->dropped;
 }
 

@@ -4,9 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <zmq_addon.hpp>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "net/accept_guard.h"
 #include "net/address.h"
 #include "net/transport.h"
@@ -24,7 +25,7 @@ class ZmqTransport final : public Transport {
     Close();
     if (guard_) guard_->Stop();
     {
-      std::lock_guard<std::mutex> lock(peers_mu_);
+      MutexLock lock(&peers_mu_);
       peers_.clear();
     }
     pull_.close();
@@ -82,6 +83,7 @@ class ZmqTransport final : public Transport {
     std::shared_ptr<Peer> p;
     try {
       p = std::make_shared<Peer>(ctx_);
+      MutexLock setup(&p->mu);  // uncontended: p is not shared yet
       p->socket.set(zmq::sockopt::linger, 2000);
       p->socket.set(zmq::sockopt::sndtimeo, options_.send_timeout_ms);
       p->socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
@@ -97,14 +99,14 @@ class ZmqTransport final : public Transport {
       return InvalidArgumentError("cannot connect to " + host + ":" + std::to_string(port) + ": " +
                                   e.what());
     }
-    std::lock_guard<std::mutex> lock(peers_mu_);
+    MutexLock lock(&peers_mu_);
     if (closed_) return UnavailableError("transport closed");
     peers_[peer] = std::move(p);
     return Status::Ok();
   }
 
   void Disconnect(int peer) override {
-    std::lock_guard<std::mutex> lock(peers_mu_);
+    MutexLock lock(&peers_mu_);
     peers_.erase(peer);
   }
 
@@ -129,7 +131,7 @@ class ZmqTransport final : public Transport {
 
   void Close() override {
     {
-      std::lock_guard<std::mutex> lock(peers_mu_);
+      MutexLock lock(&peers_mu_);
       if (closed_) return;
       closed_ = true;
     }
@@ -138,23 +140,23 @@ class ZmqTransport final : public Transport {
 
  private:
   // Send (wait: up to send_timeout_ms for queue space) or TrySend (no wait at all).
-  Status SendFrames(int peer, Frames* frames, bool wait) {
+  Status SendFrames(int peer, Frames* frames, bool wait) EXCLUDES(peers_mu_) {
     std::shared_ptr<Peer> p;
     {
-      std::lock_guard<std::mutex> lock(peers_mu_);
+      MutexLock lock(&peers_mu_);
       if (closed_) return UnavailableError("transport closed");
       auto it = peers_.find(peer);
       if (it == peers_.end()) return NotFoundError("no connection to node " + std::to_string(peer));
       p = it->second;
     }
     StampJob(frames, job_.load(std::memory_order_relaxed));
-    std::unique_lock<std::mutex> lock(p->mu, std::defer_lock);
     if (wait) {
-      lock.lock();
-    } else if (!lock.try_lock()) {
+      p->mu.Lock();
+    } else if (!p->mu.TryLock()) {
       return UnavailableError("another send to node " + std::to_string(peer) +
                               " is waiting; message dropped");
     }
+    MutexLock lock(&p->mu, std::adopt_lock);
     try {
       for (size_t i = 0; i < frames->size(); ++i) {
         auto flags = i + 1 < frames->size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
@@ -178,8 +180,8 @@ class ZmqTransport final : public Transport {
 
   struct Peer {
     explicit Peer(zmq::context_t& ctx) : socket(ctx, zmq::socket_type::push) {}
-    std::mutex mu;
-    zmq::socket_t socket;
+    Mutex mu;  // held by the one send in progress on this connection
+    zmq::socket_t socket GUARDED_BY(mu);
   };
 
   const TransportOptions options_;
@@ -190,9 +192,9 @@ class ZmqTransport final : public Transport {
   std::unique_ptr<AcceptGuard> guard_;  // no accept spin at the fd limit; stopped before ctx_ goes
   std::string host_;
   uint16_t port_ = 0;
-  std::mutex peers_mu_;
-  bool closed_ = false;                         // guarded by peers_mu_
-  std::map<int, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
+  Mutex peers_mu_;
+  bool closed_ GUARDED_BY(peers_mu_) = false;
+  std::map<int, std::shared_ptr<Peer>> peers_ GUARDED_BY(peers_mu_);
 };
 
 }  // namespace

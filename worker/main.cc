@@ -11,12 +11,13 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/fd_limit.h"
 #include "base/flags.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "kernels/model/model_layout.h"
 #include "metrics/daemon_metrics.h"
 #include "net/node_environment.h"
@@ -139,11 +140,11 @@ int Usage(const std::string& message) {
 }
 
 // The client the signal callback stops; guarded because the callback runs on its own thread.
-std::mutex g_client_mu;
-sieve::PsClient* g_client = nullptr;
+sieve::Mutex g_client_mu;
+sieve::PsClient* g_client GUARDED_BY(g_client_mu) = nullptr;
 
 void SetClient(sieve::PsClient* client) {
-  std::lock_guard<std::mutex> lock(g_client_mu);
+  sieve::MutexLock lock(&g_client_mu);
   g_client = client;
 }
 
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
   omp_set_num_threads(FLAGS_kernel_threads);
 
   sieve::SignalWatcher signals([](int signo) {
-    std::lock_guard<std::mutex> lock(g_client_mu);
+    sieve::MutexLock lock(&g_client_mu);
     std::string reason = std::string("stopped by signal ") + strsignal(signo);
     if (g_client != nullptr) {
       g_client->RequestStop(reason);

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 #include <numbers>
 #include <tuple>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "kernels/model/param_init.h"
 
 namespace sieve {
@@ -113,10 +114,11 @@ std::shared_ptr<const std::vector<float>> SyntheticNoisePool(const SyntheticGrad
     std::shared_ptr<const std::vector<float>> pool;
   };
   constexpr size_t kMaxEntries = 4;
-  static std::mutex* const mu = new std::mutex;
-  static std::vector<Entry>* const cache = new std::vector<Entry>;  // most recent last
+  static Mutex* const mu = new Mutex;
+  static std::vector<Entry>* const cache PT_GUARDED_BY(*mu) =
+      new std::vector<Entry>;  // most recent last
   const Key key{spec.dist, PoolKey(spec)};
-  std::lock_guard<std::mutex> lock(*mu);
+  MutexLock lock(mu);
   for (size_t e = 0; e < cache->size(); ++e) {
     if ((*cache)[e].key == key) return (*cache)[e].pool;
   }
