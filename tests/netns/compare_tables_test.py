@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
-"""Unit tests of deploy/local/compare_command.py's pure parts (no daemons): the table's
+"""Unit tests of `sieve compare`'s pure parts (deploy/local/compare/, no daemons): the table's
 aggregation (mean ± sample std, time to target, deltas against the BSP dense cell, staleness)
 against hand-computed values, the cache key, the config check and the flag check.
 Exit 77 (skipped) when python3-yaml is missing (scripts/setup installs it)."""
 import contextlib
-import importlib.util
 import io
 import math
 import os
@@ -13,29 +12,27 @@ import tempfile
 import unittest
 
 try:
-    import yaml  # noqa: F401  (compare_command imports it)
+    import yaml  # noqa: F401  (compare.config imports it)
 except ImportError:
     print("SKIPPED: python3-yaml missing (run scripts/setup)")
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = importlib.util.spec_from_file_location(
-    "compare_command", os.path.join(HERE, "..", "..", "deploy", "local", "compare_command.py"))
-cc = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(cc)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy", "local"))
+from compare import config, plots, runner, table  # noqa: E402
 
 
 def cell(consistency, compressor, workers=4, link="local", straggler="none"):
     c = {"consistency": consistency, "compressor": compressor,
          "density": 1.0 if compressor == "none" else 0.001, "workers": workers, "link": link,
          "straggler": straggler}
-    c["id"] = "%s-%s-d%s-w%d-%s" % (consistency, compressor, cc.fmt_density(c["density"]),
+    c["id"] = "%s-%s-d%s-w%d-%s" % (consistency, compressor, config.fmt_density(c["density"]),
                                    workers, link)
     return c
 
 
 def run_summary(c, seed, status="ok", **values):
-    s = {k: c[k] for k in cc.GRID_KEYS}
+    s = {k: c[k] for k in config.GRID_KEYS}
     s.update({"run": f"{c['id']}-seed{seed}", "cell": c["id"], "seed": seed, "status": status})
     s.update(values)
     return s
@@ -73,7 +70,7 @@ class AggregateTest(unittest.TestCase):
             run_summary(self.asp, 4, status="failed(1)", test_acc=0.10, train_s=1.0),
             run_summary(self.other, 1, test_acc=0.50, train_s=1.0),
         ]
-        self.rows = {r["cell"]: r for r in cc.aggregate([self.dense, self.asp, self.other],
+        self.rows = {r["cell"]: r for r in table.aggregate([self.dense, self.asp, self.other],
                                                         self.runs, 0.85)}
 
     def test_mean_and_sample_std_over_finished_runs(self):
@@ -95,16 +92,16 @@ class AggregateTest(unittest.TestCase):
         self.assertEqual(a["target_reached"], 2)
         self.assertAlmostEqual(a["time_to_target_s"], 4.5)
         self.assertAlmostEqual(a["time_to_target_s_std"], math.sqrt(0.5))
-        md = cc.md_row(a)
+        md = table.md_row(a)
         self.assertEqual(md[5], "4.5 ± 0.7 (2 of 3)")
-        self.assertEqual(cc.md_row(self.rows[self.dense["id"]])[5], "not reached")
+        self.assertEqual(table.md_row(self.rows[self.dense["id"]])[5], "not reached")
 
     def test_deltas_against_the_bsp_dense_cell_of_the_same_group(self):
         a = self.rows[self.asp["id"]]
         self.assertEqual(a["base_cell"], self.dense["id"])
         self.assertAlmostEqual(a["acc_delta_vs_base"], 0.03)
         self.assertAlmostEqual(a["time_ratio_vs_base"], 7.0 / 12.0)
-        md = cc.md_row(a)
+        md = table.md_row(a)
         self.assertEqual(md[3], "0.8500 ± 0.0200")
         self.assertEqual(md[4], "+3.00 pp")
         self.assertEqual(md[7], "0.58×")
@@ -114,20 +111,20 @@ class AggregateTest(unittest.TestCase):
         a = self.rows[self.asp["id"]]
         self.assertEqual(a["max_staleness"], 5)
         self.assertAlmostEqual(a["mean_staleness"], 0.7)
-        self.assertEqual(cc.md_row(a)[9], "5 / 0.7")
-        self.assertEqual(cc.md_row(self.rows[self.dense["id"]])[9], "-")
+        self.assertEqual(table.md_row(a)[9], "5 / 0.7")
+        self.assertEqual(table.md_row(self.rows[self.dense["id"]])[9], "-")
 
     def test_near_chance_is_flagged(self):
         c = cell("bsp", "topk")
         runs = [run_summary(c, 1, test_acc=0.11, near_chance=True),
                 run_summary(c, 2, test_acc=0.85, near_chance=False)]
-        rows = cc.aggregate([c], runs, 0.85)
+        rows = table.aggregate([c], runs, 0.85)
         self.assertEqual(rows[0]["status"], "ok, near chance (1 of 2)")
         with tempfile.TemporaryDirectory() as d:  # from the worker's summary line
             with open(os.path.join(d, "log.txt"), "w") as f:
                 f.write("[worker 0] sieve-worker summary: rank=0 test_acc=0.1000 near_chance=1\n")
-            run = cc.runs_of({"name": "x"}, [c])[0]
-            self.assertTrue(cc.summarize(run, d, 0, 1.0, 0.85)["near_chance"])
+            run = config.runs_of({"name": "x"}, [c])[0]
+            self.assertTrue(runner.summarize(run, d, 0, 1.0, 0.85)["near_chance"])
 
 
 class MetricsTest(unittest.TestCase):
@@ -139,15 +136,15 @@ class MetricsTest(unittest.TestCase):
     ]
 
     def test_time_to_target_is_the_first_evaluation_at_or_above_it(self):
-        self.assertEqual(cc.time_to_target(self.ROWS, 0.85), 11.0)
-        self.assertEqual(cc.time_to_target(self.ROWS, 0.86), 11.0)
-        self.assertEqual(cc.time_to_target(self.ROWS, 0.70), 5.0)
-        self.assertIsNone(cc.time_to_target(self.ROWS, 0.95))
+        self.assertEqual(runner.time_to_target(self.ROWS, 0.85), 11.0)
+        self.assertEqual(runner.time_to_target(self.ROWS, 0.86), 11.0)
+        self.assertEqual(runner.time_to_target(self.ROWS, 0.70), 5.0)
+        self.assertIsNone(runner.time_to_target(self.ROWS, 0.95))
 
     def test_wall_times_fall_back_to_summed_round_times(self):
         old = [{"t_compute": 1.0, "t_select": 0.5, "t_comm": 0.5}, {"t_compute": 2.0}]
-        self.assertEqual(cc.wall_times(old), [2.0, 4.0])
-        self.assertEqual(cc.wall_times(self.ROWS)[1:], [5.0, 11.0, 16.0])
+        self.assertEqual(runner.wall_times(old), [2.0, 4.0])
+        self.assertEqual(runner.wall_times(self.ROWS)[1:], [5.0, 11.0, 16.0])
 
     def test_staleness_from_server_summaries(self):
         with tempfile.TemporaryDirectory() as d:
@@ -157,31 +154,31 @@ class MetricsTest(unittest.TestCase):
                         "[worker 0] sieve-worker summary: rank=0 rounds=30 seconds=16.5\n"
                         "[server 1] sieve-server summary: rank=1 lo=5 hi=9 max_staleness=5 "
                         "staleness_sum=30 released=20 pushed_sum=1\n")
-            servers = cc.log_summaries(d, "sieve-server")
+            servers = runner.log_summaries(d, "sieve-server")
             self.assertEqual(sorted(servers), ["0", "1"])
-            self.assertEqual(cc.staleness(servers), (5, 1.0))
-            self.assertEqual(cc.log_summaries(d, "sieve-worker")["0"]["seconds"], "16.5")
-        self.assertEqual(cc.staleness({"0": {"max_staleness": "0"}}), (0, None))
+            self.assertEqual(runner.staleness(servers), (5, 1.0))
+            self.assertEqual(runner.log_summaries(d, "sieve-worker")["0"]["seconds"], "16.5")
+        self.assertEqual(runner.staleness({"0": {"max_staleness": "0"}}), (0, None))
 
     def test_accuracy_points_and_their_mean_over_seeds(self):
-        pts = cc.accuracy_points(self.ROWS)
+        pts = plots.accuracy_points(self.ROWS)
         self.assertEqual(pts, [(5.0, 1, 0.70), (11.0, 2, 0.86), (16.0, 3, 0.90)])
         other = [(7.0, 1, 0.80), (13.0, 2, 0.90)]
-        mean = cc.mean_curve([pts, other])
+        mean = plots.mean_curve([pts, other])
         self.assertEqual(len(mean), 2)
         for got, want in zip(mean, [(6.0, 1, 0.75), (12.0, 2, 0.88)]):
             for g, w in zip(got, want):
                 self.assertAlmostEqual(g, w)
-        self.assertEqual(cc.mean_curve([]), [])
+        self.assertEqual(plots.mean_curve([]), [])
 
     def test_smoothing_is_a_trailing_moving_average(self):
-        self.assertEqual(cc.smooth([1.0, 2.0, 3.0, 4.0], 2), [1.0, 1.5, 2.5, 3.5])
-        self.assertEqual(cc.smooth([1.0, 3.0], 1), [1.0, 3.0])
+        self.assertEqual(plots.smooth([1.0, 2.0, 3.0, 4.0], 2), [1.0, 1.5, 2.5, 3.5])
+        self.assertEqual(plots.smooth([1.0, 3.0], 1), [1.0, 3.0])
 
     def test_metrics_tail_reads_only_complete_new_lines(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "metrics-0.jsonl")
-            tail = cc.MetricsTail(path)
+            tail = runner.MetricsTail(path)
             tail.poll()  # no file yet
             self.assertIsNone(tail.last)
             with open(path, "w") as f:
@@ -194,9 +191,9 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual((tail.last["round"], tail.last["loss"], tail.last_acc), (1, 1.5, 0.5))
 
     def test_progress_line(self):
-        self.assertEqual(cc.progress_line("[1/2] x", None, None, 3, 4.2),
+        self.assertEqual(runner.progress_line("[1/2] x", None, None, 3, 4.2),
                          "sieve compare: [1/2] x: starting (4 s)")
-        self.assertEqual(cc.progress_line("[1/2] x", self.ROWS[2], 0.86, 3, 12.0),
+        self.assertEqual(runner.progress_line("[1/2] x", self.ROWS[2], 0.86, 3, 12.0),
                          "sieve compare: [1/2] x: epoch 2/3, round 20, loss 0.5, "
                          "test_acc 0.8600 (12 s)")
 
@@ -206,59 +203,59 @@ class CacheKeyTest(unittest.TestCase):
     PROGRAMS = {"sieve": "a", "sieve-worker": "b"}
 
     def inputs(self, cfg, programs=None, cell_dir="/x/cells/c"):
-        run = cc.runs_of(cfg, [cell("bsp", "topk")])[0]
-        return cc.key_inputs(cfg, run, cell_dir, programs or self.PROGRAMS)
+        run = config.runs_of(cfg, [cell("bsp", "topk")])[0]
+        return runner.key_inputs(cfg, run, cell_dir, programs or self.PROGRAMS)
 
     def finished(self, d, inputs):
-        cc.write_key(d, inputs)
+        runner.write_key(d, inputs)
         touch(os.path.join(d, "cell.json"))
 
     def test_unchanged_run_is_reused_anywhere(self):
         with tempfile.TemporaryDirectory() as d:
             self.finished(d, self.inputs(self.CFG))
-            self.assertEqual(cc.reusable(d, self.inputs(self.CFG, cell_dir="/moved/c")),
+            self.assertEqual(runner.reusable(d, self.inputs(self.CFG, cell_dir="/moved/c")),
                              (True, None))
 
     def test_changed_flag_reruns_and_says_what_changed(self):
         with tempfile.TemporaryDirectory() as d:
             self.finished(d, self.inputs(self.CFG))
             cfg = dict(self.CFG, flags={"model": "synthetic", "epochs": 1, "lr": 0.05})
-            ok, why = cc.reusable(d, self.inputs(cfg))
+            ok, why = runner.reusable(d, self.inputs(cfg))
             self.assertFalse(ok)
             self.assertEqual(why, "changed: --epochs 2 -> 1; --lr 0.1 -> 0.05")
 
     def test_other_grid_settings_rebuilt_programs_and_repeats_change_the_key(self):
-        base = cc.cache_key(self.inputs(self.CFG))
-        self.assertNotEqual(base, cc.cache_key(self.inputs(dict(self.CFG, servers=2))))
-        self.assertNotEqual(base, cc.cache_key(self.inputs(dict(self.CFG, contraction_every=5))))
+        base = runner.cache_key(self.inputs(self.CFG))
+        self.assertNotEqual(base, runner.cache_key(self.inputs(dict(self.CFG, servers=2))))
+        self.assertNotEqual(base, runner.cache_key(self.inputs(dict(self.CFG, contraction_every=5))))
         rebuilt = self.inputs(self.CFG, programs={"sieve": "a", "sieve-worker": "c"})
-        self.assertNotEqual(base, cc.cache_key(rebuilt))
-        self.assertEqual(cc.key_changes(self.inputs(self.CFG), rebuilt), ["rebuilt sieve-worker"])
-        seeded = cc.runs_of(dict(self.CFG, repeats=2), [cell("bsp", "topk")])
+        self.assertNotEqual(base, runner.cache_key(rebuilt))
+        self.assertEqual(runner.key_changes(self.inputs(self.CFG), rebuilt), ["rebuilt sieve-worker"])
+        seeded = config.runs_of(dict(self.CFG, repeats=2), [cell("bsp", "topk")])
         self.assertEqual([r["seed"] for r in seeded], [1, 2])
         self.assertEqual(seeded[1]["id"], "bsp-topk-d0.001-w4-local-seed2")
 
     def test_unfinished_or_keyless_runs_rerun(self):
         with tempfile.TemporaryDirectory() as d:
-            self.assertEqual(cc.reusable(d, self.inputs(self.CFG)), (False, None))
+            self.assertEqual(runner.reusable(d, self.inputs(self.CFG)), (False, None))
             touch(os.path.join(d, "cell.json"))
-            ok, why = cc.reusable(d, self.inputs(self.CFG))
+            ok, why = runner.reusable(d, self.inputs(self.CFG))
             self.assertFalse(ok)
             self.assertIn("no cache key", why)
 
 
 class ConfigAndFlagCheckTest(unittest.TestCase):
     def test_unknown_top_level_key_exits_2_and_suggests(self):
-        code, err = exit_code_and_stderr(cc.check_config, {"name": "x", "repeat": 3}, "g.yaml")
+        code, err = exit_code_and_stderr(config.check_config, {"name": "x", "repeat": 3}, "g.yaml")
         self.assertEqual(code, 2)
         self.assertIn("unknown key 'repeat'", err)
         self.assertIn("did you mean 'repeats'", err)
 
     def test_bad_values_exit_2(self):
         for bad in ({"repeats": 0}, {"target_accuracy": 1.5}, {"grid": {"worker": [2]}}):
-            code, _ = exit_code_and_stderr(cc.check_config, dict({"name": "x"}, **bad), "g")
+            code, _ = exit_code_and_stderr(config.check_config, dict({"name": "x"}, **bad), "g")
             self.assertEqual(code, 2, bad)
-        self.assertEqual(cc.check_config({"name": "x", "repeats": 3}, "g")["repeats"], 3)
+        self.assertEqual(config.check_config({"name": "x", "repeats": 3}, "g")["repeats"], 3)
 
     def test_helpxml_parse(self):
         xml = ("<?xml version=\"1.0\"?><AllFlags><program>sieve-worker</program>"
@@ -267,14 +264,14 @@ class ConfigAndFlagCheckTest(unittest.TestCase):
                "<flag><file>a.cc</file><name>lr</name><meaning>m</meaning>"
                "<default>0.1</default><current>0.1</current><type>double</type></flag>"
                "</AllFlags>")
-        self.assertEqual(cc.parse_helpxml(xml), {"epochs": "int32", "lr": "double"})
+        self.assertEqual(config.parse_helpxml(xml), {"epochs": "int32", "lr": "double"})
 
     def test_flags_no_daemon_defines_or_of_the_wrong_type(self):
         known = {"sieve-server": {"density": "double", "seed": "uint64"},
                  "sieve-worker": {"density": "double", "epochs": "int32", "ef": "bool"}}
         ok = {"density": 0.1, "epochs": 3, "ef": True, "seed": 2}
-        self.assertEqual(cc.flag_errors("c1", ok, known), [])
-        errors = cc.flag_errors("c1", {"desnity": 0.1, "epochs": "two", "seed": -1, "ef": "maybe"},
+        self.assertEqual(config.flag_errors("c1", ok, known), [])
+        errors = config.flag_errors("c1", {"desnity": 0.1, "epochs": "two", "seed": -1, "ef": "maybe"},
                                 known)
         self.assertEqual(errors, [
             "cell c1: flag --desnity is not defined by any daemon (sieve-server, sieve-worker)"
@@ -292,25 +289,25 @@ class HeterogeneityAxesTest(unittest.TestCase):
                     "straggler": ["none", "3:x3"]}}
 
     def test_cells_ids_and_flags(self):
-        cells = cc.cells_of(self.CFG)
+        cells = config.cells_of(self.CFG)
         self.assertEqual(len(cells), 12)
         ids = [c["id"] for c in cells]
         self.assertIn("ssp2-none-d1-w4-1gbit+w3_100mbit-sw3_x3", ids)
         self.assertIn("bsp-none-d1-w4-1gbit", ids)  # no straggler: no -s part
         c = next(c for c in cells if c["id"] == "ssp2-none-d1-w4-1gbit+w3_100mbit-sw3_x3")
-        run = cc.runs_of(self.CFG, [c])[0]
-        flags = cc.run_flags(self.CFG, run, "/x")
+        run = config.runs_of(self.CFG, [c])[0]
+        flags = config.run_flags(self.CFG, run, "/x")
         self.assertEqual((flags["consistency"], flags["staleness"], flags["straggler"]),
                          ("ssp", 2, "3:x3"))
-        cmd = cc.run_command(self.CFG, run, "/x", "/b", "/r")
+        cmd = runner.run_command(self.CFG, run, "/x", "/b", "/r")
         self.assertIn("--link=1gbit,3:100mbit", cmd)
-        plain = cc.run_flags(self.CFG, cc.runs_of(self.CFG, [cells[0]])[0], "/x")
+        plain = config.run_flags(self.CFG, config.runs_of(self.CFG, [cells[0]])[0], "/x")
         self.assertNotIn("straggler", plain)
         self.assertNotIn("staleness", plain)
-        self.assertEqual(cc.id_part("3:delay:5ms,exp:2ms"), "w3_delay5ms+exp2ms")
+        self.assertEqual(config.id_part("3:delay:5ms,exp:2ms"), "w3_delay5ms+exp2ms")
         # exclude: the slow link and the straggler together are left out (3 scenarios, not 4).
         cfg = dict(self.CFG, exclude=[{"link": "1gbit,3:100mbit", "straggler": "3:x3"}])
-        left = [c["id"] for c in cc.cells_of(cfg)]
+        left = [c["id"] for c in config.cells_of(cfg)]
         self.assertEqual(len(left), 9)
         self.assertNotIn("ssp2-none-d1-w4-1gbit+w3_100mbit-sw3_x3", left)
         self.assertIn("ssp2-none-d1-w4-1gbit-sw3_x3", left)
@@ -323,10 +320,10 @@ class HeterogeneityAxesTest(unittest.TestCase):
                 run_summary(fast, 1, test_acc=0.8, train_s=10.0),
                 run_summary(asp_slow, 1, test_acc=0.8, train_s=15.0)]
         for c in (slow, asp_slow):
-            c["id"] += "-s" + cc.id_part(c["straggler"])
+            c["id"] += "-s" + config.id_part(c["straggler"])
         for r, c in zip(runs, (slow, fast, asp_slow)):
             r["cell"] = c["id"]
-        rows = {r["cell"]: r for r in cc.aggregate([slow, fast, asp_slow], runs, 0.85)}
+        rows = {r["cell"]: r for r in table.aggregate([slow, fast, asp_slow], runs, 0.85)}
         self.assertEqual(rows[asp_slow["id"]]["base_cell"], slow["id"])
         self.assertAlmostEqual(rows[asp_slow["id"]]["time_ratio_vs_base"], 0.5)
 
@@ -346,15 +343,15 @@ class HeterogeneityAxesTest(unittest.TestCase):
         ]
         for grid, message in cases:
             cfg = {"name": "x", "grid": dict({"workers": [4]}, **grid)}
-            code, err = exit_code_and_stderr(cc.check_config, cfg, "g.yaml")
+            code, err = exit_code_and_stderr(config.check_config, cfg, "g.yaml")
             self.assertEqual(code, 2, grid)
             self.assertIn(message, err)
         for bad in ([{"linkk": "1gbit"}], {"link": "1gbit"}, [{}]):
-            code, _ = exit_code_and_stderr(cc.check_config, {"name": "x", "exclude": bad}, "g")
+            code, _ = exit_code_and_stderr(config.check_config, {"name": "x", "exclude": bad}, "g")
             self.assertEqual(code, 2, bad)
         both = {"name": "x", "flags": {"staleness": 3}, "grid": {"consistency": ["ssp:2"]}}
-        self.assertEqual(exit_code_and_stderr(cc.check_config, both, "g")[0], 2)
-        self.assertEqual(cc.check_config(self.CFG, "g"), self.CFG)
+        self.assertEqual(exit_code_and_stderr(config.check_config, both, "g")[0], 2)
+        self.assertEqual(config.check_config(self.CFG, "g"), self.CFG)
 
 
 if __name__ == "__main__":
