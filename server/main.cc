@@ -16,7 +16,6 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,7 +23,9 @@
 
 #include "base/fd_limit.h"
 #include "base/flags.h"
+#include "base/mutex.h"
 #include "base/rank_pattern.h"
+#include "base/thread_annotations.h"
 #include "base/thread_team.h"
 #include "kernels/compressor.h"
 #include "kernels/model/model_layout.h"
@@ -217,11 +218,14 @@ int Run() {
   no.heartbeat_interval_ms = nf.heartbeat_interval_ms;
   no.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;
 
-  std::mutex mu;
-  Node* node_ptr = nullptr;
+  struct StopTarget {  // the node the signal callback stops (it runs on its own thread)
+    Mutex mu;
+    Node* node GUARDED_BY(mu) = nullptr;
+  } stop_target;
   SignalWatcher signals([&](int signo) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (node_ptr) node_ptr->RequestStop(std::string("stopped by signal ") + strsignal(signo));
+    MutexLock lock(&stop_target.mu);
+    if (stop_target.node)
+      stop_target.node->RequestStop(std::string("stopped by signal ") + strsignal(signo));
   });
   auto started = Node::Start(no);
   if (!started.ok()) {
@@ -230,8 +234,8 @@ int Run() {
   }
   Node& node = **started;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    node_ptr = &node;
+    MutexLock lock(&stop_target.mu);
+    stop_target.node = &node;
   }
   if (expected_d != 0 && expected_d != node.num_params()) {
     const std::string what = own_model ? "model " + FLAGS_model : std::string("--num_params");
@@ -321,22 +325,22 @@ int Run() {
   // the handlers, so it outlives any call still in flight) turns them off at the end of Run;
   // while it is open only the I/O thread touches the service and its shard.
   struct HandlerGate {
-    std::mutex mu;
-    bool serving = true;
+    Mutex mu;
+    bool serving GUARDED_BY(mu) = true;
   };
   auto gate = std::make_shared<HandlerGate>();
   node.set_on_node_dead([&service, gate](const pb::NodeDead& d) {
     if (d.role() != pb::ROLE_WORKER) return;
-    std::lock_guard<std::mutex> lock(gate->mu);
+    MutexLock lock(&gate->mu);
     if (gate->serving) service.OnWorkerDead(d.rank());
   });
   node.set_on_node_rejoined([&service, gate](const pb::NodeInfo& n) {
     if (n.role() != pb::ROLE_WORKER) return;
-    std::lock_guard<std::mutex> lock(gate->mu);
+    MutexLock lock(&gate->mu);
     if (gate->serving) service.OnWorkerRejoined(n.rank());
   });
   node.set_on_data([&service, gate](Message msg) {
-    std::lock_guard<std::mutex> lock(gate->mu);
+    MutexLock lock(&gate->mu);
     if (gate->serving) service.OnData(std::move(msg));
   });
 
@@ -348,7 +352,7 @@ int Run() {
   } while (end.code() == StatusCode::kDeadlineExceeded);
   node.set_on_data(nullptr);  // from here on no data handler runs
   {
-    std::lock_guard<std::mutex> lock(gate->mu);
+    MutexLock lock(&gate->mu);
     gate->serving = false;  // nor a worker-event handler
   }
 
