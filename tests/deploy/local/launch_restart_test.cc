@@ -2,7 +2,7 @@
 // --model=synthetic (no data set) in which the test kills worker 1 with SIGKILL mid-run. With one
 // restart allowed the launcher restarts it under its rank, it rejoins, and the job ends with exit
 // 0; with none the job fails.
-#include "tests/launcher/launch_fixture.h"
+#include "tests/deploy/local/launch_fixture.h"
 
 namespace sieve {
 namespace {

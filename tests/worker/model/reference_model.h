@@ -1,7 +1,7 @@
 // Test-only ground truth: plain double-precision forward passes of the layers and models of
 // worker/model/, written as direct loops with no shared code, plus finite-difference helpers.
-#ifndef SIEVE_TESTS_WORKER_REFERENCE_MODEL_H_
-#define SIEVE_TESTS_WORKER_REFERENCE_MODEL_H_
+#ifndef SIEVE_TESTS_WORKER_MODEL_REFERENCE_MODEL_H_
+#define SIEVE_TESTS_WORKER_MODEL_REFERENCE_MODEL_H_
 
 #include <gtest/gtest.h>
 
@@ -154,4 +154,4 @@ inline Vec ToDouble(const std::vector<float>& v) { return Vec(v.begin(), v.end()
 
 }  // namespace sieve::reference
 
-#endif  // SIEVE_TESTS_WORKER_REFERENCE_MODEL_H_
+#endif  // SIEVE_TESTS_WORKER_MODEL_REFERENCE_MODEL_H_

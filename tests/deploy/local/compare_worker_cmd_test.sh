@@ -18,7 +18,7 @@ trap 'rm -rf "$dir"' EXIT
 export SIEVE_WORKER_BIN=$build/worker/sieve-worker
 cat >"$dir/grid.yaml" <<YAML
 name: compare-worker-cmd
-worker_cmd: $src/tests/launcher/env_worker.sh
+worker_cmd: $src/tests/deploy/local/env_worker.sh
 flags:
   model: synthetic
   num_params: 20000
@@ -33,7 +33,7 @@ timeout: 60
 YAML
 "$build/deploy/sieve" compare "$dir/grid.yaml" --out="$dir/out" >"$dir/run.txt" 2>&1 ||
   { cat "$dir/run.txt"; fail "the run failed"; }
-$py - "$dir/out" "$src/tests/launcher/env_worker.sh" <<'PY' || fail "outputs"
+$py - "$dir/out" "$src/tests/deploy/local/env_worker.sh" <<'PY' || fail "outputs"
 import csv, json, os, sys
 out, cmd = sys.argv[1], sys.argv[2]
 rows = list(csv.DictReader(open(os.path.join(out, "summary.csv"))))

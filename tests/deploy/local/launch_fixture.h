@@ -3,8 +3,8 @@
 // --bin_dir for Launch(), or the real daemons of the build tree for RunSieve({"launch", ...}).
 // Every wait is bounded by a deadline; synchronization is by reading the launcher's output, never
 // by sleeping.
-#ifndef SIEVE_TESTS_LAUNCHER_LAUNCH_FIXTURE_H_
-#define SIEVE_TESTS_LAUNCHER_LAUNCH_FIXTURE_H_
+#ifndef SIEVE_TESTS_DEPLOY_LOCAL_LAUNCH_FIXTURE_H_
+#define SIEVE_TESTS_DEPLOY_LOCAL_LAUNCH_FIXTURE_H_
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -278,4 +278,4 @@ class LauncherIntegration : public ::testing::Test {
 
 }  // namespace sieve
 
-#endif  // SIEVE_TESTS_LAUNCHER_LAUNCH_FIXTURE_H_
+#endif  // SIEVE_TESTS_DEPLOY_LOCAL_LAUNCH_FIXTURE_H_

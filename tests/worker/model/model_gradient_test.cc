@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/model/param_init.h"
-#include "reference_model.h"
+#include "tests/worker/model/reference_model.h"
 #include "worker/model/model.h"
 
 namespace sieve {

@@ -18,7 +18,7 @@ except ImportError:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy", "local"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "deploy", "local"))
 from compare import config, plots, runner, table  # noqa: E402
 
 

@@ -3,7 +3,7 @@
 // --metrics_port per daemon, --min_workers, and the job's result line.
 #include <sys/stat.h>
 
-#include "tests/launcher/launch_fixture.h"
+#include "tests/deploy/local/launch_fixture.h"
 
 namespace sieve {
 namespace {

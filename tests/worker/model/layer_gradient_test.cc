@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "reference_model.h"
 #include "tests/worker/cpu_reference/cross_entropy.h"
 #include "tests/worker/cpu_reference/dense.h"
 #include "tests/worker/cpu_reference/im2col.h"
 #include "tests/worker/cpu_reference/max_pool.h"
 #include "tests/worker/cpu_reference/relu.h"
+#include "tests/worker/model/reference_model.h"
 
 namespace sieve {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "tests/launcher/launch_fixture.h"
+#include "tests/deploy/local/launch_fixture.h"
 
 namespace sieve {
 namespace {

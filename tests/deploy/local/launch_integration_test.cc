@@ -2,7 +2,7 @@
 // temporary --bin_dir (fixture: launch_fixture.h).
 #include <sstream>
 
-#include "tests/launcher/launch_fixture.h"
+#include "tests/deploy/local/launch_fixture.h"
 
 namespace sieve {
 namespace {
