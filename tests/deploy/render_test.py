@@ -301,7 +301,7 @@ class RenderTest(unittest.TestCase):
 
     def test_python_cpu(self):
         # The cpu-small job with the worker command replaced by a Python worker that takes
-        # exactly sieve-worker's arguments (docs/worker-api.md, "Python").
+        # exactly sieve-worker's arguments (docs/worker-api.md, "The Python module").
         docs = self.check_overlay("python-cpu")
         small = kp.pods(k.render(KUBECTL, "overlays/cpu-small"))
         worker = main_container(next(p for p in kp.pods(docs) if p.role == "worker"))

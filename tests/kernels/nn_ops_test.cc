@@ -209,7 +209,7 @@ TEST_P(KernelsNn, GemmRejectsNegativeSizes) {
   EXPECT_TRUE(ops_->Gemm(false, false, 0, 2, 2, 1.0f, nullptr, nullptr, 0.0f, nullptr).ok());
 }
 
-// A dense layer through the ops, the way worker/model/dense.cc computes it.
+// A dense layer through the ops, the way worker/model/dense_layer.cc computes it.
 TEST_P(KernelsNn, DenseForwardBackwardMatchWorkerModel) {
   const int batch = 13, in = 37, out = 11;
   const std::vector<float> x = Random(size_t(batch) * in, 1);

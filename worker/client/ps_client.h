@@ -63,8 +63,9 @@ struct PsClientOptions {
   // CurveZMQ (docs/security.md): a key directory written by `sieve keygen` (server.key,
   // client.key, allowed_clients); empty = plain TCP. Connect fails on a bad directory.
   std::string curve_dir;
-  // This worker's own client key pair file (`sieve keygen --nodes`); empty = client.key in
-  // curve_dir.
+  // This worker's own client key pair file (DIR/worker-<rank>.key of `sieve keygen --servers=S
+  // --workers=W`, which sieve-worker picks by its rank: net/node_flags.h); empty = the shared
+  // client.key in curve_dir.
   std::string curve_key;
   // The job token (proto/job_identity.h): every message carries its digest, other jobs' messages
   // are dropped. Empty = no token; every daemon of the job must be given the same one.

@@ -1,6 +1,6 @@
 // StartWorker: how a worker enters its job — the one implementation of the start protocol that
 // sieve-worker (worker/trainer) and the Python module (sieve.torch) both call
-// (docs/architecture.md, "Worker start" and "Worker rejoin"):
+// (docs/architecture.md, "Start-up" and "Worker rejoin: exact semantics"):
 //   - a worker of a job that is starting: worker 0 first offers its own initial weights to the
 //     servers (PsClient::OfferInitialWeights: a server started without a model starts from them,
 //     one with --model / --init_weights / a checkpoint keeps its own), then every worker passes

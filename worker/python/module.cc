@@ -1,5 +1,5 @@
 // sieve._core: the pybind11 bindings behind the Python package `sieve` (docs/worker-api.md,
-// "Python"). What it offers:
+// "The Python module"). What it offers:
 //   - Client: PsClient (connect, pull dense, push-pull of a Selection, barrier, finish, wait for
 //     shutdown, rank and sizes); every blocking call releases the GIL.
 //   - ErrorFeedback: kernels/selection.h's momentum + residual on a Device (cpu, or cuda when this

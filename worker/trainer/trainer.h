@@ -1,5 +1,5 @@
-// Trainer: one worker's training loop (docs/architecture.md, "Data flow of one round"). Per round
-// t:
+// Trainer: one worker's training loop (docs/architecture.md, "One round (worker w, round t)").
+// Per round t:
 //   1. g = ∇L(w; batch) + wd·w          (synthetic: see synthetic_gradient.h)
 //   2.–3. m = μ·m + g;  r += η_t·m      (ErrorFeedback::Accumulate)
 //   4.–5. S = select(r) with k = KForDensity(ρ_epoch, D); r[S] = m[S] = 0 (none: dense, m kept)
@@ -7,7 +7,7 @@
 // Schedules (rounds per epoch, batch order, η_t, ρ_epoch) are those of schedule.h, so a
 // single-process reference reproduces them. Rounds are numbered from 0 across epochs.
 //
-// Device residency (docs/architecture.md, "Where the round's buffers live"): the replica w, the
+// Device residency (docs/architecture.md, "Where a worker's buffers live"): the replica w, the
 // gradient, the error-feedback state (m, r), the model's activations and the training partition
 // (staged once) live in the memory of `device`; mini-batches are gathered there. Per round only
 // the selected (index, value) pairs come to the host (Selection) and only the UPDATE's pairs go

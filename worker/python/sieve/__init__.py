@@ -1,4 +1,4 @@
-"""sieve: a Python worker for sieve's parameter server (docs/worker-api.md, "Python").
+"""sieve: a Python worker for sieve's parameter server (docs/worker-api.md, "The Python module").
 
 The C++ core (`sieve._core`, pybind11) is re-exported here: `Client` (connect, pull_dense,
 push_pull, barrier, finish, wait_shutdown, rank and sizes), `ErrorFeedback` (momentum + residual
