@@ -315,32 +315,9 @@ void Node::Dispatch(Frames frames, std::string key) {
          << " peer messages before the node table; dropping";
     });
   }
-  if (code == pb::ERROR_FOREIGN_JOB) {
-    // Another job's message (or a stranger's): nothing in it is believed, nothing is answered.
-    foreign_++;
-    reject_log_.Warn([&](std::ostream& os) {
-      os << "dropped a message of another job claiming to be node " << sender << ": "
-         << s.message();
-    });
-    return;
-  }
-  if (!FromClaimedSender(sender, key)) {
-    // An allow-listed key speaking for another node (or for the scheduler): believed in nothing,
-    // answered nothing (an ERROR would go to the node it names).
-    impostors_++;
-    reject_log_.Warn([&](std::ostream& os) {
-      os << "dropped " << MsgTypeName(msg.header.type()) << " claiming to be node " << sender
-         << ": it came with another client key than that node's";
-    });
-    return;
-  }
+  if (!filter_.Admit(msg.header, code, s, FromClaimedSender(sender, key))) return;
   if (s.ok() && sender == kSchedulerId && !OfThisJobInstance(msg)) {
-    // A registration message of another instance of this job (one recorded earlier and replayed,
-    // or a stale daemon's): its digest is the token's, so only its content tells.
-    foreign_++;
-    reject_log_.Warn([&](std::ostream& os) {
-      os << "dropped a " << MsgTypeName(msg.type()) << " of another instance of this job";
-    });
+    filter_.DropOtherInstance(msg.header);
     return;
   }
   if (!s.ok()) {

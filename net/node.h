@@ -31,6 +31,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "base/thread_annotations.h"
+#include "net/inbound_filter.h"
 #include "net/rejection_log.h"
 #include "net/transport.h"
 #include "proto/codec.h"
@@ -147,10 +148,10 @@ class Node {
 
   uint64_t rejected_messages() const { return rejected_.load(); }
   // Messages of another job (Header.job differs from options.transport.job): dropped unanswered.
-  uint64_t foreign_messages() const { return foreign_.load(); }
+  uint64_t foreign_messages() const { return filter_.foreign(); }
   // Under CURVE: messages claiming a node id (or the scheduler's) that came over a connection with
   // another client key than that node's, dropped unanswered.
-  uint64_t impostor_messages() const { return impostors_.load(); }
+  uint64_t impostor_messages() const { return filter_.impostors(); }
   // CurveZMQ handshakes of this node's receive socket accepted / refused (0 without CURVE).
   uint64_t auth_accepted() const;
   uint64_t auth_denied() const;
@@ -197,10 +198,9 @@ class Node {
   std::thread io_;
   std::atomic<bool> io_stop_{false};
   std::atomic<uint64_t> rejected_{0};
-  std::atomic<uint64_t> foreign_{0};
-  std::atomic<uint64_t> impostors_{0};
   std::atomic<uint64_t> errors_dropped_{0};  // ERROR replies dropped: the peer's queue was full
   RejectionLog reject_log_;  // warnings on rejected and dropped messages (I/O thread only)
+  InboundFilter filter_{&reject_log_};  // foreign and impostor drops (I/O thread; counters: any)
   // What the scheduler tells this node that a peer can cause (NODE_DEAD, its ERRORs); I/O thread.
   RejectionLog event_log_{"job events"};
   std::atomic<uint64_t> tables_installed_{0};

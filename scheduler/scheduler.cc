@@ -107,26 +107,10 @@ void Scheduler::Handle(Frames frames) {
   limits.token_job = options_.transport.job;  // REGISTERs come before the node knows the instance
   Status s = Decode(std::move(frames), limits, &msg, &code);
   const pb::Header& h = msg.header;
-  if (code == pb::ERROR_FOREIGN_JOB) {
-    // Another job's message (or a stranger's): nothing in it is believed, nothing is answered.
-    foreign_.fetch_add(1, std::memory_order_relaxed);
-    reject_log_.Warn([&](std::ostream& os) {
-      os << "dropped a " << MsgTypeName(h.type()) << " of another job claiming to be node "
-         << h.sender() << ": " << s.message();
-    });
-    return;
-  }
-  if (const Entry* claimed = Find(h.sender());
-      claimed != nullptr && options_.transport.curve.enabled && claimed->info.key() != key) {
-    // An allow-listed key speaking for another node: believed in nothing, answered nothing (an
-    // answer would go to the node it names).
-    impostors_.fetch_add(1, std::memory_order_relaxed);
-    reject_log_.Warn([&](std::ostream& os) {
-      os << "dropped a " << MsgTypeName(h.type()) << " claiming to be node " << h.sender()
-         << " from another client key than the one it registered with";
-    });
-    return;
-  }
+  const Entry* claimed = Find(h.sender());
+  const bool key_matches =
+      claimed == nullptr || !options_.transport.curve.enabled || claimed->info.key() == key;
+  if (!filter_.Admit(h, code, s, key_matches)) return;
   if (!s.ok()) {
     ReplyError(h, code, s.message());
     return;

@@ -31,6 +31,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "base/thread_annotations.h"
+#include "net/inbound_filter.h"
 #include "net/rejection_log.h"
 #include "net/transport.h"
 #include "proto/codec.h"
@@ -90,10 +91,10 @@ class Scheduler {
   uint64_t nodes_declared_dead() const { return dead_count_.load(std::memory_order_relaxed); }
   // Messages of another job (Header.job differs from options.transport.job), dropped unanswered
   // (any thread).
-  uint64_t foreign_messages() const { return foreign_.load(std::memory_order_relaxed); }
+  uint64_t foreign_messages() const { return filter_.foreign(); }
   // Under CURVE: messages claiming a registered node's id over a connection with another client
   // key than the one that node registered with, dropped unanswered (any thread).
-  uint64_t impostor_messages() const { return impostors_.load(std::memory_order_relaxed); }
+  uint64_t impostor_messages() const { return filter_.impostors(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -147,11 +148,10 @@ class Scheduler {
   std::string stop_reason_ GUARDED_BY(stop_mu_);
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> dead_count_{0};
-  std::atomic<uint64_t> foreign_{0};
-  std::atomic<uint64_t> impostors_{0};
 
-  // Everything below is touched by the Run() thread only.
-  RejectionLog reject_log_;  // warnings on rejected and dropped messages
+  // Everything below is touched by the Run() thread only (filter_'s counters: any thread).
+  RejectionLog reject_log_;             // warnings on rejected and dropped messages
+  InboundFilter filter_{&reject_log_};  // foreign and impostor drops
   // Job events a peer's message can cause (deaths, rejoins, registrations it cannot reach, sends
   // that fail), so that a peer cannot flood the log through them either.
   RejectionLog event_log_{"job events"};
