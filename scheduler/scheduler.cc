@@ -170,53 +170,73 @@ void Scheduler::Handle(Frames frames) {
 }
 
 void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
+  if (!VetRegister(h, key)) return;
+  if (started_) return Readmit(h, key);
+  AddPending(h, key);
+}
+
+bool Scheduler::VetRegister(const pb::Header& h, const std::string& key) {
   const pb::Register& r = h.register_();
-  if (r.role() != pb::ROLE_SERVER && r.role() != pb::ROLE_WORKER) {
-    return ReplyError(h, pb::ERROR_BAD_REGISTRATION, "role must be server or worker");
-  }
-  if (r.host().empty() || r.port() == 0 || r.port() > 65535) {
-    return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
-                      "registration without a host:port to reach the node");
-  }
-  if (r.protocol_version() != kProtocolVersion) {
-    return ReplyError(h, pb::ERROR_VERSION_MISMATCH,
-                      "node speaks protocol version " + std::to_string(r.protocol_version()) +
-                          ", scheduler " + std::to_string(kProtocolVersion));
-  }
+  std::optional<Refusal> no = CheckRegisterFields(r);
   // With a token: only a REGISTER answering this scheduler's challenge with the token's proof
   // counts (proto/register_proof.h); one recorded in another job is challenged again.
-  if (!IsZero(options_.job_key)) {
+  if (!no && !IsZero(options_.job_key)) {
     const uint64_t challenge = RegisterChallenge(challenge_secret_, r);
-    if (r.challenge() != challenge) return SendChallenge(h, challenge);
+    if (r.challenge() != challenge) {
+      SendChallenge(h, challenge);
+      return false;
+    }
     if (r.proof() != RegisterProof(options_.job_key, r)) {
-      return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
-                        "the registration's proof was not made with this job's token");
+      no = Refusal{pb::ERROR_BAD_REGISTRATION,
+                   "the registration's proof was not made with this job's token"};
     }
   }
-  const uint32_t expected =
-      r.role() == pb::ROLE_SERVER ? options_.num_servers : options_.num_workers;
+  if (!no) no = CheckRegisterRank(r, key);
+  if (!no) return true;
+  ReplyError(h, no->code, no->message);
+  return false;
+}
+
+std::optional<Scheduler::Refusal> Scheduler::CheckRegisterFields(const pb::Register& r) const {
+  if (r.role() != pb::ROLE_SERVER && r.role() != pb::ROLE_WORKER) {
+    return Refusal{pb::ERROR_BAD_REGISTRATION, "role must be server or worker"};
+  }
+  if (r.host().empty() || r.port() == 0 || r.port() > 65535) {
+    return Refusal{pb::ERROR_BAD_REGISTRATION,
+                   "registration without a host:port to reach the node"};
+  }
+  if (r.protocol_version() != kProtocolVersion) {
+    return Refusal{pb::ERROR_VERSION_MISMATCH,
+                   "node speaks protocol version " + std::to_string(r.protocol_version()) +
+                       ", scheduler " + std::to_string(kProtocolVersion)};
+  }
+  return std::nullopt;
+}
+
+std::optional<Scheduler::Refusal> Scheduler::CheckRegisterRank(const pb::Register& r,
+                                                               const std::string& key) const {
+  const uint32_t expected = ExpectedOf(r.role());
   if (r.rank() < -1 || r.rank() >= static_cast<int>(expected)) {
-    return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
-                      std::string(RoleName(r.role())) + " rank " + std::to_string(r.rank()) +
-                          " outside [0, " + std::to_string(expected) + ")");
+    return Refusal{pb::ERROR_BAD_REGISTRATION, std::string(RoleName(r.role())) + " rank " +
+                                                   std::to_string(r.rank()) + " outside [0, " +
+                                                   std::to_string(expected) + ")"};
   }
   // A job whose keys are bound to nodes refuses keys bound to none (client.key), unless told to
   // admit them for the ranks bound to no key: no key ever gets a rank bound to another.
   const bool unbound_key = BoundJob() && options_.transport.curve.bindings.count(key) == 0;
   if (unbound_key && !options_.allow_unbound_keys) {
-    return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
-                      "this client key is bound to no node, and this job binds its nodes' keys "
-                      "(allowed_clients); the scheduler's --allow_unbound_keys admits it for "
-                      "ranks bound to no key");
+    return Refusal{pb::ERROR_BAD_REGISTRATION,
+                   "this client key is bound to no node, and this job binds its nodes' keys "
+                   "(allowed_clients); the scheduler's --allow_unbound_keys admits it for "
+                   "ranks bound to no key"};
   }
   // Keys bound to ranks in advance (allowed_clients `KEY worker 3`): no other key takes a bound
   // rank, before the start (squatting) or after it (a dead node's rank).
   if (Status b = CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), r.rank());
       !b.ok()) {
-    return ReplyError(
-        h,
+    return Refusal{
         b.code() == StatusCode::kAlreadyExists ? pb::ERROR_RANK_TAKEN : pb::ERROR_BAD_REGISTRATION,
-        b.message());
+        b.message()};
   }
   if (unbound_key && r.rank() == -1 && !started_) {
     // Room for it among the ranks bound to no key, besides the unbound keys already in.
@@ -229,74 +249,80 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
                     options_.transport.curve.bindings.count(e.info.key()) == 0;
     }
     if (free_ranks <= 0) {
-      return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
-                        std::string("every ") + RoleName(r.role()) +
-                            " rank left is bound to a key (allowed_clients), and this one is "
-                            "bound to no node");
+      return Refusal{pb::ERROR_BAD_REGISTRATION,
+                     std::string("every ") + RoleName(r.role()) +
+                         " rank left is bound to a key (allowed_clients), and this one is "
+                         "bound to no node"};
     }
   }
-  if (r.role() == pb::ROLE_WORKER && r.num_params() != 0) {
-    if (num_params_ != 0 && num_params_ != r.num_params()) {
-      return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
-                        "worker declares D = " + std::to_string(r.num_params()) +
-                            " but the job has D = " + std::to_string(num_params_));
-    }
+  if (r.role() == pb::ROLE_WORKER && r.num_params() != 0 && num_params_ != 0 &&
+      num_params_ != r.num_params()) {
+    return Refusal{pb::ERROR_BAD_REGISTRATION,
+                   "worker declares D = " + std::to_string(r.num_params()) +
+                       " but the job has D = " + std::to_string(num_params_)};
   }
+  return std::nullopt;
+}
 
-  if (started_) {
-    // A node re-admitted under the rank of a dead one (same role), e.g. after a restart.
-    for (auto& [id, e] : nodes_) {
-      if (e.info.instance() == r.instance()) {  // resent registration: the table already went out
-        pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId, id);
-        *t.mutable_node_table() = BuildTable();
-        SendTo(id, t);
-        return;
-      }
-    }
-    if (r.rank() >= 0) {  // a restarted process replaces the live holder of its rank...
-      for (auto& [id, e] : nodes_) {
-        if (e.info.role() != r.role() || e.info.rank() != r.rank() || e.dead) continue;
-        // ...if it proves to be that rank: under CURVE, by the key the rank registered with.
-        if (e.info.key() != key) {
-          return ReplyError(h, pb::ERROR_RANK_TAKEN,
-                            std::string(RoleName(r.role())) + " rank " + std::to_string(r.rank()) +
-                                " is held by a live node with another client key");
-        }
-        DeclareDead(e, "replaced by a new process registering under its rank");
-        break;
-      }
-      if (!failure_.ok()) return;
-    }
-    for (auto& [id, e] : nodes_) {
-      if (e.info.role() != r.role() || !e.dead) continue;
-      if (r.rank() != -1 && e.info.rank() != r.rank()) continue;
-      // A dead node's rank bound to another key is not this key's to take (rank -1 included).
-      if (!CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), e.info.rank()).ok()) {
-        continue;
-      }
-      e.info.set_host(r.host());
-      e.info.set_port(r.port());
-      e.info.set_instance(r.instance());
-      e.info.set_key(key);
-      e.dead = false;
-      e.finished = false;
-      e.last_seen = Clock::now();
-      (void)transport_->Connect(id, r.host(), r.port());
-      ++generation_;
-      const int rank = e.info.rank();  // a structured binding is not captured (clang 14)
-      event_log_.Warn([&](std::ostream& os) {
-        os << RoleName(r.role()) << " " << rank << " rejoined from " << r.host() << ":" << r.port();
-      });
-      pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId);
+void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
+  const pb::Register& r = h.register_();
+  const uint32_t expected = ExpectedOf(r.role());
+  // A node re-admitted under the rank of a dead one (same role), e.g. after a restart.
+  for (auto& [id, e] : nodes_) {
+    if (e.info.instance() == r.instance()) {  // resent registration: the table already went out
+      pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId, id);
       *t.mutable_node_table() = BuildTable();
-      Broadcast(t);
+      SendTo(id, t);
       return;
     }
-    return ReplyError(h, pb::ERROR_REGISTRATION_FULL,
-                      std::string("all ") + std::to_string(expected) + " " + RoleName(r.role()) +
-                          " ranks are taken by live nodes");
   }
+  if (r.rank() >= 0) {  // a restarted process replaces the live holder of its rank...
+    for (auto& [id, e] : nodes_) {
+      if (e.info.role() != r.role() || e.info.rank() != r.rank() || e.dead) continue;
+      // ...if it proves to be that rank: under CURVE, by the key the rank registered with.
+      if (e.info.key() != key) {
+        return ReplyError(h, pb::ERROR_RANK_TAKEN,
+                          std::string(RoleName(r.role())) + " rank " + std::to_string(r.rank()) +
+                              " is held by a live node with another client key");
+      }
+      DeclareDead(e, "replaced by a new process registering under its rank");
+      break;
+    }
+    if (!failure_.ok()) return;
+  }
+  for (auto& [id, e] : nodes_) {
+    if (e.info.role() != r.role() || !e.dead) continue;
+    if (r.rank() != -1 && e.info.rank() != r.rank()) continue;
+    // A dead node's rank bound to another key is not this key's to take (rank -1 included).
+    if (!CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), e.info.rank()).ok()) {
+      continue;
+    }
+    e.info.set_host(r.host());
+    e.info.set_port(r.port());
+    e.info.set_instance(r.instance());
+    e.info.set_key(key);
+    e.dead = false;
+    e.finished = false;
+    e.last_seen = Clock::now();
+    (void)transport_->Connect(id, r.host(), r.port());
+    ++generation_;
+    const int rank = e.info.rank();  // a structured binding is not captured (clang 14)
+    event_log_.Warn([&](std::ostream& os) {
+      os << RoleName(r.role()) << " " << rank << " rejoined from " << r.host() << ":" << r.port();
+    });
+    pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId);
+    *t.mutable_node_table() = BuildTable();
+    Broadcast(t);
+    return;
+  }
+  return ReplyError(h, pb::ERROR_REGISTRATION_FULL,
+                    std::string("all ") + std::to_string(expected) + " " + RoleName(r.role()) +
+                        " ranks are taken by live nodes");
+}
 
+void Scheduler::AddPending(const pb::Header& h, const std::string& key) {
+  const pb::Register& r = h.register_();
+  const uint32_t expected = ExpectedOf(r.role());
   int temp_id = 0;
   uint32_t same_role = 0;
   for (const Entry& e : pending_) {

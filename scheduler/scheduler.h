@@ -23,6 +23,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -113,6 +114,25 @@ class Scheduler {
   void Handle(Frames frames);
   // `key`: the client key CURVE authenticated for the REGISTER (empty without CURVE).
   void HandleRegister(const pb::Header& h, const std::string& key);
+  // A refused REGISTER: the ERROR that answers it.
+  struct Refusal {
+    pb::ErrorCode code;
+    std::string message;
+  };
+  // HandleRegister's parts. VetRegister: every check a REGISTER passes before it may take a slot
+  // (fields, the token's challenge and proof, rank, key bindings, D); it answers a refusal (or
+  // sends the challenge) itself and returns false. CheckRegisterFields / CheckRegisterRank: the
+  // checks without the challenge, nullopt when they pass. Readmit: after the start, a resent
+  // registration, a restart replacing its rank's holder, or a new process taking a dead node's
+  // rank. AddPending: before the start, a registration counted towards the job.
+  bool VetRegister(const pb::Header& h, const std::string& key);
+  std::optional<Refusal> CheckRegisterFields(const pb::Register& r) const;
+  std::optional<Refusal> CheckRegisterRank(const pb::Register& r, const std::string& key) const;
+  void Readmit(const pb::Header& h, const std::string& key);
+  void AddPending(const pb::Header& h, const std::string& key);
+  uint32_t ExpectedOf(pb::Role role) const {
+    return role == pb::ROLE_SERVER ? options_.num_servers : options_.num_workers;
+  }
   void HandleBarrier(int id, const pb::Barrier& b);
   Status MaybeStart();
   void CheckHeartbeats();
