@@ -1,8 +1,8 @@
 // Backend: the internal primitive layer of kernels/ (not for use outside kernels/). Two
 // implementations share the element-wise functors of backend_functors.h: backend_cpu.cc (namespace
 // sieve::cpu; g++, Thrust OMP system + OpenMP loops for the fused passes) and backend_cuda.cu
-// (sieve::cuda; nvcc, Thrust CUDA system + custom kernels); each exposes an instance of this
-// interface.
+// (sieve::cuda; nvcc, custom kernels over the same functors and CUB's radix sort, no Thrust);
+// each exposes an instance of this interface.
 // A Backend is a stateless, process-wide factory (a function-local static per implementation); the
 // primitives run on a BackendContext it creates, which holds every mutable piece: on CUDA one
 // stream and a grow-only device scratch arena (+ pinned host staging), on the CPU nothing.
@@ -44,6 +44,15 @@ struct Moments {
   double sum = 0.0;
   double sumsq = 0.0;
   uint64_t nonfinite = 0;
+};
+
+// The entries a counting pass collected (CountCollectMask): idx ascending and (when filled: always
+// when masked) vals[j] = x[idx[j]] as it was before any masking; when masked, x is masked at idx
+// (RestoreMasked undoes it).
+struct Collected {
+  std::vector<uint32_t> idx;
+  std::vector<float> vals;
+  bool masked = false;
 };
 
 // The primitives, bound to one stream (CUDA) and its scratch. Created by Backend::NewContext;
@@ -107,6 +116,41 @@ class BackendContext {
     vals_host->resize(idx_host->size());
     return GatherMask(x_dev, idx_host->data(), idx_host->size(), vals_host->data(), nullptr,
                       nullptr, ValuePrecision::kFp32);
+  }
+
+  // ErrorFeedback's counting pass over its residual r: CountCollect over r into out->idx that may
+  // also take out->vals and mask r at each entry it collects as GatherMask(r, idx, ·, r, ·, keep)
+  // would (r[i] = KeptResidual(r[i], keep) of backend_functors.h), and then sets out->masked. It
+  // masks only when it fills out (*count ≤ cap, no non-finite entry); otherwise r is left bitwise
+  // as it was. The default is CountCollect (no values, nothing masked: the caller gathers what it
+  // needs and masks its final choice with GatherMask, as before); the CPU takes the values and
+  // masks within the pass, where the entries are at hand (no second visit of their cache lines).
+  // The momentum is not touched: ZeroAt, once the choice is made.
+  virtual Status CountCollectMask(float* r_dev, size_t n, int64_t key_thr, uint64_t cap,
+                                  ValuePrecision keep, Collected* out, uint64_t* count,
+                                  uint64_t* nonfinite, double* sumsq) {
+    (void)keep;
+    out->masked = false;
+    out->vals.clear();
+    return CountCollect(r_dev, n, key_thr, cap, &out->idx, count, nonfinite, sumsq);
+  }
+
+  // Undoes the masking of CountCollectMask (c.masked) at the positions j of `positions` (all of
+  // c when null): r[c.idx[j]] = c.vals[j]. Leaves c unchanged.
+  virtual Status RestoreMasked(float* r_dev, const Collected& c,
+                               const std::vector<uint32_t>* positions) {
+    (void)r_dev;
+    (void)positions;
+    if (c.masked) return InternalError("RestoreMasked: this backend never masks in a pass");
+    return Status::Ok();
+  }
+
+  // p[idx[j]] = 0 for j < count (indices trusted, as in GatherMask). The default goes through
+  // GatherMask; the CPU stores only.
+  virtual Status ZeroAt(float* p_dev, const uint32_t* idx_host, size_t count) {
+    std::vector<float> discard(count);
+    return GatherMask(p_dev, idx_host, count, discard.data(), nullptr, p_dev,
+                      ValuePrecision::kFp32);
   }
 
   // out_host = |x[start + j·stride]| for every such index < n.

@@ -32,6 +32,10 @@ namespace {
 constexpr size_t kBlock = 512;
 // Count+collect compares blocks of this many keys at once into one 64-bit hit mask.
 constexpr size_t kScanBlock = 64;
+// Count+collect keeps its per-thread scratch between calls while it holds at most this fraction of
+// the vector's length (ρ ≤ 0.01 with topk's and gaussiank's caps of 4·k); a larger one (an exact
+// fallback's candidates) is released after the call.
+constexpr double kScratchKeepFraction = 1.0 / 16;
 
 // Bit j of the result: AbsKey(x[j]) > t, for j < n ≤ 64 (a signed compare: keys are < 2^31). With
 // kSumSq also the float Σx² into *ss. Non-finite keys are above every t < kNonFiniteKey, so a
@@ -159,7 +163,8 @@ void MomentsCpu(const float* x, size_t n, Moments* out, std::vector<uint64_t>* h
   }
 }
 
-// Host memory throughout and every call completes before returning: no state to hold.
+// Host memory throughout and every call completes before returning: the only state is the
+// count pass's scratch, kept for its capacity.
 class CpuContext final : public BackendContext {
  public:
   Device device() const override { return Device::kCpu; }
@@ -216,20 +221,30 @@ class CpuContext final : public BackendContext {
     return Status::Ok();
   }
 
-  // CountCollect(Values): vals (when non-null) gets x at the collected indices.
+  // CountCollect(Values, Mask): vals (when non-null) gets x at the collected indices; with mask_r
+  // = x (then vals non-null) each collected entry is masked as it is taken: x[i] =
+  // KeptResidual(x[i], keep), after its value and, with sumsq, its square were read. When the pass
+  // fills nothing (*count > cap or a non-finite entry) the masked entries are restored and
+  // *masked is false.
   Status CountCollectImpl(const float* x, size_t n, int64_t key_thr, uint64_t cap,
                           std::vector<uint32_t>* idx, std::vector<float>* vals, uint64_t* count,
-                          uint64_t* nonfinite, double* sumsq) {
+                          uint64_t* nonfinite, double* sumsq, float* mask_r = nullptr,
+                          ValuePrecision keep = ValuePrecision::kFp32, bool* masked = nullptr) {
     cap = std::min<uint64_t>(cap, n);
     const int nt = omp_get_max_threads();
-    std::vector<std::vector<uint32_t>> local(nt);
-    std::vector<std::vector<float>> local_vals(vals != nullptr ? nt : 0);
-    std::vector<uint64_t> cnt(nt, 0), bad(nt, 0);
+    // Per-thread scratch of min(cap, its range) entries, written by position (no push_back), kept
+    // across calls (no growth, no fresh pages) unless it grew past kScratchKeepFraction of n.
+    local_idx_.resize(nt);
+    local_vals_.resize(nt);
+    std::vector<uint64_t> cnt(nt, 0), bad(nt, 0), held(nt, 0);
     std::vector<double> sq(nt, 0.0);
     ForThreadRanges(n, nt, [&](int t, size_t lo, size_t hi) {
       uint64_t c = 0, nf = 0;
       double s2 = 0.0;
-      std::vector<uint32_t>& v = local[t];
+      const size_t need = std::min<uint64_t>(cap, hi - lo);
+      uint32_t* const ip = local_idx_[t].Get(need);
+      float* const vp = vals != nullptr ? local_vals_[t].Get(need) : nullptr;
+      float* const mr = mask_r;
       // Each 64-entry block yields a mask of the keys above t_block (NaN/Inf included); only its
       // set bits are visited, so the cost beyond the vector test is per selected entry.
       const int32_t t_block = static_cast<int32_t>(std::min<int64_t>(key_thr, kNonFiniteKey - 1));
@@ -251,19 +266,22 @@ class CpuContext final : public BackendContext {
         }
         for (; mask != 0; mask &= mask - 1) {
           const size_t i = b + static_cast<size_t>(std::countr_zero(mask));
-          const uint32_t key = AbsKey(x[i]);
+          const float xi = x[i];
+          const uint32_t key = AbsKey(xi);
           if (key >= kNonFiniteKey) {
             ++nf;
           } else if (static_cast<int64_t>(key) > key_thr) {
-            if (c < cap) {
-              v.push_back(static_cast<uint32_t>(i));
-              if (vals != nullptr) local_vals[t].push_back(x[i]);
+            if (c < need) {
+              ip[c] = static_cast<uint32_t>(i);
+              if (vp != nullptr) vp[c] = xi;
+              if (mr != nullptr) mr[i] = KeptResidual(xi, keep);
             }
             ++c;
           }
         }
       }
       cnt[t] = c;
+      held[t] = std::min<uint64_t>(c, need);  // its first entries, written above
       bad[t] = nf;
       sq[t] = s2;
     });
@@ -277,14 +295,30 @@ class CpuContext final : public BackendContext {
     if (sumsq != nullptr) *sumsq = total_ss;
     *count = total;
     *nonfinite = nf;
-    if (total <= cap && nf == 0) {
-      idx->clear();
-      idx->reserve(total);
-      for (const auto& v : local) idx->insert(idx->end(), v.begin(), v.end());
-      if (vals != nullptr) {
-        vals->clear();
-        vals->reserve(total);
-        for (const auto& v : local_vals) vals->insert(vals->end(), v.begin(), v.end());
+    const bool filled = total <= cap && nf == 0;
+    if (masked != nullptr) *masked = filled;
+    if (!filled && mask_r != nullptr) {  // nothing filled: undo every entry masked
+      for (int t = 0; t < nt; ++t) {
+        const uint32_t* ip = local_idx_[t].data();
+        const float* vp = local_vals_[t].data();
+        for (size_t j = 0; j < held[t]; ++j) mask_r[ip[j]] = vp[j];
+      }
+    }
+    if (filled) {
+      auto concat = [&](const auto& parts, auto* dst) {
+        dst->clear();
+        dst->reserve(total);
+        for (int t = 0; t < nt; ++t) {
+          dst->insert(dst->end(), parts[t].data(), parts[t].data() + held[t]);
+        }
+      };
+      concat(local_idx_, idx);
+      if (vals != nullptr) concat(local_vals_, vals);
+    }
+    for (int t = 0; t < nt; ++t) {
+      if (local_idx_[t].size() > n * kScratchKeepFraction) {
+        local_idx_[t] = {};
+        local_vals_[t] = {};
       }
     }
     return Status::Ok();
@@ -299,6 +333,32 @@ class CpuContext final : public BackendContext {
                             std::vector<uint32_t>* idx, std::vector<float>* vals, uint64_t* count,
                             uint64_t* nonfinite, double* sumsq) override {
     return CountCollectImpl(x, n, key_thr, cap, idx, vals, count, nonfinite, sumsq);
+  }
+  Status CountCollectMask(float* r, size_t n, int64_t key_thr, uint64_t cap, ValuePrecision keep,
+                          Collected* out, uint64_t* count, uint64_t* nonfinite,
+                          double* sumsq) override {
+    return CountCollectImpl(r, n, key_thr, cap, &out->idx, &out->vals, count, nonfinite, sumsq, r,
+                            keep, &out->masked);
+  }
+  Status RestoreMasked(float* r, const Collected& c,
+                       const std::vector<uint32_t>* positions) override {
+    if (!c.masked) return Status::Ok();
+    if (positions == nullptr) {
+      for (size_t j = 0; j < c.idx.size(); ++j) r[c.idx[j]] = c.vals[j];
+    } else {
+      for (uint32_t j : *positions) r[c.idx[j]] = c.vals[j];
+    }
+    return Status::Ok();
+  }
+  // The stores miss (scattered lines): prefetched for writing kZeroAhead entries ahead, so that
+  // many are in flight.
+  Status ZeroAt(float* p, const uint32_t* idx, size_t count) override {
+    constexpr size_t kZeroAhead = 32;
+    for (size_t j = 0; j < count; ++j) {
+      if (j + kZeroAhead < count) __builtin_prefetch(p + idx[j + kZeroAhead], 1, 1);
+      p[idx[j]] = 0.0f;
+    }
+    return Status::Ok();
   }
 
   Status StridedSampleAbs(const float* x, size_t n, size_t start, size_t stride,
@@ -345,6 +405,30 @@ class CpuContext final : public BackendContext {
     }
     return Status::Ok();
   }
+
+ private:
+  // A grow-only array left uninitialized (new T[n]): its pages are touched only where written.
+  template <typename T>
+  class Scratch {
+   public:
+    T* Get(size_t n) {
+      if (size_ < n) {
+        data_.reset(new T[n]);
+        size_ = n;
+      }
+      return data_.get();
+    }
+    T* data() const { return data_.get(); }
+    size_t size() const { return size_; }
+
+   private:
+    std::unique_ptr<T[]> data_;
+    size_t size_ = 0;
+  };
+
+  // CountCollectImpl's per-thread scratch (one context is used by one thread at a time).
+  std::vector<Scratch<uint32_t>> local_idx_;
+  std::vector<Scratch<float>> local_vals_;
 };
 
 class CpuBackend final : public Backend {

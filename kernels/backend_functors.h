@@ -148,9 +148,14 @@ struct SampleFn {
   SIEVE_HD float operator()(size_t j) const { return fabsf(x[start + j * stride]); }
 };
 
-// vals[j] = x[idx[j]]; then, where the masks are non-null, mask_a[idx[j]] = the rounding error
-// x - RoundToPrecision(x, keep) of that value (0 for kFp32) and mask_b[idx[j]] = 0. mask_a may
-// alias x (each x[i] is read before it is written).
+// What the residual keeps of a value v once it is sent in precision `keep`: the rounding error
+// v - RoundToPrecision(v, keep), 0 for kFp32.
+SIEVE_HD inline float KeptResidual(float v, ValuePrecision keep) {
+  return keep == ValuePrecision::kFp32 ? 0.0f : AddRn(v, -RoundToPrecision(v, keep));
+}
+
+// vals[j] = x[idx[j]]; then, where the masks are non-null, mask_a[idx[j]] = KeptResidual of that
+// value and mask_b[idx[j]] = 0. mask_a may alias x (each x[i] is read before it is written).
 struct GatherMaskFn {
   const float* x;
   const uint32_t* idx;
@@ -162,9 +167,7 @@ struct GatherMaskFn {
     const uint32_t i = idx[j];
     const float v = x[i];
     vals[j] = v;
-    if (mask_a != nullptr) {
-      mask_a[i] = keep == ValuePrecision::kFp32 ? 0.0f : AddRn(v, -RoundToPrecision(v, keep));
-    }
+    if (mask_a != nullptr) mask_a[i] = KeptResidual(v, keep);
     if (mask_b != nullptr) mask_b[i] = 0.0f;
   }
 };

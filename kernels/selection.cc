@@ -50,62 +50,138 @@ int64_t KeyThreshold(float thr) {
   return static_cast<int64_t>(std::bit_cast<uint32_t>(thr) & 0x7fffffffu);
 }
 
-// One fused counting pass; fails on non-finite input. The sum of squares (pass->sumsq) is
-// computed only when asked for: the pass is cheaper without it.
+// ErrorFeedback's buffers, masked at the selection (null in the stateless Select): r is the x
+// selected from.
+struct MaskTarget {
+  float* r;
+  float* m;
+  ValuePrecision keep;
+};
+
+// The candidates of the last counting pass, with their values. When `chosen`, they are the
+// selection; when c.masked, r (not yet m) is masked at c.idx (a backend that masks in the pass).
+struct Picked {
+  Collected c;
+  bool chosen = false;
+};
+
+// Undoes the masking of p->c, if any (a pass whose candidates are not taken).
+Status Unmask(BackendContext* be, const MaskTarget* mt, Picked* p) {
+  if (!p->c.masked) return Status::Ok();
+  SIEVE_RETURN_IF_ERROR(be->RestoreMasked(mt->r, p->c, nullptr));
+  p->c.masked = false;
+  return Status::Ok();
+}
+
+// Keeps the candidates at positions `pos` (ascending) of p->c as the selection: the others are
+// restored when masked.
+Status Take(BackendContext* be, const MaskTarget* mt, const std::vector<uint32_t>& pos, Picked* p) {
+  Collected& c = p->c;
+  const size_t n = c.idx.size();
+  if (c.masked && pos.size() < n) {
+    std::vector<uint32_t> rest;
+    rest.reserve(n - pos.size());
+    size_t q = 0;
+    for (size_t j = 0; j < n; ++j) {
+      if (q < pos.size() && pos[q] == j) {
+        ++q;
+      } else {
+        rest.push_back(static_cast<uint32_t>(j));
+      }
+    }
+    SIEVE_RETURN_IF_ERROR(be->RestoreMasked(mt->r, c, &rest));
+  }
+  for (size_t q = 0; q < pos.size(); ++q) {
+    c.idx[q] = c.idx[pos[q]];
+    c.vals[q] = c.vals[pos[q]];
+  }
+  c.idx.resize(pos.size());
+  c.vals.resize(pos.size());
+  p->chosen = true;
+  return Status::Ok();
+}
+
+// One fused counting pass of the entries with key > key_thr into p->c (with values; masked when
+// mt is given and the backend masks in the pass); fails on non-finite input (nothing masked
+// then). The sum of squares (pass->sumsq) is computed only when asked for: the pass is cheaper
+// without it. A previous pass's masking must have been undone (Unmask) or taken.
 struct Pass {
   uint64_t count = 0;
   double sumsq = 0.0;
 };
 enum class SumSq { kSkip, kWant };
-Status CountPass(BackendContext* be, const float* x, size_t d, float thr, uint64_t cap,
-                 std::vector<uint32_t>* idx, SumSq want, Pass* pass) {
+Status CountPassKey(BackendContext* be, const MaskTarget* mt, const float* x, size_t d,
+                    int64_t key_thr, uint64_t cap, Picked* p, SumSq want, Pass* pass) {
   uint64_t nonfinite = 0;
   pass->sumsq = 0.0;
-  SIEVE_RETURN_IF_ERROR(be->CountCollect(x, d, KeyThreshold(thr), cap, idx, &pass->count,
-                                         &nonfinite,
-                                         want == SumSq::kWant ? &pass->sumsq : nullptr));
+  double* const ss = want == SumSq::kWant ? &pass->sumsq : nullptr;
+  p->chosen = false;
+  if (mt != nullptr) {
+    SIEVE_RETURN_IF_ERROR(be->CountCollectMask(mt->r, d, key_thr, cap, mt->keep, &p->c,
+                                               &pass->count, &nonfinite, ss));
+  } else {
+    p->c.masked = false;
+    SIEVE_RETURN_IF_ERROR(be->CountCollectValues(x, d, key_thr, cap, &p->c.idx, &p->c.vals,
+                                                 &pass->count, &nonfinite, ss));
+  }
   if (nonfinite != 0) return NonFiniteResidual(nonfinite);
   return Status::Ok();
 }
+Status CountPass(BackendContext* be, const MaskTarget* mt, const float* x, size_t d, float thr,
+                 uint64_t cap, Picked* p, SumSq want, Pass* pass) {
+  return CountPassKey(be, mt, x, d, KeyThreshold(thr), cap, p, want, pass);
+}
 
-// Exact top-k (ties toward the lower index) among `cand` (ascending), result ascending in *sel:
-// the k-th largest key among the candidates (nth_element over 32-bit keys), then, in index order,
-// every candidate above it and the first ones equal to it until k are taken. cand_vals, when
-// given, holds x at the candidates (else they are gathered).
-Status TopkAmong(BackendContext* be, const float* x, const std::vector<uint32_t>& cand, uint64_t k,
-                 std::vector<uint32_t>* sel, const std::vector<float>* cand_vals = nullptr) {
-  if (cand.size() <= k) {
-    *sel = cand;
-    return Status::Ok();
-  }
-  sel->clear();
-  if (k == 0) return Status::Ok();
-  std::vector<float> gathered;
-  if (cand_vals == nullptr || cand_vals->size() != cand.size()) {
-    gathered.resize(cand.size());
-    SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), gathered.data(), nullptr,
-                                         nullptr, ValuePrecision::kFp32));
-    cand_vals = &gathered;
-  }
-  const std::vector<float>& vals = *cand_vals;
-  std::vector<uint32_t> keys(cand.size());
-  for (size_t j = 0; j < cand.size(); ++j) keys[j] = std::bit_cast<uint32_t>(vals[j]) & 0x7fffffffu;
+std::vector<uint32_t> Keys(const std::vector<float>& vals) {
+  std::vector<uint32_t> keys(vals.size());
+  for (size_t j = 0; j < vals.size(); ++j) keys[j] = std::bit_cast<uint32_t>(vals[j]) & 0x7fffffffu;
+  return keys;
+}
+
+// The (rank+1)-th largest of keys (rank < keys.size()): nth_element over a copy.
+uint32_t KeyAtRank(const std::vector<uint32_t>& keys, size_t rank) {
   std::vector<uint32_t> order = keys;
-  std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), std::greater<uint32_t>());
-  const uint32_t kth = order[k - 1];
+  std::nth_element(order.begin(), order.begin() + rank, order.end(), std::greater<uint32_t>());
+  return order[rank];
+}
+
+// p->c.vals gathered from x where the pass did not take them.
+Status EnsureValues(BackendContext* be, const float* x, Picked* p) {
+  Collected& c = p->c;
+  if (c.vals.size() == c.idx.size()) return Status::Ok();
+  c.vals.resize(c.idx.size());
+  return be->GatherMask(x, c.idx.data(), c.idx.size(), c.vals.data(), nullptr, nullptr,
+                        ValuePrecision::kFp32);
+}
+
+// Exact top-k (ties toward the lower index) among the candidates p->c (ascending), taken as the
+// selection: the k-th largest key among them, then, in index order, every candidate above it and
+// the first ones equal to it until k.
+Status TopkAmong(BackendContext* be, const MaskTarget* mt, const float* x, uint64_t k, Picked* p) {
+  SIEVE_RETURN_IF_ERROR(EnsureValues(be, x, p));
+  const size_t n = p->c.idx.size();
+  std::vector<uint32_t> pos;
+  if (n <= k) {
+    pos.resize(n);
+    for (size_t j = 0; j < n; ++j) pos[j] = static_cast<uint32_t>(j);
+    return Take(be, mt, pos, p);
+  }
+  if (k == 0) return Take(be, mt, pos, p);
+  const std::vector<uint32_t> keys = Keys(p->c.vals);
+  const uint32_t kth = KeyAtRank(keys, k - 1);
   uint64_t above = 0;
   for (uint32_t key : keys) above += key > kth;
   uint64_t ties = k - above;  // entries equal to kth to take, lowest indices first
-  sel->reserve(k);
-  for (size_t j = 0; j < cand.size(); ++j) {
+  pos.reserve(k);
+  for (size_t j = 0; j < n; ++j) {
     if (keys[j] > kth) {
-      sel->push_back(cand[j]);
+      pos.push_back(static_cast<uint32_t>(j));
     } else if (keys[j] == kth && ties > 0) {
-      sel->push_back(cand[j]);
+      pos.push_back(static_cast<uint32_t>(j));
       --ties;
     }
   }
-  return Status::Ok();
+  return Take(be, mt, pos, p);
 }
 
 void AllIndices(size_t d, std::vector<uint32_t>* idx) {
@@ -113,9 +189,19 @@ void AllIndices(size_t d, std::vector<uint32_t>* idx) {
   for (size_t i = 0; i < d; ++i) (*idx)[i] = static_cast<uint32_t>(i);
 }
 
+// Every entry as a candidate (unmasked).
+Status AllCandidates(BackendContext* be, const float* x, size_t d, Picked* p) {
+  p->chosen = false;
+  p->c.masked = false;
+  AllIndices(d, &p->c.idx);
+  p->c.vals.resize(d);
+  return be->ToHost(x, d, p->c.vals.data());
+}
+
 // Exact top-k: one histogram pass over the top 12 magnitude bits, one pass collecting the
 // entries at or above the boundary bin, then an exact selection among those candidates.
-Status RunTopkHistogram(BackendContext* be, const float* x, size_t d, uint64_t k, Selection* out) {
+Status RunTopkHistogram(BackendContext* be, const MaskTarget* mt, const float* x, size_t d,
+                        uint64_t k, Selection* out, Picked* p) {
   std::vector<uint64_t> hist;
   Moments mom;
   SIEVE_RETURN_IF_ERROR(be->KeyHistogram(x, d, &hist, &mom));
@@ -130,24 +216,23 @@ Status RunTopkHistogram(BackendContext* be, const float* x, size_t d, uint64_t k
   }
   const uint64_t candidates = above + hist[bin];
   const int64_t key_thr = static_cast<int64_t>(bin << kKeyHistShift) - 1;
-  std::vector<uint32_t> cand;
   Pass pass;
-  uint64_t nonfinite = 0;
-  SIEVE_RETURN_IF_ERROR(
-      be->CountCollect(x, d, key_thr, candidates, &cand, &pass.count, &nonfinite, nullptr));
-  if (pass.count != candidates || cand.size() != candidates) {
+  SIEVE_RETURN_IF_ERROR(CountPassKey(be, mt, x, d, key_thr, candidates, p, SumSq::kSkip, &pass));
+  if (pass.count != candidates || p->c.idx.size() != candidates) {
+    SIEVE_RETURN_IF_ERROR(Unmask(be, mt, p));
     return InternalError("topk: candidate count mismatch");
   }
-  return TopkAmong(be, x, cand, k, &out->indices);
+  return TopkAmong(be, mt, x, k, p);
 }
 
 // Exact top-k. On the CPU with k ≥ kTopkSampleMinK: a cutoff from a strided sample, one fused
 // count + collect + Σr² pass above it, the exact selection among those candidates (every entry
 // of the top-k lies above the cutoff once at least k do). Otherwise, or when the cutoff leaves
 // fewer than k or more than the cap, the histogram path.
-Status RunTopk(BackendContext* be, const float* x, size_t d, uint64_t k, Selection* out) {
+Status RunTopk(BackendContext* be, const MaskTarget* mt, const float* x, size_t d, uint64_t k,
+               Selection* out, Picked* p) {
   if (be->device() != Device::kCpu || k < cc::kTopkSampleMinK) {
-    return RunTopkHistogram(be, x, d, k, out);
+    return RunTopkHistogram(be, mt, x, d, k, out, p);
   }
   // About kTopkSampleAbove/ρ entries, and at least kTopkSampleMinSize where d allows.
   const size_t stride = std::max<size_t>(
@@ -159,21 +244,19 @@ Status RunTopk(BackendContext* be, const float* x, size_t d, uint64_t k, Selecti
                         static_cast<double>(d);  // sample entries expected in the top-k
   const size_t rank = static_cast<size_t>(
       std::ceil(expect + cc::kTopkSampleSigmas * std::sqrt(std::max(expect, 1.0))));
-  if (rank >= sample.size()) return RunTopkHistogram(be, x, d, k, out);
+  if (rank >= sample.size()) return RunTopkHistogram(be, mt, x, d, k, out, p);
   std::vector<uint32_t> keys(sample.size());
   for (size_t j = 0; j < sample.size(); ++j) keys[j] = std::bit_cast<uint32_t>(sample[j]);
   std::nth_element(keys.begin(), keys.begin() + rank, keys.end(), std::greater<uint32_t>());
   const uint64_t cap = static_cast<uint64_t>(cc::kTopkSampleCapFactor * static_cast<double>(k));
-  std::vector<uint32_t> cand;
-  std::vector<float> cand_vals;
   Pass pass;
-  uint64_t nonfinite = 0;
-  SIEVE_RETURN_IF_ERROR(be->CountCollectValues(x, d, keys[rank], cap, &cand, &cand_vals,
-                                               &pass.count, &nonfinite, &pass.sumsq));
-  if (nonfinite != 0) return NonFiniteResidual(nonfinite);
-  if (pass.count < k || pass.count > cap) return RunTopkHistogram(be, x, d, k, out);
+  SIEVE_RETURN_IF_ERROR(CountPassKey(be, mt, x, d, keys[rank], cap, p, SumSq::kWant, &pass));
+  if (pass.count < k || pass.count > cap) {
+    SIEVE_RETURN_IF_ERROR(Unmask(be, mt, p));
+    return RunTopkHistogram(be, mt, x, d, k, out, p);
+  }
   out->sumsq_total = pass.sumsq;
-  return TopkAmong(be, x, cand, k, &out->indices, &cand_vals);
+  return TopkAmong(be, mt, x, k, p);
 }
 
 struct Band {
@@ -204,20 +287,22 @@ Status GaussianGuess(BackendContext* be, const float* x, size_t d, uint64_t k, S
   return Status::Ok();
 }
 
-Status RunGaussianPaper(BackendContext* be, const float* x, size_t d, uint64_t k, Selection* out) {
+Status RunGaussianPaper(BackendContext* be, const MaskTarget* mt, const float* x, size_t d,
+                        uint64_t k, Selection* out, Picked* p) {
   float thr;
   SIEVE_RETURN_IF_ERROR(GaussianGuess(be, x, d, k, out, &thr));
   const Band band = MakeBand(k, cc::kGaussBandLow, cc::kGaussBandHigh);
   for (int pass_no = 0;; ++pass_no) {
     const bool last = pass_no + 1 == cc::kGaussPaperMaxCounts;
     Pass pass;
-    SIEVE_RETURN_IF_ERROR(
-        CountPass(be, x, d, thr, last ? d : band.hi, &out->indices, SumSq::kSkip, &pass));
+    SIEVE_RETURN_IF_ERROR(CountPass(be, mt, x, d, thr, last ? d : band.hi, p, SumSq::kSkip, &pass));
     if (band.Contains(pass.count) || last) {
       out->threshold = thr;
       out->iterations = pass_no;
+      p->chosen = true;
       return Status::Ok();
     }
+    SIEVE_RETURN_IF_ERROR(Unmask(be, mt, p));
     thr = static_cast<float>(thr * (pass.count < band.lo ? cc::kGaussShrink : cc::kGaussGrow));
   }
 }
@@ -250,41 +335,36 @@ double ModelGuess(double at, uint64_t count_at, double aim, size_t d, double rms
   return rms > 0.0 ? TailZ(p_aim) * rms : 0.0;
 }
 
-// From candidates `cand` (ascending; every index with |x| above some lower threshold, more than
-// band.hi of them): the threshold selecting ≤ k of them with |x| > it — the (k+1)-th largest |x|
-// — into out->threshold / out->indices, or (when ties leave fewer than band.lo above it) the
-// exact top-k with exact_fallback set.
-Status ThresholdAmong(BackendContext* be, const float* x, const std::vector<uint32_t>& cand,
-                      uint64_t k, const Band& band, Selection* out) {
-  std::vector<float> vals(cand.size());
-  SIEVE_RETURN_IF_ERROR(be->GatherMask(x, cand.data(), cand.size(), vals.data(), nullptr, nullptr,
-                                       ValuePrecision::kFp32));
-  std::vector<uint32_t> keys(cand.size());
-  for (size_t j = 0; j < cand.size(); ++j) keys[j] = std::bit_cast<uint32_t>(vals[j]) & 0x7fffffffu;
-  std::vector<uint32_t> order = keys;
-  std::nth_element(order.begin(), order.begin() + k, order.end(), std::greater<uint32_t>());
-  const uint32_t kth = order[k];
+// From the candidates p->c (ascending; every index with |x| above some lower threshold, more
+// than band.hi of them): the threshold selecting ≤ k of them with |x| > it — the (k+1)-th largest
+// |x| — into out->threshold and the selection, or (when ties leave fewer than band.lo above it)
+// the exact top-k with exact_fallback set.
+Status ThresholdAmong(BackendContext* be, const MaskTarget* mt, const float* x, uint64_t k,
+                      const Band& band, Selection* out, Picked* p) {
+  SIEVE_RETURN_IF_ERROR(EnsureValues(be, x, p));
+  const std::vector<uint32_t> keys = Keys(p->c.vals);
+  const uint32_t kth = KeyAtRank(keys, k);
   uint64_t above = 0;
   for (uint32_t key : keys) above += key > kth;
   if (above < band.lo) {
     out->exact_fallback = true;
-    return TopkAmong(be, x, cand, k, &out->indices);
+    return TopkAmong(be, mt, x, k, p);
   }
-  out->indices.clear();
-  out->indices.reserve(above);
-  for (size_t j = 0; j < cand.size(); ++j) {
-    if (keys[j] > kth) out->indices.push_back(cand[j]);
+  std::vector<uint32_t> pos;
+  pos.reserve(above);
+  for (size_t j = 0; j < keys.size(); ++j) {
+    if (keys[j] > kth) pos.push_back(static_cast<uint32_t>(j));
   }
   out->threshold = std::bit_cast<float>(kth);
-  return Status::Ok();
+  return Take(be, mt, pos, p);
 }
 
 // gaussiank: first guess (warm or Gaussian), then guesses from a Gaussian tail model fitted to
 // the last count (moments when it is 0), safeguarded inside the bracket of the counts above and
 // below the band once both exist (log-log secant, every third step a bisection). A count above
 // the band but ≤ kGaussCollectFactor·k ends the search among the collected candidates.
-Status RunGaussianRobust(BackendContext* be, const float* x, size_t d, uint64_t k,
-                         const SelectOptions& opt, Selection* out) {
+Status RunGaussianRobust(BackendContext* be, const MaskTarget* mt, const float* x, size_t d,
+                         uint64_t k, const SelectOptions& opt, Selection* out, Picked* p) {
   float thr;
   const bool warm = Usable(opt.prev_threshold);
   if (warm) {
@@ -301,19 +381,17 @@ Status RunGaussianRobust(BackendContext* be, const float* x, size_t d, uint64_t 
   int adj = 0;
   for (;;) {
     Pass pass;
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, cap, &out->indices,
+    SIEVE_RETURN_IF_ERROR(CountPass(be, mt, x, d, thr, cap, p,
                                     adj == 0 && warm ? SumSq::kWant : SumSq::kSkip, &pass));
     if (adj == 0 && warm) out->sumsq_total = pass.sumsq;
     out->iterations = adj;
     if (band.Contains(pass.count)) {
       out->threshold = thr;
+      p->chosen = true;
       return Status::Ok();
     }
     if (pass.count > band.hi) {
-      if (pass.count <= cap) {
-        const std::vector<uint32_t> cand = std::move(out->indices);
-        return ThresholdAmong(be, x, cand, k, band, out);
-      }
+      if (pass.count <= cap) return ThresholdAmong(be, mt, x, k, band, out, p);
       have_lo = true;
       lo = thr;
       lo_count = pass.count;
@@ -322,6 +400,7 @@ Status RunGaussianRobust(BackendContext* be, const float* x, size_t d, uint64_t 
       hi = thr;
       hi_count = pass.count;
     }
+    SIEVE_RETURN_IF_ERROR(Unmask(be, mt, p));  // the candidates below the band are not taken
     if (adj == cc::kGaussMaxAdjustments) break;
     const double rms = std::sqrt(out->sumsq_total / static_cast<double>(d));
     // Below the band: aim inside the collect window; above it: at k.
@@ -363,14 +442,14 @@ Status RunGaussianRobust(BackendContext* be, const float* x, size_t d, uint64_t 
   }
   // Last resort: exact top-k over the candidates above the best lower bound (or over all).
   out->exact_fallback = true;
-  std::vector<uint32_t> cand;
+  SIEVE_RETURN_IF_ERROR(Unmask(be, mt, p));
   if (have_lo) {
     Pass pass;
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, lo, lo_count, &cand, SumSq::kSkip, &pass));
+    SIEVE_RETURN_IF_ERROR(CountPass(be, mt, x, d, lo, lo_count, p, SumSq::kSkip, &pass));
   } else {
-    AllIndices(d, &cand);
+    SIEVE_RETURN_IF_ERROR(AllCandidates(be, x, d, p));
   }
-  return TopkAmong(be, x, cand, k, &out->indices);
+  return TopkAmong(be, mt, x, k, p);
 }
 
 // dgc's first guess: the ks-th largest |r| of a seeded strided sample (≈1 %).
@@ -397,8 +476,8 @@ Status DgcSampleGuess(BackendContext* be, const float* x, size_t d, uint64_t k, 
   return Status::Ok();
 }
 
-Status RunDgc(BackendContext* be, const float* x, size_t d, uint64_t k, const SelectOptions& opt,
-              Selection* out) {
+Status RunDgc(BackendContext* be, const MaskTarget* mt, const float* x, size_t d, uint64_t k,
+              const SelectOptions& opt, Selection* out, Picked* p) {
   float thr;
   const bool warm = Usable(opt.prev_threshold);
   if (warm) {
@@ -409,12 +488,13 @@ Status RunDgc(BackendContext* be, const float* x, size_t d, uint64_t k, const Se
   const Band band = MakeBand(k, cc::kDgcBandLow, cc::kDgcBandHigh);
   Pass pass;
   for (int adj = 0;; ++adj) {
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, band.hi, &out->indices,
-                                    adj == 0 ? SumSq::kWant : SumSq::kSkip, &pass));
+    SIEVE_RETURN_IF_ERROR(
+        CountPass(be, mt, x, d, thr, band.hi, p, adj == 0 ? SumSq::kWant : SumSq::kSkip, &pass));
     if (adj == 0) out->sumsq_total = pass.sumsq;
     out->iterations = adj;
     out->threshold = thr;
     if (band.Contains(pass.count) || adj == cc::kDgcMaxAdjustments) break;
+    SIEVE_RETURN_IF_ERROR(Unmask(be, mt, p));  // before the sample below reads x
     if (adj == 0 && warm) {
       // The previous threshold missed (the residual's scale moved): re-estimate from the sample.
       float fresh;
@@ -435,12 +515,12 @@ Status RunDgc(BackendContext* be, const float* x, size_t d, uint64_t k, const Se
       thr = static_cast<float>(thr * cc::kDgcShrink);
     }
   }
-  if (pass.count > band.hi) {
+  if (pass.count > band.hi) {  // nothing collected (nor masked) above the cap
     out->exact_fallback = true;
-    std::vector<uint32_t> cand;
-    SIEVE_RETURN_IF_ERROR(CountPass(be, x, d, thr, pass.count, &cand, SumSq::kSkip, &pass));
-    return TopkAmong(be, x, cand, k, &out->indices);
+    SIEVE_RETURN_IF_ERROR(CountPass(be, mt, x, d, thr, pass.count, p, SumSq::kSkip, &pass));
+    return TopkAmong(be, mt, x, k, p);
   }
+  p->chosen = true;
   return Status::Ok();  // in band, or below it after the last adjustment (accepted)
 }
 
@@ -472,9 +552,11 @@ void RandomIndices(size_t d, uint64_t k, uint64_t seed, std::vector<uint32_t>* i
   }
 }
 
-// Fills indices (or dense), threshold, iterations, sumsq_total; values are gathered by Finish.
-Status SelectIndices(BackendContext* be, Compressor c, const float* x, size_t d, uint64_t k,
-                     const SelectOptions& opt, Selection* out) {
+// Fills threshold, iterations, sumsq_total and the choice: dense, out->indices, or (p->chosen)
+// the candidates p->c with their values, masked at them where p->c.masked. On an error p->c may
+// be left masked (the caller restores it). Finish completes the selection.
+Status SelectIndices(BackendContext* be, Compressor c, const MaskTarget* mt, const float* x,
+                     size_t d, uint64_t k, const SelectOptions& opt, Selection* out, Picked* p) {
   SIEVE_RETURN_IF_ERROR(CheckDims(d, k));
   Selection s;
   s.dim = d;
@@ -497,16 +579,16 @@ Status SelectIndices(BackendContext* be, Compressor c, const float* x, size_t d,
   }
   switch (c) {
     case Compressor::kTopk:
-      SIEVE_RETURN_IF_ERROR(RunTopk(be, x, d, k, &s));
+      SIEVE_RETURN_IF_ERROR(RunTopk(be, mt, x, d, k, &s, p));
       break;
     case Compressor::kGaussiankPaper:
-      SIEVE_RETURN_IF_ERROR(RunGaussianPaper(be, x, d, k, &s));
+      SIEVE_RETURN_IF_ERROR(RunGaussianPaper(be, mt, x, d, k, &s, p));
       break;
     case Compressor::kGaussiank:
-      SIEVE_RETURN_IF_ERROR(RunGaussianRobust(be, x, d, k, opt, &s));
+      SIEVE_RETURN_IF_ERROR(RunGaussianRobust(be, mt, x, d, k, opt, &s, p));
       break;
     case Compressor::kDgc:
-      SIEVE_RETURN_IF_ERROR(RunDgc(be, x, d, k, opt, &s));
+      SIEVE_RETURN_IF_ERROR(RunDgc(be, mt, x, d, k, opt, &s, p));
       break;
     default:
       return InternalError("unhandled compressor");
@@ -522,23 +604,35 @@ void RoundValues(ValuePrecision p, std::vector<float>* values) {
   for (float& v : *values) v = backend_internal::RoundToPrecision(v, p);
 }
 
-// out's values (indices already chosen) gathered from x; with mask_r, r[S] = the rounding error
-// of each value in precision `round` (0 for kFp32) and m[S] = 0 (mask_m, unless null or dense).
-// The statistics (sumsq_selected, threshold) are those of the unrounded values; the values are
-// then rounded.
-Status Finish(BackendContext* be, const float* x, float* mask_r, float* mask_m,
-              ValuePrecision round, Selection* out) {
+// out's values from the choice of SelectIndices: p's candidates when chosen, else gathered from x
+// at out->indices; with mt, r[S] = the rounding error of each value in precision mt->keep (0 for
+// kFp32) and m[S] = 0 (r only when dense), unless the counting pass has masked them already. The
+// statistics (sumsq_selected, threshold) are those of the unrounded values; the values are then
+// rounded.
+Status Finish(BackendContext* be, const MaskTarget* mt, const float* x, Picked* p, Selection* out) {
+  const ValuePrecision round = mt != nullptr ? mt->keep : ValuePrecision::kFp32;
   if (out->dense) {
     out->values.resize(out->dim);
     SIEVE_RETURN_IF_ERROR(be->ToHost(x, out->dim, out->values.data()));
-    if (mask_r != nullptr) SIEVE_RETURN_IF_ERROR(be->KeepRoundingError(mask_r, out->dim, round));
+    if (mt != nullptr) SIEVE_RETURN_IF_ERROR(be->KeepRoundingError(mt->r, out->dim, round));
     out->sumsq_selected = out->sumsq_total;
     RoundValues(round, &out->values);
     return Status::Ok();
   }
+  bool have_values = false;
+  if (p->chosen) {
+    out->indices = std::move(p->c.idx);
+    out->values = std::move(p->c.vals);
+    have_values = out->values.size() == out->indices.size();
+  }
   out->values.resize(out->indices.size());
-  SIEVE_RETURN_IF_ERROR(be->GatherMask(x, out->indices.data(), out->indices.size(),
-                                       out->values.data(), mask_r, mask_m, round));
+  if (p->chosen && p->c.masked) {  // r masked in the pass: m's turn
+    SIEVE_RETURN_IF_ERROR(be->ZeroAt(mt->m, out->indices.data(), out->indices.size()));
+  } else if (!have_values || mt != nullptr) {
+    SIEVE_RETURN_IF_ERROR(be->GatherMask(x, out->indices.data(), out->indices.size(),
+                                         out->values.data(), mt != nullptr ? mt->r : nullptr,
+                                         mt != nullptr ? mt->m : nullptr, round));
+  }
   double ss = 0.0;
   float min_abs = std::numeric_limits<float>::infinity();
   for (float v : out->values) {
@@ -577,8 +671,9 @@ Status Select(Device device, Compressor compressor, const float* x, size_t d, ui
   SIEVE_ASSIGN_OR_RETURN(Backend * be, GetBackend(device));
   SIEVE_ASSIGN_OR_RETURN(std::unique_ptr<BackendContext> ctx, be->NewContext());
   Selection s;
-  SIEVE_RETURN_IF_ERROR(SelectIndices(ctx.get(), compressor, x, d, k, options, &s));
-  SIEVE_RETURN_IF_ERROR(Finish(ctx.get(), x, nullptr, nullptr, ValuePrecision::kFp32, &s));
+  Picked p;
+  SIEVE_RETURN_IF_ERROR(SelectIndices(ctx.get(), compressor, nullptr, x, d, k, options, &s, &p));
+  SIEVE_RETURN_IF_ERROR(Finish(ctx.get(), nullptr, x, &p, &s));
   if (compressor == Compressor::kRandomk) s.threshold = kNaN;
   *out = std::move(s);
   return Status::Ok();
@@ -627,10 +722,15 @@ Status ErrorFeedback::AccumulateDevice(const float* grad_dev, float momentum, fl
 Status ErrorFeedback::Select(Compressor compressor, uint64_t k, const SelectOptions& options,
                              Selection* out) {
   Selection s;
-  SIEVE_RETURN_IF_ERROR(SelectIndices(ctx_.get(), compressor, r_, d_, k, options, &s));
-  // Nothing was modified so far; from here on r (and m unless dense) are masked.
-  SIEVE_RETURN_IF_ERROR(
-      Finish(ctx_.get(), r_, r_, s.dense ? nullptr : m_, options.round_values, &s));
+  Picked p;
+  const MaskTarget mt{r_, m_, options.round_values};
+  // The counting pass may mask r and m at its candidates (CPU); on an error they are restored.
+  if (Status st = SelectIndices(ctx_.get(), compressor, &mt, r_, d_, k, options, &s, &p);
+      !st.ok()) {
+    if (p.c.masked) static_cast<void>(ctx_->RestoreMasked(r_, p.c, nullptr));
+    return st;
+  }
+  SIEVE_RETURN_IF_ERROR(Finish(ctx_.get(), &mt, r_, &p, &s));
   if (compressor == Compressor::kRandomk) s.threshold = kNaN;
   *out = std::move(s);
   return Status::Ok();

@@ -663,6 +663,64 @@ TEST_P(KernelsSelect, SteadyStateErrorFeedbackMatchesOracle) {
   }
 }
 
+// A counting pass on the worker's path may mask r at the entries it collects (the CPU does); a
+// pass whose candidates are not taken must leave r as it was. Warm thresholds far below the
+// k-th |r| (the count exceeds what is collected), somewhat below it (more candidates than the
+// band: a threshold among them, the rest restored), above it (too few) and far above (none):
+// each selection is the oracle's on the residual before the call, r is the rounding error (0
+// for fp32) on the selection and bitwise unchanged elsewhere, m zero on it and unchanged
+// elsewhere, whatever passes came first.
+TEST_P(KernelsSelect, RejectedPassesLeaveTheResidualAsItWas) {
+  const size_t d = 200000;
+  const uint64_t k = 2000;
+  const std::vector<float> r0 = Normal(d, 77), m0 = Normal(d, 78);
+  const float kth = [&] {
+    std::vector<float> a(d);
+    for (size_t i = 0; i < d; ++i) a[i] = std::fabs(r0[i]);
+    std::nth_element(a.begin(), a.begin() + (k - 1), a.end(), std::greater<float>());
+    return a[k - 1];
+  }();
+  std::unique_ptr<ErrorFeedback> ef = Make(d);
+  for (Compressor c : {Compressor::kGaussiank, Compressor::kDgc, Compressor::kTopk}) {
+    for (ValuePrecision p : {ValuePrecision::kFp32, ValuePrecision::kBf16}) {
+      for (float f : {0.01f, 0.7f, 0.9f, 1.15f, 2.0f, 100.0f}) {
+        SCOPED_TRACE(std::string(CompressorName(c)) + " prev = " + std::to_string(f) +
+                     "·kth, bf16 " + std::to_string(p == ValuePrecision::kBf16));
+        ASSERT_TRUE(ef->WriteState(m0, r0).ok());
+        Selection s;
+        SelectOptions so{.prev_threshold = f * kth, .older_threshold = f * kth};
+        so.round_values = p;
+        ASSERT_TRUE(ef->Select(c, k, so, &s).ok());
+        if (c == Compressor::kTopk) {
+          ASSERT_EQ(s.indices, OracleTopk(r0, k));
+        } else if (s.exact_fallback) {
+          ASSERT_EQ(s.indices, OracleTopk(r0, k));
+        } else {
+          ASSERT_EQ(s.indices, OracleAbove(r0, s.threshold));
+        }
+        std::vector<float> m1, r1;
+        ASSERT_TRUE(ef->ReadState(&m1, &r1).ok());
+        std::vector<char> in_s(d, 0);
+        for (uint32_t i : s.indices) in_s[i] = 1;
+        for (size_t i = 0; i < d; ++i) {
+          const float sent = p == ValuePrecision::kFp32 ? r0[i] : Through16(r0[i], p);
+          ASSERT_EQ(std::bit_cast<uint32_t>(r1[i]),
+                    std::bit_cast<uint32_t>(
+                        in_s[i] ? (p == ValuePrecision::kFp32 ? 0.0f : r0[i] - sent) : r0[i]))
+              << i;
+          ASSERT_EQ(std::bit_cast<uint32_t>(m1[i]), std::bit_cast<uint32_t>(in_s[i] ? 0.0f : m0[i]))
+              << i;
+        }
+        for (size_t j = 0; j < s.indices.size(); ++j) {
+          const float v = r0[s.indices[j]];
+          ASSERT_EQ(std::bit_cast<uint32_t>(s.values[j]),
+                    std::bit_cast<uint32_t>(p == ValuePrecision::kFp32 ? v : Through16(v, p)));
+        }
+      }
+    }
+  }
+}
+
 // The fused count+collect primitive against a brute-force count, with and without the sum of
 // squares (the CPU twin takes a cheaper path without it), at block-boundary sizes, with a
 // non-finite entry in the first, a middle and the last (partial) block.
