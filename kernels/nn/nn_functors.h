@@ -1,7 +1,8 @@
 // The element-wise ops of NnOps (kernels/nn/nn_ops.h), written once: each functor handles one
 // output index i and is run by nn_cpu.cc (g++, Thrust OMP for_each) and by nn_cuda.cu (nvcc,
 // grid-stride kernels). Internal to kernels/nn/.
-// The arithmetic mirrors worker/model/ step by step (one rounding per float multiply and add,
+// The arithmetic mirrors the CPU reference model (tests/worker/cpu_reference/: the worker's model
+// code before it moved onto kernels/nn) step by step (one rounding per float multiply and add,
 // never an FMA; the same summation orders), so the CPU build is bitwise equal to it.
 // Definitions sit in the compiler-named inline namespace of backend_functors.h (see there).
 // Thread-safety: pure functors over caller-owned memory; distinct i touch distinct outputs.

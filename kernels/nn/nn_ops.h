@@ -87,7 +87,7 @@ class NnOps {
                               int classes, int64_t* correct) = 0;
 
   // k x k, stride-1, "valid" patches of NHWC x: patches is (batch·oh·ow) x (k·k·c), columns
-  // ordered (ky, kx, channel), oh = h − k + 1, ow = w − k + 1 (see worker/model/im2col.h).
+  // ordered (ky, kx, channel), oh = h − k + 1, ow = w − k + 1 (Im2ColFn in nn_functors.h).
   virtual Status Im2Col(const float* x_dev, int batch, int h, int w, int c, int k,
                         float* patches_dev) = 0;
   // The adjoint: overwrites dx (batch x h x w x c) with the sum of the patch gradients at each
