@@ -1,114 +1,52 @@
 // sieve-scheduler: the job coordinator daemon. Start it first; every server and worker needs only
 // its address. Prints "sieve-scheduler listening on HOST:PORT" once bound (port 0 = any free one).
-#include <gflags/gflags.h>
-#include <glog/logging.h>
-
-#include <csignal>
+// Its flags and their options: scheduler/scheduler_flags.h; start, signals, metrics and exit
+// codes: daemon/daemon_main.h.
 #include <cstdio>
-#include <iostream>
+#include <string>
 
-#include "base/fd_limit.h"
-#include "base/flags.h"
-#include "metrics/daemon_metrics.h"
+#include "daemon/daemon_main.h"
 #include "net/listen_flags.h"
-#include "net/signal_watcher.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/scheduler_flags.h"
 
-DEFINE_uint32(num_workers, 1, "Workers the job waits for before it starts (>= 1)");
-DEFINE_uint32(num_servers, 1, "Servers the job waits for before it starts (>= 1)");
-DEFINE_uint32(min_workers, 0,
-              "Workers that must finish for the job to succeed (0 = all of --num_workers): a job "
-              "that ends after fewer finished (the others died) exits 1");
-DEFINE_uint64(
-    num_params, 0,
-    "D, the length of the flat parameter vector; 0 = take it from the workers' registration");
-DEFINE_bool(allow_unbound_keys, false,
-            "Under --curve_dir with keys bound to nodes (allowed_clients `KEY server R` / `KEY "
-            "worker R`, as `sieve keygen --servers --workers` writes them): also admit "
-            "allow-listed keys bound to no node (client.key), for ranks bound to no key only. "
-            "Off: such a key's REGISTER is refused (ERROR_BAD_REGISTRATION)");
-DEFINE_int32(heartbeat_timeout_ms, 10000,
-             "A node silent for this long is declared dead and the others are told; 0 disables");
-DEFINE_int32(startup_timeout_ms, 600000,
-             "Every expected node must register within this, else the job fails");
-DEFINE_string(server_failure, "wait",
-              "A dead server: wait (for a restart under its rank, up to "
-              "--server_restart_timeout_ms) or fail (end the job at once)");
-DEFINE_int32(server_restart_timeout_ms, 60000,
-             "With --server_failure=wait: the job fails if a dead server is not back within this");
+namespace sieve {
+namespace {
+
+constexpr char kName[] = "sieve-scheduler";
+
+int Run(const SchedulerDaemonOptions& options) {
+  auto scheduler = Scheduler::Create(options.scheduler);
+  if (!scheduler.ok()) {
+    // Bad flag values are usage errors (2); a socket that cannot be bound is a failure (1).
+    return ExitWith(
+        scheduler.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure,
+        kName, scheduler.status().ToString());
+  }
+  Scheduler* s = scheduler->get();
+  auto metrics = StartMetrics(kName, options.metrics);
+  if (metrics == nullptr) return kExitFailure;
+  metrics->SetDeadNodesSource([s] { return static_cast<double>(s->nodes_declared_dead()); });
+  StopOnSignal signals;
+  signals.SetTarget([s](const std::string& reason) { s->Stop(reason); });
+  PrintSummaryLine(std::string(kName) + " listening on " + s->host() + ":" +
+                   std::to_string(s->port()));
+  Status st = s->Run();
+  if (!st.ok()) return ExitWith(kExitFailure, kName, "job failed: " + st.ToString());
+  PrintSummaryLine(std::string(kName) +
+                   ": job finished (foreign=" + std::to_string(s->foreign_messages()) +
+                   " impostors=" + std::to_string(s->impostor_messages()) + ")");
+  return kExitSuccess;
+}
+
+}  // namespace
+}  // namespace sieve
 
 int main(int argc, char** argv) {
-  const sieve::ProgramInfo program = {
-      "sieve-scheduler",
-      "the sieve scheduler: admits servers and workers, assigns ranks and shards, runs barriers, "
-      "watches heartbeats and ends the job.",
-      "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
-      {{"Cluster",
-        {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir",
-         "curve_key", "allow_unbound_keys"}},
-       {"Job identity", {"job_token_file", "job_token"}},
-       {"Failure handling",
-        {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
-         "server_restart_timeout_ms"}},
-       {"Metrics", {"metrics_port"}}}};
-  sieve::SetDefaultPort(9310);  // the well-known port nodes' --scheduler defaults to
-  if (auto exit_code = sieve::ParseCommandLine(program, argc, argv)) return *exit_code;
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  // Every peer connection costs a descriptor: start with all this process may have.
-  if (auto fds = sieve::RaiseFdLimit(); !fds.ok()) LOG(WARNING) << fds.status().ToString();
-  auto listen = sieve::ReadListenFlags("scheduler.key");
-  if (!listen.ok()) {
-    std::cerr << "sieve-scheduler: " << listen.status().message() << "\n";
-    return 2;
-  }
-  sieve::SchedulerOptions opt;
-  opt.num_workers = FLAGS_num_workers;
-  opt.min_workers = FLAGS_min_workers;
-  opt.num_servers = FLAGS_num_servers;
-  opt.num_params = FLAGS_num_params;
-  opt.transport.bind_host = listen->bind;
-  opt.transport.port = listen->port;
-  opt.transport.advertise_host = listen->host;
-  // The scheduler receives only header-sized messages (REGISTER, HEARTBEAT, BARRIER, FINISHED).
-  opt.transport.max_message_bytes = sieve::MaxFrameBytes(0);
-  opt.transport.curve = listen->curve;
-  opt.transport.job = listen->job;
-  opt.job_key = listen->job_key;
-  opt.allow_unbound_keys = FLAGS_allow_unbound_keys;
-  opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
-  opt.startup_timeout_ms = FLAGS_startup_timeout_ms;
-  if (FLAGS_server_failure != "wait" && FLAGS_server_failure != "fail") {
-    std::cerr << "sieve-scheduler: --server_failure must be wait or fail\n";
-    return 2;
-  }
-  opt.wait_for_server_restart = FLAGS_server_failure == "wait";
-  opt.server_restart_timeout_ms = FLAGS_server_restart_timeout_ms;
-
-  auto scheduler = sieve::Scheduler::Create(opt);
-  if (!scheduler.ok()) {
-    std::cerr << "sieve-scheduler: " << scheduler.status().ToString() << "\n";
-    // Bad flag values are usage errors (2); a socket that cannot be bound is a failure (1).
-    return scheduler.status().code() == sieve::StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  sieve::Scheduler* s = scheduler->get();
-  auto metrics = sieve::DaemonMetrics::Start({"scheduler", listen->bind, listen->metrics_port});
-  if (!metrics.ok()) {
-    std::cerr << "sieve-scheduler: " << metrics.status().ToString() << "\n";
-    return 1;
-  }
-  (*metrics)->SetDeadNodesSource([s] { return static_cast<double>(s->nodes_declared_dead()); });
-  sieve::SignalWatcher signals(
-      [s](int signo) { s->Stop(std::string("stopped by signal ") + strsignal(signo)); });
-  std::printf("sieve-scheduler listening on %s:%u\n", s->host().c_str(), s->port());
-  std::fflush(stdout);
-  sieve::Status st = s->Run();
-  if (!st.ok()) {
-    std::cerr << "sieve-scheduler: job failed: " << st.ToString() << "\n";
-    return 1;
-  }
-  std::printf("sieve-scheduler: job finished (foreign=%lu impostors=%lu)\n",
-              static_cast<unsigned long>(s->foreign_messages()),
-              static_cast<unsigned long>(s->impostor_messages()));
-  return 0;
+  sieve::SetDefaultPort(sieve::kSchedulerDefaultPort);
+  if (auto code = sieve::StartDaemon(sieve::SchedulerProgram(), argc, argv)) return *code;
+  auto options = sieve::FlagsToSchedulerOptions();
+  if (!options.ok())
+    return sieve::ExitWith(sieve::kExitUsage, sieve::kName, options.status().message());
+  return sieve::Run(*options);
 }

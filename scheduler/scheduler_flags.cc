@@ -1,0 +1,75 @@
+#include "scheduler/scheduler_flags.h"
+
+#include "net/listen_flags.h"
+#include "net/transport.h"
+
+DEFINE_uint32(num_workers, 1, "Workers the job waits for before it starts (>= 1)");
+DEFINE_uint32(num_servers, 1, "Servers the job waits for before it starts (>= 1)");
+DEFINE_uint32(min_workers, 0,
+              "Workers that must finish for the job to succeed (0 = all of --num_workers): a job "
+              "that ends after fewer finished (the others died) exits 1");
+DEFINE_uint64(
+    num_params, 0,
+    "D, the length of the flat parameter vector; 0 = take it from the workers' registration");
+DEFINE_bool(allow_unbound_keys, false,
+            "Under --curve_dir with keys bound to nodes (allowed_clients `KEY server R` / `KEY "
+            "worker R`, as `sieve keygen --servers --workers` writes them): also admit "
+            "allow-listed keys bound to no node (client.key), for ranks bound to no key only. "
+            "Off: such a key's REGISTER is refused (ERROR_BAD_REGISTRATION)");
+DEFINE_int32(heartbeat_timeout_ms, 10000,
+             "A node silent for this long is declared dead and the others are told; 0 disables");
+DEFINE_int32(startup_timeout_ms, 600000,
+             "Every expected node must register within this, else the job fails");
+DEFINE_string(server_failure, "wait",
+              "A dead server: wait (for a restart under its rank, up to "
+              "--server_restart_timeout_ms) or fail (end the job at once)");
+DEFINE_int32(server_restart_timeout_ms, 60000,
+             "With --server_failure=wait: the job fails if a dead server is not back within this");
+
+namespace sieve {
+
+ProgramInfo SchedulerProgram() {
+  return {"sieve-scheduler",
+          "the sieve scheduler: admits servers and workers, assigns ranks and shards, runs "
+          "barriers, watches heartbeats and ends the job.",
+          "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
+          {{"Cluster",
+            {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir",
+             "curve_key", "allow_unbound_keys"}},
+           {"Job identity", {"job_token_file", "job_token"}},
+           {"Failure handling",
+            {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
+             "server_restart_timeout_ms"}},
+           {"Metrics", {"metrics_port"}}}};
+}
+
+StatusOr<SchedulerDaemonOptions> FlagsToSchedulerOptions() {
+  auto listen = ReadListenFlags("scheduler.key");
+  if (!listen.ok()) return listen.status();
+  SchedulerDaemonOptions d;
+  SchedulerOptions& opt = d.scheduler;
+  opt.num_workers = FLAGS_num_workers;
+  opt.min_workers = FLAGS_min_workers;
+  opt.num_servers = FLAGS_num_servers;
+  opt.num_params = FLAGS_num_params;
+  opt.transport.bind_host = listen->bind;
+  opt.transport.port = listen->port;
+  opt.transport.advertise_host = listen->host;
+  // The scheduler receives only header-sized messages (REGISTER, HEARTBEAT, BARRIER, FINISHED).
+  opt.transport.max_message_bytes = MaxFrameBytes(0);
+  opt.transport.curve = listen->curve;
+  opt.transport.job = listen->job;
+  opt.job_key = listen->job_key;
+  opt.allow_unbound_keys = FLAGS_allow_unbound_keys;
+  opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  opt.startup_timeout_ms = FLAGS_startup_timeout_ms;
+  if (FLAGS_server_failure != "wait" && FLAGS_server_failure != "fail") {
+    return InvalidArgumentError("--server_failure must be wait or fail");
+  }
+  opt.wait_for_server_restart = FLAGS_server_failure == "wait";
+  opt.server_restart_timeout_ms = FLAGS_server_restart_timeout_ms;
+  d.metrics = {"scheduler", listen->bind, listen->metrics_port};
+  return d;
+}
+
+}  // namespace sieve

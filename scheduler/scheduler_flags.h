@@ -1,0 +1,50 @@
+// sieve-scheduler's command line: its flags (defined in scheduler_flags.cc, plus the listening
+// flags of net/listen_flags.h), its --help groups and their conversion to the scheduler's options.
+//
+// Contract: call SetDefaultPort(kSchedulerDefaultPort) and parse the command line
+// (daemon/daemon_main.h's StartDaemon with SchedulerProgram()) before FlagsToSchedulerOptions(),
+// all on main()'s thread. FlagsToSchedulerOptions reads the parsed flags and changes nothing; an
+// error is a usage error (exit 2) whose message names the flag, as the daemon prints it after
+// "sieve-scheduler: ".
+#ifndef SIEVE_SCHEDULER_SCHEDULER_FLAGS_H_
+#define SIEVE_SCHEDULER_SCHEDULER_FLAGS_H_
+
+#include <gflags/gflags.h>
+
+#include <cstdint>
+
+#include "base/flags.h"
+#include "base/status.h"
+#include "metrics/daemon_metrics.h"
+#include "scheduler/scheduler.h"
+
+DECLARE_uint32(num_workers);
+DECLARE_uint32(num_servers);
+DECLARE_uint32(min_workers);
+DECLARE_uint64(num_params);
+DECLARE_bool(allow_unbound_keys);
+DECLARE_int32(heartbeat_timeout_ms);
+DECLARE_int32(startup_timeout_ms);
+DECLARE_string(server_failure);
+DECLARE_int32(server_restart_timeout_ms);
+
+namespace sieve {
+
+// The well-known port nodes' --scheduler defaults to: --port's default for the scheduler.
+inline constexpr uint16_t kSchedulerDefaultPort = 9310;
+
+struct SchedulerDaemonOptions {
+  SchedulerOptions scheduler;
+  DaemonMetricsOptions metrics;  // role "scheduler" on --bind:--metrics_port
+};
+
+// sieve-scheduler's name, summary, usage and --help groups (base/flags.h).
+ProgramInfo SchedulerProgram();
+
+// The options of the parsed flags. Errors: --server_failure neither wait nor fail, or what
+// ReadListenFlags("scheduler.key") reports (ports, CURVE keys, job token).
+StatusOr<SchedulerDaemonOptions> FlagsToSchedulerOptions();
+
+}  // namespace sieve
+
+#endif  // SIEVE_SCHEDULER_SCHEDULER_FLAGS_H_
