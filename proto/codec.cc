@@ -298,8 +298,13 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload_in,
   return frames;
 }
 
-Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::ErrorCode* error) {
-  *error = pb::ERROR_NONE;
+namespace {
+
+// Decode's steps, in the order docs/protocol.md ("Validation") lists them. Each fails through
+// Fail (setting *error) and returns OK when its checks hold.
+
+// Empties every field of *out (a failed Decode leaves no data views).
+void ClearMessage(Message* out) {
   out->header.Clear();
   out->indices = {};
   out->values = {};
@@ -309,62 +314,86 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
   out->decoded.reset();
   out->realigned.clear();
   out->storage.clear();
+}
+
+// Checks shared by every type: the header frame parses into *h, is of this job, speaks this
+// protocol version, names a known type and is split only as a sparse UPDATE may be.
+Status CheckHeader(const Frames& frames, const DecodeLimits& limits, pb::Header* h,
+                   pb::ErrorCode* error) {
   if (frames.empty()) {
     return Fail(pb::ERROR_BAD_FRAME_COUNT, error, StatusCode::kInvalidArgument, "empty message");
   }
-  pb::Header& h = out->header;
   if (frames[0].size() > (1u << 24) ||
-      !h.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size()))) {
-    h.Clear();
+      !h->ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size()))) {
+    h->Clear();
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 "header frame of " + std::to_string(frames[0].size()) + " bytes does not parse");
   }
   // Another job's message is refused before anything in it is believed, the version included.
-  if (h.job() != limits.job && !(h.job() == limits.token_job && CarriesTokenDigest(h.type()))) {
+  if (h->job() != limits.job && !(h->job() == limits.token_job && CarriesTokenDigest(h->type()))) {
     return Fail(pb::ERROR_FOREIGN_JOB, error, StatusCode::kFailedPrecondition,
-                "message of another job (job " + std::to_string(h.job()) + ", this node's " +
+                "message of another job (job " + std::to_string(h->job()) + ", this node's " +
                     std::to_string(limits.job) + ")");
   }
-  if (h.version() != kProtocolVersion) {
+  if (h->version() != kProtocolVersion) {
     return Fail(pb::ERROR_VERSION_MISMATCH, error, StatusCode::kFailedPrecondition,
-                "peer speaks protocol version " + std::to_string(h.version()) + ", this node " +
+                "peer speaks protocol version " + std::to_string(h->version()) + ", this node " +
                     std::to_string(kProtocolVersion));
   }
-  const pb::MsgType type = h.type();
+  const pb::MsgType type = h->type();
   if (!pb::MsgType_IsValid(type) || type == pb::MSG_UNSPECIFIED) {
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 "unknown message type " + std::to_string(static_cast<int>(type)));
   }
-  if (h.parts() > 1 || h.part() != 0) {
-    const bool split_update = type == pb::MSG_UPDATE && !(h.flags() & pb::FLAG_DENSE);
-    if (!split_update || h.parts() > kMaxReplyParts || h.part() >= h.parts()) {
+  if (h->parts() > 1 || h->part() != 0) {
+    const bool split_update = type == pb::MSG_UPDATE && !(h->flags() & pb::FLAG_DENSE);
+    if (!split_update || h->parts() > kMaxReplyParts || h->part() >= h->parts()) {
       return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
-                  "part " + std::to_string(h.part()) + " of " + std::to_string(h.parts()) +
+                  "part " + std::to_string(h->part()) + " of " + std::to_string(h->parts()) +
                       " (only a sparse UPDATE is split, into at most " +
                       std::to_string(kMaxReplyParts) + " parts)");
     }
   }
-  if (!IsDataType(type)) {
-    if (frames.size() != 1) {
-      return Fail(
-          pb::ERROR_BAD_FRAME_COUNT, error, StatusCode::kInvalidArgument,
-          std::string(MsgTypeName(type)) + " takes 1 frame, got " + std::to_string(frames.size()));
-    }
-    const auto body = ExpectedBody(type);
-    if (body != pb::Header::BODY_NOT_SET && h.body_case() != body) {
-      return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
-                  std::string(MsgTypeName(type)) + " without its payload");
-    }
-    if (type == pb::MSG_PULL_DENSE &&
-        (h.shard() < 0 || static_cast<size_t>(h.shard()) >= limits.shard_lengths.size())) {
-      return Fail(pb::ERROR_WRONG_SHARD, error, StatusCode::kInvalidArgument,
-                  "unknown shard " + std::to_string(h.shard()));
-    }
-    out->storage = std::move(frames);
-    return Status::Ok();
-  }
+  return Status::Ok();
+}
 
-  // Data messages.
+// A control message: one frame, the body its type requires, and (PULL_DENSE) a known shard.
+Status CheckControl(const Frames& frames, const pb::Header& h, const DecodeLimits& limits,
+                    pb::ErrorCode* error) {
+  const pb::MsgType type = h.type();
+  if (frames.size() != 1) {
+    return Fail(
+        pb::ERROR_BAD_FRAME_COUNT, error, StatusCode::kInvalidArgument,
+        std::string(MsgTypeName(type)) + " takes 1 frame, got " + std::to_string(frames.size()));
+  }
+  const auto body = ExpectedBody(type);
+  if (body != pb::Header::BODY_NOT_SET && h.body_case() != body) {
+    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+                std::string(MsgTypeName(type)) + " without its payload");
+  }
+  if (type == pb::MSG_PULL_DENSE &&
+      (h.shard() < 0 || static_cast<size_t>(h.shard()) >= limits.shard_lengths.size())) {
+    return Fail(pb::ERROR_WRONG_SHARD, error, StatusCode::kInvalidArgument,
+                "unknown shard " + std::to_string(h.shard()));
+  }
+  return Status::Ok();
+}
+
+// What a data message's header says about its frames, once checked.
+struct DataShape {
+  uint32_t flags = 0;
+  bool dense = false;
+  IndexFormat format = IndexFormat::kRaw;
+  bool raw_indices = false;  // sparse with a raw uint32 index frame
+  uint64_t shard_len = 0;
+  uint64_t count = 0;
+  size_t vsize = 4;  // bytes per value
+};
+
+// A data message's flags: only known bits, one value type, at most one index coding and only on a
+// sparse message, FLAG_DENSE where the type is always dense. Fills flags, dense and format.
+Status CheckDataFlags(const pb::Header& h, pb::ErrorCode* error, DataShape* shape) {
+  const pb::MsgType type = h.type();
   const uint32_t flags = h.flags();
   if (flags & ~uint32_t{pb::FLAG_FP16 | pb::FLAG_BF16 | pb::FLAG_DENSE | pb::FLAG_CHECKSUM |
                         pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP}) {
@@ -381,17 +410,28 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 "index coding flags: at most one, and only on a sparse message");
   }
-  const IndexFormat format = coding == pb::FLAG_INDEX_DELTA    ? IndexFormat::kDeltaVByte
-                             : coding == pb::FLAG_INDEX_BITMAP ? IndexFormat::kBitmap
-                                                               : IndexFormat::kRaw;
   if (AlwaysDense(type) && !(flags & pb::FLAG_DENSE)) {
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 std::string(MsgTypeName(type)) + " without FLAG_DENSE");
   }
+  shape->flags = flags;
+  shape->dense = dense;
+  shape->format = coding == pb::FLAG_INDEX_DELTA    ? IndexFormat::kDeltaVByte
+                  : coding == pb::FLAG_INDEX_BITMAP ? IndexFormat::kBitmap
+                                                    : IndexFormat::kRaw;
+  shape->raw_indices = !dense && shape->format == IndexFormat::kRaw;
+  return Status::Ok();
+}
+
+// A data message's frames: their number, a known shard, a count the shard allows, and frame sizes
+// that match the count. Fills shard_len, count and vsize.
+Status CheckDataSizes(const Frames& frames, const pb::Header& h, const DecodeLimits& limits,
+                      pb::ErrorCode* error, DataShape* shape) {
+  const bool dense = shape->dense;
   const size_t want_frames = dense ? 2 : 3;
   if (frames.size() != want_frames) {
     return Fail(pb::ERROR_BAD_FRAME_COUNT, error, StatusCode::kInvalidArgument,
-                std::string(MsgTypeName(type)) + (dense ? " (dense)" : "") + " takes " +
+                std::string(MsgTypeName(h.type())) + (dense ? " (dense)" : "") + " takes " +
                     std::to_string(want_frames) + " frames, got " + std::to_string(frames.size()));
   }
   if (h.shard() < 0 || static_cast<size_t>(h.shard()) >= limits.shard_lengths.size()) {
@@ -405,104 +445,170 @@ Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::Error
                 "count " + std::to_string(count) + (dense ? " != " : " > ") + "shard length " +
                     std::to_string(shard_len));
   }
-  const size_t vsize = ValueSize(flags);
+  const size_t vsize = ValueSize(shape->flags);
   const zmq::message_t& vframe = frames.back();
   if (vframe.size() != count * vsize) {
     return Fail(pb::ERROR_BAD_FRAME_SIZE, error, StatusCode::kInvalidArgument,
                 "values frame has " + std::to_string(vframe.size()) + " bytes, expected " +
                     std::to_string(count * vsize));
   }
-  if (!dense && format == IndexFormat::kRaw && frames[1].size() != count * 4) {
+  if (shape->raw_indices && frames[1].size() != count * 4) {
     return Fail(pb::ERROR_BAD_FRAME_SIZE, error, StatusCode::kInvalidArgument,
                 "indices frame has " + std::to_string(frames[1].size()) + " bytes, expected " +
                     std::to_string(count * 4));
   }
-  std::vector<uint32_t> scratch;
-  // Reserve once so a second AlignedView copy cannot move the first one; only misaligned frames
-  // (in practice tiny inline ones) are copied.
-  const bool raw_indices = !dense && format == IndexFormat::kRaw;
-  scratch.reserve((raw_indices ? CopyWords<uint32_t>(frames[1]) : 0) +
-                  (vsize == 2 ? CopyWords<uint16_t>(vframe) : CopyWords<float>(vframe)));
-  std::span<const uint32_t> idx;
-  if (raw_indices) idx = {AlignedView<uint32_t>(frames[1], &scratch), count};
+  shape->shard_len = shard_len;
+  shape->count = count;
+  shape->vsize = vsize;
+  return Status::Ok();
+}
+
+// Typed views of a data message's arrays (into the frames, or into scratch when misaligned).
+struct DataViews {
+  std::span<const uint32_t> idx;  // raw indices only, until compact ones are decoded
   std::span<const float> vals;
   std::span<const uint16_t> vals16;
-  if (vsize == 2) {
-    vals16 = {AlignedView<uint16_t>(vframe, &scratch), count};
+};
+
+DataViews ViewData(const Frames& frames, const DataShape& shape, std::vector<uint32_t>* scratch) {
+  const zmq::message_t& vframe = frames.back();
+  // Reserve once so a second AlignedView copy cannot move the first one; only misaligned frames
+  // (in practice tiny inline ones) are copied.
+  scratch->reserve((shape.raw_indices ? CopyWords<uint32_t>(frames[1]) : 0) +
+                   (shape.vsize == 2 ? CopyWords<uint16_t>(vframe) : CopyWords<float>(vframe)));
+  DataViews v;
+  if (shape.raw_indices) v.idx = {AlignedView<uint32_t>(frames[1], scratch), shape.count};
+  if (shape.vsize == 2) {
+    v.vals16 = {AlignedView<uint16_t>(vframe, scratch), shape.count};
   } else {
-    vals = {AlignedView<float>(vframe, &scratch), count};
+    v.vals = {AlignedView<float>(vframe, scratch), shape.count};
   }
-  // One sweep: the checksum over the frames in order (indices, then values) and the validity
-  // checks. The checksum is judged first, as its failure makes the rest meaningless.
-  const bool verify = (flags & pb::FLAG_CHECKSUM) && limits.verify_checksum;
-  uint32_t crc = 0;
-  uint32_t* crc_arg = verify ? &crc : nullptr;
+  return v;
+}
+
+// The result of the one sweep over the data frames.
+struct SweepResult {
+  uint32_t crc = 0;  // over the frames in order (indices, then values), when verifying
   bool indices_ok = true;
-  if (raw_indices) {
-    indices_ok = ScanIndices(idx.data(), idx.size(), shard_len, crc_arg);
-  } else if (!dense && verify) {
-    crc = Crc32c(crc, frames[1].data(), frames[1].size());
+  bool values_ok = true;
+};
+
+// One sweep: the checksum over the frames in order (indices, then values) and the validity
+// checks of the raw indices and of the values.
+SweepResult Sweep(const Frames& frames, const DataShape& shape, const DataViews& v, bool verify) {
+  SweepResult r;
+  uint32_t* crc_arg = verify ? &r.crc : nullptr;
+  if (shape.raw_indices) {
+    r.indices_ok = ScanIndices(v.idx.data(), v.idx.size(), shape.shard_len, crc_arg);
+  } else if (!shape.dense && verify) {
+    r.crc = Crc32c(r.crc, frames[1].data(), frames[1].size());
   }
   // bf16 is the high half of a binary32: its exponent bits are 0x7F80.
-  const bool values_ok = vsize == 4                ? ScanFp32(vals.data(), vals.size(), crc_arg)
-                         : (flags & pb::FLAG_BF16) ? ScanBf16(vals16.data(), count, crc_arg)
-                                                   : ScanFp16(vals16.data(), count, crc_arg);
-  if (verify && crc != h.checksum()) {
-    return Fail(pb::ERROR_CHECKSUM, error, StatusCode::kDataLoss, "data frames fail their CRC-32C");
+  r.values_ok = shape.vsize == 4                ? ScanFp32(v.vals.data(), v.vals.size(), crc_arg)
+                : (shape.flags & pb::FLAG_BF16) ? ScanBf16(v.vals16.data(), shape.count, crc_arg)
+                                                : ScanFp16(v.vals16.data(), shape.count, crc_arg);
+  return r;
+}
+
+// Decodes a compactly coded index frame into *decoded; the decoder validates structure, order and
+// range.
+Status DecodeCompactIndices(const zmq::message_t& frame, const DataShape& shape,
+                            pb::ErrorCode* error, std::unique_ptr<uint32_t[]>* decoded) {
+  const uint64_t count = shape.count;
+  decoded->reset(new uint32_t[std::max<uint64_t>(count, 1)]);
+  std::string why;
+  const IndexFault fault =
+      DecodeIndices(shape.format, {static_cast<const uint8_t*>(frame.data()), frame.size()}, count,
+                    shape.shard_len, {decoded->get(), count}, &why);
+  switch (fault) {
+    case IndexFault::kNone:
+      break;
+    case IndexFault::kEncoding:
+      return Fail(pb::ERROR_BAD_ENCODING, error, StatusCode::kInvalidArgument,
+                  std::string(IndexFormatName(shape.format)) + ": " + why);
+    case IndexFault::kOrder:
+      return Fail(pb::ERROR_INDEX_ORDER, error, StatusCode::kInvalidArgument, why);
+    case IndexFault::kRange:
+      return Fail(pb::ERROR_INDEX_RANGE, error, StatusCode::kOutOfRange, why);
   }
-  if (!dense && !raw_indices) {
-    // Decoded only after the checksum held; the decoder validates structure, order and range.
-    std::unique_ptr<uint32_t[]> decoded(new uint32_t[std::max<uint64_t>(count, 1)]);
-    std::string why;
-    const IndexFault fault =
-        DecodeIndices(format, {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()},
-                      count, shard_len, {decoded.get(), count}, &why);
-    switch (fault) {
-      case IndexFault::kNone:
-        break;
-      case IndexFault::kEncoding:
-        return Fail(pb::ERROR_BAD_ENCODING, error, StatusCode::kInvalidArgument,
-                    std::string(IndexFormatName(format)) + ": " + why);
-      case IndexFault::kOrder:
-        return Fail(pb::ERROR_INDEX_ORDER, error, StatusCode::kInvalidArgument, why);
-      case IndexFault::kRange:
-        return Fail(pb::ERROR_INDEX_RANGE, error, StatusCode::kOutOfRange, why);
-    }
-    idx = {decoded.get(), count};
-    out->decoded = std::move(decoded);
-    out->index_format = format;
-  }
-  for (uint64_t j = 0; !indices_ok && j < count; ++j) {
-    if (idx[j] >= shard_len) {
+  return Status::Ok();
+}
+
+// After the sweep found a fault: the exact element-by-element checks, naming the first offending
+// index, then the first non-finite value.
+Status NameFirstFault(const DataShape& shape, const DataViews& v, const SweepResult& sweep,
+                      pb::ErrorCode* error) {
+  const uint64_t count = shape.count;
+  const uint64_t shard_len = shape.shard_len;
+  for (uint64_t j = 0; !sweep.indices_ok && j < count; ++j) {
+    if (v.idx[j] >= shard_len) {
       return Fail(
           pb::ERROR_INDEX_RANGE, error, StatusCode::kOutOfRange,
-          "index " + std::to_string(idx[j]) + " >= shard length " + std::to_string(shard_len));
+          "index " + std::to_string(v.idx[j]) + " >= shard length " + std::to_string(shard_len));
     }
-    if (j > 0 && idx[j] <= idx[j - 1]) {
+    if (j > 0 && v.idx[j] <= v.idx[j - 1]) {
       return Fail(pb::ERROR_INDEX_ORDER, error, StatusCode::kInvalidArgument,
                   "indices not strictly increasing at position " + std::to_string(j));
     }
   }
-  for (uint64_t j = 0; !values_ok && j < count; ++j) {
-    const bool finite = vsize == 4                ? Fp32Finite(std::bit_cast<uint32_t>(vals[j]))
-                        : (flags & pb::FLAG_BF16) ? Bf16Finite(vals16[j])
-                                                  : Fp16Finite(vals16[j]);
+  for (uint64_t j = 0; !sweep.values_ok && j < count; ++j) {
+    const bool finite = shape.vsize == 4 ? Fp32Finite(std::bit_cast<uint32_t>(v.vals[j]))
+                        : (shape.flags & pb::FLAG_BF16) ? Bf16Finite(v.vals16[j])
+                                                        : Fp16Finite(v.vals16[j]);
     if (!finite) {
       return Fail(pb::ERROR_NON_FINITE, error, StatusCode::kInvalidArgument,
                   "non-finite value at position " + std::to_string(j));
     }
   }
+  return Status::Ok();
+}
+
+// A data message (PUSH, UPDATE, DENSE, INIT) whose header CheckHeader accepted.
+Status DecodeData(Frames frames, const DecodeLimits& limits, Message* out, pb::ErrorCode* error) {
+  const pb::Header& h = out->header;
+  DataShape shape;
+  if (Status s = CheckDataFlags(h, error, &shape); !s.ok()) return s;
+  if (Status s = CheckDataSizes(frames, h, limits, error, &shape); !s.ok()) return s;
+  std::vector<uint32_t> scratch;
+  DataViews views = ViewData(frames, shape, &scratch);
+  // The checksum is judged first, as its failure makes the rest meaningless.
+  const bool verify = (shape.flags & pb::FLAG_CHECKSUM) && limits.verify_checksum;
+  const SweepResult sweep = Sweep(frames, shape, views, verify);
+  if (verify && sweep.crc != h.checksum()) {
+    return Fail(pb::ERROR_CHECKSUM, error, StatusCode::kDataLoss, "data frames fail their CRC-32C");
+  }
+  if (!shape.dense && !shape.raw_indices) {
+    // Decoded only after the checksum held.
+    std::unique_ptr<uint32_t[]> decoded;
+    if (Status s = DecodeCompactIndices(frames[1], shape, error, &decoded); !s.ok()) return s;
+    views.idx = {decoded.get(), shape.count};
+    out->decoded = std::move(decoded);
+    out->index_format = shape.format;
+  }
+  if (Status s = NameFirstFault(shape, views, sweep, error); !s.ok()) return s;
   // Scratch (if used) holds copies; its heap buffer, and the frames' heap buffers, do not move
   // when the vectors are moved into *out, so the spans stay valid.
   out->realigned = std::move(scratch);
   out->storage = std::move(frames);
-  out->indices = idx;
-  out->values = vals;
-  if (flags & pb::FLAG_BF16) {
-    out->values_bf16 = vals16;
+  out->indices = views.idx;
+  out->values = views.vals;
+  if (shape.flags & pb::FLAG_BF16) {
+    out->values_bf16 = views.vals16;
   } else {
-    out->values_fp16 = vals16;
+    out->values_fp16 = views.vals16;
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::ErrorCode* error) {
+  *error = pb::ERROR_NONE;
+  ClearMessage(out);
+  if (Status s = CheckHeader(frames, limits, &out->header, error); !s.ok()) return s;
+  if (IsDataType(out->header.type())) return DecodeData(std::move(frames), limits, out, error);
+  if (Status s = CheckControl(frames, out->header, limits, error); !s.ok()) return s;
+  out->storage = std::move(frames);
   return Status::Ok();
 }
 
