@@ -343,168 +343,281 @@ Status Trainer::Diverged(uint64_t round, double lr, const std::string& what) con
   return FailedPreconditionError(msg.str());
 }
 
+namespace {
+
+// The round to stop before: the end of the last epoch, or --max_rounds when that comes first.
+uint64_t StopRound(const TrainerOptions& options, uint64_t end_of_last_epoch) {
+  return options.max_rounds > 0
+             ? std::min(end_of_last_epoch, static_cast<uint64_t>(options.max_rounds))
+             : end_of_last_epoch;
+}
+
+}  // namespace
+
+// What Run carries from round to round.
+struct Trainer::RunState {
+  RunState(const TrainerOptions& options, int rank, uint64_t d, uint64_t steps_per_epoch,
+           uint64_t first_round, MetricsWriter* metrics_writer);
+
+  const uint64_t epochs;
+  const uint64_t spe;   // rounds per epoch
+  const uint64_t stop;  // the round to stop before
+  MetricsWriter& metrics;
+  ProgressReporter progress;
+  TrainSummary summary;
+  const Straggler straggler;
+  const uint64_t dense_bytes;  // what a dense push of the whole model would send
+  const uint64_t seed_key;     // the selection's per-round seeds derive from it
+  float prev_threshold = 0.0f, older_threshold = 0.0f;  // the last two thresholds (warm start)
+  Selection sel;
+  const Clock::time_point run_start;
+  uint64_t round;  // the round in progress
+};
+
+Trainer::RunState::RunState(const TrainerOptions& options, int rank, uint64_t d,
+                            uint64_t steps_per_epoch, uint64_t first_round,
+                            MetricsWriter* metrics_writer)
+    : epochs(static_cast<uint64_t>(options.epochs)),
+      spe(steps_per_epoch),
+      stop(StopRound(options, epochs * spe)),
+      metrics(*metrics_writer),
+      progress(options.progress_bar, stop, spe),
+      straggler(options.straggler.ForRank(rank), options.seed, rank),
+      dense_bytes(4 * d),
+      seed_key(CounterHash(options.seed, 0x5e1ec7'0000ULL + static_cast<uint32_t>(rank))),
+      run_start(Clock::now()),
+      round(std::min(first_round, epochs * spe)) {
+  summary.rank = rank;
+  summary.epochs = epochs;
+  summary.first_round = first_round;
+  if (straggler.spec().active()) summary.straggler = straggler.spec().text;
+}
+
+// One epoch's batch order and density, and its running totals.
+struct Trainer::EpochState {
+  uint64_t epoch = 0;
+  uint64_t first_step = 0;     // > 0 only in a rejoiner's first epoch
+  std::vector<int64_t> order;  // local example indices, batch after batch (empty: synthetic)
+  double density = 1.0;
+  uint64_t k = 0;     // pairs selected per round
+  double loss = 0.0;  // the rounds' losses summed (synthetic: set at the epoch's end)
+  uint64_t selected = 0;
+};
+
+// What a round does besides training, from its place in the run.
+struct Trainer::RoundPlan {
+  bool last_of_epoch = false;
+  bool cut_short = false;  // the last round before --max_rounds
+  bool eval = false;
+  bool contraction = false;
+  bool histogram = false;
+  bool write = false;  // a metrics line
+};
+
+// What a round measured.
+struct Trainer::RoundResult {
+  Clock::time_point t0, t1, t2, t3;  // start, gradient done, selection done, push/pull done
+  double lr = 0.0;
+  float loss = 0.0f;
+  double straggle = 0.0;       // seconds an emulated straggler stalled
+  std::vector<uint64_t> hist;  // the residual's histogram (histogram rounds with metrics)
+  uint64_t selected = 0;
+  double contraction_ratio = 0.0;
+  RoundStats stats;
+};
+
+Status Trainer::OpenMetrics(MetricsWriter* metrics) const {
+  const bool per_rank_metrics = options_.metrics_out.find("{rank}") != std::string::npos;
+  if (!options_.metrics_out.empty() && (rank_ == 0 || per_rank_metrics)) {
+    return metrics->Open(ExpandRankPattern(options_.metrics_out, rank_));
+  }
+  return Status::Ok();
+}
+
+Status Trainer::StartEpoch(uint64_t epoch, uint64_t first_step, EpochState* ep) const {
+  ep->epoch = epoch;
+  ep->first_step = first_step;
+  if (!synthetic_) {
+    auto global =
+        EpochBatchOrder(train_total_, rank_, world_, options_.batch_size, options_.seed, epoch);
+    if (!global.ok()) return global.status();
+    ep->order = std::move(*global);
+    for (int64_t& i : ep->order) {
+      i -= train_lo_;
+      if (i < 0 || i >= train_.n) return InternalError("batch order leaves the partition");
+    }
+  }
+  ep->density = DensityForEpoch(options_, epoch);
+  ep->k = options_.compressor == Compressor::kNone ? d_ : KForDensity(ep->density, d_);
+  return Status::Ok();
+}
+
+Status Trainer::RunEpoch(uint64_t epoch, RunState* run) {
+  EpochState ep;
+  SIEVE_RETURN_IF_ERROR(StartEpoch(epoch, run->round - epoch * run->spe, &ep));
+  for (uint64_t step = ep.first_step; step < run->spe && run->round < run->stop;
+       ++step, ++run->round) {
+    SIEVE_RETURN_IF_ERROR(RunRound(step, &ep, run));
+  }
+  return Status::Ok();
+}
+
+Trainer::RoundPlan Trainer::PlanRound(const RunState& run, const EpochState& ep,
+                                      uint64_t step) const {
+  const uint64_t round = run.round;
+  RoundPlan p;
+  p.last_of_epoch = step + 1 == run.spe;
+  p.cut_short = round + 1 == run.stop && run.stop < run.epochs * run.spe;  // --max_rounds
+  p.eval = (p.last_of_epoch && IsEvalEpoch(options_, ep.epoch)) || p.cut_short;
+  p.contraction = options_.contraction_every > 0 && round % options_.contraction_every == 0;
+  p.histogram = std::binary_search(options_.histogram_rounds.begin(),
+                                   options_.histogram_rounds.end(), static_cast<int64_t>(round));
+  p.write = run.metrics.is_open() &&
+            (round % options_.metrics_every == 0 || p.eval || p.contraction || p.histogram ||
+             p.cut_short || (p.last_of_epoch && ep.epoch + 1 == run.epochs));
+  return p;
+}
+
+Status Trainer::RunRound(uint64_t step, EpochState* ep, RunState* run) {
+  const RoundPlan plan = PlanRound(*run, *ep, step);
+  RoundResult r;
+  SIEVE_RETURN_IF_ERROR(ComputeRound(*run, *ep, step, plan, &r));
+  SIEVE_RETURN_IF_ERROR(SelectRound(*ep, plan, run, &r));
+  SIEVE_RETURN_IF_ERROR(PushPull(run->round, &run->sel, &r.stats));
+  r.t3 = Clock::now();
+  if (options_.on_round) options_.on_round(run->round, ep->k, r.selected, r.stats);
+  return RecordRound(step, plan, ep, run, &r);
+}
+
+Status Trainer::ComputeRound(const RunState& run, const EpochState& ep, uint64_t step,
+                             const RoundPlan& plan, RoundResult* r) {
+  const uint64_t round = run.round;
+  r->t0 = Clock::now();
+  r->lr = LearningRate(options_, round, steps_per_epoch_);
+  if (!synthetic_) SIEVE_RETURN_IF_ERROR(GatherBatch(ep.order, step));
+  SIEVE_RETURN_IF_ERROR(ComputeGradient(
+      round, !synthetic_ || plan.write || plan.last_of_epoch || plan.cut_short, &r->loss));
+  if (!std::isfinite(r->loss)) {
+    return Diverged(round, r->lr, "the loss is " + std::to_string(r->loss));
+  }
+  // An emulated straggler computes longer (counted in t_compute, and apart in t_straggle).
+  r->straggle = run.straggler.Stall(round, Seconds(r->t0, Clock::now()));
+  r->t1 = Clock::now();
+  return Status::Ok();
+}
+
+Status Trainer::SelectRound(const EpochState& ep, const RoundPlan& plan, RunState* run,
+                            RoundResult* r) {
+  const uint64_t round = run->round;
+  SIEVE_RETURN_IF_ERROR(ef_->AccumulateDevice(grad_->data(), static_cast<float>(options_.momentum),
+                                              static_cast<float>(r->lr)));
+  if (plan.histogram && run->metrics.is_open()) {
+    SIEVE_RETURN_IF_ERROR(ef_->SigmaHistogram(kHistogramWidthSigma, kHistogramBins, &r->hist));
+  }
+  SelectOptions so;
+  so.prev_threshold = run->prev_threshold;
+  so.older_threshold = run->older_threshold;
+  so.seed = CounterHash(run->seed_key, round);
+  // 16-bit pushes: the values are rounded here and their rounding error stays in r.
+  so.round_values = client_->push_values();
+  Selection& sel = run->sel;
+  if (Status selected = ef_->Select(options_.compressor, ep.k, so, &sel); !selected.ok()) {
+    if (selected.code() == StatusCode::kNonFinite) {
+      return Diverged(round, r->lr, selected.message());
+    }
+    return selected;
+  }
+  if (std::isfinite(sel.threshold) && sel.threshold > 0) {
+    run->older_threshold = run->prev_threshold;
+    run->prev_threshold = sel.threshold;
+  }
+  r->t2 = Clock::now();
+  r->selected = sel.size();
+  r->contraction_ratio = plan.contraction ? sel.ContractionRatio() : 0.0;
+  for (float v : sel.values) run->summary.pushed_sum += v;
+  return Status::Ok();
+}
+
+Status Trainer::RecordRound(uint64_t step, const RoundPlan& plan, EpochState* ep, RunState* run,
+                            RoundResult* r) {
+  TrainSummary& summary = run->summary;
+  summary.straggle_seconds += r->straggle;
+  summary.bytes_up += r->stats.bytes_up;
+  summary.bytes_down += r->stats.bytes_down;
+  summary.dense_bytes += run->dense_bytes;
+  ep->loss += synthetic_ ? 0.0 : r->loss;
+  if (synthetic_ && (plan.last_of_epoch || plan.cut_short)) {
+    ep->loss = r->loss * static_cast<double>(step + 1 - ep->first_step);
+  }
+  ep->selected += r->selected;
+
+  RoundMetrics m;
+  if (plan.eval) SIEVE_RETURN_IF_ERROR(Evaluate(&m.test_acc, &m.train_acc));
+  if (plan.eval && m.test_acc) summary.test_acc = m.test_acc;
+  if (plan.write) SIEVE_RETURN_IF_ERROR(WriteMetrics(*ep, plan, run, r, &m));
+  run->progress.Round(run->round + 1, r->loss, summary.bytes_up);
+  if (plan.last_of_epoch || plan.cut_short) EndEpoch(step, *ep, m.test_acc, run);
+  return Status::Ok();
+}
+
+Status Trainer::WriteMetrics(const EpochState& ep, const RoundPlan& plan, RunState* run,
+                             RoundResult* r, RoundMetrics* m) const {
+  m->round = run->round;
+  m->epoch = ep.epoch;
+  m->loss = r->loss;
+  m->selected = r->selected;
+  m->k = ep.k;
+  m->density = options_.compressor == Compressor::kNone ? 1.0 : ep.density;
+  m->threshold = run->sel.threshold;
+  m->iterations = run->sel.iterations;
+  m->bytes_up = r->stats.bytes_up;
+  m->bytes_down = r->stats.bytes_down;
+  m->dense_bytes = run->dense_bytes;
+  m->t_compute = Seconds(r->t0, r->t1);
+  m->t_straggle = r->straggle;
+  m->t_select = Seconds(r->t1, r->t2);
+  m->t_comm = Seconds(r->t2, r->t3);
+  if (plan.contraction) {
+    m->has_contraction = true;
+    m->contraction = r->contraction_ratio;
+    m->bound_1 = 1.0 - static_cast<double>(ep.k) / static_cast<double>(d_);
+    m->bound_2 = m->bound_1 * m->bound_1;
+  }
+  if (!r->hist.empty()) {
+    m->histogram_width = kHistogramWidthSigma;
+    m->histogram = std::move(r->hist);
+  }
+  m->t_wall = Seconds(run->run_start, Clock::now());  // after the evaluation, if any
+  return run->metrics.Write(*m);
+}
+
+void Trainer::EndEpoch(uint64_t step, const EpochState& ep, std::optional<double> test_acc,
+                       RunState* run) {
+  const double steps = static_cast<double>(step + 1 - ep.first_step);
+  run->summary.loss = ep.loss / steps;
+  run->progress.EndEpoch(ep.epoch, run->summary.loss, test_acc, run->summary.bytes_up,
+                         static_cast<double>(ep.selected) / steps);
+}
+
+StatusOr<TrainSummary> Trainer::FinishRun(RunState* run) {
+  run->progress.Finish();
+  run->summary.rounds = run->round;
+  run->summary.seconds = Seconds(run->run_start, Clock::now());
+  SIEVE_RETURN_IF_ERROR(run->metrics.Close());
+  if (!options_.dump_weights.empty()) SIEVE_RETURN_IF_ERROR(DumpWeights());
+  return std::move(run->summary);
+}
+
 StatusOr<TrainSummary> Trainer::Run() {
   uint64_t first_round = 0;
   SIEVE_RETURN_IF_ERROR(InitWeights(&first_round));  // the start barrier included
-
   MetricsWriter metrics;
-  const bool per_rank_metrics = options_.metrics_out.find("{rank}") != std::string::npos;
-  if (!options_.metrics_out.empty() && (rank_ == 0 || per_rank_metrics)) {
-    SIEVE_RETURN_IF_ERROR(metrics.Open(ExpandRankPattern(options_.metrics_out, rank_)));
+  SIEVE_RETURN_IF_ERROR(OpenMetrics(&metrics));
+  RunState run(options_, rank_, d_, static_cast<uint64_t>(steps_per_epoch_), first_round, &metrics);
+  for (uint64_t epoch = run.round / run.spe; epoch < run.epochs && run.round < run.stop; ++epoch) {
+    SIEVE_RETURN_IF_ERROR(RunEpoch(epoch, &run));
   }
-
-  const uint64_t epochs = static_cast<uint64_t>(options_.epochs);
-  const uint64_t spe = static_cast<uint64_t>(steps_per_epoch_);
-  // The round to stop before: the end of the last epoch, or --max_rounds when that comes first.
-  const uint64_t stop = options_.max_rounds > 0
-                            ? std::min(epochs * spe, static_cast<uint64_t>(options_.max_rounds))
-                            : epochs * spe;
-  ProgressReporter progress(options_.progress_bar, stop, spe);
-  TrainSummary summary;
-  summary.rank = rank_;
-  summary.epochs = epochs;
-  summary.first_round = first_round;
-  const Straggler straggler(options_.straggler.ForRank(rank_), options_.seed, rank_);
-  if (straggler.spec().active()) summary.straggler = straggler.spec().text;
-  const uint64_t dense_bytes = 4 * d_;
-  const uint64_t seed_key =
-      CounterHash(options_.seed, 0x5e1ec7'0000ULL + static_cast<uint32_t>(rank_));
-  float prev_threshold = 0.0f, older_threshold = 0.0f;  // the last two thresholds (warm start)
-  Selection sel;
-  const auto run_start = Clock::now();
-  uint64_t round = std::min(first_round, epochs * spe);
-
-  for (uint64_t epoch = round / spe; epoch < epochs && round < stop; ++epoch) {
-    const uint64_t first_step = round - epoch * spe;  // > 0 only in a rejoiner's first epoch
-    std::vector<int64_t> order;
-    if (!synthetic_) {
-      auto global =
-          EpochBatchOrder(train_total_, rank_, world_, options_.batch_size, options_.seed, epoch);
-      if (!global.ok()) return global.status();
-      order = std::move(*global);
-      for (int64_t& i : order) {
-        i -= train_lo_;
-        if (i < 0 || i >= train_.n) return InternalError("batch order leaves the partition");
-      }
-    }
-    const double density = DensityForEpoch(options_, epoch);
-    const uint64_t k = options_.compressor == Compressor::kNone ? d_ : KForDensity(density, d_);
-    double epoch_loss = 0.0;
-    uint64_t epoch_selected = 0;
-
-    for (uint64_t step = first_step; step < spe && round < stop; ++step, ++round) {
-      const bool last_of_epoch = step + 1 == spe;
-      const bool cut_short = round + 1 == stop && stop < epochs * spe;  // --max_rounds
-      const bool eval = (last_of_epoch && IsEvalEpoch(options_, epoch)) || cut_short;
-      const bool contraction =
-          options_.contraction_every > 0 && round % options_.contraction_every == 0;
-      const bool histogram =
-          std::binary_search(options_.histogram_rounds.begin(), options_.histogram_rounds.end(),
-                             static_cast<int64_t>(round));
-      const bool write =
-          metrics.is_open() && (round % options_.metrics_every == 0 || eval || contraction ||
-                                histogram || cut_short || (last_of_epoch && epoch + 1 == epochs));
-
-      const auto t0 = Clock::now();
-      const double lr = LearningRate(options_, round, steps_per_epoch_);
-      if (!synthetic_) SIEVE_RETURN_IF_ERROR(GatherBatch(order, step));
-      float loss = 0.0f;
-      SIEVE_RETURN_IF_ERROR(
-          ComputeGradient(round, !synthetic_ || write || last_of_epoch || cut_short, &loss));
-      if (!std::isfinite(loss)) {
-        return Diverged(round, lr, "the loss is " + std::to_string(loss));
-      }
-      // An emulated straggler computes longer (counted in t_compute, and apart in t_straggle).
-      const double straggle = straggler.Stall(round, Seconds(t0, Clock::now()));
-      summary.straggle_seconds += straggle;
-      const auto t1 = Clock::now();
-      SIEVE_RETURN_IF_ERROR(ef_->AccumulateDevice(
-          grad_->data(), static_cast<float>(options_.momentum), static_cast<float>(lr)));
-      std::vector<uint64_t> hist;
-      if (histogram && metrics.is_open()) {
-        SIEVE_RETURN_IF_ERROR(ef_->SigmaHistogram(kHistogramWidthSigma, kHistogramBins, &hist));
-      }
-      SelectOptions so;
-      so.prev_threshold = prev_threshold;
-      so.older_threshold = older_threshold;
-      so.seed = CounterHash(seed_key, round);
-      // 16-bit pushes: the values are rounded here and their rounding error stays in r.
-      so.round_values = client_->push_values();
-      if (Status selected = ef_->Select(options_.compressor, k, so, &sel); !selected.ok()) {
-        if (selected.code() == StatusCode::kNonFinite) {
-          return Diverged(round, lr, selected.message());
-        }
-        return selected;
-      }
-      if (std::isfinite(sel.threshold) && sel.threshold > 0) {
-        older_threshold = prev_threshold;
-        prev_threshold = sel.threshold;
-      }
-      const auto t2 = Clock::now();
-      const uint64_t selected = sel.size();
-      const double contraction_ratio = contraction ? sel.ContractionRatio() : 0.0;
-      for (float v : sel.values) summary.pushed_sum += v;
-      RoundStats stats;
-      SIEVE_RETURN_IF_ERROR(PushPull(round, &sel, &stats));
-      const auto t3 = Clock::now();
-      if (options_.on_round) options_.on_round(round, k, selected, stats);
-
-      summary.bytes_up += stats.bytes_up;
-      summary.bytes_down += stats.bytes_down;
-      summary.dense_bytes += dense_bytes;
-      epoch_loss += synthetic_ ? 0.0 : loss;
-      if (synthetic_ && (last_of_epoch || cut_short)) {
-        epoch_loss = loss * static_cast<double>(step + 1 - first_step);
-      }
-      epoch_selected += selected;
-
-      RoundMetrics m;
-      if (eval) SIEVE_RETURN_IF_ERROR(Evaluate(&m.test_acc, &m.train_acc));
-      if (eval && m.test_acc) summary.test_acc = m.test_acc;
-      if (write) {
-        m.round = round;
-        m.epoch = epoch;
-        m.loss = loss;
-        m.selected = selected;
-        m.k = k;
-        m.density = options_.compressor == Compressor::kNone ? 1.0 : density;
-        m.threshold = sel.threshold;
-        m.iterations = sel.iterations;
-        m.bytes_up = stats.bytes_up;
-        m.bytes_down = stats.bytes_down;
-        m.dense_bytes = dense_bytes;
-        m.t_compute = Seconds(t0, t1);
-        m.t_straggle = straggle;
-        m.t_select = Seconds(t1, t2);
-        m.t_comm = Seconds(t2, t3);
-        if (contraction) {
-          m.has_contraction = true;
-          m.contraction = contraction_ratio;
-          m.bound_1 = 1.0 - static_cast<double>(k) / static_cast<double>(d_);
-          m.bound_2 = m.bound_1 * m.bound_1;
-        }
-        if (!hist.empty()) {
-          m.histogram_width = kHistogramWidthSigma;
-          m.histogram = std::move(hist);
-        }
-        m.t_wall = Seconds(run_start, Clock::now());  // after the evaluation, if any
-        SIEVE_RETURN_IF_ERROR(metrics.Write(m));
-      }
-      progress.Round(round + 1, loss, summary.bytes_up);
-      if (last_of_epoch || cut_short) {
-        const double steps = static_cast<double>(step + 1 - first_step);
-        summary.loss = epoch_loss / steps;
-        progress.EndEpoch(epoch, summary.loss, m.test_acc, summary.bytes_up,
-                          static_cast<double>(epoch_selected) / steps);
-      }
-    }
-  }
-  progress.Finish();
-  summary.rounds = round;
-  summary.seconds = Seconds(run_start, Clock::now());
-  SIEVE_RETURN_IF_ERROR(metrics.Close());
-  if (!options_.dump_weights.empty()) SIEVE_RETURN_IF_ERROR(DumpWeights());
-  return summary;
+  return FinishRun(&run);
 }
 
 }  // namespace sieve

@@ -49,6 +49,8 @@
 namespace sieve {
 
 class ErrorFeedback;
+class MetricsWriter;
+struct RoundMetrics;
 
 class Trainer {
  public:
@@ -95,6 +97,31 @@ class Trainer {
   Status DumpWeights() const;
   // The error for a run that diverged at `round`.
   Status Diverged(uint64_t round, double lr, const std::string& what) const;
+
+  // Run's steps: start-up (OpenMetrics, RunState), each epoch (StartEpoch: its batch order and
+  // density; RunEpoch), each round (PlanRound: what it does besides training; ComputeRound: the
+  // gradient; SelectRound: error feedback and selection; PushPull; RecordRound: totals,
+  // evaluation, WriteMetrics, progress), the epoch's end (EndEpoch) and the finish (FinishRun).
+  struct RunState;
+  struct EpochState;
+  struct RoundPlan;
+  struct RoundResult;
+  // Opens options.metrics_out when this rank writes metrics.
+  Status OpenMetrics(MetricsWriter* metrics) const;
+  Status StartEpoch(uint64_t epoch, uint64_t first_step, EpochState* ep) const;
+  Status RunEpoch(uint64_t epoch, RunState* run);
+  RoundPlan PlanRound(const RunState& run, const EpochState& ep, uint64_t step) const;
+  Status RunRound(uint64_t step, EpochState* ep, RunState* run);
+  Status ComputeRound(const RunState& run, const EpochState& ep, uint64_t step,
+                      const RoundPlan& plan, RoundResult* r);
+  Status SelectRound(const EpochState& ep, const RoundPlan& plan, RunState* run, RoundResult* r);
+  Status RecordRound(uint64_t step, const RoundPlan& plan, EpochState* ep, RunState* run,
+                     RoundResult* r);
+  Status WriteMetrics(const EpochState& ep, const RoundPlan& plan, RunState* run, RoundResult* r,
+                      RoundMetrics* m) const;
+  static void EndEpoch(uint64_t step, const EpochState& ep, std::optional<double> test_acc,
+                       RunState* run);
+  StatusOr<TrainSummary> FinishRun(RunState* run);
 
   const TrainerOptions options_;
   const Device device_;
