@@ -441,6 +441,300 @@ bool UsageExit(int wait_status) {
 }
 int FailureCode(int wait_status) { return UsageExit(wait_status) ? kExitUsage : kExitFailure; }
 
+// The ends of a started job are exit codes: std::nullopt while it goes on.
+using JobEnd = std::optional<int>;
+
+// A planned job once its supervisor is up: starts the scheduler, then the servers and workers
+// (steps 2-3 of launcher.h), supervises them to the end (step 4) and shows its progress (step 5).
+class LaunchedJob {
+ public:
+  LaunchedJob(const LaunchOptions& o, int out_fd, Plan* plan, Supervisor* sup, Reporter* say)
+      : o_(o),
+        out_fd_(out_fd),
+        plan_(*plan),
+        sup_(*sup),
+        say_(*say),
+        live_(o.progress == Progress::kLive ||
+              (o.progress == Progress::kAuto && isatty(out_fd) != 0)),
+        lines_(o.progress == Progress::kLines || (o.progress == Progress::kAuto && !live_)),
+        job_start_(Clock::now()),
+        progress_(o.num_servers, o.num_workers),
+        result_(o.num_workers) {}
+
+  // The launcher's exit code.
+  int Run() {
+    ObserveLines();
+    next_progress_line_ = Clock::now() + kProgressLineEvery;
+    if (JobEnd end = StartScheduler()) return *end;
+    if (JobEnd end = StartNodes()) return *end;
+    return Supervise();
+  }
+
+ private:
+  using Progress = LaunchOptions::Progress;
+
+  // The scheduler's lines give its port and feed the progress and the result; a worker's
+  // progress lines are shown as the job's progress instead of relayed (unless progress is off).
+  void ObserveLines() {
+    sup_.set_line_observer([this](size_t child, bool is_stderr, std::string_view line) {
+      if (child == 0) {
+        if (!is_stderr && !port_) port_ = ListeningPort(line);
+        progress_.SchedulerLine(line);
+        result_.SchedulerLine(line);
+        return true;
+      }
+      auto worker = worker_rank_.find(child);
+      if (worker == worker_rank_.end() || is_stderr) return true;
+      result_.WorkerLine(child, line);
+      if (o_.progress == Progress::kOff) return true;
+      auto point = ParseProgressLine(line);
+      if (!point) return true;
+      progress_.WorkerProgress(worker->second, *point, Clock::now());
+      return false;  // shown as the job's progress instead
+    });
+  }
+
+  Status Start(const ChildSpec& spec, int rank_if_worker) {
+    SIEVE_ASSIGN_OR_RETURN(auto index, sup_.Start(spec));
+    if (rank_if_worker >= 0) {
+      worker_rank_[index] = rank_if_worker;
+      latest_[rank_if_worker] = index;
+      result_.WorkerStarted(index, rank_if_worker);
+    }
+    return Status::Ok();
+  }
+
+  void ShowProgress() {
+    std::string text = progress_.Text();
+    if (live_) {
+      const size_t width = StatusWidth(out_fd_);
+      if (text.size() > width) text.resize(width);
+      sup_.SetStatusLine(text);
+    } else if (lines_ && !text.empty() && Clock::now() >= next_progress_line_) {
+      say_.Say(text);
+      next_progress_line_ = Clock::now() + kProgressLineEvery;
+    }
+  }
+
+  // Every end of a started job: stop what runs, then the job's one result line.
+  int Fail(int code, const std::string& reason) {
+    sup_.StopAll(o_.stop_timeout);
+    say_.Say(result_.Failed(reason));
+    return code;
+  }
+  bool Interrupted() {
+    int sig = sup_.received_signal();
+    if (sig == 0) return false;
+    say_.Say(std::string("received ") + strsignal(sig) + "; stopping all processes");
+    return true;
+  }
+  int Interrupt() {
+    const int sig = sup_.received_signal();
+    return Fail(128 + sig, std::string("interrupted by ") + strsignal(sig));
+  }
+  std::string Failure(size_t i) {
+    return sup_.name(i) + " (pid " + std::to_string(sup_.pid(i)) +
+           ") failed: " + DescribeWaitStatus(sup_.wait_status(i));
+  }
+  void ReportFailure(size_t i) { say_.Say(Failure(i) + "; stopping all processes"); }
+
+  // Step 2: the scheduler, then its port.
+  JobEnd StartScheduler() {
+    if (auto s = sup_.Start(plan_.scheduler_servers_workers[0][0]); !s.ok()) {
+      say_.Say(s.status().message());
+      return Fail(kExitFailure, "the scheduler could not be started");
+    }
+    const auto listen_deadline = Clock::now() + o_.listen_timeout;
+    while (!port_) {
+      if (Interrupted()) return Interrupt();
+      if (!sup_.running(0)) {
+        const std::string how =
+            "scheduler " + DescribeWaitStatus(sup_.wait_status(0)) + " before reporting its port";
+        say_.Say(how);
+        return Fail(FailureCode(sup_.wait_status(0)), how);
+      }
+      int left = MillisUntil(listen_deadline);
+      if (left == 0) {
+        say_.Say("scheduler did not print \"" + std::string(kListeningMarker) +
+                 "HOST:PORT\" within " + std::to_string(o_.listen_timeout.count()) + " ms");
+        return Fail(kExitFailure, "the scheduler did not report its port");
+      }
+      sup_.Pump(milliseconds(left));
+    }
+    const std::string scheduler_address = "127.0.0.1:" + std::to_string(*port_);
+    progress_.set_scheduler_address(scheduler_address);
+    plan_.worker_job.scheduler = scheduler_address;
+    if (!plan_.metrics_ports.empty()) say_.Say("metrics on " + plan_.metrics_ports);
+    return std::nullopt;
+  }
+
+  // Step 3: the servers and workers, told the scheduler's address.
+  JobEnd StartNodes() {
+    const std::string scheduler_flag = "--scheduler=" + plan_.worker_job.scheduler;
+    for (int r = 1; r < 3; ++r) {
+      int rank = 0;
+      for (ChildSpec spec : plan_.scheduler_servers_workers[r]) {
+        if (plan_.scheduler_on_argv[r]) {
+          spec.argv.insert(spec.argv.begin() + static_cast<std::ptrdiff_t>(plan_.program_words[r]),
+                           scheduler_flag);
+        }
+        if (r == 2) spec.env = WorkerEnvironment(plan_.worker_job, rank);
+        if (Status s = Start(spec, r == 2 ? rank : -1); !s.ok()) {
+          say_.Say(s.message());
+          return Fail(kExitFailure, s.message());
+        }
+        ++rank;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Step 4: exits judged as they come, until every process has exited.
+  int Supervise() {
+    for (;;) {
+      if (Interrupted()) return Interrupt();
+      // Exits in the order they happened.
+      while (exits_seen_ < sup_.exit_order().size()) {
+        if (JobEnd end = HandleExit(sup_.exit_order()[exits_seen_++])) return *end;
+      }
+      if (!sup_.AnyRunning()) return Finished();
+      int timeout = static_cast<int>(kIdlePoll.count());
+      if (JobEnd end = AwaitFinishGrace(&timeout)) return *end;
+      sup_.Pump(milliseconds(timeout));
+      ShowProgress();
+    }
+  }
+
+  // Workers whose latest process runs or exited 0: those the job can still finish with.
+  int WorkersLeft() const {
+    int left = 0;
+    for (const auto& [rank, index] : latest_)
+      left += sup_.running(index) || !Failed(sup_.wait_status(index));
+    return left;
+  }
+
+  // Child i exited: a failed server or worker is restarted while the job runs and restarts are
+  // left; a worker the scheduler's --min_workers can do without is let go; any other failure
+  // stops the job.
+  JobEnd HandleExit(size_t i) {
+    const int status = sup_.wait_status(i);
+    auto rank = worker_rank_.find(i);
+    const bool worker = rank != worker_rank_.end();
+    if (worker) result_.WorkerExited(i, !Failed(status));
+    if (!Failed(status)) return std::nullopt;
+    if (i == 0) {
+      ReportFailure(i);
+      if (o_.max_restarts > 0) say_.Say("the scheduler cannot be restarted; the job is lost");
+      return Fail(FailureCode(status), Failure(i));
+    }
+    // A server without a checkpoint would come back without its shard: the job cannot go on.
+    const bool lost_shard = !worker && !ServerCanRestore(sup_.spec(i).argv);
+    const bool restartable = restarts_ < o_.max_restarts && !lost_shard;
+    // (Also when the scheduler's exit was seen first: it already decided, counting this worker
+    // out or in; exits seen in one pass are in child order, not in the order they happened.)
+    if (!UsageExit(status) && (!restartable || !sup_.running(0)) && worker &&
+        plan_.min_workers > 0 && WorkersLeft() >= plan_.min_workers) {
+      LetWorkerGo(i, rank->second, status, restartable);
+      return std::nullopt;
+    }
+    if (!sup_.running(0) || !restartable || UsageExit(status)) {
+      return StopOnFailure(i, status, worker, lost_shard);
+    }
+    return Restart(i, status, worker ? rank->second : -1);
+  }
+
+  // The scheduler drops the dead worker and decides the job's fate by --min_workers.
+  void LetWorkerGo(size_t i, int rank, int status, bool restartable) {
+    result_.WorkerLost(rank, DescribeWaitStatus(status));
+    say_.Say("lost " + sup_.name(i) + " (" + DescribeWaitStatus(status) + ")" +
+             (o_.max_restarts > 0 && !restartable ? ", no restarts left" : "") + "; " +
+             std::to_string(WorkersLeft()) + " of " + std::to_string(o_.num_workers) +
+             " workers left, the scheduler's --min_workers=" + std::to_string(plan_.min_workers) +
+             " decides the job");
+  }
+
+  // A failure the job cannot go on after: why it was not restarted, then the job's end.
+  int StopOnFailure(size_t i, int status, bool worker, bool lost_shard) {
+    ReportFailure(i);
+    if (o_.max_restarts > restarts_ && sup_.running(0) && lost_shard) {
+      say_.Say(sup_.name(i) +
+               " is not restarted: it has no --checkpoint_dir to restore its shard from");
+    } else if (o_.max_restarts > 0 && sup_.running(0) && !UsageExit(status)) {
+      say_.Say("no restarts left (" + std::to_string(o_.max_restarts) + " used)");
+    }
+    if (plan_.min_workers > 0 && worker && sup_.running(0) && !UsageExit(status)) {
+      say_.Say("only " + std::to_string(WorkersLeft()) + " of " + std::to_string(o_.num_workers) +
+               " workers left, fewer than --min_workers=" + std::to_string(plan_.min_workers));
+    }
+    return Fail(FailureCode(status), Failure(i));
+  }
+
+  // The same command line again (rank_if_worker: the worker's rank, -1 for a server).
+  JobEnd Restart(size_t i, int status, int rank_if_worker) {
+    ++restarts_;
+    say_.Say("restarting " + sup_.name(i) + " (" + DescribeWaitStatus(status) + "), restart " +
+             std::to_string(restarts_) + " of " + std::to_string(o_.max_restarts));
+    if (Status s = Start(sup_.spec(i), rank_if_worker); !s.ok()) {
+      say_.Say(s.message());
+      return Fail(kExitFailure, s.message());
+    }
+    return std::nullopt;
+  }
+
+  // Every process has exited (and none was a failure that stops the job).
+  int Finished() {
+    sup_.StopAll(milliseconds(0));  // drains the last output
+    const double seconds = std::chrono::duration<double>(Clock::now() - job_start_).count();
+    say_.Say(result_.Finished(seconds));
+    return 0;
+  }
+
+  // Once the scheduler has exited, the others have finish_grace to follow: *timeout is cut to
+  // what is left of it, and at its end the job fails.
+  JobEnd AwaitFinishGrace(int* timeout) {
+    if (!sup_.running(0) && !finish_deadline_) finish_deadline_ = Clock::now() + o_.finish_grace;
+    if (!finish_deadline_) return std::nullopt;
+    *timeout = MillisUntil(*finish_deadline_);
+    if (*timeout != 0) return std::nullopt;
+    std::string left;
+    for (size_t i = 0; i < sup_.size(); ++i) {
+      if (sup_.running(i)) left += (left.empty() ? "" : ", ") + sup_.name(i);
+    }
+    say_.Say("scheduler exited 0 but " + left + " still running after " +
+             std::to_string(o_.finish_grace.count()) + " ms; stopping them");
+    return Fail(kExitFailure, left + " did not finish after the scheduler did");
+  }
+
+  const LaunchOptions& o_;
+  const int out_fd_;
+  Plan& plan_;
+  Supervisor& sup_;
+  Reporter& say_;
+  const bool live_;   // a status line redrawn in place
+  const bool lines_;  // a progress message every kProgressLineEvery
+  const Clock::time_point job_start_;
+  JobProgress progress_;
+  JobResult result_;
+  std::map<size_t, int> worker_rank_;  // child index -> rank, for workers
+  std::map<int, size_t> latest_;       // rank -> child index of its latest process
+  std::optional<int> port_;            // the scheduler's, once it said
+  Clock::time_point next_progress_line_;
+  std::optional<Clock::time_point> finish_deadline_;
+  size_t exits_seen_ = 0;
+  int restarts_ = 0;
+};
+
+// Step 1's files: the log directory and, unless the user names one, the private file with the job
+// token for the workers' SIEVE_JOB_TOKEN_FILE (removed when *token_file goes).
+Status PrepareFiles(const LaunchOptions& o, Plan* plan, std::unique_ptr<PrivateFile>* token_file) {
+  if (!o.log_dir.empty()) SIEVE_RETURN_IF_ERROR(MakeDirs(o.log_dir));
+  if (plan->worker_job.job_token_file.empty()) {
+    SIEVE_ASSIGN_OR_RETURN(*token_file, PrivateFile::Create("job_token", plan->token + "\n"));
+    plan->worker_job.job_token_file = (*token_file)->path();
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
@@ -450,232 +744,18 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
     say.Say(plan.status().message());
     return plan.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
-  if (!o.log_dir.empty()) {
-    if (Status s = MakeDirs(o.log_dir); !s.ok()) {
-      say.Say(s.message());
-      return kExitFailure;
-    }
-  }
-  // The job token for the workers' SIEVE_JOB_TOKEN_FILE, removed when the launcher returns.
   std::unique_ptr<PrivateFile> token_file;
-  if (plan->worker_job.job_token_file.empty()) {
-    auto file = PrivateFile::Create("job_token", plan->token + "\n");
-    if (!file.ok()) {
-      say.Say(file.status().message());
-      return kExitFailure;
-    }
-    token_file = std::move(*file);
-    plan->worker_job.job_token_file = token_file->path();
+  if (Status s = PrepareFiles(o, &*plan, &token_file); !s.ok()) {
+    say.Say(s.message());
+    return kExitFailure;
   }
-
   Supervisor sup({o.log_dir, out_fd, err_fd});
   if (Status s = sup.Init(); !s.ok()) {
     say.Say(s.message());
     return kExitFailure;
   }
   say.set_supervisor(&sup);
-  using Progress = LaunchOptions::Progress;
-  const bool live =
-      o.progress == Progress::kLive || (o.progress == Progress::kAuto && isatty(out_fd) != 0);
-  const bool lines = o.progress == Progress::kLines || (o.progress == Progress::kAuto && !live);
-  const auto job_start = Clock::now();
-  JobProgress progress(o.num_servers, o.num_workers);
-  JobResult result(o.num_workers);
-  std::map<size_t, int> worker_rank;  // child index -> rank, for workers
-  std::map<int, size_t> latest;       // rank -> child index of its latest process
-  std::optional<int> port;
-  sup.set_line_observer([&](size_t child, bool is_stderr, std::string_view line) {
-    if (child == 0) {
-      if (!is_stderr && !port) port = ListeningPort(line);
-      progress.SchedulerLine(line);
-      result.SchedulerLine(line);
-      return true;
-    }
-    auto worker = worker_rank.find(child);
-    if (worker == worker_rank.end() || is_stderr) return true;
-    result.WorkerLine(child, line);
-    if (o.progress == Progress::kOff) return true;
-    auto point = ParseProgressLine(line);
-    if (!point) return true;
-    progress.WorkerProgress(worker->second, *point, Clock::now());
-    return false;  // shown as the job's progress instead
-  });
-  auto start = [&](const ChildSpec& spec, int rank_if_worker) -> Status {
-    SIEVE_ASSIGN_OR_RETURN(auto index, sup.Start(spec));
-    if (rank_if_worker >= 0) {
-      worker_rank[index] = rank_if_worker;
-      latest[rank_if_worker] = index;
-      result.WorkerStarted(index, rank_if_worker);
-    }
-    return Status::Ok();
-  };
-  auto next_progress_line = Clock::now() + kProgressLineEvery;
-  auto show_progress = [&] {
-    std::string text = progress.Text();
-    if (live) {
-      const size_t width = StatusWidth(out_fd);
-      if (text.size() > width) text.resize(width);
-      sup.SetStatusLine(text);
-    } else if (lines && !text.empty() && Clock::now() >= next_progress_line) {
-      say.Say(text);
-      next_progress_line = Clock::now() + kProgressLineEvery;
-    }
-  };
-  // Every end of a started job: stop what runs, then the job's one result line.
-  auto fail = [&](int code, const std::string& reason) {
-    sup.StopAll(o.stop_timeout);
-    say.Say(result.Failed(reason));
-    return code;
-  };
-  auto interrupted = [&] {
-    int sig = sup.received_signal();
-    if (sig == 0) return false;
-    say.Say(std::string("received ") + strsignal(sig) + "; stopping all processes");
-    return true;
-  };
-  auto interrupt = [&] {
-    const int sig = sup.received_signal();
-    return fail(128 + sig, std::string("interrupted by ") + strsignal(sig));
-  };
-  auto failure = [&](size_t i) {
-    return sup.name(i) + " (pid " + std::to_string(sup.pid(i)) +
-           ") failed: " + DescribeWaitStatus(sup.wait_status(i));
-  };
-  auto report_failure = [&](size_t i) { say.Say(failure(i) + "; stopping all processes"); };
-
-  // Scheduler, then its port.
-  if (auto s = sup.Start(plan->scheduler_servers_workers[0][0]); !s.ok()) {
-    say.Say(s.status().message());
-    return fail(kExitFailure, "the scheduler could not be started");
-  }
-  const auto listen_deadline = Clock::now() + o.listen_timeout;
-  while (!port) {
-    if (interrupted()) return interrupt();
-    if (!sup.running(0)) {
-      const std::string how =
-          "scheduler " + DescribeWaitStatus(sup.wait_status(0)) + " before reporting its port";
-      say.Say(how);
-      return fail(FailureCode(sup.wait_status(0)), how);
-    }
-    int left = MillisUntil(listen_deadline);
-    if (left == 0) {
-      say.Say("scheduler did not print \"" + std::string(kListeningMarker) + "HOST:PORT\" within " +
-              std::to_string(o.listen_timeout.count()) + " ms");
-      return fail(kExitFailure, "the scheduler did not report its port");
-    }
-    sup.Pump(milliseconds(left));
-  }
-  const std::string scheduler_address = "127.0.0.1:" + std::to_string(*port);
-  const std::string scheduler_flag = "--scheduler=" + scheduler_address;
-  progress.set_scheduler_address(scheduler_address);
-  plan->worker_job.scheduler = scheduler_address;
-  if (!plan->metrics_ports.empty()) say.Say("metrics on " + plan->metrics_ports);
-
-  for (int r = 1; r < 3; ++r) {
-    int rank = 0;
-    for (ChildSpec spec : plan->scheduler_servers_workers[r]) {
-      if (plan->scheduler_on_argv[r]) {
-        spec.argv.insert(spec.argv.begin() + static_cast<std::ptrdiff_t>(plan->program_words[r]),
-                         scheduler_flag);
-      }
-      if (r == 2) spec.env = WorkerEnvironment(plan->worker_job, rank);
-      if (Status s = start(spec, r == 2 ? rank : -1); !s.ok()) {
-        say.Say(s.message());
-        return fail(kExitFailure, s.message());
-      }
-      ++rank;
-    }
-  }
-
-  // Workers whose latest process runs or exited 0: those the job can still finish with.
-  auto workers_left = [&] {
-    int left = 0;
-    for (const auto& [rank, index] : latest)
-      left += sup.running(index) || !Failed(sup.wait_status(index));
-    return left;
-  };
-  std::optional<Clock::time_point> finish_deadline;
-  size_t exits_seen = 0;
-  int restarts = 0;
-  for (;;) {
-    if (interrupted()) return interrupt();
-    // Exits in the order they happened: a failed server or worker is restarted while the job
-    // runs and restarts are left; a worker the scheduler's --min_workers can do without is let
-    // go; any other failure stops the job.
-    while (exits_seen < sup.exit_order().size()) {
-      const size_t i = sup.exit_order()[exits_seen++];
-      const int status = sup.wait_status(i);
-      auto rank = worker_rank.find(i);
-      if (rank != worker_rank.end()) result.WorkerExited(i, !Failed(status));
-      if (!Failed(status)) continue;
-      if (i == 0) {
-        report_failure(i);
-        if (o.max_restarts > 0) say.Say("the scheduler cannot be restarted; the job is lost");
-        return fail(FailureCode(status), failure(i));
-      }
-      // A server without a checkpoint would come back without its shard: the job cannot go on.
-      const bool lost_shard = rank == worker_rank.end() && !ServerCanRestore(sup.spec(i).argv);
-      const bool restartable = restarts < o.max_restarts && !lost_shard;
-      // (Also when the scheduler's exit was seen first: it already decided, counting this worker
-      // out or in; exits seen in one pass are in child order, not in the order they happened.)
-      if (!UsageExit(status) && (!restartable || !sup.running(0)) && rank != worker_rank.end() &&
-          plan->min_workers > 0 && workers_left() >= plan->min_workers) {
-        // The scheduler drops the dead worker and decides the job's fate by --min_workers.
-        result.WorkerLost(rank->second, DescribeWaitStatus(status));
-        say.Say("lost " + sup.name(i) + " (" + DescribeWaitStatus(status) + ")" +
-                (o.max_restarts > 0 && !restartable ? ", no restarts left" : "") + "; " +
-                std::to_string(workers_left()) + " of " + std::to_string(o.num_workers) +
-                " workers left, the scheduler's --min_workers=" +
-                std::to_string(plan->min_workers) + " decides the job");
-        continue;
-      }
-      if (!sup.running(0) || !restartable || UsageExit(status)) {
-        report_failure(i);
-        if (o.max_restarts > restarts && sup.running(0) && lost_shard) {
-          say.Say(sup.name(i) +
-                  " is not restarted: it has no --checkpoint_dir to restore its shard from");
-        } else if (o.max_restarts > 0 && sup.running(0) && !UsageExit(status)) {
-          say.Say("no restarts left (" + std::to_string(o.max_restarts) + " used)");
-        }
-        if (plan->min_workers > 0 && rank != worker_rank.end() && sup.running(0) &&
-            !UsageExit(status)) {
-          say.Say("only " + std::to_string(workers_left()) + " of " +
-                  std::to_string(o.num_workers) +
-                  " workers left, fewer than --min_workers=" + std::to_string(plan->min_workers));
-        }
-        return fail(FailureCode(status), failure(i));
-      }
-      ++restarts;
-      say.Say("restarting " + sup.name(i) + " (" + DescribeWaitStatus(status) + "), restart " +
-              std::to_string(restarts) + " of " + std::to_string(o.max_restarts));
-      if (Status s = start(sup.spec(i), rank == worker_rank.end() ? -1 : rank->second); !s.ok()) {
-        say.Say(s.message());
-        return fail(kExitFailure, s.message());
-      }
-    }
-    if (!sup.AnyRunning()) {
-      sup.StopAll(milliseconds(0));  // drains the last output
-      const double seconds = std::chrono::duration<double>(Clock::now() - job_start).count();
-      say.Say(result.Finished(seconds));
-      return 0;
-    }
-    if (!sup.running(0) && !finish_deadline) finish_deadline = Clock::now() + o.finish_grace;
-    int timeout = static_cast<int>(kIdlePoll.count());
-    if (finish_deadline) {
-      timeout = MillisUntil(*finish_deadline);
-      if (timeout == 0) {
-        std::string left;
-        for (size_t i = 0; i < sup.size(); ++i) {
-          if (sup.running(i)) left += (left.empty() ? "" : ", ") + sup.name(i);
-        }
-        say.Say("scheduler exited 0 but " + left + " still running after " +
-                std::to_string(o.finish_grace.count()) + " ms; stopping them");
-        return fail(kExitFailure, left + " did not finish after the scheduler did");
-      }
-    }
-    sup.Pump(milliseconds(timeout));
-    show_progress();
-  }
+  return LaunchedJob(o, out_fd, &*plan, &sup, &say).Run();
 }
 
 }  // namespace sieve
