@@ -1,0 +1,528 @@
+#!/usr/bin/python3
+"""Scale harness (issue 31, item 1): jobs of W workers and S servers as processes on this machine
+(loopback), synthetic model of D parameters, small per-worker compute, and what each cell costs.
+
+For each cell (W, S, D) it starts the real daemons the way `sieve launch` does (sieve-scheduler,
+then its "listening on" port, then S sieve-server and W sieve-worker processes), samples every
+process from /proc while the job runs, reaps each one with wait4() (its rusage), and reports:
+
+  formed_s           first process start -> the scheduler's "node table sent" line (every node
+                     registered), as read by the harness; formed_glog_s: the same from that line's
+                     glog timestamp
+  start_barrier_s    first process start -> the last worker past the start barrier: each worker's
+                     summary line is read at T and its `seconds` is the training loop's time, whose
+                     clock starts right after the start barrier (worker/trainer/trainer.cc), so the
+                     worker passed it at T - seconds; start_barrier_min_s: the first worker
+  round_s            median over workers of seconds / rounds (summary line); mean_round_s: median
+                     of the workers' own mean_round_s
+  per process        exit status; peak RSS: ru_maxrss of wait4 where it exceeds the harness's own
+                     RSS at the fork (ru_maxrss survives exec, so below that it is the harness's),
+                     else the largest VmHWM sample of /proc/<pid>/status; the largest Pss and
+                     Anonymous samples of /proc/<pid>/smaps_rollup (Pss shares the pages of the
+                     libraries every process maps); CPU seconds (ru_utime + ru_stime); file
+                     descriptors and sockets (/proc/<pid>/fd entries, `socket:` links) at steady
+                     state (the sample nearest the middle of the steady window) and their maximum
+                     over the run
+  steady state       from the last worker's start barrier plus 10 % of the training time to the
+                     first worker's summary line; scheduler_cpu_per_s = the scheduler's CPU time
+                     (ns, /proc/<pid>/task/*/schedstat) gained over the window / its wall time;
+                     server_cpu_per_round_s likewise for each server, times round_s (max over
+                     servers)
+  heartbeats_per_s_nominal  (W + S) * 1000 / --heartbeat_interval_ms: what the nodes send, not a
+                     count (the scheduler exports no heartbeat counter yet)
+
+Checks (a failed one fails the cell, and the script exits 1): every daemon exited 0; every worker
+and server printed its summary line; every worker ran --rounds rounds and every server completed
+--rounds rounds; every server applied exactly W * rounds pushes (each worker pushes to every shard
+every round); the servers' pushed_sum adds up to the workers' pushed_sum (float sums of the same
+values in another order: relative difference <= 1e-5).
+
+Results: results/bench/scale-<timestamp>.json (or --out) and a table on stdout.
+
+usage: run.py [--build=build] [--cells=4x1,16x4] [--d=1e6[,1e8]] [--rounds=200]
+              [--compute=2ms] [--density=0.001] [--sample_s=0.1] [--out=FILE] [--timeout_s=600]
+"""
+import argparse
+import json
+import os
+import re
+import secrets
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_s(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14, 15)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_run_ns(pid):
+    """CPU time of the live threads in ns (/proc/<pid>/task/*/schedstat), finer than the ticks of
+    /proc/<pid>/stat; a thread that exited takes its time with it, so it is for rates over a
+    window in which no thread comes or goes (steady state)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def status_kb(pid, field):
+    """A kB field of /proc/<pid>/status (VmHWM, VmRSS), or None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(l.split()[1]) for l in f if l.startswith(field + ":")), None)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def proc_pss_anon_kb(pid):
+    """(Pss, Anonymous) of /proc/<pid>/smaps_rollup in kB: shared library pages (the CUDA
+    libraries every worker maps) count once across the processes in Pss, per process in RSS."""
+    pss = anon = None
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+                elif line.startswith("Anonymous:"):
+                    anon = int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None, None
+    return pss, anon
+
+
+def proc_fds(pid):
+    """(open descriptors, of which sockets) or None once the process is gone."""
+    d = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return None
+    sockets = 0
+    for n in names:
+        try:
+            sockets += os.readlink(f"{d}/{n}").startswith("socket:")
+        except OSError:
+            pass
+    return len(names), sockets
+
+
+def glog_time(line):
+    """The wall-clock time of a glog line (I20261202 18:49:54.690271 ...), local time."""
+    m = re.match(r"^[IWEF](\d{8}) (\d\d:\d\d:\d\d)(\.\d+)", line)
+    if not m:
+        return None
+    return time.mktime(time.strptime(m.group(1) + " " + m.group(2), "%Y%m%d %H:%M:%S")) + \
+        float(m.group(3))
+
+
+def summary(line, marker):
+    kv = {}
+    for word in line[line.index(marker) + len(marker):].split():
+        if "=" in word:
+            k, v = word.split("=", 1)
+            kv[k] = v
+    return kv
+
+
+class Daemon:
+    """One process: output lines with the time the harness read them, and its wait4() result."""
+
+    def __init__(self, role, rank, argv):
+        self.role, self.rank = role, rank
+        self.name = role if rank is None else f"{role}{rank}"
+        self.t_start = time.time()
+        # ru_maxrss survives exec: it is at least what the forked copy of this harness had.
+        self.harness_rss_kb = status_kb("self", "VmRSS") or 0
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, errors="replace")
+        self.pid = self.p.pid
+        self.lines = []  # (time read, line)
+        self.exit = None  # exit status (negative: killed by that signal)
+        self.rusage = None
+        self.t_exit = None
+        self.samples = []  # (t, cpu_s, hwm_kb, fds, sockets, run_ns, pss_kb, anon_kb)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.reaper = threading.Thread(target=self._reap, daemon=True)
+        self.reaper.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.append((time.time(), line.rstrip("\n")))
+
+    def _reap(self):
+        # wait4, not Popen.wait: the child's own rusage (peak RSS, CPU), which only the reaper gets.
+        _, status, ru = os.wait4(self.pid, 0)
+        self.t_exit = time.time()
+        self.rusage = ru
+        self.exit = os.waitstatus_to_exitcode(status)
+        self.p.returncode = self.exit  # so that Popen never waits for it again
+
+    def alive(self):
+        return self.exit is None
+
+    def find(self, needle):
+        for t, line in self.lines:
+            if needle in line:
+                return t, line
+        return None
+
+    def wait_line(self, needle, timeout):
+        end = time.time() + timeout
+        while time.time() < end:
+            hit = self.find(needle)
+            if hit or not self.alive():
+                return hit
+            time.sleep(0.01)
+        return None
+
+    def sample(self, now):
+        cpu, hwm, fds = proc_cpu_s(self.pid), status_kb(self.pid, "VmHWM"), proc_fds(self.pid)
+        ns = proc_run_ns(self.pid)
+        pss, anon = proc_pss_anon_kb(self.pid)
+        if cpu is not None and fds is not None and self.alive():
+            self.samples.append((now, cpu, hwm, fds[0], fds[1], ns, pss, anon))
+
+    def kill(self):
+        if self.alive():
+            try:
+                self.p.kill()
+            except OSError:
+                pass
+
+
+def summaries(procs, marker, problems):
+    """{name: the key=value words of its summary line, and _read_at: when it was read}."""
+    out = {}
+    for p in procs:
+        hit = p.find(marker)
+        if hit is None:
+            problems.append(f"{p.name}: no summary line")
+            continue
+        out[p.name] = {**summary(hit[1], marker), "_read_at": hit[0]}
+    return out
+
+
+def parse_cells(text):
+    cells = []
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)x(\d+)\s*", item)
+        if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+            sys.exit(f"scale: bad cell {item!r} (WxS, e.g. 4x1)")
+        cells.append((int(m.group(1)), int(m.group(2))))
+    return cells
+
+
+def parse_ds(text):
+    out = []
+    for item in text.split(","):
+        try:
+            d = int(float(item))
+        except ValueError:
+            d = 0
+        if d < 1:
+            sys.exit(f"scale: bad --d value {item!r}")
+        out.append(d)
+    return out
+
+
+def start_job(a, w, s, d):
+    b = a.build
+    token = "scale-" + secrets.token_hex(8)
+    hb = [f"--heartbeat_interval_ms={a.heartbeat_interval_ms}"]
+    sched = Daemon("scheduler", None, [
+        f"{b}/scheduler/sieve-scheduler", "--port=0", "--bind=127.0.0.1", "--host=127.0.0.1",
+        f"--num_servers={s}", f"--num_workers={w}", f"--num_params={d}", f"--job_token={token}"])
+    procs = [sched]
+    hit = sched.wait_line("listening on ", 30)
+    if hit is None:
+        return procs, "the scheduler printed no 'listening on' line"
+    addr = hit[1].split("listening on ")[1].strip()
+    common = [f"--scheduler={addr}", "--bind=127.0.0.1", "--host=127.0.0.1", "--model=synthetic",
+              f"--num_params={d}", "--seed=1", f"--job_token={token}"]
+    for r in range(s):
+        procs.append(Daemon("server", r, [f"{b}/server/sieve-server", *common, *hb, f"--rank={r}",
+                                          "--consistency=bsp", "--server_threads=1"]))
+    for r in range(w):
+        procs.append(Daemon("worker", r, [
+            f"{b}/worker/sieve-worker", *common, *hb, f"--rank={r}", "--device=cpu",
+            "--compressor=topk", f"--density={a.density}", f"--rounds_per_epoch={a.rounds}",
+            "--epochs=1", "--eval_every=0", "--progress=log", "--blas_threads=1",
+            "--kernel_threads=1", *([f"--straggler=delay:{a.compute}"] if a.compute else [])]))
+    return procs, None
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def window_rate(p, lo, hi):
+    """CPU seconds per second of p over [lo, hi] (its first and last samples inside)."""
+    pts = [(x[0], x[5]) for x in p.samples if lo <= x[0] <= hi and x[5] is not None]
+    if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+        return None
+    return (pts[-1][1] - pts[0][1]) * 1e-9 / (pts[-1][0] - pts[0][0])
+
+
+def maxof(p, i, scale=1.0):
+    vals = [x[i] for x in p.samples if x[i] is not None]
+    return max(vals) * scale if vals else None
+
+
+def at_middle(p, lo, hi):
+    pts = [x for x in p.samples if lo <= x[0] <= hi] or p.samples
+    if not pts:
+        return None, None
+    mid = (lo + hi) / 2
+    x = min(pts, key=lambda x: abs(x[0] - mid))
+    return x[3], x[4]
+
+
+def run_cell(a, w, s, d):
+    print(f"scale: cell W={w} S={s} D={d:g} rounds={a.rounds} ...", flush=True)
+    t0 = time.time()
+    procs, err = start_job(a, w, s, d)
+    deadline = t0 + a.timeout_s
+    timed_out = False
+    while any(p.alive() for p in procs):
+        now = time.time()
+        for p in procs:
+            p.sample(now)
+        failed = [p for p in procs if p.exit not in (None, 0)]
+        if failed and not err:  # like sieve launch: one daemon failed, stop the others
+            err = f"{failed[0].name} exited {failed[0].exit}; the others were stopped"
+        if err or now > deadline:
+            timed_out = timed_out or not err
+            for p in procs:
+                p.kill()
+        time.sleep(a.sample_s)
+    for p in procs:
+        p.reaper.join(timeout=10)
+        p.reader.join(timeout=5)
+    wall = time.time() - t0
+    sched = procs[0]
+    servers = [p for p in procs if p.role == "server"]
+    workers = [p for p in procs if p.role == "worker"]
+
+    problems = [err] if err else []
+    if timed_out:
+        problems.append(f"the job ran past --timeout_s={a.timeout_s}; killed")
+
+    formed = sched.find("node table sent")
+    formed_s = formed[0] - t0 if formed else None
+    g = glog_time(formed[1]) if formed else None
+    formed_glog_s = g - t0 if g is not None else None
+
+    wsum = summaries(workers, "sieve-worker summary:", problems)
+    ssum = summaries(servers, "sieve-server summary:", problems)
+    barrier_at, round_s, mean_round = [], [], []
+    for name, kv in wsum.items():
+        secs, rounds = float(kv.get("seconds", "nan")), int(kv.get("rounds", "-1"))
+        barrier_at.append(kv["_read_at"] - secs)
+        if rounds > 0:
+            round_s.append(secs / rounds)
+        if "mean_round_s" in kv:
+            mean_round.append(float(kv["mean_round_s"]))
+        if rounds != a.rounds:
+            problems.append(f"{name}: rounds={rounds}, expected {a.rounds}")
+    for name, kv in ssum.items():
+        if int(kv.get("rounds", "-1")) != a.rounds:
+            problems.append(f"{name}: rounds={kv.get('rounds')}, expected {a.rounds}")
+        if int(kv.get("applied", "-1")) != w * a.rounds:
+            problems.append(f"{name}: applied={kv.get('applied')}, expected W*rounds = "
+                            f"{w * a.rounds}")
+    exit_ok = all(p.exit == 0 for p in procs)
+    for p in procs:
+        if p.exit != 0:
+            tail = " | ".join(l for _, l in p.lines[-3:])
+            problems.append(f"{p.name}: exit {p.exit}: {tail}")
+    pushed_w = sum(float(kv["pushed_sum"]) for kv in wsum.values() if "pushed_sum" in kv)
+    pushed_s = sum(float(kv["pushed_sum"]) for kv in ssum.values() if "pushed_sum" in kv)
+    pushed_ok = (len(wsum) == w and len(ssum) == s and
+                 abs(pushed_w - pushed_s) <= 1e-5 * max(1.0, abs(pushed_w)))
+    if len(wsum) == w and len(ssum) == s and not pushed_ok:
+        problems.append(f"pushed_sum: servers {pushed_s:.9g} != workers {pushed_w:.9g}")
+    applied_ok = len(ssum) == s and all(int(kv.get("applied", -1)) == w * a.rounds and
+                                        int(kv.get("rounds", -1)) == a.rounds
+                                        for kv in ssum.values())
+    rounds_ok = len(wsum) == w and all(int(kv.get("rounds", -1)) == a.rounds
+                                       for kv in wsum.values())
+
+    barrier_last = max(barrier_at) if barrier_at else None
+    first_summary = min((kv["_read_at"] for kv in wsum.values()), default=None)
+    lo = hi = None
+    if barrier_last is not None and first_summary is not None:
+        lo = barrier_last + 0.1 * (first_summary - barrier_last)
+        hi = first_summary
+    rs = median(round_s)
+
+    def rec(p):
+        ru = p.rusage
+        fds, socks = at_middle(p, lo, hi) if lo is not None else (None, None)
+        hwm = [x[2] for x in p.samples if x[2] is not None]
+        rate = window_rate(p, lo, hi) if lo is not None else None
+        vmhwm = max(hwm) if hwm else None
+        # ru_maxrss = max(the harness's RSS at the fork, the daemon's own peak): above the former
+        # it is the daemon's exact peak; else the sampled VmHWM (which misses the last sample_s).
+        exact = ru is not None and ru.ru_maxrss > p.harness_rss_kb * 1.02
+        peak = ru.ru_maxrss if exact else vmhwm
+        return {
+            "process": p.name, "role": p.role, "rank": p.rank, "pid": p.pid, "exit": p.exit,
+            "peak_rss_mb": peak / 1024 if peak is not None else None,
+            "peak_rss_source": "ru_maxrss" if exact else "vmhwm_sampled",
+            "ru_maxrss_mb": ru.ru_maxrss / 1024 if ru else None,
+            "harness_rss_at_fork_mb": p.harness_rss_kb / 1024,
+            "vmhwm_mb": vmhwm / 1024 if vmhwm is not None else None,
+            "pss_mb_max": maxof(p, 6, 1 / 1024), "anon_mb_max": maxof(p, 7, 1 / 1024),
+            "cpu_s": ru.ru_utime + ru.ru_stime if ru else None,
+            "steady_cpu_per_s": rate,
+            "fds_steady": fds, "sockets_steady": socks,
+            "fds_max": max((x[3] for x in p.samples), default=None),
+            "sockets_max": max((x[4] for x in p.samples), default=None),
+            "samples": len(p.samples),
+            "lifetime_s": (p.t_exit - p.t_start) if p.t_exit else None,
+        }
+
+    rows = [rec(p) for p in procs]
+    by_role = {r: [x for x in rows if x["role"] == r] for r in ("scheduler", "server", "worker")}
+
+    def mx(role, key):
+        vals = [x[key] for x in by_role[role] if x[key] is not None]
+        return max(vals) if vals else None
+
+    server_rates = [x["steady_cpu_per_s"] for x in by_role["server"]
+                    if x["steady_cpu_per_s"] is not None]
+    ok = not problems and exit_ok and applied_ok and rounds_ok and pushed_ok
+    cell = {
+        "workers": w, "servers": s, "num_params": d, "rounds": a.rounds,
+        "compute": a.compute, "density": a.density,
+        "heartbeat_interval_ms": a.heartbeat_interval_ms,
+        "wall_s": wall,
+        "formed_s": formed_s, "formed_glog_s": formed_glog_s,
+        "start_barrier_s": barrier_last - t0 if barrier_last is not None else None,
+        "start_barrier_min_s": min(barrier_at) - t0 if barrier_at else None,
+        "round_s": rs, "mean_round_s": median(mean_round),
+        "steady_window_s": (hi - lo) if lo is not None else None,
+        "scheduler_cpu_per_s": rows[0]["steady_cpu_per_s"],
+        "server_cpu_per_round_s": (max(server_rates) * rs) if server_rates and rs else None,
+        "heartbeats_per_s_nominal": ((w + s) * 1000.0 / a.heartbeat_interval_ms
+                                     if a.heartbeat_interval_ms > 0 else 0.0),
+        "scheduler_rss_mb": mx("scheduler", "peak_rss_mb"),
+        "server_rss_mb_max": mx("server", "peak_rss_mb"),
+        "worker_rss_mb_max": mx("worker", "peak_rss_mb"),
+        "worker_pss_mb_max": mx("worker", "pss_mb_max"),
+        "worker_anon_mb_max": mx("worker", "anon_mb_max"),
+        "server_anon_mb_max": mx("server", "anon_mb_max"),
+        "scheduler_fds": mx("scheduler", "fds_steady"),
+        "server_fds_max": mx("server", "fds_steady"),
+        "worker_fds_max": mx("worker", "fds_steady"),
+        "scheduler_sockets": mx("scheduler", "sockets_steady"),
+        "server_sockets_max": mx("server", "sockets_steady"),
+        "worker_sockets_max": mx("worker", "sockets_steady"),
+        "checks": {"exit_0": exit_ok, "applied_exact": applied_ok, "rounds_exact": rounds_ok,
+                   "pushed_sum_match": pushed_ok},
+        "pushed_sum_workers": pushed_w, "pushed_sum_servers": pushed_s,
+        "server_checksums": {k: v.get("checksum") for k, v in ssum.items()},
+        "worker_summaries": {k: {x: y for x, y in v.items() if x != "_read_at"}
+                             for k, v in wsum.items()},
+        "server_summaries": {k: {x: y for x, y in v.items() if x != "_read_at"}
+                             for k, v in ssum.items()},
+        "problems": problems,
+        "pass": ok,
+        "processes": rows,
+    }
+    if not ok:
+        for line in problems:
+            print(f"scale:   FAIL {line}", flush=True)
+    return cell
+
+
+def fmt(x, scale=1.0, digits=2):
+    return "-" if x is None else f"{x * scale:.{digits}f}"
+
+
+def print_table(cells):
+    head = (f"{'W':>3} {'S':>3} {'D':>8} {'pass':>4} {'formed s':>8} {'barrier s':>9} "
+            f"{'round ms':>8} {'sched %cpu':>10} {'srv cpu ms/rd':>13} {'sched MB':>8} "
+            f"{'srv MB':>7} {'wkr MB':>7} {'wkr anon':>8} {'fds sch/srv/wkr':>15} "
+            f"{'socks sch/srv/wkr':>17}")
+    print(head)
+    for c in cells:
+        fds = (f"{c['scheduler_fds'] or '-'}/{c['server_fds_max'] or '-'}/"
+               f"{c['worker_fds_max'] or '-'}")
+        socks = (f"{c['scheduler_sockets'] or '-'}/{c['server_sockets_max'] or '-'}/"
+                 f"{c['worker_sockets_max'] or '-'}")
+        print(f"{c['workers']:>3} {c['servers']:>3} {c['num_params']:>8.0e} "
+              f"{'yes' if c['pass'] else 'NO':>4} {fmt(c['formed_s']):>8} "
+              f"{fmt(c['start_barrier_s']):>9} {fmt(c['round_s'], 1e3):>8} "
+              f"{fmt(c['scheduler_cpu_per_s'], 100):>10} "
+              f"{fmt(c['server_cpu_per_round_s'], 1e3, 3):>13} "
+              f"{fmt(c['scheduler_rss_mb'], 1, 1):>8} {fmt(c['server_rss_mb_max'], 1, 1):>7} "
+              f"{fmt(c['worker_rss_mb_max'], 1, 1):>7} {fmt(c['worker_anon_mb_max'], 1, 1):>8} "
+              f"{fds:>15} {socks:>17}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--cells", default="4x1", help="comma-separated WxS, e.g. 4x1,16x4")
+    ap.add_argument("--d", default="1e6", help="comma-separated D values, e.g. 1e6,1e8")
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--compute", default="2ms",
+                    help="per-round emulated compute of each worker (--straggler=delay:T); "
+                         "empty = none")
+    ap.add_argument("--density", type=float, default=0.001)
+    ap.add_argument("--heartbeat_interval_ms", type=int, default=1000)
+    ap.add_argument("--sample_s", type=float, default=0.1)
+    ap.add_argument("--timeout_s", type=float, default=600, help="per cell")
+    ap.add_argument("--out", default="", help="JSON file (default results/bench/scale-<ts>.json)")
+    a = ap.parse_args()
+    if a.rounds < 1:
+        sys.exit("scale: --rounds must be >= 1")
+    for exe in ("scheduler/sieve-scheduler", "server/sieve-server", "worker/sieve-worker"):
+        if not os.access(f"{a.build}/{exe}", os.X_OK):
+            sys.exit(f"scale: {a.build}/{exe} missing (build it first: scripts/setup)")
+    cells = parse_cells(a.cells)
+    ds = parse_ds(a.d)
+    load_before = open("/proc/loadavg").read().split()[:3]
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    results = [run_cell(a, w, s, d) for d in ds for w, s in cells]
+    load_after = open("/proc/loadavg").read().split()[:3]
+    out = a.out or time.strftime("results/bench/scale-%Y%m%d-%H%M%S.json")
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    doc = {"bench": "scale", "started": started, "cpus": os.cpu_count(),
+           "load_before": load_before, "load_after": load_after,
+           "argv": sys.argv[1:], "cells": results, "pass": all(c["pass"] for c in results)}
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print()
+    print_table(results)
+    print(f"\nload average before {' '.join(load_before)}, after {' '.join(load_after)} "
+          f"({os.cpu_count()} CPUs)")
+    print(f"{'PASS' if doc['pass'] else 'FAIL'}: every daemon exited 0, applied = W x rounds on "
+          "every server, pushed sums match" if doc["pass"] else "FAIL: see the lines above")
+    print("json:", out)
+    return 0 if doc["pass"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

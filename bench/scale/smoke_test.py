@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""BenchScaleSmoke: bench/scale/run.py at cell 4x1, D = 1e5, a few hundred short rounds (seconds on
+2 cores). Passes when the harness exits 0, its JSON has every field of a cell and of each
+process filled in, and the exactness checks passed; then a cell with a bad worker flag must be
+reported as failed (exit 1, pass false) within seconds, the daemons stopped.
+
+usage: smoke_test.py BUILD_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CELL_FIELDS = [
+    "workers", "servers", "num_params", "rounds", "wall_s", "formed_s", "formed_glog_s",
+    "start_barrier_s", "start_barrier_min_s", "round_s", "mean_round_s", "steady_window_s",
+    "scheduler_cpu_per_s", "server_cpu_per_round_s", "heartbeats_per_s_nominal",
+    "scheduler_rss_mb", "server_rss_mb_max", "worker_rss_mb_max", "scheduler_fds",
+    "server_fds_max", "worker_fds_max", "scheduler_sockets", "server_sockets_max",
+    "worker_sockets_max", "worker_pss_mb_max", "worker_anon_mb_max",
+    "server_anon_mb_max", "checks", "pushed_sum_workers", "pushed_sum_servers", "pass"]
+PROCESS_FIELDS = ["process", "role", "pid", "exit", "peak_rss_mb", "peak_rss_source", "cpu_s",
+                  "pss_mb_max", "anon_mb_max", "steady_cpu_per_s", "fds_steady", "sockets_steady",
+                  "fds_max", "samples"]
+CHECKS = ["exit_0", "applied_exact", "rounds_exact", "pushed_sum_match"]
+
+
+def harness(build, out, *extra):
+    argv = [sys.executable, os.path.join(HERE, "run.py"), f"--build={build}", "--cells=4x1",
+            "--d=1e5", "--rounds=300", "--timeout_s=120", f"--out={out}", *extra]
+    t = time.time()
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=240)
+    print(r.stdout, end="")
+    return r.returncode, time.time() - t
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    build = sys.argv[1]
+    bad = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "scale.json")
+        rc, secs = harness(build, out)
+        if rc != 0:
+            bad.append(f"the harness exited {rc}")
+        doc = json.load(open(out))
+        if not doc.get("pass") or len(doc.get("cells", [])) != 1:
+            bad.append("the document does not pass with one cell")
+        cell = doc["cells"][0]
+        for k in CELL_FIELDS:
+            if cell.get(k) is None:
+                bad.append(f"cell field {k} missing or null")
+        for k in CHECKS:
+            if cell.get("checks", {}).get(k) is not True:
+                bad.append(f"check {k} not passed")
+        if (cell["workers"], cell["servers"], cell["num_params"]) != (4, 1, 100000):
+            bad.append("the cell is not W=4 S=1 D=1e5")
+        procs = cell.get("processes", [])
+        if sorted(p["role"] for p in procs) != ["scheduler", "server"] + ["worker"] * 4:
+            bad.append("not one scheduler, one server and four workers")
+        for p in procs:
+            for k in PROCESS_FIELDS:
+                if p.get(k) is None:
+                    bad.append(f"{p.get('process')}: field {k} missing or null")
+            if p.get("exit") != 0:
+                bad.append(f"{p.get('process')}: exit {p.get('exit')}")
+        if not (0 < cell["formed_s"] <= cell["start_barrier_s"] < cell["wall_s"]):
+            bad.append("formed_s <= start_barrier_s < wall_s does not hold")
+        print(f"smoke: good cell in {secs:.1f} s")
+
+        out_bad = os.path.join(tmp, "bad.json")
+        rc, secs = harness(build, out_bad, "--compute=bogus")
+        doc = json.load(open(out_bad))
+        if rc != 1 or doc.get("pass") is not False or doc["cells"][0]["checks"]["exit_0"]:
+            bad.append(f"a cell whose workers exit 2 was not reported as failed (rc {rc})")
+        if secs > 30:
+            bad.append(f"the failed cell took {secs:.0f} s to stop")
+    for line in bad:
+        print("smoke: FAIL", line)
+    print("smoke:", "FAIL" if bad else "PASS")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
