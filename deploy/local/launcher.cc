@@ -7,26 +7,21 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "base/progress_line.h"
 #include "deploy/local/child_process.h"
-#include "deploy/local/daemon_locator.h"
-#include "deploy/local/flag_routing.h"
 #include "deploy/local/job_progress.h"
 #include "deploy/local/job_result.h"
+#include "deploy/local/launch_plan.h"
 #include "deploy/local/private_file.h"
 #include "deploy/local/supervisor.h"
 #include "deploy/local/worker_env.h"
-#include "net/curve.h"
 
 namespace sieve {
 namespace {
@@ -36,20 +31,10 @@ using std::chrono::milliseconds;
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
-constexpr milliseconds kHelpXmlTimeout{10000};
-// A --worker_cmd asked for its flags may first import torch.
-constexpr milliseconds kWorkerCmdHelpXmlTimeout{60000};
 constexpr milliseconds kIdlePoll{1000};
 // How often --progress=lines prints the job's progress.
 constexpr std::chrono::seconds kProgressLineEvery{10};
 const char kListeningMarker[] = "sieve-scheduler listening on ";
-
-struct Role {
-  const char* name;     // "server": used in prefixes, log names and routing
-  const char* program;  // "sieve-server"
-};
-constexpr Role kRoles[] = {
-    {"scheduler", "sieve-scheduler"}, {"server", "sieve-server"}, {"worker", "sieve-worker"}};
 
 // Launcher messages on the err fd; through the supervisor once there is one (so they keep clear of
 // its status line).
@@ -94,6 +79,7 @@ std::optional<int> ListeningPort(std::string_view line) {
   return port;
 }
 
+// mkdir -p `dir` (0755). Errors: Unavailable naming the prefix that could not be made.
 Status MakeDirs(const std::string& dir) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
@@ -105,317 +91,7 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
-// Command lines of every process, or a usage error.
-struct Plan {
-  std::vector<ChildSpec> scheduler_servers_workers[3];
-  // Per role, the words of the program before its arguments: --scheduler is inserted there once
-  // the port is known (not for a --worker_cmd: the job reaches it in its environment only).
-  size_t program_words[3] = {1, 1, 1};
-  bool scheduler_on_argv[3] = {false, true, true};
-  // The workers' environment (worker_env.h); Launch fills in the scheduler and the token file.
-  WorkerJob worker_job;
-  // The token Launch writes to a private file for SIEVE_JOB_TOKEN_FILE; "" when the user's
-  // --job_token_file already names one.
-  std::string token;
-  int min_workers = 0;        // the scheduler's --min_workers; 0: every worker must finish
-  std::string metrics_ports;  // "scheduler :P, server 0 :P+1, ..." with --metrics_port
-};
-
-// `word` when it names a path (has a '/'), else the first executable file of that name in $PATH
-// (execve does not search it). Errors: InvalidArgument naming the program.
-StatusOr<std::string> ResolveProgram(const std::string& word) {
-  if (word.find('/') != std::string::npos) {
-    if (access(word.c_str(), X_OK) != 0) {
-      return InvalidArgumentError("--worker_cmd: cannot execute " + word + ": " +
-                                  std::strerror(errno));
-    }
-    return word;
-  }
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
-  while (true) {
-    const size_t colon = dirs.find(':');
-    std::string_view dir = dirs.substr(0, colon);
-    if (dir.empty()) dir = ".";
-    std::string candidate;
-    candidate.append(dir).append(1, '/').append(word);
-    struct stat st {};
-    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-    if (colon == std::string_view::npos) break;
-    dirs.remove_prefix(colon + 1);
-  }
-  return InvalidArgumentError("--worker_cmd: program '" + word + "' not found in PATH");
-}
-
-// A fresh job token (docs/security.md): 128 random bits as 32 hex digits, so that two jobs
-// launched on one machine or network never take each other's messages.
-std::string NewJobToken() {
-  std::random_device rd;
-  std::string token;
-  for (int i = 0; i < 4; ++i) {
-    char word[9];
-    std::snprintf(word, sizeof(word), "%08x", static_cast<unsigned>(rd()));
-    token += word;
-  }
-  return token;
-}
-
-// DIR/<role>-0.key .. DIR/<role>-<n-1>.key when all of them exist, else none.
-std::vector<std::string> NodeKeyFiles(const std::string& dir, const std::string& role, int n) {
-  std::vector<std::string> files;
-  if (dir.empty()) return files;
-  for (int i = 0; i < n; ++i) {
-    files.push_back(dir + "/" + NodeKeyName(role, i));
-    struct stat st {};
-    if (stat(files.back().c_str(), &st) != 0) return {};
-  }
-  return files;
-}
-
-// A non-negative integer flag value, or a usage error naming the flag.
-StatusOr<int> IntFlag(const PassThroughFlag& f, int max) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(f.value.data(), f.value.data() + f.value.size(), value);
-  if (ec != std::errc() || end != f.value.data() + f.value.size() || value < 0 || value > max) {
-    return InvalidArgumentError("--" + f.name + " must be an integer in [0, " +
-                                std::to_string(max) + "], got '" + f.value + "'");
-  }
-  return value;
-}
-
-// The worker flags a --worker_cmd gets (SIEVE_WORKER_FLAGS) of those routed to workers: asks the
-// command which flags it implements (QueryWorkerCommandFlags). A flag only sieve-worker defines
-// that the command does not implement is a usage error naming it; a flag other daemons define too
-// (--v, --model, ...) still reaches them and goes to the command only if it implements it.
-// `implemented`: the command's answer (QueryWorkerCommandFlags), asked once by MakePlan.
-StatusOr<std::vector<std::string>> WorkerCommandFlags(const StatusOr<DaemonFlags>& implemented,
-                                                      const std::string& shown,
-                                                      const std::vector<PassThroughFlag>& routed,
-                                                      const DaemonFlags daemon_flags[3]) {
-  std::vector<std::string> only_sieve_worker;  // --name of flags no other daemon takes
-  for (const PassThroughFlag& f : routed) {
-    if (!daemon_flags[0].Defines(f.name) && !daemon_flags[1].Defines(f.name)) {
-      only_sieve_worker.push_back("--" + f.name);
-    }
-  }
-  auto join = [](const std::vector<std::string>& names) {
-    std::string text;
-    for (const std::string& n : names) text += (text.empty() ? "" : ", ") + n;
-    return text;
-  };
-  if (!implemented.ok()) {
-    if (only_sieve_worker.empty()) return std::vector<std::string>();
-    return InvalidArgumentError(
-        "cannot pass " + join(only_sieve_worker) + " to the worker command '" + shown +
-        "': asked which worker flags it implements, " + implemented.status().message() +
-        " (a worker command takes worker flags only when it calls sieve.torch.init() or "
-        "sieve.worker.parse_flags(), which answer SIEVE_HELPXML=1)");
-  }
-  std::vector<std::string> missing, flags;
-  for (const PassThroughFlag& f : routed) {
-    if (implemented->Defines(f.name)) {
-      flags.push_back(f.Render());
-    } else if (!daemon_flags[0].Defines(f.name) && !daemon_flags[1].Defines(f.name)) {
-      missing.push_back("--" + f.name);
-    }
-  }
-  if (!missing.empty()) {
-    return InvalidArgumentError(join(missing) + (missing.size() == 1 ? " is" : " are") +
-                                " not implemented by the worker command '" + shown + "'");
-  }
-  return flags;
-}
-
-// --metrics_port=`base` given out one port per daemon: the scheduler `base`, servers base+1..,
-// workers after them (`counts`: 1, S, W); `listing` says so ("scheduler :P, server 0 :P+1, ...").
-// A port past 65535 is a usage error.
-Status MetricsPorts(int base, const int counts[3], std::vector<int> ports[3],
-                    std::string* listing) {
-  const int last = base + counts[1] + counts[2];
-  if (last > 65535) {
-    return InvalidArgumentError("--metrics_port=" + std::to_string(base) + " gives " +
-                                std::to_string(1 + counts[1] + counts[2]) +
-                                " daemons ports up to " + std::to_string(last) + ", above 65535");
-  }
-  int next = base;
-  for (int r = 0; r < 3; ++r) {
-    for (int rank = 0; rank < counts[r]; ++rank) {
-      ports[r].push_back(next++);
-      if (!listing->empty()) listing->append(", ");
-      listing->append(kRoles[r].name);
-      if (r != 0) listing->append(" ").append(std::to_string(rank));
-      listing->append(" :").append(std::to_string(ports[r].back()));
-    }
-  }
-  return Status::Ok();
-}
-
-// The PYTHONPATH that puts the Python module built beside `worker_program` (build/worker/python
-// next to build/worker/sieve-worker) first; "" when there is none there.
-std::string PythonPathFor(const std::string& worker_program) {
-  const size_t slash = worker_program.rfind('/');
-  const std::string dir =
-      (slash == std::string::npos ? std::string(".") : worker_program.substr(0, slash)) + "/python";
-  struct stat st {};
-  if (stat((dir + "/sieve/__init__.py").c_str(), &st) != 0) return "";
-  const char* inherited = std::getenv("PYTHONPATH");
-  return inherited != nullptr && *inherited != '\0' ? dir + ":" + inherited : dir;
-}
-
-StatusOr<Plan> MakePlan(const LaunchOptions& o) {
-  std::string paths[3];
-  DaemonFlags flags[3];
-  for (int r = 0; r < 3; ++r) {
-    SIEVE_ASSIGN_OR_RETURN(auto path, FindDaemon(kRoles[r].program, o.bin_dir));
-    paths[r] = path;
-    SIEVE_ASSIGN_OR_RETURN(auto f, QueryDaemonFlags(paths[r], kHelpXmlTimeout));
-    flags[r] = f;
-  }
-  // A --worker_cmd stands in for sieve-worker: asked once which flags it implements (when any
-  // flag is passed through), its own flags (e.g. a script's --width) are worker flags too.
-  std::vector<std::string> command_argv = o.worker_cmd;
-  StatusOr<DaemonFlags> command_flags = UnavailableError("not asked");
-  const std::string python_path = PythonPathFor(paths[2]);
-  if (!command_argv.empty()) {
-    SIEVE_ASSIGN_OR_RETURN(command_argv[0], ResolveProgram(command_argv[0]));
-    if (!o.pass_through.empty()) {
-      std::vector<std::string> env;
-      if (!python_path.empty()) env.push_back("PYTHONPATH=" + python_path);
-      command_flags = QueryWorkerCommandFlags(command_argv, env, kWorkerCmdHelpXmlTimeout);
-      if (command_flags.ok())
-        flags[2].types.insert(command_flags->types.begin(), command_flags->types.end());
-    }
-  }
-  std::vector<const DaemonFlags*> daemons = {&flags[0], &flags[1], &flags[2]};
-  std::vector<std::string> known;
-  for (const DaemonFlags& d : flags) {
-    for (const auto& [name, type] : d.types) known.push_back(name);
-  }
-  auto parsed = ParsePassThrough(
-      o.pass_through, [&](const std::string& name) { return KindAcross(daemons, name); }, known);
-  if (!parsed.ok()) return parsed.status();
-  Plan plan;
-  WorkerJob& job = plan.worker_job;
-  job.num_workers = o.num_workers;
-  job.num_servers = o.num_servers;
-  job.bind = job.host = "127.0.0.1";
-  job.python_path = python_path;
-  bool has_token = false;
-  std::string user_token, user_key;
-  int metrics_port = 0;
-  std::vector<PassThroughFlag> passed;  // every flag but --metrics_port (given out per daemon)
-  for (const PassThroughFlag& f : *parsed) {
-    has_token = has_token || f.name == "job_token" || f.name == "job_token_file";
-    if (f.name == "job_token") user_token = f.value;
-    if (f.name == "job_token_file") job.job_token_file = f.value;
-    if (f.name == "curve_key") user_key = f.value;
-    if (f.name == "curve_dir") job.curve_dir = f.value;
-    if (flags[2].Defines(f.name) && (f.name == "bind" || f.name == "host")) {
-      (f.name == "bind" ? job.bind : job.host) = f.value;
-    }
-    if (f.name == "scheduler" || f.name == "rank") {
-      return InvalidArgumentError("--" + f.name + " is set by the launcher for each process");
-    }
-    // gflags' reporting flags (--help, --helpxml, --helpon, ..., --version) print and exit.
-    if (f.name.starts_with("help") || f.name == "version") {
-      return InvalidArgumentError("--" + f.name +
-                                  " cannot be passed through (run a daemon with it, " +
-                                  "e.g. sieve-worker --" + f.name + ")");
-    }
-    if (f.name == "min_workers" && flags[0].Defines(f.name)) {
-      SIEVE_ASSIGN_OR_RETURN(plan.min_workers, IntFlag(f, o.num_workers));
-    }
-    if (f.name == "metrics_port") {
-      SIEVE_ASSIGN_OR_RETURN(metrics_port, IntFlag(f, 65535));
-      continue;
-    }
-    passed.push_back(f);
-  }
-  const int counts_per_role[3] = {1, o.num_servers, o.num_workers};
-  std::vector<int> ports[3];
-  if (metrics_port > 0) {
-    SIEVE_RETURN_IF_ERROR(MetricsPorts(metrics_port, counts_per_role, ports, &plan.metrics_ports));
-    job.metrics_ports = ports[2];
-  }
-  std::vector<PassThroughFlag> counts = {{"num_workers", std::to_string(o.num_workers)},
-                                         {"num_servers", std::to_string(o.num_servers)}};
-  counts.insert(counts.end(), passed.begin(), passed.end());
-  // The scheduler always takes the counts, whether or not its --helpxml lists them.
-  flags[0].types.emplace("num_workers", "int32");
-  flags[0].types.emplace("num_servers", "int32");
-  SIEVE_ASSIGN_OR_RETURN(
-      auto routed, RouteFlags(counts, {kRoles[0].name, kRoles[1].name, kRoles[2].name}, daemons));
-  std::vector<PassThroughFlag> to_workers;
-  for (const PassThroughFlag& f : passed) {
-    if (flags[2].Defines(f.name)) to_workers.push_back(f);
-  }
-  for (const PassThroughFlag& f : to_workers) job.worker_flags.push_back(f.Render());
-
-  // Every job gets its own token unless the user gave one: the same for all its daemons.
-  const std::string token = has_token ? std::string() : NewJobToken();
-  plan.token = has_token ? user_token : token;
-  // A key directory with a key per node (`sieve keygen --servers=S --workers=W`): each server and
-  // worker gets its own, named by the rank the launcher gives it, so that the scheduler binds
-  // every node id to a key of its own (docs/security.md).
-  const bool has_key = !user_key.empty();
-  const std::vector<std::string> node_keys[3] = {
-      {},
-      has_key ? std::vector<std::string>() : NodeKeyFiles(job.curve_dir, "server", o.num_servers),
-      has_key ? std::vector<std::string>() : NodeKeyFiles(job.curve_dir, "worker", o.num_workers)};
-  job.curve_keys = has_key ? std::vector<std::string>(o.num_workers, user_key) : node_keys[2];
-  std::vector<std::string> programs[3] = {{paths[0]}, {paths[1]}, {paths[2]}};
-  const bool command = !o.worker_cmd.empty();
-  if (command) {
-    // The worker command stands in for sieve-worker: its argv is the user's, the job is in its
-    // environment, and the worker flags it implements are in SIEVE_WORKER_FLAGS.
-    programs[2] = command_argv;
-    plan.scheduler_on_argv[2] = false;
-    if (!to_workers.empty()) {
-      SIEVE_ASSIGN_OR_RETURN(
-          job.worker_flags,
-          WorkerCommandFlags(command_flags, JoinShellWords(o.worker_cmd), to_workers, flags));
-    }
-  }
-  for (int r = 0; r < 3; ++r) plan.program_words[r] = programs[r].size();
-  for (int r = 0; r < 3; ++r) {
-    for (int rank = 0; rank < counts_per_role[r]; ++rank) {
-      ChildSpec spec;
-      spec.name =
-          r == 0 ? kRoles[r].name : std::string(kRoles[r].name) + " " + std::to_string(rank);
-      spec.log_name =
-          r == 0 ? kRoles[r].name : std::string(kRoles[r].name) + "-" + std::to_string(rank);
-      spec.argv = programs[r];
-      plan.scheduler_servers_workers[r].push_back(spec);
-      if (r == 2 && command) continue;  // the user's argv, exactly
-      std::vector<std::string>& argv = plan.scheduler_servers_workers[r].back().argv;
-      // --scheduler is filled in once the port is known.
-      if (r == 0) {
-        argv.push_back("--port=" + std::to_string(o.port));
-      } else {
-        argv.push_back("--rank=" + std::to_string(rank));
-      }
-      // A local cluster lives on loopback: bind and advertise 127.0.0.1 unless the user's
-      // pass-through flags (which come later on the command line, so they win) say otherwise.
-      for (const char* name : {"bind", "host"}) {
-        if (flags[r].Defines(name)) argv.push_back(std::string("--") + name + "=127.0.0.1");
-      }
-      if (!token.empty() && flags[r].Defines("job_token")) argv.push_back("--job_token=" + token);
-      if (!node_keys[r].empty() && flags[r].Defines("curve_key")) {
-        argv.push_back("--curve_key=" + node_keys[r][rank]);
-      }
-      if (!ports[r].empty() && flags[r].Defines("metrics_port")) {
-        argv.push_back("--metrics_port=" + std::to_string(ports[r][rank]));
-      }
-      const auto& mine = routed[kRoles[r].name];
-      argv.insert(argv.end(), mine.begin(), mine.end());
-    }
-  }
-  return plan;
-}
-
+// Milliseconds from now to `t`, 0 once past.
 int MillisUntil(Clock::time_point t) {
   auto left = std::chrono::duration_cast<milliseconds>(t - Clock::now()).count();
   return left < 0 ? 0 : static_cast<int>(left);
@@ -448,7 +124,7 @@ using JobEnd = std::optional<int>;
 // (steps 2-3 of launcher.h), supervises them to the end (step 4) and shows its progress (step 5).
 class LaunchedJob {
  public:
-  LaunchedJob(const LaunchOptions& o, int out_fd, Plan* plan, Supervisor* sup, Reporter* say)
+  LaunchedJob(const LaunchOptions& o, int out_fd, LaunchPlan* plan, Supervisor* sup, Reporter* say)
       : o_(o),
         out_fd_(out_fd),
         plan_(*plan),
@@ -707,7 +383,7 @@ class LaunchedJob {
 
   const LaunchOptions& o_;
   const int out_fd_;
-  Plan& plan_;
+  LaunchPlan& plan_;
   Supervisor& sup_;
   Reporter& say_;
   const bool live_;   // a status line redrawn in place
@@ -726,7 +402,8 @@ class LaunchedJob {
 
 // Step 1's files: the log directory and, unless the user names one, the private file with the job
 // token for the workers' SIEVE_JOB_TOKEN_FILE (removed when *token_file goes).
-Status PrepareFiles(const LaunchOptions& o, Plan* plan, std::unique_ptr<PrivateFile>* token_file) {
+Status PrepareFiles(const LaunchOptions& o, LaunchPlan* plan,
+                    std::unique_ptr<PrivateFile>* token_file) {
   if (!o.log_dir.empty()) SIEVE_RETURN_IF_ERROR(MakeDirs(o.log_dir));
   if (plan->worker_job.job_token_file.empty()) {
     SIEVE_ASSIGN_OR_RETURN(*token_file, PrivateFile::Create("job_token", plan->token + "\n"));
@@ -739,7 +416,7 @@ Status PrepareFiles(const LaunchOptions& o, Plan* plan, std::unique_ptr<PrivateF
 
 int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
   Reporter say(err_fd);
-  auto plan = MakePlan(o);
+  auto plan = MakeLaunchPlan(o);
   if (!plan.ok()) {
     say.Say(plan.status().message());
     return plan.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
