@@ -52,6 +52,7 @@
 
 #include "base/huge_page_allocator.h"
 #include "bench/rawzmq/raw_round_trips.h"
+#include "bench/report/bench_end.h"
 #include "tests/net/subprocess.h"
 #include "worker/client/ps_client.h"
 
@@ -639,17 +640,7 @@ int Main(int argc, char** argv) {
     }
   }
   out << "]}\n";
-  if (!json.empty()) {
-    std::ofstream f(json);
-    f << out.str();
-    if (!f) Die("cannot write " + json);
-    std::printf("json: %s\n", json.c_str());
-  }
-  if (!all_ok) {
-    std::fprintf(stderr, "bench_pushpull: a cell failed (see above)\n");
-    return 1;
-  }
-  return 0;
+  return FinishBench("bench_pushpull", json, out.str(), all_ok ? "" : "a cell failed (see above)");
 }
 
 }  // namespace

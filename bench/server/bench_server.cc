@@ -35,7 +35,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <random>
@@ -45,6 +44,7 @@
 #include <vector>
 
 #include "base/thread_team.h"
+#include "bench/report/bench_end.h"
 #include "server/shard_server.h"
 
 namespace sieve {
@@ -373,17 +373,8 @@ int Main(int argc, char** argv) {
   }
   out << "]}\n";
   std::printf("load average after: %.2f\n", LoadAverage());
-  if (!json.empty()) {
-    std::ofstream f(json);
-    f << out.str();
-    if (!f) Die("cannot write " + json);
-    std::printf("json: %s\n", json.c_str());
-  }
-  if (!all_ok) {
-    std::fprintf(stderr, "bench_server: the thread counts' weights differ\n");
-    return 1;
-  }
-  return 0;
+  return FinishBench("bench_server", json, out.str(),
+                     all_ok ? "" : "the thread counts' weights differ");
 }
 
 }  // namespace

@@ -35,7 +35,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <span>
@@ -47,6 +46,7 @@
 #include <zmq_addon.hpp>
 
 #include "bench/rawzmq/raw_round_trips.h"
+#include "bench/report/bench_end.h"
 #include "net/transport.h"
 #include "proto/codec.h"
 #include "proto/crc32c.h"
@@ -305,12 +305,7 @@ int Main(int argc, char** argv) {
     }
   }
   json << "]}\n";
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << json.str();
-    if (!out) Die("cannot write " + json_path);
-  }
-  return 0;
+  return FinishBench("bench_transport", json_path, json.str(), "");
 }
 
 }  // namespace

@@ -20,13 +20,10 @@ namespace sieve {
 namespace {
 
 namespace fs = std::filesystem;
-using std::chrono::milliseconds;
-using testing::FaultCluster;
-using testing::KeyValues;
 
 struct Job {
   bool ok = false;
-  KeyValues worker0, server0;
+  testing::KeyValues worker0, server0;
   std::string log;
 };
 
@@ -35,7 +32,7 @@ struct Job {
 Job RunJob(uint64_t max_rounds, const std::vector<std::string>& server_flags,
            const fs::path& dump) {
   Job j;
-  FaultCluster c;
+  testing::FaultCluster c;
   if (!c.StartScheduler(2, 2, {"--heartbeat_timeout_ms=20000"})) {
     j.log = c.Log();
     return j;
@@ -52,7 +49,7 @@ Job RunJob(uint64_t max_rounds, const std::vector<std::string>& server_flags,
                    "--batch_size=32", "--epochs=1", "--max_rounds=" + std::to_string(max_rounds),
                    "--eval_every=0", "--progress=log", "--round_timeout_ms=30000"});
   }
-  const bool ended = c.WaitAll(milliseconds(120000));
+  const bool ended = c.WaitAll(std::chrono::minutes(2));
   j.log = c.Log();
   if (!ended) return j;
   j.ok = c.AllExitedZero();

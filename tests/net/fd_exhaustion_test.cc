@@ -68,6 +68,13 @@ sockaddr_in Loopback(uint16_t port) {
   return addr;
 }
 
+// `n` TCP sockets, opened before the descriptors run out (so that they can connect after).
+std::vector<int> OpenSockets(int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) fds.push_back(socket(AF_INET, SOCK_STREAM, 0));
+  return fds;
+}
+
 bool ConnectTo(int fd, uint16_t port) {
   const sockaddr_in addr = Loopback(port);
   return connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
@@ -109,8 +116,7 @@ TEST(FdExhaustion, NewZeroMqConnectionsAreClosedAndTheListenerDoesNotSpin) {
   const uint16_t port = (*receiver)->port();
 
   constexpr int kClients = 64;  // more than the guard holds in reserve
-  std::vector<int> clients;
-  for (int i = 0; i < kClients; ++i) clients.push_back(socket(AF_INET, SOCK_STREAM, 0));
+  const std::vector<int> clients = OpenSockets(kClients);
   {
     FdExhaustion full;
     ASSERT_TRUE(full.exhausted());
@@ -151,8 +157,7 @@ TEST(FdExhaustion, HealthzAnswersAtTheLimit) {
   ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
   const uint16_t port = (*endpoint)->port();
   constexpr int kProbes = 3;  // the reserve is taken back after each
-  std::vector<int> probes;
-  for (int i = 0; i < kProbes; ++i) probes.push_back(socket(AF_INET, SOCK_STREAM, 0));
+  const std::vector<int> probes = OpenSockets(kProbes);
   {
     FdExhaustion full;
     ASSERT_TRUE(full.exhausted());

@@ -6,14 +6,7 @@
 # yaml or matplotlib (scripts/setup installs them).
 set -euo pipefail
 build=$1
-py=/usr/bin/python3
-[ -x $py ] || py=python3
-$py -c "import yaml, matplotlib" 2>/dev/null || {
-  echo "SKIPPED: python3-yaml / python3-matplotlib missing (run scripts/setup)"; exit 77
-}
-fail() { echo "FAIL: $*"; exit 1; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/compare_prelude.sh"
 cat >"$dir/grid.yaml" <<'YAML'
 name: compare-test
 servers: 1

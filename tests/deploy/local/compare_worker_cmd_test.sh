@@ -7,14 +7,7 @@
 set -euo pipefail
 build=$1
 src=$2
-py=/usr/bin/python3
-[ -x $py ] || py=python3
-$py -c "import yaml, matplotlib" 2>/dev/null || {
-  echo "SKIPPED: python3-yaml / python3-matplotlib missing (run scripts/setup)"; exit 77
-}
-fail() { echo "FAIL: $*"; exit 1; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/compare_prelude.sh"
 export SIEVE_WORKER_BIN=$build/worker/sieve-worker
 cat >"$dir/grid.yaml" <<YAML
 name: compare-worker-cmd
