@@ -24,11 +24,13 @@ void AsyncShard::Push(int worker, uint64_t round, std::span<const uint32_t> indi
     if (!workers_[worker].waiting) SendReply(worker, round, out);
     return;
   }
+  const float scale = PushScale(worker);
   if (dense) {
-    ApplyDense(values);
+    ApplyDense(values, scale);
   } else {
-    ApplySparse(indices, values);
+    ApplySparse(indices, values, scale);
   }
+  ++version_;
   workers_[worker].last_round = static_cast<int64_t>(round);
   ++stats_.pushes_applied;
   workers_[worker].waiting = true;
@@ -36,11 +38,20 @@ void AsyncShard::Push(int worker, uint64_t round, std::span<const uint32_t> indi
   Release(out);
 }
 
-void AsyncShard::ApplyDense(std::span<const float> values) {
+float AsyncShard::PushScale(int worker) {
+  const uint64_t tau = version_ - workers_[worker].reply_version;
+  stats_.push_staleness_sum += tau;
+  stats_.max_push_staleness = std::max(stats_.max_push_staleness, tau);
+  if (options_.staleness_lr == StalenessLr::kInverse && tau >= 1) {
+    return scale_ / static_cast<float>(tau);
+  }
+  return scale_;
+}
+
+void AsyncShard::ApplyDense(std::span<const float> values, float scale) {
   // The push's checksum is summed by the same threads (ShardServer::SumBlocks).
   const uint32_t count = team_->ThreadsFor(values.size(), options_.parallel_min_pairs);
   PrepareBlockSums(values);
-  const float scale = scale_;
   float* const weights = w_.data();
   team_->ParallelFor(values.size(), options_.parallel_min_pairs,
                      [&](uint32_t t, size_t begin, size_t end) {
@@ -51,13 +62,13 @@ void AsyncShard::ApplyDense(std::span<const float> values) {
   AllDirty();
 }
 
-void AsyncShard::ApplySparse(std::span<const uint32_t> indices, std::span<const float> values) {
+void AsyncShard::ApplySparse(std::span<const uint32_t> indices, std::span<const float> values,
+                             float scale) {
   // Apply, and record the new values in the same pass: the change log carries them, so a reply
   // never reads the shard at scattered positions again. Split by runs of the push (its indices
   // are distinct, so the threads touch disjoint weights).
   const uint32_t count = team_->ThreadsFor(values.size(), options_.parallel_min_pairs);
   PrepareBlockSums(values);
-  const float scale = scale_;
   float* const weights = w_.data();
   const size_t m = indices.size();
   new_values_.resize(m);
@@ -111,6 +122,7 @@ void AsyncShard::Release(Outbox* out) {
 
 void AsyncShard::SendReply(int worker, uint64_t round, Outbox* out) {
   auto buf = pool_.Get();
+  workers_[worker].reply_version = version_;
   bool dense = false;
   if (workers_[worker].all_dirty) {
     buf->values.assign(w_.begin(), w_.end());
@@ -153,6 +165,7 @@ void AsyncShard::Join(int worker, uint64_t round, Outbox* out) {
     WorkerState& ws = workers_[worker];
     ws.last_round = std::max(ws.last_round, static_cast<int64_t>(round) - 1);
     ws.all_dirty = true;
+    ws.reply_version = version_;                   // it rejoins with the current weights
     changes_.Skip(static_cast<uint32_t>(worker));  // the dense reply covers every change
     ws.waiting = false;
     ++stats_.rejoins;

@@ -4,6 +4,10 @@
 // shard. SSP holds a worker's reply back while its clock (rounds pushed) leads the slowest live
 // worker's by more than the staleness bound.
 //
+// Staleness: the shard counts the pushes it applied (its version); a push's staleness τ is the
+// version now minus the version when the pushing worker's last reply was built (0 before its first
+// reply), and StalenessLr::kInverse applies it with scale / τ when τ >= 1.
+//
 // Join: a re-admitted worker is counted at once; its clock becomes max(its old clock, the join
 // round) and its next reply is the whole shard. Restore: every worker's next reply is dense.
 //
@@ -42,9 +46,12 @@ class AsyncShard : public ShardServer {
     bool all_dirty = false;   // its next reply is the whole shard
     bool waiting = false;     // its reply is held back (SSP) or not yet sent
     uint64_t waiting_round = 0;
+    uint64_t reply_version = 0;  // version_ when its last reply was built (or it rejoined)
   };
-  void ApplySparse(std::span<const uint32_t> indices, std::span<const float> values);
-  void ApplyDense(std::span<const float> values);
+  // The step scale of a push from `worker` now, counting its staleness in stats_.
+  float PushScale(int worker);
+  void ApplySparse(std::span<const uint32_t> indices, std::span<const float> values, float scale);
+  void ApplyDense(std::span<const float> values, float scale);
   void Release(Outbox* out);  // sends every reply the clock allows
   void SendReply(int worker, uint64_t round, Outbox* out);
   void AllDirty();  // every worker's next reply is the whole shard
@@ -54,7 +61,8 @@ class AsyncShard : public ShardServer {
   }
 
   std::vector<WorkerState> workers_;
-  float scale_ = 1.0f;  // the step scale of a push
+  float scale_ = 1.0f;    // the step scale of a fresh push
+  uint64_t version_ = 0;  // pushes applied since the start
   // Every change since each worker's last reply, with the values after it.
   ChangeLog changes_;
   std::vector<float> new_values_;  // scratch: a push's new weights

@@ -12,6 +12,13 @@ StatusOr<Consistency> ParseConsistency(std::string_view name) {
                               "' (expected bsp, ssp or asp)");
 }
 
+StatusOr<StalenessLr> ParseStalenessLr(std::string_view name) {
+  if (name == "none") return StalenessLr::kNone;
+  if (name == "inverse") return StalenessLr::kInverse;
+  return InvalidArgumentError("unknown staleness_lr '" + std::string(name) +
+                              "' (expected none or inverse)");
+}
+
 std::string_view ConsistencyName(Consistency c) {
   switch (c) {
     case Consistency::kBsp:

@@ -3,9 +3,10 @@
 // generated from --model/--seed exactly as the workers do, or read from --init_weights), then
 // serves PUSH and PULL_DENSE until the scheduler's SHUTDOWN. Prints one summary line at the end:
 //   sieve-server summary: rank=R lo=.. hi=.. rounds=.. applied=.. duplicates=.. rejected=..
-//                         max_staleness=.. staleness_sum=.. released=.. pushed_sum=..
-//                         checksum=<crc32 of the weights> ...
-// (SSP/ASP: mean staleness = staleness_sum / released, the clock lead of each released reply)
+//                         max_staleness=.. staleness_sum=.. released=.. push_staleness_sum=..
+//                         max_push_staleness=.. pushed_sum=.. checksum=<crc32 of the weights> ...
+// (SSP/ASP: mean staleness = staleness_sum / released, the clock lead of each released reply;
+// mean push staleness = push_staleness_sum / applied, server/consistency.h's τ)
 // Flags and their options: server/server_flags.h; the run: server/server_daemon.h; start, exit
 // codes, signals and metrics: daemon/daemon_main.h.
 #include "daemon/daemon_main.h"

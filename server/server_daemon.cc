@@ -195,7 +195,8 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
       line, sizeof line,
       "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu "
       "rejected=%lu "
-      "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu pushed_sum=%.9g checksum=%08x "
+      "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu push_staleness_sum=%lu "
+      "max_push_staleness=%lu pushed_sum=%.9g checksum=%08x "
       "resync=%lu checkpoints=%lu restored_round=%ld rejoins=%lu auth_accepted=%lu "
       "auth_denied=%lu errors_dropped=%lu foreign=%lu impostors=%lu fd_limit_refused=%lu",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
@@ -203,7 +204,9 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
       static_cast<unsigned long>(st.rejected), static_cast<unsigned long>(node.rejected_messages()),
       st.max_staleness, static_cast<unsigned long>(st.staleness_sum),
-      static_cast<unsigned long>(st.released_replies), st.pushed_sum, Crc32Of(shard.weights()),
+      static_cast<unsigned long>(st.released_replies),
+      static_cast<unsigned long>(st.push_staleness_sum),
+      static_cast<unsigned long>(st.max_push_staleness), st.pushed_sum, Crc32Of(shard.weights()),
       static_cast<unsigned long>(st.resync_replies),
       static_cast<unsigned long>(checkpointer.written()),
       static_cast<long>(checkpointer.restored_round()), static_cast<unsigned long>(st.rejoins),

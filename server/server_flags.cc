@@ -24,6 +24,9 @@ DEFINE_string(init_weights, "",
 DEFINE_string(consistency, "bsp", "bsp | ssp | asp");
 DEFINE_int32(staleness, 2, "SSP bound: max rounds a worker may run ahead of the slowest");
 DEFINE_double(async_scale, 0.0, "ASP/SSP: w -= scale * pushed value; 0 = 1/num_workers");
+DEFINE_string(staleness_lr, "none",
+              "ASP/SSP: none, or inverse: a push of staleness tau >= 1 (pushes this shard "
+              "applied since the pusher's last reply) is applied with scale / tau");
 DEFINE_string(server_compressor, "none",
               "Two-way compression of the BSP aggregate: none|topk|gaussiank");
 DEFINE_double(server_density, 0.001,
@@ -79,6 +82,14 @@ StatusOr<ShardServerOptions> FlagsToShardOptions() {
     return InvalidArgumentError("--server_compressor must be none, topk or gaussiank");
   }
   if (FLAGS_staleness < 0) return InvalidArgumentError("--staleness must be >= 0");
+  auto staleness_lr = ParseStalenessLr(FLAGS_staleness_lr);
+  if (!staleness_lr.ok()) {
+    return InvalidArgumentError("--staleness_lr: " + staleness_lr.status().message());
+  }
+  if (*consistency == Consistency::kBsp && *staleness_lr != StalenessLr::kNone) {
+    return InvalidArgumentError("--staleness_lr=" + FLAGS_staleness_lr +
+                                " needs --consistency=asp or ssp");
+  }
   if (!(FLAGS_server_density > 0 && FLAGS_server_density <= 1)) {
     return InvalidArgumentError("--server_density must be in (0, 1]");
   }
@@ -92,6 +103,7 @@ StatusOr<ShardServerOptions> FlagsToShardOptions() {
   so.consistency = *consistency;
   so.staleness = FLAGS_staleness;
   so.async_scale = static_cast<float>(FLAGS_async_scale);
+  so.staleness_lr = *staleness_lr;
   so.server_compressor = *compressor;
   so.server_density = FLAGS_server_density;
   so.reply_part_pairs = FLAGS_reply_part_pairs;
@@ -134,7 +146,7 @@ ProgramInfo ServerProgram() {
           {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir", "curve_key"}},
            {"Job identity", {"job_token_file", "job_token"}},
            {"Model", {"model", "num_params", "seed", "init_weights"}},
-           {"Consistency", {"consistency", "staleness", "async_scale"}},
+           {"Consistency", {"consistency", "staleness", "async_scale", "staleness_lr"}},
            {"Compression",
             {"server_compressor", "server_density", "reply_part_pairs", "wire_values",
              "reply_values", "wire"}},

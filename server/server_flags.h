@@ -29,6 +29,7 @@ DECLARE_string(init_weights);
 DECLARE_string(consistency);
 DECLARE_int32(staleness);
 DECLARE_double(async_scale);
+DECLARE_string(staleness_lr);
 DECLARE_string(server_compressor);
 DECLARE_double(server_density);
 DECLARE_string(dump_shard);

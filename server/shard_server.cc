@@ -34,6 +34,9 @@ StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(const ShardServerOpti
                                 std::to_string(ThreadTeam::kMaxThreads) + " threads, got " +
                                 std::to_string(options.threads));
   }
+  if (options.consistency == Consistency::kBsp && options.staleness_lr != StalenessLr::kNone) {
+    return InvalidArgumentError("staleness_lr applies to asp and ssp, not bsp");
+  }
   if (options.parallel_min_pairs == 0) {
     return InvalidArgumentError("parallel_min_pairs must be >= 1");
   }

@@ -70,6 +70,9 @@ struct ShardServerOptions {
   Consistency consistency = Consistency::kBsp;
   int staleness = 0;         // SSP bound s >= 0
   float async_scale = 0.0f;  // ASP/SSP step scale; 0 = 1/num_workers
+  // ASP/SSP: kInverse applies a push of staleness τ >= 1 with async_scale / τ (consistency.h);
+  // BSP refuses anything but kNone.
+  StalenessLr staleness_lr = StalenessLr::kNone;
   // Two-way compression of the BSP aggregate (kNone = off).
   Compressor server_compressor = Compressor::kNone;
   double server_density = 0.0;  // ρ' of the shard, in (0, 1]
@@ -98,6 +101,10 @@ struct ShardServerStats {
   int max_staleness = 0;          // SSP/ASP: largest clock lead a released reply had
   uint64_t staleness_sum = 0;     // SSP/ASP: Σ clock lead over released replies (mean = / count)
   uint64_t released_replies = 0;  // SSP/ASP: replies released (the mean's denominator)
+  // SSP/ASP: Σ and largest staleness τ of the applied pushes (consistency.h: the pushes applied
+  // since the pusher's last reply was built; mean = push_staleness_sum / pushes_applied).
+  uint64_t push_staleness_sum = 0;
+  uint64_t max_push_staleness = 0;
   double pushed_sum = 0;        // Σ of every applied pushed value (fp64), for conservation checks
   uint64_t resync_replies = 0;  // dense UPDATEs sent to resynchronize workers after a restore
   uint64_t rejoins = 0;         // restarted workers counted again (see OnJoin)

@@ -30,6 +30,7 @@ TEST(ServerFlagsTest, DefaultsServeTheWorkersModel) {
   EXPECT_EQ(o->expected_d, 0u);
   EXPECT_EQ(o->shard.consistency, Consistency::kBsp);
   EXPECT_EQ(o->shard.staleness, 2);
+  EXPECT_EQ(o->shard.staleness_lr, StalenessLr::kNone);
   EXPECT_EQ(o->shard.server_compressor, Compressor::kNone);
   EXPECT_EQ(o->shard.reply_part_pairs, 32768u);
   EXPECT_EQ(o->shard.threads, DefaultServerThreads());
@@ -47,6 +48,7 @@ TEST(ServerFlagsTest, FlagsReachTheOptions) {
   FLAGS_consistency = "ssp";
   FLAGS_staleness = 3;
   FLAGS_async_scale = 0.5;
+  FLAGS_staleness_lr = "inverse";
   FLAGS_server_compressor = "topk";
   FLAGS_server_density = 0.25;
   FLAGS_server_threads = 3;
@@ -68,6 +70,7 @@ TEST(ServerFlagsTest, FlagsReachTheOptions) {
   EXPECT_EQ(o->shard.consistency, Consistency::kSsp);
   EXPECT_EQ(o->shard.staleness, 3);
   EXPECT_FLOAT_EQ(o->shard.async_scale, 0.5f);
+  EXPECT_EQ(o->shard.staleness_lr, StalenessLr::kInverse);
   EXPECT_EQ(o->shard.server_compressor, Compressor::kTopk);
   EXPECT_DOUBLE_EQ(o->shard.server_density, 0.25);
   EXPECT_EQ(o->shard.threads, 3u);
@@ -106,6 +109,17 @@ TEST(ServerFlagsTest, BadValuesAreUsageErrorsNamingTheFlag) {
     gflags::FlagSaver saver;
     FLAGS_staleness = -1;
     EXPECT_EQ(ErrorOf(), "--staleness must be >= 0");
+  }
+  {
+    gflags::FlagSaver saver;
+    FLAGS_consistency = "asp";
+    FLAGS_staleness_lr = "sqrt";
+    EXPECT_EQ(ErrorOf(), "--staleness_lr: unknown staleness_lr 'sqrt' (expected none or inverse)");
+  }
+  {
+    gflags::FlagSaver saver;
+    FLAGS_staleness_lr = "inverse";  // with the default --consistency=bsp
+    EXPECT_EQ(ErrorOf(), "--staleness_lr=inverse needs --consistency=asp or ssp");
   }
   {
     gflags::FlagSaver saver;

@@ -13,6 +13,7 @@ import sys
 
 import yaml
 
+INVERSE = "+inverse"  # a grid consistency's suffix for --staleness_lr=inverse
 GRID_KEYS = ["consistency", "compressor", "density", "workers", "link", "straggler"]
 GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.001],
                  "workers": [2], "link": ["local"], "straggler": ["none"]}
@@ -78,6 +79,9 @@ def check_config(cfg, path):
     if "staleness" in flags and any(str(c).startswith("ssp:") for c in
                                     as_list(grid.get("consistency", []))):
         fail("'flags: staleness' and a consistency ssp:N both set the SSP bound; keep one")
+    if "staleness_lr" in flags and any(str(c).endswith(INVERSE) for c in
+                                       as_list(grid.get("consistency", []))):
+        fail("'flags: staleness_lr' and a consistency ...+inverse both set it; keep one")
     worker_cmd = cfg.get("worker_cmd")
     if worker_cmd is not None:
         if not isinstance(worker_cmd, str) or not worker_cmd.strip():
@@ -123,12 +127,26 @@ def per_rank_items(text, item_re, what, workers):
     return None
 
 
+def split_consistency(value):
+    """A grid consistency -> (mode, SSP bound or None, staleness_lr or None): `ssp:2+inverse` ->
+    ("ssp", 2, "inverse"). None when it is not of the grammar bsp | asp | ssp[:N], each but bsp
+    optionally followed by +inverse (--staleness_lr=inverse)."""
+    m = re.fullmatch(r"(bsp|asp|ssp)(?::([0-9]+))?(\+inverse)?", value)
+    if not m or (m.group(2) is not None and m.group(1) != "ssp") or (
+            m.group(1) == "bsp" and m.group(3)):
+        return None
+    return (m.group(1), None if m.group(2) is None else int(m.group(2)),
+            "inverse" if m.group(3) else None)
+
+
 def check_cell(c):
     """Exits 2 naming the cell and the value when a grid value cannot be run."""
     cons = c["consistency"]
-    if not re.fullmatch(r"bsp|asp|ssp(?::[0-9]+)?", cons):
-        fail(f"cell {c['id']}: unknown consistency '{cons}' (expected bsp, asp, ssp or ssp:N)")
-    if cons.startswith("ssp:") and int(cons[4:]) < 1:
+    parts = split_consistency(cons)
+    if parts is None:
+        fail(f"cell {c['id']}: unknown consistency '{cons}' (expected bsp, asp, ssp or ssp:N, "
+             f"asp and ssp optionally +inverse)")
+    if parts[1] is not None and parts[1] < 1:
         fail(f"cell {c['id']}: the staleness bound of '{cons}' must be >= 1")
     if c["straggler"] != "none":
         why = per_rank_items(c["straggler"], STRAGGLER_SPEC, "straggler spec", c["workers"])
@@ -232,9 +250,11 @@ def run_flags(cfg, run, cell_dir):
     """Every daemon flag a run passes (name -> value), in command-line order."""
     cell = run["cell"]
     flags = dict(cfg.get("flags") or {})
-    flags["consistency"], _, bound = cell["consistency"].partition(":")
-    if bound:
-        flags["staleness"] = int(bound)
+    flags["consistency"], bound, staleness_lr = split_consistency(cell["consistency"])
+    if bound is not None:
+        flags["staleness"] = bound
+    if staleness_lr is not None:
+        flags["staleness_lr"] = staleness_lr
     if cell["straggler"] != "none":
         flags["straggler"] = cell["straggler"]
     flags["compressor"] = cell["compressor"]

@@ -276,7 +276,8 @@ def plot_scenarios(plt, out_dir, cells, seeds, style, cell_rows, dpi):
 
 def cell_styles(cells):
     """cell id -> matplotlib style: one colour per (compressor, density, workers, link), one
-    line style per consistency, so BSP/ASP pairs of the same compressor read together."""
+    line style per consistency, so BSP/ASP pairs of the same compressor read together (dotted:
+    +inverse, --staleness_lr=inverse)."""
     import matplotlib
     colours = matplotlib.colormaps["tab10"].colors
     dashes = {"bsp": "-", "ssp": "-.", "asp": "--"}
@@ -288,7 +289,9 @@ def cell_styles(cells):
         if k not in keys:
             keys.append(k)
         ls = dashes.get(c["consistency"])
-        if ls is None:
+        if c["consistency"].endswith("+inverse"):
+            ls = (0, (1, 1))
+        elif ls is None:
             i = ssp.index(c["consistency"]) if c["consistency"] in ssp else 0
             ls = "-." if i == 0 else more[(i - 1) % len(more)]
         out[c["id"]] = {"color": colours[keys.index(k) % len(colours)], "ls": ls}

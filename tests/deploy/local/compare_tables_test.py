@@ -312,6 +312,34 @@ class HeterogeneityAxesTest(unittest.TestCase):
         self.assertNotIn("ssp2-none-d1-w4-1gbit+w3_100mbit-sw3_x3", left)
         self.assertIn("ssp2-none-d1-w4-1gbit-sw3_x3", left)
 
+    def test_staleness_lr_axis(self):
+        """asp+inverse and ssp:N+inverse pass --staleness_lr=inverse; bsp+inverse, ssp+inverse
+        with flags: staleness_lr, and a bound on asp are usage errors."""
+        cfg = {"name": "s", "flags": {"model": "synthetic"},
+               "grid": {"consistency": ["asp", "asp+inverse", "ssp:2+inverse"],
+                        "compressor": ["topk"], "workers": [2]}}
+        cells = config.cells_of(cfg)
+        self.assertEqual([c["id"] for c in cells],
+                         ["asp-topk-d0.001-w2-local", "aspinverse-topk-d0.001-w2-local",
+                          "ssp2inverse-topk-d0.001-w2-local"])
+        flags = [config.run_flags(cfg, config.runs_of(cfg, [c])[0], "/x") for c in cells]
+        self.assertNotIn("staleness_lr", flags[0])
+        self.assertEqual((flags[1]["consistency"], flags[1]["staleness_lr"]), ("asp", "inverse"))
+        self.assertNotIn("staleness", flags[1])
+        self.assertEqual((flags[2]["consistency"], flags[2]["staleness"],
+                          flags[2]["staleness_lr"]), ("ssp", 2, "inverse"))
+        for bad, says in [("bsp+inverse", "unknown consistency 'bsp+inverse'"),
+                          ("asp:2", "unknown consistency 'asp:2'"),
+                          ("asp+sqrt", "unknown consistency 'asp+sqrt'")]:
+            bad_cfg = dict(cfg, grid=dict(cfg["grid"], consistency=[bad]))
+            code, err = exit_code_and_stderr(config.check_config, bad_cfg, "grid.yaml")
+            self.assertEqual(code, 2, bad)
+            self.assertIn(says, err)
+        both = dict(cfg, flags={"model": "synthetic", "staleness_lr": "inverse"})
+        code, err = exit_code_and_stderr(config.check_config, both, "grid.yaml")
+        self.assertEqual(code, 2)
+        self.assertIn("'flags: staleness_lr' and a consistency ...+inverse", err)
+
     def test_baseline_is_the_bsp_dense_cell_of_the_same_scenario(self):
         slow = cell("bsp", "none", straggler="3:x3")
         asp_slow = cell("asp", "topk", straggler="3:x3")
