@@ -3,8 +3,8 @@
 // nn_functors.h for everything else. Every launch, copy and cuBLAS call goes to the context's
 // stream; the host waits only where it reads a result or must release a host input. Host inputs
 // (labels, scatter indices and values) are staged through a grow-only device arena per NnOps.
-// Every CUDA and cuBLAS error becomes a Status with the library's message.
-#include <cublas_v2.h>
+// Every CUDA and cuBLAS error becomes a Status with the library's message. cuBLAS is loaded when
+// the first CUDA NnOps is created (cublas_library.h), never at program start.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cuda_status.h"
+#include "kernels/nn/cublas_library.h"
 #include "kernels/nn/nn_functors.h"
 #include "kernels/nn/nn_ops.h"
 
@@ -23,11 +24,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
-inline Status CublasStatus(cublasStatus_t st, const char* what) {
+inline Status CublasStatus(const CublasLibrary& lib, cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-  return InternalError(std::string("cublas: ") + what + ": " + cublasGetStatusString(st));
+  return InternalError(std::string("cublas: ") + what + ": " + lib.status_string(st));
 }
-#define SIEVE_NN_CUBLAS_TRY(expr) SIEVE_RETURN_IF_ERROR(CublasStatus((expr), #expr))
+// `lib` is the CublasLibrary the call in `expr` went through.
+#define SIEVE_NN_CUBLAS_TRY(lib, expr) SIEVE_RETURN_IF_ERROR(CublasStatus((lib), (expr), #expr))
 
 inline unsigned Blocks(size_t n) {
   const size_t b = (n + kThreads - 1) / kThreads;
@@ -51,18 +53,20 @@ class CudaNnOps final : public NnOps {
     auto ops = std::unique_ptr<CudaNnOps>(new CudaNnOps());
     // The context's stream: borrowed (ctx outlives this), so our work is ordered with its calls.
     ops->stream_ = static_cast<cudaStream_t>(ctx->native_stream());
-    SIEVE_NN_CUBLAS_TRY(cublasCreate(&ops->handle_));
-    SIEVE_NN_CUBLAS_TRY(cublasSetStream(ops->handle_, ops->stream_));
+    SIEVE_ASSIGN_OR_RETURN(ops->cublas_, CublasLibrary::Open());
+    const CublasLibrary& lib = *ops->cublas_;
+    SIEVE_NN_CUBLAS_TRY(lib, lib.create(&ops->handle_));
+    SIEVE_NN_CUBLAS_TRY(lib, lib.set_stream(ops->handle_, ops->stream_));
     // Full fp32 products (no TF32 tensor-op math) and bit-reproducible sgemm across runs (no
     // atomics-based split-K reductions).
-    SIEVE_NN_CUBLAS_TRY(cublasSetMathMode(ops->handle_, CUBLAS_DEFAULT_MATH));
-    SIEVE_NN_CUBLAS_TRY(cublasSetAtomicsMode(ops->handle_, CUBLAS_ATOMICS_NOT_ALLOWED));
+    SIEVE_NN_CUBLAS_TRY(lib, lib.set_math_mode(ops->handle_, CUBLAS_DEFAULT_MATH));
+    SIEVE_NN_CUBLAS_TRY(lib, lib.set_atomics_mode(ops->handle_, CUBLAS_ATOMICS_NOT_ALLOWED));
     return std::unique_ptr<NnOps>(std::move(ops));
   }
   ~CudaNnOps() override {
     // Nothing to report errors to here; an earlier call has reported any failure of the stream.
     static_cast<void>(cudaStreamSynchronize(stream_));
-    if (handle_ != nullptr) static_cast<void>(cublasDestroy(handle_));
+    if (handle_ != nullptr) static_cast<void>(cublas_->destroy(handle_));
     if (arena_ != nullptr) static_cast<void>(cudaFree(arena_));
   }
 
@@ -97,9 +101,9 @@ class CudaNnOps final : public NnOps {
     if (m == 0 || n == 0) return Status::Ok();
     const GemmLd ld = GemmLeadingDims(trans_a, trans_b, m, n, k);
     // Row-major C (m x n) is column-major Cᵀ (n x m) = op(B)ᵀ·op(A)ᵀ.
-    SIEVE_NN_CUBLAS_TRY(cublasSgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ld.b,
-                                    a, ld.a, &beta, c, n));
+    SIEVE_NN_CUBLAS_TRY(*cublas_, cublas_->sgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                                 &alpha, b, ld.b, a, ld.a, &beta, c, n));
     return Status::Ok();
   }
 
@@ -293,6 +297,7 @@ class CudaNnOps final : public NnOps {
   }
 
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<CublasLibrary> cublas_;  // declared before handle_: outlives it
   cublasHandle_t handle_ = nullptr;
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
