@@ -95,15 +95,15 @@ class InprocTransport : public Transport {
   }
   Status TrySend(int peer, Frames frames) override { return Send(peer, std::move(frames)); }
 
-  StatusOr<bool> Recv(Frames* frames, int timeout_ms) override {
+  StatusOr<bool> Recv(Frames* frames, std::chrono::milliseconds timeout) override {
     MutexLock lock(&box_->mu);
     auto ready = [this] {
       box_->mu.AssertHeld();
       return box_->closed || !box_->queue.empty();
     };
-    if (timeout_ms < 0) {
+    if (timeout < std::chrono::milliseconds::zero()) {  // kForever
       box_->cv.Wait(&box_->mu, ready);
-    } else if (!box_->cv.WaitFor(&box_->mu, std::chrono::milliseconds(timeout_ms), ready)) {
+    } else if (!box_->cv.WaitFor(&box_->mu, timeout, ready)) {
       return false;
     }
     if (box_->closed) return AbortedError("transport closed");

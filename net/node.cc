@@ -117,7 +117,7 @@ Status Node::Register() {
     lock.Lock();
     if (!s.ok() && s.code() != StatusCode::kDeadlineExceeded) return s;
     // A challenge (a job with a token) is answered at once, with the proof.
-    cv_.WaitFor(&mu_, std::chrono::milliseconds(options_.register_retry_ms), [&] {
+    cv_.WaitFor(&mu_, options_.register_retry, [&] {
       mu_.AssertHeld();
       return acked_ || have_table_ || challenged_ || !register_error_.empty() ||
              !StopStatusLocked().ok();
@@ -130,10 +130,10 @@ Status Node::Register() {
     return UnavailableError("scheduler at " + options_.scheduler + " did not answer " +
                             std::to_string(options_.register_attempts) +
                             " registration attempts (" +
-                            std::to_string(options_.register_retry_ms) +
+                            std::to_string(options_.register_retry.count()) +
                             " ms apart); a scheduler given another --job_token drops them");
   }
-  const bool got = cv_.WaitFor(&mu_, std::chrono::milliseconds(options_.startup_timeout_ms), [&] {
+  const bool got = cv_.WaitFor(&mu_, options_.startup_timeout, [&] {
     mu_.AssertHeld();
     return have_table_ || !register_error_.empty() || !StopStatusLocked().ok();
   });
@@ -142,7 +142,7 @@ Status Node::Register() {
   SIEVE_RETURN_IF_ERROR(StopStatusLocked());
   if (!got) {
     return DeadlineExceededError("registered, but no node table within " +
-                                 std::to_string(options_.startup_timeout_ms) +
+                                 std::to_string(options_.startup_timeout.count()) +
                                  " ms (other nodes missing?)");
   }
   return Status::Ok();
@@ -171,7 +171,7 @@ Status Node::StopStatusLocked() const {
   if (!stop_reason_.empty()) return AbortedError(stop_reason_);
   if (scheduler_lost_) {
     return UnavailableError("scheduler silent for more than " +
-                            std::to_string(options_.heartbeat_timeout_ms) + " ms");
+                            std::to_string(options_.heartbeat_timeout.count()) + " ms");
   }
   if (shutdown_) return AbortedError(shutdown_failed_ ? "job failed" : "job finished");
   return Status::Ok();
@@ -182,13 +182,16 @@ void Node::IoLoop() {
   // Until the scheduler acknowledges the registration, poll at this period; afterwards sleep until
   // a message comes or the next heartbeat is due (forever without heartbeats), so an idle node
   // wakes once per heartbeat interval, not several times a second.
-  const int unregistered_poll_ms =
-      options_.heartbeat_interval_ms > 0 ? std::min(100, options_.heartbeat_interval_ms) : 100;
-  int wait_ms = unregistered_poll_ms;
+  constexpr std::chrono::milliseconds kUnregisteredPoll{100};
+  const std::chrono::milliseconds unregistered_poll =
+      options_.heartbeat_interval > std::chrono::milliseconds::zero()
+          ? std::min(kUnregisteredPoll, options_.heartbeat_interval)
+          : kUnregisteredPoll;
+  std::chrono::milliseconds wait = unregistered_poll;
   bool scheduler_lost = false;  // this thread's copy of scheduler_lost_ (only it sets that)
   while (!io_stop_) {
     Frames frames;
-    auto got = transport_->Recv(&frames, wait_ms);
+    auto got = transport_->Recv(&frames, wait);
     if (!got.ok()) {
       if (got.status().code() == StatusCode::kAborted) break;
       LOG(WARNING) << "receive failed: " << got.status().ToString();
@@ -200,8 +203,8 @@ void Node::IoLoop() {
     }
     reject_log_.Flush();
     event_log_.Flush();
-    if (options_.heartbeat_interval_ms <= 0) {
-      wait_ms = -1;  // no heartbeats, no loss detection: only messages and Close() wake us
+    if (options_.heartbeat_interval <= std::chrono::milliseconds::zero()) {
+      wait = kForever;  // no heartbeats, no loss detection: only messages and Close() wake us
       continue;
     }
     const auto now = Clock::now();
@@ -212,13 +215,13 @@ void Node::IoLoop() {
       have_table = have_table_;
     }
     if (!registered) {
-      wait_ms = unregistered_poll_ms;
+      wait = unregistered_poll;
       continue;
     }
     if (now >= next_heartbeat && !have_table) {
       // Before the node table the scheduler knows this node only by its registration, so the
       // liveness signal is the (idempotent) REGISTER itself, which the scheduler acknowledges.
-      next_heartbeat = now + std::chrono::milliseconds(options_.heartbeat_interval_ms);
+      next_heartbeat = now + options_.heartbeat_interval;
       Frames frames;
       {
         MutexLock lock(&mu_);
@@ -226,29 +229,28 @@ void Node::IoLoop() {
       }
       (void)transport_->Send(kSchedulerId, std::move(frames));
     } else if (now >= next_heartbeat) {
-      next_heartbeat = now + std::chrono::milliseconds(options_.heartbeat_interval_ms);
+      next_heartbeat = now + options_.heartbeat_interval;
       pb::Header h = MakeHeader(pb::MSG_HEARTBEAT, id_ >= 0 ? id_ : -1, kSchedulerId);
       h.mutable_heartbeat();
       auto enc = EncodeControl(h);
       if (enc.ok()) (void)transport_->Send(kSchedulerId, std::move(enc).value());
     }
-    if (now - last_from_scheduler_ > std::chrono::milliseconds(options_.heartbeat_timeout_ms)) {
+    if (now - last_from_scheduler_ > options_.heartbeat_timeout) {
       MutexLock lock(&mu_);
       if (!scheduler_lost_) {
-        LOG(ERROR) << "scheduler silent for more than " << options_.heartbeat_timeout_ms << " ms";
+        LOG(ERROR) << "scheduler silent for more than " << options_.heartbeat_timeout.count()
+                   << " ms";
         scheduler_lost_ = true;
         scheduler_lost = true;
         cv_.NotifyAll();
       }
     }
-    const auto loss_check = last_from_scheduler_ +
-                            std::chrono::milliseconds(options_.heartbeat_timeout_ms) +
-                            std::chrono::milliseconds(1);
+    const auto loss_check =
+        last_from_scheduler_ + options_.heartbeat_timeout + std::chrono::milliseconds(1);
     const auto deadline = scheduler_lost ? next_heartbeat : std::min(next_heartbeat, loss_check);
     const auto until = deadline - now;
-    wait_ms = static_cast<int>(
-        std::clamp<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(until).count(), 1,
-                            options_.heartbeat_interval_ms));
+    wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(until),
+                      std::chrono::milliseconds(1), options_.heartbeat_interval);
   }
 }
 
@@ -518,15 +520,15 @@ Status Node::SendError(int peer, pb::ErrorCode code, const std::string& message,
   return sent;
 }
 
-StatusOr<bool> Node::Receive(Message* out, int timeout_ms) {
+StatusOr<bool> Node::Receive(Message* out, std::chrono::milliseconds timeout) {
   MutexLock lock(&mu_);
   auto ready = [&] {
     mu_.AssertHeld();
     return !inbox_.empty() || interrupted_ || !StopStatusLocked().ok();
   };
-  if (timeout_ms < 0) {
+  if (timeout < std::chrono::milliseconds::zero()) {  // kForever
     cv_.Wait(&mu_, ready);
-  } else if (!cv_.WaitFor(&mu_, std::chrono::milliseconds(timeout_ms), ready)) {
+  } else if (!cv_.WaitFor(&mu_, timeout, ready)) {
     return false;
   }
   if (!inbox_.empty()) {
@@ -546,7 +548,7 @@ void Node::Interrupt() {
   cv_.NotifyAll();
 }
 
-Status Node::Barrier(uint32_t group, int timeout_ms) {
+Status Node::Barrier(uint32_t group, std::chrono::milliseconds timeout) {
   if (group == 0 || group > kGroupAll) return InvalidArgumentError("bad barrier group");
   uint64_t seq;
   {
@@ -559,7 +561,7 @@ Status Node::Barrier(uint32_t group, int timeout_ms) {
   SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
   SIEVE_RETURN_IF_ERROR(transport_->Send(kSchedulerId, std::move(frames)));
   MutexLock lock(&mu_);
-  const bool done = cv_.WaitFor(&mu_, std::chrono::milliseconds(timeout_ms), [&] {
+  const bool done = cv_.WaitFor(&mu_, timeout, [&] {
     mu_.AssertHeld();
     return barrier_released_[group] >= seq || !StopStatusLocked().ok();
   });
@@ -567,7 +569,7 @@ Status Node::Barrier(uint32_t group, int timeout_ms) {
   SIEVE_RETURN_IF_ERROR(StopStatusLocked());
   if (!done)
     return DeadlineExceededError("barrier " + std::to_string(seq) + " not released in " +
-                                 std::to_string(timeout_ms) + " ms");
+                                 std::to_string(timeout.count()) + " ms");
   return Status::Ok();
 }
 
@@ -578,15 +580,15 @@ Status Node::Finish() {
   return transport_->Send(kSchedulerId, std::move(frames));
 }
 
-Status Node::WaitShutdown(int timeout_ms) {
+Status Node::WaitShutdown(std::chrono::milliseconds timeout) {
   MutexLock lock(&mu_);
-  const bool done = cv_.WaitFor(&mu_, std::chrono::milliseconds(timeout_ms), [&] {
+  const bool done = cv_.WaitFor(&mu_, timeout, [&] {
     mu_.AssertHeld();
     return shutdown_ || !StopStatusLocked().ok();
   });
   if (shutdown_ && !shutdown_failed_ && stop_reason_.empty()) return Status::Ok();
   if (!done)
-    return DeadlineExceededError("no shutdown within " + std::to_string(timeout_ms) + " ms");
+    return DeadlineExceededError("no shutdown within " + std::to_string(timeout.count()) + " ms");
   return StopStatusLocked();
 }
 

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/duration.h"
 #include "base/mutex.h"
 #include "base/status.h"
 #include "base/thread_annotations.h"
@@ -46,12 +47,13 @@ struct NodeOptions {
   int rank = -1;          // requested rank; -1 = scheduler picks
   std::string scheduler;  // "host:port"
   TransportOptions transport;
-  uint64_t num_params = 0;           // D declared at registration (workers); 0 = none
-  int heartbeat_interval_ms = 1000;  // 0 disables heartbeats and scheduler-loss detection
-  int heartbeat_timeout_ms = 10000;  // scheduler silent this long -> the node fails
-  int register_attempts = 20;        // REGISTER sends before giving up on the scheduler
-  int register_retry_ms = 500;       // wait for REGISTER_ACK per attempt
-  int startup_timeout_ms = 600000;   // wait for the node table after the ack
+  uint64_t num_params = 0;  // D declared at registration (workers); 0 = none
+  // 0 disables heartbeats and scheduler-loss detection.
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{10000};  // scheduler silent this long -> node fails
+  int register_attempts = 20;  // REGISTER sends before giving up on the scheduler
+  std::chrono::milliseconds register_retry{500};      // wait for REGISTER_ACK per attempt
+  std::chrono::milliseconds startup_timeout{600000};  // wait for the node table after the ack
   // The job token's key (proto/register_proof.h, JobKey of the token; zero = no token): answers
   // the scheduler's REGISTER_CHALLENGE with the proof that this node holds the token.
   SipKey job_key;
@@ -106,9 +108,10 @@ class Node {
                    uint64_t round = 0);
   uint64_t errors_dropped() const { return errors_dropped_.load(std::memory_order_relaxed); }
 
-  // Next data-plane message: true with *out filled, false on timeout (timeout_ms, -1 = forever),
-  // Aborted after SHUTDOWN / RequestStop, Unavailable once the scheduler is lost.
-  StatusOr<bool> Receive(Message* out, int timeout_ms) EXCLUDES(mu_);
+  // Next data-plane message: true with *out filled, false on timeout (`timeout`; kForever,
+  // base/duration.h: no deadline), Aborted after SHUTDOWN / RequestStop, Unavailable once the
+  // scheduler is lost.
+  StatusOr<bool> Receive(Message* out, std::chrono::milliseconds timeout) EXCLUDES(mu_);
   // Makes the current (or, if none waits, the next) Receive return false at once when no message
   // is queued: how a callback on the I/O thread (set_on_node_dead, ...) hands work to the thread
   // that receives, without that thread polling. Safe from any thread; repeated calls before the
@@ -116,15 +119,15 @@ class Node {
   void Interrupt() EXCLUDES(mu_);
 
   // Enters barrier `group` (kGroup*) and waits until every live member arrived. Errors:
-  // DeadlineExceeded after timeout_ms, Aborted/Unavailable as Receive.
-  Status Barrier(uint32_t group, int timeout_ms) EXCLUDES(mu_);
+  // DeadlineExceeded after `timeout`, Aborted/Unavailable as Receive.
+  Status Barrier(uint32_t group, std::chrono::milliseconds timeout) EXCLUDES(mu_);
 
   // Worker: tells the scheduler its training is done (the job ends when every worker is).
   Status Finish();
 
   // Waits for the scheduler's SHUTDOWN. OK when it came and was not a failure; Aborted with the
-  // reason when the job failed or RequestStop was called; DeadlineExceeded after timeout_ms.
-  Status WaitShutdown(int timeout_ms) EXCLUDES(mu_);
+  // reason when the job failed or RequestStop was called; DeadlineExceeded after `timeout`.
+  Status WaitShutdown(std::chrono::milliseconds timeout) EXCLUDES(mu_);
 
   // Local stop (e.g. SIGTERM): wakes every wait with Aborted. Safe from any thread, repeatable.
   void RequestStop(const std::string& reason) EXCLUDES(mu_);

@@ -1,5 +1,7 @@
 #include "net/node_flags.h"
 
+#include <chrono>
+
 #include "net/address.h"
 #include "net/curve.h"
 
@@ -49,8 +51,8 @@ StatusOr<NodeFlags> ReadNodeFlags(const std::string& role) {
                          ReadListenFlags(FLAGS_rank >= 0 ? NodeKeyName(role, FLAGS_rank) : ""));
   f.scheduler = FLAGS_scheduler;
   f.rank = FLAGS_rank;
-  f.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
-  f.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  f.heartbeat_interval = std::chrono::milliseconds(FLAGS_heartbeat_interval_ms);
+  f.heartbeat_timeout = std::chrono::milliseconds(FLAGS_heartbeat_timeout_ms);
   return f;
 }
 

@@ -19,6 +19,7 @@
 
 #include <gflags/gflags.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -37,12 +38,12 @@ namespace sieve {
 
 // The listening flags (ListenFlags' fields) and the node's own.
 struct NodeFlags : ListenFlags {
-  std::string scheduler;  // HOST:PORT
-  int rank = -1;          // -1 = the scheduler assigns one
-  int heartbeat_interval_ms = 1000;
-  int heartbeat_timeout_ms = 10000;
-  ValueType wire_values = ValueType::kFp32;  // --wire_values
-  bool compact_indices = true;               // --wire=v5 (false: v4, raw uint32 indices)
+  std::string scheduler;                               // HOST:PORT
+  int rank = -1;                                       // -1 = the scheduler assigns one
+  std::chrono::milliseconds heartbeat_interval{1000};  // --heartbeat_interval_ms; 0 disables
+  std::chrono::milliseconds heartbeat_timeout{10000};  // --heartbeat_timeout_ms
+  ValueType wire_values = ValueType::kFp32;            // --wire_values
+  bool compact_indices = true;                         // --wire=v5 (false: v4, raw uint32 indices)
 };
 
 StatusOr<NodeFlags> ReadNodeFlags(const std::string& role);

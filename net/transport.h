@@ -7,11 +7,13 @@
 #ifndef SIEVE_NET_TRANSPORT_H_
 #define SIEVE_NET_TRANSPORT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "base/duration.h"
 #include "base/status.h"
 #include "net/curve.h"
 #include "proto/codec.h"
@@ -29,18 +31,18 @@ struct TransportOptions {
   std::string bind_host = "0.0.0.0";  // interface to bind the receive socket on
   uint16_t port = 0;                  // 0 = pick a free port (reported by port())
   std::string advertise_host;         // what peers connect to; empty = detect (see DetectHost)
-  int send_timeout_ms = 30000;        // a send that cannot be queued within this fails
-  int send_hwm = 1000;                // messages queued per peer before Send waits
+  std::chrono::milliseconds send_timeout{30000};  // a send that cannot be queued within this fails
+  int send_hwm = 1000;                            // messages queued per peer before Send waits
   // A connection that has not completed its ZeroMQ (and CURVE) handshake within this is closed,
   // so a peer that opens connections and sends nothing cannot hold them (and their file
   // descriptors) open; 0 = never (libzmq's default is 30 s).
-  int handshake_timeout_ms = 10000;
+  std::chrono::milliseconds handshake_timeout{10000};
   // A connection to the receive socket that completed its handshake but whose peer then answers
   // no ZeroMQ heartbeat (ZMTP PING, sent every quarter of this) for this long is closed, so a peer
   // that goes silent cannot hold a connection open; 0 = never. A live sieve node answers PINGs
   // from libzmq's I/O thread whatever its own threads are doing, so only a frozen or vanished
   // peer is cut (its sender reconnects by itself when it comes back).
-  int idle_timeout_ms = 60000;
+  std::chrono::milliseconds idle_timeout{60000};
   // The largest message frame the receive socket accepts (0 = no limit); a peer sending a larger
   // one is disconnected by ZeroMQ before the frame is buffered. Size it from D: a dense shard is
   // the largest frame a job sends (MaxFrameBytes).
@@ -77,7 +79,7 @@ class Transport {
   virtual void Disconnect(int peer) = 0;
 
   // Queues `frames` to `peer`, stamped with options.job. Errors: NotFound (never connected),
-  // DeadlineExceeded (queue full for send_timeout_ms), Unavailable (transport closed). Frames are
+  // DeadlineExceeded (queue full for send_timeout), Unavailable (transport closed). Frames are
   // consumed either way.
   virtual Status Send(int peer, Frames frames) = 0;
   // The same without waiting: when the peer's queue is full (or its lock is held by another
@@ -85,9 +87,9 @@ class Transport {
   // sends to peers it does not trust to read (ERRORs): a full queue must never stall it.
   virtual Status TrySend(int peer, Frames frames) = 0;
 
-  // Waits up to timeout_ms (-1 = forever) for the next message. Returns true with *frames filled,
-  // false on timeout, or Aborted once Close() was called.
-  virtual StatusOr<bool> Recv(Frames* frames, int timeout_ms) = 0;
+  // Waits up to `timeout` (kForever, base/duration.h: no deadline) for the next message. Returns
+  // true with *frames filled, false on timeout, or Aborted once Close() was called.
+  virtual StatusOr<bool> Recv(Frames* frames, std::chrono::milliseconds timeout) = 0;
 
   // From now on stamps `job` instead of options.job (a node that learned its job instance from
   // the node table: proto/job_identity.h). Thread-safe; sends in flight get either.

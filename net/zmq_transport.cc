@@ -49,10 +49,11 @@ class ZmqTransport final : public Transport {
       }
       pull_.set(zmq::sockopt::linger, 0);
       pull_.set(zmq::sockopt::rcvhwm, 0);
-      pull_.set(zmq::sockopt::handshake_ivl, options_.handshake_timeout_ms);
-      if (options_.idle_timeout_ms > 0) {
-        pull_.set(zmq::sockopt::heartbeat_ivl, std::max(1, options_.idle_timeout_ms / 4));
-        pull_.set(zmq::sockopt::heartbeat_timeout, options_.idle_timeout_ms);
+      pull_.set(zmq::sockopt::handshake_ivl, static_cast<int>(options_.handshake_timeout.count()));
+      if (options_.idle_timeout > std::chrono::milliseconds::zero()) {
+        const int idle = static_cast<int>(options_.idle_timeout.count());
+        pull_.set(zmq::sockopt::heartbeat_ivl, std::max(1, idle / 4));
+        pull_.set(zmq::sockopt::heartbeat_timeout, idle);
       }
       if (options_.max_message_bytes > 0) {
         pull_.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
@@ -85,9 +86,10 @@ class ZmqTransport final : public Transport {
       p = std::make_shared<Peer>(ctx_);
       MutexLock setup(&p->mu);  // uncontended: p is not shared yet
       p->socket.set(zmq::sockopt::linger, 2000);
-      p->socket.set(zmq::sockopt::sndtimeo, options_.send_timeout_ms);
+      p->socket.set(zmq::sockopt::sndtimeo, static_cast<int>(options_.send_timeout.count()));
       p->socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
-      p->socket.set(zmq::sockopt::handshake_ivl, options_.handshake_timeout_ms);
+      p->socket.set(zmq::sockopt::handshake_ivl,
+                    static_cast<int>(options_.handshake_timeout.count()));
       if (options_.curve.enabled) {
         p->socket.set(zmq::sockopt::curve_serverkey, options_.curve.server.public_key);
         p->socket.set(zmq::sockopt::curve_publickey, options_.curve.client.public_key);
@@ -113,10 +115,10 @@ class ZmqTransport final : public Transport {
   Status Send(int peer, Frames frames) override { return SendFrames(peer, &frames, true); }
   Status TrySend(int peer, Frames frames) override { return SendFrames(peer, &frames, false); }
 
-  StatusOr<bool> Recv(Frames* frames, int timeout_ms) override {
+  StatusOr<bool> Recv(Frames* frames, std::chrono::milliseconds timeout) override {
     try {
       zmq::pollitem_t item{pull_.handle(), 0, ZMQ_POLLIN, 0};
-      const int n = zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
+      const int n = zmq::poll(&item, 1, timeout);  // a negative timeout (kForever) waits forever
       if (n == 0) return false;
       frames->clear();
       auto got = zmq::recv_multipart(pull_, std::back_inserter(*frames), zmq::recv_flags::dontwait);
@@ -139,7 +141,7 @@ class ZmqTransport final : public Transport {
   }
 
  private:
-  // Send (wait: up to send_timeout_ms for queue space) or TrySend (no wait at all).
+  // Send (wait: up to send_timeout for queue space) or TrySend (no wait at all).
   Status SendFrames(int peer, Frames* frames, bool wait) EXCLUDES(peers_mu_) {
     std::shared_ptr<Peer> p;
     {
@@ -168,7 +170,7 @@ class ZmqTransport final : public Transport {
                                     " full; message dropped");
           }
           return DeadlineExceededError("send queue to node " + std::to_string(peer) + " full for " +
-                                       std::to_string(options_.send_timeout_ms) + " ms");
+                                       std::to_string(options_.send_timeout.count()) + " ms");
         }
       }
     } catch (const zmq::error_t& e) {

@@ -66,16 +66,15 @@ Status Scheduler::Run() {
       return AbortedError(reason);
     }
     Frames frames;
-    SIEVE_ASSIGN_OR_RETURN(auto got, transport_->Recv(&frames, 100));
+    SIEVE_ASSIGN_OR_RETURN(auto got, transport_->Recv(&frames, std::chrono::milliseconds(100)));
     if (got) Handle(std::move(frames));
     reject_log_.Flush();
     event_log_.Flush();
-    if (!started_ && failure_.ok() &&
-        Clock::now() - start > std::chrono::milliseconds(options_.startup_timeout_ms)) {
+    if (!started_ && failure_.ok() && Clock::now() - start > options_.startup_timeout) {
       failure_ = DeadlineExceededError("only " + std::to_string(pending_.size()) + " of " +
                                        std::to_string(options_.num_servers + options_.num_workers) +
                                        " nodes registered within " +
-                                       std::to_string(options_.startup_timeout_ms) + " ms");
+                                       std::to_string(options_.startup_timeout.count()) + " ms");
     }
     if (started_) CheckHeartbeats();
     if (!failure_.ok()) {
@@ -492,18 +491,19 @@ void Scheduler::CheckBarriers() {
 }
 
 void Scheduler::CheckHeartbeats() {
-  if (options_.heartbeat_timeout_ms <= 0) return;
+  if (options_.heartbeat_timeout <= std::chrono::milliseconds::zero()) return;
   const auto now = Clock::now();
   for (auto& [id, e] : nodes_) {
     if (e.dead && e.info.role() == pb::ROLE_SERVER && failure_.ok() &&
-        now - e.dead_since > std::chrono::milliseconds(options_.server_restart_timeout_ms)) {
+        now - e.dead_since > options_.server_restart_timeout) {
       failure_ = UnavailableError("server " + std::to_string(e.info.rank()) +
                                   " died and did not restart within " +
-                                  std::to_string(options_.server_restart_timeout_ms) + " ms");
+                                  std::to_string(options_.server_restart_timeout.count()) + " ms");
     }
     if (e.dead || e.finished) continue;
-    if (now - e.last_seen > std::chrono::milliseconds(options_.heartbeat_timeout_ms)) {
-      DeclareDead(e, "no heartbeat for " + std::to_string(options_.heartbeat_timeout_ms) + " ms");
+    if (now - e.last_seen > options_.heartbeat_timeout) {
+      DeclareDead(e,
+                  "no heartbeat for " + std::to_string(options_.heartbeat_timeout.count()) + " ms");
     }
   }
 }
@@ -530,7 +530,7 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
       return;
     }
     event_log_.Warn([&](std::ostream& os) {
-      os << "waiting up to " << options_.server_restart_timeout_ms << " ms for server "
+      os << "waiting up to " << options_.server_restart_timeout.count() << " ms for server "
          << e.info.rank() << " to restart";
     });
     CheckBarriers();

@@ -4,7 +4,7 @@
 // ends the job with SHUTDOWN when every worker has FINISHED. A worker that dies is dropped from
 // the job. A dead server is waited for (SchedulerOptions::server_failure): a restarted process
 // registering under its rank is re-admitted and the new table goes to everyone; if none comes
-// within server_restart_timeout_ms, or with the `fail` policy, the job fails. A REGISTER that
+// within server_restart_timeout, or with the `fail` policy, the job fails. A REGISTER that
 // requests the rank of a live node of its role after the start replaces that node (it is declared
 // dead first): a restarted process need not wait for its predecessor's heartbeat timeout. Under
 // CURVE it must come with the client key the live node registered with, else it is refused with
@@ -46,12 +46,12 @@ struct SchedulerOptions {
   uint32_t num_servers = 1;
   uint64_t num_params = 0;  // D; 0 = take it from the workers' registrations
   TransportOptions transport;
-  int heartbeat_timeout_ms = 10000;  // 0 disables dead-node detection
-  int startup_timeout_ms = 600000;   // all nodes must register within this
-  // A dead server: wait up to server_restart_timeout_ms for its restart (true), or fail the job
+  std::chrono::milliseconds heartbeat_timeout{10000};  // 0 disables dead-node detection
+  std::chrono::milliseconds startup_timeout{600000};   // all nodes must register within this
+  // A dead server: wait up to server_restart_timeout for its restart (true), or fail the job
   // at once (false).
   bool wait_for_server_restart = true;
-  int server_restart_timeout_ms = 60000;
+  std::chrono::milliseconds server_restart_timeout{60000};
   // Workers that must finish for the job to succeed (0 = every one, num_workers). A job whose
   // other workers finish after some died fails when fewer than this finished (a worker restarted
   // under its rank that finishes counts).

@@ -1,5 +1,7 @@
 #include "scheduler/scheduler_flags.h"
 
+#include <chrono>
+
 #include "net/listen_flags.h"
 #include "net/transport.h"
 
@@ -61,13 +63,13 @@ StatusOr<SchedulerDaemonOptions> FlagsToSchedulerOptions() {
   opt.transport.job = listen->job;
   opt.job_key = listen->job_key;
   opt.allow_unbound_keys = FLAGS_allow_unbound_keys;
-  opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
-  opt.startup_timeout_ms = FLAGS_startup_timeout_ms;
+  opt.heartbeat_timeout = std::chrono::milliseconds(FLAGS_heartbeat_timeout_ms);
+  opt.startup_timeout = std::chrono::milliseconds(FLAGS_startup_timeout_ms);
   if (FLAGS_server_failure != "wait" && FLAGS_server_failure != "fail") {
     return InvalidArgumentError("--server_failure must be wait or fail");
   }
   opt.wait_for_server_restart = FLAGS_server_failure == "wait";
-  opt.server_restart_timeout_ms = FLAGS_server_restart_timeout_ms;
+  opt.server_restart_timeout = std::chrono::milliseconds(FLAGS_server_restart_timeout_ms);
   d.metrics = {"scheduler", listen->bind, listen->metrics_port};
   return d;
 }

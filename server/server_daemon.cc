@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -79,8 +80,8 @@ NodeOptions ToNodeOptions(const ServerDaemonOptions& o) {
   no.transport.curve = nf.curve;
   no.transport.job = nf.job;
   no.job_key = nf.job_key;
-  no.heartbeat_interval_ms = nf.heartbeat_interval_ms;
-  no.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;
+  no.heartbeat_interval = nf.heartbeat_interval;
+  no.heartbeat_timeout = nf.heartbeat_timeout;
   return no;
 }
 
@@ -170,7 +171,7 @@ Status Serve(Node& node, ShardService& service, DaemonMetrics& metrics, bool ref
   // This thread only waits for the end; with --metrics_port it refreshes the auth gauges.
   Status end;
   do {
-    end = node.WaitShutdown(refresh_metrics ? 1000 : 3600 * 1000);
+    end = node.WaitShutdown(refresh_metrics ? std::chrono::seconds(1) : std::chrono::hours(1));
     metrics.SetAuth(node.auth_accepted(), node.auth_denied());
   } while (end.code() == StatusCode::kDeadlineExceeded);
   node.set_on_data(nullptr);  // from here on no data handler runs

@@ -32,8 +32,8 @@ PsClientOptions ToClientOptions(const WorkerDaemonOptions& o) {
   copt.curve_key = nf.curve_key;
   copt.job_token = nf.job_token;   // and the token file
   copt.num_params = o.num_params;  // max_message_bytes: the default, 4·D + 1 MiB
-  copt.heartbeat_interval_ms = nf.heartbeat_interval_ms;
-  copt.heartbeat_timeout_ms = nf.heartbeat_timeout_ms;
+  copt.heartbeat_interval = nf.heartbeat_interval;
+  copt.heartbeat_timeout = nf.heartbeat_timeout;
   // The trainer rounds the selected values to this precision, keeping the error in the residual.
   copt.push_values = o.push_values;
   copt.compact_indices = nf.compact_indices;
@@ -79,7 +79,7 @@ int EndJob(const WorkerDaemonOptions& o, PsClient& c, int code) {
     return code;
   }
   Status s = c.Finish();
-  if (s.ok()) s = c.WaitShutdown(o.shutdown_timeout_ms);
+  if (s.ok()) s = c.WaitShutdown(o.shutdown_timeout);
   if (!s.ok()) return ExitWith(kExitFailure, kName, "job did not end cleanly: " + s.ToString());
   return kExitSuccess;
 }

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -150,7 +151,7 @@ Status FlagsToRunAndOutput(TrainerOptions* o) {
   }
   o->histogram_rounds = *hist_rounds;
   o->dump_weights = FLAGS_dump_weights;
-  o->round_timeout_ms = FLAGS_round_timeout_ms;
+  o->round_timeout = std::chrono::milliseconds(FLAGS_round_timeout_ms);
   if (FLAGS_progress == "auto") {
     o->progress_bar = isatty(STDOUT_FILENO) != 0;
   } else if (FLAGS_progress == "bar" || FLAGS_progress == "log") {
@@ -226,7 +227,7 @@ StatusOr<WorkerDaemonOptions> FlagsToWorkerOptions() {
   if (!layout.ok()) return InvalidArgumentError("--model: " + layout.status().message());
   d.num_params = layout->num_params;
   d.checksum = FLAGS_checksum;
-  d.shutdown_timeout_ms = FLAGS_shutdown_timeout_ms;
+  d.shutdown_timeout = std::chrono::milliseconds(FLAGS_shutdown_timeout_ms);
   d.blas_threads = FLAGS_blas_threads;
   d.kernel_threads = FLAGS_kernel_threads;
   return d;

@@ -11,6 +11,8 @@
 
 #include <gflags/gflags.h>
 
+#include <chrono>
+
 #include "base/flags.h"
 #include "base/status.h"
 #include "kernels/device.h"
@@ -65,9 +67,9 @@ struct WorkerDaemonOptions {
   Device device = Device::kCpu;              // --device resolved (auto: cuda when visible)
   uint64_t num_params = 0;                   // D of --model (with --num_params)
   bool checksum = true;
-  int shutdown_timeout_ms = 600000;  // >= 1
-  int blas_threads = 1;              // >= 1
-  int kernel_threads = 1;            // >= 1
+  std::chrono::milliseconds shutdown_timeout{600000};  // >= 1 ms
+  int blas_threads = 1;                                // >= 1
+  int kernel_threads = 1;                              // >= 1
 };
 
 // sieve-worker's name, summary, usage and --help groups (base/flags.h).

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -39,7 +40,8 @@ struct Figures {
   double median_ms = 0;
 };
 
-Figures Measure(sieve::HugePageVector<float>& w, int idle_ms, std::mt19937_64& rng) {
+Figures Measure(sieve::HugePageVector<float>& w, std::chrono::milliseconds idle,
+                std::mt19937_64& rng) {
   std::uniform_int_distribution<uint64_t> pick(0, w.size() - 1);
   std::vector<uint32_t> idx;
   std::vector<float> sums(FLAGS_pairs), reply(FLAGS_pairs);
@@ -51,7 +53,7 @@ Figures Measure(sieve::HugePageVector<float>& w, int idle_ms, std::mt19937_64& r
     std::sort(idx.begin(), idx.end());
     idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
     const double t0 = ThreadCpuSeconds();
-    if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+    if (idle > std::chrono::milliseconds::zero()) std::this_thread::sleep_for(idle);
     const float inv_n = 0.5f;
     for (size_t j = 0; j < idx.size(); ++j) {
       const uint32_t i = idx[j];
@@ -86,8 +88,8 @@ int main(int argc, char** argv) {
   sieve::HugePageVector<float> w(FLAGS_num_params);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 1e-6f * static_cast<float>(i % 1000);
   std::mt19937_64 rng(FLAGS_seed);
-  const Figures busy = Measure(w, 0, rng);
-  const Figures idle = Measure(w, FLAGS_idle_ms, rng);
+  const Figures busy = Measure(w, std::chrono::milliseconds::zero(), rng);
+  const Figures idle = Measure(w, std::chrono::milliseconds(FLAGS_idle_ms), rng);
   std::printf(
       "{\"d\": %llu, \"pairs\": %llu, \"rounds\": %d, \"idle_ms\": %d, \"busy_ms\": %.4f, "
       "\"busy_median_ms\": %.4f, \"idle_ms_per_round\": %.4f, \"idle_median_ms\": %.4f}\n",

@@ -61,9 +61,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using testing::Subprocess;
-constexpr int kWarmup = 5;          // untimed rounds per worker before calibration
-constexpr int kTimeoutMs = 120000;  // any single wait of the job; a hang fails the run
-constexpr int kPoolSize = 4;        // distinct selections per worker, used in rotation
+constexpr int kWarmup = 5;  // untimed rounds per worker before calibration
+// Any single wait of the job; a hang fails the run.
+constexpr std::chrono::milliseconds kTimeout{120000};
+constexpr int kPoolSize = 4;  // distinct selections per worker, used in rotation
 constexpr float kValueUnit = 1.0f / 4096.0f;
 
 struct Config {
@@ -288,8 +289,8 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
     if (!client_or.ok()) return leave("connect: " + client_or.status().ToString());
     PsClient& client = **client_or;
     HugePageVector<float> replica(cfg.num_params);  // as the worker's (CPU backend Alloc)
-    Status s = client.PullDense(replica, kTimeoutMs);
-    if (s.ok()) s = client.Barrier(kTimeoutMs);  // nobody pushes before every replica is pulled
+    Status s = client.PullDense(replica, kTimeout);
+    if (s.ok()) s = client.Barrier(kTimeout);  // nobody pushes before every replica is pulled
     if (!s.ok()) return leave("start: " + s.ToString());
     if (w == 0) init.assign(replica.begin(), replica.end());
     std::vector<Selection> own(pool.size());  // this worker's copies, lent to PushPull
@@ -321,7 +322,7 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
         }
       }
       RoundStats st;
-      Status ps = client.PushPull(round, &sel, replica, &st, kTimeoutMs);
+      Status ps = client.PushPull(round, &sel, replica, &st, kTimeout);
       if (!ps.ok()) {
         leave("round " + std::to_string(round) + ": " + ps.ToString());
         return false;
@@ -376,7 +377,7 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
       // Whole-replica check against the servers' weights.
       std::vector<float> fresh(cfg.num_params);
       if (bsp) {
-        s = client.PullDense(fresh, kTimeoutMs);
+        s = client.PullDense(fresh, kTimeout);
         if (!s.ok()) return leave("final pull: " + s.ToString());
         if (std::memcmp(fresh.data(), replica.data(), 4 * fresh.size()) != 0) {
           return leave("replica differs from the servers' weights after the run");
@@ -384,10 +385,10 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
       }
       final_replica.assign(replica.begin(), replica.end());
     }
-    s = client.Barrier(kTimeoutMs);  // every worker done pushing
+    s = client.Barrier(kTimeout);  // every worker done pushing
     if (s.ok() && !bsp && w == 0) {
       std::vector<float> fresh(cfg.num_params);
-      s = client.PullDense(fresh, kTimeoutMs);
+      s = client.PullDense(fresh, kTimeout);
       if (s.ok()) {
         std::vector<double> want(init.begin(), init.end());
         for (uint64_t r = 0; r < round; ++r) {
@@ -406,7 +407,7 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
       }
     }
     if (s.ok()) s = client.Finish();
-    if (s.ok()) s = client.WaitShutdown(kTimeoutMs);
+    if (s.ok()) s = client.WaitShutdown(kTimeout);
     if (!s.ok()) return leave("end: " + s.ToString());
   };
 

@@ -143,7 +143,7 @@ Result RunSieve(size_t k, int workers, int rounds, bool checksum) {
   // Receives and fully validates one message of k pairs; false on timeout or any error.
   auto receive = [&](Transport& t, Message* m) {
     Frames in;
-    auto got = t.Recv(&in, 30000);
+    auto got = t.Recv(&in, std::chrono::milliseconds(30000));
     if (!got.ok() || !*got) return false;
     pb::ErrorCode err;
     return Decode(std::move(in), limits, m, &err).ok() && m->values.size() == k;

@@ -12,6 +12,7 @@
 // It prints the loss before and after (0.00125 -> 2.4e-05 with these flags and sieve-server's
 // synthetic initial weights) and exits 0 when the job ended normally, 1 on a failure and 2 on a
 // usage error.
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -31,7 +32,7 @@
 
 namespace {
 
-constexpr int kTimeoutMs = 60000;
+constexpr std::chrono::milliseconds kTimeout{60000};
 
 struct Args {
   sieve::PsClientOptions client;
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
   // zeros; servers started without a model take them), the start barrier, then w holds the
   // servers' weights. A restarted worker rejoins the running job instead.
   std::vector<float> w(d, 0.0f);
-  auto start_or = sieve::StartWorker(&client, w, kTimeoutMs);
+  auto start_or = sieve::StartWorker(&client, w, kTimeout);
   if (!start_or.ok()) return Fail("start", start_or.status());
   const double loss_before = Loss(w);
 
@@ -164,7 +165,7 @@ int main(int argc, char** argv) {
     }
     sieve::RoundStats stats;
     // Pushes the pairs to their servers and writes the servers' new values into w.
-    if (sieve::Status s = client.PushPull(round, &sel, w, &stats, kTimeoutMs); !s.ok()) {
+    if (sieve::Status s = client.PushPull(round, &sel, w, &stats, kTimeout); !s.ok()) {
       return Fail("round " + std::to_string(round), s);
     }
     pairs_up += stats.pairs_up;
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
 
   // This worker is done; the job ends (and WaitShutdown returns OK) once every worker is.
   if (sieve::Status s = client.Finish(); !s.ok()) return Fail("finish", s);
-  if (sieve::Status s = client.WaitShutdown(kTimeoutMs); !s.ok()) return Fail("shutdown", s);
+  if (sieve::Status s = client.WaitShutdown(kTimeout); !s.ok()) return Fail("shutdown", s);
   std::printf("worker_loop: %llu rounds, k = %llu, pushed %llu pairs, loss %.6g -> %.6g\n",
               static_cast<unsigned long long>(args.rounds), static_cast<unsigned long long>(k),
               static_cast<unsigned long long>(pairs_up), loss_before, loss_after);

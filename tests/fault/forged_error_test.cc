@@ -26,7 +26,7 @@ TEST(ForgedErrorTest, WorkerPushesAgainAndTheJobFinishes) {
   TransportOptions to;
   to.bind_host = "127.0.0.1";
   to.advertise_host = "127.0.0.1";
-  to.send_timeout_ms = 100;
+  to.send_timeout = std::chrono::milliseconds(100);
   auto intruder = CreateZmqTransport(to);
   auto probe = CreateZmqTransport(to);  // a port that was free a moment ago, for the worker
   ASSERT_TRUE(intruder.ok() && probe.ok());

@@ -18,6 +18,7 @@
 #include <glog/logging.h>
 #include <google/protobuf/stubs/logging.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -52,7 +53,7 @@ const sieve::InprocNetwork& Network() {
 std::unique_ptr<sieve::Node> MakeWorkerNode() {
   sieve::NodeOptions o;
   o.role = sieve::pb::ROLE_WORKER;
-  o.heartbeat_interval_ms = 0;
+  o.heartbeat_interval = std::chrono::milliseconds(0);
   o.transport.factory = Network().factory();
   sieve::pb::NodeTable t;
   t.set_num_params(kShardLengths[0] + kShardLengths[1]);
@@ -85,7 +86,7 @@ std::unique_ptr<sieve::Scheduler> MakeScheduler() {
   o.num_servers = 1;
   o.num_workers = 2;
   o.num_params = 101;
-  o.heartbeat_timeout_ms = 0;
+  o.heartbeat_timeout = std::chrono::milliseconds(0);
   o.transport.factory = network.factory();
   auto s = sieve::Scheduler::Create(o);
   if (!s.ok()) std::abort();

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -250,7 +251,7 @@ TEST(NetClusterTest, SchedulerLogsAFloodOfRefusalsInBoundedLines) {
   int answered = 0;
   Frames frames;
   for (;;) {
-    auto got = (*peer)->Recv(&frames, 1000);
+    auto got = (*peer)->Recv(&frames, std::chrono::milliseconds(1000));
     ASSERT_TRUE(got.ok());
     if (!*got) break;
     Message msg;

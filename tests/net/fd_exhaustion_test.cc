@@ -24,7 +24,7 @@ namespace sieve {
 namespace {
 
 // Bounds a wait for the process under test; a loaded machine stays well within.
-constexpr int kWaitMs = 20000;
+constexpr std::chrono::milliseconds kWait{20000};
 
 // While alive, this process has no free file descriptor: the soft limit is lowered to just
 // above the descriptors in use and the rest are opened on /dev/null.
@@ -80,9 +80,9 @@ bool ConnectTo(int fd, uint16_t port) {
   return connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
 }
 
-// Whether the peer closed `fd` within kWaitMs (end of stream or reset), reading past any data.
+// Whether the peer closed `fd` within kWait (end of stream or reset), reading past any data.
 bool ClosedByPeer(int fd) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
   while (std::chrono::steady_clock::now() < deadline) {
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, 100) <= 0) continue;
@@ -142,7 +142,7 @@ TEST(FdExhaustion, NewZeroMqConnectionsAreClosedAndTheListenerDoesNotSpin) {
   frames.emplace_back(std::string("after the limit"));
   ASSERT_TRUE((*sender)->Send(1, std::move(frames)).ok());
   Frames got;
-  auto r = (*receiver)->Recv(&got, kWaitMs);
+  auto r = (*receiver)->Recv(&got, kWait);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE(*r);
   ASSERT_EQ(got.size(), 1u);
@@ -167,7 +167,7 @@ TEST(FdExhaustion, HealthzAnswersAtTheLimit) {
       ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
                 static_cast<ssize_t>(request.size()));
       std::string response;
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+      const auto deadline = std::chrono::steady_clock::now() + kWait;
       while (std::chrono::steady_clock::now() < deadline) {
         pollfd p{fd, POLLIN, 0};
         if (poll(&p, 1, 100) <= 0) continue;

@@ -21,7 +21,7 @@ StatusOr<std::unique_ptr<HandDrivenJob>> HandDrivenJob::Start(
   so.num_servers = 1;
   so.num_workers = num_workers;
   so.transport.bind_host = "127.0.0.1";
-  so.heartbeat_timeout_ms = 0;
+  so.heartbeat_timeout = std::chrono::milliseconds(0);
   auto s = Scheduler::Create(so);
   if (!s.ok()) return InternalError("scheduler: " + s.status().ToString());
   job->scheduler_ = std::move(s).value();
@@ -48,7 +48,7 @@ StatusOr<std::unique_ptr<HandDrivenJob>> HandDrivenJob::Start(
       no.scheduler = addr;
       no.transport.bind_host = "127.0.0.1";
       no.num_params = kNumParams;
-      no.heartbeat_interval_ms = 0;
+      no.heartbeat_interval = std::chrono::milliseconds(0);
       auto n = Node::Start(no);
       if (n.ok()) {
         job->workers_[w] = std::move(n).value();
@@ -84,7 +84,7 @@ Frames HandDrivenJob::Push(int w, uint64_t round, int shard, std::vector<uint32_
 
 Message HandDrivenJob::Next(int w) {
   Message m;
-  auto got = workers_[w]->Receive(&m, 10000);
+  auto got = workers_[w]->Receive(&m, std::chrono::milliseconds(10000));
   EXPECT_TRUE(got.ok() && *got) << "worker " << w << ": no message in 10 s";
   return m;
 }
@@ -97,7 +97,7 @@ std::vector<float> HandDrivenJob::PullShard(int w) {
     if (!frames.ok()) break;
     EXPECT_TRUE(workers_[w]->Send(1, std::move(frames).value()).ok());
     Message m;
-    auto got = workers_[w]->Receive(&m, 500 * (attempt + 1));
+    auto got = workers_[w]->Receive(&m, std::chrono::milliseconds(500 * (attempt + 1)));
     if (!got.ok()) break;
     if (*got) {
       EXPECT_EQ(m.type(), pb::MSG_DENSE);

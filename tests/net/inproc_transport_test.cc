@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
+
+#include "base/duration.h"
 
 namespace sieve {
 namespace {
@@ -37,12 +40,12 @@ TEST(InprocTransportTest, DeliversInOrderAndBindsEachPortOnce) {
   for (int i = 0; i < 100; ++i) ASSERT_TRUE((*a)->Send(7, OneFrame(std::to_string(i))).ok());
   for (int i = 0; i < 100; ++i) {
     Frames got;
-    auto r = (*b)->Recv(&got, 1000);
+    auto r = (*b)->Recv(&got, std::chrono::milliseconds(1000));
     ASSERT_TRUE(r.ok() && *r);
     EXPECT_EQ(Text(got), std::to_string(i));
   }
   Frames none;
-  auto r = (*b)->Recv(&none, 10);
+  auto r = (*b)->Recv(&none, std::chrono::milliseconds(10));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(*r);  // timeout
 }
@@ -61,7 +64,7 @@ TEST(InprocTransportTest, AbsentPeersAndOversizedFramesAreDroppedAndCounted) {
   EXPECT_TRUE((*a)->Send(2, OneFrame("fits")).ok());
   EXPECT_EQ(net.dropped(), 2u);
   Frames got;
-  auto r = (*b)->Recv(&got, 1000);
+  auto r = (*b)->Recv(&got, std::chrono::milliseconds(1000));
   ASSERT_TRUE(r.ok() && *r);
   EXPECT_EQ(Text(got), "fits");
 }
@@ -77,7 +80,7 @@ TEST(InprocTransportTest, CloseWakesABlockedRecvAndFreesThePort) {
     t->Close();
   });
   Frames got;
-  EXPECT_EQ(t->Recv(&got, -1).status().code(), StatusCode::kAborted);
+  EXPECT_EQ(t->Recv(&got, kForever).status().code(), StatusCode::kAborted);
   closer.join();
   TransportOptions again;
   again.port = port;

@@ -8,6 +8,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <mutex>
@@ -35,10 +36,10 @@ int main(int argc, char** argv) {
   opt.scheduler = FLAGS_scheduler;
   opt.transport.bind_host = "127.0.0.1";
   opt.num_params = FLAGS_num_params;
-  opt.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
-  opt.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
-  opt.register_retry_ms = 200;
-  opt.startup_timeout_ms = 30000;
+  opt.heartbeat_interval = std::chrono::milliseconds(FLAGS_heartbeat_interval_ms);
+  opt.heartbeat_timeout = std::chrono::milliseconds(FLAGS_heartbeat_timeout_ms);
+  opt.register_retry = std::chrono::milliseconds(200);
+  opt.startup_timeout = std::chrono::milliseconds(30000);
   std::mutex mu;
   sieve::Node* node_ptr = nullptr;
   sieve::SignalWatcher signals([&](int) {
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
     dead_cv.notify_all();
   });
   for (int b = 1; b <= FLAGS_barriers; ++b) {
-    sieve::Status s = n.Barrier(sieve::kGroupAll, 30000);
+    sieve::Status s = n.Barrier(sieve::kGroupAll, std::chrono::milliseconds(30000));
     if (!s.ok()) {
       std::printf("barrier failed: %s\n", s.ToString().c_str());
       return 1;
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
     }
   }
   if (n.role() == sieve::pb::ROLE_WORKER) (void)n.Finish();
-  sieve::Status s = n.WaitShutdown(30000);
+  sieve::Status s = n.WaitShutdown(std::chrono::milliseconds(30000));
   std::printf("shutdown %s\n", s.ok() ? "ok" : ("failed: " + s.ToString()).c_str());
   std::fflush(stdout);
   return s.ok() ? 0 : 1;

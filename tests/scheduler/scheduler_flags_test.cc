@@ -5,6 +5,8 @@
 #include <gflags/gflags.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "net/listen_flags.h"
 
 namespace sieve {
@@ -19,9 +21,9 @@ TEST(SchedulerFlagsTest, DefaultsGiveTheDefaultJob) {
   EXPECT_EQ(d->scheduler.min_workers, 0u);
   EXPECT_EQ(d->scheduler.num_params, 0u);
   EXPECT_TRUE(d->scheduler.wait_for_server_restart);
-  EXPECT_EQ(d->scheduler.heartbeat_timeout_ms, 10000);
-  EXPECT_EQ(d->scheduler.startup_timeout_ms, 600000);
-  EXPECT_EQ(d->scheduler.server_restart_timeout_ms, 60000);
+  EXPECT_EQ(d->scheduler.heartbeat_timeout, std::chrono::milliseconds(10000));
+  EXPECT_EQ(d->scheduler.startup_timeout, std::chrono::milliseconds(600000));
+  EXPECT_EQ(d->scheduler.server_restart_timeout, std::chrono::milliseconds(60000));
   EXPECT_FALSE(d->scheduler.allow_unbound_keys);
   // Only header-sized messages come to the scheduler.
   EXPECT_EQ(d->scheduler.transport.max_message_bytes, MaxFrameBytes(0));
@@ -52,10 +54,10 @@ TEST(SchedulerFlagsTest, FlagsReachTheOptions) {
   EXPECT_EQ(s.min_workers, 3u);
   EXPECT_EQ(s.num_params, 1000u);
   EXPECT_TRUE(s.allow_unbound_keys);
-  EXPECT_EQ(s.heartbeat_timeout_ms, 500);
-  EXPECT_EQ(s.startup_timeout_ms, 7000);
+  EXPECT_EQ(s.heartbeat_timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(s.startup_timeout, std::chrono::milliseconds(7000));
   EXPECT_FALSE(s.wait_for_server_restart);
-  EXPECT_EQ(s.server_restart_timeout_ms, 900);
+  EXPECT_EQ(s.server_restart_timeout, std::chrono::milliseconds(900));
   EXPECT_EQ(s.transport.bind_host, "127.0.0.1");
   EXPECT_EQ(s.transport.port, 9400);
   EXPECT_EQ(s.transport.advertise_host, "example.test");

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -39,7 +40,7 @@ class RunningScheduler {
     o.num_params = d;
     o.transport = Loopback(token);
     o.job_key = JobKey(token);
-    o.heartbeat_timeout_ms = 0;
+    o.heartbeat_timeout = std::chrono::milliseconds(0);
     auto s = Scheduler::Create(o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     s_ = std::move(s).value();
@@ -63,11 +64,11 @@ NodeOptions NodeFor(const std::string& address, pb::Role role, const std::string
   o.scheduler = address;
   o.transport = Loopback(token);
   o.job_key = JobKey(token);
-  o.heartbeat_interval_ms = 0;
+  o.heartbeat_interval = std::chrono::milliseconds(0);
   // Generous bounds (60 s) that only stop a hang: a loaded machine must not fail these tests.
-  o.register_retry_ms = 200;
+  o.register_retry = std::chrono::milliseconds(200);
   o.register_attempts = 300;
-  o.startup_timeout_ms = 60000;
+  o.startup_timeout = std::chrono::milliseconds(60000);
   return o;
 }
 
@@ -97,7 +98,7 @@ void SendRegister(Transport& peer, pb::Role role, int rank, uint32_t version) {
 // The scheduler's next message to `peer`, decoded (60 s only bound a hang).
 Message Reply(Transport& peer, const std::string& token = "") {
   Frames reply;
-  auto got = peer.Recv(&reply, 60000);
+  auto got = peer.Recv(&reply, std::chrono::milliseconds(60000));
   EXPECT_TRUE(got.ok() && *got) << "no reply from the scheduler";
   Message m;
   pb::ErrorCode code;
@@ -200,7 +201,8 @@ TEST(NetSchedulerTest, PendingBarriersPerNodeAreBounded) {
     }
   }
   EXPECT_EQ(refused, 6);
-  EXPECT_TRUE((*w0)->Barrier(kGroupWorkers, 60000).ok()) << "seq 1 completes with the flooder's";
+  EXPECT_TRUE((*w0)->Barrier(kGroupWorkers, std::chrono::milliseconds(60000)).ok())
+      << "seq 1 completes with the flooder's";
 }
 
 // A worker that gets the node table before a server does may already send it PULL_DENSE (the
@@ -241,7 +243,7 @@ TEST(NetNodeTest, PeerMessageBeforeTheTableIsDeliveredAfterIt) {
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   Message m;
-  auto got = (*server)->Receive(&m, 60000);  // 60 s only bound a hang
+  auto got = (*server)->Receive(&m, std::chrono::milliseconds(60000));  // 60 s only bound a hang
   ASSERT_TRUE(got.ok() && *got) << "the early PULL_DENSE was lost";
   EXPECT_EQ(m.type(), pb::MSG_PULL_DENSE);
   EXPECT_EQ(m.header.sender(), 3);
@@ -261,7 +263,7 @@ TEST(NetSchedulerTest, DTooSmallForServersIsRejected) {
 TEST(NetNodeTest, NoSchedulerGivesBoundedClearError) {
   NodeOptions o = NodeFor("127.0.0.1:1", pb::ROLE_WORKER);  // nothing listens on port 1
   o.register_attempts = 3;
-  o.register_retry_ms = 100;
+  o.register_retry = std::chrono::milliseconds(100);
   auto n = Node::Start(o);
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), StatusCode::kUnavailable);
@@ -292,7 +294,7 @@ TEST(NetTransportTest, PortZeroPicksAFreePortAndBadHostPortIsRejected) {
 TEST(NetTransportTest, TrySendDropsAtOnceWhenThePeersQueueIsFull) {
   TransportOptions o = Loopback();
   o.send_hwm = 4;
-  o.send_timeout_ms = 1000;
+  o.send_timeout = std::chrono::milliseconds(1000);
   auto sender = CreateZmqTransport(o);
   auto probe = CreateZmqTransport(Loopback());  // a port that was free a moment ago
   ASSERT_TRUE(sender.ok() && probe.ok());
@@ -332,14 +334,14 @@ TEST(NetTransportTest, FramesOverTheSizeLimitAreRefused) {
   ASSERT_TRUE((*big)->Connect(1, "127.0.0.1", (*receiver)->port()).ok());
   ASSERT_TRUE((*big)->Send(1, frames_of(1 << 20)).ok());  // queued; refused on arrival
   Frames got;
-  auto r = (*receiver)->Recv(&got, 1000);
+  auto r = (*receiver)->Recv(&got, std::chrono::milliseconds(1000));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(*r) << "an oversized frame was delivered";
   auto small = CreateZmqTransport(Loopback());
   ASSERT_TRUE(small.ok());
   ASSERT_TRUE((*small)->Connect(1, "127.0.0.1", (*receiver)->port()).ok());
   ASSERT_TRUE((*small)->Send(1, frames_of(4000)).ok());
-  r = (*receiver)->Recv(&got, 10000);
+  r = (*receiver)->Recv(&got, std::chrono::milliseconds(10000));
   ASSERT_TRUE(r.ok() && *r);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].size(), 4000u);
@@ -381,7 +383,7 @@ int ConnectRaw(uint16_t port) {
 // descriptors) open by sending nothing. The read only ends on the node's close: EOF.
 TEST(NetTransportTest, ConnectionWithoutAHandshakeIsClosed) {
   TransportOptions o = Loopback();
-  o.handshake_timeout_ms = 200;
+  o.handshake_timeout = std::chrono::milliseconds(200);
   auto node = CreateZmqTransport(o);
   ASSERT_TRUE(node.ok());
   const int fd = ConnectRaw((*node)->port());
@@ -397,8 +399,8 @@ TEST(NetTransportTest, ConnectionWithoutAHandshakeIsClosed) {
 // can be what closes it; the PING seen proves the handshake was complete.
 TEST(NetTransportTest, SilentPeerAfterTheHandshakeIsClosed) {
   TransportOptions o = Loopback();
-  o.handshake_timeout_ms = 600000;
-  o.idle_timeout_ms = 300;
+  o.handshake_timeout = std::chrono::milliseconds(600000);
+  o.idle_timeout = std::chrono::milliseconds(300);
   auto node = CreateZmqTransport(o);
   ASSERT_TRUE(node.ok());
   const int fd = ConnectRaw((*node)->port());
@@ -481,7 +483,7 @@ TEST(NetRegisterProofTest, ARegisterRecordedInOneJobTakesNoSlotInTheNext) {
   // Job 1's end reached the recorded peer as an ERROR to its pending REGISTER: drop it.
   Frames leftover;
   while (true) {
-    auto got = peer->Recv(&leftover, 500);
+    auto got = peer->Recv(&leftover, std::chrono::milliseconds(500));
     if (!got.ok() || !*got) break;
   }
   // Job 2, same token, one worker slot: the replayed REGISTER is only challenged again...

@@ -209,12 +209,12 @@ struct PerNodeKeys {
     fs::remove_all(dir, ec);
   }
   // A transport holding the insider's key, connected to the scheduler of `c` as peer 0.
-  StatusOr<std::unique_ptr<Transport>> InsiderAtScheduler(const testing::FaultCluster& c,
-                                                          int send_timeout_ms) const {
+  StatusOr<std::unique_ptr<Transport>> InsiderAtScheduler(
+      const testing::FaultCluster& c, std::chrono::milliseconds send_timeout) const {
     TransportOptions to;
     to.bind_host = "127.0.0.1";
     to.advertise_host = "127.0.0.1";
-    to.send_timeout_ms = send_timeout_ms;
+    to.send_timeout = send_timeout;
     to.curve = insider;
     SIEVE_ASSIGN_OR_RETURN(auto t, CreateZmqTransport(to));
     const size_t colon = c.address().rfind(':');
@@ -230,7 +230,7 @@ struct PerNodeKeys {
 bool ReceivesError(Transport& peer, pb::ErrorCode code) {
   Frames got;
   while (true) {
-    auto r = peer.Recv(&got, 10000);
+    auto r = peer.Recv(&got, std::chrono::milliseconds(10000));
     if (!r.ok() || !*r) return false;
     Message m;
     pb::ErrorCode decode_code;
@@ -270,7 +270,7 @@ TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
   c.StartWorker(0, {curve, "--port=" + std::to_string(worker_port), "--model=synthetic",
                     "--num_params=1000", "--rounds_per_epoch=" + std::to_string(kRounds),
                     "--epochs=1", "--compressor=topk", "--density=0.1", "--progress=log"});
-  auto insider = keys.InsiderAtScheduler(c, 100);
+  auto insider = keys.InsiderAtScheduler(c, std::chrono::milliseconds(100));
   ASSERT_TRUE(insider.ok()) << insider.status().ToString();
   Transport& peer = **insider;
   ASSERT_TRUE(peer.Connect(1, "127.0.0.1", server_port).ok());
@@ -362,7 +362,7 @@ TEST(CurveClusterTest, ABoundRankCannotBeSquattedWithAnotherKey) {
 
   testing::FaultCluster c;
   ASSERT_TRUE(c.StartScheduler(1, 1, {curve})) << c.Log();
-  auto insider = keys.InsiderAtScheduler(c, 30000);
+  auto insider = keys.InsiderAtScheduler(c, std::chrono::milliseconds(30000));
   ASSERT_TRUE(insider.ok()) << insider.status().ToString();
   Transport& peer = **insider;
   int instance = 77;
@@ -405,7 +405,7 @@ std::vector<pb::MsgType> ReceivedUntilError(Transport& peer, pb::ErrorCode* erro
   *error = pb::ERROR_NONE;
   Frames got;
   while (true) {
-    auto r = peer.Recv(&got, 10000);
+    auto r = peer.Recv(&got, std::chrono::milliseconds(10000));
     if (!r.ok() || !*r) return types;
     Message m;
     pb::ErrorCode decode_code;
@@ -434,7 +434,7 @@ TEST(CurveClusterTest, AnUnboundKeyTakesNoBoundRankBeforeTheStartOrAfterADeath) 
 
   testing::FaultCluster c;
   ASSERT_TRUE(c.StartScheduler(1, 2, {curve, "--heartbeat_timeout_ms=2000"})) << c.Log();
-  auto insider = keys.InsiderAtScheduler(c, 30000);
+  auto insider = keys.InsiderAtScheduler(c, std::chrono::milliseconds(30000));
   ASSERT_TRUE(insider.ok()) << insider.status().ToString();
   Transport& peer = **insider;
   ASSERT_TRUE(peer.Send(kSchedulerId, Forged(MakeRegisterHeader(pb::ROLE_WORKER, peer.host(),

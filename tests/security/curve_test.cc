@@ -41,7 +41,7 @@ std::unique_ptr<Transport> Make(const CurveOptions& curve) {
   TransportOptions o;
   o.bind_host = "127.0.0.1";
   o.advertise_host = "127.0.0.1";
-  o.send_timeout_ms = 1000;
+  o.send_timeout = std::chrono::milliseconds(1000);
   o.curve = curve;
   auto t = CreateZmqTransport(o);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
@@ -59,7 +59,7 @@ bool Delivered(Transport& sender, Transport& receiver) {
   EXPECT_TRUE(sender.Connect(1, "127.0.0.1", receiver.port()).ok());
   (void)sender.Send(1, Hello());
   Frames got;
-  auto r = receiver.Recv(&got, 1500);
+  auto r = receiver.Recv(&got, std::chrono::milliseconds(1500));
   return r.ok() && *r;
 }
 
@@ -69,7 +69,8 @@ bool Refused(Transport& receiver) {
   while (Clock::now() < deadline) {
     if (receiver.auth_denied() > 0) return true;
     Frames got;
-    auto r = receiver.Recv(&got, 50);  // paces the poll; nothing may arrive
+    // Paces the poll; nothing may arrive.
+    auto r = receiver.Recv(&got, std::chrono::milliseconds(50));
     EXPECT_TRUE(r.ok() && !*r) << "a refused peer's message was received";
   }
   return false;
@@ -269,14 +270,14 @@ TEST(CurveTest, ReceivedMessagesCarryTheSendersKey) {
   ASSERT_TRUE(tx->Connect(1, "127.0.0.1", rx->port()).ok());
   ASSERT_TRUE(tx->Send(1, Hello()).ok());
   Frames got;
-  auto r = rx->Recv(&got, 10000);  // bounds a hang
+  auto r = rx->Recv(&got, std::chrono::milliseconds(10000));  // bounds a hang
   ASSERT_TRUE(r.ok() && *r);
   EXPECT_EQ(PeerKey(got), k.bad.public_key);
   auto plain_rx = Make(CurveOptions{});
   auto plain_tx = Make(CurveOptions{});
   ASSERT_TRUE(plain_tx->Connect(1, "127.0.0.1", plain_rx->port()).ok());
   ASSERT_TRUE(plain_tx->Send(1, Hello()).ok());
-  r = plain_rx->Recv(&got, 10000);
+  r = plain_rx->Recv(&got, std::chrono::milliseconds(10000));
   ASSERT_TRUE(r.ok() && *r);
   EXPECT_EQ(PeerKey(got), "");
 }

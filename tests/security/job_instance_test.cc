@@ -72,8 +72,8 @@ class RecordingTransport final : public Transport {
     Record(frames);
     return inner_->TrySend(peer, std::move(frames));
   }
-  StatusOr<bool> Recv(Frames* frames, int timeout_ms) override {
-    auto got = inner_->Recv(frames, timeout_ms);
+  StatusOr<bool> Recv(Frames* frames, std::chrono::milliseconds timeout) override {
+    auto got = inner_->Recv(frames, timeout);
     if (got.ok() && *got) {
       std::lock_guard<std::mutex> lock(rec_->mu);
       rec_->received.push_back(Copy(*frames));
@@ -226,10 +226,10 @@ TEST(JobInstanceTest, OneJobsRecordedPushAndShutdownAreForeignInTheNext) {
       ASSERT_TRUE(push.ok());
       ASSERT_TRUE((*node)->Send((*node)->ServerId(0), std::move(push).value()).ok());
       Message reply;
-      ASSERT_TRUE((*node)->Receive(&reply, 10000).ok());
+      ASSERT_TRUE((*node)->Receive(&reply, std::chrono::milliseconds(10000)).ok());
     }
     ASSERT_TRUE((*node)->Finish().ok());
-    ASSERT_TRUE((*node)->WaitShutdown(30000).ok()) << c.Log();
+    ASSERT_TRUE((*node)->WaitShutdown(std::chrono::milliseconds(30000)).ok()) << c.Log();
     ASSERT_TRUE(c.WaitAll(milliseconds(30000))) << c.Log();
   }
   std::vector<Frames> replay;

@@ -45,7 +45,7 @@ std::unique_ptr<Transport> Stranger() {
   TransportOptions o;
   o.bind_host = "127.0.0.1";
   o.advertise_host = "127.0.0.1";
-  o.send_timeout_ms = 100;
+  o.send_timeout = std::chrono::milliseconds(100);
   o.job = JobDigest("job-B");
   auto t = CreateZmqTransport(o);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
@@ -170,7 +170,7 @@ TEST(JobTokenTest, RankTakeoverByAStrangerIsIgnored) {
   EXPECT_TRUE(during) << "no takeover attempt arrived while the job ran\n" << c.Log();
   EXPECT_EQ(c.Log().find("replaced by a new process"), std::string::npos) << c.Log();
   Frames got;
-  auto r = peer->Recv(&got, 0);
+  auto r = peer->Recv(&got, std::chrono::milliseconds(0));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(*r) << "the scheduler answered a stranger";
 }
@@ -211,7 +211,7 @@ TEST_P(JobTokenEarlyTest, RegistrationBeforeTheStartIsIgnored) {
   ExpectJobSucceeded(c);
   EXPECT_GE(SchedulerForeign(c), static_cast<int>(attack.size())) << c.Log();
   Frames got;
-  auto r = peer->Recv(&got, 0);
+  auto r = peer->Recv(&got, std::chrono::milliseconds(0));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(*r) << "the scheduler answered a stranger";
 }

@@ -5,6 +5,7 @@
 #include <gflags/gflags.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,7 @@ TEST(WorkerFlagsTest, DefaultsTrainFnn3WithTopk) {
   EXPECT_EQ(o->device, Device::kCpu);
   EXPECT_EQ(o->push_values, ValueType::kFp32);
   EXPECT_TRUE(o->checksum);
-  EXPECT_EQ(o->shutdown_timeout_ms, 600000);
+  EXPECT_EQ(o->shutdown_timeout, std::chrono::milliseconds(600000));
   EXPECT_EQ(o->blas_threads, 1);
   EXPECT_EQ(o->kernel_threads, 1);
   EXPECT_EQ(o->node.rank, -1);
@@ -84,7 +85,7 @@ TEST(WorkerFlagsTest, FlagsReachTheOptions) {
   EXPECT_EQ(t.histogram_rounds, (std::vector<int>{0, 10}));
   EXPECT_TRUE(t.progress_bar);
   EXPECT_FALSE(o->checksum);
-  EXPECT_EQ(o->shutdown_timeout_ms, 1234);
+  EXPECT_EQ(o->shutdown_timeout, std::chrono::milliseconds(1234));
   EXPECT_EQ(o->blas_threads, 2);
   EXPECT_EQ(o->kernel_threads, 3);
   EXPECT_EQ(o->node.rank, 2);

@@ -73,13 +73,13 @@ class PsClient::Impl {
   uint64_t resends() const { return resends_; }
   uint64_t errors_retried() const { return errors_retried_; }
 
-  Status PullDense(std::span<float> weights, int timeout_ms, uint64_t* at);
-  Status Join(uint64_t round, int timeout_ms);
-  Status OfferInitialWeights(std::span<const float> weights, int timeout_ms);
+  Status PullDense(std::span<float> weights, std::chrono::milliseconds timeout, uint64_t* at);
+  Status Join(uint64_t round, std::chrono::milliseconds timeout);
+  Status OfferInitialWeights(std::span<const float> weights, std::chrono::milliseconds timeout);
   Status PushPull(uint64_t round, Selection* sel, std::span<float> weights, RoundStats* stats,
-                  int timeout_ms);
+                  std::chrono::milliseconds timeout);
   Status PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
-                  int timeout_ms);
+                  std::chrono::milliseconds timeout);
 
  private:
   // Waits for one data message of `type` and `round` from each server in `pending` (by rank),
@@ -87,7 +87,7 @@ class PsClient::Impl {
   // "Split replies") calls apply once per distinct part and counts once all have arrived. ERRORs
   // for the round fail the wait. `resend(server_rank)`, when given, is called for each server still
   // missing when a new node table was installed since the last send (checked every
-  // options_.resend_check_ms), or, with always_resend_ms > 0, first after that many ms and then at
+  // options_.resend_check), or, with always_resend > 0, first after always_resend and then at
   // doubling intervals up to 8 s. With `any_round`, messages of any round are taken.
   // An ERROR for the request whose code a peer can cause without our fault (checksum, malformed
   // or out-of-range content, unknown round: our requests are validated before they leave, so it
@@ -95,13 +95,14 @@ class PsClient::Impl {
   // server and wait — and logged; any other ERROR, or one past the retries, fails the wait.
   static constexpr int kErrorRetries = 8;
   template <typename Fn>
-  Status Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
-                 const std::function<void(int)>& resend = nullptr, int always_resend_ms = 0,
+  Status Collect(pb::MsgType type, uint64_t round, std::chrono::milliseconds timeout, Fn apply,
+                 const std::function<void(int)>& resend = nullptr,
+                 std::chrono::milliseconds always_resend = std::chrono::milliseconds::zero(),
                  bool any_round = false);
   // One round of PushPull, each arriving UPDATE given to apply(server_rank, message).
   Status PushPullWith(uint64_t round, Selection* sel,
                       const std::function<void(int, const Message&)>& apply, RoundStats* stats,
-                      int timeout_ms);
+                      std::chrono::milliseconds timeout);
   // Sends a header-only `type` for `round` to server `s`.
   Status SendControl(pb::MsgType type, uint64_t round, int s);
   uint64_t num_params() const { return node_->num_params(); }
@@ -154,7 +155,7 @@ StatusOr<NodeOptions> ToNodeOptions(const PsClientOptions& options) {
   if (options.max_message_bytes < 0) {
     n.transport.max_message_bytes = options.num_params > 0 ? MaxFrameBytes(options.num_params) : 0;
   }
-  n.transport.send_timeout_ms = options.send_timeout_ms;
+  n.transport.send_timeout = options.send_timeout;
   n.transport.send_hwm = options.send_hwm;
   if (!options.curve_dir.empty()) {
     SIEVE_ASSIGN_OR_RETURN(auto curve, LoadCurveDir(options.curve_dir, options.curve_key));
@@ -162,11 +163,11 @@ StatusOr<NodeOptions> ToNodeOptions(const PsClientOptions& options) {
   }
   n.transport.job = JobDigest(options.job_token);
   n.job_key = JobKey(options.job_token);
-  n.heartbeat_interval_ms = options.heartbeat_interval_ms;
-  n.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
+  n.heartbeat_interval = options.heartbeat_interval;
+  n.heartbeat_timeout = options.heartbeat_timeout;
   n.register_attempts = options.register_attempts;
-  n.register_retry_ms = options.register_retry_ms;
-  n.startup_timeout_ms = options.startup_timeout_ms;
+  n.register_retry = options.register_retry;
+  n.startup_timeout = options.startup_timeout;
   return n;
 }
 
@@ -199,27 +200,33 @@ uint64_t PsClient::resends() const { return impl_->resends(); }
 uint64_t PsClient::errors_retried() const { return impl_->errors_retried(); }
 bool PsClient::joined_late() const { return impl_->node().joined_late(); }
 
-Status PsClient::OfferInitialWeights(std::span<const float> weights, int timeout_ms) {
-  return impl_->OfferInitialWeights(weights, timeout_ms);
+Status PsClient::OfferInitialWeights(std::span<const float> weights,
+                                     std::chrono::milliseconds timeout) {
+  return impl_->OfferInitialWeights(weights, timeout);
 }
 
-Status PsClient::PullDense(std::span<float> weights, int timeout_ms, uint64_t* at) {
-  return impl_->PullDense(weights, timeout_ms, at);
+Status PsClient::PullDense(std::span<float> weights, std::chrono::milliseconds timeout,
+                           uint64_t* at) {
+  return impl_->PullDense(weights, timeout, at);
 }
-Status PsClient::Join(uint64_t round, int timeout_ms) { return impl_->Join(round, timeout_ms); }
+Status PsClient::Join(uint64_t round, std::chrono::milliseconds timeout) {
+  return impl_->Join(round, timeout);
+}
 Status PsClient::PushPull(uint64_t round, Selection* sel, std::span<float> weights,
-                          RoundStats* stats, int timeout_ms) {
-  return impl_->PushPull(round, sel, weights, stats, timeout_ms);
+                          RoundStats* stats, std::chrono::milliseconds timeout) {
+  return impl_->PushPull(round, sel, weights, stats, timeout);
 }
 Status PsClient::PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
-                          int timeout_ms) {
-  return impl_->PushPull(round, sel, sink, stats, timeout_ms);
+                          std::chrono::milliseconds timeout) {
+  return impl_->PushPull(round, sel, sink, stats, timeout);
 }
-Status PsClient::Barrier(int timeout_ms) {
-  return impl_->node().Barrier(kGroupWorkers, timeout_ms);
+Status PsClient::Barrier(std::chrono::milliseconds timeout) {
+  return impl_->node().Barrier(kGroupWorkers, timeout);
 }
 Status PsClient::Finish() { return impl_->node().Finish(); }
-Status PsClient::WaitShutdown(int timeout_ms) { return impl_->node().WaitShutdown(timeout_ms); }
+Status PsClient::WaitShutdown(std::chrono::milliseconds timeout) {
+  return impl_->node().WaitShutdown(timeout);
+}
 void PsClient::RequestStop(const std::string& reason) { impl_->node().RequestStop(reason); }
 
 namespace {
@@ -246,9 +253,9 @@ bool PeerCausable(pb::ErrorCode code) {
 }  // namespace
 
 template <typename Fn>
-Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, int timeout_ms, Fn apply,
-                               const std::function<void(int)>& resend, int always_resend_ms,
-                               bool any_round) {
+Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::milliseconds timeout,
+                               Fn apply, const std::function<void(int)>& resend,
+                               std::chrono::milliseconds always_resend, bool any_round) {
   const uint32_t servers = node_->num_servers();
   std::vector<bool> done(servers, false);
   // A reply split into parts (UPDATE only): which parts of each server's reply arrived.
@@ -256,42 +263,42 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, int timeout_ms,
   std::vector<uint32_t> parts_left(servers, 0);
   std::vector<int> error_retries(servers, 0);
   uint32_t left = servers;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  const bool resending = resend && options_.resend_check_ms > 0;
+  using std::chrono::milliseconds;
+  const auto deadline = Clock::now() + timeout;
+  const bool resending = resend && options_.resend_check > milliseconds::zero();
   // Unconditional resends (idempotent requests) back off: the interval doubles up to 8 s.
-  const bool always_resend = always_resend_ms > 0;
-  int interval_ms = always_resend ? always_resend_ms : options_.resend_check_ms;
-  auto next_resend = Clock::now() + std::chrono::milliseconds(interval_ms);
+  constexpr milliseconds kMaxResendInterval{8000};
+  const bool always = always_resend > milliseconds::zero();
+  milliseconds interval = always ? always_resend : options_.resend_check;
+  auto next_resend = Clock::now() + interval;
   while (left > 0) {
     if (resending && Clock::now() >= next_resend) {
       // A new node table means a peer was re-admitted (e.g. a restarted server): what was sent
       // to its predecessor is lost, so send again to every server still missing.
       const uint64_t tables = node_->tables_installed();
-      if (always_resend || tables != tables_at_send_) {
+      if (always || tables != tables_at_send_) {
         tables_at_send_ = tables;
         for (uint32_t s = 0; s < servers; ++s) {
           if (!done[s]) resend(static_cast<int>(s));
         }
       }
-      if (always_resend) interval_ms = std::min(2 * interval_ms, 8000);
-      next_resend = Clock::now() + std::chrono::milliseconds(interval_ms);
+      if (always) interval = std::min(2 * interval, kMaxResendInterval);
+      next_resend = Clock::now() + interval;
     }
-    auto remaining =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto remaining = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     if (resending) {
-      const auto to_resend =
-          std::chrono::duration_cast<std::chrono::milliseconds>(next_resend - Clock::now());
-      remaining = std::min<int64_t>(remaining, to_resend.count() + 1);
+      const auto to_resend = std::chrono::duration_cast<milliseconds>(next_resend - Clock::now());
+      remaining = std::min(remaining, to_resend + milliseconds(1));
     }
-    if (remaining <= 0 && Clock::now() < deadline) remaining = 1;
-    if (remaining <= 0) {
+    if (remaining <= milliseconds::zero() && Clock::now() < deadline) remaining = milliseconds(1);
+    if (remaining <= milliseconds::zero()) {
       return DeadlineExceededError(std::string("no ") + std::string(MsgTypeName(type)) +
                                    " for round " + std::to_string(round) + " from " +
                                    std::to_string(left) + " of " + std::to_string(servers) +
-                                   " servers within " + std::to_string(timeout_ms) + " ms");
+                                   " servers within " + std::to_string(timeout.count()) + " ms");
     }
     Message msg;
-    SIEVE_ASSIGN_OR_RETURN(auto got, node_->Receive(&msg, static_cast<int>(remaining)));
+    SIEVE_ASSIGN_OR_RETURN(auto got, node_->Receive(&msg, remaining));
     if (!got) continue;
     const int server = msg.header.sender() - 1;
     if (server < 0 || server >= static_cast<int>(servers)) continue;  // not from a server
@@ -412,7 +419,8 @@ Status PsClient::Impl::SendControl(pb::MsgType type, uint64_t round, int s) {
   return node_->Send(node_->ServerId(s), std::move(frames));
 }
 
-Status PsClient::Impl::PullDense(std::span<float> weights, int timeout_ms, uint64_t* at) {
+Status PsClient::Impl::PullDense(std::span<float> weights, std::chrono::milliseconds timeout,
+                                 uint64_t* at) {
   if (weights.size() != num_params()) {
     return InvalidArgumentError("replica has " + std::to_string(weights.size()) +
                                 " values, D = " + std::to_string(num_params()));
@@ -423,7 +431,7 @@ Status PsClient::Impl::PullDense(std::span<float> weights, int timeout_ms, uint6
   }
   uint64_t max_round = 0;
   SIEVE_RETURN_IF_ERROR(Collect(
-      pb::MSG_DENSE, 0, timeout_ms,
+      pb::MSG_DENSE, 0, timeout,
       [&](int s, const Message& m) {
         ApplyValues(m, bounds_[s], weights);
         max_round = std::max<uint64_t>(max_round, m.header.round());
@@ -432,24 +440,26 @@ Status PsClient::Impl::PullDense(std::span<float> weights, int timeout_ms, uint6
       // A re-admitted worker's first request may reach a server before the node table that
       // admits it (then it is refused towards the dead address): ask again, slowly, since every
       // answer is a whole shard. Otherwise only a new node table triggers a resend.
-      /*always_resend_ms=*/joined_late() ? 1000 : 0,
+      /*always_resend=*/
+          joined_late() ? std::chrono::milliseconds(1000) : std::chrono::milliseconds::zero(),
       /*any_round=*/true));
   if (at != nullptr) *at = max_round;
   return Status::Ok();
 }
 
-Status PsClient::Impl::Join(uint64_t round, int timeout_ms) {
+Status PsClient::Impl::Join(uint64_t round, std::chrono::milliseconds timeout) {
   tables_at_send_ = node_->tables_installed();
   for (uint32_t s = 0; s < num_servers(); ++s) {
     SIEVE_RETURN_IF_ERROR(SendControl(pb::MSG_JOIN, round, static_cast<int>(s)));
   }
   return Collect(
-      pb::MSG_JOIN_ACK, round, timeout_ms, [](int, const Message&) {},
+      pb::MSG_JOIN_ACK, round, timeout, [](int, const Message&) {},
       [&](int s) { (void)SendControl(pb::MSG_JOIN, round, s); },
-      /*always_resend_ms=*/options_.resend_check_ms);
+      /*always_resend=*/options_.resend_check);
 }
 
-Status PsClient::Impl::OfferInitialWeights(std::span<const float> weights, int timeout_ms) {
+Status PsClient::Impl::OfferInitialWeights(std::span<const float> weights,
+                                           std::chrono::milliseconds timeout) {
   if (weights.size() != num_params()) {
     return InvalidArgumentError("initial weights have " + std::to_string(weights.size()) +
                                 " values, D = " + std::to_string(num_params()));
@@ -477,31 +487,31 @@ Status PsClient::Impl::OfferInitialWeights(std::span<const float> weights, int t
   tables_at_send_ = node_->tables_installed();
   for (uint32_t s = 0; s < num_servers(); ++s) SIEVE_RETURN_IF_ERROR(send(static_cast<int>(s)));
   return Collect(
-      pb::MSG_INIT_ACK, 0, timeout_ms, [](int, const Message&) {}, [&](int s) { (void)send(s); });
+      pb::MSG_INIT_ACK, 0, timeout, [](int, const Message&) {}, [&](int s) { (void)send(s); });
 }
 
 Status PsClient::Impl::PushPull(uint64_t round, Selection* sel, std::span<float> weights,
-                                RoundStats* stats, int timeout_ms) {
+                                RoundStats* stats, std::chrono::milliseconds timeout) {
   if (weights.size() != num_params()) {
     return InvalidArgumentError("replica has " + std::to_string(weights.size()) +
                                 " values, D = " + std::to_string(num_params()));
   }
   return PushPullWith(
       round, sel, [&](int s, const Message& m) { ApplyValues(m, bounds_[s], weights); }, stats,
-      timeout_ms);
+      timeout);
 }
 
 Status PsClient::Impl::PushPull(uint64_t round, Selection* sel, const UpdateSink& sink,
-                                RoundStats* stats, int timeout_ms) {
+                                RoundStats* stats, std::chrono::milliseconds timeout) {
   return PushPullWith(
       round, sel,
       [&](int s, const Message& m) { ForwardValues(m, bounds_[s], sink, &sink_scratch_); }, stats,
-      timeout_ms);
+      timeout);
 }
 
 Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
                                     const std::function<void(int, const Message&)>& apply,
-                                    RoundStats* stats, int timeout_ms) {
+                                    RoundStats* stats, std::chrono::milliseconds timeout) {
   const uint64_t d = num_params();
   if (sel->dense ? sel->values.size() != d : sel->indices.size() != sel->values.size()) {
     return InvalidArgumentError(
@@ -552,7 +562,7 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   const auto t1 = Clock::now();
   if (status.ok()) {
     status = Collect(
-        pb::MSG_UPDATE, round, timeout_ms,
+        pb::MSG_UPDATE, round, timeout,
         [&](int s, const Message& m) {
           local.bytes_down += FrameBytes(m.storage);
           local.pairs_down += m.header.count();

@@ -7,13 +7,14 @@
 //
 //   auto client = PsClient::Connect(options);       // registers, waits for the node table
 //   std::vector<float> w(client->num_params());
-//   client->PullDense(w, 60000);                    // authoritative initial weights
-//   client->Barrier(60000);
+//   const std::chrono::milliseconds timeout{60000};
+//   client->PullDense(w, timeout);                  // authoritative initial weights
+//   client->Barrier(timeout);
 //   for (uint64_t round = 0; ...; ++round) {
 //     Selection sel = ...;                          // kernels/selection.h
-//     client->PushPull(round, &sel, w, &stats, 60000);  // w now holds the servers' values
+//     client->PushPull(round, &sel, w, &stats, timeout);  // w now holds the servers' values
 //   }
-//   client->Finish();  client->WaitShutdown(60000);  // every call returns a Status to check
+//   client->Finish();  client->WaitShutdown(timeout);  // every call returns a Status to check
 //
 // Every server receives exactly one PUSH per round, with count 0 when the worker selected nothing
 // in its shard (docs/architecture.md explains why BSP needs it). Pushed values travel as fp32, or
@@ -30,6 +31,7 @@
 #ifndef SIEVE_WORKER_CLIENT_PS_CLIENT_H_
 #define SIEVE_WORKER_CLIENT_PS_CLIENT_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -58,8 +60,8 @@ struct PsClientOptions {
   // The largest message frame accepted (a peer sending a larger one is disconnected): -1 = 4·D
   // bytes + 1 MiB (a dense shard of the whole vector; no limit while D is 0), 0 = no limit.
   int64_t max_message_bytes = -1;
-  int send_timeout_ms = 30000;  // a send that cannot be queued within this fails
-  int send_hwm = 1000;          // messages queued per peer before a send waits
+  std::chrono::milliseconds send_timeout{30000};  // a send that cannot be queued within this fails
+  int send_hwm = 1000;                            // messages queued per peer before a send waits
   // CurveZMQ (docs/security.md): a key directory written by `sieve keygen` (server.key,
   // client.key, allowed_clients); empty = plain TCP. Connect fails on a bad directory.
   std::string curve_dir;
@@ -72,11 +74,12 @@ struct PsClientOptions {
   std::string job_token;
 
   // Liveness and start-up.
-  int heartbeat_interval_ms = 1000;  // 0 disables heartbeats and scheduler-loss detection
-  int heartbeat_timeout_ms = 10000;  // scheduler silent this long -> the client fails
-  int register_attempts = 20;        // REGISTER sends before giving up on the scheduler
-  int register_retry_ms = 500;       // wait for REGISTER_ACK per attempt
-  int startup_timeout_ms = 600000;   // wait for the node table after the ack
+  // 0 disables heartbeats and scheduler-loss detection.
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{10000};  // scheduler silent this long -> fail
+  int register_attempts = 20;  // REGISTER sends before giving up on the scheduler
+  std::chrono::milliseconds register_retry{500};      // wait for REGISTER_ACK per attempt
+  std::chrono::milliseconds startup_timeout{600000};  // wait for the node table after the ack
 
   // The wire.
   // The precision of pushed values (`--wire_values`): each value is rounded to it to nearest even
@@ -91,12 +94,12 @@ struct PsClientOptions {
   // Code each PUSH's indices compactly (protocol 7: Stream VByte gaps or a bitmap, whichever is
   // smaller; docs/protocol.md "Index coding"); false = raw uint32 indices (`--wire=v4`).
   bool compact_indices = true;
-  // While PushPull waits, it checks every resend_check_ms whether a new node table arrived (a
+  // While PushPull waits, it checks every resend_check whether a new node table arrived (a
   // peer was re-admitted, e.g. a server restarted from a checkpoint); if so it sends the round's
   // PUSH again to every server that has not answered. At most one resend per table change, so a
   // healthy job never resends; servers apply a (worker, round) once, so resends are harmless.
-  // 0 = never resend.
-  int resend_check_ms = 100;
+  // 0 disables resending.
+  std::chrono::milliseconds resend_check{100};
 };
 
 struct RoundStats {
@@ -134,7 +137,7 @@ class PsClient {
   uint32_t num_workers() const;
   uint32_t num_servers() const;
   size_t dead_nodes() const;  // peers the scheduler has declared dead so far
-  uint64_t resends() const;   // PUSHes sent again (see resend_check_ms)
+  uint64_t resends() const;   // PUSHes sent again (see resend_check)
   // ERRORs a peer could have caused (a corrupted or forged copy of our request, a forged ERROR)
   // that were answered by sending the request again instead of failing.
   uint64_t errors_retried() const;
@@ -146,7 +149,8 @@ class PsClient {
   // after 1 s, then at doubling intervals up to 8 s (each answer is a whole shard). Errors:
   // InvalidArgument (wrong length), DeadlineExceeded, Aborted/Unavailable (job ended),
   // FailedPrecondition with the server's ERROR message.
-  Status PullDense(std::span<float> weights, int timeout_ms, uint64_t* at = nullptr);
+  Status PullDense(std::span<float> weights, std::chrono::milliseconds timeout,
+                   uint64_t* at = nullptr);
 
   // Worker 0 at the start of a job, before the start barrier: offers `weights` (length D, its
   // own initial weights, e.g. a torch model's init) to every server (MSG_INIT, each server its
@@ -154,7 +158,7 @@ class PsClient {
   // them; one with its own initial weights keeps those. Returns once every server acknowledged.
   // Errors: InvalidArgument (wrong length, non-finite value), FailedPrecondition with a server's
   // ERROR (e.g. this is not worker 0), DeadlineExceeded, Aborted/Unavailable.
-  Status OfferInitialWeights(std::span<const float> weights, int timeout_ms);
+  Status OfferInitialWeights(std::span<const float> weights, std::chrono::milliseconds timeout);
 
   // A worker admitted into a running job (joined_late()) asks every server to count it again
   // from `round` on (MSG_JOIN, resent like PullDense until acknowledged). After OK the worker
@@ -162,7 +166,7 @@ class PsClient {
   // passed `round` there: pull again and join a later round; servers that accepted `round` move
   // to the later one, see ShardServer::OnJoin), FailedPrecondition with any other ERROR,
   // DeadlineExceeded, Aborted.
-  Status Join(uint64_t round, int timeout_ms);
+  Status Join(uint64_t round, std::chrono::milliseconds timeout);
   bool joined_late() const;
 
   // One round: pushes `*sel` (global ascending indices into [0, D), or dense with D values) split
@@ -173,21 +177,21 @@ class PsClient {
   // InvalidArgument for a malformed selection (nothing is sent then). A server's ERROR for this
   // round fails the call.
   Status PushPull(uint64_t round, Selection* sel, std::span<float> weights, RoundStats* stats,
-                  int timeout_ms);
+                  std::chrono::milliseconds timeout);
   // The same round with each UPDATE handed to `sink` instead of written into a host replica
   // (called on this thread, before PushPull returns, once per UPDATE part; never after an error
   // return for the parts that did not arrive).
   Status PushPull(uint64_t round, Selection* sel, const UpdateSink& sink, RoundStats* stats,
-                  int timeout_ms);
+                  std::chrono::milliseconds timeout);
 
   // Waits until every live worker entered the workers' barrier. Errors: DeadlineExceeded,
   // Aborted/Unavailable (job ended).
-  Status Barrier(int timeout_ms);
+  Status Barrier(std::chrono::milliseconds timeout);
   // Tells the scheduler this worker's training is done (the job ends when every worker is).
   Status Finish();
   // Waits for the scheduler's SHUTDOWN: OK when the job ended normally; Aborted with the reason
-  // when it failed or RequestStop was called; DeadlineExceeded after timeout_ms.
-  Status WaitShutdown(int timeout_ms);
+  // when it failed or RequestStop was called; DeadlineExceeded after `timeout`.
+  Status WaitShutdown(std::chrono::milliseconds timeout);
   // Wakes every wait with Aborted (e.g. on SIGTERM). Safe from any thread, repeatable.
   void RequestStop(const std::string& reason);
 

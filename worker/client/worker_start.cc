@@ -6,18 +6,19 @@
 
 namespace sieve {
 
-StatusOr<WorkerStart> StartWorker(PsClient* client, std::span<float> weights, int timeout_ms) {
+StatusOr<WorkerStart> StartWorker(PsClient* client, std::span<float> weights,
+                                  std::chrono::milliseconds timeout) {
   WorkerStart start;
   if (!client->joined_late()) {
     if (client->rank() == 0) {
-      SIEVE_RETURN_IF_ERROR(client->OfferInitialWeights(weights, timeout_ms));
+      SIEVE_RETURN_IF_ERROR(client->OfferInitialWeights(weights, timeout));
     }
-    SIEVE_RETURN_IF_ERROR(client->Barrier(timeout_ms));
+    SIEVE_RETURN_IF_ERROR(client->Barrier(timeout));
     uint64_t at = 0;
-    SIEVE_RETURN_IF_ERROR(client->PullDense(weights, timeout_ms, &at));
+    SIEVE_RETURN_IF_ERROR(client->PullDense(weights, timeout, &at));
     // Nobody pushes before every worker pulled: `at` is the servers' round at the start, the same
     // for every worker (0, or the round servers restored from their checkpoints).
-    SIEVE_RETURN_IF_ERROR(client->Barrier(timeout_ms));
+    SIEVE_RETURN_IF_ERROR(client->Barrier(timeout));
     start.first_round = at;
     start.servers_at = at;
     if (at > 0) LOG(INFO) << "the servers restored round " << at << "; the job goes on from there";
@@ -31,9 +32,9 @@ StatusOr<WorkerStart> StartWorker(PsClient* client, std::span<float> weights, in
   start.rejoined = true;
   for (int attempt = 1;; ++attempt, margin *= 2) {
     uint64_t at = 0;
-    SIEVE_RETURN_IF_ERROR(client->PullDense(weights, timeout_ms, &at));
+    SIEVE_RETURN_IF_ERROR(client->PullDense(weights, timeout, &at));
     const uint64_t join = at + margin;
-    Status joined = client->Join(join, timeout_ms);
+    Status joined = client->Join(join, timeout);
     if (joined.ok()) {
       LOG(INFO) << "rejoined a running job: servers at round " << at << ", counted from round "
                 << join << " (attempt " << attempt << ")";

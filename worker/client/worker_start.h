@@ -14,11 +14,13 @@
 //     first and skips the barrier.
 // `weights` (length D, host memory, caller-owned): on entry this worker's own initial weights
 // (read only by worker 0 of a starting job); on success the servers' weights.
+// `timeout` bounds each PsClient call it makes (not the whole start).
 // Errors: those of the PsClient calls (the rejoin's last refusal names its attempts).
 // Thread-safety: as PsClient (one thread drives the client).
 #ifndef SIEVE_WORKER_CLIENT_WORKER_START_H_
 #define SIEVE_WORKER_CLIENT_WORKER_START_H_
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 
@@ -34,7 +36,8 @@ struct WorkerStart {
   int attempts = 1;          // rejoin: JOINs sent until one was accepted
 };
 
-StatusOr<WorkerStart> StartWorker(PsClient* client, std::span<float> weights, int timeout_ms);
+StatusOr<WorkerStart> StartWorker(PsClient* client, std::span<float> weights,
+                                  std::chrono::milliseconds timeout);
 
 }  // namespace sieve
 

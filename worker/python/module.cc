@@ -24,6 +24,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -308,8 +309,8 @@ class PyClient {
       if (!token.ok()) throw py::value_error("job_token_file: " + token.status().message());
       o.job_token = *token;
     }
-    o.heartbeat_interval_ms = heartbeat_interval_ms;
-    o.heartbeat_timeout_ms = heartbeat_timeout_ms;
+    o.heartbeat_interval = std::chrono::milliseconds(heartbeat_interval_ms);
+    o.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
     o.fp16 = fp16;
     o.push_values = ParsePrecision(wire_values, "wire_values");
     if (wire != "v5" && wire != "v4") {
@@ -342,13 +343,14 @@ class PyClient {
     uint64_t at = 0;
     if (w.device == Device::kCpu) {
       py::gil_scoped_release nogil;
-      Check(c_->PullDense(std::span<float>(w.data, w.n), timeout_ms, &at));
+      Check(
+          c_->PullDense(std::span<float>(w.data, w.n), std::chrono::milliseconds(timeout_ms), &at));
       return at;
     }
     std::vector<float> host(w.n);
     {
       py::gil_scoped_release nogil;
-      Check(c_->PullDense(host, timeout_ms, &at));
+      Check(c_->PullDense(host, std::chrono::milliseconds(timeout_ms), &at));
     }
     SyncTorchCuda(w);
     py::gil_scoped_release nogil;
@@ -368,7 +370,8 @@ class PyClient {
     if (w.device == Device::kCpu) {
       {
         py::gil_scoped_release nogil;
-        Check(c_->PushPull(round, sel, std::span<float>(w.data, w.n), &stats, timeout_ms));
+        Check(c_->PushPull(round, sel, std::span<float>(w.data, w.n), &stats,
+                           std::chrono::milliseconds(timeout_ms)));
       }
       return StatsDict(stats);
     }
@@ -393,7 +396,7 @@ class PyClient {
           update_vals_.insert(update_vals_.end(), values.begin(), values.end());
         }
       };
-      Check(c_->PushPull(round, sel, sink, &stats, timeout_ms));
+      Check(c_->PushPull(round, sel, sink, &stats, std::chrono::milliseconds(timeout_ms)));
       Check(dense_copy);
       Check(ops->ScatterSet(update_idx_.data(), update_vals_.data(), update_idx_.size(), w.data,
                             w.n));
@@ -419,7 +422,7 @@ class PyClient {
     }
     StatusOr<WorkerStart> started = [&] {
       py::gil_scoped_release nogil;
-      return StartWorker(c_.get(), span, timeout_ms);
+      return StartWorker(c_.get(), span, std::chrono::milliseconds(timeout_ms));
     }();
     const WorkerStart st = Take(std::move(started));
     if (w.device != Device::kCpu) {
@@ -439,7 +442,7 @@ class PyClient {
   void Barrier(int timeout_ms) {
     PsClient& client = c();
     py::gil_scoped_release nogil;
-    Check(client.Barrier(timeout_ms));
+    Check(client.Barrier(std::chrono::milliseconds(timeout_ms)));
   }
   void Finish() {
     PsClient& client = c();
@@ -449,12 +452,12 @@ class PyClient {
   void WaitShutdown(int timeout_ms) {
     PsClient& client = c();
     py::gil_scoped_release nogil;
-    Check(client.WaitShutdown(timeout_ms));
+    Check(client.WaitShutdown(std::chrono::milliseconds(timeout_ms)));
   }
   void Join(uint64_t round, int timeout_ms) {
     PsClient& client = c();
     py::gil_scoped_release nogil;
-    Check(client.Join(round, timeout_ms));
+    Check(client.Join(round, std::chrono::milliseconds(timeout_ms)));
   }
   void RequestStop(const std::string& reason) { c().RequestStop(reason); }
   void Close() {
@@ -579,8 +582,10 @@ PYBIND11_MODULE(_core, m) {
                   py::arg("wire_values") = PrecisionName(kClientDefaults.push_values),
                   py::arg("wire") = kClientDefaults.compact_indices ? "v5" : "v4",
                   py::arg("checksum") = kClientDefaults.checksum,
-                  py::arg("heartbeat_interval_ms") = kClientDefaults.heartbeat_interval_ms,
-                  py::arg("heartbeat_timeout_ms") = kClientDefaults.heartbeat_timeout_ms,
+                  py::arg("heartbeat_interval_ms") =
+                      static_cast<int>(kClientDefaults.heartbeat_interval.count()),
+                  py::arg("heartbeat_timeout_ms") =
+                      static_cast<int>(kClientDefaults.heartbeat_timeout.count()),
                   py::arg("curve_dir") = kClientDefaults.curve_dir,
                   py::arg("job_token") = kClientDefaults.job_token, py::arg("job_token_file") = "",
                   py::arg("curve_key") = kClientDefaults.curve_key)

@@ -179,7 +179,7 @@ Status Trainer::InitWeights(uint64_t* first_round) {
   std::vector<float> w = InitParams(layout_, options_.seed);
   // A fingerprint, not a copy, of the local initialization (a copy would cost 4 B/param at peak).
   const uint64_t local = Fingerprint(w);
-  SIEVE_ASSIGN_OR_RETURN(WorkerStart start, StartWorker(client_, w, options_.round_timeout_ms));
+  SIEVE_ASSIGN_OR_RETURN(WorkerStart start, StartWorker(client_, w, options_.round_timeout));
   *first_round = start.first_round;
   if (!start.rejoined && Fingerprint(w) != local) {
     LOG(WARNING)
@@ -279,7 +279,7 @@ Status Trainer::PushPull(uint64_t round, Selection* sel, RoundStats* stats) {
       update_vals_.insert(update_vals_.end(), values.begin(), values.end());
     }
   };
-  SIEVE_RETURN_IF_ERROR(client_->PushPull(round, sel, sink, stats, options_.round_timeout_ms));
+  SIEVE_RETURN_IF_ERROR(client_->PushPull(round, sel, sink, stats, options_.round_timeout));
   SIEVE_RETURN_IF_ERROR(dense_copy);
   return nn_->ScatterSet(update_idx_.data(), update_vals_.data(), update_idx_.size(), w, d_);
 }

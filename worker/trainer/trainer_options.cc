@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -127,7 +128,8 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
       return InvalidArgumentError("--histogram_rounds must be strictly ascending rounds >= 0");
     }
   }
-  if (o.round_timeout_ms < 1) return InvalidArgumentError("--round_timeout_ms must be >= 1");
+  if (o.round_timeout < std::chrono::milliseconds(1))
+    return InvalidArgumentError("--round_timeout_ms must be >= 1");
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #ifndef SIEVE_WORKER_TRAINER_TRAINER_OPTIONS_H_
 #define SIEVE_WORKER_TRAINER_TRAINER_OPTIONS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -88,7 +89,7 @@ struct TrainerOptions {
   // the path is replaced (every worker writes; give each rank its own path).
   std::string dump_weights;
   bool progress_bar = false;  // single-line bar with ETA (a TTY) instead of per-epoch log lines
-  int round_timeout_ms = 120000;
+  std::chrono::milliseconds round_timeout{120000};  // each wait of the start and a round; >= 1 ms
   // Called after every round's push/pull with the round, k, the pairs selected and the
   // round's traffic (the daemon's Prometheus metrics); empty = none.
   std::function<void(uint64_t round, uint64_t k, uint64_t selected, const RoundStats& stats)>

@@ -26,8 +26,8 @@
 namespace sieve {
 namespace {
 
-constexpr uint64_t kD = 64;  // one shard: server 0 owns [0, 64)
-constexpr int kWait = 5000;  // ms: bounds a hang, never a race
+constexpr uint64_t kD = 64;                       // one shard: server 0 owns [0, 64)
+constexpr std::chrono::milliseconds kWait{5000};  // bounds a hang, never a race
 
 class PsClientTest : public ::testing::Test {
  protected:
@@ -36,7 +36,7 @@ class PsClientTest : public ::testing::Test {
     so.num_servers = 1;
     so.num_workers = 1;
     so.num_params = kD;
-    so.heartbeat_timeout_ms = 0;
+    so.heartbeat_timeout = std::chrono::milliseconds(0);
     so.transport.factory = net_.factory();
     auto s = Scheduler::Create(so);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -49,8 +49,8 @@ class PsClientTest : public ::testing::Test {
     PsClientOptions co;
     co.scheduler = address_;
     co.num_params = kD;
-    co.heartbeat_interval_ms = 0;
-    co.resend_check_ms = 20;
+    co.heartbeat_interval = std::chrono::milliseconds(0);
+    co.resend_check = std::chrono::milliseconds(20);
     auto c = PsClientTesting::Connect(co, net_.factory());
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     client_ = std::move(c).value();
@@ -71,7 +71,7 @@ class PsClientTest : public ::testing::Test {
     no.role = pb::ROLE_SERVER;
     no.rank = 0;
     no.scheduler = address_;
-    no.heartbeat_interval_ms = 0;
+    no.heartbeat_interval = std::chrono::milliseconds(0);
     no.transport.factory = net_.factory();
     auto n = Node::Start(no);
     EXPECT_TRUE(n.ok()) << n.status().ToString();
@@ -79,18 +79,18 @@ class PsClientTest : public ::testing::Test {
   }
 
   // The client's round in the background: push sel = {1: 0.5, 9: -2} and collect the UPDATE.
-  std::future<Status> StartRound(uint64_t round, int timeout_ms = kWait) {
-    return std::async(std::launch::async, [this, round, timeout_ms] {
+  std::future<Status> StartRound(uint64_t round, std::chrono::milliseconds timeout = kWait) {
+    return std::async(std::launch::async, [this, round, timeout] {
       Selection sel;
       sel.dim = kD;
       sel.indices = {1, 9};
       sel.values = {0.5f, -2.0f};
       RoundStats stats;
-      return client_->PushPull(round, &sel, weights_, &stats, timeout_ms);
+      return client_->PushPull(round, &sel, weights_, &stats, timeout);
     });
   }
 
-  // The next message the server receives (a test failure after kWait ms without one).
+  // The next message the server receives (a test failure after kWait without one).
   Message ServerNext(Node& server) {
     Message m;
     auto got = server.Receive(&m, kWait);
@@ -142,7 +142,7 @@ TEST_F(PsClientTest, PushCarriesTheSelectionAndTheReplyIsWrittenIntoTheReplica) 
   EXPECT_EQ(std::vector<float>(push.values.begin(), push.values.end()),
             (std::vector<float>{0.5f, -2.0f}));
   SendUpdate(*server_, push, 0, {1, 9, 40}, {10.0f, 20.0f, 30.0f});
-  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
   ASSERT_TRUE(round.get().ok());
   EXPECT_EQ(weights_, Expect({{1, 10.0f}, {9, 20.0f}, {40, 30.0f}}));
 }
@@ -153,7 +153,7 @@ TEST_F(PsClientTest, StaleRoundAndDuplicateRepliesAreIgnored) {
   SendUpdate(*server_, push, 4, {2}, {444.0f});  // the previous round: stale
   SendUpdate(*server_, push, 6, {3}, {666.0f});  // a round not asked for
   SendUpdate(*server_, push, 5, {1}, {7.0f});
-  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
   ASSERT_TRUE(round.get().ok());
   EXPECT_EQ(weights_, Expect({{1, 7.0f}}));
 
@@ -163,7 +163,7 @@ TEST_F(PsClientTest, StaleRoundAndDuplicateRepliesAreIgnored) {
   Message push6 = ServerNext(*server_);
   SendUpdate(*server_, push6, 5, {1}, {555.0f});
   SendUpdate(*server_, push6, 6, {8}, {8.0f});
-  ASSERT_EQ(next.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_EQ(next.wait_for(kWait), std::future_status::ready);
   ASSERT_TRUE(next.get().ok());
   EXPECT_EQ(weights_, Expect({{8, 8.0f}}));
 }
@@ -177,7 +177,7 @@ TEST_F(PsClientTest, SplitReplyCompletesAfterEveryPartAndIgnoresRepeatedParts) {
   // Two parts of three: the round is not over.
   EXPECT_EQ(round.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
   SendUpdate(*server_, push, 2, {10}, {3.0f}, 1, 3);
-  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
   ASSERT_TRUE(round.get().ok());
   EXPECT_EQ(weights_, Expect({{1, 1.0f}, {10, 3.0f}, {20, 2.0f}}));
 }
@@ -192,7 +192,7 @@ TEST_F(PsClientTest, ErrorAPeerCouldHaveCausedIsAnsweredByPushingAgain) {
   EXPECT_EQ(std::vector<uint32_t>(again.indices.begin(), again.indices.end()),
             (std::vector<uint32_t>{1, 9}));
   SendUpdate(*server_, again, 3, {9}, {4.5f});
-  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
   ASSERT_TRUE(round.get().ok());
   EXPECT_EQ(client_->errors_retried(), 1u);
   EXPECT_EQ(weights_, Expect({{9, 4.5f}}));
@@ -204,7 +204,7 @@ TEST_F(PsClientTest, ErrorsForAnotherRoundOrRequestAreIgnored) {
   SendError(*server_, push, 2, pb::ERROR_NOT_REGISTERED);                      // another round
   SendError(*server_, push, 3, pb::ERROR_NOT_REGISTERED, pb::MSG_PULL_DENSE);  // another request
   SendUpdate(*server_, push, 3, {1}, {1.5f});
-  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
   ASSERT_TRUE(round.get().ok());
   EXPECT_EQ(weights_, Expect({{1, 1.5f}}));
   EXPECT_EQ(client_->errors_retried(), 0u);
@@ -214,7 +214,7 @@ TEST_F(PsClientTest, ARefusalFailsTheRoundNamingTheServerAndLeavesTheReplica) {
   auto round = StartRound(1);
   Message push = ServerNext(*server_);
   SendError(*server_, push, 1, pb::ERROR_NOT_REGISTERED);
-  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
   const Status s = round.get();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
   EXPECT_NE(s.message().find("server 0"), std::string::npos) << s.message();
@@ -223,10 +223,10 @@ TEST_F(PsClientTest, ARefusalFailsTheRoundNamingTheServerAndLeavesTheReplica) {
 }
 
 TEST_F(PsClientTest, SilenceEndsAtTheDeadlineNamingWhatIsMissing) {
-  auto round = StartRound(4, /*timeout_ms=*/200);
+  auto round = StartRound(4, /*timeout=*/std::chrono::milliseconds(200));
   Message push = ServerNext(*server_);
   ASSERT_EQ(push.type(), pb::MSG_PUSH);
-  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
   const Status s = round.get();
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
   EXPECT_NE(s.message().find("round 4"), std::string::npos) << s.message();
@@ -246,7 +246,7 @@ TEST_F(PsClientTest, ARestartedServerGetsTheRoundsPushAgain) {
   ASSERT_EQ(push.type(), pb::MSG_PUSH);
   EXPECT_EQ(push.header.round(), 7u);
   SendUpdate(*restarted, push, 7, {1, 9}, {0.25f, 0.75f});
-  ASSERT_EQ(round.wait_for(std::chrono::milliseconds(kWait)), std::future_status::ready);
+  ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
   ASSERT_TRUE(round.get().ok());
   EXPECT_EQ(client_->resends(), 1u);
   EXPECT_EQ(weights_, Expect({{1, 0.25f}, {9, 0.75f}}));
