@@ -25,8 +25,7 @@ DEFINE_string(consistency, "bsp", "bsp | ssp | asp");
 DEFINE_int32(staleness, 2, "SSP bound: max rounds a worker may run ahead of the slowest");
 DEFINE_double(async_scale, 0.0, "ASP/SSP: w -= scale * pushed value; 0 = 1/num_workers");
 DEFINE_string(staleness_lr, "none",
-              "ASP/SSP: none, or inverse: a push of staleness tau >= 1 (pushes this shard "
-              "applied since the pusher's last reply) is applied with scale / tau");
+              "ASP/SSP: none, or inverse (a push of staleness tau >= 1 gets scale / tau)");
 DEFINE_string(server_compressor, "none",
               "Two-way compression of the BSP aggregate: none|topk|gaussiank");
 DEFINE_double(server_density, 0.001,

@@ -51,8 +51,9 @@
 #include <vector>
 
 #include "base/huge_page_allocator.h"
+#include "bench/common/bench_end.h"
+#include "bench/common/flag_value.h"
 #include "bench/rawzmq/raw_round_trips.h"
-#include "bench/report/bench_end.h"
 #include "tests/net/subprocess.h"
 #include "worker/client/ps_client.h"
 
@@ -510,10 +511,7 @@ int Main(int argc, char** argv) {
   std::vector<std::pair<std::string, Cell>> variants;  // label, server flags and daemons
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&](const std::string& name) -> const char* {
-      const std::string p = "--" + name + "=";
-      return a.rfind(p, 0) == 0 ? argv[i] + p.size() : nullptr;
-    };
+    auto value = [&](std::string_view name) { return FlagValue(argv[i], name); };
     if (a == "--help") {
       std::puts(
           "usage: bench_pushpull --bin_dir=DIR [--k=1000,10000,100000,1000000] "

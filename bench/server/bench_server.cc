@@ -44,7 +44,8 @@
 #include <vector>
 
 #include "base/thread_team.h"
-#include "bench/report/bench_end.h"
+#include "bench/common/bench_end.h"
+#include "bench/common/flag_value.h"
 #include "server/shard_server.h"
 
 namespace sieve {
@@ -178,10 +179,7 @@ int Main(int argc, char** argv) {
   std::string thread_list = "1,2,4,8", ks = "100000", cs = "bsp", json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&](const std::string& name) -> const char* {
-      const std::string p = "--" + name + "=";
-      return a.rfind(p, 0) == 0 ? argv[i] + p.size() : nullptr;
-    };
+    auto value = [&](std::string_view name) { return FlagValue(argv[i], name); };
     if (a == "--help") {
       std::puts(
           "usage: bench_server [--threads=1,2,4,8] [--workers=4] [--num_params=10000000]\n"

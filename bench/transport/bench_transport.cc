@@ -45,8 +45,9 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "bench/common/bench_end.h"
+#include "bench/common/flag_value.h"
 #include "bench/rawzmq/raw_round_trips.h"
-#include "bench/report/bench_end.h"
 #include "net/transport.h"
 #include "proto/codec.h"
 #include "proto/crc32c.h"

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/common/flag_value.h"
 #include "proto/codec.h"
 #include "proto/messages.h"
 
@@ -52,14 +53,12 @@ Args Parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string_view s = argv[i];
-    auto value = [&](std::string_view name) -> const char* {
-      return s.substr(0, name.size()) == name ? argv[i] + name.size() : nullptr;
-    };
-    if (const char* v = value("--d=")) {
+    auto value = [&](std::string_view name) { return FlagValue(argv[i], name); };
+    if (const char* v = value("d")) {
       a.d = static_cast<uint64_t>(std::atof(v));
-    } else if (const char* v = value("--repeats=")) {
+    } else if (const char* v = value("repeats")) {
       a.repeats = std::atoi(v);
-    } else if (const char* v = value("--json=")) {
+    } else if (const char* v = value("json")) {
       a.json = v;
     } else if (s == "--help") {
       std::printf("bench_wire [--d=1e7] [--repeats=7] [--json=PATH]: see bench/README.md\n");

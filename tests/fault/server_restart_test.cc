@@ -19,8 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
-using testing::FaultCluster;
-using testing::KeyValues;
 
 constexpr uint64_t kEvery = 10;  // checkpoint interval (rounds)
 
@@ -45,7 +43,7 @@ struct Outcome {
   bool ok = false;
   double test_acc = -1;
   uint64_t rounds = 0;
-  KeyValues restarted;  // summary of the restarted server (empty when none)
+  testing::KeyValues restarted;  // summary of the restarted server (empty when none)
   uint64_t killed_at_ckpt = 0;
   std::string log;
   std::string summary;  // worker 0's summary
@@ -55,7 +53,7 @@ struct Outcome {
 // reached round `kill_after`, and restarted at once.
 Outcome RunJob(const fs::path& dir, int kill_server, uint64_t kill_after) {
   Outcome o;
-  FaultCluster c;
+  testing::FaultCluster c;
   if (!c.StartScheduler(2, 2,
                         {"--heartbeat_timeout_ms=20000", "--server_failure=wait",
                          "--server_restart_timeout_ms=30000"})) {
@@ -100,7 +98,7 @@ Outcome RunJob(const fs::path& dir, int kill_server, uint64_t kill_after) {
   if (!ended) return o;
   auto status = c.scheduler().Wait(milliseconds(1));
   o.ok = status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
-  KeyValues w0 = c.WorkerSummary(0);
+  testing::KeyValues w0 = c.WorkerSummary(0);
   if (w0.count("test_acc")) o.test_acc = std::stod(w0["test_acc"]);
   if (w0.count("rounds")) o.rounds = std::stoull(w0["rounds"]);
   for (const auto& [k, v] : w0) o.summary += k + "=" + v + " ";

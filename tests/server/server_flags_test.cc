@@ -48,7 +48,6 @@ TEST(ServerFlagsTest, FlagsReachTheOptions) {
   FLAGS_consistency = "ssp";
   FLAGS_staleness = 3;
   FLAGS_async_scale = 0.5;
-  FLAGS_staleness_lr = "inverse";
   FLAGS_server_compressor = "topk";
   FLAGS_server_density = 0.25;
   FLAGS_server_threads = 3;
@@ -61,6 +60,7 @@ TEST(ServerFlagsTest, FlagsReachTheOptions) {
   FLAGS_restore = "never";
   FLAGS_dump_shard = "shard-{rank}.bin";
   FLAGS_rank = 1;
+  FLAGS_staleness_lr = "inverse";
   auto o = FlagsToServerOptions();
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->model, "synthetic");

@@ -24,13 +24,12 @@ constexpr float kValue = 6.0f;
 
 std::unique_ptr<ShardServer> Make(Consistency c, int staleness, StalenessLr lr, float scale,
                                   uint32_t workers, size_t n) {
-  ShardServerOptions o;
-  o.num_workers = workers;
-  o.consistency = c;
-  o.staleness = staleness;
-  o.staleness_lr = lr;
-  o.async_scale = scale;
-  auto s = ShardServer::Create(o, std::vector<float>(n, 0.0f));
+  auto s = ShardServer::Create({.num_workers = workers,
+                                .consistency = c,
+                                .staleness = staleness,
+                                .async_scale = scale,
+                                .staleness_lr = lr},
+                               std::vector<float>(n, 0.0f));
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return s.ok() ? std::move(s).value() : nullptr;
 }

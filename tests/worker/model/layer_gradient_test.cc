@@ -17,16 +17,6 @@
 namespace sieve {
 namespace {
 
-using cpu_reference::Col2Im;
-using cpu_reference::DenseBackward;
-using cpu_reference::DenseForward;
-using cpu_reference::Im2Col;
-using cpu_reference::MaxPool2x2Backward;
-using cpu_reference::MaxPool2x2Forward;
-using cpu_reference::ReluBackward;
-using cpu_reference::ReluForward;
-using cpu_reference::SoftmaxCrossEntropy;
-
 using reference::AllIndices;
 using reference::CentralDifferences;
 using reference::ExpectGradientClose;
@@ -82,11 +72,12 @@ TEST(WorkerModelLayerGradient, Dense) {
   const std::vector<float> x = RandomVector(batch * in, &rng), w = RandomVector(out * in, &rng),
                            b = RandomVector(out, &rng), r = RandomVector(batch * out, &rng);
   std::vector<float> y(batch * out), dw(out * in), db(out), dx(batch * in);
-  DenseForward(x.data(), batch, in, w.data(), b.data(), out, y.data());
+  cpu_reference::DenseForward(x.data(), batch, in, w.data(), b.data(), out, y.data());
   const Vec xd = ToDouble(x), wd = ToDouble(w), bd = ToDouble(b);
   ExpectForwardClose(y, reference::RefDense(xd, batch, in, wd.data(), bd.data(), out));
   // L = sum(r * y), so dL/dy = r.
-  DenseBackward(x.data(), batch, in, w.data(), out, r.data(), dw.data(), db.data(), dx.data());
+  cpu_reference::DenseBackward(x.data(), batch, in, w.data(), out, r.data(), dw.data(), db.data(),
+                               dx.data());
   auto loss = [&](const Vec& xv, const Vec& wv, const Vec& bv) {
     return Dot(reference::RefDense(xv, batch, in, wv.data(), bv.data(), out), r);
   };
@@ -101,15 +92,15 @@ TEST(WorkerModelLayerGradient, ConvolutionAsIm2ColGemm) {
                            wt = RandomVector(oc * patch, &rng), b = RandomVector(oc, &rng),
                            r = RandomVector(rows * oc, &rng);
   std::vector<float> patches(rows * patch), y(rows * oc);
-  Im2Col(x.data(), batch, h, w, c, k, patches.data());
-  DenseForward(patches.data(), rows, patch, wt.data(), b.data(), oc, y.data());
+  cpu_reference::Im2Col(x.data(), batch, h, w, c, k, patches.data());
+  cpu_reference::DenseForward(patches.data(), rows, patch, wt.data(), b.data(), oc, y.data());
   const Vec xd = ToDouble(x), wd = ToDouble(wt), bd = ToDouble(b);
   ExpectForwardClose(y, reference::RefConv(xd, batch, h, w, c, wd.data(), bd.data(), oc, k));
 
   std::vector<float> dw(oc * patch), db(oc), dpatches(rows * patch), dx(x.size(), 123.0f);
-  DenseBackward(patches.data(), rows, patch, wt.data(), oc, r.data(), dw.data(), db.data(),
-                dpatches.data());
-  Col2Im(dpatches.data(), batch, h, w, c, k, dx.data());
+  cpu_reference::DenseBackward(patches.data(), rows, patch, wt.data(), oc, r.data(), dw.data(),
+                               db.data(), dpatches.data());
+  cpu_reference::Col2Im(dpatches.data(), batch, h, w, c, k, dx.data());
   auto loss = [&](const Vec& xv, const Vec& wv, const Vec& bv) {
     return Dot(reference::RefConv(xv, batch, h, w, c, wv.data(), bv.data(), oc, k), r);
   };
@@ -123,10 +114,10 @@ TEST(WorkerModelLayerGradient, MaxPool) {
                            r = RandomVector(batch * (h / 2) * (w / 2) * c, &rng);
   std::vector<float> y(r.size()), dx(x.size(), 5.0f);
   std::vector<int32_t> argmax(r.size());
-  MaxPool2x2Forward(x.data(), batch, h, w, c, y.data(), argmax.data());
+  cpu_reference::MaxPool2x2Forward(x.data(), batch, h, w, c, y.data(), argmax.data());
   const Vec xd = ToDouble(x);
   ExpectForwardClose(y, reference::RefMaxPool(xd, batch, h, w, c));
-  MaxPool2x2Backward(r.data(), argmax.data(), batch, h, w, c, dx.data());
+  cpu_reference::MaxPool2x2Backward(r.data(), argmax.data(), batch, h, w, c, dx.data());
   ExpectFullGradient(
       dx, [&](const Vec& v) { return Dot(reference::RefMaxPool(v, batch, h, w, c), r); }, xd, "dx");
 }
@@ -137,11 +128,11 @@ TEST(WorkerModelLayerGradient, Relu) {
   for (float& v : x) v += v > 0 ? 0.1f : -0.1f;  // keep clear of the kink
   const std::vector<float> r = RandomVector(50, &rng);
   std::vector<float> y = x;
-  ReluForward(y.data(), 50);
+  cpu_reference::ReluForward(y.data(), 50);
   const Vec xd = ToDouble(x);
   ExpectForwardClose(y, reference::RefRelu(xd));
   std::vector<float> dx = r;
-  ReluBackward(y.data(), 50, dx.data());
+  cpu_reference::ReluBackward(y.data(), 50, dx.data());
   ExpectFullGradient(
       dx, [&](const Vec& v) { return Dot(reference::RefRelu(v), r); }, xd, "dx");
 }
@@ -154,8 +145,8 @@ TEST(WorkerModelLayerGradient, SoftmaxCrossEntropy) {
   const std::vector<uint8_t> labels = {3, 9, 0, 4};
   std::vector<float> dlogits(logits.size());
   int64_t correct = -1;
-  const float loss =
-      SoftmaxCrossEntropy(logits.data(), labels.data(), batch, classes, dlogits.data(), &correct);
+  const float loss = cpu_reference::SoftmaxCrossEntropy(logits.data(), labels.data(), batch,
+                                                        classes, dlogits.data(), &correct);
   const Vec ld = ToDouble(logits);
   const double want = reference::RefCrossEntropy(ld, labels.data(), batch, classes);
   EXPECT_TRUE(std::isfinite(loss));

@@ -7,8 +7,8 @@
 // never exits 0. FinishBench() does that, then returns main's exit code: 0, or 1 after
 // "<program>: <failure>" on stderr when `failure` is not empty. Thread-compatible (call once, at
 // the end).
-#ifndef SIEVE_BENCH_REPORT_BENCH_END_H_
-#define SIEVE_BENCH_REPORT_BENCH_END_H_
+#ifndef SIEVE_BENCH_COMMON_BENCH_END_H_
+#define SIEVE_BENCH_COMMON_BENCH_END_H_
 
 #include <string>
 #include <string_view>
@@ -22,4 +22,4 @@ int FinishBench(std::string_view program, const std::string& json_path, const st
 
 }  // namespace sieve
 
-#endif  // SIEVE_BENCH_REPORT_BENCH_END_H_
+#endif  // SIEVE_BENCH_COMMON_BENCH_END_H_

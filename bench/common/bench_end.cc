@@ -1,4 +1,4 @@
-#include "bench/report/bench_end.h"
+#include "bench/common/bench_end.h"
 
 #include <cstdio>
 #include <cstdlib>
