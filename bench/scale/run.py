@@ -44,6 +44,7 @@ usage: run.py [--build=build] [--cells=4x1,16x4] [--d=1e6[,1e8]] [--rounds=200]
 """
 import argparse
 import json
+import math
 import os
 import re
 import secrets
@@ -456,6 +457,45 @@ def run_cell(a, w, s, d):
     return cell
 
 
+def power_fit(ns, ts):
+    """Least-squares exponent p of t ~ c * N^p over the points (ns, ts), all > 0; None with fewer
+    than two distinct N."""
+    pts = [(math.log(n), math.log(t)) for n, t in zip(ns, ts) if n > 0 and t and t > 0]
+    if len({x for x, _ in pts}) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    return (sum((x - mx) * (y - my) for x, y in pts) /
+            sum((x - mx) ** 2 for x, _ in pts))
+
+
+def nlogn_exponent(n_lo, n_hi):
+    """The exponent N log N grows with between n_lo and n_hi (> 1): log(f(hi)/f(lo)) /
+    log(hi/lo) for f(N) = N ln N."""
+    return math.log((n_hi * math.log(n_hi)) / (n_lo * math.log(n_lo))) / math.log(n_hi / n_lo)
+
+
+def growth_lines(cells):
+    """Per D with cells of at least two node counts N = W + S + 1: the fitted exponents of the
+    time to formed and to the start barrier against N log N's over the same range."""
+    lines = []
+    for d in sorted({c["num_params"] for c in cells}):
+        cs = [c for c in cells if c["num_params"] == d and c["pass"]]
+        ns = [c["workers"] + c["servers"] + 1 for c in cs]
+        if len(set(ns)) < 2:
+            continue
+        ref = nlogn_exponent(min(ns), max(ns))
+        parts = []
+        for key, name in (("formed_s", "formed"), ("start_barrier_s", "barrier")):
+            p = power_fit(ns, [c[key] for c in cs])
+            if p is not None:
+                verdict = "within" if p <= ref else "ABOVE"
+                parts.append(f"{name} ~ N^{p:.2f} ({verdict} O(N log N))")
+        lines.append(f"growth D={d:g} N={min(ns)}..{max(ns)}: " + ", ".join(parts) +
+                     f"; N log N over this range ~ N^{ref:.2f}")
+    return lines
+
+
 def fmt(x, scale=1.0, digits=2):
     return "-" if x is None else f"{x * scale:.{digits}f}"
 
@@ -516,6 +556,8 @@ def main():
         json.dump(doc, f, indent=1)
     print()
     print_table(results)
+    for line in growth_lines(results):
+        print(line)
     print(f"\nload average before {' '.join(load_before)}, after {' '.join(load_after)} "
           f"({os.cpu_count()} CPUs)")
     print(f"{'PASS' if doc['pass'] else 'FAIL'}: every daemon exited 0, applied = W x rounds on "

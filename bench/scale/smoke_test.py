@@ -7,6 +7,7 @@ reported as failed (exit 1, pass false) within seconds, the daemons stopped.
 usage: smoke_test.py BUILD_DIR
 """
 import json
+import math
 import os
 import subprocess
 import sys
@@ -38,11 +39,36 @@ def harness(build, out, *extra):
     return r.returncode, time.time() - t
 
 
+def check_growth_fit(bad):
+    """run.py's growth fit against closed forms: t = 3 N^1.5 fits p = 1.5 exactly; N log N's
+    exponent between 5 and 80 is log(80 ln 80 / (5 ln 5)) / log 16; a cell growing like N^2
+    is reported ABOVE it, one like sqrt(N) within."""
+    sys.path.insert(0, HERE)
+    import run  # noqa: E402 (the harness next to this file)
+    p = run.power_fit([5, 20, 80], [3 * n ** 1.5 for n in (5, 20, 80)])
+    if p is None or abs(p - 1.5) > 1e-9:
+        bad.append(f"power_fit of 3 N^1.5 gave {p}")
+    ref = math.log(80 * math.log(80) / (5 * math.log(5))) / math.log(16)
+    if abs(run.nlogn_exponent(5, 80) - ref) > 1e-12:
+        bad.append("nlogn_exponent(5, 80) is not the closed form")
+
+    def cell(w, s, t):
+        return {"num_params": 1e6, "pass": True, "workers": w, "servers": s, "formed_s": t,
+                "start_barrier_s": t}
+    square = run.growth_lines([cell(3, 1, 25.0), cell(63, 16, 80.0 ** 2)])
+    root = run.growth_lines([cell(3, 1, 5 ** 0.5), cell(63, 16, 80 ** 0.5)])
+    if len(square) != 1 or "formed ~ N^2.00 (ABOVE" not in square[0]:
+        bad.append(f"growth of N^2 not flagged: {square}")
+    if len(root) != 1 or "formed ~ N^0.50 (within" not in root[0]:
+        bad.append(f"growth of sqrt(N) flagged: {root}")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     build = sys.argv[1]
     bad = []
+    check_growth_fit(bad)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "scale.json")
         rc, secs = harness(build, out)
