@@ -50,6 +50,14 @@ bool IsDataPlane(pb::MsgType t) {
          t == pb::MSG_INIT || t == pb::MSG_INIT_ACK;
 }
 
+// Whether a node of role `self` keeps a connection to a node of role `peer`: workers talk only to
+// servers and servers only to workers (and both to the scheduler, connected at the start), so a
+// node holds 2 (peers of the other role + 1) + 1 sockets instead of a full mesh's 2 N - 1.
+bool Talks(pb::Role self, pb::Role peer) {
+  if (self == pb::ROLE_SCHEDULER || peer == pb::ROLE_SCHEDULER) return true;
+  return self != peer;
+}
+
 }  // namespace
 
 Node::Node(const NodeOptions& options)
@@ -465,7 +473,7 @@ void Node::InstallTable(const pb::NodeTable& table) {
         if (n.id() < 1 || static_cast<size_t>(n.id()) > current_.size()) continue;
         pb::NodeInfo& old = current_[n.id() - 1];
         if (n.id() != id_ && (old.host() != n.host() || old.port() != n.port())) {
-          (void)transport_->Connect(n.id(), n.host(), n.port());
+          if (Talks(options_.role, n.role())) (void)transport_->Connect(n.id(), n.host(), n.port());
           dead_.erase(n.id());
         }
         if (n.id() != id_ && old.instance() != n.instance()) rejoined.push_back(n);
@@ -489,7 +497,7 @@ void Node::InstallFirstTableLocked(const pb::NodeTable& table) {
     if (n.instance() == instance_) {
       id_ = n.id();
       rank_ = n.rank();
-    } else {
+    } else if (Talks(options_.role, n.role())) {
       Status s = transport_->Connect(n.id(), n.host(), n.port());
       if (!s.ok()) LOG(ERROR) << "cannot connect to node " << n.id() << ": " << s.ToString();
     }

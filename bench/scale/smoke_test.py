@@ -2,7 +2,8 @@
 """BenchScaleSmoke: bench/scale/run.py at cell 4x1, D = 1e5, a few hundred short rounds (seconds on
 2 cores). Passes when the harness exits 0, its JSON has every field of a cell and of each
 process filled in, and the exactness checks passed; then a cell with a bad worker flag must be
-reported as failed (exit 1, pass false) within seconds, the daemons stopped.
+reported as failed (exit 1, pass false) within seconds, the daemons stopped. Also checks that the
+nodes are not a full mesh (the sockets of each role) and run.py's growth fit (closed forms).
 
 usage: smoke_test.py BUILD_DIR
 """
@@ -97,6 +98,15 @@ def main():
                 bad.append(f"{p.get('process')}: exit {p.get('exit')}")
         if not (0 < cell["formed_s"] <= cell["start_barrier_s"] < cell["wall_s"]):
             bad.append("formed_s <= start_barrier_s < wall_s does not hold")
+        # No full mesh (net/node.cc, Talks): a worker holds a PUSH to the scheduler and to each of
+        # the S servers, and the PULL those connect to, 2 (S + 1) + 1 sockets; a server
+        # 2 (W + 1) + 1; the scheduler talks to all, 2 (W + S) + 1. A full mesh gives every node
+        # the scheduler's count (11 here).
+        for key, want in (("worker_sockets_max", 2 * (1 + 1) + 1),
+                          ("server_sockets_max", 2 * (4 + 1) + 1),
+                          ("scheduler_sockets", 2 * (4 + 1) + 1)):
+            if cell.get(key) != want:
+                bad.append(f"{key} {cell.get(key)}, expected {want}")
         print(f"smoke: good cell in {secs:.1f} s")
 
         out_bad = os.path.join(tmp, "bad.json")
