@@ -34,7 +34,8 @@ int Run(const SchedulerDaemonOptions& options) {
   Status st = s->Run();
   if (!st.ok()) return ExitWith(kExitFailure, kName, "job failed: " + st.ToString());
   PrintSummaryLine(std::string(kName) +
-                   ": job finished (foreign=" + std::to_string(s->foreign_messages()) +
+                   ": job finished (heartbeats=" + std::to_string(s->heartbeats_received()) +
+                   " foreign=" + std::to_string(s->foreign_messages()) +
                    " impostors=" + std::to_string(s->impostor_messages()) + ")");
   return kExitSuccess;
 }

@@ -129,6 +129,7 @@ void Scheduler::Handle(Frames frames) {
       return;
     case pb::MSG_HEARTBEAT:
       if (Find(h.sender()) != nullptr) {
+        heartbeats_.fetch_add(1, std::memory_order_relaxed);
         pb::Header echo = MakeHeader(pb::MSG_HEARTBEAT, kSchedulerId, h.sender());
         echo.mutable_heartbeat();
         SendTo(h.sender(), echo);

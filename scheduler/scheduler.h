@@ -90,6 +90,8 @@ class Scheduler {
 
   // Nodes declared dead so far (monitoring; any thread).
   uint64_t nodes_declared_dead() const { return dead_count_.load(std::memory_order_relaxed); }
+  // HEARTBEATs received from registered nodes (each one echoed; any thread).
+  uint64_t heartbeats_received() const { return heartbeats_.load(std::memory_order_relaxed); }
   // Messages of another job (Header.job differs from options.transport.job), dropped unanswered
   // (any thread).
   uint64_t foreign_messages() const { return filter_.foreign(); }
@@ -168,6 +170,7 @@ class Scheduler {
   std::string stop_reason_ GUARDED_BY(stop_mu_);
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> dead_count_{0};
+  std::atomic<uint64_t> heartbeats_{0};
 
   // Everything below is touched by the Run() thread only (filter_'s counters: any thread).
   RejectionLog reject_log_;             // warnings on rejected and dropped messages

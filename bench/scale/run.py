@@ -28,8 +28,9 @@ process from /proc while the job runs, reaps each one with wait4() (its rusage),
                      (ns, /proc/<pid>/task/*/schedstat) gained over the window / its wall time;
                      server_cpu_per_round_s likewise for each server, times round_s (max over
                      servers)
-  heartbeats_per_s_nominal  (W + S) * 1000 / --heartbeat_interval_ms: what the nodes send, not a
-                     count (the scheduler exports no heartbeat counter yet)
+  heartbeats_per_s_nominal  (W + S) * 1000 / --heartbeat_interval_ms: what the nodes send;
+                     heartbeats_received / heartbeats_per_s: the scheduler's count (its last
+                     line's heartbeats=) and that over the scheduler's lifetime
 
 Checks (a failed one fails the cell, and the script exits 1): every daemon exited 0; every worker
 and server printed its summary line; every worker ran --rounds rounds and every server completed
@@ -333,6 +334,15 @@ def run_cell(a, w, s, d):
     g = glog_time(formed[1]) if formed else None
     formed_glog_s = g - t0 if g is not None else None
 
+    # The scheduler's last line, "job finished (heartbeats=H foreign=N impostors=M)": H HEARTBEATs
+    # received (and echoed) over its life.
+    fin = sched.find("job finished (")
+    heartbeats = None
+    if fin:
+        hb = summary(fin[1].replace("(", " ").replace(")", " "), "job finished").get("heartbeats")
+        heartbeats = int(hb) if hb is not None and hb.isdigit() else None
+    sched_life = (sched.t_exit - sched.t_start) if sched.t_exit else None
+
     wsum = summaries(workers, "sieve-worker summary:", problems)
     ssum = summaries(servers, "sieve-server summary:", problems)
     barrier_at, round_s, mean_round = [], [], []
@@ -427,6 +437,9 @@ def run_cell(a, w, s, d):
         "server_cpu_per_round_s": (max(server_rates) * rs) if server_rates and rs else None,
         "heartbeats_per_s_nominal": ((w + s) * 1000.0 / a.heartbeat_interval_ms
                                      if a.heartbeat_interval_ms > 0 else 0.0),
+        "heartbeats_received": heartbeats,
+        "heartbeats_per_s": (heartbeats / sched_life if heartbeats is not None and sched_life
+                             else None),
         "scheduler_rss_mb": mx("scheduler", "peak_rss_mb"),
         "server_rss_mb_max": mx("server", "peak_rss_mb"),
         "worker_rss_mb_max": mx("worker", "peak_rss_mb"),
@@ -502,7 +515,7 @@ def fmt(x, scale=1.0, digits=2):
 
 def print_table(cells):
     head = (f"{'W':>3} {'S':>3} {'D':>8} {'pass':>4} {'formed s':>8} {'barrier s':>9} "
-            f"{'round ms':>8} {'sched %cpu':>10} {'srv cpu ms/rd':>13} {'sched MB':>8} "
+            f"{'round ms':>8} {'sched %cpu':>10} {'hb/s':>6} {'srv cpu ms/rd':>13} {'sched MB':>8} "
             f"{'srv MB':>7} {'wkr MB':>7} {'wkr anon':>8} {'fds sch/srv/wkr':>15} "
             f"{'socks sch/srv/wkr':>17}")
     print(head)
@@ -514,7 +527,7 @@ def print_table(cells):
         print(f"{c['workers']:>3} {c['servers']:>3} {c['num_params']:>8.0e} "
               f"{'yes' if c['pass'] else 'NO':>4} {fmt(c['formed_s']):>8} "
               f"{fmt(c['start_barrier_s']):>9} {fmt(c['round_s'], 1e3):>8} "
-              f"{fmt(c['scheduler_cpu_per_s'], 100):>10} "
+              f"{fmt(c['scheduler_cpu_per_s'], 100):>10} {fmt(c['heartbeats_per_s'], 1, 1):>6} "
               f"{fmt(c['server_cpu_per_round_s'], 1e3, 3):>13} "
               f"{fmt(c['scheduler_rss_mb'], 1, 1):>8} {fmt(c['server_rss_mb_max'], 1, 1):>7} "
               f"{fmt(c['worker_rss_mb_max'], 1, 1):>7} {fmt(c['worker_anon_mb_max'], 1, 1):>8} "

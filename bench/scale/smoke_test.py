@@ -20,6 +20,7 @@ CELL_FIELDS = [
     "workers", "servers", "num_params", "rounds", "wall_s", "formed_s", "formed_glog_s",
     "start_barrier_s", "start_barrier_min_s", "round_s", "mean_round_s", "steady_window_s",
     "scheduler_cpu_per_s", "server_cpu_per_round_s", "heartbeats_per_s_nominal",
+    "heartbeats_received", "heartbeats_per_s",
     "scheduler_rss_mb", "server_rss_mb_max", "worker_rss_mb_max", "scheduler_fds",
     "server_fds_max", "worker_fds_max", "scheduler_sockets", "server_sockets_max",
     "worker_sockets_max", "worker_pss_mb_max", "worker_anon_mb_max",
@@ -72,7 +73,8 @@ def main():
     check_growth_fit(bad)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "scale.json")
-        rc, secs = harness(build, out)
+        # Heartbeats every 100 ms, so that a cell of about a second counts several per node.
+        rc, secs = harness(build, out, "--heartbeat_interval_ms=100")
         if rc != 0:
             bad.append(f"the harness exited {rc}")
         doc = json.load(open(out))
@@ -98,6 +100,13 @@ def main():
                 bad.append(f"{p.get('process')}: exit {p.get('exit')}")
         if not (0 < cell["formed_s"] <= cell["start_barrier_s"] < cell["wall_s"]):
             bad.append("formed_s <= start_barrier_s < wall_s does not hold")
+        # Each of the W + S nodes sends one HEARTBEAT per --heartbeat_interval_ms (100 ms): the
+        # scheduler's count over its life is at most that rate (a node's first comes one interval
+        # after its start), and some arrived in a cell of several seconds.
+        hb, nominal = cell.get("heartbeats_per_s"), cell["heartbeats_per_s_nominal"]
+        if not cell.get("heartbeats_received") or hb is None or not 0 < hb <= 1.1 * nominal:
+            bad.append(f"heartbeats {cell.get('heartbeats_received')} ({hb}/s) against "
+                       f"{nominal}/s nominal")
         # No full mesh (net/node.cc, Talks): a worker holds a PUSH to the scheduler and to each of
         # the S servers, and the PULL those connect to, 2 (S + 1) + 1 sockets; a server
         # 2 (W + 1) + 1; the scheduler talks to all, 2 (W + S) + 1. A full mesh gives every node

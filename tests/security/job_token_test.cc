@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -85,11 +86,15 @@ void ExpectJobSucceeded(FaultCluster& c, int rounds = 300) {
   EXPECT_EQ(c.WorkerSummary(0)["rounds"], std::to_string(rounds));
 }
 
-// The scheduler's count of foreign messages, from its last line ("job finished (foreign=N)").
+// The scheduler's count of foreign messages, from its last line ("job finished (heartbeats=H
+// foreign=N impostors=M)").
 int SchedulerForeign(FaultCluster& c) {
+  constexpr std::string_view kKey = " foreign=";
   for (const std::string& line : c.scheduler().lines()) {
-    const size_t at = line.find("job finished (foreign=");
-    if (at != std::string::npos) return std::stoi(line.substr(at + 22));
+    const size_t end = line.find("job finished (");
+    if (end == std::string::npos) continue;
+    const size_t at = line.find(kKey, end);
+    if (at != std::string::npos) return std::stoi(line.substr(at + kKey.size()));
   }
   return -1;
 }
