@@ -4,9 +4,11 @@
 // serves PUSH and PULL_DENSE until the scheduler's SHUTDOWN. Prints one summary line at the end:
 //   sieve-server summary: rank=R lo=.. hi=.. rounds=.. applied=.. duplicates=.. rejected=..
 //                         max_staleness=.. staleness_sum=.. released=.. push_staleness_sum=..
-//                         max_push_staleness=.. pushed_sum=.. checksum=<crc32 of the weights> ...
+//                         max_push_staleness=.. reply_pairs=.. pushed_sum=..
+//                         checksum=<crc32 of the weights> ...
 // (SSP/ASP: mean staleness = staleness_sum / released, the clock lead of each released reply;
-// mean push staleness = push_staleness_sum / applied, server/consistency.h's τ)
+// mean push staleness = push_staleness_sum / applied, server/consistency.h's τ; mean pairs per
+// UPDATE = reply_pairs / rounds (BSP: the union) or / released (SSP/ASP))
 // Flags and their options: server/server_flags.h; the run: server/server_daemon.h; start, exit
 // codes, signals and metrics: daemon/daemon_main.h.
 #include "daemon/daemon_main.h"

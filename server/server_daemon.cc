@@ -197,7 +197,7 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
       "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu "
       "rejected=%lu "
       "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu push_staleness_sum=%lu "
-      "max_push_staleness=%lu pushed_sum=%.9g checksum=%08x "
+      "max_push_staleness=%lu reply_pairs=%lu pushed_sum=%.9g checksum=%08x "
       "resync=%lu checkpoints=%lu restored_round=%ld rejoins=%lu auth_accepted=%lu "
       "auth_denied=%lu errors_dropped=%lu foreign=%lu impostors=%lu fd_limit_refused=%lu",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
@@ -207,7 +207,8 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
       st.max_staleness, static_cast<unsigned long>(st.staleness_sum),
       static_cast<unsigned long>(st.released_replies),
       static_cast<unsigned long>(st.push_staleness_sum),
-      static_cast<unsigned long>(st.max_push_staleness), st.pushed_sum, Crc32Of(shard.weights()),
+      static_cast<unsigned long>(st.max_push_staleness),
+      static_cast<unsigned long>(st.reply_pairs_sum), st.pushed_sum, Crc32Of(shard.weights()),
       static_cast<unsigned long>(st.resync_replies),
       static_cast<unsigned long>(checkpointer.written()),
       static_cast<long>(checkpointer.restored_round()), static_cast<unsigned long>(st.rejoins),

@@ -98,6 +98,11 @@ struct ShardServerStats {
   uint64_t duplicates = 0;
   uint64_t rejected = 0;
   uint64_t rounds_completed = 0;  // BSP rounds
+  // Pairs (index, value) of the UPDATEs sent, a dense one counting the whole shard: BSP one per
+  // completed round (the union; mean = / rounds_completed), ASP/SSP one per released reply
+  // (mean = / released_replies). Answers to replayed pushes and the resync's dense UPDATEs to
+  // workers behind a restore are not counted.
+  uint64_t reply_pairs_sum = 0;
   int max_staleness = 0;          // SSP/ASP: largest clock lead a released reply had
   uint64_t staleness_sum = 0;     // SSP/ASP: Σ clock lead over released replies (mean = / count)
   uint64_t released_replies = 0;  // SSP/ASP: replies released (the mean's denominator)

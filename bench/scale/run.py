@@ -377,6 +377,14 @@ def run_cell(a, w, s, d):
                                         for kv in ssum.values())
     rounds_ok = len(wsum) == w and all(int(kv.get("rounds", -1)) == a.rounds
                                        for kv in wsum.values())
+    # The union per BSP reply, summed over the shards (reply_pairs = Σ per round): between the k
+    # pairs one worker pushes (every worker's indices are in it) and the W·k of all of them.
+    k = max(1, round(a.density * d))
+    union = (sum(int(kv.get("reply_pairs", 0)) for kv in ssum.values()) / a.rounds
+             if len(ssum) == s and all("reply_pairs" in kv for kv in ssum.values()) else None)
+    union_ok = union is not None and k - 1 <= union <= w * (k + 1)
+    if not union_ok:
+        problems.append(f"union per reply {union} outside [k, W*k] = [{k}, {w * k}]")
 
     barrier_last = max(barrier_at) if barrier_at else None
     first_summary = min((kv["_read_at"] for kv in wsum.values()), default=None)
@@ -422,7 +430,7 @@ def run_cell(a, w, s, d):
 
     server_rates = [x["steady_cpu_per_s"] for x in by_role["server"]
                     if x["steady_cpu_per_s"] is not None]
-    ok = not problems and exit_ok and applied_ok and rounds_ok and pushed_ok
+    ok = not problems and exit_ok and applied_ok and rounds_ok and pushed_ok and union_ok
     cell = {
         "workers": w, "servers": s, "num_params": d, "rounds": a.rounds,
         "compute": a.compute, "density": a.density,
@@ -452,7 +460,10 @@ def run_cell(a, w, s, d):
         "scheduler_sockets": mx("scheduler", "sockets_steady"),
         "server_sockets_max": mx("server", "sockets_steady"),
         "worker_sockets_max": mx("worker", "sockets_steady"),
+        "union_pairs_per_reply": union,
+        "union_of_wk": union / (w * k) if union is not None else None,
         "checks": {"exit_0": exit_ok, "applied_exact": applied_ok, "rounds_exact": rounds_ok,
+                   "union_in_bounds": union_ok,
                    "pushed_sum_match": pushed_ok},
         "pushed_sum_workers": pushed_w, "pushed_sum_servers": pushed_s,
         "server_checksums": {k: v.get("checksum") for k, v in ssum.items()},
@@ -515,7 +526,8 @@ def fmt(x, scale=1.0, digits=2):
 
 def print_table(cells):
     head = (f"{'W':>3} {'S':>3} {'D':>8} {'pass':>4} {'formed s':>8} {'barrier s':>9} "
-            f"{'round ms':>8} {'sched %cpu':>10} {'hb/s':>6} {'srv cpu ms/rd':>13} {'sched MB':>8} "
+            f"{'round ms':>8} {'sched %cpu':>10} {'hb/s':>6} {'union/Wk':>8} {'srv cpu ms/rd':>13} "
+            f"{'sched MB':>8} "
             f"{'srv MB':>7} {'wkr MB':>7} {'wkr anon':>8} {'fds sch/srv/wkr':>15} "
             f"{'socks sch/srv/wkr':>17}")
     print(head)
@@ -528,6 +540,7 @@ def print_table(cells):
               f"{'yes' if c['pass'] else 'NO':>4} {fmt(c['formed_s']):>8} "
               f"{fmt(c['start_barrier_s']):>9} {fmt(c['round_s'], 1e3):>8} "
               f"{fmt(c['scheduler_cpu_per_s'], 100):>10} {fmt(c['heartbeats_per_s'], 1, 1):>6} "
+              f"{fmt(c['union_of_wk'], 1, 3):>8} "
               f"{fmt(c['server_cpu_per_round_s'], 1e3, 3):>13} "
               f"{fmt(c['scheduler_rss_mb'], 1, 1):>8} {fmt(c['server_rss_mb_max'], 1, 1):>7} "
               f"{fmt(c['worker_rss_mb_max'], 1, 1):>7} {fmt(c['worker_anon_mb_max'], 1, 1):>8} "

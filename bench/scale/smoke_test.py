@@ -20,7 +20,7 @@ CELL_FIELDS = [
     "workers", "servers", "num_params", "rounds", "wall_s", "formed_s", "formed_glog_s",
     "start_barrier_s", "start_barrier_min_s", "round_s", "mean_round_s", "steady_window_s",
     "scheduler_cpu_per_s", "server_cpu_per_round_s", "heartbeats_per_s_nominal",
-    "heartbeats_received", "heartbeats_per_s",
+    "heartbeats_received", "heartbeats_per_s", "union_pairs_per_reply", "union_of_wk",
     "scheduler_rss_mb", "server_rss_mb_max", "worker_rss_mb_max", "scheduler_fds",
     "server_fds_max", "worker_fds_max", "scheduler_sockets", "server_sockets_max",
     "worker_sockets_max", "worker_pss_mb_max", "worker_anon_mb_max",
@@ -28,7 +28,7 @@ CELL_FIELDS = [
 PROCESS_FIELDS = ["process", "role", "pid", "exit", "peak_rss_mb", "peak_rss_source", "cpu_s",
                   "pss_mb_max", "anon_mb_max", "steady_cpu_per_s", "fds_steady", "sockets_steady",
                   "fds_max", "samples"]
-CHECKS = ["exit_0", "applied_exact", "rounds_exact", "pushed_sum_match"]
+CHECKS = ["exit_0", "applied_exact", "rounds_exact", "union_in_bounds", "pushed_sum_match"]
 
 
 def harness(build, out, *extra):

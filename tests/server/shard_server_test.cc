@@ -48,6 +48,7 @@ TEST(ServerShardTest, BspAveragesUnionAndRepliesEveryWorker) {
   auto s = Make(o, Iota(n));
   std::vector<float> ref = Iota(n);
   std::mt19937 rng(7);
+  uint64_t union_pairs = 0;  // Σ over rounds of the union's size: the summary's reply_pairs
   for (uint64_t round = 0; round < 5; ++round) {
     std::vector<float> sum(n, 0.0f);
     std::set<uint32_t> uni;
@@ -77,6 +78,8 @@ TEST(ServerShardTest, BspAveragesUnionAndRepliesEveryWorker) {
       }
     }
     EXPECT_EQ(recipients.size(), workers);
+    union_pairs += uni.size();
+    EXPECT_EQ(s->stats().reply_pairs_sum, union_pairs);
   }
   for (uint32_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(s->weights()[i], ref[i]) << i;
   EXPECT_EQ(s->round(), 5u);
@@ -601,10 +604,12 @@ TEST(ServerShardTest, AspAppliesAtOnceAndRepliesWithPerWorkerDirtySets) {
   EXPECT_EQ(out[0].buffer->indices, (std::vector<uint32_t>{1, 3, 7}));
   EXPECT_EQ(out[0].buffer->values, (std::vector<float>{-1.0f, -5.0f, -4.0f}));
   out.clear();
-  s->OnPush(0, 0, i0, v0, false, &out);  // replay: answered, not applied
+  EXPECT_EQ(s->stats().reply_pairs_sum, 2u + 3u);  // the two released replies
+  s->OnPush(0, 0, i0, v0, false, &out);            // replay: answered, not applied
   EXPECT_FLOAT_EQ(s->weights()[1], -1.0f);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].buffer->indices, (std::vector<uint32_t>{3, 7}));
+  EXPECT_EQ(s->stats().reply_pairs_sum, 5u);  // an answer to a replay is not counted
 }
 
 TEST(ServerShardTest, AspConservesEveryPushedValue) {
