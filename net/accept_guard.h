@@ -15,7 +15,8 @@
 //
 // Thread-safety: owns one thread, blocked on the monitor socket until an event comes (an idle
 // daemon's guard never wakes); refused() may be read from any thread. Create it before the socket
-// binds (the listener's descriptor comes with the LISTENING event). Stop() (also the destructor)
+// binds (the listener's descriptor comes with the LISTENING event) and while descriptors are
+// still free: Start() opens the reserve. Stop() (also the destructor)
 // only after the context was shut down (zmq::context_t::shutdown), which ends the thread's wait.
 #ifndef SIEVE_NET_ACCEPT_GUARD_H_
 #define SIEVE_NET_ACCEPT_GUARD_H_
@@ -26,6 +27,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "base/fd_reserve.h"
 #include "base/status.h"
 
 namespace sieve {
@@ -46,6 +48,11 @@ class AcceptGuard {
   void Loop();
 
   zmq::socket_t monitor_;  // PAIR connected to the monitored socket's event stream
+  // The descriptors held back, opened by Start() on the caller's thread, before the socket binds
+  // and before anything can exhaust the process: opened by the guard's own thread instead, a
+  // thread scheduled late (a loaded machine) found the process already at its limit, held
+  // nothing, and left every connection in the backlog. Used by the guard's thread only.
+  std::unique_ptr<FdReserve> reserve_;
   std::atomic<uint64_t> refused_{0};
   std::thread thread_;
 };
