@@ -34,12 +34,12 @@ uint16_t LocalPort(int fd) {
 
 }  // namespace
 
-AcceptGuard::AcceptGuard(zmq::context_t& ctx) : monitor_(ctx, zmq::socket_type::pair) {}
+AcceptGuard::AcceptGuard(zmq::context_t& ctx)
+    : monitor_(ctx, zmq::socket_type::pair), reserve_(kReserve) {}
 
 StatusOr<std::unique_ptr<AcceptGuard>> AcceptGuard::Start(zmq::context_t& ctx,
                                                           zmq::socket_t& socket) {
   std::unique_ptr<AcceptGuard> guard(new AcceptGuard(ctx));
-  guard->reserve_ = std::make_unique<FdReserve>(kReserve);
   if (zmq_socket_monitor(socket.handle(), kMonitorEndpoint,
                          ZMQ_EVENT_LISTENING | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_ACCEPT_FAILED) != 0) {
     return UnavailableError(std::string("accept guard: monitor: ") + zmq_strerror(zmq_errno()));
@@ -65,7 +65,7 @@ void AcceptGuard::Loop() {
   // libzmq's I/O thread retries its accept while this thread drains, and now and then takes a
   // freed descriptor first and accepts that connection itself; its ACCEPTED event (below) gets
   // it shut down, so the descriptor comes back at once.
-  FdReserve& reserve = *reserve_;
+  FdReserve& reserve = reserve_;
   LogLimiter log_limit(1, std::chrono::seconds(10));
   int listen_fd = -1;
   uint16_t listen_port = 0;

@@ -16,8 +16,8 @@
 // Thread-safety: owns one thread, blocked on the monitor socket until an event comes (an idle
 // daemon's guard never wakes); refused() may be read from any thread. Create it before the socket
 // binds (the listener's descriptor comes with the LISTENING event) and while descriptors are
-// still free: Start() opens the reserve. Stop() (also the destructor)
-// only after the context was shut down (zmq::context_t::shutdown), which ends the thread's wait.
+// still free: Start() opens the reserve. Stop() (also the destructor) only after the context was
+// shut down (zmq::context_t::shutdown), which ends the thread's wait.
 #ifndef SIEVE_NET_ACCEPT_GUARD_H_
 #define SIEVE_NET_ACCEPT_GUARD_H_
 
@@ -48,11 +48,11 @@ class AcceptGuard {
   void Loop();
 
   zmq::socket_t monitor_;  // PAIR connected to the monitored socket's event stream
-  // The descriptors held back, opened by Start() on the caller's thread, before the socket binds
-  // and before anything can exhaust the process: opened by the guard's own thread instead, a
-  // thread scheduled late (a loaded machine) found the process already at its limit, held
-  // nothing, and left every connection in the backlog. Used by the guard's thread only.
-  std::unique_ptr<FdReserve> reserve_;
+  // The descriptors held back, opened when Start() constructs the guard (the caller's thread),
+  // before the socket binds and before anything can exhaust the process: opened by the guard's own
+  // thread instead, a thread scheduled late (a loaded machine) found the process already at its
+  // limit, held nothing, and left every connection in the backlog. Used by the guard's thread only.
+  FdReserve reserve_;
   std::atomic<uint64_t> refused_{0};
   std::thread thread_;
 };

@@ -117,8 +117,7 @@ void AsyncShard::Release(Outbox* out) {
     ++stats_.released_replies;
     workers_[w].waiting = false;
     SendReply(static_cast<int>(w), workers_[w].waiting_round, out);
-    const Reply& sent = out->back();
-    stats_.reply_pairs_sum += sent.dense ? sent.buffer->values.size() : sent.buffer->indices.size();
+    stats_.reply_pairs_sum += out->back().buffer->values.size();  // a value per pair
   }
 }
 

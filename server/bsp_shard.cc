@@ -297,7 +297,7 @@ void BspShard::SendRoundReplies(std::shared_ptr<const ReplyBuffer> reply, bool d
     }
     workers_[w].dense_reply_to = false;
   }
-  stats_.reply_pairs_sum += dense ? reply->values.size() : reply->indices.size();
+  stats_.reply_pairs_sum += reply->values.size();  // one value per pair, the shard when dense
   last_reply_ = std::move(reply);
   last_reply_dense_ = dense;
   for (WorkerState& ws : workers_) ws.arrived = false;
