@@ -498,7 +498,8 @@ class ContainerRunTest(unittest.TestCase):
             self.assertLess(final[p.name].ended - workers_done, LINGER_LIMIT_S,
                             f"{p.name} ran on after the workers' success")
         sched = final[job.by_role("scheduler")[0].name].text()
-        finished = re.search(r"sieve-scheduler: job finished \(foreign=(\d+)", sched)
+        # The counters in the parentheses are named, not positional: read foreign= wherever it stands.
+        finished = re.search(r"sieve-scheduler: job finished \([^)]*\bforeign=(\d+)", sched)
         self.assertIsNotNone(finished, run.dump())
         workers, servers = job.by_role("worker"), job.by_role("server")
         accuracy = re.search(r"sieve-worker summary: rank=0 .* test_acc=([0-9.]+)",
