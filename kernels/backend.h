@@ -153,6 +153,18 @@ class BackendContext {
                       ValuePrecision::kFp32);
   }
 
+  // p[idx[j]] += vals[j] for j < count (host arrays; indices trusted and distinct). The default
+  // copies the whole vector to the host and back (O(n): for rare events, e.g. pairs a server did
+  // not apply); the CPU adds in place.
+  virtual Status AddAt(float* p_dev, size_t n, const uint32_t* idx_host, const float* vals_host,
+                       size_t count) {
+    std::vector<float> host(n);
+    SIEVE_RETURN_IF_ERROR(ToHost(p_dev, n, host.data()));
+    for (size_t j = 0; j < count; ++j) host[idx_host[j]] += vals_host[j];
+    SIEVE_RETURN_IF_ERROR(FromHost(host.data(), n, p_dev));
+    return Synchronize();
+  }
+
   // out_host = |x[start + j·stride]| for every such index < n.
   virtual Status StridedSampleAbs(const float* x_dev, size_t n, size_t start, size_t stride,
                                   std::vector<float>* out_host) = 0;

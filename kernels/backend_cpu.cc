@@ -361,6 +361,11 @@ class CpuContext final : public BackendContext {
     return Status::Ok();
   }
 
+  Status AddAt(float* p, size_t, const uint32_t* idx, const float* vals, size_t count) override {
+    for (size_t j = 0; j < count; ++j) p[idx[j]] += vals[j];
+    return Status::Ok();
+  }
+
   Status StridedSampleAbs(const float* x, size_t n, size_t start, size_t stride,
                           std::vector<float>* out) override {
     const size_t m = start < n ? (n - start + stride - 1) / stride : 0;

@@ -129,6 +129,13 @@ class ErrorFeedback {
   // out-of-range values land in the first / last bin. bins in [2, 4096], width_sigma > 0.
   Status SigmaHistogram(double width_sigma, int bins, std::vector<uint64_t>* counts) const;
 
+  // r[indices[j]] += values[j]: pairs pushed but never applied (PsClient's RoundStats::missed_*,
+  // BSP backup workers) return to the residual, so a later selection can push them again; the
+  // momentum stays masked. indices: distinct, < d (any order). Errors: InvalidArgument (sizes
+  // differ, an index >= d, a repeated index), nothing changed. On CUDA it copies r to the host
+  // and back (rare: only rounds that closed without this worker).
+  Status ReturnUnapplied(std::span<const uint32_t> indices, std::span<const float> values);
+
   // Host copies of the state (tests, checkpoints) and a way to restore it (lengths d); both
   // complete before returning.
   Status ReadState(std::vector<float>* m, std::vector<float>* r) const;

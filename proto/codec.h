@@ -33,6 +33,8 @@
 
 namespace sieve {
 
+// 8: BSP backup workers: FLAG_PUSH_MISSED on an UPDATE of a round that closed without the
+// recipient's PUSH, ERROR_LATE_PUSH for that PUSH (a worker of 7 would take its push as applied).
 // 7: compact index frames (FLAG_INDEX_DELTA: Stream VByte gaps; FLAG_INDEX_BITMAP: a bitmap of
 // the range; proto/index_coding.h), bf16 values (FLAG_BF16), ERROR_BAD_ENCODING.
 // 6: NodeTable.job_instance: with a token, every message after the node table carries the job
@@ -43,7 +45,7 @@ namespace sieve {
 // (CURVE keys bound to node ids). 3: a sparse UPDATE may be split into parts (Header.part/parts);
 // 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
 // different versions reject each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 7;
+inline constexpr uint32_t kProtocolVersion = 8;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
 // Barrier groups (pb::Barrier.group bits).

@@ -62,10 +62,19 @@ void BspShard::Push(int worker, uint64_t round, std::span<const uint32_t> indice
 
 void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                          std::span<const float> values, bool dense, Outbox* out) {
-  if (round + 1 == round_ && last_reply_) {  // the previous round, resent: answer it again
-    ++stats_.duplicates;
+  const bool backups = options_.backup_workers > 0;
+  if (round + 1 == round_ && last_reply_ && (!backups || workers_[worker].counted_last)) {
+    ++stats_.duplicates;  // the previous round, resent: answer it again
     out->push_back(Reply::Update(worker, round, last_reply_dense_, last_reply_));
     return;
+  }
+  if (backups && round < round_) {  // the round closed without it: never applied
+    ++stats_.late_pushes;
+    return Reject(worker, round, ShardError::kLatePush,
+                  "BSP round " + std::to_string(round) +
+                      " closed without this push (backup workers); its values were not applied, "
+                      "the server is aggregating round " + std::to_string(round_),
+                  out);
   }
   if (round != round_) {
     return Reject(worker, round, ShardError::kUnknownRound,
@@ -210,7 +219,10 @@ void BspShard::MaybeComplete(Outbox* out) {
   uint32_t arrived_live = 0;
   for (uint32_t w = 0; w < options_.num_workers; ++w)
     arrived_live += (members_[w].live && workers_[w].arrived) ? 1 : 0;
-  if (contributions_ == 0 || arrived_live < live_count_) return;
+  // Backup workers: the round closes at max(1, live - b) pushes (b = 0: every live worker's).
+  const uint32_t b = options_.backup_workers;
+  const uint32_t quorum = live_count_ > b ? live_count_ - b : std::min<uint32_t>(live_count_, 1);
+  if (contributions_ == 0 || arrived_live < quorum) return;
   const float n = static_cast<float>(contributions_);
   auto buf = pool_.Get();
   bool dense_reply = false;
@@ -291,21 +303,56 @@ void BspShard::SendRoundReplies(std::shared_ptr<const ReplyBuffer> reply, bool d
     if (!members_[w].live) continue;
     if (workers_[w].dense_reply_to && !dense) {
       if (!whole) whole = CopyOfShard();
-      out->push_back(Reply::Update(static_cast<int>(w), round_, true, whole));
+      out->push_back(RoundUpdate(static_cast<int>(w), true, whole));
     } else {
-      out->push_back(Reply::Update(static_cast<int>(w), round_, dense, reply));
+      out->push_back(RoundUpdate(static_cast<int>(w), dense, reply));
     }
     workers_[w].dense_reply_to = false;
   }
   stats_.reply_pairs_sum += reply->values.size();  // one value per pair, the shard when dense
   last_reply_ = std::move(reply);
   last_reply_dense_ = dense;
+  CountMisses();
   for (WorkerState& ws : workers_) ws.arrived = false;
   contributions_ = 0;
   dense_round_ = false;
   ++round_;
   ++stats_.rounds_completed;
   AdmitJoiners(out);
+}
+
+Reply BspShard::RoundUpdate(int worker, bool dense, std::shared_ptr<const ReplyBuffer> buffer) const {
+  Reply r = Reply::Update(worker, round_, dense, std::move(buffer));
+  r.push_missed = !workers_[worker].arrived;  // only with backup workers can a live one be missing
+  return r;
+}
+
+void BspShard::CountMisses() {
+  const bool backups = options_.backup_workers > 0;
+  if (backups && stats_.missed_by_worker.empty()) {
+    stats_.missed_by_worker.assign(options_.num_workers, 0);
+    stats_.longest_miss_run.assign(options_.num_workers, 0);
+  }
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    WorkerState& ws = workers_[w];
+    ws.counted_last = members_[w].live && ws.arrived;
+    if (!backups || !members_[w].live) continue;
+    if (ws.arrived) {
+      ws.miss_run = 0;
+      continue;
+    }
+    ++stats_.missed;
+    ++stats_.missed_by_worker[w];
+    ++ws.miss_run;
+    stats_.longest_miss_run[w] = std::max(stats_.longest_miss_run[w], ws.miss_run);
+    if (ws.miss_run == kNamedMissRun || ws.miss_run == 10 * kNamedMissRun ||
+        ws.miss_run == 100 * kNamedMissRun) {
+      LOG(WARNING) << "worker " << w << " missed " << ws.miss_run
+                   << " BSP rounds in a row (backup workers: the rounds closed without it; its "
+                      "late pushes go back to its residual), last round "
+                   << round_;
+    }
+  }
 }
 
 bool BspShard::ApplyUnion(float n, ReplyBuffer* buf,
@@ -359,7 +406,7 @@ bool BspShard::ApplyUnion(float n, ReplyBuffer* buf,
   auto emit = [&](uint32_t p) {
     for (uint32_t v = 0; v < options_.num_workers; ++v) {
       if (!members_[v].live) continue;
-      Reply r = Reply::Update(static_cast<int>(v), round_, false, shared);
+      Reply r = RoundUpdate(static_cast<int>(v), false, shared);
       r.part = p;
       r.parts = parts;
       r.begin = p * step;

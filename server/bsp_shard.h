@@ -2,9 +2,18 @@
 // round's sparse pushes are merged into an ascending union of indices with per-index sums, kept in
 // key-range parts so each merge and the completion are split across the thread team; a dense push
 // goes to a whole-shard accumulator that exists only while dense rounds run. When every live
-// worker's push of round_ is in, the round completes through one of three paths (a dense round,
-// two-way compression through a server residual, or the union applied and sent, whole or in
-// parts) and every live worker gets the round's UPDATE.
+// worker's push of round_ is in (with b backup workers: max(1, live - b) of them), the round
+// completes through one of three paths (a dense round, two-way compression through a server
+// residual, or the union applied and sent, whole or in parts) and every live worker gets the
+// round's UPDATE.
+//
+// Backup workers: an UPDATE to a worker whose push the round closed without is flagged
+// push_missed; that push, when it comes, is refused (kLatePush, counted in late_pushes) and the
+// worker returns its values to its residual (PsClient's RoundStats::missed_*). Each server decides
+// alone: with several servers a worker may be counted in one shard's round and not in another's.
+// That needs no agreement, because no value crosses shards: each shard applies exactly the pushes
+// it counted, and every live worker gets every shard's UPDATE, so replicas stay equal to the
+// servers'. The resync after a Restore still waits for every live worker.
 //
 // Joiners and the resync after Restore (bsp_shard_rejoin.cc) change who is counted and when:
 //  Join  a re-admitted worker is counted again from the boundary where round_ becomes its join
@@ -77,6 +86,8 @@ class BspShard : public ShardServer {
     HeldPush join_push;            // its PUSH of its join round, held
     bool dense_reply_to = false;   // its next UPDATE is the whole shard
     bool unpushed_joiner = false;  // counted from its join round, no push arrived yet
+    bool counted_last = false;     // its push was aggregated in round_ - 1
+    uint64_t miss_run = 0;         // backup workers: consecutive rounds closed without its push
   };
   // The round's sparse pushes merged (see the file comment): part s holds the keys in
   // [union_keys_[s], union_keys_[s + 1]); one part with one thread, kPartsPerThread per thread
@@ -87,6 +98,13 @@ class BspShard : public ShardServer {
     std::vector<float> sum;
   };
   static constexpr uint32_t kPartsPerThread = 4;
+
+ public:
+  // A worker that misses this many BSP rounds in a row (backup workers) is logged (again at 10x
+  // and 100x) and named in sieve-server's summary (late_workers=).
+  static constexpr uint64_t kNamedMissRun = 5;
+
+ private:
 
   // The round: a counted worker's push of round_ (or the previous round's resend).
   void RoundPush(int worker, uint64_t round, std::span<const uint32_t> indices,
@@ -101,6 +119,11 @@ class BspShard : public ShardServer {
   // join), then the next round begins.
   void SendRoundReplies(std::shared_ptr<const ReplyBuffer> reply, bool dense, bool sent_in_parts,
                         Outbox* out);
+  // The UPDATE of round_ to `worker`, flagged push_missed when the round closes without its push.
+  Reply RoundUpdate(int worker, bool dense, std::shared_ptr<const ReplyBuffer> buffer) const;
+  // At a round's completion: who was counted (a resend of round_ - 1 is answered only for them)
+  // and, with backup workers, the missed rounds and runs (stats, the warning).
+  void CountMisses();
 
   // The union.
   void MergeIntoUnion(std::span<const uint32_t> indices, std::span<const float> values);

@@ -20,6 +20,7 @@
 #include "kernels/model/param_init.h"
 #include "metrics/daemon_metrics.h"
 #include "net/node.h"
+#include "server/bsp_shard.h"
 #include "server/checkpointer.h"
 #include "server/consistency.h"
 #include "server/initial_weights.h"
@@ -187,6 +188,21 @@ uint32_t Crc32Of(std::span<const float> w) {
                                      static_cast<uInt>(w.size_bytes())));
 }
 
+// The summary's backup-worker fields: missed= (rounds x workers closed without a push),
+// late_pushes= and late_workers= naming every worker that missed BspShard::kNamedMissRun rounds or
+// more in a row as rank:missed/longest-run ("-" for none).
+std::string BackupWorkerFields(const ShardServerStats& st) {
+  std::string named;
+  for (size_t w = 0; w < st.longest_miss_run.size(); ++w) {
+    if (st.longest_miss_run[w] < BspShard::kNamedMissRun) continue;
+    if (!named.empty()) named += ',';
+    named += std::to_string(w) + ':' + std::to_string(st.missed_by_worker[w]) + '/' +
+             std::to_string(st.longest_miss_run[w]);
+  }
+  return " missed=" + std::to_string(st.missed) + " late_pushes=" + std::to_string(st.late_pushes) +
+         " late_workers=" + (named.empty() ? std::string("-") : named);
+}
+
 // The `sieve-server summary:` line (main.cc's header; tests/net/summary_line.cc parses it).
 std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
                         const ShardCheckpointer& checkpointer, const Node& node) {
@@ -218,7 +234,7 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
       static_cast<unsigned long>(node.foreign_messages()),
       static_cast<unsigned long>(node.impostor_messages()),
       static_cast<unsigned long>(node.refused_at_fd_limit()));
-  return line;
+  return line + BackupWorkerFields(st);
 }
 
 // The registered node's part of the job: the shard, its service, the serving and the summary.

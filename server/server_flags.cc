@@ -24,6 +24,10 @@ DEFINE_string(init_weights, "",
 DEFINE_string(consistency, "bsp", "bsp | ssp | asp");
 DEFINE_int32(staleness, 2, "SSP bound: max rounds a worker may run ahead of the slowest");
 DEFINE_double(async_scale, 0.0, "ASP/SSP: w -= scale * pushed value; 0 = 1/num_workers");
+DEFINE_uint32(backup_workers, 0,
+              "BSP: a round closes once all but this many live workers pushed it (backup workers; "
+              "0 = wait for every one, < --workers). A late push is refused and goes back to its "
+              "worker's residual; the late worker skips to the current round");
 DEFINE_string(staleness_lr, "none",
               "ASP/SSP: none, or inverse (a push of staleness tau >= 1 gets scale / tau)");
 DEFINE_string(server_compressor, "none",
@@ -89,6 +93,10 @@ StatusOr<ShardServerOptions> FlagsToShardOptions() {
     return InvalidArgumentError("--staleness_lr=" + FLAGS_staleness_lr +
                                 " needs --consistency=asp or ssp");
   }
+  if (*consistency != Consistency::kBsp && FLAGS_backup_workers > 0) {
+    return InvalidArgumentError("--backup_workers=" + std::to_string(FLAGS_backup_workers) +
+                                " needs --consistency=bsp");
+  }
   if (!(FLAGS_server_density > 0 && FLAGS_server_density <= 1)) {
     return InvalidArgumentError("--server_density must be in (0, 1]");
   }
@@ -103,6 +111,7 @@ StatusOr<ShardServerOptions> FlagsToShardOptions() {
   so.staleness = FLAGS_staleness;
   so.async_scale = static_cast<float>(FLAGS_async_scale);
   so.staleness_lr = *staleness_lr;
+  so.backup_workers = FLAGS_backup_workers;
   so.server_compressor = *compressor;
   so.server_density = FLAGS_server_density;
   so.reply_part_pairs = FLAGS_reply_part_pairs;
@@ -145,7 +154,7 @@ ProgramInfo ServerProgram() {
           {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir", "curve_key"}},
            {"Job identity", {"job_token_file", "job_token"}},
            {"Model", {"model", "num_params", "seed", "init_weights"}},
-           {"Consistency", {"consistency", "staleness", "async_scale", "staleness_lr"}},
+           {"Consistency", {"consistency", "staleness", "async_scale", "staleness_lr", "backup_workers"}},
            {"Compression",
             {"server_compressor", "server_density", "reply_part_pairs", "wire_values",
              "reply_values", "wire"}},

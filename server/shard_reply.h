@@ -36,6 +36,7 @@ enum class ShardError {
   kNotInitialized,  // the shard awaits worker 0's initial weights
   kUnknownRound,    // a push for a round the shard does not aggregate
   kJoinTooLate,     // BSP has passed the round a worker asked to join at
+  kLatePush,        // BSP with backup workers: the push's round closed without it
 };
 
 // The worker event a refusal answers (the rejected message's type).
@@ -57,6 +58,9 @@ struct Reply {
   uint32_t parts = 1;
   size_t begin = 0;
   size_t end = 0;
+  // kUpdate of a BSP round that closed without this worker's push (backup workers): the
+  // protocol's FLAG_PUSH_MISSED.
+  bool push_missed = false;
 
   // An UPDATE of `round` to `worker`: the whole shard (`dense`) or the buffer's pairs.
   static Reply Update(int worker, uint64_t round, bool dense,

@@ -37,6 +37,14 @@ StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(const ShardServerOpti
   if (options.consistency == Consistency::kBsp && options.staleness_lr != StalenessLr::kNone) {
     return InvalidArgumentError("staleness_lr applies to asp and ssp, not bsp");
   }
+  if (options.backup_workers > 0 && options.consistency != Consistency::kBsp) {
+    return InvalidArgumentError("backup workers apply to bsp, not asp or ssp");
+  }
+  if (options.backup_workers >= options.num_workers) {
+    return InvalidArgumentError("backup_workers = " + std::to_string(options.backup_workers) +
+                                " must be below the job's " + std::to_string(options.num_workers) +
+                                " workers (a round needs at least one push)");
+  }
   if (options.parallel_min_pairs == 0) {
     return InvalidArgumentError("parallel_min_pairs must be >= 1");
   }

@@ -73,6 +73,11 @@ struct ShardServerOptions {
   // ASP/SSP: kInverse applies a push of staleness τ >= 1 with async_scale / τ (consistency.h);
   // BSP refuses anything but kNone.
   StalenessLr staleness_lr = StalenessLr::kNone;
+  // BSP backup workers b (Chen et al. 2016; 0 = every live worker is waited for): a round
+  // completes once max(1, live - b) of the live workers pushed it. Its UPDATE goes to every live
+  // worker, flagged push_missed for those whose push it closed without; such a push arriving later
+  // is refused (kLatePush) and never applied. Requires b < num_workers.
+  uint32_t backup_workers = 0;
   // Two-way compression of the BSP aggregate (kNone = off).
   Compressor server_compressor = Compressor::kNone;
   double server_density = 0.0;  // ρ' of the shard, in (0, 1]
@@ -117,6 +122,13 @@ struct ShardServerStats {
   // round's reply is empty and the residual keeps the aggregate; each one is logged.
   uint64_t selection_failures = 0;
   uint64_t dense_pulls_dropped = 0;  // PULL_DENSEs dropped: that worker's DENSE was in flight
+  // BSP backup workers: Σ over completed rounds of the live workers the round closed without
+  // (missed), the late pushes refused for it (kLatePush), and per worker rank the rounds it missed
+  // and the longest run of consecutive rounds it missed (sized num_workers when b > 0).
+  uint64_t missed = 0;
+  uint64_t late_pushes = 0;
+  std::vector<uint64_t> missed_by_worker;
+  std::vector<uint64_t> longest_miss_run;
 };
 
 // The shard interface ShardService drives, and the state and events both modes share: the

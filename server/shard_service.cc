@@ -47,6 +47,8 @@ pb::ErrorCode WireCode(ShardError e) {
       return pb::ERROR_UNKNOWN_ROUND;
     case ShardError::kJoinTooLate:
       return pb::ERROR_JOIN_TOO_LATE;
+    case ShardError::kLatePush:
+      return pb::ERROR_LATE_PUSH;
   }
   return pb::ERROR_NONE;
 }
@@ -182,6 +184,7 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
     h.set_part(part);
     h.set_parts(parts);
   }
+  if (r.push_missed) h.set_flags(pb::FLAG_PUSH_MISSED);
   DataPayload p;
   p.dense = r.dense;
   p.value_type = options_.reply_values;

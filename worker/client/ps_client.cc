@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -94,11 +95,24 @@ class PsClient::Impl {
   // was corrupted or forged) is answered with resend(server) — at most kErrorRetries times per
   // server and wait — and logged; any other ERROR, or one past the retries, fails the wait.
   static constexpr int kErrorRetries = 8;
+  // UPDATEs (split replies among them) go through `stream` instead: it is given every message of
+  // `type` from a server not yet answered and returns true once that server's reply of `round` is
+  // complete (TakeUpdate). Servers with arrived[s] set count as answered from the start.
   template <typename Fn>
   Status Collect(pb::MsgType type, uint64_t round, std::chrono::milliseconds timeout, Fn apply,
                  const std::function<void(int)>& resend = nullptr,
                  std::chrono::milliseconds always_resend = std::chrono::milliseconds::zero(),
-                 bool any_round = false);
+                 bool any_round = false,
+                 const std::function<bool(int, const Message&)>& stream = nullptr,
+                 const std::vector<bool>* arrived = nullptr);
+  // Adds an UPDATE (or one part of a split one, docs/protocol.md "Split replies") to `server`'s
+  // stream: applied (apply(server, msg), once per distinct part) when it belongs to the stream's
+  // next round, ignored otherwise (stale, a duplicate part, another server's shard).
+  void TakeUpdate(int server, const Message& msg,
+                  const std::function<void(int, const Message&)>& apply);
+  // Applies the UPDATEs already queued (none is waited for) through TakeUpdate: with backup
+  // workers, rounds that closed without this worker.
+  Status DrainUpdates(const std::function<void(int, const Message&)>& apply);
   // One round of PushPull, each arriving UPDATE given to apply(server_rank, message).
   Status PushPullWith(uint64_t round, Selection* sel,
                       const std::function<void(int, const Message&)>& apply, RoundStats* stats,
@@ -126,6 +140,15 @@ class PsClient::Impl {
   // ZeroMQ let go of it (LentBufferPool's locked hand-back, never a use_count() check).
   LentBufferPool<SendBuffers> buffers_;
   std::vector<float> sink_scratch_;  // 16-bit UPDATE values converted for an UpdateSink
+  // Each server's UPDATEs in round order (a peer's messages keep their order): the next round
+  // not yet applied, and the parts of it seen so far. Only backup workers make a round's UPDATE
+  // arrive before this worker pushed it.
+  struct UpdateStream {
+    uint64_t next = 0;
+    std::vector<bool> seen;
+    uint32_t left = 0;
+  };
+  std::vector<UpdateStream> streams_;
   // Lines a server's (or a forger's) message can cause: at most 20 per 10 s (net/rejection_log.h).
   RejectionLog peer_log_{"peer-caused client events"};
   uint64_t resends_ = 0;
@@ -255,14 +278,13 @@ bool PeerCausable(pb::ErrorCode code) {
 template <typename Fn>
 Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::milliseconds timeout,
                                Fn apply, const std::function<void(int)>& resend,
-                               std::chrono::milliseconds always_resend, bool any_round) {
+                               std::chrono::milliseconds always_resend, bool any_round,
+                               const std::function<bool(int, const Message&)>& stream,
+                               const std::vector<bool>* arrived) {
   const uint32_t servers = node_->num_servers();
-  std::vector<bool> done(servers, false);
-  // A reply split into parts (UPDATE only): which parts of each server's reply arrived.
-  std::vector<std::vector<bool>> parts_seen(servers);
-  std::vector<uint32_t> parts_left(servers, 0);
+  std::vector<bool> done = arrived != nullptr ? *arrived : std::vector<bool>(servers, false);
   std::vector<int> error_retries(servers, 0);
-  uint32_t left = servers;
+  uint32_t left = static_cast<uint32_t>(std::count(done.begin(), done.end(), false));
   using std::chrono::milliseconds;
   const auto deadline = Clock::now() + timeout;
   const bool resending = resend && options_.resend_check > milliseconds::zero();
@@ -305,6 +327,8 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
     if (msg.type() == pb::MSG_ERROR) {
       const pb::MsgType rejected = msg.header.error().rejected_type();
       if (rejected != pb::MSG_UNSPECIFIED && rejected != RequestFor(type)) continue;
+      // A late push's refusal: the round's UPDATE (flagged) already said so.
+      if (msg.header.error().code() == pb::ERROR_LATE_PUSH) continue;
       if (!any_round && msg.header.round() != round) continue;
       const std::string what = "server " + std::to_string(server) + " rejected " +
                                std::string(MsgTypeName(msg.header.error().rejected_type())) + ": " +
@@ -325,6 +349,13 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
       }
       return FailedPreconditionError(what);
     }
+    if (stream && msg.type() == type) {  // UPDATEs: each server's stream takes them in order
+      if (!done[server] && stream(server, msg)) {
+        done[server] = true;
+        --left;
+      }
+      continue;
+    }
     if (msg.type() != type || (!any_round && msg.header.round() != round) || done[server])
       continue;  // stale or duplicate
     if (msg.header.shard() != server) {
@@ -333,27 +364,7 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
       });
       continue;
     }
-    const uint32_t parts = msg.header.parts();
-    if (parts > 1) {  // one part of a split reply (validated by the codec: part < parts)
-      std::vector<bool>& seen = parts_seen[server];
-      if (seen.empty()) {
-        seen.assign(parts, false);
-        parts_left[server] = parts;
-      }
-      if (seen.size() != parts) {
-        peer_log_.Warn([&](std::ostream& os) {
-          os << "server " << server << " split round " << round << " into " << parts
-             << " parts after " << seen.size() << "; part ignored";
-        });
-        continue;
-      }
-      if (seen[msg.header.part()]) continue;  // duplicate part
-      seen[msg.header.part()] = true;
-      apply(server, msg);
-      if (--parts_left[server] > 0) continue;
-    } else {
-      apply(server, msg);  // the whole reply (also completes a partly received split one)
-    }
+    apply(server, msg);
     done[server] = true;
     --left;
   }
@@ -509,6 +520,53 @@ Status PsClient::Impl::PushPull(uint64_t round, Selection* sel, const UpdateSink
       timeout);
 }
 
+void PsClient::Impl::TakeUpdate(int server, const Message& msg,
+                                const std::function<void(int, const Message&)>& apply) {
+  UpdateStream& st = streams_[server];
+  if (msg.header.round() != st.next) return;  // stale or duplicate
+  if (msg.header.shard() != server) {
+    peer_log_.Warn([&](std::ostream& os) {
+      os << "server " << server << " answered for shard " << msg.header.shard() << "; ignored";
+    });
+    return;
+  }
+  const uint32_t parts = msg.header.parts();
+  if (parts > 1) {  // one part of a split reply (validated by the codec: part < parts)
+    if (st.seen.empty()) {
+      st.seen.assign(parts, false);
+      st.left = parts;
+    }
+    if (st.seen.size() != parts) {
+      peer_log_.Warn([&](std::ostream& os) {
+        os << "server " << server << " split round " << st.next << " into " << parts
+           << " parts after " << st.seen.size() << "; part ignored";
+      });
+      return;
+    }
+    if (st.seen[msg.header.part()]) return;  // duplicate part
+    st.seen[msg.header.part()] = true;
+    apply(server, msg);
+    if (--st.left > 0) return;
+  } else {
+    apply(server, msg);  // the whole reply (also completes a partly received split one)
+  }
+  st.seen.clear();
+  ++st.next;
+}
+
+Status PsClient::Impl::DrainUpdates(const std::function<void(int, const Message&)>& apply) {
+  const uint32_t servers = num_servers();
+  for (;;) {
+    Message msg;
+    SIEVE_ASSIGN_OR_RETURN(auto got, node_->Receive(&msg, std::chrono::milliseconds::zero()));
+    if (!got) return Status::Ok();
+    const int server = msg.header.sender() - 1;
+    if (server < 0 || server >= static_cast<int>(servers) || msg.type() != pb::MSG_UPDATE)
+      continue;  // nothing awaits it: an ERROR_LATE_PUSH, a resent reply
+    TakeUpdate(server, msg, apply);
+  }
+}
+
 Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
                                     const std::function<void(int, const Message&)>& apply,
                                     RoundStats* stats, std::chrono::milliseconds timeout) {
@@ -533,10 +591,22 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   RoundStats local;
   Status status;
   const uint32_t servers = num_servers();
+  // Where each server's UPDATE stream stands: a caller that moved on (a pull, a join) starts at
+  // `round`; a stream already past it (backup workers: the round closed without us) is answered.
+  streams_.resize(servers);
+  std::vector<bool> arrived(servers, false), missed(servers, false);
+  for (uint32_t s = 0; s < servers; ++s) {
+    UpdateStream& st = streams_[s];
+    if (st.next < round) st = UpdateStream{round, {}, 0};
+    if (st.next > round) arrived[s] = missed[s] = true;
+  }
   tables_at_send_ = node_->tables_installed();
+  auto slice = [&](uint32_t s) -> std::pair<size_t, size_t> {
+    return sel->dense ? std::pair<size_t, size_t>{bounds_[s], bounds_[s + 1]}
+                      : std::pair<size_t, size_t>{offsets_[s], offsets_[s + 1]};
+  };
   auto push_to = [&](uint32_t s) -> Status {
-    const size_t from = sel->dense ? bounds_[s] : offsets_[s];
-    const size_t to = sel->dense ? bounds_[s + 1] : offsets_[s + 1];
+    const auto [from, to] = slice(s);
     pb::Header h = MakeDataHeader(pb::MSG_PUSH, node_->id(), node_->ServerId(static_cast<int>(s)),
                                   static_cast<int>(s), round);
     DataPayload p;
@@ -557,17 +627,20 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     local.pairs_up += to - from;
     return node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames));
   };
-  for (uint32_t s = 0; s < servers && status.ok(); ++s) status = push_to(s);
+  for (uint32_t s = 0; s < servers && status.ok(); ++s) {
+    if (!arrived[s]) status = push_to(s);  // a closed round's server: its push would be late
+  }
   local.push_seconds = Since(t0);
   const auto t1 = Clock::now();
+  const std::function<void(int, const Message&)> take = [&](int s, const Message& m) {
+    local.bytes_down += FrameBytes(m.storage);
+    local.pairs_down += m.header.count();
+    if (m.header.round() == round && (m.header.flags() & pb::FLAG_PUSH_MISSED)) missed[s] = true;
+    apply(s, m);
+  };
   if (status.ok()) {
     status = Collect(
-        pb::MSG_UPDATE, round, timeout,
-        [&](int s, const Message& m) {
-          local.bytes_down += FrameBytes(m.storage);
-          local.pairs_down += m.header.count();
-          apply(s, m);
-        },
+        pb::MSG_UPDATE, round, timeout, take,
         [&](int s) {
           ++resends_;
           Status r = push_to(static_cast<uint32_t>(s));
@@ -576,7 +649,28 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
               os << "resend of round " << round << " to server " << s << ": " << r.ToString();
             });
           }
-        });
+        },
+        std::chrono::milliseconds::zero(), /*any_round=*/false,
+        [&](int s, const Message& m) {
+          TakeUpdate(s, m, take);
+          return streams_[s].next > round;
+        },
+        &arrived);
+  }
+  if (status.ok()) status = DrainUpdates(take);
+  if (status.ok()) {
+    uint64_t all_through = streams_[0].next;
+    for (const UpdateStream& st : streams_) all_through = std::min(all_through, st.next);
+    local.rounds_skipped = all_through - (round + 1);
+    for (uint32_t s = 0; s < servers; ++s) {
+      if (!missed[s]) continue;
+      const auto [from, to] = slice(s);
+      ++local.missed_shards;
+      local.missed_values.insert(local.missed_values.end(), b.values.begin() + from,
+                                 b.values.begin() + to);
+      for (size_t j = from; j < to; ++j)
+        local.missed_indices.push_back(sel->dense ? static_cast<uint32_t>(j) : b.indices[j]);
+    }
   }
   local.wait_seconds = Since(t1);
   // Hand the arrays back unless ZeroMQ still holds frames pointing into them.
@@ -590,7 +684,7 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     sel->indices.clear();
     sel->values.clear();
   }
-  if (stats != nullptr) *stats = local;
+  if (stats != nullptr) *stats = std::move(local);
   return status;
 }
 

@@ -109,6 +109,17 @@ struct RoundStats {
   uint64_t pairs_down = 0;  // (index, value) pairs received
   double push_seconds = 0;  // splitting + sending
   double wait_seconds = 0;  // waiting for and applying the UPDATEs
+  // BSP with backup workers (sieve-server --backup_workers; always 0 / empty otherwise):
+  // Rounds after this one that closed without this worker at every server and whose UPDATEs this
+  // call applied: the caller's next round is round + 1 + rounds_skipped (it skips their
+  // minibatches, and pushes nothing for them).
+  uint64_t rounds_skipped = 0;
+  // The pushed pairs (global ascending indices, values as pushed) of the shards whose round closed
+  // without this push: no server applied them, nor ever will. Return them to the residual
+  // (ErrorFeedback::ReturnUnapplied) or they are lost. A dense push's missed shards are listed pair by pair.
+  std::vector<uint32_t> missed_indices;
+  std::vector<float> missed_values;
+  uint32_t missed_shards = 0;  // how many shards' slices those are
 };
 
 // Receives the values of one UPDATE (or one part of a split UPDATE) of a round, for callers whose
@@ -171,7 +182,10 @@ class PsClient {
 
   // One round: pushes `*sel` (global ascending indices into [0, D), or dense with D values) split
   // by shard to every server, then waits for each server's UPDATE of `round` and writes its values
-  // into `weights` (length D). Zero-copy: sel's index and value arrays are lent to ZeroMQ for the
+  // into `weights` (length D). With backup workers a server may close `round` without this push:
+  // its UPDATE still arrives (flagged), the slice's pairs come back in stats->missed_*, and a
+  // server whose UPDATE of `round` arrived before the call is not sent the slice at all; UPDATEs
+  // of later rounds that arrived meanwhile are applied too (stats->rounds_skipped, see RoundStats). Zero-copy: sel's index and value arrays are lent to ZeroMQ for the
   // call and handed back on return (only if ZeroMQ still holds them after an error are they kept
   // until it lets go, and *sel comes back with empty arrays). Errors as PullDense, plus
   // InvalidArgument for a malformed selection (nothing is sent then). A server's ERROR for this

@@ -27,6 +27,12 @@ std::string FormatSummaryLine(const TrainSummary& s) {
                 static_cast<unsigned long long>(s.dense_bytes), ratio, s.mean_round_s(), s.seconds,
                 s.pushed_sum);
   out += buf;
+  if (s.skipped_rounds > 0 || s.missed_slices > 0) {
+    std::snprintf(buf, sizeof(buf), " skipped_rounds=%llu missed_slices=%llu returned_sum=%.9g",
+                  static_cast<unsigned long long>(s.skipped_rounds),
+                  static_cast<unsigned long long>(s.missed_slices), s.returned_sum);
+    out += buf;
+  }
   if (!s.straggler.empty()) {
     std::snprintf(buf, sizeof(buf), " straggle_s=%.3f", s.straggle_seconds);
     out += " straggler=" + s.straggler + buf;

@@ -8,7 +8,8 @@
 // bytes_up / dense_bytes. A worker slowed by --straggler adds `straggler=SPEC straggle_s=S` (its
 // spec as written and the seconds it added to its compute in all). Every field is `key=value` with
 // no spaces inside a value. A test accuracy under twice chance (0.2 for Fashion-MNIST's 10 classes)
-// adds `near_chance=1`: the model did not learn. Thread-safety: pure.
+// adds `near_chance=1`: the model did not learn. A worker of a job with backup workers that missed
+// a round adds `skipped_rounds=N missed_slices=M returned_sum=X` (TrainSummary). Thread-safety: pure.
 #ifndef SIEVE_WORKER_TRAINER_SUMMARY_H_
 #define SIEVE_WORKER_TRAINER_SUMMARY_H_
 
@@ -34,6 +35,13 @@ struct TrainSummary {
   double pushed_sum = 0.0;        // Σ of every value pushed (fp64), for conservation checks
   std::string straggler;          // this worker's --straggler spec; "" = none
   double straggle_seconds = 0.0;  // added by the straggler, in all
+  // BSP with backup workers: rounds that closed without this worker and that it skipped, the
+  // shard slices of its pushes that no server applied, and the Σ of their values (fp64), which
+  // went back into its residual: Σ pushed_sum - returned_sum over the workers = Σ of the servers'
+  // pushed_sum. Printed as skipped_rounds= missed_slices= returned_sum= when either count is > 0.
+  uint64_t skipped_rounds = 0;
+  uint64_t missed_slices = 0;
+  double returned_sum = 0.0;
   // Under twice the chance accuracy of 10 classes.
   bool near_chance() const { return test_acc.has_value() && *test_acc < 0.2; }
   double mean_round_s() const {

@@ -371,7 +371,8 @@ struct Trainer::RunState {
   float prev_threshold = 0.0f, older_threshold = 0.0f;  // the last two thresholds (warm start)
   Selection sel;
   const Clock::time_point run_start;
-  uint64_t round;  // the round in progress
+  uint64_t round;     // the round in progress
+  uint64_t skip = 0;  // rounds after it that closed without this worker (backup workers)
 };
 
 Trainer::RunState::RunState(const TrainerOptions& options, int rank, uint64_t d,
@@ -402,6 +403,7 @@ struct Trainer::EpochState {
   uint64_t k = 0;     // pairs selected per round
   double loss = 0.0;  // the rounds' losses summed (synthetic: set at the epoch's end)
   uint64_t selected = 0;
+  uint64_t rounds_run = 0;  // rounds this worker trained in the epoch (not the skipped ones)
 };
 
 // What a round does besides training, from its place in the run.
@@ -455,16 +457,19 @@ Status Trainer::StartEpoch(uint64_t epoch, uint64_t first_step, EpochState* ep) 
 Status Trainer::RunEpoch(uint64_t epoch, RunState* run) {
   EpochState ep;
   SIEVE_RETURN_IF_ERROR(StartEpoch(epoch, run->round - epoch * run->spe, &ep));
-  for (uint64_t step = ep.first_step; step < run->spe && run->round < run->stop;
-       ++step, ++run->round) {
+  for (uint64_t step = ep.first_step; step < run->spe && run->round < run->stop;) {
     SIEVE_RETURN_IF_ERROR(RunRound(step, &ep, run));
+    const uint64_t advance = 1 + run->skip;  // backup workers: the rounds closed without us
+    run->summary.skipped_rounds += run->skip;
+    run->skip = 0;
+    step += advance;
+    run->round += advance;
   }
   return Status::Ok();
 }
 
-Trainer::RoundPlan Trainer::PlanRound(const RunState& run, const EpochState& ep,
-                                      uint64_t step) const {
-  const uint64_t round = run.round;
+Trainer::RoundPlan Trainer::PlanRound(const RunState& run, const EpochState& ep, uint64_t step,
+                                      uint64_t round) const {
   RoundPlan p;
   p.last_of_epoch = step + 1 == run.spe;
   p.cut_short = round + 1 == run.stop && run.stop < run.epochs * run.spe;  // --max_rounds
@@ -479,14 +484,35 @@ Trainer::RoundPlan Trainer::PlanRound(const RunState& run, const EpochState& ep,
 }
 
 Status Trainer::RunRound(uint64_t step, EpochState* ep, RunState* run) {
-  const RoundPlan plan = PlanRound(*run, *ep, step);
+  RoundPlan plan = PlanRound(*run, *ep, step, run->round);
   RoundResult r;
   SIEVE_RETURN_IF_ERROR(ComputeRound(*run, *ep, step, plan, &r));
   SIEVE_RETURN_IF_ERROR(SelectRound(*ep, plan, run, &r));
   SIEVE_RETURN_IF_ERROR(PushPull(run->round, &run->sel, &r.stats));
   r.t3 = Clock::now();
+  SIEVE_RETURN_IF_ERROR(AfterMissedRounds(step, *ep, run, &plan, &r));
   if (options_.on_round) options_.on_round(run->round, ep->k, r.selected, r.stats);
   return RecordRound(step, plan, ep, run, &r);
+}
+
+Status Trainer::AfterMissedRounds(uint64_t step, const EpochState& ep, RunState* run,
+                                  RoundPlan* plan, RoundResult* r) {
+  const RoundStats& st = r->stats;
+  if (st.missed_shards > 0) {
+    SIEVE_RETURN_IF_ERROR(ef_->ReturnUnapplied(st.missed_indices, st.missed_values));
+    run->summary.missed_slices += st.missed_shards;
+    for (float v : st.missed_values) run->summary.returned_sum += v;
+  }
+  if (st.rounds_skipped == 0) return Status::Ok();
+  run->skip = std::min(st.rounds_skipped, run->stop - run->round - 1);
+  // The last skipped round of this epoch: what it would have done is done now.
+  const uint64_t last_step = std::min(step + run->skip, run->spe - 1);
+  const RoundPlan end = PlanRound(*run, ep, last_step, run->round + (last_step - step));
+  plan->last_of_epoch = end.last_of_epoch;
+  plan->cut_short = end.cut_short;
+  plan->eval = plan->eval || end.eval;
+  plan->write = plan->write || end.write;
+  return Status::Ok();
 }
 
 Status Trainer::ComputeRound(const RunState& run, const EpochState& ep, uint64_t step,
@@ -547,9 +573,10 @@ Status Trainer::RecordRound(uint64_t step, const RoundPlan& plan, EpochState* ep
   summary.dense_bytes += run->dense_bytes;
   ep->loss += synthetic_ ? 0.0 : r->loss;
   if (synthetic_ && (plan.last_of_epoch || plan.cut_short)) {
-    ep->loss = r->loss * static_cast<double>(step + 1 - ep->first_step);
+    ep->loss = r->loss * static_cast<double>(ep->rounds_run + 1);
   }
   ep->selected += r->selected;
+  ++ep->rounds_run;
 
   RoundMetrics m;
   if (plan.eval) SIEVE_RETURN_IF_ERROR(Evaluate(&m.test_acc, &m.train_acc));
@@ -593,7 +620,8 @@ Status Trainer::WriteMetrics(const EpochState& ep, const RoundPlan& plan, RunSta
 
 void Trainer::EndEpoch(uint64_t step, const EpochState& ep, std::optional<double> test_acc,
                        RunState* run) {
-  const double steps = static_cast<double>(step + 1 - ep.first_step);
+  (void)step;
+  const double steps = static_cast<double>(std::max<uint64_t>(1, ep.rounds_run));
   run->summary.loss = ep.loss / steps;
   run->progress.EndEpoch(ep.epoch, run->summary.loss, test_acc, run->summary.bytes_up,
                          static_cast<double>(ep.selected) / steps);
@@ -614,8 +642,10 @@ StatusOr<TrainSummary> Trainer::Run() {
   MetricsWriter metrics;
   SIEVE_RETURN_IF_ERROR(OpenMetrics(&metrics));
   RunState run(options_, rank_, d_, static_cast<uint64_t>(steps_per_epoch_), first_round, &metrics);
-  for (uint64_t epoch = run.round / run.spe; epoch < run.epochs && run.round < run.stop; ++epoch) {
-    SIEVE_RETURN_IF_ERROR(RunEpoch(epoch, &run));
+  // By the round reached, not by a count: a worker that skipped rounds (backup workers) may skip
+  // past an epoch's end.
+  while (run.round < run.stop && run.round / run.spe < run.epochs) {
+    SIEVE_RETURN_IF_ERROR(RunEpoch(run.round / run.spe, &run));
   }
   return FinishRun(&run);
 }

@@ -110,8 +110,15 @@ class Trainer {
   Status OpenMetrics(MetricsWriter* metrics) const;
   Status StartEpoch(uint64_t epoch, uint64_t first_step, EpochState* ep) const;
   Status RunEpoch(uint64_t epoch, RunState* run);
-  RoundPlan PlanRound(const RunState& run, const EpochState& ep, uint64_t step) const;
+  // What round `round` (step `step` of ep) does besides training.
+  RoundPlan PlanRound(const RunState& run, const EpochState& ep, uint64_t step,
+                      uint64_t round) const;
   Status RunRound(uint64_t step, EpochState* ep, RunState* run);
+  // Backup workers: the pairs no server applied back into the residual, and the rounds that
+  // closed without this worker skipped (run->skip; the plan then also does what the last skipped
+  // round of this epoch would have done: its evaluation, metrics, the epoch's end).
+  Status AfterMissedRounds(uint64_t step, const EpochState& ep, RunState* run, RoundPlan* plan,
+                           RoundResult* r);
   Status ComputeRound(const RunState& run, const EpochState& ep, uint64_t step,
                       const RoundPlan& plan, RoundResult* r);
   Status SelectRound(const EpochState& ep, const RoundPlan& plan, RunState* run, RoundResult* r);
