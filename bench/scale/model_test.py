@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""BenchScaleModel: bench/scale/model.py against its checked-in measurements (no daemons, < 10 s).
+
+Checks: `calibrate --check` (calibration.json is the fit of bench/scale/measured/); `validate`
+exits 0 (every gated figure of every measured cell within +-25 %); closed forms of the model: the
+union D (1 - (1 - rho)^W), the Stream VByte bytes of the wire bench's push row, a link-bound BSP
+cell's round time equal to its bytes over the link plus the rest computed by hand, the server's
+link bytes falling as 1/S at fixed W and D, and bad flags failing with exit 2.
+
+usage: model_test.py
+"""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL = os.path.join(HERE, "model.py")
+
+
+def run(*args):
+    r = subprocess.run([sys.executable, MODEL, *args], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=60)
+    return r.returncode, r.stdout
+
+
+def main():
+    bad = []
+    for args in (("calibrate", "--check"), ("validate",)):
+        rc, out = run(*args)
+        if rc != 0:
+            print(out)
+            bad.append(f"model.py {' '.join(args)} exited {rc}")
+    rc, out = run("project", "--w=8", "--s=1", "--d=1e6", "--reply=maybe")
+    if rc == 0:
+        bad.append("a bad --reply was accepted")
+    rc, out = run("predict", "--w=8", "--s=2", "--d=1e6", "--density=0")
+    if rc == 0:
+        bad.append("--density=0 was accepted")
+
+    sys.path.insert(0, HERE)
+    import model  # noqa: E402
+    p = model.load_calibration(model.CALIBRATION)
+    if abs(model.union_pairs(1e6, 0.001, 64) - 1e6 * (1 - 0.999 ** 64)) > 1e-6:
+        bad.append("union_pairs is not D (1 - (1 - rho)^W)")
+    # Push of rho = 0.001: 2 control bits + P(gap >= 256) extra bytes + 1; 4.03 B/pair with fp16.
+    idx = 0.25 + 1 + 0.999 ** 255 + 0.999 ** 65535 + 0.999 ** (256 ** 3 - 1)
+    if abs(model.index_bytes_per_pair(0.001) - idx) > 1e-12 or abs(idx + 2 - 4.03) > 0.01:
+        bad.append(f"index bytes at rho=0.001: {model.index_bytes_per_pair(0.001)} vs {idx}")
+    # A dense union (W = 1000, rho = 0.001: 63 % of the shard) is sent as a bitmap.
+    dens = 1 - 0.999 ** 1000
+    if abs(model.index_bytes_per_pair(dens) - 1 / (8 * dens)) > 1e-12:
+        bad.append("a dense union is not coded as a bitmap")
+    # BSP, W = 1000, S = 16, D = 1e8, 10 Gbit/s, fp32: link-bound; by hand, round = compute +
+    # worker CPU + max(the server's push-in bytes / rate, its merge CPU) + its reply-out bytes /
+    # rate + 2 latency.
+    w, s, d, rho, rate = 1000, 16, 1e8, 0.001, 10e9 / 8
+    r = model.cluster(p, w, s, d, rho, 10, "bsp", 4, 0.002, 50e-6, 1.58, 1.0)
+    k, u, h = rho * d, model.union_pairs(d, rho, w), p["header_bytes"]
+    push = h + k / s * (model.index_bytes_per_pair(rho) + 4)
+    reply = h + u / s * (model.index_bytes_per_pair(u / d) + 4)
+    wcpu = (p["worker_cpu_per_param_s"] * d + p["worker_cpu_per_msg_s"] * 2 * s +
+            p["worker_cpu_per_reply_pair_s"] * u)
+    merge = (p["server_cpu_per_msg_s"] * w + p["server_cpu_per_pair_s"] * w * k / s) / 1.58
+    hand = 0.002 + wcpu + max(w * push / rate, merge) + w * reply / rate + 100e-6
+    if r["bottleneck"] != "links" or abs(r["round_s"] / hand - 1) > 1e-9:
+        bad.append(f"link-bound cell: {r['round_s']} s ({r['bottleneck']}), by hand {hand} s")
+    # Link bytes per server fall as 1/S (within the headers), and so does a link-bound round.
+    prev = None
+    for s in (16, 64, 250):
+        r = model.cluster(p, 1000, s, 1e9, rho, 10, "bsp", 4)
+        if prev and not (r["server_link_bytes"] < prev["server_link_bytes"] and
+                         r["round_s"] < prev["round_s"]):
+            bad.append(f"S={s}: server link bytes or round time did not fall")
+        prev = r
+    print("".join(f"model_test: FAIL {line}\n" for line in bad) +
+          f"model_test: {'FAIL' if bad else 'PASS'}")
+    return int(bool(bad))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
