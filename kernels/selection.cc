@@ -754,18 +754,20 @@ Status ErrorFeedback::SigmaHistogram(double width_sigma, int bins,
 
 Status ErrorFeedback::Synchronize() { return ctx_->Synchronize(); }
 
-Status ErrorFeedback::ReturnUnapplied(std::span<const uint32_t> indices, std::span<const float> values) {
+Status ErrorFeedback::ReturnUnapplied(std::span<const uint32_t> indices,
+                                      std::span<const float> values) {
   if (indices.size() != values.size()) {
-    return InvalidArgumentError("ReturnUnapplied: " + std::to_string(indices.size()) + " indices, " +
-                                std::to_string(values.size()) + " values");
+    return InvalidArgumentError("ReturnUnapplied: " + std::to_string(indices.size()) +
+                                " indices, " + std::to_string(values.size()) + " values");
   }
   std::vector<bool> seen(indices.empty() ? 0 : d_, false);
   for (uint32_t i : indices) {
     if (i >= d_) {
-      return InvalidArgumentError("ReturnUnapplied: index " + std::to_string(i) + " >= d = " +
-                                  std::to_string(d_));
+      return InvalidArgumentError("ReturnUnapplied: index " + std::to_string(i) +
+                                  " >= d = " + std::to_string(d_));
     }
-    if (seen[i]) return InvalidArgumentError("ReturnUnapplied: index " + std::to_string(i) + " repeated");
+    if (seen[i])
+      return InvalidArgumentError("ReturnUnapplied: index " + std::to_string(i) + " repeated");
     seen[i] = true;
   }
   if (indices.empty()) return Status::Ok();

@@ -73,7 +73,8 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
     return Reject(worker, round, ShardError::kLatePush,
                   "BSP round " + std::to_string(round) +
                       " closed without this push (backup workers); its values were not applied, "
-                      "the server is aggregating round " + std::to_string(round_),
+                      "the server is aggregating round " +
+                      std::to_string(round_),
                   out);
   }
   if (round != round_) {
@@ -321,7 +322,8 @@ void BspShard::SendRoundReplies(std::shared_ptr<const ReplyBuffer> reply, bool d
   AdmitJoiners(out);
 }
 
-Reply BspShard::RoundUpdate(int worker, bool dense, std::shared_ptr<const ReplyBuffer> buffer) const {
+Reply BspShard::RoundUpdate(int worker, bool dense,
+                            std::shared_ptr<const ReplyBuffer> buffer) const {
   Reply r = Reply::Update(worker, round_, dense, std::move(buffer));
   r.push_missed = !workers_[worker].arrived;  // only with backup workers can a live one be missing
   return r;

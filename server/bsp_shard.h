@@ -105,7 +105,6 @@ class BspShard : public ShardServer {
   static constexpr uint64_t kNamedMissRun = 5;
 
  private:
-
   // The round: a counted worker's push of round_ (or the previous round's resend).
   void RoundPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                  std::span<const float> values, bool dense, Outbox* out);

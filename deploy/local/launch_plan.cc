@@ -213,7 +213,8 @@ struct LauncherFlags {
 
 // Reads `parsed` in order: refuses the flags the launcher sets for each process (--scheduler,
 // --rank) and gflags' reporting flags (they print and exit), and records in *plan the workers'
-// token file, key directory, bind and advertised addresses, and the scheduler's --min_workers.
+// token file, key directory, bind and advertised addresses, and the scheduler's --min_workers;
+// refuses a --backup_workers that is not below the job's workers.
 StatusOr<LauncherFlags> ReadLauncherFlags(const std::vector<PassThroughFlag>& parsed,
                                           const Daemons& d, int num_workers, LaunchPlan* plan) {
   LauncherFlags seen;
@@ -238,6 +239,14 @@ StatusOr<LauncherFlags> ReadLauncherFlags(const std::vector<PassThroughFlag>& pa
     }
     if (f.name == "min_workers" && d.flags[0].Defines(f.name)) {
       SIEVE_ASSIGN_OR_RETURN(plan->min_workers, IntFlag(f, num_workers));
+    }
+    if (f.name == "backup_workers" && d.flags[1].Defines(f.name)) {
+      // A round needs at least one push: refused here, before any process starts.
+      auto b = IntFlag(f, num_workers - 1);
+      if (!b.ok()) {
+        return InvalidArgumentError(b.status().message() + " (backup workers must be fewer than " +
+                                    "the job's " + std::to_string(num_workers) + " workers)");
+      }
     }
     if (f.name == "metrics_port") {
       SIEVE_ASSIGN_OR_RETURN(seen.metrics_port, IntFlag(f, 65535));

@@ -330,6 +330,43 @@ TEST_P(KernelsSelect, ErrorFeedbackInvariantIsExact) {
 // rounded to the precision, and what the rounding drops stays in r, so residual_after + pushed ==
 // residual_before + η·m at every index: bit-exact where the rounding error is representable
 // (always, but for fp16 values saturated from beyond 2·65504), within an ulp there.
+// Pairs a server never applied go back: r after ReturnUnapplied(S, v) is r before the selection
+// at S (r[S] = 0 after Select, so the sum is exact) and unchanged elsewhere; bad input changes
+// nothing.
+TEST_P(KernelsSelect, ReturnUnappliedPutsThePushedValuesBackIntoTheResidual) {
+  const size_t d = 5000;
+  std::unique_ptr<ErrorFeedback> ef = Make(d);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> g(d);
+  for (float& v : g) v = n(rng);
+  ASSERT_TRUE(ef->Accumulate(g, 0.0f, 1.0f).ok());
+  std::vector<float> m0, r0;
+  ASSERT_TRUE(ef->ReadState(&m0, &r0).ok());
+  Selection s;
+  ASSERT_TRUE(ef->Select(Compressor::kTopk, 50, {}, &s).ok());
+  ASSERT_EQ(s.indices.size(), 50u);
+  // Return the second half of the selection, as one missed shard's slice would be.
+  const std::span<const uint32_t> idx = std::span<const uint32_t>(s.indices).subspan(25);
+  const std::span<const float> val = std::span<const float>(s.values).subspan(25);
+  ASSERT_TRUE(ef->ReturnUnapplied(idx, val).ok());
+  std::vector<float> r1;
+  ASSERT_TRUE(ef->ReadState(nullptr, &r1).ok());
+  std::vector<float> want = r0;
+  for (size_t j = 0; j < 25; ++j) want[s.indices[j]] = 0.0f;
+  EXPECT_EQ(r1, want);
+  // Mismatched sizes, an index >= d and a repeated index: refused, nothing changed.
+  const uint32_t far[] = {static_cast<uint32_t>(d)};
+  const uint32_t twice[] = {s.indices[0], s.indices[0]};
+  const float one[] = {1.0f}, two[] = {1.0f, 2.0f};
+  EXPECT_EQ(ef->ReturnUnapplied(far, two).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ef->ReturnUnapplied(far, one).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ef->ReturnUnapplied(twice, two).code(), StatusCode::kInvalidArgument);
+  std::vector<float> r2;
+  ASSERT_TRUE(ef->ReadState(nullptr, &r2).ok());
+  EXPECT_EQ(r2, r1);
+}
+
 TEST_P(KernelsSelect, RoundedSelectionKeepsTheRoundingErrorInTheResidual) {
   const size_t d = 20000;
   const float mu = 0.9f, lr = 0.05f;

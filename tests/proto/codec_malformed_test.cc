@@ -135,6 +135,22 @@ TEST_F(ProtoCodecMalformedTest, WrongVersion) {
   ExpectRejected(RawData(h, &idx, val), pb::ERROR_VERSION_MISMATCH);
 }
 
+// FLAG_PUSH_MISSED (protocol 8) belongs on an UPDATE only: a PUSH carrying it is malformed, an
+// UPDATE carrying it decodes with the flag kept.
+TEST_F(ProtoCodecMalformedTest, PushMissedOnlyOnAnUpdate) {
+  std::vector<uint32_t> idx = {1};
+  std::vector<float> val = {1.0f};
+  pb::Header h = DataHeader(pb::MSG_PUSH, 0, 1);
+  h.set_flags(pb::FLAG_PUSH_MISSED);
+  ExpectRejected(RawData(h, &idx, val), pb::ERROR_MALFORMED_HEADER);
+  pb::Header u = DataHeader(pb::MSG_UPDATE, 0, 1);
+  u.set_flags(pb::FLAG_PUSH_MISSED);
+  Message msg;
+  pb::ErrorCode code = pb::ERROR_NONE;
+  ASSERT_TRUE(Decode(RawData(u, &idx, val), Limits(), &msg, &code).ok()) << code;
+  EXPECT_TRUE(msg.header.flags() & pb::FLAG_PUSH_MISSED);
+}
+
 TEST_F(ProtoCodecMalformedTest, UnknownType) {
   std::string bytes;
   Control(pb::MSG_HEARTBEAT).SerializeToString(&bytes);

@@ -452,7 +452,7 @@ Status PsClient::Impl::PullDense(std::span<float> weights, std::chrono::millisec
       // admits it (then it is refused towards the dead address): ask again, slowly, since every
       // answer is a whole shard. Otherwise only a new node table triggers a resend.
       /*always_resend=*/
-          joined_late() ? std::chrono::milliseconds(1000) : std::chrono::milliseconds::zero(),
+      joined_late() ? std::chrono::milliseconds(1000) : std::chrono::milliseconds::zero(),
       /*any_round=*/true));
   if (at != nullptr) *at = max_round;
   return Status::Ok();

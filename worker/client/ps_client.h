@@ -116,7 +116,8 @@ struct RoundStats {
   uint64_t rounds_skipped = 0;
   // The pushed pairs (global ascending indices, values as pushed) of the shards whose round closed
   // without this push: no server applied them, nor ever will. Return them to the residual
-  // (ErrorFeedback::ReturnUnapplied) or they are lost. A dense push's missed shards are listed pair by pair.
+  // (ErrorFeedback::ReturnUnapplied) or they are lost. A dense push's missed shards are listed pair
+  // by pair.
   std::vector<uint32_t> missed_indices;
   std::vector<float> missed_values;
   uint32_t missed_shards = 0;  // how many shards' slices those are
@@ -185,11 +186,11 @@ class PsClient {
   // into `weights` (length D). With backup workers a server may close `round` without this push:
   // its UPDATE still arrives (flagged), the slice's pairs come back in stats->missed_*, and a
   // server whose UPDATE of `round` arrived before the call is not sent the slice at all; UPDATEs
-  // of later rounds that arrived meanwhile are applied too (stats->rounds_skipped, see RoundStats). Zero-copy: sel's index and value arrays are lent to ZeroMQ for the
-  // call and handed back on return (only if ZeroMQ still holds them after an error are they kept
-  // until it lets go, and *sel comes back with empty arrays). Errors as PullDense, plus
-  // InvalidArgument for a malformed selection (nothing is sent then). A server's ERROR for this
-  // round fails the call.
+  // of later rounds that arrived meanwhile are applied too (stats->rounds_skipped, see RoundStats).
+  // Zero-copy: sel's index and value arrays are lent to ZeroMQ for the call and handed back on
+  // return (only if ZeroMQ still holds them after an error are they kept until it lets go, and *sel
+  // comes back with empty arrays). Errors as PullDense, plus InvalidArgument for a malformed
+  // selection (nothing is sent then). A server's ERROR for this round fails the call.
   Status PushPull(uint64_t round, Selection* sel, std::span<float> weights, RoundStats* stats,
                   std::chrono::milliseconds timeout);
   // The same round with each UPDATE handed to `sink` instead of written into a host replica

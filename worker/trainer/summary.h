@@ -9,7 +9,8 @@
 // spec as written and the seconds it added to its compute in all). Every field is `key=value` with
 // no spaces inside a value. A test accuracy under twice chance (0.2 for Fashion-MNIST's 10 classes)
 // adds `near_chance=1`: the model did not learn. A worker of a job with backup workers that missed
-// a round adds `skipped_rounds=N missed_slices=M returned_sum=X` (TrainSummary). Thread-safety: pure.
+// a round adds `skipped_rounds=N missed_slices=M returned_sum=X` (TrainSummary). Thread-safety:
+// pure.
 #ifndef SIEVE_WORKER_TRAINER_SUMMARY_H_
 #define SIEVE_WORKER_TRAINER_SUMMARY_H_
 

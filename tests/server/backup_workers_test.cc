@@ -1,0 +1,177 @@
+// BSP with backup workers (ShardServerOptions::backup_workers, server/bsp_shard.h): a round
+// completes at max(1, live - b) pushes, every live worker gets its UPDATE (flagged push_missed
+// for those it closed without), a late push is refused and changes nothing, and misses are
+// counted per worker. The reference for the weights is the closed form w = w0 - Σ pushes / n of
+// the pushes the round counted, computed here in the same float order.
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "server/bsp_shard.h"
+#include "server/shard_server.h"
+
+namespace sieve {
+namespace {
+
+constexpr size_t kShard = 8;
+
+std::unique_ptr<ShardServer> Make(uint32_t workers, uint32_t backups, uint64_t part_pairs = 0) {
+  ShardServerOptions o;
+  o.num_workers = workers;
+  o.backup_workers = backups;
+  o.reply_part_pairs = part_pairs;
+  auto s = ShardServer::Create(o, std::vector<float>(kShard, 1.0f));
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+// Worker w's push: value (w + 1) at indices w and w + 4.
+void PushOf(ShardServer* s, int w, uint64_t round, Outbox* out) {
+  const uint32_t idx[] = {static_cast<uint32_t>(w), static_cast<uint32_t>(w + 4)};
+  const float val[] = {static_cast<float>(w + 1), static_cast<float>(w + 1)};
+  s->OnPush(w, round, idx, val, /*dense=*/false, out);
+}
+
+void PushEach(ShardServer* s, std::initializer_list<int> workers, uint64_t round, Outbox* out) {
+  for (int w : workers) PushOf(s, w, round, out);
+}
+
+// The UPDATEs of `out` by worker, and whether each was flagged.
+std::map<int, bool> Updates(const Outbox& out, uint64_t round) {
+  std::map<int, bool> m;
+  for (const Reply& r : out) {
+    if (r.type == ReplyType::kUpdate && r.round == round) m[r.worker] = r.push_missed;
+  }
+  return m;
+}
+
+TEST(BackupWorkersTest, ARoundClosesAtAllButBPushesAndEveryWorkerGetsItsUpdate) {
+  auto s = Make(4, 1);
+  ASSERT_NE(s, nullptr);
+  Outbox out;
+  PushEach(s.get(), {0, 2}, 0, &out);
+  EXPECT_TRUE(out.empty()) << "2 of 4 pushes: the round waits";
+  PushOf(s.get(), 3, 0, &out);
+  EXPECT_EQ(s->round(), 1u);
+  const std::map<int, bool> want = {{0, false}, {1, true}, {2, false}, {3, false}};
+  EXPECT_EQ(Updates(out, 0), want);
+  // w = 1 - (w+1)/3 at the pushed indices of workers 0, 2 and 3; worker 1's stay 1.
+  for (int w : {0, 2, 3}) {
+    const float expect = 1.0f - static_cast<float>(w + 1) / 3.0f;
+    EXPECT_EQ(s->weights()[w], expect);
+    EXPECT_EQ(s->weights()[w + 4], expect);
+  }
+  EXPECT_EQ(s->weights()[1], 1.0f);
+  EXPECT_EQ(s->stats().missed, 1u);
+  EXPECT_EQ(s->stats().pushed_sum, 2.0 * (1 + 3 + 4));
+}
+
+TEST(BackupWorkersTest, ALatePushIsRefusedAndChangesNothing) {
+  auto s = Make(3, 1);
+  ASSERT_NE(s, nullptr);
+  Outbox out;
+  PushEach(s.get(), {0, 1}, 0, &out);
+  ASSERT_EQ(s->round(), 1u);
+  const std::vector<float> before(s->weights().begin(), s->weights().end());
+  const ShardServerStats stats = s->stats();
+  out.clear();
+  PushOf(s.get(), 2, 0, &out);  // worker 2's push of the closed round
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, ReplyType::kError);
+  EXPECT_EQ(out[0].code, ShardError::kLatePush);
+  EXPECT_EQ(out[0].worker, 2);
+  EXPECT_EQ(std::vector<float>(s->weights().begin(), s->weights().end()), before);
+  EXPECT_EQ(s->stats().pushed_sum, stats.pushed_sum);
+  EXPECT_EQ(s->stats().pushes_applied, stats.pushes_applied);
+  EXPECT_EQ(s->stats().late_pushes, 1u);
+  // A counted worker's resend of the closed round is still answered with its UPDATE.
+  out.clear();
+  PushOf(s.get(), 0, 0, &out);
+  EXPECT_EQ(Updates(out, 0), (std::map<int, bool>{{0, false}}));
+  EXPECT_EQ(s->stats().duplicates, 1u);
+  // Worker 2 moves on to round 1 and is counted there.
+  out.clear();
+  PushEach(s.get(), {2, 1}, 1, &out);
+  EXPECT_EQ(Updates(out, 1), (std::map<int, bool>{{0, true}, {1, false}, {2, false}}));
+}
+
+TEST(BackupWorkersTest, MissesAreCountedPerWorkerWithTheLongestRun) {
+  auto s = Make(3, 1);
+  ASSERT_NE(s, nullptr);
+  Outbox out;
+  // Worker 2 misses rounds 0-2, 4-5 and 7-8; worker 0 misses round 3, worker 1 round 6.
+  for (uint64_t r = 0; r < 9; ++r) {
+    if (r == 3) {
+      PushOf(s.get(), 1, r, &out);
+      PushOf(s.get(), 2, r, &out);
+      continue;
+    }
+    if (r == 6) PushOf(s.get(), 2, r, &out);
+    PushOf(s.get(), 0, r, &out);
+    if (r != 6) PushOf(s.get(), 1, r, &out);
+  }
+  ASSERT_EQ(s->round(), 9u);
+  const ShardServerStats& st = s->stats();
+  EXPECT_EQ(st.missed_by_worker, (std::vector<uint64_t>{1, 1, 7}));
+  EXPECT_EQ(st.longest_miss_run, (std::vector<uint64_t>{1, 1, 3}));
+  EXPECT_EQ(st.missed, 9u);
+}
+
+TEST(BackupWorkersTest, ZeroBackupsWaitsForEveryLiveWorkerAndFlagsNone) {
+  auto s = Make(3, 0);
+  ASSERT_NE(s, nullptr);
+  Outbox out;
+  PushEach(s.get(), {0, 1}, 0, &out);
+  EXPECT_TRUE(out.empty());
+  PushOf(s.get(), 2, 0, &out);
+  EXPECT_EQ(Updates(out, 0), (std::map<int, bool>{{0, false}, {1, false}, {2, false}}));
+  EXPECT_TRUE(s->stats().missed_by_worker.empty());
+  // An old round is kUnknownRound as before, not kLatePush.
+  out.clear();
+  PushOf(s.get(), 0, 5, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].code, ShardError::kUnknownRound);
+}
+
+TEST(BackupWorkersTest, ADeathLowersTheQuorumToOne) {
+  auto s = Make(3, 1);
+  ASSERT_NE(s, nullptr);
+  Outbox out;
+  s->OnWorkerDead(2, &out);
+  PushOf(s.get(), 1, 0, &out);  // live 2, b 1: one push closes the round
+  EXPECT_EQ(Updates(out, 0), (std::map<int, bool>{{0, true}, {1, false}}));
+}
+
+TEST(BackupWorkersTest, SplitRepliesCarryTheFlagOnEveryPart) {
+  auto s = Make(3, 1, /*part_pairs=*/1);
+  ASSERT_NE(s, nullptr);
+  Outbox out;
+  PushEach(s.get(), {0, 1}, 0, &out);
+  size_t parts_to_2 = 0;
+  for (const Reply& r : out) {
+    ASSERT_EQ(r.type, ReplyType::kUpdate);
+    EXPECT_GT(r.parts, 1u);
+    EXPECT_EQ(r.push_missed, r.worker == 2);
+    parts_to_2 += r.worker == 2;
+  }
+  EXPECT_EQ(parts_to_2, 4u);  // the union of 4 pairs, one per part
+}
+
+TEST(BackupWorkersTest, BackupsMustBeFewerThanTheWorkersAndOnlyBsp) {
+  ShardServerOptions o;
+  o.num_workers = 3;
+  o.backup_workers = 3;
+  auto s = ShardServer::Create(o, std::vector<float>(4, 0.0f));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("must be below the job's 3 workers"), std::string::npos);
+  o.backup_workers = 1;
+  o.consistency = Consistency::kAsp;
+  EXPECT_FALSE(ShardServer::Create(o, std::vector<float>(4, 0.0f)).ok());
+}
+
+}  // namespace
+}  // namespace sieve
