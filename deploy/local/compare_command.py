@@ -13,7 +13,8 @@ CONFIG (YAML; any other top-level key is an error):
     batch_size: 32
   grid:                         # every combination is one cell; each key is a list or a value
     consistency: [bsp, asp]     # --consistency: bsp, asp, ssp, or ssp:N (SSP with --staleness=N);
-                                # asp+inverse, ssp:N+inverse: also --staleness_lr=inverse
+                                # asp+inverse, ssp:N+inverse: also --staleness_lr=inverse;
+                                # bsp+backup:N: BSP with --backup_workers=N
     compressor: [none, topk, gaussiank]
     density: [0.001]            # --density (collapsed to 1 for compressor none)
     workers: [4]                # workers per job
@@ -39,7 +40,7 @@ CONFIG (YAML; any other top-level key is an error):
 
 A cell id names its grid values: bsp-topk-d0.001-w4-1gbit+w3_100mbit-sw3_x3 is BSP, Top-k at
 0.001, 4 workers on 1 Gbit/s links but worker 3 on 100 Mbit/s, worker 3 computing 3x slower
-(ssp:2 reads ssp2, asp+inverse aspinverse; the -s part is left out without a straggler). An unknown consistency or
+(ssp:2 reads ssp2, asp+inverse aspinverse, bsp+backup:1 bspbackup1; the -s part is left out without a straggler). An unknown consistency or
 straggler spec, a bad rate, or a rank the cell has no worker for is a usage error naming it.
 
 Before anything runs, every flag each cell passes is checked against the daemons' own flags

@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
   std::vector<float> grad(d);
   sieve::Selection sel;
   uint64_t pairs_up = 0;
-  for (uint64_t round = start_or->first_round; round < args.rounds; ++round) {
+  for (uint64_t round = start_or->first_round; round < args.rounds;) {
     for (uint64_t i = 0; i < d; ++i) grad[i] = w[i] - Target(i);  // ∇f, yours to compute
     // m = μ·m + g; r += η·m; then the k largest |r| leave the residual as (index, value) pairs.
     if (sieve::Status s = ef.Accumulate(grad, args.momentum, args.lr); !s.ok()) {
@@ -169,6 +169,12 @@ int main(int argc, char** argv) {
       return Fail("round " + std::to_string(round), s);
     }
     pairs_up += stats.pairs_up;
+    // Backup workers (sieve-server --backup_workers): pairs of a round that closed without this
+    // push go back into the residual, and rounds that closed without this worker are skipped.
+    if (sieve::Status s = ef.ReturnUnapplied(stats.missed_indices, stats.missed_values); !s.ok()) {
+      return Fail("return unapplied pairs", s);
+    }
+    round += 1 + stats.rounds_skipped;
   }
   const double loss_after = Loss(w);
 

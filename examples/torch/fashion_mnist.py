@@ -107,9 +107,10 @@ def main(argv):
         epoch = opt.round // steps
         order = torch.from_numpy(sieve.epoch_batch_order(n, rank, world, b, flags.seed, epoch))
         order = order.to(device)
-        for step in range(opt.round - epoch * steps, steps):
-            if opt.round >= stop:
-                break
+        # By opt.round, not a count: with backup workers (sieve-server --backup_workers) a step
+        # may skip the rounds that closed without this worker, and their batches with them.
+        while opt.round < stop and opt.round // steps == epoch:
+            step = opt.round - epoch * steps
             idx = order[step * b:(step + 1) * b]
             opt.zero_grad()
             loss = F.cross_entropy(model(x_all[idx]), y_all[idx])

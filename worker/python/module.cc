@@ -213,6 +213,13 @@ py::dict StatsDict(const RoundStats& s) {
   d["pairs_down"] = s.pairs_down;
   d["push_seconds"] = s.push_seconds;
   d["wait_seconds"] = s.wait_seconds;
+  // Backup workers (RoundStats): rounds that closed without this worker, now applied, and the
+  // pushed pairs no server applied (returned to the ErrorFeedback given to push_pull).
+  d["rounds_skipped"] = s.rounds_skipped;
+  d["missed_shards"] = s.missed_shards;
+  double returned = 0;
+  for (float v : s.missed_values) returned += v;
+  d["returned_sum"] = returned;
   return d;
 }
 
@@ -254,6 +261,11 @@ class PyErrorFeedback {
     }
     Check(ef_->WriteState(std::span<const float>(am.data, am.n),
                           std::span<const float>(ar.data, ar.n)));
+  }
+
+  // Pairs pushed but never applied (backup workers) back into the residual.
+  void ReturnUnapplied(const RoundStats& st) {
+    Check(ef_->ReturnUnapplied(st.missed_indices, st.missed_values));
   }
 
   py::tuple ReadState() const {
@@ -360,20 +372,40 @@ class PyClient {
     return at;
   }
 
-  py::dict PushPull(uint64_t round, Selection* sel, py::handle weights, int timeout_ms) {
+  // With backup workers a round may close without this push: the pairs no server applied go
+  // back into `ef`'s residual; without an ErrorFeedback that is an error (they would be lost).
+  py::dict PushPull(uint64_t round, Selection* sel, py::handle weights, int timeout_ms,
+                    PyErrorFeedback* ef) {
+    RoundStats stats;
+    PushPullInto(round, sel, weights, timeout_ms, &stats);
+    if (stats.missed_shards > 0) {
+      if (ef == nullptr) {
+        throw std::runtime_error(
+            "round " + std::to_string(round) + " closed without this push at " +
+            std::to_string(stats.missed_shards) +
+            " server(s) (backup workers): its pairs were not applied; pass error_feedback= to "
+            "push_pull so that they return to the residual");
+      }
+      ef->ReturnUnapplied(stats);
+    }
+    return StatsDict(stats);
+  }
+
+  void PushPullInto(uint64_t round, Selection* sel, py::handle weights, int timeout_ms,
+                    RoundStats* out) {
     FloatArray w = AsFloatArray(weights, "weights", c().num_params());
     if (sel->dim != w.n) {
       throw py::value_error("the selection was made from a vector of " + std::to_string(sel->dim) +
                             " values, the job's D is " + std::to_string(w.n));
     }
-    RoundStats stats;
+    RoundStats& stats = *out;
     if (w.device == Device::kCpu) {
       {
         py::gil_scoped_release nogil;
         Check(c_->PushPull(round, sel, std::span<float>(w.data, w.n), &stats,
                            std::chrono::milliseconds(timeout_ms)));
       }
-      return StatsDict(stats);
+      return;
     }
     // GPU replica: stage the UPDATE's pairs on the host, then one scatter on the device.
     SyncTorchCuda(w);
@@ -402,7 +434,6 @@ class PyClient {
                             w.n));
       Check(ops->context()->Synchronize());
     }
-    return StatsDict(stats);
   }
 
   // StartWorker (worker/client/worker_start.h) on a host or cuda replica: `weights` holds this
@@ -601,8 +632,12 @@ PYBIND11_MODULE(_core, m) {
       .def("pull_dense", &PyClient::PullDense, py::arg("weights"), py::arg("timeout_ms") = 120000,
            "Overwrites weights (length D) with the servers' values; returns their round")
       .def("push_pull", &PyClient::PushPull, py::arg("round"), py::arg("selection"),
-           py::arg("weights"), py::arg("timeout_ms") = 120000,
-           "Pushes the selection, writes the servers' UPDATEs into weights; returns the stats")
+           py::arg("weights"), py::arg("timeout_ms") = 120000, py::arg("error_feedback") = nullptr,
+           "Pushes the selection, writes the servers' UPDATEs into weights; returns the stats. "
+           "With backup workers (sieve-server --backup_workers) a round may close without this "
+           "push: its pairs go back into error_feedback's residual (an error without one), and "
+           "stats['rounds_skipped'] rounds that closed without this worker were applied too: "
+           "the next round is round + 1 + rounds_skipped")
       .def("start", &PyClient::Start, py::arg("weights"), py::arg("timeout_ms") = 120000,
            "Enters the job (worker 0 offers `weights`, the start barrier, the servers' weights "
            "into `weights`; or the rejoin of a restarted worker); returns first_round etc.")
@@ -716,7 +751,8 @@ PYBIND11_MODULE(_core, m) {
       "format_summary_line",
       [](int rank, uint64_t rounds, uint64_t first_round, uint64_t epochs,
          std::optional<double> test_acc, double loss, uint64_t bytes_up, uint64_t bytes_down,
-         uint64_t dense_bytes, double seconds, double pushed_sum) {
+         uint64_t dense_bytes, double seconds, double pushed_sum, uint64_t skipped_rounds,
+         uint64_t missed_slices, double returned_sum) {
         TrainSummary s;
         s.rank = rank;
         s.rounds = rounds;
@@ -729,11 +765,15 @@ PYBIND11_MODULE(_core, m) {
         s.dense_bytes = dense_bytes;
         s.seconds = seconds;
         s.pushed_sum = pushed_sum;
+        s.skipped_rounds = skipped_rounds;
+        s.missed_slices = missed_slices;
+        s.returned_sum = returned_sum;
         return FormatSummaryLine(s);
       },
       py::arg("rank"), py::arg("rounds"), py::arg("first_round"), py::arg("epochs"),
       py::arg("test_acc"), py::arg("loss"), py::arg("bytes_up"), py::arg("bytes_down"),
       py::arg("dense_bytes"), py::arg("seconds"), py::arg("pushed_sum") = 0.0,
+      py::arg("skipped_rounds") = 0, py::arg("missed_slices") = 0, py::arg("returned_sum") = 0.0,
       "sieve-worker's end-of-run summary line");
   m.def(
       "format_progress_line",

@@ -14,6 +14,7 @@ import sys
 import yaml
 
 INVERSE = "+inverse"  # a grid consistency's suffix for --staleness_lr=inverse
+BACKUP = "+backup:"  # bsp's suffix for --backup_workers=N
 GRID_KEYS = ["consistency", "compressor", "density", "workers", "link", "straggler"]
 GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.001],
                  "workers": [2], "link": ["local"], "straggler": ["none"]}
@@ -82,6 +83,9 @@ def check_config(cfg, path):
     if "staleness_lr" in flags and any(str(c).endswith(INVERSE) for c in
                                        as_list(grid.get("consistency", []))):
         fail("'flags: staleness_lr' and a consistency ...+inverse both set it; keep one")
+    if "backup_workers" in flags and any(BACKUP in str(c) for c in
+                                         as_list(grid.get("consistency", []))):
+        fail("'flags: backup_workers' and a consistency bsp+backup:N both set it; keep one")
     worker_cmd = cfg.get("worker_cmd")
     if worker_cmd is not None:
         if not isinstance(worker_cmd, str) or not worker_cmd.strip():
@@ -128,15 +132,16 @@ def per_rank_items(text, item_re, what, workers):
 
 
 def split_consistency(value):
-    """A grid consistency -> (mode, SSP bound or None, staleness_lr or None): `ssp:2+inverse` ->
-    ("ssp", 2, "inverse"). None when it is not of the grammar bsp | asp | ssp[:N], each but bsp
-    optionally followed by +inverse (--staleness_lr=inverse)."""
-    m = re.fullmatch(r"(bsp|asp|ssp)(?::([0-9]+))?(\+inverse)?", value)
+    """A grid consistency -> (mode, SSP bound or None, staleness_lr or None, backup workers or
+    None): `ssp:2+inverse` -> ("ssp", 2, "inverse", None), `bsp+backup:1` -> ("bsp", None, None, 1).
+    None when it is not of the grammar bsp[+backup:N] | asp[+inverse] | ssp[:N][+inverse]
+    (+inverse: --staleness_lr=inverse; +backup:N: --backup_workers=N)."""
+    m = re.fullmatch(r"(bsp|asp|ssp)(?::([0-9]+))?(\+inverse)?(?:\+backup:([0-9]+))?", value)
     if not m or (m.group(2) is not None and m.group(1) != "ssp") or (
-            m.group(1) == "bsp" and m.group(3)):
+            m.group(1) == "bsp" and m.group(3)) or (m.group(4) is not None and m.group(1) != "bsp"):
         return None
     return (m.group(1), None if m.group(2) is None else int(m.group(2)),
-            "inverse" if m.group(3) else None)
+            "inverse" if m.group(3) else None, None if m.group(4) is None else int(m.group(4)))
 
 
 def check_cell(c):
@@ -144,10 +149,13 @@ def check_cell(c):
     cons = c["consistency"]
     parts = split_consistency(cons)
     if parts is None:
-        fail(f"cell {c['id']}: unknown consistency '{cons}' (expected bsp, asp, ssp or ssp:N, "
-             f"asp and ssp optionally +inverse)")
+        fail(f"cell {c['id']}: unknown consistency '{cons}' (expected bsp, bsp+backup:N, asp, "
+             f"ssp or ssp:N, asp and ssp optionally +inverse)")
     if parts[1] is not None and parts[1] < 1:
         fail(f"cell {c['id']}: the staleness bound of '{cons}' must be >= 1")
+    if parts[3] is not None and not 1 <= parts[3] < c["workers"]:
+        fail(f"cell {c['id']}: '{cons}' needs 1 <= backup workers < the cell's "
+             f"{c['workers']} workers")
     if c["straggler"] != "none":
         why = per_rank_items(c["straggler"], STRAGGLER_SPEC, "straggler spec", c["workers"])
         if why:
@@ -250,7 +258,9 @@ def run_flags(cfg, run, cell_dir):
     """Every daemon flag a run passes (name -> value), in command-line order."""
     cell = run["cell"]
     flags = dict(cfg.get("flags") or {})
-    flags["consistency"], bound, staleness_lr = split_consistency(cell["consistency"])
+    flags["consistency"], bound, staleness_lr, backups = split_consistency(cell["consistency"])
+    if backups is not None:
+        flags["backup_workers"] = backups
     if bound is not None:
         flags["staleness"] = bound
     if staleness_lr is not None:

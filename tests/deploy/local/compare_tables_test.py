@@ -340,6 +340,30 @@ class HeterogeneityAxesTest(unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("'flags: staleness_lr' and a consistency ...+inverse", err)
 
+    def test_backup_workers_axis(self):
+        """bsp+backup:N passes --backup_workers=N; on asp/ssp, N >= workers, N = 0 and the same
+        set in flags are usage errors."""
+        cfg = {"name": "b", "flags": {"model": "synthetic"},
+               "grid": {"consistency": ["bsp", "bsp+backup:1"], "compressor": ["topk"],
+                        "workers": [4]}}
+        cells = config.cells_of(cfg)
+        self.assertEqual([c["id"] for c in cells],
+                         ["bsp-topk-d0.001-w4-local", "bspbackup1-topk-d0.001-w4-local"])
+        flags = [config.run_flags(cfg, config.runs_of(cfg, [c])[0], "/x") for c in cells]
+        self.assertNotIn("backup_workers", flags[0])
+        self.assertEqual((flags[1]["consistency"], flags[1]["backup_workers"]), ("bsp", 1))
+        for bad, says in [("asp+backup:1", "unknown consistency 'asp+backup:1'"),
+                          ("bsp+backup:4", "needs 1 <= backup workers < the cell's 4 workers"),
+                          ("bsp+backup:0", "needs 1 <= backup workers")]:
+            bad_cfg = dict(cfg, grid=dict(cfg["grid"], consistency=[bad]))
+            code, err = exit_code_and_stderr(config.check_config, bad_cfg, "grid.yaml")
+            self.assertEqual(code, 2, bad)
+            self.assertIn(says, err)
+        both = dict(cfg, flags={"model": "synthetic", "backup_workers": 1})
+        code, err = exit_code_and_stderr(config.check_config, both, "grid.yaml")
+        self.assertEqual(code, 2)
+        self.assertIn("'flags: backup_workers' and a consistency bsp+backup:N", err)
+
     def test_baseline_is_the_bsp_dense_cell_of_the_same_scenario(self):
         slow = cell("bsp", "none", straggler="3:x3")
         asp_slow = cell("asp", "topk", straggler="3:x3")

@@ -326,6 +326,10 @@ class _Sieve:
         s.progress = (not sys.stdout.isatty()) if progress is None else progress
         s.bytes_up = s.bytes_down = s.dense_bytes = s.pairs_up = 0
         s.pushed_sum = 0.0
+        s.returned_sum = 0.0  # backup workers: pushed, never applied, back in the residual
+        s.missed_slices = 0
+        s.skipped_rounds = 0
+        s.steps_past_end = 0  # step() calls after the job's last round (skipped rounds)
         s.loss = None
         s.test_acc = None
         s.pending = None  # (metrics line of the last round, whether it is due), see _report
@@ -396,13 +400,22 @@ class _Sieve:
 
     def step(self, closure=None):
         """One round (module docstring). With `closure` (torch's convention) its loss is
-        recorded and returned."""
+        recorded and returned. With backup workers (sieve-server --backup_workers) a round may
+        close without this push: its pairs go back into the residual, and rounds that closed
+        without this worker are skipped (the next step trains the round the job is at; once a
+        worker that skipped rounds passes the job's last round, epochs x steps_per_epoch, further
+        steps do nothing)."""
         s = self._sieve
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
             self.record(loss=loss)
+        if s.skipped_rounds and s.steps_per_epoch and s.round >= s.steps_per_epoch * s.epochs:
+            # Backup workers: this worker skipped rounds that closed without it, so the script
+            # has batches left after the job's last round; nobody would close another round.
+            s.steps_past_end += 1
+            return loss
         t0 = time.perf_counter()
         round_ = s.round
         epoch = self._epoch_of(round_)
@@ -427,9 +440,15 @@ class _Sieve:
         t1 = time.perf_counter()
         selected = len(sel)
         s.pushed_sum += sel.values_sum()
-        stats = s.client.push_pull(round_, sel, s.flat, s.round_timeout_ms)
+        stats = s.client.push_pull(round_, sel, s.flat, s.round_timeout_ms, error_feedback=s.ef)
         t2 = time.perf_counter()
-        s.round += 1
+        # Backup workers: a round that closed without this push returned its pairs to the
+        # residual; rounds that closed without this worker are behind it (the script's next batch
+        # trains the round the job is at).
+        s.returned_sum += stats["returned_sum"]
+        s.missed_slices += stats["missed_shards"]
+        s.skipped_rounds += stats["rounds_skipped"]
+        s.round += 1 + stats["rounds_skipped"]
         s.bytes_up += stats["bytes_up"]
         s.bytes_down += stats["bytes_down"]
         s.pairs_up += stats["pairs_up"]
@@ -479,7 +498,8 @@ class _Sieve:
         loss = s.last_epoch_loss if s.epoch_rounds == 0 else s.epoch_loss / s.epoch_rounds
         return _core.format_summary_line(s.rank, s.round, s.first_round, s.epochs, s.test_acc,
                                          loss, s.bytes_up, s.bytes_down, s.dense_bytes,
-                                         time.perf_counter() - s.start, s.pushed_sum)
+                                         time.perf_counter() - s.start, s.pushed_sum,
+                                         s.skipped_rounds, s.missed_slices, s.returned_sum)
 
     def dump_weights(self, path):
         """Writes the replica as raw little-endian fp32 (sieve-worker's --dump_weights)."""
