@@ -1,0 +1,74 @@
+"""PythonBackupWorkers: BSP with one backup worker (sieve-server --backup_workers=1) and a slow
+Python worker. Ranks 0 and 1 are sieve-workers, rank 2 runs examples/torch/fashion_mnist.py with
+every optimizer step delayed by 50 ms, so the rounds close at the two fast pushes. Everyone ends
+at the job's last round with exit 0; the Python worker skipped rounds and its missed pairs went
+back to its residual; nothing pushed is lost or doubled (what the workers pushed less what went
+back to their residuals equals what the servers applied); every replica equals the servers'
+weights bitwise.
+
+usage: backup_workers_test.py BUILD_DIR
+"""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402
+
+BUILD = cluster.setup(sys.argv)
+ROUNDS = 120
+JOB = ["--model=fnn3", "--epochs=1", f"--max_rounds={ROUNDS}", "--compressor=gaussiank",
+       "--density=0.004", "--lr=0.1", "--dump_weights=replica-{rank}.bin"]
+# The example script, its optimizer's step slowed (an emulated straggler in the user's script).
+SLOW_SCRIPT = """
+import runpy, sys, time
+import sieve.torch as st
+script = sys.argv[1]
+step = st._Sieve.step
+def slow(self, closure=None):
+    time.sleep(0.05)
+    return step(self, closure)
+st._Sieve.step = slow
+sys.argv = sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def server_summary(text):
+    lines = [l for l in text.splitlines() if "sieve-server summary:" in l]
+    return dict(f.split("=", 1) for f in lines[-1].split("sieve-server summary:")[1].split()
+                if "=" in f)
+
+
+class PythonBackupWorkers(unittest.TestCase):
+    def test_slow_python_worker_skips_rounds_and_loses_nothing(self):
+        c = cluster.Cluster(BUILD, num_servers=2, num_workers=3, server_flags=[
+            "--model=fnn3", "--consistency=bsp", "--backup_workers=1",
+            "--dump_shard=shard-{rank}.bin"])
+        try:
+            for rank in (0, 1):
+                c.start_worker(rank, [os.path.join(BUILD, "worker", "sieve-worker"), *JOB])
+            script = os.path.join(cluster.source_dir(), "examples", "torch", "fashion_mnist.py")
+            c.start_worker(2, [sys.executable, "-c", SLOW_SCRIPT, script, *JOB])
+            codes = c.wait()
+        finally:
+            c.kill()
+        self.assertEqual(set(codes.values()), {0}, f"{codes}\n{c.logs()}")
+        workers = [cluster.summary(c.log(f"worker-{r}")) for r in range(3)]
+        for w in workers:
+            self.assertEqual(w["rounds"], str(ROUNDS), c.logs())
+        slow = workers[2]
+        self.assertGreater(int(slow.get("skipped_rounds", "0")), 0, c.logs())
+        self.assertGreater(int(slow.get("missed_slices", "0")), 0, c.logs())
+        servers = [server_summary(c.log(f"server-{r}")) for r in range(2)]
+        pushed = sum(float(w["pushed_sum"]) - float(w.get("returned_sum", "0")) for w in workers)
+        applied = sum(float(s["pushed_sum"]) for s in servers)
+        self.assertAlmostEqual(pushed, applied, delta=1e-5 * (1 + abs(pushed)))
+        for s in servers:
+            self.assertIn("2:", s["late_workers"], c.logs())
+        cluster.check_replicas(self, c.dir, 2, 3, 199210)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
