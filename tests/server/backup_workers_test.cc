@@ -145,6 +145,42 @@ TEST(BackupWorkersTest, ADeathLowersTheQuorumToOne) {
   EXPECT_EQ(Updates(out, 0), (std::map<int, bool>{{0, true}, {1, false}}));
 }
 
+// A dead worker lowers the quorum; re-admitted and joined at round 3 it is counted again, and a
+// round that closes without its first push still gives it the whole shard (flagged), so its
+// replica is the server's; its late push is refused.
+TEST(BackupWorkersTest, ARejoinedWorkerIsCountedAgainAndItsFirstUpdateIsWhole) {
+  auto s = Make(3, 1);
+  ASSERT_NE(s, nullptr);
+  Outbox out;
+  PushEach(s.get(), {0, 1}, 0, &out);
+  s->OnWorkerDead(2, &out);
+  PushEach(s.get(), {0}, 1, &out);  // live 2: one push closes it
+  ASSERT_EQ(s->round(), 2u);
+  s->OnWorkerRejoined(2);
+  out.clear();
+  s->OnJoin(2, 3, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
+  PushEach(s.get(), {0}, 2, &out);  // the joiner is not counted before round 3
+  ASSERT_EQ(s->round(), 3u);
+  out.clear();
+  PushEach(s.get(), {0, 1}, 3, &out);  // live 3: two pushes close it
+  ASSERT_EQ(s->round(), 4u);
+  bool whole_to_2 = false;
+  for (const Reply& r : out) {
+    if (r.worker != 2) continue;
+    whole_to_2 = r.dense && r.push_missed && r.buffer->values.size() == kShard;
+  }
+  EXPECT_TRUE(whole_to_2) << "the joiner's first UPDATE is the whole shard, flagged";
+  out.clear();
+  PushOf(s.get(), 2, 3, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].code, ShardError::kLatePush);
+  out.clear();
+  PushEach(s.get(), {2, 0}, 4, &out);
+  EXPECT_EQ(Updates(out, 4), (std::map<int, bool>{{0, false}, {1, true}, {2, false}}));
+}
+
 TEST(BackupWorkersTest, SplitRepliesCarryTheFlagOnEveryPart) {
   auto s = Make(3, 1, /*part_pairs=*/1);
   ASSERT_NE(s, nullptr);
