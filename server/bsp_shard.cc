@@ -68,6 +68,10 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
     out->push_back(Reply::Update(worker, round, last_reply_dense_, last_reply_));
     return;
   }
+  WorkerState& ws = workers_[worker];
+  if (backups && round < round_ && options_.late_pushes == LatePushes::kApply) {
+    return LatePush(worker, round, indices, values, dense);
+  }
   if (backups && round < round_) {  // the round closed without it: never applied
     ++stats_.late_pushes;
     return Reject(worker, round, ShardError::kLatePush,
@@ -83,20 +87,39 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
                       std::to_string(round),
                   out);
   }
-  if (workers_[worker].arrived) {  // same round twice: applied once
+  if (ws.arrived) {  // same round twice: applied once
     ++stats_.duplicates;
     return;
   }
+  Aggregate(indices, values, dense);
+  ws.arrived = true;
+  ws.unpushed_joiner = false;
+  ws.last_applied = static_cast<int64_t>(round);
+  MaybeComplete(out);
+}
+
+void BspShard::Aggregate(std::span<const uint32_t> indices, std::span<const float> values,
+                         bool dense) {
   if (dense) {
     AccumulateDense(values);
   } else {
     MergeIntoUnion(indices, values);
   }
-  workers_[worker].arrived = true;
-  workers_[worker].unpushed_joiner = false;
   ++contributions_;
   ++stats_.pushes_applied;
-  MaybeComplete(out);
+}
+
+void BspShard::LatePush(int worker, uint64_t round, std::span<const uint32_t> indices,
+                        std::span<const float> values, bool dense) {
+  WorkerState& ws = workers_[worker];
+  if (static_cast<int64_t>(round) <= ws.last_applied) {  // a resend of one applied already
+    ++stats_.duplicates;
+    return;
+  }
+  // One more contribution to the round being aggregated; its own round's UPDATE went out.
+  Aggregate(indices, values, dense);
+  ws.last_applied = static_cast<int64_t>(round);
+  ++stats_.late_pushes;
 }
 
 void BspShard::AccumulateDense(std::span<const float> values) {
@@ -325,7 +348,8 @@ void BspShard::SendRoundReplies(std::shared_ptr<const ReplyBuffer> reply, bool d
 Reply BspShard::RoundUpdate(int worker, bool dense,
                             std::shared_ptr<const ReplyBuffer> buffer) const {
   Reply r = Reply::Update(worker, round_, dense, std::move(buffer));
-  r.push_missed = !workers_[worker].arrived;  // only with backup workers can a live one be missing
+  // Only with backup workers can a live one be missing; only kReturn leaves its push to it.
+  r.push_missed = !workers_[worker].arrived && options_.late_pushes == LatePushes::kReturn;
   return r;
 }
 

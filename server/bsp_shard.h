@@ -57,6 +57,7 @@ class BspShard : public ShardServer {
 
   bool resyncing() const override { return resync_; }
   uint64_t round() const override { return round_; }
+  uint32_t open_round_pushes() const override { return contributions_; }
 
  protected:
   void Push(int worker, uint64_t round, std::span<const uint32_t> indices,
@@ -87,6 +88,7 @@ class BspShard : public ShardServer {
     bool dense_reply_to = false;   // its next UPDATE is the whole shard
     bool unpushed_joiner = false;  // counted from its join round, no push arrived yet
     bool counted_last = false;     // its push was aggregated in round_ - 1
+    int64_t last_applied = -1;     // the latest round whose push was aggregated (late or not)
     uint64_t miss_run = 0;         // backup workers: consecutive rounds closed without its push
   };
   // The round's sparse pushes merged (see the file comment): part s holds the keys in
@@ -108,6 +110,12 @@ class BspShard : public ShardServer {
   // The round: a counted worker's push of round_ (or the previous round's resend).
   void RoundPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                  std::span<const float> values, bool dense, Outbox* out);
+  // One push into the round's aggregate (the union, or the dense accumulator), counted.
+  void Aggregate(std::span<const uint32_t> indices, std::span<const float> values, bool dense);
+  // Backup workers, LatePushes::kApply: a push of a closed round joins the round being
+  // aggregated once (a resend of one already applied is a duplicate), without a reply.
+  void LatePush(int worker, uint64_t round, std::span<const uint32_t> indices,
+                std::span<const float> values, bool dense);
   void AccumulateDense(std::span<const float> values);
   void MaybeComplete(Outbox* out);
   // Two of the three completions (the third is ApplyUnion): each applies the round's average

@@ -19,6 +19,13 @@ StatusOr<StalenessLr> ParseStalenessLr(std::string_view name) {
                               "' (expected none or inverse)");
 }
 
+StatusOr<LatePushes> ParseLatePushes(std::string_view name) {
+  if (name == "apply") return LatePushes::kApply;
+  if (name == "return") return LatePushes::kReturn;
+  return InvalidArgumentError("unknown late_pushes '" + std::string(name) +
+                              "' (expected apply or return)");
+}
+
 std::string_view ConsistencyName(Consistency c) {
   switch (c) {
     case Consistency::kBsp:

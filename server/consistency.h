@@ -1,6 +1,7 @@
 // Consistency modes of a sieve server (docs/architecture.md): BSP (synchronous rounds), SSP
-// (bounded staleness), ASP (fully asynchronous); and how ASP/SSP scale a stale push's step
-// (StalenessLr). Pure value types and parsing; thread-safe.
+// (bounded staleness), ASP (fully asynchronous); how ASP/SSP scale a stale push's step
+// (StalenessLr), and what BSP with backup workers does with a late push (LatePushes). Pure value
+// types and parsing; thread-safe.
 #ifndef SIEVE_SERVER_CONSISTENCY_H_
 #define SIEVE_SERVER_CONSISTENCY_H_
 
@@ -24,6 +25,14 @@ enum class StalenessLr { kNone, kInverse };
 
 // Accepts "none", "inverse". Errors: InvalidArgument naming the accepted values.
 StatusOr<StalenessLr> ParseStalenessLr(std::string_view name);
+
+// What a BSP server with backup workers does with a push of a round that closed without it
+// (sieve-server --late_pushes; ShardServerOptions::late_pushes): kApply merges it into the round
+// being aggregated, kReturn refuses it and the worker returns it to its residual.
+enum class LatePushes { kApply, kReturn };
+
+// Accepts "apply", "return". Errors: InvalidArgument naming the accepted values.
+StatusOr<LatePushes> ParseLatePushes(std::string_view name);
 
 }  // namespace sieve
 

@@ -189,9 +189,11 @@ uint32_t Crc32Of(std::span<const float> w) {
 }
 
 // The summary's backup-worker fields: missed= (rounds x workers closed without a push),
-// late_pushes= and late_workers= naming every worker that missed BspShard::kNamedMissRun rounds or
-// more in a row as rank:missed/longest-run ("-" for none).
-std::string BackupWorkerFields(const ShardServerStats& st) {
+// late_pushes= (applied in a later round, or refused), late_workers= naming every worker that
+// missed BspShard::kNamedMissRun rounds or more in a row as rank:missed/longest-run ("-" for
+// none), open_round_pushes= (aggregated into a round that never completed: late pushes of the
+// job's last round).
+std::string BackupWorkerFields(const ShardServerStats& st, uint32_t open_round_pushes) {
   std::string named;
   for (size_t w = 0; w < st.longest_miss_run.size(); ++w) {
     if (st.longest_miss_run[w] < BspShard::kNamedMissRun) continue;
@@ -200,7 +202,8 @@ std::string BackupWorkerFields(const ShardServerStats& st) {
              std::to_string(st.longest_miss_run[w]);
   }
   return " missed=" + std::to_string(st.missed) + " late_pushes=" + std::to_string(st.late_pushes) +
-         " late_workers=" + (named.empty() ? std::string("-") : named);
+         " late_workers=" + (named.empty() ? std::string("-") : named) +
+         " open_round_pushes=" + std::to_string(open_round_pushes);
 }
 
 // The `sieve-server summary:` line (main.cc's header; tests/net/summary_line.cc parses it).
@@ -234,7 +237,7 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
       static_cast<unsigned long>(node.foreign_messages()),
       static_cast<unsigned long>(node.impostor_messages()),
       static_cast<unsigned long>(node.refused_at_fd_limit()));
-  return line + BackupWorkerFields(st);
+  return line + BackupWorkerFields(st, shard.open_round_pushes());
 }
 
 // The registered node's part of the job: the shard, its service, the serving and the summary.

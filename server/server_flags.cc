@@ -26,8 +26,11 @@ DEFINE_int32(staleness, 2, "SSP bound: max rounds a worker may run ahead of the 
 DEFINE_double(async_scale, 0.0, "ASP/SSP: w -= scale * pushed value; 0 = 1/num_workers");
 DEFINE_uint32(backup_workers, 0,
               "BSP: a round closes once all but this many live workers pushed it (backup workers; "
-              "0 = wait for every one, < --workers). A late push is refused and goes back to its "
-              "worker's residual; the late worker skips to the current round");
+              "0 = wait for every one, < --workers); a late worker skips to the current round");
+DEFINE_string(late_pushes, "apply",
+              "BSP with backup workers, a push of a round that closed without it: apply (merged "
+              "into the round being aggregated) or return (refused; the worker puts it back into "
+              "its residual)");
 DEFINE_string(staleness_lr, "none",
               "ASP/SSP: none, or inverse (a push of staleness tau >= 1 gets scale / tau)");
 DEFINE_string(server_compressor, "none",
@@ -93,6 +96,10 @@ StatusOr<ShardServerOptions> FlagsToShardOptions() {
     return InvalidArgumentError("--staleness_lr=" + FLAGS_staleness_lr +
                                 " needs --consistency=asp or ssp");
   }
+  auto late_pushes = ParseLatePushes(FLAGS_late_pushes);
+  if (!late_pushes.ok()) {
+    return InvalidArgumentError("--late_pushes: " + late_pushes.status().message());
+  }
   if (*consistency != Consistency::kBsp && FLAGS_backup_workers > 0) {
     return InvalidArgumentError("--backup_workers=" + std::to_string(FLAGS_backup_workers) +
                                 " needs --consistency=bsp");
@@ -112,6 +119,7 @@ StatusOr<ShardServerOptions> FlagsToShardOptions() {
   so.async_scale = static_cast<float>(FLAGS_async_scale);
   so.staleness_lr = *staleness_lr;
   so.backup_workers = FLAGS_backup_workers;
+  so.late_pushes = *late_pushes;
   so.server_compressor = *compressor;
   so.server_density = FLAGS_server_density;
   so.reply_part_pairs = FLAGS_reply_part_pairs;
@@ -155,7 +163,8 @@ ProgramInfo ServerProgram() {
            {"Job identity", {"job_token_file", "job_token"}},
            {"Model", {"model", "num_params", "seed", "init_weights"}},
            {"Consistency",
-            {"consistency", "staleness", "async_scale", "staleness_lr", "backup_workers"}},
+            {"consistency", "staleness", "async_scale", "staleness_lr", "backup_workers",
+             "late_pushes"}},
            {"Compression",
             {"server_compressor", "server_density", "reply_part_pairs", "wire_values",
              "reply_values", "wire"}},

@@ -31,6 +31,7 @@ DECLARE_int32(staleness);
 DECLARE_double(async_scale);
 DECLARE_string(staleness_lr);
 DECLARE_uint32(backup_workers);
+DECLARE_string(late_pushes);
 DECLARE_string(server_compressor);
 DECLARE_double(server_density);
 DECLARE_string(dump_shard);

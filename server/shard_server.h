@@ -74,10 +74,15 @@ struct ShardServerOptions {
   // BSP refuses anything but kNone.
   StalenessLr staleness_lr = StalenessLr::kNone;
   // BSP backup workers b (Chen et al. 2016; 0 = every live worker is waited for): a round
-  // completes once max(1, live - b) of the live workers pushed it. Its UPDATE goes to every live
-  // worker, flagged push_missed for those whose push it closed without; such a push arriving later
-  // is refused (kLatePush) and never applied. Requires b < num_workers.
+  // completes once max(1, live - b) of the live workers pushed it, and its UPDATE goes to every
+  // live worker. A push of a round that closed without it (late) is, by late_pushes:
+  //  kApply   merged into the round being aggregated as one more contribution (applied once, one
+  //           or more rounds stale); nothing is sent for it (its round's UPDATE already went).
+  //  kReturn  refused (kLatePush) and never applied; the UPDATE of its round is flagged
+  //           push_missed for the worker, which returns the values to its residual.
+  // Requires b < num_workers.
   uint32_t backup_workers = 0;
+  LatePushes late_pushes = LatePushes::kApply;
   // Two-way compression of the BSP aggregate (kNone = off).
   Compressor server_compressor = Compressor::kNone;
   double server_density = 0.0;  // ρ' of the shard, in (0, 1]
@@ -123,8 +128,9 @@ struct ShardServerStats {
   uint64_t selection_failures = 0;
   uint64_t dense_pulls_dropped = 0;  // PULL_DENSEs dropped: that worker's DENSE was in flight
   // BSP backup workers: Σ over completed rounds of the live workers the round closed without
-  // (missed), the late pushes refused for it (kLatePush), and per worker rank the rounds it missed
-  // and the longest run of consecutive rounds it missed (sized num_workers when b > 0).
+  // (missed), the late pushes (applied in a later round, or refused with kLatePush), and per worker
+  // rank the rounds it missed and the longest run of consecutive rounds it missed (sized
+  // num_workers when b > 0).
   uint64_t missed = 0;
   uint64_t late_pushes = 0;
   std::vector<uint64_t> missed_by_worker;
@@ -197,6 +203,10 @@ class ShardServer {
   uint64_t size() const { return w_.size(); }
   // BSP: the round being aggregated; ASP/SSP: 0 (each worker has its own clock).
   virtual uint64_t round() const { return 0; }
+  // BSP: pushes aggregated into the round being aggregated, which has not completed (at the end
+  // of a job with backup workers, late pushes of the last round: counted in pushed_sum, never
+  // applied). ASP/SSP: 0.
+  virtual uint32_t open_round_pushes() const { return 0; }
   const ShardServerStats& stats() const { return stats_; }
   uint32_t threads() const { return team_->size(); }
   // Parallel regions run on more than one thread so far (tests: the split paths were taken).

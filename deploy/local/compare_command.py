@@ -14,7 +14,8 @@ CONFIG (YAML; any other top-level key is an error):
   grid:                         # every combination is one cell; each key is a list or a value
     consistency: [bsp, asp]     # --consistency: bsp, asp, ssp, or ssp:N (SSP with --staleness=N);
                                 # asp+inverse, ssp:N+inverse: also --staleness_lr=inverse;
-                                # bsp+backup:N: BSP with --backup_workers=N
+                                # bsp+backup:N: BSP with --backup_workers=N (+return:
+                                # also --late_pushes=return)
     compressor: [none, topk, gaussiank]
     density: [0.001]            # --density (collapsed to 1 for compressor none)
     workers: [4]                # workers per job

@@ -544,10 +544,12 @@ TEST_F(TrainingTest, StragglerForAMissingRankIsRejected) {
 
 // BSP with one backup worker: 4 workers, 2 servers, every worker's compute emulated as 5 ms a
 // round and worker 3's as 25 ms (5x). The fast workers' rounds close without it: their mean round
-// time stays within 1.3x of the same job without the straggler (and with no backups), it misses
-// rounds and skips them, and nothing pushed is lost or doubled: what the workers pushed less what
-// went back to their residuals equals what the servers applied (each server's fp64 Σ), every
-// replica equals the servers' weights bitwise, and the servers name the straggler.
+// time stays within 1.3x of the same job without the straggler (and with no backups); it skips
+// rounds; and nothing pushed is lost or doubled: --late_pushes=apply merges its late pushes into
+// later rounds (what the workers pushed = what the servers aggregated, each server's fp64 Σ),
+// --late_pushes=return refuses them and the worker returns them to its residual (pushed -
+// returned = aggregated). Every replica equals the servers' weights bitwise, and the servers name
+// the straggler.
 RunResult BackupJob(const std::vector<std::string>& extra, const std::vector<std::string>& dumps) {
   std::vector<std::string> flags = {"--model=synthetic", "--num_params=100000",
                                     "--rounds_per_epoch=40", "--compressor=topk", "--density=0.01"};
@@ -560,48 +562,52 @@ TEST_F(TrainingTest, BackupWorkerClosesRoundsAtTheFastWorkersPaceAndLosesNothing
   const std::vector<std::string> dumps = {ShardFlag(), ReplicaFlag()};
   RunResult base = BackupJob({"--straggler=delay:5ms"}, {});
   ASSERT_TRUE(base.ok) << base.log;
-  RunResult run = BackupJob(
-      {"--backup_workers=1", "--straggler=0:delay:5ms,1:delay:5ms,2:delay:5ms,3:delay:25ms"},
-      dumps);
-  ASSERT_TRUE(run.ok) << run.log;
-  ASSERT_EQ(run.workers.size(), 4u);
-  ASSERT_EQ(run.servers.size(), 2u);
+  for (const std::string mode : {"apply", "return"}) {
+    SCOPED_TRACE("--late_pushes=" + mode);
+    RunResult run = BackupJob({"--backup_workers=1", "--late_pushes=" + mode,
+                               "--straggler=0:delay:5ms,1:delay:5ms,2:delay:5ms,3:delay:25ms"},
+                              dumps);
+    ASSERT_TRUE(run.ok) << run.log;
+    ASSERT_EQ(run.workers.size(), 4u);
+    ASSERT_EQ(run.servers.size(), 2u);
 
-  double fast = 0, fast_base = 0;
-  for (int rank : {0, 1, 2}) {
-    fast += std::stod(run.workers[rank].at("mean_round_s")) / 3;
-    fast_base += std::stod(base.workers[rank].at("mean_round_s")) / 3;
-    EXPECT_EQ(run.workers[rank].count("skipped_rounds"), 0u) << "fast rank " << rank << " skipped";
-  }
-  std::printf(
-      "fast workers' mean round: %.4f s with the straggler and 1 backup, %.4f s without "
-      "either (%.2fx)\n",
-      fast, fast_base, fast / fast_base);
-  EXPECT_LE(fast, 1.3 * fast_base);
-  const KeyValues& slow = run.workers[3];
-  ASSERT_EQ(slow.count("skipped_rounds"), 1u) << run.log;
-  EXPECT_GT(std::stoull(slow.at("skipped_rounds")), 10u);
-  EXPECT_GT(std::stoull(slow.at("missed_slices")), 0u);
-  EXPECT_EQ(slow.at("rounds"), "40");
+    double fast = 0, fast_base = 0;
+    for (int rank : {0, 1, 2}) {
+      fast += std::stod(run.workers[rank].at("mean_round_s")) / 3;
+      fast_base += std::stod(base.workers[rank].at("mean_round_s")) / 3;
+      EXPECT_EQ(run.workers[rank].count("skipped_rounds"), 0u) << "fast rank " << rank;
+    }
+    std::printf(
+        "--late_pushes=%s: fast workers' mean round %.4f s with the straggler and 1 backup, "
+        "%.4f s without either (%.2fx)\n",
+        mode.c_str(), fast, fast_base, fast / fast_base);
+    EXPECT_LE(fast, 1.3 * fast_base);
+    const KeyValues& slow = run.workers[3];
+    ASSERT_EQ(slow.count("skipped_rounds"), 1u) << run.log;
+    EXPECT_GT(std::stoull(slow.at("skipped_rounds")), 10u);
+    EXPECT_EQ(slow.at("rounds"), "40");
+    EXPECT_EQ(std::stoull(slow.at("missed_slices")) > 0, mode == "return");
 
-  double pushed = 0, returned = 0, applied = 0;
-  for (const auto& [rank, kv] : run.workers) {
-    pushed += std::stod(kv.at("pushed_sum"));
-    if (kv.count("returned_sum")) returned += std::stod(kv.at("returned_sum"));
-  }
-  for (const auto& [rank, kv] : run.servers) {
-    applied += std::stod(kv.at("pushed_sum"));
-    EXPECT_GT(std::stoull(kv.at("missed")), 10u) << "server " << rank;
-    EXPECT_NE(kv.at("late_workers").find("3:"), std::string::npos) << "server " << rank;
-    EXPECT_EQ(kv.at("rounds"), "40");
-  }
-  EXPECT_GT(std::abs(returned), 0.0);
-  EXPECT_NEAR(pushed - returned, applied, 1e-6 * (1 + std::abs(pushed)));
-  const std::vector<float> servers = ServerWeights(2);
-  for (int rank = 0; rank < 4; ++rank) {
-    const std::vector<float> replica =
-        ReadFloats((dir_ / ("replica" + std::to_string(rank) + ".bin")).string());
-    EXPECT_TRUE(replica == servers) << "replica of worker " << rank << " differs";
+    double pushed = 0, returned = 0, applied = 0;
+    for (const auto& [rank, kv] : run.workers) {
+      pushed += std::stod(kv.at("pushed_sum"));
+      if (kv.count("returned_sum")) returned += std::stod(kv.at("returned_sum"));
+    }
+    for (const auto& [rank, kv] : run.servers) {
+      applied += std::stod(kv.at("pushed_sum"));
+      EXPECT_GT(std::stoull(kv.at("missed")), 10u) << "server " << rank;
+      EXPECT_GT(std::stoull(kv.at("late_pushes")), 0u) << "server " << rank;
+      EXPECT_NE(kv.at("late_workers").find("3:"), std::string::npos) << "server " << rank;
+      EXPECT_EQ(kv.at("rounds"), "40");
+    }
+    EXPECT_EQ(std::abs(returned) > 0, mode == "return");
+    EXPECT_NEAR(pushed - returned, applied, 1e-6 * (1 + std::abs(pushed)));
+    const std::vector<float> servers = ServerWeights(2);
+    for (int rank = 0; rank < 4; ++rank) {
+      const std::vector<float> replica =
+          ReadFloats((dir_ / ("replica" + std::to_string(rank) + ".bin")).string());
+      EXPECT_TRUE(replica == servers) << "replica of worker " << rank << " differs";
+    }
   }
 }
 

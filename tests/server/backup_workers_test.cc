@@ -1,8 +1,9 @@
 // BSP with backup workers (ShardServerOptions::backup_workers, server/bsp_shard.h): a round
-// completes at max(1, live - b) pushes, every live worker gets its UPDATE (flagged push_missed
-// for those it closed without), a late push is refused and changes nothing, and misses are
-// counted per worker. The reference for the weights is the closed form w = w0 - Σ pushes / n of
-// the pushes the round counted, computed here in the same float order.
+// completes at max(1, live - b) pushes and every live worker gets its UPDATE; a late push is
+// merged into the round being aggregated, once (late_pushes kApply, the default), or refused
+// with nothing changed and the UPDATE flagged push_missed (kReturn); misses are counted per
+// worker. The reference for the weights is the closed form w = w0 - Σ pushes / n of the pushes a
+// round aggregated, computed here in the same float order.
 #include <gtest/gtest.h>
 
 #include <initializer_list>
@@ -18,10 +19,12 @@ namespace {
 
 constexpr size_t kShard = 8;
 
-std::unique_ptr<ShardServer> Make(uint32_t workers, uint32_t backups, uint64_t part_pairs = 0) {
+std::unique_ptr<ShardServer> Make(uint32_t workers, uint32_t backups, uint64_t part_pairs = 0,
+                                  LatePushes late = LatePushes::kReturn) {
   ShardServerOptions o;
   o.num_workers = workers;
   o.backup_workers = backups;
+  o.late_pushes = late;
   o.reply_part_pairs = part_pairs;
   auto s = ShardServer::Create(o, std::vector<float>(kShard, 1.0f));
   EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -194,6 +197,34 @@ TEST(BackupWorkersTest, SplitRepliesCarryTheFlagOnEveryPart) {
     parts_to_2 += r.worker == 2;
   }
   EXPECT_EQ(parts_to_2, 4u);  // the union of 4 pairs, one per part
+}
+
+TEST(BackupWorkersTest, ApplyMergesALatePushIntoTheNextRoundOnce) {
+  auto s = Make(3, 1, 0, LatePushes::kApply);
+  ASSERT_NE(s, nullptr);
+  Outbox out;
+  PushEach(s.get(), {0, 1}, 0, &out);
+  EXPECT_EQ(Updates(out, 0), (std::map<int, bool>{{0, false}, {1, false}, {2, false}}))
+      << "kApply flags nothing: the push will be applied";
+  const float w2 = s->weights()[2];
+  EXPECT_EQ(w2, 1.0f);
+  out.clear();
+  PushOf(s.get(), 2, 0, &out);  // late: joins round 1's aggregate, no reply
+  EXPECT_TRUE(out.empty());
+  PushOf(s.get(), 2, 0, &out);  // its resend: a duplicate
+  EXPECT_EQ(s->stats().duplicates, 1u);
+  EXPECT_EQ(s->stats().late_pushes, 1u);
+  EXPECT_EQ(s->open_round_pushes(), 1u);
+  EXPECT_EQ(s->round(), 1u) << "a late push does not count towards the quorum";
+  PushEach(s.get(), {0, 1}, 1, &out);  // round 1: workers 0 and 1, plus worker 2's late push
+  ASSERT_EQ(s->round(), 2u);
+  // n = 3 pushes: w[2] = 1 - 3/3 (worker 2's value 3 at index 2); w[0] = (1 - 1/2) - 1/3.
+  EXPECT_EQ(s->weights()[2], 1.0f - 3.0f / 3.0f);
+  EXPECT_EQ(s->weights()[0], (1.0f - 1.0f / 2.0f) - 1.0f / 3.0f);
+  EXPECT_EQ(s->stats().pushes_applied, 5u);
+  EXPECT_EQ(s->stats().pushed_sum, 2.0 * (1 + 2 + 3 + 1 + 2));
+  EXPECT_EQ(s->open_round_pushes(), 0u);
+  EXPECT_EQ(s->stats().missed, 2u);  // worker 2 in round 0, and in round 1 (its push was late)
 }
 
 TEST(BackupWorkersTest, BackupsMustBeFewerThanTheWorkersAndOnlyBsp) {

@@ -147,6 +147,7 @@ class PsClient::Impl {
     uint64_t next = 0;
     std::vector<bool> seen;
     uint32_t left = 0;
+    std::vector<uint64_t> flagged;  // rounds taken ahead whose UPDATE had FLAG_PUSH_MISSED
   };
   std::vector<UpdateStream> streams_;
   // Lines a server's (or a forger's) message can cause: at most 20 per 10 s (net/rejection_log.h).
@@ -597,8 +598,10 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   std::vector<bool> arrived(servers, false), missed(servers, false);
   for (uint32_t s = 0; s < servers; ++s) {
     UpdateStream& st = streams_[s];
-    if (st.next < round) st = UpdateStream{round, {}, 0};
-    if (st.next > round) arrived[s] = missed[s] = true;
+    if (st.next < round) st = UpdateStream{round, {}, 0, {}};
+    arrived[s] = st.next > round;
+    missed[s] = std::find(st.flagged.begin(), st.flagged.end(), round) != st.flagged.end();
+    std::erase_if(st.flagged, [&](uint64_t r) { return r <= round; });
   }
   tables_at_send_ = node_->tables_installed();
   auto slice = [&](uint32_t s) -> std::pair<size_t, size_t> {
@@ -627,15 +630,21 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     local.pairs_up += to - from;
     return node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames));
   };
-  for (uint32_t s = 0; s < servers && status.ok(); ++s) {
-    if (!arrived[s]) status = push_to(s);  // a closed round's server: its push would be late
-  }
+  // Every server gets the slice, also one whose UPDATE of the round is already here: with backup
+  // workers it applies a late push in a later round (--late_pushes=apply) or refuses it.
+  for (uint32_t s = 0; s < servers && status.ok(); ++s) status = push_to(s);
   local.push_seconds = Since(t0);
   const auto t1 = Clock::now();
   const std::function<void(int, const Message&)> take = [&](int s, const Message& m) {
     local.bytes_down += FrameBytes(m.storage);
     local.pairs_down += m.header.count();
-    if (m.header.round() == round && (m.header.flags() & pb::FLAG_PUSH_MISSED)) missed[s] = true;
+    if (m.header.flags() & pb::FLAG_PUSH_MISSED) {
+      if (m.header.round() == round) {
+        missed[s] = true;
+      } else if (streams_[s].flagged.empty() || streams_[s].flagged.back() != m.header.round()) {
+        streams_[s].flagged.push_back(m.header.round());  // a later round's, for its PushPull
+      }
+    }
     apply(s, m);
   };
   if (status.ok()) {

@@ -114,10 +114,11 @@ struct RoundStats {
   // call applied: the caller's next round is round + 1 + rounds_skipped (it skips their
   // minibatches, and pushes nothing for them).
   uint64_t rounds_skipped = 0;
-  // The pushed pairs (global ascending indices, values as pushed) of the shards whose round closed
-  // without this push: no server applied them, nor ever will. Return them to the residual
-  // (ErrorFeedback::ReturnUnapplied) or they are lost. A dense push's missed shards are listed pair
-  // by pair.
+  // With --late_pushes=return: the pushed pairs (global ascending indices, values as pushed) of
+  // the shards whose round closed without this push: no server applied them, nor ever will.
+  // Return them to the residual (ErrorFeedback::ReturnUnapplied) or they are lost. A dense push's
+  // missed shards are listed pair by pair. (With apply, the default, the servers apply late pushes
+  // and these stay empty.)
   std::vector<uint32_t> missed_indices;
   std::vector<float> missed_values;
   uint32_t missed_shards = 0;  // how many shards' slices those are
@@ -184,9 +185,10 @@ class PsClient {
   // One round: pushes `*sel` (global ascending indices into [0, D), or dense with D values) split
   // by shard to every server, then waits for each server's UPDATE of `round` and writes its values
   // into `weights` (length D). With backup workers a server may close `round` without this push:
-  // its UPDATE still arrives (flagged), the slice's pairs come back in stats->missed_*, and a
-  // server whose UPDATE of `round` arrived before the call is not sent the slice at all; UPDATEs
-  // of later rounds that arrived meanwhile are applied too (stats->rounds_skipped, see RoundStats).
+  // its UPDATE still arrives (possibly before the call), the server applies the push in a later
+  // round (--late_pushes=apply) or refuses it and flags the UPDATE (return: the slice's pairs come
+  // back in stats->missed_*); UPDATEs of later rounds that arrived meanwhile are applied too
+  // (stats->rounds_skipped, see RoundStats).
   // Zero-copy: sel's index and value arrays are lent to ZeroMQ for the call and handed back on
   // return (only if ZeroMQ still holds them after an error are they kept until it lets go, and *sel
   // comes back with empty arrays). Errors as PullDense, plus InvalidArgument for a malformed

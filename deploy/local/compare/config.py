@@ -14,7 +14,7 @@ import sys
 import yaml
 
 INVERSE = "+inverse"  # a grid consistency's suffix for --staleness_lr=inverse
-BACKUP = "+backup:"  # bsp's suffix for --backup_workers=N
+BACKUP = "+backup:"  # bsp's suffix for --backup_workers=N (then +return: --late_pushes=return)
 GRID_KEYS = ["consistency", "compressor", "density", "workers", "link", "straggler"]
 GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.001],
                  "workers": [2], "link": ["local"], "straggler": ["none"]}
@@ -133,15 +133,18 @@ def per_rank_items(text, item_re, what, workers):
 
 def split_consistency(value):
     """A grid consistency -> (mode, SSP bound or None, staleness_lr or None, backup workers or
-    None): `ssp:2+inverse` -> ("ssp", 2, "inverse", None), `bsp+backup:1` -> ("bsp", None, None, 1).
-    None when it is not of the grammar bsp[+backup:N] | asp[+inverse] | ssp[:N][+inverse]
-    (+inverse: --staleness_lr=inverse; +backup:N: --backup_workers=N)."""
-    m = re.fullmatch(r"(bsp|asp|ssp)(?::([0-9]+))?(\+inverse)?(?:\+backup:([0-9]+))?", value)
+    None, late_pushes or None): `ssp:2+inverse` -> ("ssp", 2, "inverse", None, None),
+    `bsp+backup:1+return` -> ("bsp", None, None, 1, "return"). None when it is not of the grammar
+    bsp[+backup:N[+return]] | asp[+inverse] | ssp[:N][+inverse] (+inverse: --staleness_lr=inverse;
+    +backup:N: --backup_workers=N; +return: --late_pushes=return)."""
+    m = re.fullmatch(r"(bsp|asp|ssp)(?::([0-9]+))?(\+inverse)?(?:\+backup:([0-9]+)(\+return)?)?",
+                     value)
     if not m or (m.group(2) is not None and m.group(1) != "ssp") or (
             m.group(1) == "bsp" and m.group(3)) or (m.group(4) is not None and m.group(1) != "bsp"):
         return None
     return (m.group(1), None if m.group(2) is None else int(m.group(2)),
-            "inverse" if m.group(3) else None, None if m.group(4) is None else int(m.group(4)))
+            "inverse" if m.group(3) else None, None if m.group(4) is None else int(m.group(4)),
+            "return" if m.group(5) else None)
 
 
 def check_cell(c):
@@ -149,8 +152,8 @@ def check_cell(c):
     cons = c["consistency"]
     parts = split_consistency(cons)
     if parts is None:
-        fail(f"cell {c['id']}: unknown consistency '{cons}' (expected bsp, bsp+backup:N, asp, "
-             f"ssp or ssp:N, asp and ssp optionally +inverse)")
+        fail(f"cell {c['id']}: unknown consistency '{cons}' (expected bsp, bsp+backup:N, "
+             f"bsp+backup:N+return, asp, ssp or ssp:N, asp and ssp optionally +inverse)")
     if parts[1] is not None and parts[1] < 1:
         fail(f"cell {c['id']}: the staleness bound of '{cons}' must be >= 1")
     if parts[3] is not None and not 1 <= parts[3] < c["workers"]:
@@ -258,9 +261,11 @@ def run_flags(cfg, run, cell_dir):
     """Every daemon flag a run passes (name -> value), in command-line order."""
     cell = run["cell"]
     flags = dict(cfg.get("flags") or {})
-    flags["consistency"], bound, staleness_lr, backups = split_consistency(cell["consistency"])
+    flags["consistency"], bound, staleness_lr, backups, late = split_consistency(cell["consistency"])
     if backups is not None:
         flags["backup_workers"] = backups
+    if late is not None:
+        flags["late_pushes"] = late
     if bound is not None:
         flags["staleness"] = bound
     if staleness_lr is not None:

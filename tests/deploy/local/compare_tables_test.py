@@ -344,17 +344,21 @@ class HeterogeneityAxesTest(unittest.TestCase):
         """bsp+backup:N passes --backup_workers=N; on asp/ssp, N >= workers, N = 0 and the same
         set in flags are usage errors."""
         cfg = {"name": "b", "flags": {"model": "synthetic"},
-               "grid": {"consistency": ["bsp", "bsp+backup:1"], "compressor": ["topk"],
-                        "workers": [4]}}
+               "grid": {"consistency": ["bsp", "bsp+backup:1", "bsp+backup:2+return"],
+                        "compressor": ["topk"], "workers": [4]}}
         cells = config.cells_of(cfg)
         self.assertEqual([c["id"] for c in cells],
-                         ["bsp-topk-d0.001-w4-local", "bspbackup1-topk-d0.001-w4-local"])
+                         ["bsp-topk-d0.001-w4-local", "bspbackup1-topk-d0.001-w4-local",
+                          "bspbackup2return-topk-d0.001-w4-local"])
         flags = [config.run_flags(cfg, config.runs_of(cfg, [c])[0], "/x") for c in cells]
         self.assertNotIn("backup_workers", flags[0])
         self.assertEqual((flags[1]["consistency"], flags[1]["backup_workers"]), ("bsp", 1))
+        self.assertNotIn("late_pushes", flags[1])
+        self.assertEqual((flags[2]["backup_workers"], flags[2]["late_pushes"]), (2, "return"))
         for bad, says in [("asp+backup:1", "unknown consistency 'asp+backup:1'"),
                           ("bsp+backup:4", "needs 1 <= backup workers < the cell's 4 workers"),
-                          ("bsp+backup:0", "needs 1 <= backup workers")]:
+                          ("bsp+backup:0", "needs 1 <= backup workers"),
+                          ("bsp+return", "unknown consistency 'bsp+return'")]:
             bad_cfg = dict(cfg, grid=dict(cfg["grid"], consistency=[bad]))
             code, err = exit_code_and_stderr(config.check_config, bad_cfg, "grid.yaml")
             self.assertEqual(code, 2, bad)
