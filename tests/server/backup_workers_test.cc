@@ -6,9 +6,11 @@
 // round aggregated, computed here in the same float order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "server/bsp_shard.h"
@@ -137,6 +139,46 @@ TEST(BackupWorkersTest, ZeroBackupsWaitsForEveryLiveWorkerAndFlagsNone) {
   PushOf(s.get(), 0, 5, &out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].code, ShardError::kUnknownRound);
+}
+
+// b = 0 is today's BSP: the same pushes (random, overlapping, in the same order) into a shard
+// with default options and into one with backup_workers = 0 (either late_pushes) give bitwise
+// the same weights and the same replies, none flagged.
+TEST(BackupWorkersTest, ZeroBackupsIsBitwiseTheDefaultShard) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (LatePushes late : {LatePushes::kApply, LatePushes::kReturn}) {
+    ShardServerOptions a, b;
+    a.num_workers = b.num_workers = 3;
+    b.backup_workers = 0;
+    b.late_pushes = late;
+    auto sa = ShardServer::Create(a, std::vector<float>(64, 0.5f));
+    auto sb = ShardServer::Create(b, std::vector<float>(64, 0.5f));
+    ASSERT_TRUE(sa.ok() && sb.ok());
+    for (uint64_t round = 0; round < 20; ++round) {
+      for (int w : {2, 0, 1}) {
+        std::vector<uint32_t> idx;
+        for (uint32_t i = 0; i < 64; ++i) {
+          if (rng() % 3 == 0) idx.push_back(i);
+        }
+        std::vector<float> val(idx.size());
+        for (float& v : val) v = value(rng);
+        Outbox oa, ob;
+        (*sa)->OnPush(w, round, idx, val, false, &oa);
+        (*sb)->OnPush(w, round, idx, val, false, &ob);
+        ASSERT_EQ(oa.size(), ob.size());
+        for (size_t j = 0; j < oa.size(); ++j) {
+          EXPECT_EQ(oa[j].worker, ob[j].worker);
+          EXPECT_FALSE(ob[j].push_missed);
+          EXPECT_EQ(oa[j].buffer->indices, ob[j].buffer->indices);
+          EXPECT_EQ(oa[j].buffer->values, ob[j].buffer->values);
+        }
+      }
+    }
+    EXPECT_TRUE(
+        std::equal((*sa)->weights().begin(), (*sa)->weights().end(), (*sb)->weights().begin()));
+    EXPECT_EQ((*sb)->stats().rounds_completed, 20u);
+  }
 }
 
 TEST(BackupWorkersTest, ADeathLowersTheQuorumToOne) {
