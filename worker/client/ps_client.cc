@@ -96,8 +96,8 @@ class PsClient::Impl {
   // server and wait — and logged; any other ERROR, or one past the retries, fails the wait.
   static constexpr int kErrorRetries = 8;
   // UPDATEs (split replies among them) go through `stream` instead: it is given every message of
-  // `type` from a server not yet answered and returns true once that server's reply of `round` is
-  // complete (TakeUpdate). Servers with arrived[s] set count as answered from the start.
+  // `type` from a server and returns true once that server's reply of `round` is complete
+  // (TakeUpdate). Servers with arrived[s] set count as answered from the start.
   template <typename Fn>
   Status Collect(pb::MsgType type, uint64_t round, std::chrono::milliseconds timeout, Fn apply,
                  const std::function<void(int)>& resend = nullptr,
@@ -350,8 +350,10 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
       }
       return FailedPreconditionError(what);
     }
-    if (stream && msg.type() == type) {  // UPDATEs: each server's stream takes them in order
-      if (!done[server] && stream(server, msg)) {
+    if (stream && msg.type() == type) {  // UPDATEs: each server's stream takes them in order,
+      // also a later round's from a server already answered (backup workers: a round that
+      // closed without us), which is never sent again.
+      if (stream(server, msg) && !done[server]) {
         done[server] = true;
         --left;
       }

@@ -33,7 +33,7 @@ class PsClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     SchedulerOptions so;
-    so.num_servers = 1;
+    so.num_servers = servers_;
     so.num_workers = 1;
     so.num_params = kD;
     so.heartbeat_timeout = std::chrono::milliseconds(0);
@@ -44,8 +44,10 @@ class PsClientTest : public ::testing::Test {
     scheduler_thread_ = std::thread([this] { (void)scheduler_->Run(); });
     address_ = "inproc:" + std::to_string(scheduler_->port());
 
-    // Each start returns once the whole job registered: start the server beside the client.
+    // Each start returns once the whole job registered: start the servers beside the client.
     auto server = std::async(std::launch::async, [this] { return StartServer(); });
+    std::future<std::unique_ptr<Node>> second;
+    if (servers_ == 2) second = std::async(std::launch::async, [this] { return StartServer(1); });
     PsClientOptions co;
     co.scheduler = address_;
     co.num_params = kD;
@@ -56,20 +58,25 @@ class PsClientTest : public ::testing::Test {
     client_ = std::move(c).value();
     server_ = server.get();
     ASSERT_NE(server_, nullptr);
+    if (servers_ == 2) {
+      server1_ = second.get();
+      ASSERT_NE(server1_, nullptr);
+    }
     weights_.assign(kD, -1.0f);
   }
 
   void TearDown() override {
     client_.reset();
     server_.reset();
+    server1_.reset();
     if (scheduler_ != nullptr) scheduler_->Stop("test over");
     if (scheduler_thread_.joinable()) scheduler_thread_.join();
   }
 
-  std::unique_ptr<Node> StartServer() {
+  std::unique_ptr<Node> StartServer(int rank = 0) {
     NodeOptions no;
     no.role = pb::ROLE_SERVER;
-    no.rank = 0;
+    no.rank = rank;
     no.scheduler = address_;
     no.heartbeat_interval = std::chrono::milliseconds(0);
     no.transport.factory = net_.factory();
@@ -100,8 +107,11 @@ class PsClientTest : public ::testing::Test {
 
   // An UPDATE of `round` (part `part` of `parts`) from `server` to the worker that sent `push`.
   void SendUpdate(Node& server, const Message& push, uint64_t round, std::vector<uint32_t> idx,
-                  std::vector<float> val, uint32_t part = 0, uint32_t parts = 1) {
-    pb::Header h = MakeDataHeader(pb::MSG_UPDATE, server.id(), push.header.sender(), 0, round);
+                  std::vector<float> val, uint32_t part = 0, uint32_t parts = 1,
+                  uint32_t flags = 0) {
+    pb::Header h =
+        MakeDataHeader(pb::MSG_UPDATE, server.id(), push.header.sender(), server.rank(), round);
+    h.set_flags(flags);
     if (parts > 1) {
       h.set_part(part);
       h.set_parts(parts);
@@ -123,11 +133,13 @@ class PsClientTest : public ::testing::Test {
     return w;
   }
 
+  int servers_ = 1;  // a derived fixture sets 2: server 0 owns [0, 32), server 1 [32, 64)
   InprocNetwork net_;
   std::unique_ptr<Scheduler> scheduler_;
   std::thread scheduler_thread_;
   std::string address_;
   std::unique_ptr<Node> server_;
+  std::unique_ptr<Node> server1_;
   std::unique_ptr<PsClient> client_;
   std::vector<float> weights_;
 };
@@ -251,6 +263,60 @@ TEST_F(PsClientTest, ARestartedServerGetsTheRoundsPushAgain) {
   EXPECT_EQ(client_->resends(), 1u);
   EXPECT_EQ(weights_, Expect({{1, 0.25f}, {9, 0.75f}}));
   server_ = std::move(restarted);
+}
+
+// Backup workers: UPDATEs of rounds that closed without this worker arrive before it pushes
+// them. Queued before the call, round 5's and 6's: round 5 completes, 6 is applied as well and
+// skipped (rounds_skipped = 1), and a flagged UPDATE hands the slice back (missed_*).
+TEST_F(PsClientTest, RoundsThatClosedWithoutTheWorkerAreAppliedAndSkipped) {
+  auto first = StartRound(4);
+  Message push = ServerNext(*server_);
+  SendUpdate(*server_, push, 4, {0}, {4.0f});
+  ASSERT_EQ(first.wait_for(kWait), std::future_status::ready);
+  ASSERT_TRUE(first.get().ok());
+  SendUpdate(*server_, push, 5, {2}, {5.0f}, 0, 1, pb::FLAG_PUSH_MISSED);
+  SendUpdate(*server_, push, 6, {3}, {6.0f});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both queued at the client
+  Selection sel;
+  sel.dim = kD;
+  sel.indices = {1, 9};
+  sel.values = {0.5f, -2.0f};
+  RoundStats stats;
+  ASSERT_TRUE(client_->PushPull(5, &sel, weights_, &stats, kWait).ok());
+  EXPECT_EQ(weights_, Expect({{0, 4.0f}, {2, 5.0f}, {3, 6.0f}}));
+  EXPECT_EQ(stats.rounds_skipped, 1u);
+  EXPECT_EQ(stats.missed_shards, 1u);
+  EXPECT_EQ(stats.missed_indices, (std::vector<uint32_t>{1, 9}));
+  EXPECT_EQ(stats.missed_values, (std::vector<float>{0.5f, -2.0f}));
+  Message late = ServerNext(*server_);  // the push still went out (the server decides)
+  EXPECT_EQ(late.header.round(), 5u);
+}
+
+class PsClientTwoServersTest : public PsClientTest {
+ protected:
+  PsClientTwoServersTest() { servers_ = 2; }
+};
+
+// Server 0 answers round 0 and then round 1 (closed without this worker) while server 1's answer
+// to round 0 is still out: round 1's UPDATE from server 0 is applied, not dropped, so round 1
+// completes with server 1's answer alone (before the fix it was dropped and round 1 hung).
+TEST_F(PsClientTwoServersTest, ALaterRoundFromAServerAlreadyAnsweredIsKept) {
+  auto round0 = StartRound(0);
+  Message p0 = ServerNext(*server_);
+  Message p1 = ServerNext(*server1_);
+  SendUpdate(*server_, p0, 0, {1}, {10.0f});
+  SendUpdate(*server_, p0, 1, {2}, {11.0f});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  SendUpdate(*server1_, p1, 0, {0}, {20.0f});
+  ASSERT_EQ(round0.wait_for(kWait), std::future_status::ready);
+  ASSERT_TRUE(round0.get().ok());
+  auto round1 = StartRound(1);
+  Message q1 = ServerNext(*server1_);
+  EXPECT_EQ(q1.header.round(), 1u);
+  SendUpdate(*server1_, q1, 1, {1}, {21.0f});
+  ASSERT_EQ(round1.wait_for(kWait), std::future_status::ready);
+  ASSERT_TRUE(round1.get().ok());
+  EXPECT_EQ(weights_, Expect({{1, 10.0f}, {2, 11.0f}, {32, 20.0f}, {33, 21.0f}}));
 }
 
 }  // namespace
