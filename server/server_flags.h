@@ -68,7 +68,9 @@ uint32_t DefaultServerThreads();
 ProgramInfo ServerProgram();
 
 // The options of the parsed flags. Errors, checked in this order: --consistency,
-// --server_compressor, --staleness, --server_density, --server_threads, the node flags
+// --server_compressor, --staleness, --staleness_lr, --late_pushes, --backup_workers (BSP only; its
+// bound, < the job's workers, is checked once registered), --server_density, --server_threads,
+// the node flags
 // (ReadNodeFlags("server")), --reply_values, --model (with --num_params), --init_weights (its
 // size against a known D).
 StatusOr<ServerDaemonOptions> FlagsToServerOptions();

@@ -11,6 +11,8 @@
 //       the union (N = pushes aggregated) and every worker gets an UPDATE with the union and the
 //       new values. Optional two-way compression
 //       sparsifies a/N through a server residual before applying, so replies hold <= k' pairs.
+//       With backup workers b the round completes at max(1, live - b) pushes; a late push is
+//       merged into a later round or refused (ShardServerOptions::backup_workers, late_pushes).
 //  ASP  each push is applied at once (w[i] -= scale·v) and answered with every index changed
 //       since that worker's previous reply and its current value: the update pass records the
 //       pushed indices' new values in a shared change log, and a reply merges the records the

@@ -85,6 +85,36 @@ TEST(ServerFlagsTest, FlagsReachTheOptions) {
   EXPECT_EQ(o->node.rank, 1);
 }
 
+TEST(ServerFlagsTest, BackupWorkersAndTheirLatePushes) {
+  {
+    gflags::FlagSaver saver;
+    auto o = FlagsToServerOptions();
+    ASSERT_TRUE(o.ok());
+    EXPECT_EQ(o->shard.backup_workers, 0u);
+    EXPECT_EQ(o->shard.late_pushes, LatePushes::kApply);
+  }
+  {
+    gflags::FlagSaver saver;
+    FLAGS_backup_workers = 2;
+    FLAGS_late_pushes = "return";
+    auto o = FlagsToServerOptions();
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    EXPECT_EQ(o->shard.backup_workers, 2u);
+    EXPECT_EQ(o->shard.late_pushes, LatePushes::kReturn);
+  }
+  {
+    gflags::FlagSaver saver;
+    FLAGS_late_pushes = "drop";
+    EXPECT_EQ(ErrorOf(), "--late_pushes: unknown late_pushes 'drop' (expected apply or return)");
+  }
+  {
+    gflags::FlagSaver saver;
+    FLAGS_consistency = "asp";
+    FLAGS_backup_workers = 1;
+    EXPECT_EQ(ErrorOf(), "--backup_workers=1 needs --consistency=bsp");
+  }
+}
+
 TEST(ServerFlagsTest, NumParamsWithoutModelIsTheExpectedD) {
   gflags::FlagSaver saver;
   FLAGS_num_params = 4096;
