@@ -63,6 +63,9 @@ DEFINE_bool(checksum, true, "Checksum pushed payloads");
 DEFINE_uint64(seed, 1, "Seed of the initial weights (must match the servers'), shuffling, randomk");
 // Output.
 DEFINE_int32(eval_every, 1, "Rank 0: test accuracy every n epochs and at the end (0 = end only)");
+DEFINE_uint64(eval_every_rounds, 0,
+              "Rank 0: test accuracy also after every n-th round (0 = off; for time-to-accuracy "
+              "finer than an epoch, the evaluation's time counts in the round)");
 DEFINE_string(metrics_out, "",
               "JSON-lines metrics file (rank 0 only, unless the path contains {rank})");
 DEFINE_int32(metrics_every, 1, "Write a metrics line every n rounds (>= 1)");
@@ -142,6 +145,7 @@ Status FlagsToRunAndOutput(TrainerOptions* o) {
   if (!straggler.ok()) return InvalidArgumentError("--straggler: " + straggler.status().message());
   o->straggler = *straggler;
   o->eval_every = FLAGS_eval_every;
+  o->eval_every_rounds = FLAGS_eval_every_rounds;
   o->metrics_out = FLAGS_metrics_out;
   o->metrics_every = FLAGS_metrics_every;
   o->contraction_every = FLAGS_contraction_every;
@@ -205,8 +209,8 @@ ProgramInfo WorkerProgram() {
             {"heartbeat_interval_ms", "heartbeat_timeout_ms", "round_timeout_ms",
              "shutdown_timeout_ms"}},
            {"Output and metrics",
-            {"progress", "eval_every", "metrics_out", "metrics_every", "contraction_every",
-             "histogram_rounds", "dump_weights", "metrics_port"}}}};
+            {"progress", "eval_every", "eval_every_rounds", "metrics_out", "metrics_every",
+             "contraction_every", "histogram_rounds", "dump_weights", "metrics_port"}}}};
 }
 
 StatusOr<WorkerDaemonOptions> FlagsToWorkerOptions() {

@@ -46,6 +46,7 @@ DECLARE_bool(fp16);
 DECLARE_bool(checksum);
 DECLARE_uint64(seed);
 DECLARE_int32(eval_every);
+DECLARE_uint64(eval_every_rounds);
 DECLARE_string(metrics_out);
 DECLARE_int32(metrics_every);
 DECLARE_int32(contraction_every);

@@ -611,6 +611,28 @@ TEST_F(TrainingTest, BackupWorkerClosesRoundsAtTheFastWorkersPaceAndLosesNothing
   }
 }
 
+// --eval_every_rounds: rank 0 evaluates after every n-th round as well as at the end (softmax,
+// one epoch of 234 rounds at batch 256: rounds 99, 199 and 233).
+TEST_F(TrainingTest, EvalEveryRoundsEvaluatesInsideTheEpoch) {
+  const fs::path metrics = dir_ / "m.jsonl";
+  RunResult run = Launch(1, 1,
+                         {"--model=softmax", "--batch_size=256", "--epochs=1", "--eval_every=0",
+                          "--eval_every_rounds=100", "--metrics_out=" + metrics.string()});
+  ASSERT_TRUE(run.ok) << run.log;
+  std::ifstream f(metrics);
+  std::vector<uint64_t> evaluated;
+  for (std::string line; std::getline(f, line);) {
+    if (line.find("\"test_acc\":") == std::string::npos ||
+        line.find("\"test_acc\":null") != std::string::npos) {
+      continue;  // not an evaluation round
+    }
+    const size_t at = line.find("\"round\":");
+    ASSERT_NE(at, std::string::npos) << line;
+    evaluated.push_back(std::stoull(line.substr(at + 8)));
+  }
+  EXPECT_EQ(evaluated, (std::vector<uint64_t>{99, 199, 233}));
+}
+
 // A job cannot have as many backup workers as workers: refused before anything starts.
 TEST_F(TrainingTest, AsManyBackupWorkersAsWorkersIsRefused) {
   RunResult run = BackupJob({"--backup_workers=4"}, {});

@@ -41,6 +41,8 @@ NOT_IN_PYTHON = {
     "synthetic_noise": "sieve-worker's built-in synthetic model (--model=synthetic)",
     "synthetic_pull": "idem",
     "synthetic_scale": "idem",
+    "eval_every_rounds": "sieve-worker's evaluation inside an epoch (a script evaluates when it "
+                         "likes)",
 }
 
 FAMILY = {str: {"string"}, int: {"int32", "int64", "uint32", "uint64"}, float: {"double"},

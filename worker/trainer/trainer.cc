@@ -473,7 +473,8 @@ Trainer::RoundPlan Trainer::PlanRound(const RunState& run, const EpochState& ep,
   RoundPlan p;
   p.last_of_epoch = step + 1 == run.spe;
   p.cut_short = round + 1 == run.stop && run.stop < run.epochs * run.spe;  // --max_rounds
-  p.eval = (p.last_of_epoch && IsEvalEpoch(options_, ep.epoch)) || p.cut_short;
+  p.eval = (p.last_of_epoch && IsEvalEpoch(options_, ep.epoch)) || p.cut_short ||
+           (options_.eval_every_rounds > 0 && (round + 1) % options_.eval_every_rounds == 0);
   p.contraction = options_.contraction_every > 0 && round % options_.contraction_every == 0;
   p.histogram = std::binary_search(options_.histogram_rounds.begin(),
                                    options_.histogram_rounds.end(), static_cast<int64_t>(round));
@@ -510,8 +511,11 @@ Status Trainer::AfterMissedRounds(uint64_t step, const EpochState& ep, RunState*
   const RoundPlan end = PlanRound(*run, ep, last_step, run->round + (last_step - step));
   plan->last_of_epoch = end.last_of_epoch;
   plan->cut_short = end.cut_short;
-  plan->eval = plan->eval || end.eval;
-  plan->write = plan->write || end.write;
+  // An --eval_every_rounds round among the skipped ones is evaluated now.
+  const uint64_t n = options_.eval_every_rounds;
+  const bool crossed = n > 0 && (run->round + 1 + run->skip) / n > (run->round + 1) / n;
+  plan->eval = plan->eval || end.eval || crossed;
+  plan->write = plan->write || end.write || (crossed && run->metrics.is_open());
   return Status::Ok();
 }
 

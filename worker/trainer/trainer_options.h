@@ -79,6 +79,9 @@ struct TrainerOptions {
   StragglerPlan straggler;
 
   int eval_every = 1;         // rank 0: test accuracy every n epochs (0 = only at the end)
+  // Rank 0: test accuracy also after every n-th round (0 = off), for time-to-accuracy curves
+  // finer than an epoch; each evaluation's time counts in the round's.
+  uint64_t eval_every_rounds = 0;
   std::string metrics_out;    // JSON lines; "" = none; "{rank}" in the path is replaced
   int metrics_every = 1;      // write one metrics line every n rounds (plus eval rounds)
   int contraction_every = 0;  // add the contraction ratio every n rounds (0 = never)
