@@ -41,6 +41,7 @@ NOT_IN_PYTHON = {
     "synthetic_noise": "sieve-worker's built-in synthetic model (--model=synthetic)",
     "synthetic_pull": "idem",
     "synthetic_scale": "idem",
+    "barrier_probe": "the scale harness's barrier latency probe of sieve-worker's start",
 }
 
 FAMILY = {str: {"string"}, int: {"int32", "int64", "uint32", "uint64"}, float: {"double"},
