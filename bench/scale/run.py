@@ -536,7 +536,7 @@ def growth_lines(cells):
         parts = []
         for key, name in (("formed_s", "formed"), ("start_barrier_s", "barrier"),
                           ("barrier_p50_ms", "barrier p50")):
-            p = power_fit(ns, [c[key] for c in cs])
+            p = power_fit(ns, [c.get(key) for c in cs])  # None: not measured (older runs)
             if p is not None:
                 verdict = "within" if p <= ref else "ABOVE"
                 parts.append(f"{name} ~ N^{p:.2f} ({verdict} O(N log N))")

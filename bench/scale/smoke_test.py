@@ -57,13 +57,17 @@ def check_growth_fit(bad):
     if abs(run.nlogn_exponent(5, 80) - ref) > 1e-12:
         bad.append("nlogn_exponent(5, 80) is not the closed form")
 
-    def cell(w, s, t):
+    def cell(w, s, t, probe=None):
         return {"num_params": 1e6, "pass": True, "workers": w, "servers": s, "formed_s": t,
-                "start_barrier_s": t}
-    square = run.growth_lines([cell(3, 1, 25.0), cell(63, 16, 80.0 ** 2)])
+                "start_barrier_s": t, "barrier_p50_ms": probe}
+    square = run.growth_lines([cell(3, 1, 25.0, 25.0), cell(63, 16, 80.0 ** 2, 80.0 ** 2)])
     root = run.growth_lines([cell(3, 1, 5 ** 0.5), cell(63, 16, 80 ** 0.5)])
     if len(square) != 1 or "formed ~ N^2.00 (ABOVE" not in square[0]:
         bad.append(f"growth of N^2 not flagged: {square}")
+    if len(square) != 1 or "barrier p50 ~ N^2.00 (ABOVE" not in square[0]:
+        bad.append(f"growth of the barrier p50 as N^2 not flagged: {square}")
+    if len(root) != 1 or "barrier p50" in root[0]:
+        bad.append(f"a growth line of cells without a barrier probe fits its p50: {root}")
     if len(root) != 1 or "formed ~ N^0.50 (within" not in root[0]:
         bad.append(f"growth of sqrt(N) flagged: {root}")
 
