@@ -83,6 +83,10 @@ DEFINE_string(progress, "auto", "Progress display: bar, log, or auto (bar when s
 DEFINE_int32(round_timeout_ms, 120000, "Longest wait for one round's replies / a barrier / a pull");
 DEFINE_int32(shutdown_timeout_ms, 600000,
              "After training, longest wait for the other workers and the scheduler's shutdown");
+DEFINE_int32(barrier_probe, 0,
+             "Benchmarks (the scale harness): time this many workers' barriers right after the "
+             "start barrier and print their p50 / p99 latency in the summary line (0 = none; "
+             "every worker of the job must give the same count)");
 DEFINE_int32(blas_threads, 1, "OpenBLAS threads (several workers often share few cores)");
 DEFINE_int32(
     kernel_threads, 1,
@@ -156,6 +160,7 @@ Status FlagsToRunAndOutput(TrainerOptions* o) {
   o->histogram_rounds = *hist_rounds;
   o->dump_weights = FLAGS_dump_weights;
   o->round_timeout = std::chrono::milliseconds(FLAGS_round_timeout_ms);
+  o->barrier_probe = FLAGS_barrier_probe;
   if (FLAGS_progress == "auto") {
     o->progress_bar = isatty(STDOUT_FILENO) != 0;
   } else if (FLAGS_progress == "bar" || FLAGS_progress == "log") {
@@ -210,7 +215,8 @@ ProgramInfo WorkerProgram() {
              "shutdown_timeout_ms"}},
            {"Output and metrics",
             {"progress", "eval_every", "eval_every_rounds", "metrics_out", "metrics_every",
-             "contraction_every", "histogram_rounds", "dump_weights", "metrics_port"}}}};
+             "contraction_every", "histogram_rounds", "dump_weights", "metrics_port",
+             "barrier_probe"}}}};
 }
 
 StatusOr<WorkerDaemonOptions> FlagsToWorkerOptions() {

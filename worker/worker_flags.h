@@ -55,6 +55,7 @@ DECLARE_string(dump_weights);
 DECLARE_string(progress);
 DECLARE_int32(round_timeout_ms);
 DECLARE_int32(shutdown_timeout_ms);
+DECLARE_int32(barrier_probe);
 DECLARE_int32(blas_threads);
 DECLARE_int32(kernel_threads);
 

@@ -12,7 +12,15 @@ process from /proc while the job runs, reaps each one with wait4() (its rusage),
   start_barrier_s    first process start -> the last worker past the start barrier: each worker's
                      summary line is read at T and its `seconds` is the training loop's time, whose
                      clock starts right after the start barrier (worker/trainer/trainer.cc), so the
-                     worker passed it at T - seconds; start_barrier_min_s: the first worker
+                     worker passed it at T - seconds - barrier_probe_s; start_barrier_min_s: the
+                     first worker
+  barrier_p50_ms     --barrier_probe=N (default 100) more workers' barriers right after the start
+  barrier_p99_ms     barrier, each timed on every worker from its Barrier() call to its return
+                     (sieve-worker --barrier_probe, worker/trainer/barrier_probe.h): the largest
+                     over the workers of each worker's nearest-rank p50 and p99 (the worker that
+                     waited longest: the first to enter waits for the last); barrier_p50_ms_median
+                     the median over the workers of their p50; barrier_probes: N, checked on every
+                     worker
   round_s            median over workers of seconds / rounds (summary line); mean_round_s: median
                      of the workers' own mean_round_s
   per process        exit status; peak RSS: ru_maxrss of wait4 where it exceeds the harness's own
@@ -33,15 +41,16 @@ process from /proc while the job runs, reaps each one with wait4() (its rusage),
                      line's heartbeats=) and that over the scheduler's lifetime
 
 Checks (a failed one fails the cell, and the script exits 1): every daemon exited 0; every worker
-and server printed its summary line; every worker ran --rounds rounds and every server completed
---rounds rounds; every server applied exactly W * rounds pushes (each worker pushes to every shard
-every round); the servers' pushed_sum adds up to the workers' pushed_sum (float sums of the same
-values in another order: relative difference <= 1e-5).
+and server printed its summary line; every worker ran --rounds rounds (and --barrier_probe
+barriers) and every server completed --rounds rounds; every server applied exactly W * rounds
+pushes (each worker pushes to every shard every round); the servers' pushed_sum adds up to the
+workers' pushed_sum (float sums of the same values in another order: relative difference <= 1e-5).
 
 Results: results/bench/scale-<timestamp>.json (or --out) and a table on stdout.
 
 usage: run.py [--build=build] [--cells=4x1,16x4] [--d=1e6[,1e8]] [--rounds=200]
-              [--compute=2ms] [--density=0.001] [--sample_s=0.1] [--out=FILE] [--timeout_s=600]
+              [--compute=2ms] [--density=0.001] [--barrier_probe=100] [--sample_s=0.1]
+              [--out=FILE] [--timeout_s=600]
 """
 import argparse
 import json
@@ -268,7 +277,8 @@ def start_job(a, w, s, d):
             f"{b}/worker/sieve-worker", *common, *hb, f"--rank={r}", "--device=cpu",
             "--compressor=topk", f"--density={a.density}", f"--rounds_per_epoch={a.rounds}",
             "--epochs=1", "--eval_every=0", "--progress=log", "--blas_threads=1",
-            "--kernel_threads=1", *([f"--straggler=delay:{a.compute}"] if a.compute else [])]))
+            "--kernel_threads=1", *([f"--straggler=delay:{a.compute}"] if a.compute else []),
+            *([f"--barrier_probe={a.barrier_probe}"] if a.barrier_probe else [])]))
     return procs, None
 
 
@@ -345,10 +355,17 @@ def run_cell(a, w, s, d):
 
     wsum = summaries(workers, "sieve-worker summary:", problems)
     ssum = summaries(servers, "sieve-server summary:", problems)
-    barrier_at, round_s, mean_round = [], [], []
+    barrier_at, round_s, mean_round, probe_p50, probe_p99 = [], [], [], [], []
     for name, kv in wsum.items():
         secs, rounds = float(kv.get("seconds", "nan")), int(kv.get("rounds", "-1"))
-        barrier_at.append(kv["_read_at"] - secs)
+        # The training loop's clock starts after the barrier probe (worker/trainer/trainer.cc).
+        barrier_at.append(kv["_read_at"] - secs - float(kv.get("barrier_probe_s", "0")))
+        if int(kv.get("barrier_probes", "0")) != a.barrier_probe:
+            problems.append(f"{name}: barrier_probes={kv.get('barrier_probes', 0)}, expected "
+                            f"{a.barrier_probe}")
+        elif a.barrier_probe:
+            probe_p50.append(float(kv["barrier_p50_ms"]))
+            probe_p99.append(float(kv["barrier_p99_ms"]))
         if rounds > 0:
             round_s.append(secs / rounds)
         if "mean_round_s" in kv:
@@ -430,7 +447,9 @@ def run_cell(a, w, s, d):
 
     server_rates = [x["steady_cpu_per_s"] for x in by_role["server"]
                     if x["steady_cpu_per_s"] is not None]
-    ok = not problems and exit_ok and applied_ok and rounds_ok and pushed_ok and union_ok
+    probes_ok = len(wsum) == w and (not a.barrier_probe or len(probe_p50) == w)
+    ok = (not problems and exit_ok and applied_ok and rounds_ok and pushed_ok and union_ok and
+          probes_ok)
     cell = {
         "workers": w, "servers": s, "num_params": d, "rounds": a.rounds,
         "compute": a.compute, "density": a.density,
@@ -440,6 +459,10 @@ def run_cell(a, w, s, d):
         "start_barrier_s": barrier_last - t0 if barrier_last is not None else None,
         "start_barrier_min_s": min(barrier_at) - t0 if barrier_at else None,
         "round_s": rs, "mean_round_s": median(mean_round),
+        "barrier_probes": a.barrier_probe,
+        "barrier_p50_ms": max(probe_p50) if probe_p50 else None,
+        "barrier_p99_ms": max(probe_p99) if probe_p99 else None,
+        "barrier_p50_ms_median": median(probe_p50),
         "steady_window_s": (hi - lo) if lo is not None else None,
         "scheduler_cpu_per_s": rows[0]["steady_cpu_per_s"],
         "server_cpu_per_round_s": (max(server_rates) * rs) if server_rates and rs else None,
@@ -464,7 +487,7 @@ def run_cell(a, w, s, d):
         "union_of_wk": union / (w * k) if union is not None else None,
         "checks": {"exit_0": exit_ok, "applied_exact": applied_ok, "rounds_exact": rounds_ok,
                    "union_in_bounds": union_ok,
-                   "pushed_sum_match": pushed_ok},
+                   "pushed_sum_match": pushed_ok, "barrier_probes": probes_ok},
         "pushed_sum_workers": pushed_w, "pushed_sum_servers": pushed_s,
         "server_checksums": {k: v.get("checksum") for k, v in ssum.items()},
         "worker_summaries": {k: {x: y for x, y in v.items() if x != "_read_at"}
@@ -501,7 +524,8 @@ def nlogn_exponent(n_lo, n_hi):
 
 def growth_lines(cells):
     """Per D with cells of at least two node counts N = W + S + 1: the fitted exponents of the
-    time to formed and to the start barrier against N log N's over the same range."""
+    time to formed, to the start barrier and of the barrier probe's p50 against N log N's over
+    the same range."""
     lines = []
     for d in sorted({c["num_params"] for c in cells}):
         cs = [c for c in cells if c["num_params"] == d and c["pass"]]
@@ -510,8 +534,9 @@ def growth_lines(cells):
             continue
         ref = nlogn_exponent(min(ns), max(ns))
         parts = []
-        for key, name in (("formed_s", "formed"), ("start_barrier_s", "barrier")):
-            p = power_fit(ns, [c[key] for c in cs])
+        for key, name in (("formed_s", "formed"), ("start_barrier_s", "barrier"),
+                          ("barrier_p50_ms", "barrier p50")):
+            p = power_fit(ns, [c.get(key) for c in cs])  # None: not measured (older runs)
             if p is not None:
                 verdict = "within" if p <= ref else "ABOVE"
                 parts.append(f"{name} ~ N^{p:.2f} ({verdict} O(N log N))")
@@ -520,13 +545,23 @@ def growth_lines(cells):
     return lines
 
 
+def verdict(tag, bad):
+    """The end of a test of this harness (smoke_test.py, n64_test.py): each failure in `bad` on
+    its own line, then PASS or FAIL; the exit status."""
+    for line in bad:
+        print(f"{tag}: FAIL", line)
+    print(f"{tag}:", "FAIL" if bad else "PASS")
+    return 1 if bad else 0
+
+
 def fmt(x, scale=1.0, digits=2):
     return "-" if x is None else f"{x * scale:.{digits}f}"
 
 
 def print_table(cells):
     head = (f"{'W':>3} {'S':>3} {'D':>8} {'pass':>4} {'formed s':>8} {'barrier s':>9} "
-            f"{'round ms':>8} {'sched %cpu':>10} {'hb/s':>6} {'union/Wk':>8} {'srv cpu ms/rd':>13} "
+            f"{'round ms':>8} {'bar p50/p99 ms':>14} {'sched %cpu':>10} {'hb/s':>6} "
+            f"{'union/Wk':>8} {'srv cpu ms/rd':>13} "
             f"{'sched MB':>8} "
             f"{'srv MB':>7} {'wkr MB':>7} {'wkr anon':>8} {'fds sch/srv/wkr':>15} "
             f"{'socks sch/srv/wkr':>17}")
@@ -536,9 +571,11 @@ def print_table(cells):
                f"{c['worker_fds_max'] or '-'}")
         socks = (f"{c['scheduler_sockets'] or '-'}/{c['server_sockets_max'] or '-'}/"
                  f"{c['worker_sockets_max'] or '-'}")
+        probe = f"{fmt(c.get('barrier_p50_ms'), 1, 1)}/{fmt(c.get('barrier_p99_ms'), 1, 1)}"
         print(f"{c['workers']:>3} {c['servers']:>3} {c['num_params']:>8.0e} "
               f"{'yes' if c['pass'] else 'NO':>4} {fmt(c['formed_s']):>8} "
               f"{fmt(c['start_barrier_s']):>9} {fmt(c['round_s'], 1e3):>8} "
+              f"{probe:>14} "
               f"{fmt(c['scheduler_cpu_per_s'], 100):>10} {fmt(c['heartbeats_per_s'], 1, 1):>6} "
               f"{fmt(c['union_of_wk'], 1, 3):>8} "
               f"{fmt(c['server_cpu_per_round_s'], 1e3, 3):>13} "
@@ -557,6 +594,9 @@ def main():
                     help="per-round emulated compute of each worker (--straggler=delay:T); "
                          "empty = none")
     ap.add_argument("--density", type=float, default=0.001)
+    ap.add_argument("--barrier_probe", type=int, default=100,
+                    help="workers' barriers timed after the start barrier (sieve-worker "
+                         "--barrier_probe) for barrier_p50_ms / barrier_p99_ms; 0 = none")
     ap.add_argument("--heartbeat_interval_ms", type=int, default=1000)
     ap.add_argument("--sample_s", type=float, default=0.1)
     ap.add_argument("--timeout_s", type=float, default=600, help="per cell")
@@ -564,6 +604,8 @@ def main():
     a = ap.parse_args()
     if a.rounds < 1:
         sys.exit("scale: --rounds must be >= 1")
+    if a.barrier_probe < 0:
+        sys.exit("scale: --barrier_probe must be >= 0")
     for exe in ("scheduler/sieve-scheduler", "server/sieve-server", "worker/sieve-worker"):
         if not os.access(f"{a.build}/{exe}", os.X_OK):
             sys.exit(f"scale: {a.build}/{exe} missing (build it first: scripts/setup)")
@@ -587,7 +629,8 @@ def main():
     print(f"\nload average before {' '.join(load_before)}, after {' '.join(load_after)} "
           f"({os.cpu_count()} CPUs)")
     print(f"{'PASS' if doc['pass'] else 'FAIL'}: every daemon exited 0, applied = W x rounds on "
-          "every server, pushed sums match" if doc["pass"] else "FAIL: see the lines above")
+          "every server, pushed sums match, every worker ran the barrier probe" if doc["pass"]
+          else "FAIL: see the lines above")
     print("json:", out)
     return 0 if doc["pass"] else 1
 

@@ -3,7 +3,8 @@
 2 cores). Passes when the harness exits 0, its JSON has every field of a cell and of each
 process filled in, and the exactness checks passed; then a cell with a bad worker flag must be
 reported as failed (exit 1, pass false) within seconds, the daemons stopped. Also checks that the
-nodes are not a full mesh (the sockets of each role) and run.py's growth fit (closed forms).
+nodes are not a full mesh (the sockets of each role), the barrier probe's percentiles and run.py's
+growth fit (closed forms).
 
 usage: smoke_test.py BUILD_DIR
 """
@@ -16,6 +17,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run  # noqa: E402 (the harness next to this file)
 CELL_FIELDS = [
     "workers", "servers", "num_params", "rounds", "wall_s", "formed_s", "formed_glog_s",
     "start_barrier_s", "start_barrier_min_s", "round_s", "mean_round_s", "steady_window_s",
@@ -24,11 +27,13 @@ CELL_FIELDS = [
     "scheduler_rss_mb", "server_rss_mb_max", "worker_rss_mb_max", "scheduler_fds",
     "server_fds_max", "worker_fds_max", "scheduler_sockets", "server_sockets_max",
     "worker_sockets_max", "worker_pss_mb_max", "worker_anon_mb_max",
-    "server_anon_mb_max", "checks", "pushed_sum_workers", "pushed_sum_servers", "pass"]
+    "server_anon_mb_max", "checks", "pushed_sum_workers", "pushed_sum_servers", "pass",
+    "barrier_probes", "barrier_p50_ms", "barrier_p99_ms", "barrier_p50_ms_median"]
 PROCESS_FIELDS = ["process", "role", "pid", "exit", "peak_rss_mb", "peak_rss_source", "cpu_s",
                   "pss_mb_max", "anon_mb_max", "steady_cpu_per_s", "fds_steady", "sockets_steady",
                   "fds_max", "samples"]
-CHECKS = ["exit_0", "applied_exact", "rounds_exact", "union_in_bounds", "pushed_sum_match"]
+CHECKS = ["exit_0", "applied_exact", "rounds_exact", "union_in_bounds", "pushed_sum_match",
+          "barrier_probes"]
 
 
 def harness(build, out, *extra):
@@ -45,8 +50,6 @@ def check_growth_fit(bad):
     """run.py's growth fit against closed forms: t = 3 N^1.5 fits p = 1.5 exactly; N log N's
     exponent between 5 and 80 is log(80 ln 80 / (5 ln 5)) / log 16; a cell growing like N^2
     is reported ABOVE it, one like sqrt(N) within."""
-    sys.path.insert(0, HERE)
-    import run  # noqa: E402 (the harness next to this file)
     p = run.power_fit([5, 20, 80], [3 * n ** 1.5 for n in (5, 20, 80)])
     if p is None or abs(p - 1.5) > 1e-9:
         bad.append(f"power_fit of 3 N^1.5 gave {p}")
@@ -54,13 +57,17 @@ def check_growth_fit(bad):
     if abs(run.nlogn_exponent(5, 80) - ref) > 1e-12:
         bad.append("nlogn_exponent(5, 80) is not the closed form")
 
-    def cell(w, s, t):
+    def cell(w, s, t, probe=None):
         return {"num_params": 1e6, "pass": True, "workers": w, "servers": s, "formed_s": t,
-                "start_barrier_s": t}
-    square = run.growth_lines([cell(3, 1, 25.0), cell(63, 16, 80.0 ** 2)])
+                "start_barrier_s": t, "barrier_p50_ms": probe}
+    square = run.growth_lines([cell(3, 1, 25.0, 25.0), cell(63, 16, 80.0 ** 2, 80.0 ** 2)])
     root = run.growth_lines([cell(3, 1, 5 ** 0.5), cell(63, 16, 80 ** 0.5)])
     if len(square) != 1 or "formed ~ N^2.00 (ABOVE" not in square[0]:
         bad.append(f"growth of N^2 not flagged: {square}")
+    if len(square) != 1 or "barrier p50 ~ N^2.00 (ABOVE" not in square[0]:
+        bad.append(f"growth of the barrier p50 as N^2 not flagged: {square}")
+    if len(root) != 1 or "barrier p50" in root[0]:
+        bad.append(f"a growth line of cells without a barrier probe fits its p50: {root}")
     if len(root) != 1 or "formed ~ N^0.50 (within" not in root[0]:
         bad.append(f"growth of sqrt(N) flagged: {root}")
 
@@ -100,6 +107,13 @@ def main():
                 bad.append(f"{p.get('process')}: exit {p.get('exit')}")
         if not (0 < cell["formed_s"] <= cell["start_barrier_s"] < cell["wall_s"]):
             bad.append("formed_s <= start_barrier_s < wall_s does not hold")
+        # The barrier probe (default 100 barriers per worker): p50 <= p99 on the cell's maxima.
+        if cell["barrier_probes"] != 100 or not (
+                0 < cell["barrier_p50_ms_median"] <= cell["barrier_p50_ms"] <=
+                cell["barrier_p99_ms"]):
+            bad.append(f"barrier probe {cell['barrier_probes']}: p50 median "
+                       f"{cell['barrier_p50_ms_median']}, max p50 {cell['barrier_p50_ms']}, "
+                       f"max p99 {cell['barrier_p99_ms']}")
         # Each of the W + S nodes sends one HEARTBEAT per --heartbeat_interval_ms (100 ms): the
         # scheduler's count over its life is at most that rate (a node's first comes one interval
         # after its start), and some arrived in a cell of several seconds.
@@ -125,10 +139,7 @@ def main():
             bad.append(f"a cell whose workers exit 2 was not reported as failed (rc {rc})")
         if secs > 30:
             bad.append(f"the failed cell took {secs:.0f} s to stop")
-    for line in bad:
-        print("smoke: FAIL", line)
-    print("smoke:", "FAIL" if bad else "PASS")
-    return 1 if bad else 0
+    return run.verdict("smoke", bad)
 
 
 if __name__ == "__main__":

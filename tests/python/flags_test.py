@@ -43,6 +43,7 @@ NOT_IN_PYTHON = {
     "synthetic_scale": "idem",
     "eval_every_rounds": "sieve-worker's evaluation inside an epoch (a script evaluates when it "
                          "likes)",
+    "barrier_probe": "the scale harness's barrier latency probe of sieve-worker's start",
 }
 
 FAMILY = {str: {"string"}, int: {"int32", "int64", "uint32", "uint64"}, float: {"double"},

@@ -33,6 +33,14 @@ std::string FormatSummaryLine(const TrainSummary& s) {
                   static_cast<unsigned long long>(s.missed_slices), s.returned_sum);
     out += buf;
   }
+  if (s.barrier_probes > 0) {
+    std::snprintf(buf, sizeof(buf),
+                  " barrier_probes=%llu barrier_p50_ms=%.4g barrier_p99_ms=%.4g"
+                  " barrier_probe_s=%.3f",
+                  static_cast<unsigned long long>(s.barrier_probes), s.barrier_p50_ms,
+                  s.barrier_p99_ms, s.barrier_probe_s);
+    out += buf;
+  }
   if (!s.straggler.empty()) {
     std::snprintf(buf, sizeof(buf), " straggle_s=%.3f", s.straggle_seconds);
     out += " straggler=" + s.straggler + buf;

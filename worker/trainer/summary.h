@@ -9,8 +9,9 @@
 // spec as written and the seconds it added to its compute in all). Every field is `key=value` with
 // no spaces inside a value. A test accuracy under twice chance (0.2 for Fashion-MNIST's 10 classes)
 // adds `near_chance=1`: the model did not learn. A worker of a job with backup workers that missed
-// a round adds `skipped_rounds=N missed_slices=M returned_sum=X` (TrainSummary). Thread-safety:
-// pure.
+// a round adds `skipped_rounds=N missed_slices=M returned_sum=X` (TrainSummary). A worker run with
+// --barrier_probe=N adds `barrier_probes=N barrier_p50_ms=X barrier_p99_ms=Y barrier_probe_s=T`
+// (barrier_probe.h). Thread-safety: pure.
 #ifndef SIEVE_WORKER_TRAINER_SUMMARY_H_
 #define SIEVE_WORKER_TRAINER_SUMMARY_H_
 
@@ -43,6 +44,12 @@ struct TrainSummary {
   uint64_t skipped_rounds = 0;
   uint64_t missed_slices = 0;
   double returned_sum = 0.0;
+  // --barrier_probe: the barriers timed after the start, their p50 / p99 latency and the probe's
+  // wall time (before the training loop's clock starts). Printed when barrier_probes > 0.
+  uint64_t barrier_probes = 0;
+  double barrier_p50_ms = 0.0;
+  double barrier_p99_ms = 0.0;
+  double barrier_probe_s = 0.0;
   // Under twice the chance accuracy of 10 classes.
   bool near_chance() const { return test_acc.has_value() && *test_acc < 0.2; }
   double mean_round_s() const {

@@ -16,6 +16,7 @@
 #include "kernels/selection.h"
 #include "worker/client/worker_start.h"
 #include "worker/data/partition.h"
+#include "worker/trainer/barrier_probe.h"
 #include "worker/trainer/metrics.h"
 #include "worker/trainer/progress.h"
 #include "worker/trainer/schedule.h"
@@ -643,9 +644,19 @@ StatusOr<TrainSummary> Trainer::FinishRun(RunState* run) {
 StatusOr<TrainSummary> Trainer::Run() {
   uint64_t first_round = 0;
   SIEVE_RETURN_IF_ERROR(InitWeights(&first_round));  // the start barrier included
+  BarrierProbeStats probe;  // --barrier_probe (not for a rejoiner: the others are past it)
+  if (options_.barrier_probe > 0 && !client_->joined_late()) {
+    SIEVE_ASSIGN_OR_RETURN(probe, RunBarrierProbe(options_.barrier_probe, [this] {
+                             return client_->Barrier(options_.round_timeout);
+                           }));
+  }
   MetricsWriter metrics;
   SIEVE_RETURN_IF_ERROR(OpenMetrics(&metrics));
   RunState run(options_, rank_, d_, static_cast<uint64_t>(steps_per_epoch_), first_round, &metrics);
+  run.summary.barrier_probes = probe.probes;
+  run.summary.barrier_p50_ms = probe.p50_ms;
+  run.summary.barrier_p99_ms = probe.p99_ms;
+  run.summary.barrier_probe_s = probe.total_s;
   // By the round reached, not by a count: a worker that skipped rounds (backup workers) may skip
   // past an epoch's end.
   while (run.round < run.stop && run.round / run.spe < run.epochs) {

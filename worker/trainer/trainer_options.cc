@@ -91,6 +91,7 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.batch_size < 1) return InvalidArgumentError("--batch_size must be >= 1");
   if (o.epochs < 1) return InvalidArgumentError("--epochs must be >= 1");
   if (o.max_rounds < 0) return InvalidArgumentError("--max_rounds must be >= 0");
+  if (o.barrier_probe < 0) return InvalidArgumentError("--barrier_probe must be >= 0");
   if (!std::isfinite(o.lr) || o.lr < 0) return InvalidArgumentError("--lr must be finite and >= 0");
   if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1) {
     return InvalidArgumentError("--momentum must be in [0, 1)");

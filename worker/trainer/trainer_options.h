@@ -93,6 +93,9 @@ struct TrainerOptions {
   std::string dump_weights;
   bool progress_bar = false;  // single-line bar with ETA (a TTY) instead of per-epoch log lines
   std::chrono::milliseconds round_timeout{120000};  // each wait of the start and a round; >= 1 ms
+  // Workers' barriers timed right after the start barrier (barrier_probe.h; the scale harness's
+  // latency percentiles); 0 = none. Every worker of the job must use the same count.
+  int barrier_probe = 0;
   // Called after every round's push/pull with the round, k, the pairs selected and the
   // round's traffic (the daemon's Prometheus metrics); empty = none.
   std::function<void(uint64_t round, uint64_t k, uint64_t selected, const RoundStats& stats)>

@@ -143,6 +143,7 @@ TEST(WorkerTrainerOptions, RejectsBadValuesNamingTheFlag) {
       {[](TrainerOptions* o) { o->eval_every = -1; }, "--eval_every"},
       {[](TrainerOptions* o) { o->metrics_every = 0; }, "--metrics_every"},
       {[](TrainerOptions* o) { o->contraction_every = -2; }, "--contraction_every"},
+      {[](TrainerOptions* o) { o->barrier_probe = -1; }, "--barrier_probe"},
   };
   for (const Case& c : cases) {
     TrainerOptions o;
