@@ -65,6 +65,24 @@ def _run(argv):
     return r.stdout
 
 
+def _tc_sent(ns, dev_pattern):
+    """{the dev pattern's group: bytes sent} of the root qdiscs in namespace ns (tc -s)."""
+    r = subprocess.run(["tc", "-s", "-n", ns, "qdisc", "show"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    out, dev = {}, None
+    for line in r.stdout.splitlines():
+        m = re.match(r"qdisc \S+ \S+ dev (\S+) root", line)
+        if m:
+            d = re.fullmatch(dev_pattern, m.group(1))
+            dev = d.group(1) if d else None
+            continue
+        m = re.match(r"\s*Sent (\d+) bytes", line)
+        if m and dev is not None:
+            out[dev] = int(m.group(1))
+            dev = None
+    return out
+
+
 class Hosts:
     """nodes namespaces on one bridge, each link shaped to rate (None or "" = unshaped)."""
 
@@ -78,6 +96,7 @@ class Hosts:
         self.subnet = subnet or f"{DEFAULT_SUBNET_BASE}.{os.getpid() % 250}"
         self.switch = f"{self.prefix}-sw"
         self.created = []
+        self.upload_nodes = set()  # nodes whose upload counters sent() reads
 
     def ns(self, i):
         return f"{self.prefix}-n{i}"
@@ -138,6 +157,20 @@ class Hosts:
             subprocess.run(["ip", "netns", "del", name], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
         self.created = []
+
+    def sent(self):
+        """tc's counters now: {node: (download bytes, upload bytes or None)} of L2 bytes (TCP/IP
+        and Ethernet headers included) through each shaped link. Downloads of every node come
+        from one call (the switch's ports); uploads only for the nodes in self.upload_nodes (one
+        call each)."""
+        down = _tc_sent(self.switch, r"p(\d+)")
+        out = {}
+        for i in range(self.nodes):
+            up = None
+            if i in self.upload_nodes:
+                up = _tc_sent(self.ns(i), r"(eth)0").get("eth")
+            out[i] = (down.get(str(i)), up)
+        return out
 
     def __enter__(self):
         return self.open()

@@ -376,9 +376,47 @@ def run_cell(a, w, s, d):
     return cell
 
 
+class LinkSampler:
+    """--netns with --link: tc's byte counters of every node's download and of the servers'
+    uploads every period seconds while the job runs (a thread; one tc call per server and one
+    for the switch per sample)."""
+
+    def __init__(self, hosts, servers, period):
+        self.hosts, self.period = hosts, period
+        hosts.upload_nodes = set(range(1, 1 + servers))
+        self.samples = []  # (t, {node: (down bytes, up bytes or None)})
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            t = time.time()
+            self.samples.append((t, self.hosts.sent()))
+            self.stop.wait(self.period)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.samples.append((time.time(), self.hosts.sent()))
+
+    def rate(self, node, which, lo, hi):
+        """Bytes per second through node's download (which=0) or upload (1) over [lo, hi]."""
+        pts = [(t, x[node][which]) for t, x in self.samples
+               if lo <= t <= hi and x.get(node) and x[node][which] is not None]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+    def total(self, node, which):
+        x = self.samples[-1][1].get(node) if self.samples else None
+        return x[which] if x else None
+
+
 def run_cell_on(a, w, s, d, hosts):
     print(f"scale: cell W={w} S={s} D={d:g} rounds={a.rounds} ...", flush=True)
     t0 = time.time()
+    links = LinkSampler(hosts, s, a.link_sample_s) if hosts is not None and hosts.rate else None
     procs, err = start_job(a, w, s, d, hosts)
     deadline = t0 + a.timeout_s
     timed_out = False
@@ -397,6 +435,8 @@ def run_cell_on(a, w, s, d, hosts):
     for p in procs:
         p.reaper.join(timeout=10)
         p.reader.join(timeout=5)
+    if links is not None:
+        links.finish()
     wall = time.time() - t0
     sched = procs[0]
     servers = [p for p in procs if p.role == "server"]
@@ -508,6 +548,29 @@ def run_cell_on(a, w, s, d, hosts):
         }
 
     rows = [rec(p) for p in procs]
+    link_cell = {}
+    if links is not None:
+        # Node i is procs[i] (the scheduler, the servers, the workers). tc's L2 bytes per round
+        # at steady state = its byte rate over the steady window times round_s.
+        for i, row in enumerate(rows):
+            for which, name in ((0, "down"), (1, "up")):
+                r = links.rate(i, which, lo, hi) if lo is not None else None
+                row[f"link_{name}_bytes_per_s"] = r
+                row[f"link_{name}_bytes_per_round"] = r * rs if r is not None and rs else None
+                row[f"link_{name}_bytes_total"] = links.total(i, which)
+
+        def pick(role, key, how):
+            vals = [x[key] for x in rows if x["role"] == role and x.get(key) is not None]
+            return how(vals) if vals else None
+        link_cell = {
+            "link": hosts.rate, "link_bytes_per_s": netns.rate_bytes_per_s(hosts.rate),
+            "tbf_burst_bytes": netns.tbf_burst_bytes(hosts.rate),
+            "link_samples": len(links.samples),
+            "server_link_out_bytes_per_round": pick("server", "link_up_bytes_per_round", max),
+            "server_link_in_bytes_per_round": pick("server", "link_down_bytes_per_round", max),
+            "worker_link_down_bytes_per_round": pick("worker", "link_down_bytes_per_round",
+                                                     statistics.median),
+        }
     by_role = {r: [x for x in rows if x["role"] == r] for r in ("scheduler", "server", "worker")}
 
     def mx(role, key):
@@ -563,6 +626,7 @@ def run_cell_on(a, w, s, d, hosts):
                              for k, v in wsum.items()},
         "server_summaries": {k: {x: y for x, y in v.items() if x != "_read_at"}
                              for k, v in ssum.items()},
+        **link_cell,
         "problems": problems,
         "pass": ok,
         "processes": rows,
@@ -676,6 +740,8 @@ def main():
     ap.add_argument("--link", default="",
                     help="with --netns: each node's link rate (tc tbf both ways), e.g. 1gbit, "
                          "10gbit, 100mbit; empty = unshaped")
+    ap.add_argument("--link_sample_s", type=float, default=0.25,
+                    help="with --netns --link: period of the tc byte counters' samples")
     a = ap.parse_args()
     if a.rounds < 1:
         sys.exit("scale: --rounds must be >= 1")
