@@ -158,6 +158,8 @@ def scale_cells(paths):
                 "tc_server_out": c.get("server_link_out_bytes_per_round"),
                 "tc_server_in": c.get("server_link_in_bytes_per_round"),
                 "tc_worker_down": c.get("worker_link_down_bytes_per_round"),
+                "drops_per_round": c.get("link_dropped_pkts_per_round"),
+                "cpus": doc.get("cpus"),
             })
     if not out:
         raise ModelError("no passing scale cell in " + ", ".join(paths))
@@ -545,14 +547,19 @@ TCP_FRAMING = 1514.0 / 1448.0
 
 
 def netns_round(p, c, latency_s=0.0, burst=False, framing=1.0):
-    """The round of a netns cell: its processes share the machine's C cores (one_machine) and
+    """The round of a netns cell: its processes share the machine's cores (one_machine) and
     each node has its own shaped link (cluster's BSP path at the cell's rate, one server thread).
+    The cell is link-bound when that link path exceeds the CPU bound on all the machine's cores
+    (c["cpus"]); then the round is the link path, else one_machine's at the cores the job was
+    measured to use (as `validate`: that C is the round's own outcome in a link-bound cell, where
+    the processes idle on the links, so it cannot decide the regime).
     With burst: a token bucket (tbf) of B bytes lets a phase start with min(B, rate * idle)
     bytes of credit, idle = the rest of the round; every link still cannot carry more than
     rate * round a round (the throughput bound). framing multiplies the payload bytes."""
     rate = c["link_bytes_per_s"]
     x = cell_costs(p, c["W"], c["S"], c["D"], c["rho"], "bsp", 4)
     cpu_bound = one_machine(p, c)["round_ms"] * 1e-3
+    cpu_all = one_machine(p, {**c, "cores": c.get("cpus") or c["cores"]})["round_ms"] * 1e-3
     phases = [(max(x["worker_up"], x["server_in"]) * framing, x["merge_cpu"]),
               (max(x["worker_down"], x["server_out"]) * framing, x["update_cpu"])]
     fixed = c["compute_s"] + x["worker_cpu"] + 2 * latency_s
@@ -565,14 +572,17 @@ def netns_round(p, c, latency_s=0.0, burst=False, framing=1.0):
             own = max(b / rate, cpu)
             credit = min(b_max, rate * max(t - own, 0.0), b)
             path += max((b - credit) / rate, cpu)
-        t_new = max(path, throughput, cpu_bound)
+        t_new = max(path, throughput, cpu_all)
         if abs(t_new - t) < 1e-9:
             break
         t = 0.5 * (t + t_new)
-    t = max(path, throughput, cpu_bound)
-    bound = max((("cpu", cpu_bound), ("link path", path), ("link throughput", throughput)),
-                key=lambda kv: kv[1])[0]
-    return {"round_s": t, "cpu_bound_s": cpu_bound, "path_s": path, "throughput_s": throughput,
+    link = max(path, throughput)
+    if link >= cpu_all:
+        t, bound = link, "link path" if path >= throughput else "link throughput"
+    else:
+        t, bound = cpu_bound, "cpu"
+    return {"round_s": t, "cpu_bound_s": cpu_bound, "cpu_all_s": cpu_all, "path_s": path,
+            "throughput_s": throughput,
             "bound": bound, "server_out": x["server_out"] * framing,
             "server_in": x["server_in"] * framing, "worker_down": x["worker_down"] * framing}
 
@@ -588,12 +598,13 @@ def cmd_validate_netns(a):
     lat = a.latency_us * 1e-6
     print(f"netns cells, predicted / measured (ratio); within +-{TOLERANCE:.0%}? C = the job's "
           f"measured cores; latency {a.latency_us:g} us one way")
-    print("  plain: max(CPU on C cores, compute + CPU + push bytes/rate + reply bytes/rate)")
+    print("  plain: compute + CPU + push bytes/rate + reply bytes/rate where that exceeds the "
+          "CPU bound on all cores, else CPU on C cores")
     print(f"  corrected: payload x {TCP_FRAMING:.4f} (TCP/IP/Ethernet framing), tbf burst credit, "
           "throughput bound")
     head = (f"{'cell':>6} {'link':>7} {'C':>4} {'meas ms':>8} {'plain ms':>9} {'ratio':>5} "
             f"{'corr ms':>8} {'ratio':>5} {'bound':>15} {'srv out B tc':>12} {'model':>8} "
-            f"{'ratio':>5} {'wkr down B tc':>13} {'model':>8} {'ratio':>5}")
+            f"{'ratio':>5} {'wkr down B tc':>13} {'model':>8} {'ratio':>5} {'drops/rd':>8}")
     print(head)
     bad_plain, bad_corr = [], []
     for c in cells:
@@ -614,7 +625,8 @@ def cmd_validate_netns(a):
               f"{plain['round_s'] * 1e3:9.2f} {rp:5.2f} {corr['round_s'] * 1e3:8.2f} {rc:5.2f} "
               f"{corr['bound']:>15} {so or 0:12.0f} {corr['server_out']:8.0f} "
               f"{ratio(corr['server_out'], so)} {wd or 0:13.0f} {corr['worker_down']:8.0f} "
-              f"{ratio(corr['worker_down'], wd)}")
+              f"{ratio(corr['worker_down'], wd)} "
+              f"{'-' if c['drops_per_round'] is None else format(c['drops_per_round'], '.1f'):>8}")
     print(f"\nplain link term: {'within' if not bad_plain else 'OUTSIDE'} +-{TOLERANCE:.0%}"
           + (": " + ", ".join(bad_plain) if bad_plain else f" in all {len(cells)} cells"))
     print(f"corrected: {'within' if not bad_corr else 'OUTSIDE'} +-{TOLERANCE:.0%}"

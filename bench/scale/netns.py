@@ -66,7 +66,8 @@ def _run(argv):
 
 
 def _tc_sent(ns, dev_pattern):
-    """{the dev pattern's group: bytes sent} of the root qdiscs in namespace ns (tc -s)."""
+    """{the dev pattern's group: (bytes sent, packets dropped)} of the root qdiscs in namespace
+    ns (tc -s)."""
     r = subprocess.run(["tc", "-s", "-n", ns, "qdisc", "show"], stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True)
     out, dev = {}, None
@@ -76,9 +77,9 @@ def _tc_sent(ns, dev_pattern):
             d = re.fullmatch(dev_pattern, m.group(1))
             dev = d.group(1) if d else None
             continue
-        m = re.match(r"\s*Sent (\d+) bytes", line)
+        m = re.match(r"\s*Sent (\d+) bytes \d+ pkt \(dropped (\d+)", line)
         if m and dev is not None:
-            out[dev] = int(m.group(1))
+            out[dev] = (int(m.group(1)), int(m.group(2)))
             dev = None
     return out
 
@@ -158,18 +159,20 @@ class Hosts:
                            stderr=subprocess.DEVNULL)
         self.created = []
 
-    def sent(self):
-        """tc's counters now: {node: (download bytes, upload bytes or None)} of L2 bytes (TCP/IP
-        and Ethernet headers included) through each shaped link. Downloads of every node come
-        from one call (the switch's ports); uploads only for the nodes in self.upload_nodes (one
-        call each)."""
+    def sent(self, all=False):
+        """tc's counters now: {node: (download bytes, upload bytes, download drops, upload
+        drops)}: L2 bytes (TCP/IP and Ethernet headers included) through each shaped link and
+        the packets its token bucket dropped (queue full). Downloads of every node come from one
+        call (the switch's ports); uploads (else None) only for the nodes in self.upload_nodes,
+        one call each, or every node with all=True."""
         down = _tc_sent(self.switch, r"p(\d+)")
         out = {}
         for i in range(self.nodes):
-            up = None
-            if i in self.upload_nodes:
-                up = _tc_sent(self.ns(i), r"(eth)0").get("eth")
-            out[i] = (down.get(str(i)), up)
+            up = (_tc_sent(self.ns(i), r"(eth)0").get("eth")
+                  if all or i in self.upload_nodes else None)
+            d = down.get(str(i)) or (None, None)
+            u = up or (None, None)
+            out[i] = (d[0], u[0], d[1], u[1])
         return out
 
     def __enter__(self):

@@ -399,9 +399,11 @@ class LinkSampler:
         self.stop.set()
         self.thread.join(timeout=10)
         self.samples.append((time.time(), self.hosts.sent()))
+        self.final = self.hosts.sent(all=True)  # every node's upload too, once
 
     def rate(self, node, which, lo, hi):
-        """Bytes per second through node's download (which=0) or upload (1) over [lo, hi]."""
+        """Per second over [lo, hi]: bytes through node's download (which=0) or upload (1),
+        packets dropped there (2, 3)."""
         pts = [(t, x[node][which]) for t, x in self.samples
                if lo <= t <= hi and x.get(node) and x[node][which] is not None]
         if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
@@ -409,7 +411,7 @@ class LinkSampler:
         return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
 
     def total(self, node, which):
-        x = self.samples[-1][1].get(node) if self.samples else None
+        x = self.final.get(node)
         return x[which] if x else None
 
 
@@ -558,6 +560,9 @@ def run_cell_on(a, w, s, d, hosts):
                 row[f"link_{name}_bytes_per_s"] = r
                 row[f"link_{name}_bytes_per_round"] = r * rs if r is not None and rs else None
                 row[f"link_{name}_bytes_total"] = links.total(i, which)
+                row[f"link_{name}_dropped_pkts"] = links.total(i, which + 2)
+                r = links.rate(i, which + 2, lo, hi) if lo is not None else None
+                row[f"link_{name}_dropped_pkts_per_round"] = r * rs if r is not None and rs else None
 
         def pick(role, key, how):
             vals = [x[key] for x in rows if x["role"] == role and x.get(key) is not None]
@@ -570,6 +575,13 @@ def run_cell_on(a, w, s, d, hosts):
             "server_link_in_bytes_per_round": pick("server", "link_down_bytes_per_round", max),
             "worker_link_down_bytes_per_round": pick("worker", "link_down_bytes_per_round",
                                                      statistics.median),
+            # packets the token buckets dropped (queue over tbf's 100 ms; TCP retransmits them),
+            # over the run (start-up's dense pulls included) and per round at steady state
+            "link_dropped_pkts": sum(x.get(f"link_{n}_dropped_pkts") or 0 for x in rows
+                                     for n in ("down", "up")),
+            "link_dropped_pkts_per_round": sum(
+                x.get(f"link_{n}_dropped_pkts_per_round") or 0 for x in rows
+                for n in ("down", "up")),
         }
     by_role = {r: [x for x in rows if x["role"] == r] for r in ("scheduler", "server", "worker")}
 
