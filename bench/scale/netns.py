@@ -5,8 +5,9 @@ The topology is deploy/local/netns/run's (read there, implemented here for Pytho
 namespace holds a bridge br0; node i gets a veth pair, eth0 in its own namespace with address
 SUBNET.(i + 1)/24 and port p<i> on the bridge. A link of RATE is shaped in both directions with a
 token bucket (tbf rate RATE, burst = max(1 ms at RATE, 64 KiB) so that one GSO segment fits,
-latency 100 ms of queue): on the node's eth0 (its upload) and on its bridge port (its download),
-so every node has a full-duplex link of RATE to a non-blocking switch. Nothing is created in the
+latency 100 ms of queue by default; a packet that would wait longer is dropped): on the node's
+eth0 (its upload) and on its bridge port (its download), so every node has a full-duplex link of
+RATE to a non-blocking switch. Nothing is created in the
 root namespace. The processes keep the harness's PID namespace (`ip netns exec` only switches
 the network and mount namespaces, then execs), so /proc/<pid> sampling and wait4() work as on
 loopback.
@@ -87,12 +88,12 @@ def _tc_sent(ns, dev_pattern):
 class Hosts:
     """nodes namespaces on one bridge, each link shaped to rate (None or "" = unshaped)."""
 
-    def __init__(self, nodes, rate=None, prefix=None, subnet=None):
+    def __init__(self, nodes, rate=None, prefix=None, subnet=None, queue="100ms"):
         if not 1 <= nodes <= MAX_NODES:
             raise NetnsError(f"--netns: {nodes} nodes (W + S + 1); at most {MAX_NODES}")
         if rate:
             rate_bytes_per_s(rate)  # validates
-        self.nodes, self.rate = nodes, rate or None
+        self.nodes, self.rate, self.queue = nodes, rate or None, queue
         self.prefix = prefix or f"sscale-{os.getpid()}"
         self.subnet = subnet or f"{DEFAULT_SUBNET_BASE}.{os.getpid() % 250}"
         self.switch = f"{self.prefix}-sw"
@@ -121,7 +122,7 @@ class Hosts:
     def _shape(self, ns, dev):
         if self.rate:
             _run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
-                  "burst", str(tbf_burst_bytes(self.rate)), "latency", "100ms"])
+                  "burst", str(tbf_burst_bytes(self.rate)), "latency", self.queue])
 
     def open(self):
         try:
@@ -184,7 +185,9 @@ class Hosts:
 
     def describe(self):
         return {"nodes": self.nodes, "link": self.rate or "unshaped",
-                "shaping": ("tbf rate %s burst %d latency 100ms on each node's eth0 (upload) and "
-                            "its bridge port (download)" % (self.rate, tbf_burst_bytes(self.rate))
+                "queue": self.queue,
+                "shaping": ("tbf rate %s burst %d latency %s on each node's eth0 (upload) and "
+                            "its bridge port (download)" % (self.rate, tbf_burst_bytes(self.rate),
+                                                             self.queue)
                             if self.rate else "none"),
                 "subnet": f"{self.subnet}.0/24", "prefix": self.prefix}

@@ -368,7 +368,7 @@ def at_middle(p, lo, hi):
 def run_cell(a, w, s, d):
     if not a.netns:
         return run_cell_on(a, w, s, d, None)
-    with netns.Hosts(w + s + 1, a.link or None) as hosts:
+    with netns.Hosts(w + s + 1, a.link or None, queue=a.link_queue) as hosts:
         print(f"scale: {w + s + 1} namespaces {hosts.prefix}-n0..n{w + s} on "
               f"{hosts.subnet}.0/24, link {a.link or 'unshaped'}", flush=True)
         cell = run_cell_on(a, w, s, d, hosts)
@@ -562,7 +562,8 @@ def run_cell_on(a, w, s, d, hosts):
                 row[f"link_{name}_bytes_total"] = links.total(i, which)
                 row[f"link_{name}_dropped_pkts"] = links.total(i, which + 2)
                 r = links.rate(i, which + 2, lo, hi) if lo is not None else None
-                row[f"link_{name}_dropped_pkts_per_round"] = r * rs if r is not None and rs else None
+                row[f"link_{name}_dropped_pkts_per_round"] = (r * rs if r is not None and rs
+                                                               else None)
 
         def pick(role, key, how):
             vals = [x[key] for x in rows if x["role"] == role and x.get(key) is not None]
@@ -575,7 +576,8 @@ def run_cell_on(a, w, s, d, hosts):
             "server_link_in_bytes_per_round": pick("server", "link_down_bytes_per_round", max),
             "worker_link_down_bytes_per_round": pick("worker", "link_down_bytes_per_round",
                                                      statistics.median),
-            # packets the token buckets dropped (queue over tbf's 100 ms; TCP retransmits them),
+            # packets the token buckets dropped (queue over tbf's --link_queue; TCP retransmits
+            # them),
             # over the run (start-up's dense pulls included) and per round at steady state
             "link_dropped_pkts": sum(x.get(f"link_{n}_dropped_pkts") or 0 for x in rows
                                      for n in ("down", "up")),
@@ -752,6 +754,9 @@ def main():
     ap.add_argument("--link", default="",
                     help="with --netns: each node's link rate (tc tbf both ways), e.g. 1gbit, "
                          "10gbit, 100mbit; empty = unshaped")
+    ap.add_argument("--link_queue", default="100ms",
+                    help="with --netns --link: the token bucket's queue as tc's latency (a "
+                         "packet that would wait longer is dropped); deploy/local/netns's 100ms")
     ap.add_argument("--link_sample_s", type=float, default=0.25,
                     help="with --netns --link: period of the tc byte counters' samples")
     a = ap.parse_args()
