@@ -152,6 +152,14 @@ def scale_cells(paths):
                 "bytes_up": statistics.median(int(v["bytes_up"]) / rounds for v in ws),
                 "bytes_down": statistics.median(int(v["bytes_down"]) / rounds for v in ws),
                 "formed_s": c["formed_s"], "barrier_s": c["start_barrier_s"],
+                # run.py --netns --link: the shaped link and tc's L2 bytes per round (else None)
+                "link": c.get("link"), "link_bytes_per_s": c.get("link_bytes_per_s"),
+                "tbf_burst_bytes": c.get("tbf_burst_bytes"),
+                "tc_server_out": c.get("server_link_out_bytes_per_round"),
+                "tc_server_in": c.get("server_link_in_bytes_per_round"),
+                "tc_worker_down": c.get("worker_link_down_bytes_per_round"),
+                "drops_per_round": c.get("link_dropped_pkts_per_round"),
+                "cpus": doc.get("cpus"),
             })
     if not out:
         raise ModelError("no passing scale cell in " + ", ".join(paths))
@@ -533,6 +541,102 @@ def cmd_validate(a):
     return 1 if bad else 0
 
 
+# TCP/IPv4 with timestamps over Ethernet: a full 1500-byte-MTU segment carries 1448 B of payload
+# in 1514 B on the wire (14 Ethernet + 20 IP + 32 TCP), which is what tc counts and shapes.
+TCP_FRAMING = 1514.0 / 1448.0
+
+
+def netns_round(p, c, latency_s=0.0, burst=False, framing=1.0):
+    """The round of a netns cell: its processes share the machine's cores (one_machine) and
+    each node has its own shaped link (cluster's BSP path at the cell's rate, one server thread).
+    The cell is link-bound when that link path exceeds the CPU bound on all the machine's cores
+    (c["cpus"]); then the round is the link path, else one_machine's at the cores the job was
+    measured to use (as `validate`: that C is the round's own outcome in a link-bound cell, where
+    the processes idle on the links, so it cannot decide the regime).
+    With burst: a token bucket (tbf) of B bytes lets a phase start with min(B, rate * idle)
+    bytes of credit, idle = the rest of the round; every link still cannot carry more than
+    rate * round a round (the throughput bound). framing multiplies the payload bytes."""
+    rate = c["link_bytes_per_s"]
+    x = cell_costs(p, c["W"], c["S"], c["D"], c["rho"], "bsp", 4)
+    cpu_bound = one_machine(p, c)["round_ms"] * 1e-3
+    cpu_all = one_machine(p, {**c, "cores": c.get("cpus") or c["cores"]})["round_ms"] * 1e-3
+    phases = [(max(x["worker_up"], x["server_in"]) * framing, x["merge_cpu"]),
+              (max(x["worker_down"], x["server_out"]) * framing, x["update_cpu"])]
+    fixed = c["compute_s"] + x["worker_cpu"] + 2 * latency_s
+    throughput = max(b for b, _ in phases) / rate
+    b_max = c["tbf_burst_bytes"] if burst and c.get("tbf_burst_bytes") else 0.0
+    t = fixed + sum(max(b / rate, cpu) for b, cpu in phases)
+    for _ in range(100):  # fixed point: the credit depends on the round it shortens
+        path = fixed
+        for b, cpu in phases:
+            own = max(b / rate, cpu)
+            credit = min(b_max, rate * max(t - own, 0.0), b)
+            path += max((b - credit) / rate, cpu)
+        t_new = max(path, throughput, cpu_all)
+        if abs(t_new - t) < 1e-9:
+            break
+        t = 0.5 * (t + t_new)
+    link = max(path, throughput)
+    if link >= cpu_all:
+        t, bound = link, "link path" if path >= throughput else "link throughput"
+    else:
+        t, bound = cpu_bound, "cpu"
+    return {"round_s": t, "cpu_bound_s": cpu_bound, "cpu_all_s": cpu_all, "path_s": path,
+            "throughput_s": throughput,
+            "bound": bound, "server_out": x["server_out"] * framing,
+            "server_in": x["server_in"] * framing, "worker_down": x["worker_down"] * framing}
+
+
+def cmd_validate_netns(a):
+    """Predicted vs measured round time and tc's bytes per link of run.py --netns --link cells:
+    the model as it is (link = bytes / rate, no framing, no burst) and with the two physical
+    corrections (TCP framing, the token bucket's burst)."""
+    p = load_calibration(a.calibration)
+    cells = [c for c in scale_cells(a.files) if c.get("link_bytes_per_s")]
+    if not cells:
+        raise ModelError("no passing --netns --link cell in " + ", ".join(a.files))
+    lat = a.latency_us * 1e-6
+    print(f"netns cells, predicted / measured (ratio); within +-{TOLERANCE:.0%}? C = the job's "
+          f"measured cores; latency {a.latency_us:g} us one way")
+    print("  plain: compute + CPU + push bytes/rate + reply bytes/rate where that exceeds the "
+          "CPU bound on all cores, else CPU on C cores")
+    print(f"  corrected: payload x {TCP_FRAMING:.4f} (TCP/IP/Ethernet framing), tbf burst credit, "
+          "throughput bound")
+    head = (f"{'cell':>6} {'link':>7} {'C':>4} {'meas ms':>8} {'plain ms':>9} {'ratio':>5} "
+            f"{'corr ms':>8} {'ratio':>5} {'bound':>15} {'srv out B tc':>12} {'model':>8} "
+            f"{'ratio':>5} {'wkr down B tc':>13} {'model':>8} {'ratio':>5} {'drops/rd':>8}")
+    print(head)
+    bad_plain, bad_corr = [], []
+    for c in cells:
+        m = c["round_s"]
+        plain = netns_round(p, c, lat)
+        corr = netns_round(p, c, lat, burst=True, framing=TCP_FRAMING)
+        rp, rc = plain["round_s"] / m, corr["round_s"] / m
+        name = f"{c['W']}x{c['S']}"
+        if abs(rp - 1) > TOLERANCE:
+            bad_plain.append(f"{name} {c['link']}: {rp:.2f}")
+        if abs(rc - 1) > TOLERANCE:
+            bad_corr.append(f"{name} {c['link']}: {rc:.2f}")
+
+        def ratio(pred, meas):
+            return f"{pred / meas:5.2f}" if meas else "    -"
+        so, wd = c["tc_server_out"], c["tc_worker_down"]
+        print(f"{name:>6} {c['link']:>7} {c['cores']:4.2f} {m * 1e3:8.2f} "
+              f"{plain['round_s'] * 1e3:9.2f} {rp:5.2f} {corr['round_s'] * 1e3:8.2f} {rc:5.2f} "
+              f"{corr['bound']:>15} {so or 0:12.0f} {corr['server_out']:8.0f} "
+              f"{ratio(corr['server_out'], so)} {wd or 0:13.0f} {corr['worker_down']:8.0f} "
+              f"{ratio(corr['worker_down'], wd)} "
+              f"{'-' if c['drops_per_round'] is None else format(c['drops_per_round'], '.1f'):>8}")
+    print(f"\nplain link term: {'within' if not bad_plain else 'OUTSIDE'} +-{TOLERANCE:.0%}"
+          + (": " + ", ".join(bad_plain) if bad_plain else f" in all {len(cells)} cells"))
+    print(f"corrected: {'within' if not bad_corr else 'OUTSIDE'} +-{TOLERANCE:.0%}"
+          + (": " + ", ".join(bad_corr) if bad_corr else f" in all {len(cells)} cells"))
+    bad = bad_corr if a.corrected else bad_plain
+    print("validate-netns:", "FAIL" if bad else "PASS", "(gated on the",
+          "corrected" if a.corrected else "plain", "model)")
+    return 1 if bad else 0
+
+
 def parse_list(text, kind, name):
     try:
         vals = [kind(float(x)) if kind is int else kind(x) for x in text.split(",") if x.strip()]
@@ -646,6 +750,14 @@ def main(argv=None):
                    "(default bench/scale/measured/scale-*.json)")
     v.add_argument("--loo", action="store_true", help="also leave-one-out refits")
 
+    vn = sub.add_parser("validate-netns", help="round time and link bytes of run.py --netns "
+                        "--link cells against the model's link term")
+    vn.add_argument("files", nargs="+", help="scale JSONs of run.py --netns --link=RATE")
+    vn.add_argument("--latency_us", type=float, default=0.0,
+                    help="one way (veth + bridge: negligible)")
+    vn.add_argument("--corrected", action="store_true",
+                    help="exit status from the corrected model (framing, tbf burst)")
+
     def cluster_flags(x):
         x.add_argument("--density", type=float, default=0.001)
         x.add_argument("--compute", type=float, default=0.002, help="seconds per round")
@@ -681,7 +793,7 @@ def main(argv=None):
             ap.error(f"--{name} must be > 0")
     try:
         return {"calibrate": cmd_calibrate, "validate": cmd_validate, "project": cmd_project,
-                "predict": cmd_predict}[a.cmd](a)
+                "predict": cmd_predict, "validate-netns": cmd_validate_netns}[a.cmd](a)
     except ModelError as e:
         print("model.py:", e, file=sys.stderr)
         return 2

@@ -5,7 +5,9 @@ Checks: `calibrate --check` (calibration.json is the fit of bench/scale/measured
 exits 0 (every gated figure of every measured cell within +-25 %); closed forms of the model: the
 union D (1 - (1 - rho)^W), the Stream VByte bytes of the wire bench's push row, a link-bound BSP
 cell's round time equal to its bytes over the link plus the rest computed by hand, the server's
-link bytes falling as 1/S at fixed W and D, and bad flags failing with exit 2.
+link bytes falling as 1/S at fixed W and D, and bad flags failing with exit 2; `validate-netns`
+runs on the checked-in netns cells (measured/netns-scale-*.json; its verdict not gated) and
+netns_round's closed forms.
 
 usage: model_test.py
 """
@@ -72,6 +74,34 @@ def main():
                          r["round_s"] < prev["round_s"]):
             bad.append(f"S={s}: server link bytes or round time did not fall")
         prev = r
+    # validate-netns on the checked-in netns cells: it runs (its verdict is the measurement's,
+    # exit 0 or 1, not gated here) and prints one row per passing cell.
+    import glob
+    import json
+    files = sorted(glob.glob(os.path.join(HERE, "measured", "netns-scale-*.json")))
+    if files:
+        rc, out = run("validate-netns", *files)
+        cells = sum(c["pass"] for f in files for c in json.load(open(f))["cells"])
+        rows = [l for l in out.splitlines() if l.split() and "x" in l.split()[0] and
+                l.split()[0].replace("x", "").isdigit()]
+        if rc not in (0, 1) or len(rows) != cells:
+            print(out)
+            bad.append(f"validate-netns: exit {rc}, {len(rows)} rows for {cells} cells")
+    # netns_round's closed forms: a link-bound cell without burst or framing is compute + worker
+    # CPU + push bytes / rate + reply bytes / rate; with a bucket it is never below the busiest
+    # link's bytes / rate (the throughput bound) nor above the plain path.
+    c = {"W": 16, "S": 4, "D": 1e6, "rho": 0.001, "compute_s": 0.002, "hb_per_s": 20.0,
+         "cores": 0.2, "cpus": 2, "link_bytes_per_s": 1.25e6, "tbf_burst_bytes": 65536}
+    x = model.cell_costs(p, 16, 4, 1e6, 0.001, "bsp", 4)
+    hand = (0.002 + x["worker_cpu"] + max(x["worker_up"], x["server_in"]) / 1.25e6 +
+            max(x["worker_down"], x["server_out"]) / 1.25e6)
+    plain = model.netns_round(p, c)
+    corr = model.netns_round(p, c, burst=True)
+    if abs(plain["round_s"] / hand - 1) > 1e-9 or plain["bound"] != "link path":
+        bad.append(f"netns_round plain: {plain['round_s']} ({plain['bound']}), by hand {hand}")
+    if not (x["server_out"] / 1.25e6 - 1e-12 <= corr["round_s"] <= plain["round_s"]):
+        bad.append(f"netns_round with burst: {corr['round_s']} outside "
+                   f"[{x['server_out'] / 1.25e6}, {plain['round_s']}]")
     print("".join(f"model_test: FAIL {line}\n" for line in bad) +
           f"model_test: {'FAIL' if bad else 'PASS'}")
     return int(bool(bad))

@@ -48,9 +48,18 @@ workers' pushed_sum (float sums of the same values in another order: relative di
 
 Results: results/bench/scale-<timestamp>.json (or --out) and a table on stdout.
 
+--netns (root, iproute2; cells of W + S + 1 <= 41 nodes, i.e. up to 32 x 8): every process of a
+cell in its own network namespace with its own address on one bridge (bench/scale/netns.py,
+deploy/local/netns/run's topology), daemons given --bind/--host of their namespace's address and
+the scheduler's; --link=RATE shapes each node's link in both directions (tbf on its eth0 and on
+its bridge port: a full-duplex RATE per node). The namespaces and veths are created per cell and
+removed after it, also on a failure, Ctrl-C or SIGTERM. The cell records "netns" (the topology
+and shaping) and, per process, its address and the local and peer addresses of its established
+TCP sockets (from /proc/<pid>/net/tcp, which shows the process's own namespace).
+
 usage: run.py [--build=build] [--cells=4x1,16x4] [--d=1e6[,1e8]] [--rounds=200]
               [--compute=2ms] [--density=0.001] [--barrier_probe=100] [--sample_s=0.1]
-              [--out=FILE] [--timeout_s=600]
+              [--out=FILE] [--timeout_s=600] [--netns [--link=1gbit]]
 """
 import argparse
 import json
@@ -58,6 +67,7 @@ import math
 import os
 import re
 import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,6 +75,8 @@ import threading
 import time
 
 TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netns  # noqa: E402 (bench/scale/netns.py)
 
 
 def proc_cpu_s(pid):
@@ -135,6 +147,30 @@ def proc_fds(pid):
     return len(names), sockets
 
 
+def _hex_ipv4(text):
+    """The address of /proc/net/tcp's "0100007F:1F90" (host byte order, little-endian here)."""
+    v = int(text.split(":")[0], 16)
+    return ".".join(str((v >> s) & 255) for s in (0, 8, 16, 24))
+
+
+def proc_tcp_addrs(pid):
+    """(local, peer) IPv4 addresses of the established TCP sockets in pid's network namespace
+    (/proc/<pid>/net/tcp), or None once it is gone. With --netns the namespace is the
+    process's own."""
+    local, peer = set(), set()
+    try:
+        with open(f"/proc/{pid}/net/tcp") as f:
+            next(f)
+            for line in f:
+                w = line.split()
+                if len(w) > 3 and w[3] == "01":  # TCP_ESTABLISHED
+                    local.add(_hex_ipv4(w[1]))
+                    peer.add(_hex_ipv4(w[2]))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return local, peer
+
+
 def glog_time(line):
     """The wall-clock time of a glog line (I20261202 18:49:54.690271 ...), local time."""
     m = re.match(r"^[IWEF](\d{8}) (\d\d:\d\d:\d\d)(\.\d+)", line)
@@ -156,8 +192,10 @@ def summary(line, marker):
 class Daemon:
     """One process: output lines with the time the harness read them, and its wait4() result."""
 
-    def __init__(self, role, rank, argv):
+    def __init__(self, role, rank, argv, address=None):
         self.role, self.rank = role, rank
+        self.address = address  # --netns: its namespace's address, whose sockets it samples
+        self.tcp_local, self.tcp_peer = set(), set()
         self.name = role if rank is None else f"{role}{rank}"
         self.t_start = time.time()
         # ru_maxrss survives exec: it is at least what the forked copy of this harness had.
@@ -211,6 +249,11 @@ class Daemon:
         pss, anon = proc_pss_anon_kb(self.pid)
         if cpu is not None and fds is not None and self.alive():
             self.samples.append((now, cpu, hwm, fds[0], fds[1], ns, pss, anon))
+        if self.address is not None:
+            addrs = proc_tcp_addrs(self.pid)
+            if addrs is not None and self.alive():
+                self.tcp_local |= addrs[0]
+                self.tcp_peer |= addrs[1]
 
     def kill(self):
         if self.alive():
@@ -255,30 +298,43 @@ def parse_ds(text):
     return out
 
 
-def start_job(a, w, s, d):
+def start_job(a, w, s, d, hosts=None):
+    """The job's daemons: on loopback, or with hosts (netns.Hosts) node i (0 the scheduler, then
+    the servers, then the workers) in namespace i, bound to and advertising its address."""
     b = a.build
     token = "scale-" + secrets.token_hex(8)
     hb = [f"--heartbeat_interval_ms={a.heartbeat_interval_ms}"]
-    sched = Daemon("scheduler", None, [
-        f"{b}/scheduler/sieve-scheduler", "--port=0", "--bind=127.0.0.1", "--host=127.0.0.1",
-        f"--num_servers={s}", f"--num_workers={w}", f"--num_params={d}", f"--job_token={token}"])
+
+    def daemon(role, rank, i, argv, where):
+        if hosts is None:
+            return Daemon(role, rank, [*argv[:1], *where("127.0.0.1"), *argv[1:]])
+        ip = hosts.ip(i)
+        return Daemon(role, rank, hosts.wrap(i, [*argv[:1], *where(ip), *argv[1:]]), ip)
+
+    sched = daemon("scheduler", None, 0, [
+        f"{b}/scheduler/sieve-scheduler", f"--num_servers={s}", f"--num_workers={w}",
+        f"--num_params={d}", f"--job_token={token}"],
+        lambda ip: ["--port=0", f"--bind={ip}", f"--host={ip}"])
     procs = [sched]
     hit = sched.wait_line("listening on ", 30)
     if hit is None:
         return procs, "the scheduler printed no 'listening on' line"
     addr = hit[1].split("listening on ")[1].strip()
-    common = [f"--scheduler={addr}", "--bind=127.0.0.1", "--host=127.0.0.1", "--model=synthetic",
-              f"--num_params={d}", "--seed=1", f"--job_token={token}"]
+
+    def where(ip):
+        return [f"--scheduler={addr}", f"--bind={ip}", f"--host={ip}"]
+    common = ["--model=synthetic", f"--num_params={d}", "--seed=1", f"--job_token={token}"]
     for r in range(s):
-        procs.append(Daemon("server", r, [f"{b}/server/sieve-server", *common, *hb, f"--rank={r}",
-                                          "--consistency=bsp", "--server_threads=1"]))
+        procs.append(daemon("server", r, 1 + r, [
+            f"{b}/server/sieve-server", *common, *hb, f"--rank={r}", "--consistency=bsp",
+            "--server_threads=1"], where))
     for r in range(w):
-        procs.append(Daemon("worker", r, [
+        procs.append(daemon("worker", r, 1 + s + r, [
             f"{b}/worker/sieve-worker", *common, *hb, f"--rank={r}", "--device=cpu",
             "--compressor=topk", f"--density={a.density}", f"--rounds_per_epoch={a.rounds}",
             "--epochs=1", "--eval_every=0", "--progress=log", "--blas_threads=1",
             "--kernel_threads=1", *([f"--straggler=delay:{a.compute}"] if a.compute else []),
-            *([f"--barrier_probe={a.barrier_probe}"] if a.barrier_probe else [])]))
+            *([f"--barrier_probe={a.barrier_probe}"] if a.barrier_probe else [])], where))
     return procs, None
 
 
@@ -310,9 +366,60 @@ def at_middle(p, lo, hi):
 
 
 def run_cell(a, w, s, d):
+    if not a.netns:
+        return run_cell_on(a, w, s, d, None)
+    with netns.Hosts(w + s + 1, a.link or None, queue=a.link_queue) as hosts:
+        print(f"scale: {w + s + 1} namespaces {hosts.prefix}-n0..n{w + s} on "
+              f"{hosts.subnet}.0/24, link {a.link or 'unshaped'}", flush=True)
+        cell = run_cell_on(a, w, s, d, hosts)
+    cell["netns"] = hosts.describe()
+    return cell
+
+
+class LinkSampler:
+    """--netns with --link: tc's byte counters of every node's download and of the servers'
+    uploads every period seconds while the job runs (a thread; one tc call per server and one
+    for the switch per sample)."""
+
+    def __init__(self, hosts, servers, period):
+        self.hosts, self.period = hosts, period
+        hosts.upload_nodes = set(range(1, 1 + servers))
+        self.samples = []  # (t, {node: (down bytes, up bytes or None)})
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            t = time.time()
+            self.samples.append((t, self.hosts.sent()))
+            self.stop.wait(self.period)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.samples.append((time.time(), self.hosts.sent()))
+        self.final = self.hosts.sent(all=True)  # every node's upload too, once
+
+    def rate(self, node, which, lo, hi):
+        """Per second over [lo, hi]: bytes through node's download (which=0) or upload (1),
+        packets dropped there (2, 3)."""
+        pts = [(t, x[node][which]) for t, x in self.samples
+               if lo <= t <= hi and x.get(node) and x[node][which] is not None]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+    def total(self, node, which):
+        x = self.final.get(node)
+        return x[which] if x else None
+
+
+def run_cell_on(a, w, s, d, hosts):
     print(f"scale: cell W={w} S={s} D={d:g} rounds={a.rounds} ...", flush=True)
     t0 = time.time()
-    procs, err = start_job(a, w, s, d)
+    links = LinkSampler(hosts, s, a.link_sample_s) if hosts is not None and hosts.rate else None
+    procs, err = start_job(a, w, s, d, hosts)
     deadline = t0 + a.timeout_s
     timed_out = False
     while any(p.alive() for p in procs):
@@ -330,6 +437,8 @@ def run_cell(a, w, s, d):
     for p in procs:
         p.reaper.join(timeout=10)
         p.reader.join(timeout=5)
+    if links is not None:
+        links.finish()
     wall = time.time() - t0
     sched = procs[0]
     servers = [p for p in procs if p.role == "server"]
@@ -436,9 +545,46 @@ def run_cell(a, w, s, d):
             "sockets_max": max((x[4] for x in p.samples), default=None),
             "samples": len(p.samples),
             "lifetime_s": (p.t_exit - p.t_start) if p.t_exit else None,
+            **({"address": p.address, "tcp_local_addrs": sorted(p.tcp_local),
+                "tcp_peer_addrs": sorted(p.tcp_peer)} if p.address is not None else {}),
         }
 
     rows = [rec(p) for p in procs]
+    link_cell = {}
+    if links is not None:
+        # Node i is procs[i] (the scheduler, the servers, the workers). tc's L2 bytes per round
+        # at steady state = its byte rate over the steady window times round_s.
+        for i, row in enumerate(rows):
+            for which, name in ((0, "down"), (1, "up")):
+                r = links.rate(i, which, lo, hi) if lo is not None else None
+                row[f"link_{name}_bytes_per_s"] = r
+                row[f"link_{name}_bytes_per_round"] = r * rs if r is not None and rs else None
+                row[f"link_{name}_bytes_total"] = links.total(i, which)
+                row[f"link_{name}_dropped_pkts"] = links.total(i, which + 2)
+                r = links.rate(i, which + 2, lo, hi) if lo is not None else None
+                row[f"link_{name}_dropped_pkts_per_round"] = (r * rs if r is not None and rs
+                                                               else None)
+
+        def pick(role, key, how):
+            vals = [x[key] for x in rows if x["role"] == role and x.get(key) is not None]
+            return how(vals) if vals else None
+        link_cell = {
+            "link": hosts.rate, "link_bytes_per_s": netns.rate_bytes_per_s(hosts.rate),
+            "tbf_burst_bytes": netns.tbf_burst_bytes(hosts.rate),
+            "link_samples": len(links.samples),
+            "server_link_out_bytes_per_round": pick("server", "link_up_bytes_per_round", max),
+            "server_link_in_bytes_per_round": pick("server", "link_down_bytes_per_round", max),
+            "worker_link_down_bytes_per_round": pick("worker", "link_down_bytes_per_round",
+                                                     statistics.median),
+            # packets the token buckets dropped (queue over tbf's --link_queue; TCP retransmits
+            # them),
+            # over the run (start-up's dense pulls included) and per round at steady state
+            "link_dropped_pkts": sum(x.get(f"link_{n}_dropped_pkts") or 0 for x in rows
+                                     for n in ("down", "up")),
+            "link_dropped_pkts_per_round": sum(
+                x.get(f"link_{n}_dropped_pkts_per_round") or 0 for x in rows
+                for n in ("down", "up")),
+        }
     by_role = {r: [x for x in rows if x["role"] == r] for r in ("scheduler", "server", "worker")}
 
     def mx(role, key):
@@ -494,6 +640,7 @@ def run_cell(a, w, s, d):
                              for k, v in wsum.items()},
         "server_summaries": {k: {x: y for x, y in v.items() if x != "_read_at"}
                              for k, v in ssum.items()},
+        **link_cell,
         "problems": problems,
         "pass": ok,
         "processes": rows,
@@ -601,6 +748,17 @@ def main():
     ap.add_argument("--sample_s", type=float, default=0.1)
     ap.add_argument("--timeout_s", type=float, default=600, help="per cell")
     ap.add_argument("--out", default="", help="JSON file (default results/bench/scale-<ts>.json)")
+    ap.add_argument("--netns", action="store_true",
+                    help="every process in its own network namespace on one bridge (root; "
+                         f"W + S + 1 <= {netns.MAX_NODES})")
+    ap.add_argument("--link", default="",
+                    help="with --netns: each node's link rate (tc tbf both ways), e.g. 1gbit, "
+                         "10gbit, 100mbit; empty = unshaped")
+    ap.add_argument("--link_queue", default="100ms",
+                    help="with --netns --link: the token bucket's queue as tc's latency (a "
+                         "packet that would wait longer is dropped); deploy/local/netns's 100ms")
+    ap.add_argument("--link_sample_s", type=float, default=0.25,
+                    help="with --netns --link: period of the tc byte counters' samples")
     a = ap.parse_args()
     if a.rounds < 1:
         sys.exit("scale: --rounds must be >= 1")
@@ -611,6 +769,25 @@ def main():
             sys.exit(f"scale: {a.build}/{exe} missing (build it first: scripts/setup)")
     cells = parse_cells(a.cells)
     ds = parse_ds(a.d)
+    if a.link and not a.netns:
+        ap.error("--link needs --netns")
+    if a.netns:
+        try:
+            if a.link:
+                netns.rate_bytes_per_s(a.link)
+            big = [f"{w}x{s}" for w, s in cells if w + s + 1 > netns.MAX_NODES]
+            if big:
+                raise netns.NetnsError(
+                    f"--netns hosts are for cells of W + S + 1 <= {netns.MAX_NODES} nodes (up to "
+                    f"32 x 8); {', '.join(big)} is larger")
+            netns.check_environment()
+        except netns.NetnsError as e:
+            print(f"scale: {e}", file=sys.stderr)
+            return 2
+
+        def terminated(signum, frame):  # SIGTERM: unwind, so that the namespaces are removed
+            raise SystemExit(143)
+        signal.signal(signal.SIGTERM, terminated)
     load_before = open("/proc/loadavg").read().split()[:3]
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     results = [run_cell(a, w, s, d) for d in ds for w, s in cells]
@@ -620,6 +797,8 @@ def main():
     doc = {"bench": "scale", "started": started, "cpus": os.cpu_count(),
            "load_before": load_before, "load_after": load_after,
            "argv": sys.argv[1:], "cells": results, "pass": all(c["pass"] for c in results)}
+    if a.netns:
+        doc["netns_link"] = a.link or "unshaped"
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
     print()

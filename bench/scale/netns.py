@@ -1,0 +1,193 @@
+"""Emulated hosts for the scale harness (issue 31, "netns hosts"): every node of a job in its own
+network namespace with its own address on one bridge, each node's link shaped with tc.
+
+The topology is deploy/local/netns/run's (read there, implemented here for Python): a "switch"
+namespace holds a bridge br0; node i gets a veth pair, eth0 in its own namespace with address
+SUBNET.(i + 1)/24 and port p<i> on the bridge. A link of RATE is shaped in both directions with a
+token bucket (tbf rate RATE, burst = max(1 ms at RATE, 64 KiB) so that one GSO segment fits,
+latency 100 ms of queue by default; a packet that would wait longer is dropped): on the node's
+eth0 (its upload) and on its bridge port (its download), so every node has a full-duplex link of
+RATE to a non-blocking switch. Nothing is created in the
+root namespace. The processes keep the harness's PID namespace (`ip netns exec` only switches
+the network and mount namespaces, then execs), so /proc/<pid> sampling and wait4() work as on
+loopback.
+
+    with Hosts(nodes=6, rate="1gbit") as h:
+        argv = h.wrap(0, ["sieve-scheduler", f"--bind={h.ip(0)}", ...])
+
+Hosts.close() (also on an exception, KeyboardInterrupt or SIGTERM turned into SystemExit by the
+caller) kills whatever still runs in its namespaces and deletes them; deleting a namespace
+deletes its veth ends and their peers.
+"""
+import os
+import re
+import shutil
+import subprocess
+
+# W + S + 1 <= MAX_NODES: the issue's "netns hosts for N <= 32", i.e. up to the 32 x 8 cell.
+MAX_NODES = 41
+# The scale harness's own /24s, away from deploy/local/netns/run's default 10.77.0.
+DEFAULT_SUBNET_BASE = "10.78"
+
+_UNITS = {"bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8,
+          "bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9}
+
+
+class NetnsError(Exception):
+    """A usage or environment problem: the caller prints it and exits 2."""
+
+
+def rate_bytes_per_s(rate):
+    """Bytes per second of a tc rate: 1gbit, 500mbit, 12500000bps ..."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([a-z]+)", rate.strip().lower())
+    if not m or m.group(2) not in _UNITS or float(m.group(1)) <= 0:
+        raise NetnsError(f"--link: {rate!r} is not a rate (1gbit, 10gbit, 100mbit, ...)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def tbf_burst_bytes(rate):
+    """The token bucket's depth: 1 ms at the line rate, at least 64 KiB (one GSO segment)."""
+    return max(int(rate_bytes_per_s(rate) / 1000), 65536)
+
+
+def check_environment():
+    """Raise NetnsError unless this process can create namespaces and shape links."""
+    if os.geteuid() != 0:
+        raise NetnsError("--netns needs root (ip netns, veth, tc)")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise NetnsError(f"--netns needs iproute2: '{tool}' is not on PATH")
+
+
+def _run(argv):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise NetnsError(f"{' '.join(argv)}: exit {r.returncode}: {r.stdout.strip()}")
+    return r.stdout
+
+
+def _tc_sent(ns, dev_pattern):
+    """{the dev pattern's group: (bytes sent, packets dropped)} of the root qdiscs in namespace
+    ns (tc -s)."""
+    r = subprocess.run(["tc", "-s", "-n", ns, "qdisc", "show"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    out, dev = {}, None
+    for line in r.stdout.splitlines():
+        m = re.match(r"qdisc \S+ \S+ dev (\S+) root", line)
+        if m:
+            d = re.fullmatch(dev_pattern, m.group(1))
+            dev = d.group(1) if d else None
+            continue
+        m = re.match(r"\s*Sent (\d+) bytes \d+ pkt \(dropped (\d+)", line)
+        if m and dev is not None:
+            out[dev] = (int(m.group(1)), int(m.group(2)))
+            dev = None
+    return out
+
+
+class Hosts:
+    """nodes namespaces on one bridge, each link shaped to rate (None or "" = unshaped)."""
+
+    def __init__(self, nodes, rate=None, prefix=None, subnet=None, queue="100ms"):
+        if not 1 <= nodes <= MAX_NODES:
+            raise NetnsError(f"--netns: {nodes} nodes (W + S + 1); at most {MAX_NODES}")
+        if rate:
+            rate_bytes_per_s(rate)  # validates
+        self.nodes, self.rate, self.queue = nodes, rate or None, queue
+        self.prefix = prefix or f"sscale-{os.getpid()}"
+        self.subnet = subnet or f"{DEFAULT_SUBNET_BASE}.{os.getpid() % 250}"
+        self.switch = f"{self.prefix}-sw"
+        self.created = []
+        self.upload_nodes = set()  # nodes whose upload counters sent() reads
+
+    def ns(self, i):
+        return f"{self.prefix}-n{i}"
+
+    def ip(self, i):
+        return f"{self.subnet}.{i + 1}"
+
+    def wrap(self, i, argv):
+        """argv run inside node i's namespace."""
+        return ["ip", "netns", "exec", self.ns(i), *argv]
+
+    def _add_ns(self, name):
+        existing = {line.split()[0] for line in _run(["ip", "netns", "list"]).splitlines()
+                    if line.strip()}
+        if name in existing:
+            raise NetnsError(f"namespace {name} exists already (another run with this prefix?)")
+        _run(["ip", "netns", "add", name])
+        self.created.append(name)
+        _run(["ip", "-n", name, "link", "set", "lo", "up"])
+
+    def _shape(self, ns, dev):
+        if self.rate:
+            _run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
+                  "burst", str(tbf_burst_bytes(self.rate)), "latency", self.queue])
+
+    def open(self):
+        try:
+            self._add_ns(self.switch)
+            _run(["ip", "-n", self.switch, "link", "add", "br0", "type", "bridge"])
+            _run(["ip", "-n", self.switch, "link", "set", "br0", "up"])
+            for i in range(self.nodes):
+                ns, port = self.ns(i), f"p{i}"
+                self._add_ns(ns)
+                _run(["ip", "-n", self.switch, "link", "add", port, "type", "veth", "peer",
+                      "name", "eth0", "netns", ns])
+                _run(["ip", "-n", self.switch, "link", "set", port, "master", "br0"])
+                _run(["ip", "-n", self.switch, "link", "set", port, "up"])
+                _run(["ip", "-n", ns, "addr", "add", f"{self.ip(i)}/24", "dev", "eth0"])
+                _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+                self._shape(ns, "eth0")          # the node's upload
+                self._shape(self.switch, port)   # its download
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self):
+        """Kill what still runs in the namespaces, then delete them (and their veths)."""
+        for name in self.created:
+            r = subprocess.run(["ip", "netns", "pids", name], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+            for pid in r.stdout.split():
+                try:
+                    os.kill(int(pid), 9)
+                except (OSError, ValueError):
+                    pass
+        for name in reversed(self.created):
+            subprocess.run(["ip", "netns", "del", name], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        self.created = []
+
+    def sent(self, all=False):
+        """tc's counters now: {node: (download bytes, upload bytes, download drops, upload
+        drops)}: L2 bytes (TCP/IP and Ethernet headers included) through each shaped link and
+        the packets its token bucket dropped (queue full). Downloads of every node come from one
+        call (the switch's ports); uploads (else None) only for the nodes in self.upload_nodes,
+        one call each, or every node with all=True."""
+        down = _tc_sent(self.switch, r"p(\d+)")
+        out = {}
+        for i in range(self.nodes):
+            up = (_tc_sent(self.ns(i), r"(eth)0").get("eth")
+                  if all or i in self.upload_nodes else None)
+            d = down.get(str(i)) or (None, None)
+            u = up or (None, None)
+            out[i] = (d[0], u[0], d[1], u[1])
+        return out
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def describe(self):
+        return {"nodes": self.nodes, "link": self.rate or "unshaped",
+                "queue": self.queue,
+                "shaping": ("tbf rate %s burst %d latency %s on each node's eth0 (upload) and "
+                            "its bridge port (download)" % (self.rate, tbf_burst_bytes(self.rate),
+                                                             self.queue)
+                            if self.rate else "none"),
+                "subnet": f"{self.subnet}.0/24", "prefix": self.prefix}

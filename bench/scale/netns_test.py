@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""BenchScaleNetns: bench/scale/run.py --netns --link=1gbit at cell 4x1, D = 1e5, 50 rounds (a few
+seconds). Passes when the harness exits 0 with the cell passed, every process had its own
+namespace address and used it (the local address of each of its established TCP sockets is its
+own; workers and servers talk only to the other role and the scheduler, the scheduler to every
+node), tc's byte counters were read (every node's download, the server's upload), and nothing of
+the run is left (namespaces, daemons); then that SIGTERM mid-run removes the namespaces, and
+that a cell above the node limit and --link without --netns are usage errors (exit 2).
+Skipped (exit 77) without root or working `ip netns`.
+
+usage: netns_test.py BUILD_DIR
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run  # noqa: E402 (the harness next to this file)
+
+
+def skip(why):
+    print("SKIPPED:", why)
+    sys.exit(77)
+
+
+def namespaces(prefix):
+    r = subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE, text=True)
+    return [line.split()[0] for line in r.stdout.splitlines()
+            if line.strip() and line.split()[0].startswith(prefix + "-")]
+
+
+def daemons_of(subnet):
+    """Daemons still bound to an address of subnet (a.b.c)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f"--bind={subnet}.".encode() in f.read():
+                    out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def harness(build, out, *extra, wait=True):
+    argv = [sys.executable, os.path.join(HERE, "run.py"), f"--build={build}", "--cells=4x1",
+            "--d=1e5", "--rounds=50", "--timeout_s=60", "--netns", "--link=1gbit",
+            f"--out={out}", *extra]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if not wait:
+        return p
+    text, _ = p.communicate(timeout=90)
+    print(text, end="")
+    return p
+
+
+def check_cell(doc, bad):
+    cells = doc.get("cells") or [{}]
+    c = cells[0]
+    if not c.get("pass"):
+        bad.append(f"the cell failed: {c.get('problems')}")
+    procs = c.get("processes", [])
+    if len(procs) != 6:
+        return bad.append(f"{len(procs)} processes, expected 6")
+    addr = {p["process"]: p.get("address") for p in procs}
+    if None in addr.values() or len(set(addr.values())) != 6:
+        bad.append(f"addresses not one per process: {addr}")
+    servers = {addr[p["process"]] for p in procs if p["role"] == "server"}
+    sched = addr["scheduler"]
+    everyone = set(addr.values())
+    for p in procs:
+        own = p["address"]
+        if p.get("tcp_local_addrs") != [own]:
+            bad.append(f"{p['process']}: local addresses {p.get('tcp_local_addrs')}, expected "
+                       f"only its own {own}")
+        peers = set(p.get("tcp_peer_addrs") or [])
+        want = {"scheduler": everyone - {sched}, "server": everyone - servers,
+                "worker": servers | {sched}}[p["role"]]
+        if peers != want:
+            bad.append(f"{p['process']}: peers {sorted(peers)}, expected {sorted(want)}")
+        if not p.get("link_down_bytes_total"):
+            bad.append(f"{p['process']}: no tc download counter")
+        if p["role"] == "server" and not p.get("link_up_bytes_total"):
+            bad.append(f"{p['process']}: no tc upload counter")
+    net = c.get("netns") or {}
+    if net.get("link") != "1gbit" or "tbf" not in net.get("shaping", ""):
+        bad.append(f"cell's netns record: {net}")
+    return net
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    build = sys.argv[1]
+    if os.geteuid() != 0:
+        skip("needs root for network namespaces")
+    if not shutil.which("ip") or not shutil.which("tc"):
+        skip("iproute2 (ip, tc) not installed")
+    probe = f"sscale-probe-{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", probe], stderr=subprocess.DEVNULL).returncode:
+        skip("'ip netns add' does not work here")
+    works = subprocess.run(["ip", "netns", "exec", probe, "true"],
+                           stderr=subprocess.DEVNULL).returncode == 0
+    subprocess.run(["ip", "netns", "del", probe])
+    if not works:
+        skip("'ip netns exec' does not work here")
+    bad = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "netns.json")
+        t = time.time()
+        p = harness(build, out)
+        print(f"netns_test: the cell took {time.time() - t:.1f} s")
+        if p.returncode != 0:
+            bad.append(f"harness exit {p.returncode}")
+        try:
+            with open(out) as f:
+                net = check_cell(json.load(f), bad)
+        except (OSError, ValueError) as e:
+            bad.append(f"no JSON: {e}")
+            net = {}
+        prefix, subnet = net.get("prefix", f"sscale-{p.pid}"), net.get("subnet", "")[:-5]
+        if namespaces(prefix):
+            bad.append(f"namespaces left: {namespaces(prefix)}")
+        if subnet and daemons_of(subnet):
+            bad.append(f"daemons left: {daemons_of(subnet)}")
+
+        # SIGTERM while the job runs: the namespaces go with the harness.
+        p = harness(build, os.path.join(tmp, "term.json"), "--rounds=100000", wait=False)
+        prefix = f"sscale-{p.pid}"
+        end = time.time() + 20
+        while time.time() < end and len(namespaces(prefix)) < 7:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        if len(namespaces(prefix)) != 7:
+            bad.append(f"before SIGTERM: namespaces {namespaces(prefix)}, expected 7")
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            bad.append("the harness did not exit within 20 s of SIGTERM")
+        if namespaces(prefix):
+            bad.append(f"namespaces left after SIGTERM: {namespaces(prefix)}")
+            for ns in namespaces(prefix):  # leave the machine clean anyway
+                subprocess.run(["ip", "netns", "del", ns])
+
+        # Usage errors: exit 2 with a message, nothing created.
+        base = [sys.executable, os.path.join(HERE, "run.py"), f"--build={build}"]
+        for extra, needle in ((["--netns", "--cells=4x1,40x8"], "W + S + 1 <= 41"),
+                              (["--netns", "--link=fast"], "not a rate"),
+                              (["--link=1gbit"], "--link needs --netns")):
+            q = subprocess.run(base + extra, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=30)
+            if q.returncode != 2 or needle not in q.stdout:
+                bad.append(f"{extra}: exit {q.returncode}, expected 2 and {needle!r}: "
+                           f"{q.stdout.strip()}")
+    return run.verdict("netns_test", bad)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
