@@ -68,7 +68,6 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
     out->push_back(Reply::Update(worker, round, last_reply_dense_, last_reply_));
     return;
   }
-  WorkerState& ws = workers_[worker];
   if (backups && round < round_ && options_.late_pushes == LatePushes::kApply) {
     return LatePush(worker, round, indices, values, dense);
   }
@@ -87,6 +86,7 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
                       std::to_string(round),
                   out);
   }
+  WorkerState& ws = workers_[worker];
   if (ws.arrived) {  // same round twice: applied once
     ++stats_.duplicates;
     return;
@@ -375,8 +375,10 @@ void BspShard::CountMisses() {
         ws.miss_run == 100 * kNamedMissRun) {
       LOG(WARNING) << "worker " << w << " missed " << ws.miss_run
                    << " BSP rounds in a row (backup workers: the rounds closed without it; its "
-                      "late pushes go back to its residual), last round "
-                   << round_;
+                   << (options_.late_pushes == LatePushes::kApply
+                           ? "late pushes are applied in later rounds"
+                           : "late pushes go back to its residual")
+                   << "), last round " << round_;
     }
   }
 }

@@ -494,7 +494,7 @@ Status Trainer::RunRound(uint64_t step, EpochState* ep, RunState* run) {
   r.t3 = Clock::now();
   SIEVE_RETURN_IF_ERROR(AfterMissedRounds(step, *ep, run, &plan, &r));
   if (options_.on_round) options_.on_round(run->round, ep->k, r.selected, r.stats);
-  return RecordRound(step, plan, ep, run, &r);
+  return RecordRound(plan, ep, run, &r);
 }
 
 Status Trainer::AfterMissedRounds(uint64_t step, const EpochState& ep, RunState* run,
@@ -569,8 +569,7 @@ Status Trainer::SelectRound(const EpochState& ep, const RoundPlan& plan, RunStat
   return Status::Ok();
 }
 
-Status Trainer::RecordRound(uint64_t step, const RoundPlan& plan, EpochState* ep, RunState* run,
-                            RoundResult* r) {
+Status Trainer::RecordRound(const RoundPlan& plan, EpochState* ep, RunState* run, RoundResult* r) {
   TrainSummary& summary = run->summary;
   summary.straggle_seconds += r->straggle;
   summary.bytes_up += r->stats.bytes_up;
@@ -588,7 +587,7 @@ Status Trainer::RecordRound(uint64_t step, const RoundPlan& plan, EpochState* ep
   if (plan.eval && m.test_acc) summary.test_acc = m.test_acc;
   if (plan.write) SIEVE_RETURN_IF_ERROR(WriteMetrics(*ep, plan, run, r, &m));
   run->progress.Round(run->round + 1, r->loss, summary.bytes_up);
-  if (plan.last_of_epoch || plan.cut_short) EndEpoch(step, *ep, m.test_acc, run);
+  if (plan.last_of_epoch || plan.cut_short) EndEpoch(*ep, m.test_acc, run);
   return Status::Ok();
 }
 
@@ -623,9 +622,7 @@ Status Trainer::WriteMetrics(const EpochState& ep, const RoundPlan& plan, RunSta
   return run->metrics.Write(*m);
 }
 
-void Trainer::EndEpoch(uint64_t step, const EpochState& ep, std::optional<double> test_acc,
-                       RunState* run) {
-  (void)step;
+void Trainer::EndEpoch(const EpochState& ep, std::optional<double> test_acc, RunState* run) {
   const double steps = static_cast<double>(std::max<uint64_t>(1, ep.rounds_run));
   run->summary.loss = ep.loss / steps;
   run->progress.EndEpoch(ep.epoch, run->summary.loss, test_acc, run->summary.bytes_up,

@@ -122,12 +122,10 @@ class Trainer {
   Status ComputeRound(const RunState& run, const EpochState& ep, uint64_t step,
                       const RoundPlan& plan, RoundResult* r);
   Status SelectRound(const EpochState& ep, const RoundPlan& plan, RunState* run, RoundResult* r);
-  Status RecordRound(uint64_t step, const RoundPlan& plan, EpochState* ep, RunState* run,
-                     RoundResult* r);
+  Status RecordRound(const RoundPlan& plan, EpochState* ep, RunState* run, RoundResult* r);
   Status WriteMetrics(const EpochState& ep, const RoundPlan& plan, RunState* run, RoundResult* r,
                       RoundMetrics* m) const;
-  static void EndEpoch(uint64_t step, const EpochState& ep, std::optional<double> test_acc,
-                       RunState* run);
+  static void EndEpoch(const EpochState& ep, std::optional<double> test_acc, RunState* run);
   StatusOr<TrainSummary> FinishRun(RunState* run);
 
   const TrainerOptions options_;
