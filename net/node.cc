@@ -47,14 +47,19 @@ uint64_t RandomInstance() {
 bool IsDataPlane(pb::MsgType t) {
   return t == pb::MSG_PUSH || t == pb::MSG_UPDATE || t == pb::MSG_PULL_DENSE ||
          t == pb::MSG_DENSE || t == pb::MSG_ERROR || t == pb::MSG_JOIN || t == pb::MSG_JOIN_ACK ||
-         t == pb::MSG_INIT || t == pb::MSG_INIT_ACK;
+         t == pb::MSG_INIT || t == pb::MSG_INIT_ACK || t == pb::MSG_REPLICATE ||
+         t == pb::MSG_REPLICATE_ACK;
 }
 
 // Whether a node of role `self` keeps a connection to a node of role `peer`: workers talk only to
 // servers and servers only to workers (and both to the scheduler, connected at the start), so a
 // node holds 2 (peers of the other role + 1) + 1 sockets instead of a full mesh's 2 N - 1.
-bool Talks(pb::Role self, pb::Role peer) {
+// Who connects to whom: everyone to the scheduler, workers and servers to each other, and with
+// replication (NodeTable.replication > 0) servers to servers (a shard's primary sends its events to
+// its backups, which acknowledge them).
+bool Talks(pb::Role self, pb::Role peer, uint32_t replication) {
   if (self == pb::ROLE_SCHEDULER || peer == pb::ROLE_SCHEDULER) return true;
+  if (self == pb::ROLE_SERVER && peer == pb::ROLE_SERVER) return replication > 0;
   return self != peer;
 }
 
@@ -463,6 +468,7 @@ void Node::HandleControl(Message msg) {
 void Node::InstallTable(const pb::NodeTable& table) {
   std::vector<pb::NodeInfo> rejoined;
   std::function<void(const pb::NodeInfo&)> fn;
+  std::function<void(const pb::NodeTable&)> table_fn;
   {
     MutexLock lock(&mu_);
     tables_installed_.fetch_add(1);
@@ -473,13 +479,16 @@ void Node::InstallTable(const pb::NodeTable& table) {
         if (n.id() < 1 || static_cast<size_t>(n.id()) > current_.size()) continue;
         pb::NodeInfo& old = current_[n.id() - 1];
         if (n.id() != id_ && (old.host() != n.host() || old.port() != n.port())) {
-          if (Talks(options_.role, n.role())) (void)transport_->Connect(n.id(), n.host(), n.port());
+          if (Talks(options_.role, n.role(), table_.replication()))
+            (void)transport_->Connect(n.id(), n.host(), n.port());
           dead_.erase(n.id());
         }
         if (n.id() != id_ && old.instance() != n.instance()) rejoined.push_back(n);
         old = n;
       }
+      SetShardPrimaries(table);
       fn = on_node_rejoined_;
+      table_fn = on_table_;
     } else {
       InstallFirstTableLocked(table);
       return;
@@ -488,16 +497,41 @@ void Node::InstallTable(const pb::NodeTable& table) {
   if (fn) {
     for (const pb::NodeInfo& n : rejoined) fn(n);
   }
+  if (table_fn) table_fn(table);
+}
+
+void Node::SetShardPrimaries(const pb::NodeTable& table) {
+  const int servers = static_cast<int>(table_.num_servers());
+  for (int s = 0; s < servers; ++s) {
+    int primary = s;
+    if (s < table.shard_primary_size() && table.shard_primary(s) >= 0 &&
+        table.shard_primary(s) < servers) {
+      primary = table.shard_primary(s);
+    }
+    shard_primary_[static_cast<size_t>(s)].store(primary, std::memory_order_release);
+  }
+}
+
+int Node::ShardPrimary(int shard) const {
+  if (shard < 0 || static_cast<uint32_t>(shard) >= table_.num_servers()) return shard;
+  return shard_primary_[static_cast<size_t>(shard)].load(std::memory_order_acquire);
+}
+
+void Node::set_on_table(std::function<void(const pb::NodeTable&)> fn) {
+  MutexLock lock(&mu_);
+  on_table_ = std::move(fn);
 }
 
 void Node::InstallFirstTableLocked(const pb::NodeTable& table) {
   table_ = table;
+  shard_primary_ = std::make_unique<std::atomic<int>[]>(table.num_servers());
+  SetShardPrimaries(table);
   current_.assign(table.nodes().begin(), table.nodes().end());
   for (const auto& n : table.nodes()) {
     if (n.instance() == instance_) {
       id_ = n.id();
       rank_ = n.rank();
-    } else if (Talks(options_.role, n.role())) {
+    } else if (Talks(options_.role, n.role(), table.replication())) {
       Status s = transport_->Connect(n.id(), n.host(), n.port());
       if (!s.ok()) LOG(ERROR) << "cannot connect to node " << n.id() << ": " << s.ToString();
     }
@@ -519,8 +553,9 @@ void Node::InstallFirstTableLocked(const pb::NodeTable& table) {
 Status Node::Send(int peer, Frames frames) { return transport_->Send(peer, std::move(frames)); }
 
 Status Node::SendError(int peer, pb::ErrorCode code, const std::string& message,
-                       pb::MsgType rejected, uint64_t round) {
-  const pb::Header h = MakeErrorHeader(id_, peer, round, code, message, rejected);
+                       pb::MsgType rejected, uint64_t round, int shard) {
+  pb::Header h = MakeErrorHeader(id_, peer, round, code, message, rejected);
+  h.set_shard(shard);
   SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
   // Never wait: a peer that sends garbage and does not read must not stall this thread.
   Status sent = transport_->TrySend(peer, std::move(frames));

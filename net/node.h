@@ -87,6 +87,11 @@ class Node {
   uint32_t num_workers() const { return table_.num_workers(); }
   const std::vector<ShardRange>& shards() const { return shards_; }
   const pb::NodeTable& table() const { return table_; }  // as received at start-up; immutable
+  // Replication factor r of the job (NodeTable.replication; 0 = none).
+  uint32_t replication() const { return table_.replication(); }
+  // The server rank serving `shard` as primary in the latest node table (NodeTable.shard_primary:
+  // `shard` itself unless it failed over). Any thread; `shard` outside [0, S) is returned as is.
+  int ShardPrimary(int shard) const;
   // True when this node was admitted into a running job (its first table had generation > 1:
   // a restarted server or worker re-admitted under a dead node's rank).
   bool joined_late() const { return table_.generation() > 1; }
@@ -104,8 +109,9 @@ class Node {
   // Answers `peer` with an ERROR message, without waiting: when the peer's queue is full the
   // ERROR is dropped (Unavailable) and counted in errors_dropped(), so a peer that floods this
   // node with bad messages and reads nothing cannot stall the caller (the I/O thread).
+  // `shard`: Header.shard of the ERROR (the shard the refused message was for; -1 = none).
   Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
-                   uint64_t round = 0);
+                   uint64_t round = 0, int shard = -1);
   uint64_t errors_dropped() const { return errors_dropped_.load(std::memory_order_relaxed); }
 
   // Next data-plane message: true with *out filled, false on timeout (`timeout`; kForever,
@@ -148,6 +154,9 @@ class Node {
   // order on one socket), so a consumer that queues both events in order sees them in order.
   void set_on_node_rejoined(std::function<void(const pb::NodeInfo&)> fn) EXCLUDES(mu_);
   std::set<int> dead_nodes() const EXCLUDES(mu_);
+  // Called on the I/O thread with every node table after the first (a re-admission or, with
+  // replication, a failover), after it is installed and the rejoin callbacks ran.
+  void set_on_table(std::function<void(const pb::NodeTable&)> fn) EXCLUDES(mu_);
 
   uint64_t rejected_messages() const { return rejected_.load(); }
   // Messages of another job (Header.job differs from options.transport.job): dropped unanswered.
@@ -184,6 +193,8 @@ class Node {
   void SetRegisterBytesLocked() REQUIRES(mu_);  // register_bytes_ from register_header_
   void InstallTable(const pb::NodeTable& table) EXCLUDES(mu_);
   void InstallFirstTableLocked(const pb::NodeTable& table) REQUIRES(mu_);
+  // shard_primary_ from a table (I/O thread, or the start-up before it runs).
+  void SetShardPrimaries(const pb::NodeTable& table);
   // Non-OK when the node must stop waiting (shutdown, stop, scheduler lost).
   Status StopStatusLocked() const REQUIRES(mu_);
   // have_table_ read without mu_: only the I/O thread writes it (and the start-up before that
@@ -214,6 +225,9 @@ class Node {
   pb::NodeTable table_;
   std::vector<ShardRange> shards_;
   std::vector<uint64_t> shard_lengths_;
+  // The latest table's NodeTable.shard_primary (S entries, allocated with the first table): read
+  // from any thread, written by the I/O thread.
+  std::unique_ptr<std::atomic<int>[]> shard_primary_;
 
   mutable Mutex mu_;
   CondVar cv_;  // signalled under mu_ on every change a wait below may be waiting for
@@ -238,6 +252,7 @@ class Node {
   std::set<int> dead_ GUARDED_BY(mu_);
   std::function<void(const pb::NodeDead&)> on_node_dead_ GUARDED_BY(mu_);
   std::function<void(const pb::NodeInfo&)> on_node_rejoined_ GUARDED_BY(mu_);
+  std::function<void(const pb::NodeTable&)> on_table_ GUARDED_BY(mu_);
   std::vector<pb::NodeInfo> current_;  // the latest table's entries, by id - 1; I/O thread
   // Peers' messages that arrived before the first node table (a peer that got the scheduler's
   // broadcast first may already send to this node), dispatched once it is installed. I/O thread.

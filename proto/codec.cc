@@ -24,7 +24,8 @@ zmq::message_t BorrowFrame(const void* data, size_t size,
 }
 
 bool IsDataType(pb::MsgType t) {
-  return t == pb::MSG_PUSH || t == pb::MSG_UPDATE || t == pb::MSG_DENSE || t == pb::MSG_INIT;
+  return t == pb::MSG_PUSH || t == pb::MSG_UPDATE || t == pb::MSG_DENSE || t == pb::MSG_INIT ||
+         t == pb::MSG_REPLICATE;
 }
 
 // Types whose values always cover a whole shard (FLAG_DENSE is required).
@@ -357,7 +358,8 @@ Status CheckHeader(const Frames& frames, const DecodeLimits& limits, pb::Header*
   return Status::Ok();
 }
 
-// A control message: one frame, the body its type requires, and (PULL_DENSE) a known shard.
+// A control message: one frame, the body its type requires, and (PULL_DENSE, REPLICATE_ACK) a
+// known shard.
 Status CheckControl(const Frames& frames, const pb::Header& h, const DecodeLimits& limits,
                     pb::ErrorCode* error) {
   const pb::MsgType type = h.type();
@@ -371,7 +373,7 @@ Status CheckControl(const Frames& frames, const pb::Header& h, const DecodeLimit
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 std::string(MsgTypeName(type)) + " without its payload");
   }
-  if (type == pb::MSG_PULL_DENSE &&
+  if ((type == pb::MSG_PULL_DENSE || type == pb::MSG_REPLICATE_ACK) &&
       (h.shard() < 0 || static_cast<size_t>(h.shard()) >= limits.shard_lengths.size())) {
     return Fail(pb::ERROR_WRONG_SHARD, error, StatusCode::kInvalidArgument,
                 "unknown shard " + std::to_string(h.shard()));

@@ -33,6 +33,9 @@
 
 namespace sieve {
 
+// 9: shard replication (scheduler --replication): NodeTable.replication and shard_primary,
+// MSG_REPLICATE / MSG_REPLICATE_ACK between servers (Header.seq, origin, event), ERROR_NOT_PRIMARY
+// and ERROR_NOT_REPLICA (a worker of 8 would keep sending a failed-over shard to its dead server).
 // 8: BSP backup workers: FLAG_PUSH_MISSED on an UPDATE of a round that closed without the
 // recipient's PUSH, ERROR_LATE_PUSH for that PUSH (a worker of 7 would take its push as applied).
 // 7: compact index frames (FLAG_INDEX_DELTA: Stream VByte gaps; FLAG_INDEX_BITMAP: a bitmap of
@@ -45,7 +48,7 @@ namespace sieve {
 // (CURVE keys bound to node ids). 3: a sparse UPDATE may be split into parts (Header.part/parts);
 // 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
 // different versions reject each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 8;
+inline constexpr uint32_t kProtocolVersion = 9;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
 // Barrier groups (pb::Barrier.group bits).

@@ -29,7 +29,17 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
                                 " is smaller than " +
                                 "--num_servers=" + std::to_string(options.num_servers));
   }
+  if (options.replication >= options.num_servers) {
+    return InvalidArgumentError("--replication=" + std::to_string(options.replication) +
+                                " needs at least " + std::to_string(options.replication + 1) +
+                                " servers (each shard's backups live on other servers); the job "
+                                "has --num_servers=" +
+                                std::to_string(options.num_servers));
+  }
   std::unique_ptr<Scheduler> s(new Scheduler(options));
+  s->shard_primary_.resize(options.num_servers);
+  for (uint32_t r = 0; r < options.num_servers; ++r) s->shard_primary_[r] = static_cast<int>(r);
+  s->server_lost_.assign(options.num_servers, false);
   std::random_device rd;
   while (s->job_instance_ == 0) {
     s->job_instance_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
@@ -297,6 +307,13 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
     if (!CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), e.info.rank()).ok()) {
       continue;
     }
+    if (e.failed_over) {  // its shards have a new primary; nothing would be this process's
+      return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+                        "server " + std::to_string(e.info.rank()) +
+                            " failed over: its shards are served by their backups (--replication)"
+                            " and a replacement cannot be rebuilt from them yet; the job goes on "
+                            "without it");
+    }
     e.info.set_host(r.host());
     e.info.set_port(r.port());
     e.info.set_instance(r.instance());
@@ -432,6 +449,10 @@ pb::NodeTable Scheduler::BuildTable() const {
   t.set_num_workers(options_.num_workers);
   t.set_generation(generation_);
   t.set_job_instance(job_instance_);
+  t.set_replication(options_.replication);
+  if (options_.replication > 0) {
+    for (int p : shard_primary_) t.add_shard_primary(p);
+  }
   for (const auto& [id, e] : nodes_) *t.add_nodes() = e.info;
   return t;
 }
@@ -495,7 +516,7 @@ void Scheduler::CheckHeartbeats() {
   if (options_.heartbeat_timeout <= std::chrono::milliseconds::zero()) return;
   const auto now = Clock::now();
   for (auto& [id, e] : nodes_) {
-    if (e.dead && e.info.role() == pb::ROLE_SERVER && failure_.ok() &&
+    if (e.dead && e.info.role() == pb::ROLE_SERVER && !e.failed_over && failure_.ok() &&
         now - e.dead_since > options_.server_restart_timeout) {
       failure_ = UnavailableError("server " + std::to_string(e.info.rank()) +
                                   " died and did not restart within " +
@@ -525,6 +546,11 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
   Broadcast(h, e.info.id());
   e.dead_since = Clock::now();
   if (e.info.role() == pb::ROLE_SERVER) {
+    if (options_.replication > 0 && FailOver(e.info.rank())) {
+      e.failed_over = true;
+      CheckBarriers();
+      return;
+    }
     if (!options_.wait_for_server_restart) {
       failure_ = UnavailableError("server " + std::to_string(e.info.rank()) + " died (" + reason +
                                   "); its shard is lost");
@@ -549,6 +575,41 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
   }
   if (all_done) done_ = true;
   CheckBarriers();
+}
+
+bool Scheduler::FailOver(int rank) {
+  const int servers = static_cast<int>(options_.num_servers);
+  server_lost_[rank] = true;
+  bool moved = false, stranded = false;
+  for (int shard = 0; shard < servers; ++shard) {
+    if (shard_primary_[shard] != rank) continue;
+    int to = -1;
+    for (int k = 1; k <= static_cast<int>(options_.replication) && to < 0; ++k) {
+      const int b = (shard + k) % servers;
+      if (!server_lost_[b]) to = b;
+    }
+    if (to < 0) {
+      stranded = true;
+      event_log_.Warn([&](std::ostream& os) {
+        os << "shard " << shard
+           << " has no live backup left (--replication=" << options_.replication
+           << "): it waits for a restart of server " << rank;
+      });
+      continue;
+    }
+    shard_primary_[shard] = to;
+    moved = true;
+    event_log_.Warn([&](std::ostream& os) {
+      os << "failover: shard " << shard << " is served by server " << to << " (its backup)";
+    });
+  }
+  if (moved) {
+    ++generation_;
+    pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId);
+    *t.mutable_node_table() = BuildTable();
+    Broadcast(t);
+  }
+  return !stranded;
 }
 
 Scheduler::Entry* Scheduler::Find(int id) {

@@ -52,6 +52,11 @@ struct SchedulerOptions {
   // at once (false).
   bool wait_for_server_restart = true;
   std::chrono::milliseconds server_restart_timeout{60000};
+  // Backup copies of every shard (0 = none; < num_servers): shard s's backups are the servers
+  // s+1..s+r (mod S). A dead server's shards are served at once by their first live backup
+  // (NodeTable.shard_primary); only a shard with no live backup left falls back to the
+  // wait_for_server_restart policy.
+  uint32_t replication = 0;
   // Workers that must finish for the job to succeed (0 = every one, num_workers). A job whose
   // other workers finish after some died fails when fewer than this finished (a worker restarted
   // under its rank that finishes counts).
@@ -106,6 +111,7 @@ class Scheduler {
     Clock::time_point last_seen;
     bool dead = false;
     bool finished = false;
+    bool failed_over = false;  // a dead server whose shards moved to their backups
     Clock::time_point dead_since;
   };
 
@@ -140,6 +146,10 @@ class Scheduler {
   void CheckHeartbeats();
   void CheckBarriers();
   void DeclareDead(Entry& e, const std::string& reason);
+  // Replication: moves every shard served by dead server `rank` to its first live backup that
+  // still holds its copy. True when none of its shards is left without a server (the job goes on
+  // without waiting for a restart).
+  bool FailOver(int rank);
   void SendTo(int id, const pb::Header& h);
   void ReplyError(const pb::Header& to, pb::ErrorCode code, const std::string& message);
   // Answers a REGISTER whose challenge is not this scheduler's with REGISTER_CHALLENGE (at the
@@ -192,6 +202,10 @@ class Scheduler {
   uint64_t generation_ = 0;
   int next_temp_id_ = -1000;    // connection ids for peers without a node id yet
   std::vector<Entry> pending_;  // registered before the table went out
+  // Replication: the server rank serving each shard (NodeTable.shard_primary), and the servers
+  // that died since the start: their copies are gone (a process restarted under a rank holds none).
+  std::vector<int> shard_primary_;
+  std::vector<bool> server_lost_;
   std::map<int, Entry> nodes_;  // by node id, after the table went out
   // At most this many pending barriers per node; a BARRIER beyond it is ERROR_BAD_BARRIER.
   static constexpr int kMaxPendingBarriersPerNode = 4;

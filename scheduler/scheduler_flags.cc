@@ -25,6 +25,10 @@ DEFINE_int32(startup_timeout_ms, 600000,
 DEFINE_string(server_failure, "wait",
               "A dead server: wait (for a restart under its rank, up to "
               "--server_restart_timeout_ms) or fail (end the job at once)");
+DEFINE_uint32(replication, 0,
+              "Backup copies r of every shard (0 = none; needs at least r + 1 servers): shard s is "
+              "replicated on servers s+1..s+r, and when its server dies the first live backup "
+              "serves it at once, losing no round (docs/architecture.md, \"Replicated shards\")");
 DEFINE_int32(server_restart_timeout_ms, 60000,
              "With --server_failure=wait: the job fails if a dead server is not back within this");
 
@@ -40,8 +44,8 @@ ProgramInfo SchedulerProgram() {
              "curve_key", "allow_unbound_keys"}},
            {"Job identity", {"job_token_file", "job_token"}},
            {"Failure handling",
-            {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "server_failure",
-             "server_restart_timeout_ms"}},
+            {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "replication",
+             "server_failure", "server_restart_timeout_ms"}},
            {"Metrics", {"metrics_port"}}}};
 }
 
@@ -54,6 +58,7 @@ StatusOr<SchedulerDaemonOptions> FlagsToSchedulerOptions() {
   opt.min_workers = FLAGS_min_workers;
   opt.num_servers = FLAGS_num_servers;
   opt.num_params = FLAGS_num_params;
+  opt.replication = FLAGS_replication;
   opt.transport.bind_host = listen->bind;
   opt.transport.port = listen->port;
   opt.transport.advertise_host = listen->host;

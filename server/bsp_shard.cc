@@ -91,7 +91,11 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
     ++stats_.duplicates;
     return;
   }
-  Aggregate(indices, values, dense);
+  if (options_.ordered_rounds) {
+    ws.ordered.Hold(round, dense, indices, values);  // added in rank order at the round's close
+  } else {
+    Aggregate(indices, values, dense);
+  }
   ws.arrived = true;
   ws.unpushed_joiner = false;
   ws.last_applied = static_cast<int64_t>(round);
@@ -107,6 +111,14 @@ void BspShard::Aggregate(std::span<const uint32_t> indices, std::span<const floa
   }
   ++contributions_;
   ++stats_.pushes_applied;
+}
+
+void BspShard::AggregateInRankOrder() {
+  for (WorkerState& ws : workers_) {
+    if (!ws.ordered.held) continue;
+    Aggregate(ws.ordered.indices, ws.ordered.values, ws.ordered.dense);
+    ws.ordered.held = false;
+  }
 }
 
 void BspShard::LatePush(int worker, uint64_t round, std::span<const uint32_t> indices,
@@ -246,7 +258,9 @@ void BspShard::MaybeComplete(Outbox* out) {
   // Backup workers: the round closes at max(1, live - b) pushes (b = 0: every live worker's).
   const uint32_t b = options_.backup_workers;
   const uint32_t quorum = live_count_ > b ? live_count_ - b : std::min<uint32_t>(live_count_, 1);
-  if (contributions_ == 0 || arrived_live < quorum) return;
+  if (arrived_live < quorum) return;
+  if (options_.ordered_rounds) AggregateInRankOrder();
+  if (contributions_ == 0) return;
   const float n = static_cast<float>(contributions_);
   auto buf = pool_.Get();
   bool dense_reply = false;

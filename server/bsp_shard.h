@@ -85,6 +85,7 @@ class BspShard : public ShardServer {
     HeldPush held;                 // resync after Restore: its latest push
     int64_t join_round = -1;       // accepted join round (-1 = none)
     HeldPush join_push;            // its PUSH of its join round, held
+    HeldPush ordered;              // ordered_rounds: its push of round_, until the round closes
     bool dense_reply_to = false;   // its next UPDATE is the whole shard
     bool unpushed_joiner = false;  // counted from its join round, no push arrived yet
     bool counted_last = false;     // its push was aggregated in round_ - 1
@@ -116,6 +117,8 @@ class BspShard : public ShardServer {
   // aggregated once (a resend of one already applied is a duplicate), without a reply.
   void LatePush(int worker, uint64_t round, std::span<const uint32_t> indices,
                 std::span<const float> values, bool dense);
+  // ordered_rounds: the round's held pushes into the aggregate, by worker rank.
+  void AggregateInRankOrder();
   void AccumulateDense(std::span<const float> values);
   void MaybeComplete(Outbox* out);
   // Two of the three completions (the third is ApplyUnion): each applies the round's average

@@ -32,23 +32,6 @@ namespace {
 
 constexpr char kName[] = "sieve-server";
 
-// The server's Node as ShardService sees it.
-class NodeServerLink : public ServerLink {
- public:
-  explicit NodeServerLink(Node* node) : node_(node) {}
-  int id() const override { return node_->id(); }
-  int WorkerId(int rank) const override { return node_->WorkerId(rank); }
-  int WorkerRankOf(int id) const override { return node_->WorkerRankOf(id); }
-  Status Send(int peer, Frames frames) override { return node_->Send(peer, std::move(frames)); }
-  Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
-                   uint64_t round) override {
-    return node_->SendError(peer, code, message, rejected, round);
-  }
-
- private:
-  Node* const node_;
-};
-
 // --dump_shard: the shard's weights as raw little-endian float32, or why they could not be written
 // (the path, and the system's reason).
 Status DumpShard(const std::string& path, std::span<const float> w) {
@@ -122,9 +105,10 @@ int InitialWeights(const ServerDaemonOptions& o, Node& node, ShardRange range, b
   return 0;
 }
 
-// Restores the shard from --checkpoint_dir as the policy says: 0, or the exit code.
-int RestoreShard(const ServerDaemonOptions& o, Node& node, ShardRange range, ShardServer* shard,
-                 ShardCheckpointer* checkpointer) {
+// Restores shard `shard_rank` from --checkpoint_dir as the policy says (`writes`: false for a
+// mirror, which never writes the primary's file): 0, or the exit code.
+int RestoreShard(const ServerDaemonOptions& o, Node& node, int shard_rank, ShardRange range,
+                 bool writes, ShardServer* shard, ShardCheckpointer* checkpointer) {
   CheckpointConfig cc;
   cc.model = o.model;
   cc.num_params = node.num_params();
@@ -134,48 +118,151 @@ int RestoreShard(const ServerDaemonOptions& o, Node& node, ShardRange range, Sha
   cc.seed = o.seed;
   CheckpointerOptions co = o.checkpoint;
   co.rejoining = node.table().generation() > 1;
-  Status restored = checkpointer->Init(co, cc, node.rank(), shard);
+  if (!writes) {
+    co.every_rounds = 0;
+    co.every_seconds = 0;
+  }
+  Status restored = checkpointer->Init(co, cc, shard_rank, shard);
   if (!restored.ok()) {
     return StopJob(node, kExitFailure, restored.ToString(), "checkpoint: " + restored.message());
   }
   return 0;
 }
 
+// The server's Node as ShardService sees it.
+class NodeServerLink : public ServerLink {
+ public:
+  explicit NodeServerLink(Node* node) : node_(node) {}
+  int id() const override { return node_->id(); }
+  int WorkerId(int rank) const override { return node_->WorkerId(rank); }
+  int WorkerRankOf(int id) const override { return node_->WorkerRankOf(id); }
+  int ServerId(int rank) const override { return node_->ServerId(rank); }
+  int ShardPrimary(int shard) const override { return node_->ShardPrimary(shard); }
+  bool WorkerDead(int rank) const override {
+    return node_->dead_nodes().count(node_->WorkerId(rank)) > 0;
+  }
+  Status Send(int peer, Frames frames) override { return node_->Send(peer, std::move(frames)); }
+  Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
+                   uint64_t round, int shard) override {
+    return node_->SendError(peer, code, message, rejected, round, shard);
+  }
+
+ private:
+  Node* const node_;
+};
+
+// One shard this server holds: its own (served as primary), or with --replication a copy of a
+// ring predecessor's (a mirror, promoted at failover).
+struct HostedShard {
+  int shard = 0;
+  ShardRange range;
+  std::unique_ptr<ShardServer> server;
+  ShardCheckpointer checkpointer;
+  std::unique_ptr<ShardService> service;
+};
+
+// The shards this server holds, by shard id, and the dispatch of every message and job event to
+// them (each message carries its shard: Header.shard).
+class HostedShards {
+ public:
+  HostedShards(Node* node, NodeServerLink* link) : node_(node), link_(link) {}
+  void Add(std::unique_ptr<HostedShard> h) { shards_.push_back(std::move(h)); }
+  std::vector<std::unique_ptr<HostedShard>>& all() { return shards_; }
+
+  void OnData(Message msg) {
+    const int shard = msg.header.shard();
+    for (auto& h : shards_) {
+      if (h->shard == shard) return h->service->OnData(std::move(msg));
+    }
+    if (msg.type() == pb::MSG_ERROR) {
+      LOG_EVERY_N(WARNING, 100) << "error from node " << msg.header.sender() << " for shard "
+                                << shard << ": " << msg.header.error().message();
+      return;
+    }
+    const bool replica = msg.type() == pb::MSG_REPLICATE || msg.type() == pb::MSG_REPLICATE_ACK;
+    const bool known = shard >= 0 && static_cast<uint32_t>(shard) < node_->num_servers();
+    (void)link_->SendError(msg.header.sender(),
+                           replica ? pb::ERROR_NOT_REPLICA
+                           : known ? pb::ERROR_NOT_PRIMARY
+                                   : pb::ERROR_WRONG_SHARD,
+                           "server " + std::to_string(node_->rank()) + " holds no copy of shard " +
+                               std::to_string(shard) +
+                               (known ? " (server " + std::to_string(node_->ShardPrimary(shard)) +
+                                            " serves it in this server's node table)"
+                                      : std::string()),
+                           msg.type(), msg.header.round(), shard);
+  }
+  void OnNodeDead(const pb::NodeDead& d) {
+    for (auto& h : shards_) {
+      if (d.role() == pb::ROLE_WORKER) h->service->OnWorkerDead(d.rank());
+      if (d.role() == pb::ROLE_SERVER) h->service->OnServerDead(d.rank());
+    }
+  }
+  void OnWorkerRejoined(int rank) {
+    for (auto& h : shards_) h->service->OnWorkerRejoined(rank);
+  }
+  void OnTable() {
+    for (auto& h : shards_) h->service->OnTable();
+  }
+  void OnTick() {
+    for (auto& h : shards_) h->service->OnTick();
+  }
+
+ private:
+  Node* const node_;
+  NodeServerLink* const link_;
+  std::vector<std::unique_ptr<HostedShard>> shards_;
+};
+
 // Serves the job until the scheduler's SHUTDOWN (or a stop); returns how it ended.
 //
 // Everything the handlers do runs on the node's I/O thread (Node::set_on_data and the peer
-// callbacks): a push is answered without waking a second thread, and worker deaths and rejoins
-// are applied in the order the scheduler sent them, between data messages. The gate (shared with
-// the handlers, so it outlives any call still in flight) turns them off at the end; while it is
-// open only the I/O thread touches the service and its shard.
-Status Serve(Node& node, ShardService& service, DaemonMetrics& metrics, bool refresh_metrics) {
+// callbacks): a push is answered without waking a second thread, and deaths, rejoins and new
+// tables are applied in the order the scheduler sent them, between data messages. With
+// replication this thread also ticks the services every 100 ms (resends to backups), behind the
+// same gate. The gate (shared with the handlers, so it outlives any call still in flight) turns
+// them off at the end; while it is open only one thread at a time touches the services.
+Status Serve(Node& node, HostedShards& shards, DaemonMetrics& metrics, bool refresh_metrics) {
   struct HandlerGate {
     Mutex mu;
     bool serving GUARDED_BY(mu) = true;
   };
   auto gate = std::make_shared<HandlerGate>();
-  node.set_on_node_dead([&service, gate](const pb::NodeDead& d) {
-    if (d.role() != pb::ROLE_WORKER) return;
+  node.set_on_node_dead([&shards, gate](const pb::NodeDead& d) {
     MutexLock lock(&gate->mu);
-    if (gate->serving) service.OnWorkerDead(d.rank());
+    if (gate->serving) shards.OnNodeDead(d);
   });
-  node.set_on_node_rejoined([&service, gate](const pb::NodeInfo& n) {
+  node.set_on_node_rejoined([&shards, gate](const pb::NodeInfo& n) {
     if (n.role() != pb::ROLE_WORKER) return;
     MutexLock lock(&gate->mu);
-    if (gate->serving) service.OnWorkerRejoined(n.rank());
+    if (gate->serving) shards.OnWorkerRejoined(n.rank());
   });
-  node.set_on_data([&service, gate](Message msg) {
+  node.set_on_table([&shards, gate](const pb::NodeTable&) {
     MutexLock lock(&gate->mu);
-    if (gate->serving) service.OnData(std::move(msg));
+    if (gate->serving) shards.OnTable();
+  });
+  node.set_on_data([&shards, gate](Message msg) {
+    MutexLock lock(&gate->mu);
+    if (gate->serving) shards.OnData(std::move(msg));
   });
 
-  // This thread only waits for the end; with --metrics_port it refreshes the auth gauges.
+  // This thread only waits for the end; with --metrics_port it refreshes the auth gauges, with
+  // replication it ticks the services.
+  const bool ticking = node.replication() > 0;
+  const auto wait = ticking           ? std::chrono::milliseconds(100)
+                    : refresh_metrics ? std::chrono::milliseconds(1000)
+                                      : std::chrono::milliseconds(3600000);
   Status end;
   do {
-    end = node.WaitShutdown(refresh_metrics ? std::chrono::seconds(1) : std::chrono::hours(1));
+    end = node.WaitShutdown(wait);
     metrics.SetAuth(node.auth_accepted(), node.auth_denied());
+    if (ticking) {
+      MutexLock lock(&gate->mu);
+      if (gate->serving) shards.OnTick();
+    }
   } while (end.code() == StatusCode::kDeadlineExceeded);
   node.set_on_data(nullptr);  // from here on no data handler runs
+  node.set_on_table(nullptr);
   {
     MutexLock lock(&gate->mu);
     gate->serving = false;  // nor a worker-event handler
@@ -240,46 +327,149 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
   return line + BackupWorkerFields(st, shard.open_round_pushes());
 }
 
-// The registered node's part of the job: the shard, its service, the serving and the summary.
+// The summary's replication fields: replication= (the job's r), backups= (live backups of this
+// server's own shard at the end), replicated= (events sent to them), resent=, replayed= (events
+// this server replayed on its copies of other shards), held_replies= (replies that waited for
+// acknowledgements), promoted= (shards this server took over at failover, "-" for none).
+std::string ReplicationFields(const Node& node, HostedShards& shards) {
+  uint64_t events = 0, resent = 0, replayed = 0, held = 0;
+  size_t backups = 0;
+  std::string promoted;
+  for (auto& h : shards.all()) {
+    const ReplicationStats& r = h->service->replication();
+    events += r.events;
+    resent += r.resent;
+    replayed += r.replayed;
+    held += r.held_replies;
+    if (h->shard == node.rank()) backups = h->service->backups().size();
+    if (!r.promoted) continue;
+    if (!promoted.empty()) promoted += ',';
+    promoted += std::to_string(h->shard);
+  }
+  return " replication=" + std::to_string(node.replication()) +
+         " backups=" + std::to_string(backups) + " replicated=" + std::to_string(events) +
+         " resent=" + std::to_string(resent) + " replayed=" + std::to_string(replayed) +
+         " held_replies=" + std::to_string(held) +
+         " promoted=" + (promoted.empty() ? std::string("-") : promoted);
+}
+
+// `sieve-server shard summary:` for a shard this server took over at failover (its weights and
+// the stats of its whole history: the replayed events and those served since).
+std::string PromotedShardLine(int rank, const HostedShard& h) {
+  const auto& st = h.server->stats();
+  char line[512];
+  std::snprintf(
+      line, sizeof line,
+      "sieve-server shard summary: rank=%d shard=%d lo=%lu hi=%lu rounds=%lu "
+      "applied=%lu duplicates=%lu rejected=%lu pushed_sum=%.9g checksum=%08x "
+      "promoted_round=%lu",
+      rank, h.shard, static_cast<unsigned long>(h.range.lo), static_cast<unsigned long>(h.range.hi),
+      static_cast<unsigned long>(st.rounds_completed),
+      static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
+      static_cast<unsigned long>(st.rejected), st.pushed_sum, Crc32Of(h.server->weights()),
+      static_cast<unsigned long>(h.service->replication().promoted_round));
+  return line;
+}
+
+// Creates the shard `shard_rank` this server holds (a mirror of another server's when `mirror`):
+// its initial weights, its checkpoint restore, its service. nullptr with *code set when the job
+// must stop.
+std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
+                                       DaemonMetrics& metrics, NodeServerLink* link, int shard_rank,
+                                       bool mirror, int* code) {
+  auto h = std::make_unique<HostedShard>();
+  h->shard = shard_rank;
+  h->range = node.shards()[shard_rank];
+  std::vector<float> init(h->range.size());
+  const bool await_init = !o.layout && o.init_weights.empty();
+  if ((*code = InitialWeights(o, node, h->range, await_init, &init)) != 0) return nullptr;
+  ShardServerOptions so = o.shard;
+  so.num_workers = node.num_workers();
+  so.await_initial_weights = await_init;
+  // A reply waits for the backups' acknowledgements whole: parts would leave before them.
+  if (node.replication() > 0) so.reply_part_pairs = 0;
+  auto created = ShardServer::Create(so, std::move(init));
+  if (!created.ok()) {
+    *code = ExitWith(kExitUsage, kName, created.status().ToString());
+    return nullptr;
+  }
+  h->server = std::move(created).value();
+  if ((*code = RestoreShard(o, node, shard_rank, h->range, !mirror, h->server.get(),
+                            &h->checkpointer)) != 0) {
+    return nullptr;
+  }
+  ShardServiceOptions sso;
+  sso.rank = shard_rank;
+  sso.server_rank = node.rank();
+  sso.num_workers = node.num_workers();
+  sso.bsp = so.consistency == Consistency::kBsp;
+  sso.reply_part_pairs = so.reply_part_pairs;
+  sso.compact_indices = o.node.compact_indices;
+  sso.reply_values = o.reply_values;  // the shard's weights and accumulation stay fp32
+  sso.mirror = mirror;
+  // A server admitted late (a restart) holds no copies, so its own shard has no backups left.
+  const int servers = static_cast<int>(node.num_servers());
+  if (!mirror && !node.joined_late()) {
+    for (int k = 1; k <= static_cast<int>(node.replication()); ++k)
+      sso.backups.push_back((shard_rank + k) % servers);
+  }
+  // The mirror's own metrics would count its replays as pushes: only the primary reports.
+  h->service = std::make_unique<ShardService>(sso, h->server.get(), link,
+                                              mirror ? nullptr : &metrics, &h->checkpointer);
+  return h;
+}
+
+// The registered node's part of the job: its shards (its own, and with --replication copies of
+// the r servers before it in ring order), their services, the serving and the summary.
 int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics) {
   if (int code = CheckWorkersD(o, node); code != 0) return code;
   const int rank = node.rank();
   metrics.SetRank(rank);
   ScopedDeadNodesSource dead_source(
       &metrics, [&node] { return static_cast<double>(node.dead_nodes().size()); });
-  const ShardRange range = node.shards()[rank];
-  std::vector<float> init(range.size());
-  const bool await_init = !o.layout && o.init_weights.empty();
-  if (int code = InitialWeights(o, node, range, await_init, &init); code != 0) return code;
-
-  ShardServerOptions so = o.shard;
-  so.num_workers = node.num_workers();
-  so.await_initial_weights = await_init;
-  auto created = ShardServer::Create(so, std::move(init));
-  if (!created.ok()) return ExitWith(kExitUsage, kName, created.status().ToString());
-  ShardServer& shard = **created;
-  ShardCheckpointer checkpointer;
-  if (int code = RestoreShard(o, node, range, &shard, &checkpointer); code != 0) return code;
-  LOG(INFO) << "server " << rank << " owns [" << range.lo << ", " << range.hi
+  if (node.ShardPrimary(rank) != rank) {
+    return StopJob(node, kExitFailure,
+                   "shard " + std::to_string(rank) + " is served by server " +
+                       std::to_string(node.ShardPrimary(rank)) +
+                       " since this rank failed over; a replacement cannot be rebuilt yet",
+                   "replacement of a failed-over server");
+  }
+  NodeServerLink link(&node);
+  HostedShards shards(&node, &link);
+  int code = 0;
+  auto own = HostShard(o, node, metrics, &link, rank, /*mirror=*/false, &code);
+  if (own == nullptr) return code;
+  HostedShard& mine = *own;
+  shards.Add(std::move(own));
+  const int servers = static_cast<int>(node.num_servers());
+  if (!node.joined_late()) {
+    for (int k = 1; k <= static_cast<int>(node.replication()); ++k) {
+      auto copy = HostShard(o, node, metrics, &link, ((rank - k) % servers + servers) % servers,
+                            /*mirror=*/true, &code);
+      if (copy == nullptr) return code;
+      shards.Add(std::move(copy));
+    }
+  }
+  const ShardServerOptions& so = mine.server->options();
+  LOG(INFO) << "server " << rank << " owns [" << mine.range.lo << ", " << mine.range.hi
             << ") of D = " << node.num_params() << ", " << ConsistencyName(so.consistency) << ", "
             << node.num_workers() << " workers, " << so.threads << " thread"
-            << (so.threads == 1 ? "" : "s");
+            << (so.threads == 1 ? "" : "s")
+            << (node.replication() > 0
+                    ? ", replication " + std::to_string(node.replication()) + " (" +
+                          std::to_string(shards.all().size() - 1) + " copies of other shards)"
+                    : std::string());
 
-  NodeServerLink link(&node);
-  ShardServiceOptions sso;
-  sso.rank = rank;
-  sso.num_workers = node.num_workers();
-  sso.bsp = so.consistency == Consistency::kBsp;
-  sso.reply_part_pairs = so.reply_part_pairs;
-  sso.compact_indices = o.node.compact_indices;
-  sso.reply_values = o.reply_values;  // the shard's weights and accumulation stay fp32
-  ShardService service(sso, &shard, &link, &metrics, &checkpointer);
-  const Status end = Serve(node, service, metrics, o.node.metrics_port != 0);
+  const Status end = Serve(node, shards, metrics, o.node.metrics_port != 0);
 
   Status dumped;
   if (!o.dump_shard.empty())
-    dumped = DumpShard(ExpandRankPattern(o.dump_shard, rank), shard.weights());
-  PrintSummaryLine(SummaryLine(rank, range, shard, checkpointer, node));
+    dumped = DumpShard(ExpandRankPattern(o.dump_shard, rank), mine.server->weights());
+  PrintSummaryLine(SummaryLine(rank, mine.range, *mine.server, mine.checkpointer, node) +
+                   ReplicationFields(node, shards));
+  for (auto& h : shards.all()) {
+    if (h->service->replication().promoted) PrintSummaryLine(PromotedShardLine(rank, *h));
+  }
   if (!end.ok()) return ExitWith(kExitFailure, kName, "ended: " + end.ToString());
   // The summary above still reports the job; a shard asked for that is not on disk fails the run.
   if (!dumped.ok())

@@ -27,6 +27,10 @@ DEFINE_double(async_scale, 0.0, "ASP/SSP: w -= scale * pushed value; 0 = 1/num_w
 DEFINE_uint32(backup_workers, 0,
               "BSP: a round closes once all but this many live workers pushed it (backup workers; "
               "0 = wait for every one, < --workers); a late worker skips to the current round");
+DEFINE_bool(ordered_rounds, false,
+            "BSP: add a round's pushes in worker-rank order once the round closes, not as they "
+            "arrive, so that runs with the same seed are bitwise reproducible (also across a "
+            "server failover with the scheduler's --replication); costs a copy of each push");
 DEFINE_string(late_pushes, "apply",
               "BSP with backup workers, a push of a round that closed without it: apply (merged "
               "into the round being aggregated) or return (refused; the worker puts it back into "
@@ -120,6 +124,10 @@ StatusOr<ShardServerOptions> FlagsToShardOptions() {
   so.staleness_lr = *staleness_lr;
   so.backup_workers = FLAGS_backup_workers;
   so.late_pushes = *late_pushes;
+  if (FLAGS_ordered_rounds && *consistency != Consistency::kBsp) {
+    return InvalidArgumentError("--ordered_rounds needs --consistency=bsp");
+  }
+  so.ordered_rounds = FLAGS_ordered_rounds;
   so.server_compressor = *compressor;
   so.server_density = FLAGS_server_density;
   so.reply_part_pairs = FLAGS_reply_part_pairs;
@@ -164,7 +172,7 @@ ProgramInfo ServerProgram() {
            {"Model", {"model", "num_params", "seed", "init_weights"}},
            {"Consistency",
             {"consistency", "staleness", "async_scale", "staleness_lr", "backup_workers",
-             "late_pushes"}},
+             "late_pushes", "ordered_rounds"}},
            {"Compression",
             {"server_compressor", "server_density", "reply_part_pairs", "wire_values",
              "reply_values", "wire"}},

@@ -1,6 +1,7 @@
 // ServerLink: what a server's message handling needs of the node that carries it — its own id, the
-// worker id arithmetic and two sends. sieve-server adapts its Node to it; unit tests pass a
-// recorder, so the dispatch and reply encoding run without sockets or processes.
+// worker and server id arithmetic, which server serves each shard now, and two sends. sieve-server
+// adapts its Node to it; unit tests pass a recorder, so the dispatch and reply encoding run without
+// sockets or processes.
 //
 // Thread-safety: as the implementation's; ShardService calls it from one thread at a time.
 #ifndef SIEVE_SERVER_SERVER_LINK_H_
@@ -22,12 +23,18 @@ class ServerLink {
   virtual int id() const = 0;                  // this server's node id (a header's sender)
   virtual int WorkerId(int rank) const = 0;    // node id of worker `rank`
   virtual int WorkerRankOf(int id) const = 0;  // worker rank of node `id` (may be out of range)
+  virtual int ServerId(int rank) const { return 1 + rank; }  // node id of server `rank`
+  // The server rank serving `shard` as primary in the latest node table (replication; without it
+  // every shard is its own server's).
+  virtual int ShardPrimary(int shard) const { return shard; }
+  // Whether the scheduler declared worker `rank` dead (and it was not re-admitted since).
+  virtual bool WorkerDead(int /*rank*/) const { return false; }
   // Sends encoded frames to `peer` (ownership passes). Errors: the transport's (the caller logs).
   virtual Status Send(int peer, Frames frames) = 0;
-  // Answers `peer` with an ERROR without blocking; may drop it (Unavailable) when the peer reads
-  // nothing. Errors are never fatal to the caller.
+  // Answers `peer` with an ERROR for `shard` (its Header.shard) without blocking; may drop it
+  // (Unavailable) when the peer reads nothing. Errors are never fatal to the caller.
   virtual Status SendError(int peer, pb::ErrorCode code, const std::string& message,
-                           pb::MsgType rejected, uint64_t round) = 0;
+                           pb::MsgType rejected, uint64_t round, int shard) = 0;
 };
 
 }  // namespace sieve

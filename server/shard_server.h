@@ -85,6 +85,11 @@ struct ShardServerOptions {
   // Requires b < num_workers.
   uint32_t backup_workers = 0;
   LatePushes late_pushes = LatePushes::kApply;
+  // BSP: a round's pushes are added in worker-rank order once the round closes, instead of
+  // merged as they arrive, so a round's result does not depend on arrival order: runs with the
+  // same inputs are bitwise reproducible (and a failed-over shard continues bitwise as the
+  // undisturbed run would). Costs a copy of each push and the merge after the last arrival.
+  bool ordered_rounds = false;
   // Two-way compression of the BSP aggregate (kNone = off).
   Compressor server_compressor = Compressor::kNone;
   double server_density = 0.0;  // ρ' of the shard, in (0, 1]
@@ -201,6 +206,12 @@ class ShardServer {
   // BSP: waiting for every live worker's first push after a Restore. false in ASP/SSP.
   virtual bool resyncing() const { return false; }
 
+  // Whether `worker` (a valid rank) is counted for rounds / clocks, and whether it was
+  // re-admitted after a death and is not counted yet (ShardService's promotion reconciles both
+  // with the scheduler's view).
+  bool counts(int worker) const { return members_[static_cast<size_t>(worker)].live; }
+  bool readmitted(int worker) const { return members_[static_cast<size_t>(worker)].rejoined; }
+
   std::span<const float> weights() const { return w_; }
   uint64_t size() const { return w_.size(); }
   // BSP: the round being aggregated; ASP/SSP: 0 (each worker has its own clock).
@@ -210,6 +221,7 @@ class ShardServer {
   // applied). ASP/SSP: 0.
   virtual uint32_t open_round_pushes() const { return 0; }
   const ShardServerStats& stats() const { return stats_; }
+  const ShardServerOptions& options() const { return options_; }
   uint32_t threads() const { return team_->size(); }
   // Parallel regions run on more than one thread so far (tests: the split paths were taken).
   uint64_t parallel_regions() const { return team_->parallel_regions(); }

@@ -79,33 +79,62 @@ ShardService::ShardService(const ShardServiceOptions& options, ShardServer* shar
       shard_(shard),
       link_(link),
       metrics_(metrics),
-      checkpointer_(checkpointer) {
+      checkpointer_(checkpointer),
+      primary_(!options.mirror),
+      mirror_(options.mirror) {
   shard_->set_part_sink([this](Outbox*) { Flush(); });
+  if (primary_) backups_ = options.backups;
+  for (int b : backups_) {
+    acked_[b] = 0;
+    last_progress_[b] = Clock::now();
+  }
 }
 
 ShardService::~ShardService() { shard_->set_part_sink(nullptr); }
 
+// A mirror follows its primary's events only; the deaths and re-admissions its primary did not
+// replicate are applied when it is promoted (Promote).
 void ShardService::OnWorkerDead(int rank) {
+  if (!primary_) return;
+  Replicate(pb::REPLICA_WORKER_DEAD, rank, 0, {}, {}, false);
   shard_->OnWorkerDead(rank, &out_);
   Flush();
 }
 
 void ShardService::OnWorkerRejoined(int rank) {
-  LOG(INFO) << "worker " << rank << " was re-admitted; it may join again";
+  if (!primary_) return;
+  LOG(INFO) << "worker " << rank << " was re-admitted; it may join shard " << options_.rank
+            << " again";
+  Replicate(pb::REPLICA_WORKER_REJOINED, rank, 0, {}, {}, false);
   shard_->OnWorkerRejoined(rank);
+  Flush();
 }
 
 void ShardService::OnData(Message msg) {
+  if (msg.type() == pb::MSG_REPLICATE) return OnReplicate(msg);
+  if (msg.type() == pb::MSG_REPLICATE_ACK) return OnReplicateAck(msg);
   const int sender = msg.header.sender();
   const int worker = link_->WorkerRankOf(sender);
   const bool from_worker = worker >= 0 && worker < static_cast<int>(options_.num_workers);
   const uint64_t round = msg.header.round();
+  const bool worker_request = msg.type() == pb::MSG_JOIN || msg.type() == pb::MSG_PUSH ||
+                              msg.type() == pb::MSG_INIT || msg.type() == pb::MSG_PULL_DENSE;
+  if (worker_request && from_worker && !primary_) {
+    (void)link_->SendError(sender, pb::ERROR_NOT_PRIMARY,
+                           "server " + std::to_string(server_rank()) + " does not serve shard " +
+                               std::to_string(options_.rank) + " (server " +
+                               std::to_string(link_->ShardPrimary(options_.rank)) +
+                               " does in this server's node table)",
+                           msg.type(), round, options_.rank);
+    return;
+  }
   switch (msg.type()) {
     case pb::MSG_JOIN:
       if (!from_worker) {
         (void)link_->SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers join", msg.type(),
-                               round);
+                               round, options_.rank);
       } else {
+        Replicate(pb::REPLICA_JOIN, worker, round, {}, {}, false);
         shard_->OnJoin(worker, round, &out_);
       }
       break;
@@ -114,14 +143,14 @@ void ShardService::OnData(Message msg) {
     case pb::MSG_PULL_DENSE: {
       if (!from_worker) {
         (void)link_->SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers push or pull",
-                               msg.type(), round);
+                               msg.type(), round, options_.rank);
         break;
       }
       if (msg.header.shard() != options_.rank) {
         (void)link_->SendError(sender, pb::ERROR_WRONG_SHARD,
                                "this is server " + std::to_string(options_.rank) +
                                    ", message is for shard " + std::to_string(msg.header.shard()),
-                               msg.type(), round);
+                               msg.type(), round, options_.rank);
         break;
       }
       if (msg.type() == pb::MSG_PULL_DENSE) {
@@ -135,6 +164,7 @@ void ShardService::OnData(Message msg) {
         values = unpacked_;
       }
       if (msg.type() == pb::MSG_INIT) {
+        Replicate(pb::REPLICA_INIT, worker, 0, {}, values, true);
         const bool was_awaiting = shard_->awaiting_initial_weights();
         shard_->OnInit(worker, values, &out_);
         if (was_awaiting && !shard_->awaiting_initial_weights()) {
@@ -143,6 +173,7 @@ void ShardService::OnData(Message msg) {
         break;
       }
       const auto push_start = Clock::now();
+      Replicate(pb::REPLICA_PUSH, worker, round, msg.indices, values, msg.dense());
       shard_->OnPush(worker, round, msg.indices, values, msg.dense(), &out_);
       if (metrics_ != nullptr) {
         const ShardServerStats& st = shard_->stats();
@@ -162,7 +193,7 @@ void ShardService::OnData(Message msg) {
       (void)link_->SendError(
           sender, pb::ERROR_UNEXPECTED_TYPE,
           std::string("a server does not accept ") + std::string(MsgTypeName(msg.type())),
-          msg.type(), round);
+          msg.type(), round, options_.rank);
   }
   const bool replies = !out_.empty();
   const auto flush_start = Clock::now();
@@ -233,10 +264,21 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
 }
 
 void ShardService::Flush() {
-  for (const Reply& r : out_) {
+  if (Holding()) {  // every reply waits for the backups to have what it reflects
+    for (Reply& r : out_) held_.emplace_back(seq_, std::move(r));
+    repl_.held_replies += out_.size();
+  } else {
+    Send(out_);
+  }
+  out_.clear();
+}
+
+void ShardService::Send(const Outbox& replies) {
+  for (const Reply& r : replies) {
     const int peer = link_->WorkerId(r.worker);
     if (r.type == ReplyType::kError) {
-      (void)link_->SendError(peer, WireCode(r.code), r.message, WireEvent(r.rejected), r.round);
+      (void)link_->SendError(peer, WireCode(r.code), r.message, WireEvent(r.rejected), r.round,
+                             options_.rank);
       continue;
     }
     if (r.type == ReplyType::kJoinAck || r.type == ReplyType::kInitAck) {
@@ -264,7 +306,6 @@ void ShardService::Flush() {
       }
     }
   }
-  out_.clear();
   slices_.clear();  // a pooled buffer may come back with other content
 }
 

@@ -13,6 +13,18 @@
 // sieve-server owns one and feeds it from its Node's I/O thread; it sees the node only through
 // ServerLink, so unit tests drive it with a recorder.
 //
+// Replication (scheduler --replication, docs/architecture.md "Replicated shards"): a service is
+// the shard's primary or a mirror of it. A primary sends every event it applies to its shard (a
+// worker's PUSH, INIT or JOIN, a worker's death or re-admission) to each live backup as a
+// REPLICATE, numbered 1, 2, ... in the order it applies them, and holds back every reply it
+// produces until each live backup acknowledged the events applied so far: a reply a worker has
+// seen is never lost with the primary. A mirror replays the events in that order on its own copy
+// (the same state machine on the same inputs: bitwise the same weights, rounds, clocks and
+// residuals) and discards the replies; it answers workers ERROR_NOT_PRIMARY. When the node table
+// names this server the shard's primary (the scheduler's failover), the mirror is promoted: it
+// applies the worker deaths and re-admissions the dead primary had not replicated and serves the
+// shard from the state it has, without backups (the other copies are retired).
+//
 // Errors from peers never reach the caller: a rejected message is answered with an ERROR naming
 // the reason (docs/protocol.md) and changes no state; a failed send is logged.
 //
@@ -24,10 +36,13 @@
 #ifndef SIEVE_SERVER_SHARD_SERVICE_H_
 #define SIEVE_SERVER_SHARD_SERVICE_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -41,7 +56,8 @@
 namespace sieve {
 
 struct ShardServiceOptions {
-  int rank = 0;              // this server's rank = the shard it owns
+  int rank = 0;          // the shard this service serves (its own server's rank without failover)
+  int server_rank = -1;  // this server's rank (-1 = rank)
   uint32_t num_workers = 1;  // worker ranks are [0, num_workers)
   bool bsp = true;           // what the rounds metric counts: BSP rounds, else pushes applied
   // A whole sparse UPDATE of more pairs than this goes out in parts (at most kMaxReplyParts);
@@ -53,6 +69,23 @@ struct ShardServiceOptions {
   // The precision of the values of UPDATE and DENSE replies (`--wire_values`), converted once per
   // slice for every recipient. The shard stays fp32.
   ValueType reply_values = ValueType::kFp32;
+  // Replication: a mirror replays the primary's REPLICATE events; a primary sends its events to
+  // `backups` (server ranks) and waits for their acknowledgements before replying.
+  bool mirror = false;
+  std::vector<int> backups;
+  // A primary resends a backup's unacknowledged events after this long without progress (OnTick).
+  std::chrono::milliseconds replicate_resend{200};
+};
+
+// What replication did (the server's summary line).
+struct ReplicationStats {
+  uint64_t events = 0;          // events sent to backups (as primary; once per event)
+  uint64_t resent = 0;          // REPLICATEs sent again after replicate_resend
+  uint64_t replayed = 0;        // events replayed (as mirror)
+  uint64_t held_replies = 0;    // replies that waited for acknowledgements
+  uint64_t backups_lost = 0;    // backups dropped because they died
+  bool promoted = false;        // this mirror took over the shard (failover)
+  uint64_t promoted_round = 0;  // the shard's round (BSP) when it did
 };
 
 class ShardService {
@@ -69,9 +102,40 @@ class ShardService {
   // The scheduler declared worker `rank` dead / re-admitted it under a new instance.
   void OnWorkerDead(int rank);
   void OnWorkerRejoined(int rank);
+  // Replication: server `rank` died (a backup of this shard is no longer waited for); a new node
+  // table arrived (a mirror named primary is promoted, one whose shard moved elsewhere retires);
+  // time passed (a primary resends what a backup has not acknowledged).
+  void OnServerDead(int rank);
+  void OnTable();
+  void OnTick();
+
+  // Serves workers (primary), replays (mirror), or neither (a retired mirror).
+  bool primary() const { return primary_; }
+  bool mirror() const { return mirror_; }
+  const ReplicationStats& replication() const { return repl_; }
+  // Live backups this primary replicates to.
+  const std::vector<int>& backups() const { return backups_; }
 
  private:
   void Flush();
+  // Sends every reply of `replies` (ERRORs, acks, UPDATE/DENSE whole or in parts).
+  void Send(const Outbox& replies);
+  // Replication (shard_service_replication.cc). Replicate: the primary's event, sent to every
+  // live backup before it is applied (no-op without backups). OnReplicate / OnReplicateAck: a
+  // REPLICATE (mirror) and its acknowledgement (primary). Release: sends the held replies every
+  // live backup has acknowledged.
+  void Replicate(pb::ReplicaEvent event, int worker, uint64_t round,
+                 std::span<const uint32_t> indices, std::span<const float> values, bool dense);
+  void SendEvent(int backup, uint64_t index);  // unacked_[index] to `backup`
+  void OnReplicate(const Message& msg);
+  void OnReplicateAck(const Message& msg);
+  void Release();
+  uint64_t MinAcked() const;  // the least seq every live backup acknowledged (seq_ without any)
+  bool Holding() const { return !backups_.empty() && MinAcked() < seq_; }
+  void Promote();
+  int server_rank() const {
+    return options_.server_rank >= 0 ? options_.server_rank : options_.rank;
+  }
   // Sends pairs [from, to) of reply `r` as part `part` of `parts` (1 = unsplit). False when the
   // encoding or the send failed (logged).
   bool SendSlice(const Reply& r, int peer, uint32_t part, uint32_t parts, size_t from, size_t to);
@@ -99,6 +163,29 @@ class ShardService {
   };
   using SliceKey = std::tuple<const ReplyBuffer*, size_t, size_t>;  // buffer, from, to
   std::map<SliceKey, CodedSlice> slices_;
+
+  // Replication state.
+  bool primary_ = true;
+  bool mirror_ = false;
+  std::vector<int> backups_;       // live backups (server ranks)
+  std::map<int, uint64_t> acked_;  // backup -> highest seq it acknowledged
+  std::map<int, std::chrono::steady_clock::time_point> last_progress_;  // backup -> last ack/send
+  uint64_t seq_ = 0;  // events applied (primary: sent; mirror: replayed)
+  // The events not yet acknowledged by every live backup, in seq order (seq = first_unacked_ + i).
+  struct Event {
+    pb::ReplicaEvent event;
+    int worker;
+    uint64_t round;
+    bool dense;
+    std::vector<uint32_t> indices;
+    std::vector<float> values;
+  };
+  std::deque<std::shared_ptr<const Event>> unacked_;  // shared: frames in flight borrow them
+  uint64_t first_unacked_ = 1;
+  // Replies waiting for acknowledgements: each with the seq that must be acknowledged first.
+  std::deque<std::pair<uint64_t, Reply>> held_;
+  Outbox replayed_out_;  // a mirror's replies, discarded
+  ReplicationStats repl_;
 };
 
 }  // namespace sieve

@@ -23,7 +23,9 @@
 //          [--variant=LABEL:SERVER_FLAGS ...]
 // Each --variant runs every cell once more with extra sieve-server flags (e.g.
 // --variant=whole:--reply_part_pairs=0 --variant=parts:), for A/B comparisons in one run; a
-// --bin_dir=DIR among them takes that variant's daemons from another build of the same protocol.
+// --bin_dir=DIR among them takes that variant's daemons from another build of the same protocol,
+// and a --replication=R goes to the scheduler (e.g. --variant=r0: --variant=r1:--replication=1
+// with --servers=2: the cost of shard backups).
 // --wire=v4,v5 runs each variant once per wire format (v4: raw uint32 indices, v5: the compact
 // index coding of protocol 7; the clients and the servers alike), in the same run.
 #include <arpa/inet.h>
@@ -82,9 +84,10 @@ struct Cell {
   std::string consistency;
   int workers = 1;
   size_t k = 0;
-  std::vector<std::string> server_flags;  // extra sieve-server flags of this variant
-  std::string bin_dir;                    // the variant's daemons (empty: --bin_dir's)
-  bool compact_indices = true;            // the clients' index coding (a `--wire=v4` variant: raw)
+  std::vector<std::string> server_flags;     // extra sieve-server flags of this variant
+  std::vector<std::string> scheduler_flags;  // extra sieve-scheduler flags (--replication=)
+  std::string bin_dir;                       // the variant's daemons (empty: --bin_dir's)
+  bool compact_indices = true;  // the clients' index coding (a `--wire=v4` variant: raw)
 };
 
 struct Timed {
@@ -226,12 +229,14 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
   const std::string tag = cell.consistency + "-w" + std::to_string(cell.workers) + "-k" +
                           std::to_string(cell.k) + "-" + std::to_string(getpid());
   const std::string sched_log = cfg.log_dir + "/pushpull-scheduler-" + tag + ".log";
-  auto scheduler =
-      Spawn(bin_dir + "/scheduler/sieve-scheduler",
-            {"--num_servers=" + std::to_string(cfg.servers),
-             "--num_workers=" + std::to_string(cell.workers), "--port=" + std::to_string(port),
-             "--bind=127.0.0.1", "--host=127.0.0.1", "--startup_timeout_ms=60000"},
-            sched_log);
+  std::vector<std::string> sched_args = {"--num_servers=" + std::to_string(cfg.servers),
+                                         "--num_workers=" + std::to_string(cell.workers),
+                                         "--port=" + std::to_string(port),
+                                         "--bind=127.0.0.1",
+                                         "--host=127.0.0.1",
+                                         "--startup_timeout_ms=60000"};
+  sched_args.insert(sched_args.end(), cell.scheduler_flags.begin(), cell.scheduler_flags.end());
+  auto scheduler = Spawn(bin_dir + "/scheduler/sieve-scheduler", sched_args, sched_log);
   std::vector<std::unique_ptr<Subprocess>> servers;
   std::vector<std::string> server_logs;
   for (int s = 0; s < cfg.servers; ++s) {
@@ -556,6 +561,8 @@ int Main(int argc, char** argv) {
       for (std::string f; ss >> f;) {
         if (f.rfind("--bin_dir=", 0) == 0) {
           variant.bin_dir = f.substr(10);
+        } else if (f.rfind("--replication=", 0) == 0) {  // the scheduler's: shard backups
+          variant.scheduler_flags.push_back(f);
         } else {
           if (f == "--wire=v4") variant.compact_indices = false;  // the clients follow
           if (f == "--wire=v5") variant.compact_indices = true;

@@ -214,9 +214,11 @@ struct LauncherFlags {
 // Reads `parsed` in order: refuses the flags the launcher sets for each process (--scheduler,
 // --rank) and gflags' reporting flags (they print and exit), and records in *plan the workers'
 // token file, key directory, bind and advertised addresses, and the scheduler's --min_workers;
-// refuses a --backup_workers that is not below the job's workers.
+// refuses a --backup_workers that is not below the job's workers and a --replication that is not
+// below its servers.
 StatusOr<LauncherFlags> ReadLauncherFlags(const std::vector<PassThroughFlag>& parsed,
-                                          const Daemons& d, int num_workers, LaunchPlan* plan) {
+                                          const Daemons& d, int num_workers, int num_servers,
+                                          LaunchPlan* plan) {
   LauncherFlags seen;
   WorkerJob& job = plan->worker_job;
   for (const PassThroughFlag& f : parsed) {
@@ -239,6 +241,16 @@ StatusOr<LauncherFlags> ReadLauncherFlags(const std::vector<PassThroughFlag>& pa
     }
     if (f.name == "min_workers" && d.flags[0].Defines(f.name)) {
       SIEVE_ASSIGN_OR_RETURN(plan->min_workers, IntFlag(f, num_workers));
+    }
+    if (f.name == "replication" && d.flags[0].Defines(f.name)) {
+      // Backups live on other servers: refused here, before any process starts.
+      auto r = IntFlag(f, num_servers - 1);
+      if (!r.ok()) {
+        return InvalidArgumentError(r.status().message() + " (--replication=r needs at least " +
+                                    "r + 1 servers; the job has " + std::to_string(num_servers) +
+                                    ")");
+      }
+      plan->replication = *r;
     }
     if (f.name == "backup_workers" && d.flags[1].Defines(f.name)) {
       // A round needs at least one push: refused here, before any process starts.
@@ -328,7 +340,8 @@ StatusOr<LaunchPlan> MakeLaunchPlan(const LaunchOptions& o) {
   job.num_servers = o.num_servers;
   job.bind = job.host = "127.0.0.1";
   job.python_path = d.python_path;
-  SIEVE_ASSIGN_OR_RETURN(LauncherFlags seen, ReadLauncherFlags(parsed, d, o.num_workers, &plan));
+  SIEVE_ASSIGN_OR_RETURN(LauncherFlags seen,
+                         ReadLauncherFlags(parsed, d, o.num_workers, o.num_servers, &plan));
 
   RoleLaunch roles[3];
   const int counts_per_role[3] = {1, o.num_servers, o.num_workers};

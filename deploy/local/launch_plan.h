@@ -46,6 +46,7 @@ struct LaunchPlan {
   // --job_token_file already names one.
   std::string token;
   int min_workers = 0;        // the scheduler's --min_workers; 0: every worker must finish
+  int replication = 0;        // the scheduler's --replication: a dead server's shards fail over
   std::string metrics_ports;  // "scheduler :P, server 0 :P+1, ..." with --metrics_port
 };
 

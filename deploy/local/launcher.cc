@@ -303,6 +303,15 @@ class LaunchedJob {
       if (o_.max_restarts > 0) say_.Say("the scheduler cannot be restarted; the job is lost");
       return Fail(FailureCode(status), Failure(i));
     }
+    // With --replication a dead server's shards fail over to their backups: the scheduler goes
+    // on (or, when a shard has no live backup left, decides the job's fate); a replacement cannot
+    // be rebuilt from the backups yet, so it is not restarted.
+    if (!worker && plan_.replication > 0 && sup_.running(0) && !UsageExit(status)) {
+      say_.Say("lost " + sup_.name(i) + " (" + DescribeWaitStatus(status) +
+               "); its shards fail over to their backups (--replication=" +
+               std::to_string(plan_.replication) + "), it is not restarted");
+      return std::nullopt;
+    }
     // A server without a checkpoint would come back without its shard: the job cannot go on.
     const bool lost_shard = !worker && !ServerCanRestore(sup_.spec(i).argv);
     const bool restartable = restarts_ < o_.max_restarts && !lost_shard;

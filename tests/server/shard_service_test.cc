@@ -40,7 +40,7 @@ class RecordingLink : public ServerLink {
     return Status::Ok();
   }
   Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
-                   uint64_t round) override {
+                   uint64_t round, int /*shard*/) override {
     errors.push_back({peer, code, message, rejected, round});
     return Status::Ok();
   }

@@ -119,6 +119,9 @@ class PsClient::Impl {
                       std::chrono::milliseconds timeout);
   // Sends a header-only `type` for `round` to server `s`.
   Status SendControl(pb::MsgType type, uint64_t round, int s);
+  // Node id of the server serving shard `s` now (the node table's shard_primary: s's own server
+  // unless it failed over).
+  int ServerOf(int s) const { return node_->ServerId(node_->ShardPrimary(s)); }
   uint64_t num_params() const { return node_->num_params(); }
   uint32_t num_servers() const { return node_->num_servers(); }
   bool joined_late() const { return node_->joined_late(); }
@@ -285,6 +288,7 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
   const uint32_t servers = node_->num_servers();
   std::vector<bool> done = arrived != nullptr ? *arrived : std::vector<bool>(servers, false);
   std::vector<int> error_retries(servers, 0);
+  std::vector<bool> not_primary(servers, false);  // refused with ERROR_NOT_PRIMARY: resend later
   uint32_t left = static_cast<uint32_t>(std::count(done.begin(), done.end(), false));
   using std::chrono::milliseconds;
   const auto deadline = Clock::now() + timeout;
@@ -304,7 +308,12 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
         for (uint32_t s = 0; s < servers; ++s) {
           if (!done[s]) resend(static_cast<int>(s));
         }
+      } else {
+        for (uint32_t s = 0; s < servers; ++s) {
+          if (not_primary[s] && !done[s]) resend(static_cast<int>(s));
+        }
       }
+      std::fill(not_primary.begin(), not_primary.end(), false);
       if (always) interval = std::min(2 * interval, kMaxResendInterval);
       next_resend = Clock::now() + interval;
     }
@@ -323,13 +332,25 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
     Message msg;
     SIEVE_ASSIGN_OR_RETURN(auto got, node_->Receive(&msg, remaining));
     if (!got) continue;
-    const int server = msg.header.sender() - 1;
-    if (server < 0 || server >= static_cast<int>(servers)) continue;  // not from a server
+    const int from = msg.header.sender() - 1;
+    if (from < 0 || from >= static_cast<int>(servers)) continue;  // not from a server
+    // The shard the message is for (with replication one server may serve several); a message
+    // without one (an ERROR of the node runtime) is its sender's own shard's.
+    const int server = msg.header.shard() >= 0 && msg.header.shard() < static_cast<int>(servers)
+                           ? msg.header.shard()
+                           : from;
     if (msg.type() == pb::MSG_ERROR) {
       const pb::MsgType rejected = msg.header.error().rejected_type();
       if (rejected != pb::MSG_UNSPECIFIED && rejected != RequestFor(type)) continue;
       // A late push's refusal: the round's UPDATE (flagged) already said so.
       if (msg.header.error().code() == pb::ERROR_LATE_PUSH) continue;
+      // A server that does not serve the shard in its table (a failover the tables do not agree
+      // on yet): asked again at the next resend check, by then under the table that names the
+      // shard's server.
+      if (msg.header.error().code() == pb::ERROR_NOT_PRIMARY) {
+        if (resend && !done[server]) not_primary[server] = true;
+        continue;
+      }
       if (!any_round && msg.header.round() != round) continue;
       const std::string what = "server " + std::to_string(server) + " rejected " +
                                std::string(MsgTypeName(msg.header.error().rejected_type())) + ": " +
@@ -428,9 +449,10 @@ void ForwardValues(const Message& msg, uint64_t lo, const UpdateSink& sink,
 }  // namespace
 
 Status PsClient::Impl::SendControl(pb::MsgType type, uint64_t round, int s) {
-  pb::Header h = MakeDataHeader(type, node_->id(), node_->ServerId(s), s, round);
+  const int to = ServerOf(s);
+  pb::Header h = MakeDataHeader(type, node_->id(), to, s, round);
   SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
-  return node_->Send(node_->ServerId(s), std::move(frames));
+  return node_->Send(to, std::move(frames));
 }
 
 Status PsClient::Impl::PullDense(std::span<float> weights, std::chrono::milliseconds timeout,
@@ -486,7 +508,7 @@ Status PsClient::Impl::OfferInitialWeights(std::span<const float> weights,
   // ZeroMQ may hold the frames past this call: they borrow a copy that lives until it lets go.
   auto copy = std::make_shared<const std::vector<float>>(weights.begin(), weights.end());
   auto send = [&](int s) -> Status {
-    pb::Header h = MakeDataHeader(pb::MSG_INIT, node_->id(), node_->ServerId(s), s, 0);
+    pb::Header h = MakeDataHeader(pb::MSG_INIT, node_->id(), ServerOf(s), s, 0);
     DataPayload p;
     p.dense = true;
     p.values = std::as_bytes(
@@ -496,7 +518,7 @@ Status PsClient::Impl::OfferInitialWeights(std::span<const float> weights,
     eo.checksum = options_.checksum;
     eo.compact_indices = options_.compact_indices;
     SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeData(h, p, eo));
-    return node_->Send(node_->ServerId(s), std::move(frames));
+    return node_->Send(ServerOf(s), std::move(frames));
   };
   tables_at_send_ = node_->tables_installed();
   for (uint32_t s = 0; s < num_servers(); ++s) SIEVE_RETURN_IF_ERROR(send(static_cast<int>(s)));
@@ -612,7 +634,7 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   };
   auto push_to = [&](uint32_t s) -> Status {
     const auto [from, to] = slice(s);
-    pb::Header h = MakeDataHeader(pb::MSG_PUSH, node_->id(), node_->ServerId(static_cast<int>(s)),
+    pb::Header h = MakeDataHeader(pb::MSG_PUSH, node_->id(), ServerOf(static_cast<int>(s)),
                                   static_cast<int>(s), round);
     DataPayload p;
     p.dense = sel->dense;
@@ -630,7 +652,7 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeData(h, p, eo));
     local.bytes_up += FrameBytes(frames);
     local.pairs_up += to - from;
-    return node_->Send(node_->ServerId(static_cast<int>(s)), std::move(frames));
+    return node_->Send(ServerOf(static_cast<int>(s)), std::move(frames));
   };
   // Every server gets the slice, also one whose UPDATE of the round is already here: with backup
   // workers it applies a late push in a later round (--late_pushes=apply) or refuses it.

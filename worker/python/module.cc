@@ -752,7 +752,7 @@ PYBIND11_MODULE(_core, m) {
       [](int rank, uint64_t rounds, uint64_t first_round, uint64_t epochs,
          std::optional<double> test_acc, double loss, uint64_t bytes_up, uint64_t bytes_down,
          uint64_t dense_bytes, double seconds, double pushed_sum, uint64_t skipped_rounds,
-         uint64_t missed_slices, double returned_sum) {
+         uint64_t missed_slices, double returned_sum, double max_pushpull_s) {
         TrainSummary s;
         s.rank = rank;
         s.rounds = rounds;
@@ -768,13 +768,14 @@ PYBIND11_MODULE(_core, m) {
         s.skipped_rounds = skipped_rounds;
         s.missed_slices = missed_slices;
         s.returned_sum = returned_sum;
+        s.max_pushpull_s = max_pushpull_s;
         return FormatSummaryLine(s);
       },
       py::arg("rank"), py::arg("rounds"), py::arg("first_round"), py::arg("epochs"),
       py::arg("test_acc"), py::arg("loss"), py::arg("bytes_up"), py::arg("bytes_down"),
       py::arg("dense_bytes"), py::arg("seconds"), py::arg("pushed_sum") = 0.0,
       py::arg("skipped_rounds") = 0, py::arg("missed_slices") = 0, py::arg("returned_sum") = 0.0,
-      "sieve-worker's end-of-run summary line");
+      py::arg("max_pushpull_s") = 0.0, "sieve-worker's end-of-run summary line");
   m.def(
       "format_progress_line",
       [](uint64_t epoch, uint64_t epochs, uint64_t round, uint64_t rounds, double loss,

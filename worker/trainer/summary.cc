@@ -21,11 +21,11 @@ std::string FormatSummaryLine(const TrainSummary& s) {
       s.dense_bytes ? static_cast<double>(s.bytes_up) / static_cast<double>(s.dense_bytes) : 0.0;
   std::snprintf(buf, sizeof(buf),
                 " loss=%.6g bytes_up=%llu bytes_down=%llu dense_bytes=%llu ratio=%.6g"
-                " mean_round_s=%.6g seconds=%.3f pushed_sum=%.9g",
+                " mean_round_s=%.6g max_pushpull_s=%.6g seconds=%.3f pushed_sum=%.9g",
                 s.loss, static_cast<unsigned long long>(s.bytes_up),
                 static_cast<unsigned long long>(s.bytes_down),
-                static_cast<unsigned long long>(s.dense_bytes), ratio, s.mean_round_s(), s.seconds,
-                s.pushed_sum);
+                static_cast<unsigned long long>(s.dense_bytes), ratio, s.mean_round_s(),
+                s.max_pushpull_s, s.seconds, s.pushed_sum);
   out += buf;
   if (s.skipped_rounds > 0 || s.missed_slices > 0) {
     std::snprintf(buf, sizeof(buf), " skipped_rounds=%llu missed_slices=%llu returned_sum=%.9g",

@@ -1,15 +1,17 @@
 // The one-line end-of-run summary every worker prints, for people and for scripts:
 //   sieve-worker summary: rank=R rounds=N first_round=F epochs=E [test_acc=0.xxxx] loss=L
-//       bytes_up=B bytes_down=B dense_bytes=B ratio=X mean_round_s=S seconds=S
+//       bytes_up=B bytes_down=B dense_bytes=B ratio=X mean_round_s=S max_pushpull_s=S seconds=S
 // (rounds = the job's round count the worker reached; first_round = where it started: 0, or the
 // join round of a worker that rejoined a running job)
 // (one line; test_acc only when the worker evaluated, i.e. rank 0 on a real model). bytes_* are
 // totals over the run; dense_bytes = 4·D·rounds (what dense fp32 pushes would have sent); ratio =
-// bytes_up / dense_bytes. A worker slowed by --straggler adds `straggler=SPEC straggle_s=S` (its
-// spec as written and the seconds it added to its compute in all). Every field is `key=value` with
-// no spaces inside a value. A test accuracy under twice chance (0.2 for Fashion-MNIST's 10 classes)
-// adds `near_chance=1`: the model did not learn. A worker of a job with backup workers that missed
-// a round adds `skipped_rounds=N missed_slices=M returned_sum=X` (TrainSummary). A worker run with
+// bytes_up / dense_bytes; max_pushpull_s = the longest push-to-last-UPDATE wait of a round (a
+// server failover's stall shows there). A worker slowed by --straggler adds `straggler=SPEC
+// straggle_s=S` (its spec as written and the seconds it added to its compute in all). Every field
+// is `key=value` with no spaces inside a value. A test accuracy under twice chance (0.2 for
+// Fashion-MNIST's 10 classes) adds `near_chance=1`: the model did not learn. A worker of a job with
+// backup workers that missed a round adds `skipped_rounds=N missed_slices=M returned_sum=X`
+// (TrainSummary). A worker run with
 // --barrier_probe=N adds `barrier_probes=N barrier_p50_ms=X barrier_p99_ms=Y barrier_probe_s=T`
 // (barrier_probe.h). Thread-safety: pure.
 #ifndef SIEVE_WORKER_TRAINER_SUMMARY_H_
@@ -34,6 +36,7 @@ struct TrainSummary {
   uint64_t bytes_down = 0;
   uint64_t dense_bytes = 0;
   double seconds = 0.0;           // wall time of the training loop
+  double max_pushpull_s = 0.0;    // the longest round's push/pull (push sent -> last UPDATE in)
   double pushed_sum = 0.0;        // Σ of every value pushed (fp64), for conservation checks
   std::string straggler;          // this worker's --straggler spec; "" = none
   double straggle_seconds = 0.0;  // added by the straggler, in all

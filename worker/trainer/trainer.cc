@@ -575,6 +575,8 @@ Status Trainer::RecordRound(const RoundPlan& plan, EpochState* ep, RunState* run
   summary.bytes_up += r->stats.bytes_up;
   summary.bytes_down += r->stats.bytes_down;
   summary.dense_bytes += run->dense_bytes;
+  summary.max_pushpull_s =
+      std::max(summary.max_pushpull_s, std::chrono::duration<double>(r->t3 - r->t2).count());
   ep->loss += synthetic_ ? 0.0 : r->loss;
   if (synthetic_ && (plan.last_of_epoch || plan.cut_short)) {
     ep->loss = r->loss * static_cast<double>(ep->rounds_run + 1);

@@ -245,6 +245,12 @@ class LauncherIntegration : public ::testing::Test {
 
   // The pid of the launcher's child running sieve-worker with --rank=`rank`, or -1.
   static pid_t WorkerPid(pid_t launcher, int rank) {
+    return ChildPid(launcher, "sieve-worker", rank);
+  }
+
+  // The pid of the launcher's child running `program` (sieve-server, sieve-worker) with
+  // --rank=`rank`, or -1.
+  static pid_t ChildPid(pid_t launcher, const std::string& program, int rank) {
     DIR* proc = opendir("/proc");
     if (proc == nullptr) return -1;
     pid_t found = -1;
@@ -263,7 +269,7 @@ class LauncherIntegration : public ::testing::Test {
       std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
       std::vector<std::string> args;
       for (std::string arg; std::getline(cmdline, arg, '\0');) args.push_back(arg);
-      if (!args.empty() && args[0].ends_with("sieve-worker") &&
+      if (!args.empty() && args[0].ends_with(program) &&
           std::find(args.begin(), args.end(), rank_flag) != args.end()) {
         found = pid;
         break;

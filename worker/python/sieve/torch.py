@@ -326,6 +326,7 @@ class _Sieve:
         s.progress = (not sys.stdout.isatty()) if progress is None else progress
         s.bytes_up = s.bytes_down = s.dense_bytes = s.pairs_up = 0
         s.pushed_sum = 0.0
+        s.max_pushpull_s = 0.0  # the longest push/pull (a server failover's stall)
         s.returned_sum = 0.0  # backup workers: pushed, never applied, back in the residual
         s.missed_slices = 0
         s.skipped_rounds = 0
@@ -442,6 +443,7 @@ class _Sieve:
         s.pushed_sum += sel.values_sum()
         stats = s.client.push_pull(round_, sel, s.flat, s.round_timeout_ms, error_feedback=s.ef)
         t2 = time.perf_counter()
+        s.max_pushpull_s = max(s.max_pushpull_s, t2 - t1)
         # Backup workers: a round that closed without this push returned its pairs to the
         # residual; rounds that closed without this worker are behind it (the script's next batch
         # trains the round the job is at).
@@ -499,7 +501,8 @@ class _Sieve:
         return _core.format_summary_line(s.rank, s.round, s.first_round, s.epochs, s.test_acc,
                                          loss, s.bytes_up, s.bytes_down, s.dense_bytes,
                                          time.perf_counter() - s.start, s.pushed_sum,
-                                         s.skipped_rounds, s.missed_slices, s.returned_sum)
+                                         s.skipped_rounds, s.missed_slices, s.returned_sum,
+                                         s.max_pushpull_s)
 
     def dump_weights(self, path):
         """Writes the replica as raw little-endian fp32 (sieve-worker's --dump_weights)."""

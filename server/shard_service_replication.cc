@@ -1,0 +1,217 @@
+// ShardService's replication half (server/shard_service.h, "Replication"): the primary's event
+// stream to its backups and the holding of replies until they acknowledged it, a mirror's replay,
+// and the promotion of a mirror at failover.
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "proto/messages.h"
+#include "server/shard_service.h"
+
+namespace sieve {
+
+void ShardService::Replicate(pb::ReplicaEvent event, int worker, uint64_t round,
+                             std::span<const uint32_t> indices, std::span<const float> values,
+                             bool dense) {
+  if (!primary_ || backups_.empty()) return;
+  ++seq_;
+  unacked_.push_back(std::make_shared<const Event>(
+      Event{event, worker, round, dense, std::vector<uint32_t>(indices.begin(), indices.end()),
+            std::vector<float>(values.begin(), values.end())}));
+  ++repl_.events;
+  const uint64_t index = unacked_.size() - 1;
+  for (int b : backups_) SendEvent(b, index);
+}
+
+void ShardService::SendEvent(int backup, uint64_t index) {
+  const std::shared_ptr<const Event>& held = unacked_[index];
+  const Event& e = *held;
+  const uint64_t seq = first_unacked_ + index;
+  const int peer = link_->ServerId(backup);
+  pb::Header h = MakeDataHeader(pb::MSG_REPLICATE, link_->id(), peer, options_.rank, e.round);
+  h.set_seq(seq);
+  h.set_origin(e.worker);
+  h.set_event(static_cast<uint32_t>(e.event));
+  DataPayload p;
+  p.dense = e.dense;
+  if (!e.dense) p.indices = e.indices;
+  p.values = std::as_bytes(std::span<const float>(e.values));
+  p.keepalive = held;  // the frames borrow the event's arrays
+  EncodeOptions eo;
+  eo.compact_indices = options_.compact_indices;
+  auto frames = EncodeData(h, p, eo);
+  if (!frames.ok()) {
+    LOG(ERROR) << "encode REPLICATE: " << frames.status().ToString();
+    return;
+  }
+  if (metrics_ != nullptr) metrics_->AddBytes(0, FrameBytes(*frames));
+  Status s = link_->Send(peer, std::move(frames).value());
+  if (!s.ok()) {
+    peer_log_.Warn([&](std::ostream& os) {
+      os << "REPLICATE " << seq << " of shard " << options_.rank << " to server " << backup << ": "
+         << s.ToString();
+    });
+  }
+  last_progress_[backup] = std::chrono::steady_clock::now();
+}
+
+uint64_t ShardService::MinAcked() const {
+  uint64_t least = seq_;
+  for (int b : backups_) least = std::min(least, acked_.at(b));
+  return least;
+}
+
+void ShardService::Release() {
+  const uint64_t acked = MinAcked();
+  while (first_unacked_ <= acked && !unacked_.empty()) {
+    unacked_.pop_front();
+    ++first_unacked_;
+  }
+  Outbox ready;
+  while (!held_.empty() && held_.front().first <= acked) {
+    ready.push_back(std::move(held_.front().second));
+    held_.pop_front();
+  }
+  if (!ready.empty()) Send(ready);
+}
+
+void ShardService::OnReplicateAck(const Message& msg) {
+  const int from = msg.header.sender() - 1;  // a server's rank
+  auto it = acked_.find(from);
+  if (!primary_ || it == acked_.end() ||
+      std::find(backups_.begin(), backups_.end(), from) == backups_.end()) {
+    peer_log_.Warn([&](std::ostream& os) {
+      os << "REPLICATE_ACK for shard " << options_.rank << " from node " << msg.header.sender()
+         << ", not a live backup of it; ignored";
+    });
+    return;
+  }
+  if (msg.header.seq() > seq_) {
+    peer_log_.Warn([&](std::ostream& os) {
+      os << "REPLICATE_ACK " << msg.header.seq() << " from server " << from << " for shard "
+         << options_.rank << ", which has sent " << seq_ << " events; ignored";
+    });
+    return;
+  }
+  if (msg.header.seq() > it->second) {
+    it->second = msg.header.seq();
+    last_progress_[from] = std::chrono::steady_clock::now();
+  }
+  Release();
+}
+
+void ShardService::OnReplicate(const Message& msg) {
+  const int sender = msg.header.sender();
+  const int primary = link_->ShardPrimary(options_.rank);
+  const uint64_t seq = msg.header.seq();
+  auto refuse = [&](const std::string& why) {
+    (void)link_->SendError(sender, pb::ERROR_NOT_REPLICA, why, pb::MSG_REPLICATE, seq_,
+                           options_.rank);
+  };
+  if (!mirror_ || sender != link_->ServerId(primary)) {
+    return refuse("server " + std::to_string(server_rank()) + " holds no copy of shard " +
+                  std::to_string(options_.rank) + " that node " + std::to_string(sender) +
+                  " replicates");
+  }
+  const uint32_t event = msg.header.event();
+  const int origin = msg.header.origin();
+  if (!pb::ReplicaEvent_IsValid(static_cast<int>(event)) || origin < 0 ||
+      origin >= static_cast<int>(options_.num_workers) || !msg.values16().empty()) {
+    return refuse("REPLICATE with event " + std::to_string(event) + ", origin " +
+                  std::to_string(origin) + " (fp32 values only)");
+  }
+  auto ack = [&] {
+    pb::Header h = MakeDataHeader(pb::MSG_REPLICATE_ACK, link_->id(), sender, options_.rank, 0);
+    h.set_seq(seq_);
+    auto frames = EncodeControl(h);
+    if (frames.ok()) (void)link_->Send(sender, std::move(frames).value());
+  };
+  if (seq <= seq_) return ack();  // a resend: applied once already
+  if (seq != seq_ + 1) {
+    return refuse("REPLICATE " + std::to_string(seq) + " of shard " +
+                  std::to_string(options_.rank) + " after " + std::to_string(seq_) +
+                  ": events in between are missing");
+  }
+  const uint64_t round = msg.header.round();
+  switch (static_cast<pb::ReplicaEvent>(event)) {
+    case pb::REPLICA_PUSH:
+      shard_->OnPush(origin, round, msg.indices, msg.values, msg.dense(), &replayed_out_);
+      break;
+    case pb::REPLICA_INIT:
+      if (!msg.dense()) return refuse("REPLICATE of an INIT without FLAG_DENSE");
+      shard_->OnInit(origin, msg.values, &replayed_out_);
+      break;
+    case pb::REPLICA_JOIN:
+      shard_->OnJoin(origin, round, &replayed_out_);
+      break;
+    case pb::REPLICA_WORKER_DEAD:
+      shard_->OnWorkerDead(origin, &replayed_out_);
+      break;
+    case pb::REPLICA_WORKER_REJOINED:
+      shard_->OnWorkerRejoined(origin);
+      break;
+    default:
+      return refuse("unknown REPLICATE event");
+  }
+  replayed_out_.clear();
+  seq_ = seq;
+  ++repl_.replayed;
+  ack();
+}
+
+void ShardService::OnServerDead(int rank) {
+  auto it = std::find(backups_.begin(), backups_.end(), rank);
+  if (it == backups_.end()) return;
+  backups_.erase(it);
+  ++repl_.backups_lost;
+  LOG(WARNING) << "shard " << options_.rank << " lost its backup on server " << rank << "; "
+               << backups_.size() << " left";
+  Release();
+}
+
+void ShardService::OnTable() {
+  const int primary = link_->ShardPrimary(options_.rank);
+  if (mirror_ && primary == server_rank()) return Promote();
+  if (mirror_ && primary != options_.rank) {
+    mirror_ = false;  // another copy took the shard over: this one is retired
+    LOG(WARNING) << "shard " << options_.rank << " failed over to server " << primary
+                 << "; this server's copy of it is retired";
+  }
+}
+
+void ShardService::Promote() {
+  mirror_ = false;
+  primary_ = true;
+  repl_.promoted = true;
+  repl_.promoted_round = shard_->round();
+  // The deaths and re-admissions the scheduler announced that the dead primary had not replicated.
+  for (int w = 0; w < static_cast<int>(options_.num_workers); ++w) {
+    const bool dead = link_->WorkerDead(w);
+    if (dead && shard_->counts(w)) {
+      shard_->OnWorkerDead(w, &out_);
+    } else if (!dead && !shard_->counts(w) && !shard_->readmitted(w)) {
+      shard_->OnWorkerRejoined(w);
+    }
+  }
+  LOG(WARNING) << "failover: server " << server_rank() << " serves shard " << options_.rank
+               << " from its copy (" << seq_ << " events replayed, round " << shard_->round()
+               << "); the shard has no backup until a replacement is rebuilt";
+  Flush();
+}
+
+void ShardService::OnTick() {
+  const auto now = std::chrono::steady_clock::now();
+  for (int b : backups_) {
+    const uint64_t acked = acked_[b];
+    if (acked >= seq_ || now - last_progress_[b] < options_.replicate_resend) continue;
+    ++repl_.resent;
+    for (uint64_t s = std::max(acked + 1, first_unacked_); s <= seq_; ++s) {
+      SendEvent(b, s - first_unacked_);
+    }
+  }
+}
+
+}  // namespace sieve

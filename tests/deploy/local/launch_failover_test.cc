@@ -1,0 +1,130 @@
+// `sieve launch` with the scheduler's --replication=1 and the real daemons of the build tree (a
+// --model=synthetic job, no data set, no restarts, no checkpoint directory): the test kills
+// server 0 with SIGKILL half-way through. Its shard fails over to its backup on server 1, and the
+// job ends with exit 0. BSP (with --ordered_rounds, so that runs are reproducible): every worker's
+// final weights are bitwise those of the same job run without the kill. ASP: nothing pushed is
+// lost (Σ pushed by the workers = Σ applied by the shards, the failed-over one included).
+#include <fstream>
+#include <iterator>
+
+#include "tests/deploy/local/launch_fixture.h"
+#include "tests/net/summary_line.h"
+
+namespace sieve {
+namespace {
+
+constexpr int kEpochs = 30;
+
+class LaunchFailover : public LauncherIntegration {
+ protected:
+  // Runs a 2-server, 4-worker synthetic job with --replication=1 writing each worker's final
+  // weights to <root>/<tag>-w<rank>.bin; with `kill` true, server 0 is killed with SIGKILL once
+  // a worker logged the end of epoch kEpochs / 2.
+  RunResult Run(const std::string& tag, bool kill, const std::vector<std::string>& extra,
+                bool* killed) {
+    std::vector<std::string> args = {"launch",
+                                     "--num_servers=2",
+                                     "--num_workers=4",
+                                     "--progress=off",
+                                     "--",
+                                     "--replication=1",
+                                     "--model=synthetic",
+                                     "--num_params=20000",
+                                     "--epochs=" + std::to_string(kEpochs),
+                                     "--rounds_per_epoch=100",
+                                     "--compressor=topk",
+                                     "--density=0.01",
+                                     "--heartbeat_interval_ms=100",
+                                     "--heartbeat_timeout_ms=1000",
+                                     "--dump_weights=" + (root_ / (tag + "-w{rank}.bin")).string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    *killed = false;
+    // Each worker logs every epoch's end ("epoch E/T: loss ...").
+    const std::string half =
+        "] epoch " + std::to_string(kEpochs / 2) + "/" + std::to_string(kEpochs) + ": loss";
+    return RunSieve(
+        args, {},
+        [&](pid_t launcher, const std::string& output) {
+          if (!kill || *killed || output.find(half) == std::string::npos) return;
+          const pid_t server = ChildPid(launcher, "sieve-server", 0);
+          if (server > 0 && ::kill(server, SIGKILL) == 0) *killed = true;
+        },
+        std::chrono::seconds(240));
+  }
+
+  std::string Weights(const std::string& tag, int rank) const {
+    std::ifstream in(root_ / (tag + "-w" + std::to_string(rank) + ".bin"), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // The key=value words of the line of `output` that holds `marker` (empty when none does).
+  static testing::KeyValues Summary(const std::string& output, const std::string& marker) {
+    const size_t at = output.find(marker);
+    if (at == std::string::npos) return {};
+    const size_t begin = output.rfind('\n', at) == std::string::npos ? 0 : output.rfind('\n', at);
+    const size_t end = output.find('\n', at);
+    return testing::ParseSummary(output.substr(begin, end - begin), marker);
+  }
+};
+
+TEST_F(LaunchFailover, BspKillOfAServerLosesNothingAndEndsBitwiseAsWithoutTheKill) {
+  bool killed = false;
+  RunResult base = Run("base", false, {"--ordered_rounds"}, &killed);
+  ASSERT_FALSE(base.timed_out) << base.output;
+  ASSERT_EQ(ExitCode(base), 0) << base.output;
+  RunResult run = Run("kill", true, {"--ordered_rounds"}, &killed);
+  ASSERT_FALSE(run.timed_out) << run.output;
+  ASSERT_TRUE(killed) << run.output;
+  EXPECT_EQ(ExitCode(run), 0) << run.output;
+  EXPECT_NE(run.output.find("sieve launch: lost server 0 (killed by signal 9"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("failover: shard 0 is served by server 1"), std::string::npos)
+      << run.output;
+  const testing::KeyValues shard0 = Summary(run.output, "sieve-server shard summary: ");
+  ASSERT_EQ(shard0.count("promoted_round"), 1u) << run.output;
+  EXPECT_EQ(shard0.at("shard"), "0");
+  const uint64_t promoted = std::stoull(shard0.at("promoted_round"));
+  const uint64_t rounds = 100 * kEpochs;
+  EXPECT_GT(promoted, 0u);
+  EXPECT_LT(promoted, rounds);
+  EXPECT_EQ(shard0.at("rounds"), std::to_string(rounds)) << "the shard skipped or replayed rounds";
+  for (int w = 0; w < 4; ++w) {
+    const std::string a = Weights("base", w), b = Weights("kill", w);
+    ASSERT_FALSE(a.empty()) << "worker " << w;
+    EXPECT_TRUE(a == b) << "worker " << w << "'s final weights differ from the undisturbed run's";
+  }
+}
+
+TEST_F(LaunchFailover, AspKillOfAServerLosesNoPush) {
+  bool killed = false;
+  RunResult run = Run("asp", true, {"--consistency=asp"}, &killed);
+  ASSERT_FALSE(run.timed_out) << run.output;
+  ASSERT_TRUE(killed) << run.output;
+  EXPECT_EQ(ExitCode(run), 0) << run.output;
+  double pushed = 0;
+  for (int w = 0; w < 4; ++w) {
+    const testing::KeyValues kv =
+        Summary(run.output, "[worker " + std::to_string(w) + "] sieve-worker summary: ");
+    ASSERT_EQ(kv.count("pushed_sum"), 1u) << run.output;
+    pushed += std::stod(kv.at("pushed_sum"));
+  }
+  const testing::KeyValues server1 = Summary(run.output, "[server 1] sieve-server summary: ");
+  const testing::KeyValues shard0 = Summary(run.output, "sieve-server shard summary: ");
+  ASSERT_EQ(server1.count("pushed_sum"), 1u) << run.output;
+  ASSERT_EQ(shard0.count("pushed_sum"), 1u) << run.output;
+  EXPECT_EQ(server1.at("promoted"), "0");
+  const double applied = std::stod(server1.at("pushed_sum")) + std::stod(shard0.at("pushed_sum"));
+  EXPECT_NEAR(applied, pushed, 1e-6 * (1 + std::abs(pushed))) << run.output;
+}
+
+TEST_F(LaunchFailover, AReplicationFactorOfAtLeastTheServersIsRefusedUpFront) {
+  RunResult r = RunSieve({"launch", "--num_servers=2", "--num_workers=1", "--", "--replication=2",
+                          "--model=synthetic", "--num_params=1000"});
+  EXPECT_EQ(ExitCode(r), 2) << r.output;
+  EXPECT_NE(r.output.find("--replication must be an integer in [0, 1]"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("needs at least r + 1 servers"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace sieve

@@ -1,0 +1,417 @@
+// Replication between two ShardServices without sockets: a primary of shard 0 (server 0) and its
+// mirror on server 1, each behind a recording ServerLink. The test carries REPLICATE and
+// REPLICATE_ACK between them through the real codec, so it decides when (and whether, twice or out
+// of order) each event arrives. The references: the primary's own weights (a mirror must hold the
+// same bytes), a shard without replication fed the same pushes, and a dense replay (the oracle)
+// of what every worker saw.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "proto/codec.h"
+#include "proto/messages.h"
+#include "server/shard_service.h"
+
+namespace sieve {
+namespace {
+
+constexpr int kServers = 2;
+constexpr uint32_t kShardLen = 48;
+
+// A server's node as the service sees it: server `rank` (id 1 + rank) of a 2-server job.
+class Link : public ServerLink {
+ public:
+  explicit Link(int rank) : rank_(rank) {}
+  int id() const override { return 1 + rank_; }
+  int WorkerId(int rank) const override { return 1 + kServers + rank; }
+  int WorkerRankOf(int id) const override { return id - 1 - kServers; }
+  int ShardPrimary(int shard) const override {
+    auto it = primary.find(shard);
+    return it == primary.end() ? shard : it->second;
+  }
+  bool WorkerDead(int rank) const override { return dead.count(rank) > 0; }
+  Status Send(int peer, Frames frames) override {
+    sent.push_back({peer, std::move(frames)});
+    return Status::Ok();
+  }
+  Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType,
+                   uint64_t round, int shard) override {
+    errors.push_back({peer, code, message, round, shard});
+    return Status::Ok();
+  }
+
+  struct Error {
+    int peer;
+    pb::ErrorCode code;
+    std::string message;
+    uint64_t round;
+    int shard;
+  };
+  std::map<int, int> primary;  // shard -> server rank (absent: the shard's own)
+  std::set<int> dead;          // dead worker ranks
+  std::vector<std::pair<int, Frames>> sent;
+  std::vector<Error> errors;
+
+ private:
+  const int rank_;
+};
+
+Message Decode(Frames frames) {
+  const std::vector<uint64_t> lengths(kServers, kShardLen);
+  Message m;
+  pb::ErrorCode code = pb::ERROR_NONE;
+  Status s = sieve::Decode(std::move(frames), {lengths, true}, &m, &code);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return m;
+}
+
+Message Push(int worker, uint64_t round, const std::vector<uint32_t>& idx,
+             const std::vector<float>& val) {
+  pb::Header h = MakeDataHeader(pb::MSG_PUSH, 1 + kServers + worker, 1, 0, round);
+  auto a = std::make_shared<std::pair<std::vector<uint32_t>, std::vector<float>>>(idx, val);
+  DataPayload p;
+  p.indices = a->first;
+  p.values = std::as_bytes(std::span<const float>(a->second));
+  p.keepalive = a;
+  auto frames = EncodeData(h, p);
+  EXPECT_TRUE(frames.ok());
+  return Decode(std::move(frames).value());
+}
+
+std::vector<float> Init() {
+  std::vector<float> w(kShardLen);
+  for (uint32_t i = 0; i < kShardLen; ++i) w[i] = 1.0f - 0.03f * static_cast<float>(i);
+  return w;
+}
+
+// A random sparse push: ascending distinct indices, values in [-1, 1).
+std::pair<std::vector<uint32_t>, std::vector<float>> RandomPush(std::mt19937* rng) {
+  std::vector<uint32_t> idx;
+  for (uint32_t i = 0; i < kShardLen; ++i)
+    if ((*rng)() % 4 == 0) idx.push_back(i);
+  std::uniform_real_distribution<float> v(-1.0f, 1.0f);
+  std::vector<float> val(idx.size());
+  for (float& x : val) x = v(*rng);
+  return {idx, val};
+}
+
+struct Replica {
+  Replica(const ShardServerOptions& so, int server_rank, bool mirror, std::vector<int> backups)
+      : link(server_rank) {
+    auto created = ShardServer::Create(so, Init());
+    EXPECT_TRUE(created.ok());
+    shard = std::move(created).value();
+    ShardServiceOptions o;
+    o.rank = 0;
+    o.server_rank = server_rank;
+    o.num_workers = so.num_workers;
+    o.bsp = so.consistency == Consistency::kBsp;
+    o.mirror = mirror;
+    o.backups = std::move(backups);
+    o.replicate_resend = std::chrono::milliseconds(0);  // every OnTick resends
+    service = std::make_unique<ShardService>(o, shard.get(), &link, nullptr, nullptr);
+  }
+  std::vector<float> Weights() const { return {shard->weights().begin(), shard->weights().end()}; }
+  // Takes the messages sent to `peer` so far (the others stay).
+  std::vector<Frames> Take(int peer) {
+    std::vector<Frames> out;
+    std::vector<std::pair<int, Frames>> keep;
+    for (auto& [p, f] : link.sent) {
+      if (p == peer) {
+        out.push_back(std::move(f));
+      } else {
+        keep.push_back({p, std::move(f)});
+      }
+    }
+    link.sent = std::move(keep);
+    return out;
+  }
+  Link link;
+  std::unique_ptr<ShardServer> shard;
+  std::unique_ptr<ShardService> service;
+};
+
+constexpr int kPrimaryId = 1, kMirrorId = 2;
+
+// A primary of shard 0 on server 0 with its mirror on server 1, and a shard without replication
+// (`plain`) fed the same pushes.
+struct Pair {
+  explicit Pair(ShardServerOptions so)
+      : primary(so, 0, false, {1}), mirror(so, 1, true, {}), plain(so, 0, false, {}) {}
+  // Delivers every REPLICATE the primary sent and every ack the mirror sent back; returns how many
+  // REPLICATEs went.
+  size_t Carry() {
+    size_t carried = 0;
+    for (;;) {
+      auto events = primary.Take(kMirrorId);
+      for (Frames& f : events) mirror.service->OnData(Decode(std::move(f)));
+      auto acks = mirror.Take(kPrimaryId);
+      for (Frames& f : acks) primary.service->OnData(Decode(std::move(f)));
+      carried += events.size();
+      if (events.empty() && acks.empty()) return carried;
+    }
+  }
+  // A push to the primary and to the plain shard.
+  void PushBoth(int worker, uint64_t round, const std::vector<uint32_t>& idx,
+                const std::vector<float>& val) {
+    primary.service->OnData(Push(worker, round, idx, val));
+    plain.service->OnData(Push(worker, round, idx, val));
+  }
+  Replica primary, mirror, plain;
+};
+
+ShardServerOptions Bsp(uint32_t workers) {
+  ShardServerOptions so;
+  so.num_workers = workers;
+  return so;
+}
+
+int WorkerId(int rank) { return 1 + kServers + rank; }
+
+// The UPDATEs sent to worker `rank` so far, decoded.
+std::vector<Message> UpdatesTo(Replica* r, int rank) {
+  std::vector<Message> out;
+  for (Frames& f : r->Take(WorkerId(rank))) {
+    Message m = Decode(std::move(f));
+    if (m.type() == pb::MSG_UPDATE) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+TEST(ShardReplicationTest, MirrorHoldsThePrimarysBytesThroughBspRounds) {
+  Pair p(Bsp(3));
+  std::mt19937 rng(7);
+  for (uint64_t round = 0; round < 20; ++round) {
+    for (int w : {2, 0, 1}) {
+      auto [idx, val] = RandomPush(&rng);
+      p.PushBoth(w, round, idx, val);
+    }
+    p.Carry();
+    ASSERT_EQ(p.mirror.Weights(), p.primary.Weights()) << "round " << round;
+  }
+  // Replication changes nothing in the math: the plain shard, fed the same pushes, agrees.
+  EXPECT_EQ(p.primary.Weights(), p.plain.Weights());
+  EXPECT_EQ(p.mirror.shard->round(), 20u);
+  EXPECT_EQ(p.mirror.service->replication().replayed, 60u);
+  EXPECT_EQ(p.primary.service->replication().events, 60u);
+}
+
+TEST(ShardReplicationTest, RepliesWaitUntilTheBackupAcknowledged) {
+  Pair p(Bsp(2));
+  p.primary.service->OnData(Push(0, 0, {1, 2}, {0.5f, -0.5f}));
+  p.primary.service->OnData(Push(1, 0, {2, 3}, {1.0f, 2.0f}));
+  EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty()) << "an UPDATE left before the backup had the round";
+  EXPECT_TRUE(UpdatesTo(&p.primary, 1).empty());
+  // The events reach the mirror but its acks are lost: still nothing leaves.
+  for (Frames& f : p.primary.Take(kMirrorId)) p.mirror.service->OnData(Decode(std::move(f)));
+  p.mirror.Take(kPrimaryId);
+  EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty());
+  // The primary resends (OnTick); the mirror applies nothing twice and acknowledges again.
+  p.primary.service->OnTick();
+  EXPECT_EQ(p.Carry(), 2u);
+  EXPECT_EQ(p.mirror.service->replication().replayed, 2u);
+  EXPECT_EQ(p.mirror.Weights(), p.primary.Weights());
+  auto u0 = UpdatesTo(&p.primary, 0), u1 = UpdatesTo(&p.primary, 1);
+  ASSERT_EQ(u0.size(), 1u);
+  ASSERT_EQ(u1.size(), 1u);
+  EXPECT_EQ(std::vector<uint32_t>(u0[0].indices.begin(), u0[0].indices.end()),
+            (std::vector<uint32_t>{1, 2, 3}));
+}
+
+TEST(ShardReplicationTest, AReplicatedEventAppliesOnceAndAGapIsRefused) {
+  Pair p(Bsp(1));
+  p.primary.service->OnData(Push(0, 0, {4}, {1.0f}));
+  p.primary.service->OnData(Push(0, 1, {5}, {1.0f}));  // held: round 0's UPDATE has not left
+  auto events = p.primary.Take(kMirrorId);
+  // Round 0's reply was held, so worker 0 cannot have pushed round 1 yet: the second push is a
+  // refusal (unknown round) on both copies alike, still event 2.
+  ASSERT_EQ(events.size(), 2u);
+  std::vector<Frames> copies;
+  for (const Frames& f : events) {
+    Frames c;
+    for (const auto& part : f) c.emplace_back(part.data(), part.size());
+    copies.push_back(std::move(c));
+  }
+  // Event 2 before event 1: refused, nothing changes.
+  const std::vector<float> before = p.mirror.Weights();
+  p.mirror.service->OnData(Decode(std::move(events[1])));
+  ASSERT_EQ(p.mirror.link.errors.size(), 1u);
+  EXPECT_EQ(p.mirror.link.errors[0].code, pb::ERROR_NOT_REPLICA);
+  EXPECT_EQ(p.mirror.Weights(), before);
+  // Event 1 twice: applied once.
+  p.mirror.service->OnData(Decode(std::move(events[0])));
+  const std::vector<float> once = p.mirror.Weights();
+  p.mirror.service->OnData(Decode(std::move(copies[0])));
+  EXPECT_EQ(p.mirror.Weights(), once);
+  EXPECT_EQ(p.mirror.service->replication().replayed, 1u);
+  EXPECT_EQ(p.mirror.shard->stats().pushes_applied, 1u);
+  p.mirror.service->OnData(Decode(std::move(copies[1])));
+  EXPECT_EQ(p.mirror.service->replication().replayed, 2u);
+}
+
+TEST(ShardReplicationTest, OnlyTheShardsPrimaryReplicatesAndOnlyThePrimaryServesWorkers) {
+  Pair p(Bsp(1));
+  // A mirror refuses workers.
+  p.mirror.service->OnData(Push(0, 0, {1}, {1.0f}));
+  ASSERT_EQ(p.mirror.link.errors.size(), 1u);
+  EXPECT_EQ(p.mirror.link.errors[0].code, pb::ERROR_NOT_PRIMARY);
+  EXPECT_EQ(p.mirror.link.errors[0].shard, 0);
+  // A REPLICATE from a server that is not the shard's primary in the mirror's table is refused.
+  p.primary.service->OnData(Push(0, 0, {1}, {1.0f}));
+  auto events = p.primary.Take(kMirrorId);
+  ASSERT_EQ(events.size(), 1u);
+  {
+    Message m = Decode(std::move(events[0]));
+    pb::Header h = m.header;
+    h.set_sender(3);  // a worker's node claims to replicate it
+    DataPayload pl;
+    pl.indices = m.indices;
+    pl.values = std::as_bytes(m.values);
+    auto f = EncodeData(h, pl);
+    ASSERT_TRUE(f.ok());
+    p.mirror.service->OnData(Decode(std::move(f).value()));
+  }
+  ASSERT_EQ(p.mirror.link.errors.size(), 2u);
+  EXPECT_EQ(p.mirror.link.errors[1].code, pb::ERROR_NOT_REPLICA);
+  EXPECT_EQ(p.mirror.Weights(), Init());
+}
+
+TEST(ShardReplicationTest, ABackupThatDiesReleasesTheHeldReplies) {
+  Pair p(Bsp(1));
+  p.primary.service->OnData(Push(0, 0, {7}, {2.0f}));
+  EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty());
+  p.primary.service->OnServerDead(1);
+  auto u = UpdatesTo(&p.primary, 0);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].values[0], Init()[7] - 2.0f);
+  EXPECT_TRUE(p.primary.service->backups().empty());
+  // Without backups, replies leave at once and nothing is replicated.
+  p.primary.service->OnData(Push(0, 1, {7}, {1.0f}));
+  EXPECT_EQ(UpdatesTo(&p.primary, 0).size(), 1u);
+  EXPECT_EQ(p.primary.service->replication().events, 1u);
+}
+
+// Failover in the middle of a round: the primary completed round 1 and replicated it, worker 0
+// got its UPDATE (and pushed round 2) but worker 1 did not. The promoted mirror answers worker 1's
+// resend of round 1 with the same UPDATE the primary sent worker 0, and round 2 completes as the
+// plain shard's does.
+TEST(ShardReplicationTest, APromotedMirrorGoesOnFromTheRoundInFlight) {
+  Pair p(Bsp(2));
+  std::mt19937 rng(11);
+  std::vector<std::pair<std::vector<uint32_t>, std::vector<float>>> pushes;
+  for (int i = 0; i < 6; ++i) pushes.push_back(RandomPush(&rng));
+  for (uint64_t round = 0; round < 2; ++round) {
+    for (int w = 0; w < 2; ++w) {
+      p.PushBoth(w, round, pushes[2 * round + w].first, pushes[2 * round + w].second);
+    }
+    p.Carry();
+  }
+  auto sent0 = UpdatesTo(&p.primary, 0);
+  ASSERT_EQ(sent0.size(), 2u);
+  const Message& round1 = sent0[1];
+  // The primary dies; the table names server 1 shard 0's primary.
+  p.mirror.link.primary[0] = 1;
+  p.mirror.service->OnTable();
+  EXPECT_TRUE(p.mirror.service->primary());
+  EXPECT_TRUE(p.mirror.service->replication().promoted);
+  // Worker 1 resends round 1: the same UPDATE, bitwise.
+  p.mirror.service->OnData(Push(1, 1, pushes[3].first, pushes[3].second));
+  auto resent = UpdatesTo(&p.mirror, 1);
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].header.round(), 1u);
+  ASSERT_EQ(resent[0].values.size(), round1.values.size());
+  EXPECT_EQ(0,
+            std::memcmp(resent[0].values.data(), round1.values.data(), round1.values.size_bytes()));
+  EXPECT_EQ(p.mirror.shard->stats().pushes_applied, 4u) << "the resend was applied again";
+  // Round 2 on the promoted copy and on the plain shard.
+  for (int w = 0; w < 2; ++w) {
+    p.mirror.service->OnData(Push(w, 2, pushes[4 + w].first, pushes[4 + w].second));
+    p.plain.service->OnData(Push(w, 2, pushes[4 + w].first, pushes[4 + w].second));
+  }
+  EXPECT_EQ(p.mirror.Weights(), p.plain.Weights());
+  EXPECT_EQ(UpdatesTo(&p.mirror, 0).size(), 1u) << "a promoted shard without backups holds nothing";
+}
+
+// The scheduler declared worker 1 dead, the primary died before it replicated that death: the
+// promoted mirror applies it itself, so its round completes without worker 1.
+TEST(ShardReplicationTest, PromotionAppliesTheDeathsThePrimaryDidNotReplicate) {
+  Pair p(Bsp(2));
+  p.primary.service->OnData(Push(0, 0, {3}, {1.0f}));
+  p.Carry();
+  p.mirror.service->OnWorkerDead(1);  // a mirror follows its primary only
+  EXPECT_TRUE(p.mirror.shard->counts(1));
+  p.mirror.link.dead.insert(1);
+  p.mirror.link.primary[0] = 1;
+  p.mirror.service->OnTable();
+  EXPECT_FALSE(p.mirror.shard->counts(1));
+  EXPECT_EQ(p.mirror.shard->round(), 1u) << "round 0 waited only for worker 1";
+  auto u = UpdatesTo(&p.mirror, 0);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].values[0], Init()[3] - 1.0f);
+}
+
+// ASP: the mirror replays every push with the same clocks, so after a failover a push the dead
+// primary had applied (and replicated) is a duplicate: nothing pushed is applied twice or lost.
+TEST(ShardReplicationTest, AspMirrorKeepsClocksSoAResendIsNotAppliedTwice) {
+  ShardServerOptions so;
+  so.num_workers = 2;
+  so.consistency = Consistency::kAsp;
+  Pair p(so);
+  std::mt19937 rng(5);
+  double pushed = 0;
+  std::vector<std::pair<std::vector<uint32_t>, std::vector<float>>> last(2);
+  for (uint64_t clock = 0; clock < 5; ++clock) {
+    for (int w = 0; w < 2; ++w) {
+      last[w] = RandomPush(&rng);
+      for (float v : last[w].second) pushed += v;
+      p.PushBoth(w, clock, last[w].first, last[w].second);
+      p.Carry();
+    }
+  }
+  EXPECT_EQ(p.mirror.Weights(), p.primary.Weights());
+  p.mirror.link.primary[0] = 1;
+  p.mirror.service->OnTable();
+  // Worker 1's last push again (its reply was lost with the primary).
+  p.mirror.service->OnData(Push(1, 4, last[1].first, last[1].second));
+  EXPECT_EQ(p.mirror.shard->stats().pushes_applied, 10u);
+  EXPECT_NEAR(p.mirror.shard->stats().pushed_sum, pushed, 1e-9);
+  EXPECT_EQ(p.mirror.Weights(), p.plain.Weights());
+}
+
+// ordered_rounds: the round's result is the same bits whatever order the pushes arrive in, and
+// it is the rank-order sum (the oracle: w -= (v0 + v1 + v2) / 3 added in rank order, in fp32).
+TEST(ShardReplicationTest, OrderedRoundsDoNotDependOnArrivalOrder) {
+  ShardServerOptions so = Bsp(3);
+  so.ordered_rounds = true;
+  std::mt19937 rng(3);
+  std::vector<std::pair<std::vector<uint32_t>, std::vector<float>>> pushes;
+  for (int w = 0; w < 3; ++w) pushes.push_back(RandomPush(&rng));
+  std::vector<std::vector<float>> results;
+  for (const std::vector<int>& order : {std::vector<int>{0, 1, 2}, {2, 1, 0}, {1, 2, 0}}) {
+    Replica r(so, 0, false, {});
+    for (int w : order) r.service->OnData(Push(w, 0, pushes[w].first, pushes[w].second));
+    results.push_back(r.Weights());
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  std::vector<float> want = Init(), sum(kShardLen, 0.0f);
+  std::vector<bool> touched(kShardLen, false);
+  for (int w = 0; w < 3; ++w) {
+    for (size_t j = 0; j < pushes[w].first.size(); ++j) {
+      sum[pushes[w].first[j]] += pushes[w].second[j];
+      touched[pushes[w].first[j]] = true;
+    }
+  }
+  for (uint32_t i = 0; i < kShardLen; ++i)
+    if (touched[i]) want[i] -= sum[i] / 3.0f;
+  EXPECT_EQ(results[0], want);
+}
+
+}  // namespace
+}  // namespace sieve
