@@ -308,7 +308,7 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
       continue;
     }
     if (e.failed_over) {  // its shards have a new primary; nothing would be this process's
-      return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+      return ReplyError(h, pb::ERROR_FAILED_OVER,
                         "server " + std::to_string(e.info.rank()) +
                             " failed over: its shards are served by their backups (--replication)"
                             " and a replacement cannot be rebuilt from them yet; the job goes on "

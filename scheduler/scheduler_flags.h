@@ -25,6 +25,7 @@ DECLARE_uint64(num_params);
 DECLARE_bool(allow_unbound_keys);
 DECLARE_int32(heartbeat_timeout_ms);
 DECLARE_int32(startup_timeout_ms);
+DECLARE_uint32(replication);
 DECLARE_string(server_failure);
 DECLARE_int32(server_restart_timeout_ms);
 

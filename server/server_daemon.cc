@@ -485,6 +485,13 @@ int RunServer(const ServerDaemonOptions& options) {
   if (metrics == nullptr) return kExitFailure;
   StopOnSignal signals;  // before the node's threads; stops the node once it is there
   auto started = Node::Start(ToNodeOptions(options));
+  if (!started.ok() && started.status().message().find(pb::ErrorCode_Name(pb::ERROR_FAILED_OVER)) !=
+                           std::string::npos) {
+    // A replacement for a rank whose shards failed over: the job goes on without it, so this
+    // process is done (an orchestrator that restarts failed servers must not retry it).
+    std::fprintf(stderr, "%s: not needed: %s\n", kName, started.status().message().c_str());
+    return kExitSuccess;
+  }
   if (!started.ok()) return ExitWith(kExitFailure, kName, started.status().ToString());
   Node& node = **started;
   signals.SetTarget([&node](const std::string& reason) { node.RequestStop(reason); });

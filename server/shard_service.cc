@@ -265,12 +265,13 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
 
 void ShardService::Flush() {
   if (Holding()) {  // every reply waits for the backups to have what it reflects
-    for (Reply& r : out_) held_.emplace_back(seq_, std::move(r));
+    for (Reply& r : out_) held_.push_back({seq_, replier_, std::move(r)});
     repl_.held_replies += out_.size();
   } else {
     Send(out_);
   }
   out_.clear();
+  replier_ = -1;
 }
 
 void ShardService::Send(const Outbox& replies) {

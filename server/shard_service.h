@@ -16,11 +16,16 @@
 // Replication (scheduler --replication, docs/architecture.md "Replicated shards"): a service is
 // the shard's primary or a mirror of it. A primary sends every event it applies to its shard (a
 // worker's PUSH, INIT or JOIN, a worker's death or re-admission) to each live backup as a
-// REPLICATE, numbered 1, 2, ... in the order it applies them, and holds back every reply it
-// produces until each live backup acknowledged the events applied so far: a reply a worker has
-// seen is never lost with the primary. A mirror replays the events in that order on its own copy
-// (the same state machine on the same inputs: bitwise the same weights, rounds, clocks and
-// residuals) and discards the replies; it answers workers ERROR_NOT_PRIMARY. When the node table
+// REPLICATE, numbered 1, 2, ... in the order it applies them. A mirror replays the events in that
+// order on its own copy (the same state machine on the same inputs: bitwise the same weights,
+// rounds, clocks and residuals, and the same replies) and acknowledges each. The replies of a
+// replicated event are sent by the shard's last live backup (the REPLICATE's replier, as the tail
+// of chain replication), once it applied the event; the other copies discard theirs. The primary
+// keeps its own until every live backup acknowledged the event: if the replier dies first, the
+// primary sends them itself once the remaining backups have the event. Replies to events that are
+// not replicated (a PULL_DENSE) wait for the same acknowledgements and go out from the primary.
+// So a reply a worker has seen reflects only events every live backup holds: it is never lost
+// with the primary. A mirror answers workers ERROR_NOT_PRIMARY. When the node table
 // names this server the shard's primary (the scheduler's failover), the mirror is promoted: it
 // applies the worker deaths and re-admissions the dead primary had not replicated and serves the
 // shard from the state it has, without backups (the other copies are retired).
@@ -82,6 +87,7 @@ struct ReplicationStats {
   uint64_t events = 0;          // events sent to backups (as primary; once per event)
   uint64_t resent = 0;          // REPLICATEs sent again after replicate_resend
   uint64_t replayed = 0;        // events replayed (as mirror)
+  uint64_t replies_sent = 0;    // replies a mirror sent as its events' replier
   uint64_t held_replies = 0;    // replies that waited for acknowledgements
   uint64_t backups_lost = 0;    // backups dropped because they died
   bool promoted = false;        // this mirror took over the shard (failover)
@@ -175,6 +181,7 @@ class ShardService {
   struct Event {
     pb::ReplicaEvent event;
     int worker;
+    int replier;  // the backup that sends its replies (-1: the primary)
     uint64_t round;
     bool dense;
     std::vector<uint32_t> indices;
@@ -182,8 +189,15 @@ class ShardService {
   };
   std::deque<std::shared_ptr<const Event>> unacked_;  // shared: frames in flight borrow them
   uint64_t first_unacked_ = 1;
-  // Replies waiting for acknowledgements: each with the seq that must be acknowledged first.
-  std::deque<std::pair<uint64_t, Reply>> held_;
+  // Replies waiting for acknowledgements: each with the seq every live backup must acknowledge
+  // first and who sends it then (a backup's rank: it did, so it is dropped; -1: the primary).
+  struct HeldReply {
+    uint64_t seq;
+    int replier;
+    Reply reply;
+  };
+  std::deque<HeldReply> held_;
+  int replier_ = -1;     // the replier of the event being handled (Replicate), until Flush
   Outbox replayed_out_;  // a mirror's replies, discarded
   ReplicationStats repl_;
 };

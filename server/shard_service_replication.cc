@@ -18,9 +18,10 @@ void ShardService::Replicate(pb::ReplicaEvent event, int worker, uint64_t round,
                              bool dense) {
   if (!primary_ || backups_.empty()) return;
   ++seq_;
-  unacked_.push_back(std::make_shared<const Event>(
-      Event{event, worker, round, dense, std::vector<uint32_t>(indices.begin(), indices.end()),
-            std::vector<float>(values.begin(), values.end())}));
+  replier_ = backups_.back();  // the last live backup in ring order answers the workers
+  unacked_.push_back(std::make_shared<const Event>(Event{
+      event, worker, replier_, round, dense, std::vector<uint32_t>(indices.begin(), indices.end()),
+      std::vector<float>(values.begin(), values.end())}));
   ++repl_.events;
   const uint64_t index = unacked_.size() - 1;
   for (int b : backups_) SendEvent(b, index);
@@ -35,13 +36,15 @@ void ShardService::SendEvent(int backup, uint64_t index) {
   h.set_seq(seq);
   h.set_origin(e.worker);
   h.set_event(static_cast<uint32_t>(e.event));
+  h.set_replier(e.replier);
   DataPayload p;
   p.dense = e.dense;
   if (!e.dense) p.indices = e.indices;
   p.values = std::as_bytes(std::span<const float>(e.values));
   p.keepalive = held;  // the frames borrow the event's arrays
   EncodeOptions eo;
-  eo.compact_indices = options_.compact_indices;
+  // Between servers the CPU matters more than the bytes: raw indices, no coding pass on either side.
+  eo.compact_indices = false;
   auto frames = EncodeData(h, p, eo);
   if (!frames.ok()) {
     LOG(ERROR) << "encode REPLICATE: " << frames.status().ToString();
@@ -71,8 +74,9 @@ void ShardService::Release() {
     ++first_unacked_;
   }
   Outbox ready;
-  while (!held_.empty() && held_.front().first <= acked) {
-    ready.push_back(std::move(held_.front().second));
+  while (!held_.empty() && held_.front().seq <= acked) {
+    // A live replier acknowledged the event after it sent the replies itself.
+    if (held_.front().replier < 0) ready.push_back(std::move(held_.front().reply));
     held_.pop_front();
   }
   if (!ready.empty()) Send(ready);
@@ -135,13 +139,15 @@ void ShardService::OnReplicate(const Message& msg) {
                   std::to_string(options_.rank) + " after " + std::to_string(seq_) +
                   ": events in between are missing");
   }
+  if (static_cast<pb::ReplicaEvent>(event) == pb::REPLICA_INIT && !msg.dense()) {
+    return refuse("REPLICATE of an INIT without FLAG_DENSE");
+  }
   const uint64_t round = msg.header.round();
   switch (static_cast<pb::ReplicaEvent>(event)) {
     case pb::REPLICA_PUSH:
       shard_->OnPush(origin, round, msg.indices, msg.values, msg.dense(), &replayed_out_);
       break;
     case pb::REPLICA_INIT:
-      if (!msg.dense()) return refuse("REPLICATE of an INIT without FLAG_DENSE");
       shard_->OnInit(origin, msg.values, &replayed_out_);
       break;
     case pb::REPLICA_JOIN:
@@ -153,12 +159,18 @@ void ShardService::OnReplicate(const Message& msg) {
     case pb::REPLICA_WORKER_REJOINED:
       shard_->OnWorkerRejoined(origin);
       break;
-    default:
-      return refuse("unknown REPLICATE event");
+    default:  // ReplicaEvent_IsValid above
+      break;
   }
-  replayed_out_.clear();
   seq_ = seq;
   ++repl_.replayed;
+  // The replier answers the workers before it acknowledges: once the primary has the ack, the
+  // replies are on their way.
+  if (msg.header.replier() == server_rank()) {
+    repl_.replies_sent += replayed_out_.size();
+    Send(replayed_out_);
+  }
+  replayed_out_.clear();
   ack();
 }
 
@@ -167,6 +179,11 @@ void ShardService::OnServerDead(int rank) {
   if (it == backups_.end()) return;
   backups_.erase(it);
   ++repl_.backups_lost;
+  // The replies it was to send and may not have: the primary sends them once the remaining
+  // backups have their events (at once without any).
+  for (HeldReply& h : held_) {
+    if (h.replier == rank) h.replier = -1;
+  }
   LOG(WARNING) << "shard " << options_.rank << " lost its backup on server " << rank << "; "
                << backups_.size() << " left";
   Release();

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "net/listen_flags.h"
+#include "scheduler/scheduler.h"
 
 namespace sieve {
 namespace {
@@ -25,6 +26,7 @@ TEST(SchedulerFlagsTest, DefaultsGiveTheDefaultJob) {
   EXPECT_EQ(d->scheduler.startup_timeout, std::chrono::milliseconds(600000));
   EXPECT_EQ(d->scheduler.server_restart_timeout, std::chrono::milliseconds(60000));
   EXPECT_FALSE(d->scheduler.allow_unbound_keys);
+  EXPECT_EQ(d->scheduler.replication, 0u);
   // Only header-sized messages come to the scheduler.
   EXPECT_EQ(d->scheduler.transport.max_message_bytes, MaxFrameBytes(0));
   EXPECT_EQ(d->metrics.role, "scheduler");
@@ -63,6 +65,28 @@ TEST(SchedulerFlagsTest, FlagsReachTheOptions) {
   EXPECT_EQ(s.transport.advertise_host, "example.test");
   EXPECT_EQ(d->metrics.bind, "127.0.0.1");
   EXPECT_EQ(d->metrics.port, 9401u);
+}
+
+// Backups live on other servers: r >= S is refused when the scheduler is created (the flags
+// alone do not know S's use), naming both numbers.
+TEST(SchedulerFlagsTest, ReplicationReachesTheOptionsAndTooManyBackupsAreRefused) {
+  gflags::FlagSaver saver;
+  FLAGS_num_servers = 2;
+  FLAGS_replication = 1;
+  auto d = FlagsToSchedulerOptions();
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->scheduler.replication, 1u);
+  d->scheduler.transport.port = 0;
+  d->scheduler.transport.bind_host = "127.0.0.1";
+  EXPECT_TRUE(Scheduler::Create(d->scheduler).ok());
+  d->scheduler.replication = 2;
+  auto refused = Scheduler::Create(d->scheduler);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("--replication=2 needs at least 3 servers"),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("--num_servers=2"), std::string::npos);
 }
 
 TEST(SchedulerFlagsTest, BadServerFailureIsAUsageError) {

@@ -71,6 +71,12 @@ Message Decode(Frames frames) {
   return m;
 }
 
+Message Control(int worker, pb::MsgType type, uint64_t round) {
+  auto frames = EncodeControl(MakeDataHeader(type, 1 + kServers + worker, 1, 0, round));
+  EXPECT_TRUE(frames.ok());
+  return Decode(std::move(frames).value());
+}
+
 Message Push(int worker, uint64_t round, const std::vector<uint32_t>& idx,
              const std::vector<float>& val) {
   pb::Header h = MakeDataHeader(pb::MSG_PUSH, 1 + kServers + worker, 1, 0, round);
@@ -202,26 +208,45 @@ TEST(ShardReplicationTest, MirrorHoldsThePrimarysBytesThroughBspRounds) {
   EXPECT_EQ(p.primary.service->replication().events, 60u);
 }
 
-TEST(ShardReplicationTest, RepliesWaitUntilTheBackupAcknowledged) {
+// The replies of a replicated round come from the backup (the event's replier), once it applied
+// the round; the primary sends none of them. A reply to an event that is not replicated (a
+// PULL_DENSE) comes from the primary, once the backup acknowledged what it reflects.
+TEST(ShardReplicationTest, TheBackupAnswersTheRoundAndThePrimaryWaitsForItsAck) {
   Pair p(Bsp(2));
   p.primary.service->OnData(Push(0, 0, {1, 2}, {0.5f, -0.5f}));
   p.primary.service->OnData(Push(1, 0, {2, 3}, {1.0f, 2.0f}));
   EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty()) << "an UPDATE left before the backup had the round";
-  EXPECT_TRUE(UpdatesTo(&p.primary, 1).empty());
-  // The events reach the mirror but its acks are lost: still nothing leaves.
+  p.primary.service->OnData(Control(1, pb::MSG_PULL_DENSE, 0));
+  EXPECT_TRUE(p.primary.Take(WorkerId(1)).empty())
+      << "a DENSE left before the backup had the round";
+  // The events reach the mirror, which answers the workers; its acks are lost.
   for (Frames& f : p.primary.Take(kMirrorId)) p.mirror.service->OnData(Decode(std::move(f)));
   p.mirror.Take(kPrimaryId);
-  EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty());
-  // The primary resends (OnTick); the mirror applies nothing twice and acknowledges again.
-  p.primary.service->OnTick();
-  EXPECT_EQ(p.Carry(), 2u);
-  EXPECT_EQ(p.mirror.service->replication().replayed, 2u);
-  EXPECT_EQ(p.mirror.Weights(), p.primary.Weights());
-  auto u0 = UpdatesTo(&p.primary, 0), u1 = UpdatesTo(&p.primary, 1);
+  auto u0 = UpdatesTo(&p.mirror, 0), u1 = UpdatesTo(&p.mirror, 1);
   ASSERT_EQ(u0.size(), 1u);
   ASSERT_EQ(u1.size(), 1u);
   EXPECT_EQ(std::vector<uint32_t>(u0[0].indices.begin(), u0[0].indices.end()),
             (std::vector<uint32_t>{1, 2, 3}));
+  std::vector<float> want = Init();
+  want[1] -= 0.5f / 2;
+  want[2] -= (-0.5f + 1.0f) / 2;
+  want[3] -= 2.0f / 2;
+  EXPECT_EQ(std::vector<float>(u0[0].values.begin(), u0[0].values.end()),
+            (std::vector<float>{want[1], want[2], want[3]}));
+  EXPECT_TRUE(p.primary.Take(WorkerId(1)).empty());
+  // The primary resends (OnTick); the mirror applies nothing twice, answers no worker again and
+  // acknowledges. The primary then sends the DENSE, and no UPDATE.
+  p.primary.service->OnTick();
+  EXPECT_EQ(p.Carry(), 2u);
+  EXPECT_EQ(p.mirror.service->replication().replayed, 2u);
+  EXPECT_TRUE(UpdatesTo(&p.mirror, 0).empty());
+  EXPECT_EQ(p.mirror.Weights(), p.primary.Weights());
+  EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty());
+  auto dense = p.primary.Take(WorkerId(1));
+  ASSERT_EQ(dense.size(), 1u);
+  Message d = Decode(std::move(dense[0]));
+  EXPECT_EQ(d.type(), pb::MSG_DENSE);
+  EXPECT_EQ(std::vector<float>(d.values.begin(), d.values.end()), want);
 }
 
 TEST(ShardReplicationTest, AReplicatedEventAppliesOnceAndAGapIsRefused) {
@@ -298,9 +323,9 @@ TEST(ShardReplicationTest, ABackupThatDiesReleasesTheHeldReplies) {
 }
 
 // Failover in the middle of a round: the primary completed round 1 and replicated it, worker 0
-// got its UPDATE (and pushed round 2) but worker 1 did not. The promoted mirror answers worker 1's
-// resend of round 1 with the same UPDATE the primary sent worker 0, and round 2 completes as the
-// plain shard's does.
+// got its UPDATE (and pushed round 2) but worker 1's was lost. The promoted mirror answers worker
+// 1's resend of round 1 with the same UPDATE the primary sent worker 0, and round 2 completes as
+// the plain shard's does.
 TEST(ShardReplicationTest, APromotedMirrorGoesOnFromTheRoundInFlight) {
   Pair p(Bsp(2));
   std::mt19937 rng(11);
@@ -312,8 +337,11 @@ TEST(ShardReplicationTest, APromotedMirrorGoesOnFromTheRoundInFlight) {
     }
     p.Carry();
   }
-  auto sent0 = UpdatesTo(&p.primary, 0);
+  // The mirror (the rounds' replier) answered both workers; the primary none.
+  EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty());
+  auto sent0 = UpdatesTo(&p.mirror, 0);
   ASSERT_EQ(sent0.size(), 2u);
+  ASSERT_EQ(UpdatesTo(&p.mirror, 1).size(), 2u);
   const Message& round1 = sent0[1];
   // The primary dies; the table names server 1 shard 0's primary.
   p.mirror.link.primary[0] = 1;

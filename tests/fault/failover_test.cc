@@ -1,0 +1,96 @@
+// kill -9 of a server of a job with --replication=1 (real processes, a --model=synthetic BSP job,
+// 3 servers, 2 workers): the scheduler moves its shard to its backup at once, and a replacement
+// started under the dead rank (what a Kubernetes Job does with a failed pod) is told it is not
+// needed and exits 0, while the job finishes with every worker. The servers' shards end with
+// the same bytes as the workers' replicas (each worker dumps its replica; each live server dumps
+// its own shard; the promoted copy's checksum is in its shard summary).
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "tests/fault/cluster.h"
+
+namespace sieve {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+constexpr uint64_t kD = 30000;
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+uint32_t Crc32(const std::string& bytes) {
+  return static_cast<uint32_t>(crc32(crc32(0, nullptr, 0),
+                                     reinterpret_cast<const Bytef*>(bytes.data()),
+                                     static_cast<uInt>(bytes.size())));
+}
+
+TEST(FailoverTest, AKilledServersShardGoesOnAtItsBackupAndAReplacementIsNotNeeded) {
+  const fs::path dir = fs::temp_directory_path() / ("sieve-failover-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  testing::FaultCluster c;
+  ASSERT_TRUE(c.StartScheduler(
+      3, 2, {"--replication=1", "--heartbeat_timeout_ms=1000", "--server_restart_timeout_ms=2000"}))
+      << c.Log();
+  const std::vector<std::string> server = {
+      "--model=synthetic", "--num_params=" + std::to_string(kD), "--heartbeat_interval_ms=100",
+      "--dump_shard=" + (dir / "s{rank}.bin").string()};
+  for (int s = 0; s < 3; ++s) c.StartServer(s, server);
+  for (int w = 0; w < 2; ++w) {
+    c.StartWorker(w, {"--model=synthetic", "--num_params=" + std::to_string(kD), "--epochs=40",
+                      "--rounds_per_epoch=100", "--compressor=topk", "--density=0.01",
+                      "--heartbeat_interval_ms=100", "--round_timeout_ms=30000",
+                      "--dump_weights=" + (dir / "w{rank}.bin").string()});
+  }
+  ASSERT_TRUE(c.worker(0).WaitFor("epoch 10/40", milliseconds(60000))) << c.Log();
+  c.server(1).Kill(SIGKILL);
+  ASSERT_TRUE(c.scheduler().WaitFor("failover: shard 1 is served by server 2", milliseconds(10000)))
+      << c.Log();
+  // The replacement a Job would start: refused, exits 0, and the job does not wait for it.
+  testing::Subprocess& replacement = c.StartServer(1, server);
+  const auto code = replacement.Wait(milliseconds(30000));
+  ASSERT_TRUE(code.has_value()) << c.Log();
+  EXPECT_EQ(*code, 0) << c.Log();
+  bool said = false;
+  for (const std::string& line : replacement.lines())
+    said |= line.find("not needed") != std::string::npos;
+  EXPECT_TRUE(said) << c.Log();
+
+  ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
+  EXPECT_EQ(c.scheduler().Wait(milliseconds(0)).value_or(-1), 0) << c.Log();
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(c.worker(w).Wait(milliseconds(0)).value_or(-1), 0) << c.Log();
+    EXPECT_EQ(c.WorkerSummary(w).at("rounds"), "4000") << c.Log();
+  }
+  // Replicas equal the servers: shards 0 and 2 from the servers' dumps, shard 1 (promoted on
+  // server 2) by its checksum.
+  const std::string w0 = ReadFile(dir / "w0.bin");
+  ASSERT_EQ(w0.size(), 4 * kD);
+  EXPECT_EQ(w0, ReadFile(dir / "w1.bin"));
+  const uint64_t per = kD / 3 * 4;
+  EXPECT_EQ(w0.substr(0, per), ReadFile(dir / "s0.bin"));
+  EXPECT_EQ(w0.substr(2 * per), ReadFile(dir / "s2.bin"));
+  std::string promoted_checksum;
+  for (const std::string& line : c.server(2).lines()) {
+    const size_t at = line.find("sieve-server shard summary: rank=2 shard=1 ");
+    if (at == std::string::npos) continue;
+    const size_t k = line.find("checksum=", at);
+    promoted_checksum = line.substr(k + 9, 8);
+  }
+  char want[9];
+  std::snprintf(want, sizeof want, "%08x", Crc32(w0.substr(per, per)));
+  EXPECT_EQ(promoted_checksum, want) << c.Log();
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+
+}  // namespace
+}  // namespace sieve
