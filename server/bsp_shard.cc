@@ -113,6 +113,45 @@ void BspShard::Aggregate(std::span<const uint32_t> indices, std::span<const floa
   ++stats_.pushes_applied;
 }
 
+Status BspShard::ApplyRound(uint64_t round, std::span<const uint32_t> indices,
+                            std::span<const float> values, bool dense, Outbox* out) {
+  if (options_.backup_workers > 0 || options_.server_compressor != Compressor::kNone) {
+    return FailedPreconditionError(
+        "a round result cannot be applied with backup workers or two-way compression");
+  }
+  if (round != round_) {
+    return FailedPreconditionError("result of round " + std::to_string(round) +
+                                   " for a copy at round " + std::to_string(round_));
+  }
+  if (dense ? values.size() != w_.size() || !indices.empty() : indices.size() != values.size()) {
+    return InvalidArgumentError("a round result of " + std::to_string(values.size()) +
+                                " values for a shard of " + std::to_string(w_.size()));
+  }
+  for (uint32_t i : indices) {
+    if (i >= w_.size()) return InvalidArgumentError("a round result's index is past the shard");
+  }
+  // Whatever this copy held for the round (nothing, unless a resync or a joiner's push) is the
+  // primary's business now: the result says how the round ended.
+  resync_ = false;
+  dense_next_reply_ = false;
+  for (WorkerState& ws : workers_) {
+    ws.held.held = false;
+    ws.ordered.held = false;
+  }
+  ClearUnion();
+  auto buf = pool_.Get();
+  if (dense) {
+    std::copy(values.begin(), values.end(), w_.begin());
+  } else {
+    for (size_t j = 0; j < indices.size(); ++j) w_[indices[j]] = values[j];
+    buf->indices.assign(indices.begin(), indices.end());
+  }
+  buf->values.assign(values.begin(), values.end());
+  for (uint32_t w = 0; w < options_.num_workers; ++w) workers_[w].arrived = members_[w].live;
+  SendRoundReplies(std::move(buf), dense, false, out);
+  return Status::Ok();
+}
+
 void BspShard::AggregateInRankOrder() {
   for (WorkerState& ws : workers_) {
     if (!ws.ordered.held) continue;

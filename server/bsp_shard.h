@@ -58,6 +58,14 @@ class BspShard : public ShardServer {
   bool resyncing() const override { return resync_; }
   uint64_t round() const override { return round_; }
   uint32_t open_round_pushes() const override { return contributions_; }
+  std::shared_ptr<const ReplyBuffer> last_round_reply(bool* dense) const override {
+    *dense = last_reply_dense_;
+    return last_reply_;
+  }
+  // Without backup workers and two-way compression (whose rounds depend on more than the result:
+  // the late pushes of the open round, the server residual).
+  Status ApplyRound(uint64_t round, std::span<const uint32_t> indices,
+                    std::span<const float> values, bool dense, Outbox* out) override;
 
  protected:
   void Push(int worker, uint64_t round, std::span<const uint32_t> indices,

@@ -407,6 +407,8 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
   sso.compact_indices = o.node.compact_indices;
   sso.reply_values = o.reply_values;  // the shard's weights and accumulation stay fp32
   sso.mirror = mirror;
+  sso.replicate_rounds = so.consistency == Consistency::kBsp && so.backup_workers == 0 &&
+                         so.server_compressor == Compressor::kNone;
   // A server admitted late (a restart) holds no copies, so its own shard has no backups left.
   const int servers = static_cast<int>(node.num_servers());
   if (!mirror && !node.joined_late()) {

@@ -198,4 +198,9 @@ Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
   return Status::Ok();
 }
 
+Status ShardServer::ApplyRound(uint64_t, std::span<const uint32_t>, std::span<const float>, bool,
+                               Outbox*) {
+  return FailedPreconditionError("an ASP/SSP shard has no rounds to apply");
+}
+
 }  // namespace sieve

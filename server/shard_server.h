@@ -203,6 +203,18 @@ class ShardServer {
   // event that produced it; it may send the outbox's replies and clear it, so a part travels while
   // the next one is computed. Without a sink the parts stay in the outbox like any reply.
   void set_part_sink(std::function<void(Outbox*)> sink) { part_sink_ = std::move(sink); }
+  // Replication of BSP rounds by their result (ShardService). last_round_reply: the UPDATE of the
+  // round completed last (its pairs, or the whole shard when *dense), null before any round or
+  // outside BSP. ApplyRound: on a copy, round `round` completes with that result: its weights are
+  // written, and every live worker gets the round's UPDATE (in `out`) as the primary's round
+  // completion sends it. Errors (nothing changes): FailedPrecondition when the copy is not at
+  // `round` or the mode has no rounds, InvalidArgument for sizes that do not fit the shard.
+  virtual std::shared_ptr<const ReplyBuffer> last_round_reply(bool* /*dense*/) const {
+    return nullptr;
+  }
+  virtual Status ApplyRound(uint64_t round, std::span<const uint32_t> indices,
+                            std::span<const float> values, bool dense, Outbox* out);
+
   // BSP: waiting for every live worker's first push after a Restore. false in ASP/SSP.
   virtual bool resyncing() const { return false; }
 

@@ -96,8 +96,10 @@ ShardService::~ShardService() { shard_->set_part_sink(nullptr); }
 // replicate are applied when it is promoted (Promote).
 void ShardService::OnWorkerDead(int rank) {
   if (!primary_) return;
+  const uint64_t before = shard_->round();
   Replicate(pb::REPLICA_WORKER_DEAD, rank, 0, {}, {}, false);
   shard_->OnWorkerDead(rank, &out_);
+  ReplicateCompletedRound(before);
   Flush();
 }
 
@@ -134,8 +136,10 @@ void ShardService::OnData(Message msg) {
         (void)link_->SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers join", msg.type(),
                                round, options_.rank);
       } else {
+        const uint64_t before = shard_->round();
         Replicate(pb::REPLICA_JOIN, worker, round, {}, {}, false);
         shard_->OnJoin(worker, round, &out_);
+        ReplicateCompletedRound(before);
       }
       break;
     case pb::MSG_PUSH:
@@ -173,8 +177,12 @@ void ShardService::OnData(Message msg) {
         break;
       }
       const auto push_start = Clock::now();
-      Replicate(pb::REPLICA_PUSH, worker, round, msg.indices, values, msg.dense());
+      const uint64_t before = shard_->round();
+      if (!options_.replicate_rounds) {
+        Replicate(pb::REPLICA_PUSH, worker, round, msg.indices, values, msg.dense());
+      }
       shard_->OnPush(worker, round, msg.indices, values, msg.dense(), &out_);
+      ReplicateCompletedRound(before);
       if (metrics_ != nullptr) {
         const ShardServerStats& st = shard_->stats();
         metrics_->ObservePushLatency(SecondsSince(push_start));

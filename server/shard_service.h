@@ -78,6 +78,11 @@ struct ShardServiceOptions {
   // `backups` (server ranks) and waits for their acknowledgements before replying.
   bool mirror = false;
   std::vector<int> backups;
+  // A primary replicates BSP rounds by their result (REPLICA_ROUND: the round's UPDATE), not by
+  // their pushes: its backups then write the result instead of aggregating every push again. Only
+  // for BSP without backup workers or two-way compression (ShardServer::ApplyRound); the daemon
+  // sets it where it holds.
+  bool replicate_rounds = false;
   // A primary resends a backup's unacknowledged events after this long without progress (OnTick).
   std::chrono::milliseconds replicate_resend{200};
 };
@@ -133,6 +138,9 @@ class ShardService {
   void Replicate(pb::ReplicaEvent event, int worker, uint64_t round,
                  std::span<const uint32_t> indices, std::span<const float> values, bool dense);
   void SendEvent(int backup, uint64_t index);  // unacked_[index] to `backup`
+  // replicate_rounds: after an event of the primary, the round it completed (if `before`, the
+  // shard's round before the event, is now behind) as a REPLICA_ROUND.
+  void ReplicateCompletedRound(uint64_t before);
   void OnReplicate(const Message& msg);
   void OnReplicateAck(const Message& msg);
   void Release();

@@ -27,6 +27,19 @@ void ShardService::Replicate(pb::ReplicaEvent event, int worker, uint64_t round,
   for (int b : backups_) SendEvent(b, index);
 }
 
+void ShardService::ReplicateCompletedRound(uint64_t before) {
+  if (!options_.replicate_rounds || !primary_ || backups_.empty()) return;
+  const uint64_t now = shard_->round();
+  if (now == before) return;
+  bool dense = false;
+  std::shared_ptr<const ReplyBuffer> reply = shard_->last_round_reply(&dense);
+  // One event completes at most one round; anything else would leave the copies behind.
+  CHECK(now == before + 1 && reply != nullptr)
+      << "shard " << options_.rank << " went from round " << before << " to " << now;
+  Replicate(pb::REPLICA_ROUND, -1, before, dense ? std::span<const uint32_t>() : reply->indices,
+            reply->values, dense);
+}
+
 void ShardService::SendEvent(int backup, uint64_t index) {
   const std::shared_ptr<const Event>& held = unacked_[index];
   const Event& e = *held;
@@ -43,7 +56,8 @@ void ShardService::SendEvent(int backup, uint64_t index) {
   p.values = std::as_bytes(std::span<const float>(e.values));
   p.keepalive = held;  // the frames borrow the event's arrays
   EncodeOptions eo;
-  // Between servers the CPU matters more than the bytes: raw indices, no coding pass on either side.
+  // Between servers the CPU matters more than the bytes: raw indices, no coding pass on either
+  // side.
   eo.compact_indices = false;
   auto frames = EncodeData(h, p, eo);
   if (!frames.ok()) {
@@ -122,8 +136,11 @@ void ShardService::OnReplicate(const Message& msg) {
   }
   const uint32_t event = msg.header.event();
   const int origin = msg.header.origin();
-  if (!pb::ReplicaEvent_IsValid(static_cast<int>(event)) || origin < 0 ||
-      origin >= static_cast<int>(options_.num_workers) || !msg.values16().empty()) {
+  const bool round_event = event == pb::REPLICA_ROUND;  // from no worker: origin -1
+  if (!pb::ReplicaEvent_IsValid(static_cast<int>(event)) ||
+      (round_event ? origin != -1
+                   : origin < 0 || origin >= static_cast<int>(options_.num_workers)) ||
+      !msg.values16().empty()) {
     return refuse("REPLICATE with event " + std::to_string(event) + ", origin " +
                   std::to_string(origin) + " (fp32 values only)");
   }
@@ -158,6 +175,14 @@ void ShardService::OnReplicate(const Message& msg) {
       break;
     case pb::REPLICA_WORKER_REJOINED:
       shard_->OnWorkerRejoined(origin);
+      break;
+    case pb::REPLICA_ROUND:
+      if (Status s =
+              shard_->ApplyRound(round, msg.indices, msg.values, msg.dense(), &replayed_out_);
+          !s.ok()) {
+        replayed_out_.clear();
+        return refuse("REPLICATE of round " + std::to_string(round) + ": " + s.ToString());
+      }
       break;
     default:  // ReplicaEvent_IsValid above
       break;

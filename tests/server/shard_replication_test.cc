@@ -108,7 +108,8 @@ std::pair<std::vector<uint32_t>, std::vector<float>> RandomPush(std::mt19937* rn
 }
 
 struct Replica {
-  Replica(const ShardServerOptions& so, int server_rank, bool mirror, std::vector<int> backups)
+  Replica(const ShardServerOptions& so, int server_rank, bool mirror, std::vector<int> backups,
+          bool replicate_rounds = false)
       : link(server_rank) {
     auto created = ShardServer::Create(so, Init());
     EXPECT_TRUE(created.ok());
@@ -121,6 +122,7 @@ struct Replica {
     o.mirror = mirror;
     o.backups = std::move(backups);
     o.replicate_resend = std::chrono::milliseconds(0);  // every OnTick resends
+    o.replicate_rounds = replicate_rounds;
     service = std::make_unique<ShardService>(o, shard.get(), &link, nullptr, nullptr);
   }
   std::vector<float> Weights() const { return {shard->weights().begin(), shard->weights().end()}; }
@@ -148,8 +150,11 @@ constexpr int kPrimaryId = 1, kMirrorId = 2;
 // A primary of shard 0 on server 0 with its mirror on server 1, and a shard without replication
 // (`plain`) fed the same pushes.
 struct Pair {
-  explicit Pair(ShardServerOptions so)
-      : primary(so, 0, false, {1}), mirror(so, 1, true, {}), plain(so, 0, false, {}) {}
+  // replicate_rounds: the primary replicates BSP rounds by their result instead of their pushes.
+  explicit Pair(ShardServerOptions so, bool replicate_rounds = false)
+      : primary(so, 0, false, {1}, replicate_rounds),
+        mirror(so, 1, true, {}),
+        plain(so, 0, false, {}) {}
   // Delivers every REPLICATE the primary sent and every ack the mirror sent back; returns how many
   // REPLICATEs went.
   size_t Carry() {
@@ -190,8 +195,12 @@ std::vector<Message> UpdatesTo(Replica* r, int rank) {
   return out;
 }
 
-TEST(ShardReplicationTest, MirrorHoldsThePrimarysBytesThroughBspRounds) {
-  Pair p(Bsp(3));
+class ShardReplicationModes : public ::testing::TestWithParam<bool> {};
+
+// Both ways of replicating BSP: every push replayed, or every round's result written.
+TEST_P(ShardReplicationModes, MirrorHoldsThePrimarysBytesThroughBspRounds) {
+  const bool by_result = GetParam();
+  Pair p(Bsp(3), by_result);
   std::mt19937 rng(7);
   for (uint64_t round = 0; round < 20; ++round) {
     for (int w : {2, 0, 1}) {
@@ -204,8 +213,19 @@ TEST(ShardReplicationTest, MirrorHoldsThePrimarysBytesThroughBspRounds) {
   // Replication changes nothing in the math: the plain shard, fed the same pushes, agrees.
   EXPECT_EQ(p.primary.Weights(), p.plain.Weights());
   EXPECT_EQ(p.mirror.shard->round(), 20u);
-  EXPECT_EQ(p.mirror.service->replication().replayed, 60u);
-  EXPECT_EQ(p.primary.service->replication().events, 60u);
+  EXPECT_EQ(p.mirror.service->replication().replayed, by_result ? 20u : 60u);
+  EXPECT_EQ(p.primary.service->replication().events, by_result ? 20u : 60u);
+  // The workers' UPDATEs came from the mirror, the same bytes the plain shard sends.
+  for (int w = 0; w < 3; ++w) {
+    auto from_mirror = UpdatesTo(&p.mirror, w), from_plain = UpdatesTo(&p.plain, w);
+    ASSERT_EQ(from_mirror.size(), 20u);
+    ASSERT_EQ(from_plain.size(), 20u);
+    for (size_t i = 0; i < 20; ++i) {
+      EXPECT_EQ(std::vector<float>(from_mirror[i].values.begin(), from_mirror[i].values.end()),
+                std::vector<float>(from_plain[i].values.begin(), from_plain[i].values.end()));
+    }
+  }
+  EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty());
 }
 
 // The replies of a replicated round come from the backup (the event's replier), once it applied
@@ -326,8 +346,8 @@ TEST(ShardReplicationTest, ABackupThatDiesReleasesTheHeldReplies) {
 // got its UPDATE (and pushed round 2) but worker 1's was lost. The promoted mirror answers worker
 // 1's resend of round 1 with the same UPDATE the primary sent worker 0, and round 2 completes as
 // the plain shard's does.
-TEST(ShardReplicationTest, APromotedMirrorGoesOnFromTheRoundInFlight) {
-  Pair p(Bsp(2));
+TEST_P(ShardReplicationModes, APromotedMirrorGoesOnFromTheRoundInFlight) {
+  Pair p(Bsp(2), GetParam());
   std::mt19937 rng(11);
   std::vector<std::pair<std::vector<uint32_t>, std::vector<float>>> pushes;
   for (int i = 0; i < 6; ++i) pushes.push_back(RandomPush(&rng));
@@ -356,7 +376,7 @@ TEST(ShardReplicationTest, APromotedMirrorGoesOnFromTheRoundInFlight) {
   ASSERT_EQ(resent[0].values.size(), round1.values.size());
   EXPECT_EQ(0,
             std::memcmp(resent[0].values.data(), round1.values.data(), round1.values.size_bytes()));
-  EXPECT_EQ(p.mirror.shard->stats().pushes_applied, 4u) << "the resend was applied again";
+  EXPECT_EQ(p.mirror.shard->stats().duplicates, 1u) << "the resend was not answered as one";
   // Round 2 on the promoted copy and on the plain shard.
   for (int w = 0; w < 2; ++w) {
     p.mirror.service->OnData(Push(w, 2, pushes[4 + w].first, pushes[4 + w].second));
@@ -439,6 +459,32 @@ TEST(ShardReplicationTest, OrderedRoundsDoNotDependOnArrivalOrder) {
   for (uint32_t i = 0; i < kShardLen; ++i)
     if (touched[i]) want[i] -= sum[i] / 3.0f;
   EXPECT_EQ(results[0], want);
+}
+
+INSTANTIATE_TEST_SUITE_P(ByPushOrByResult, ShardReplicationModes, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "RoundResults" : "PushReplay";
+                         });
+
+// A round result the copy cannot take (another round) is refused and changes nothing.
+TEST(ShardReplicationTest, ARoundResultForAnotherRoundIsRefused) {
+  Pair p(Bsp(1), true);
+  p.primary.service->OnData(Push(0, 0, {2}, {1.0f}));
+  auto events = p.primary.Take(kMirrorId);
+  ASSERT_EQ(events.size(), 1u);
+  Message m = Decode(std::move(events[0]));
+  pb::Header h = m.header;
+  h.set_round(5);
+  DataPayload pl;
+  pl.indices = m.indices;
+  pl.values = std::as_bytes(m.values);
+  auto f = EncodeData(h, pl);
+  ASSERT_TRUE(f.ok());
+  p.mirror.service->OnData(Decode(std::move(f).value()));
+  ASSERT_EQ(p.mirror.link.errors.size(), 1u);
+  EXPECT_EQ(p.mirror.link.errors[0].code, pb::ERROR_NOT_REPLICA);
+  EXPECT_EQ(p.mirror.Weights(), Init());
+  EXPECT_EQ(p.mirror.shard->round(), 0u);
 }
 
 }  // namespace
