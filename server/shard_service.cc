@@ -196,6 +196,7 @@ void ShardService::OnData(Message msg) {
       peer_log_.Warn([&](std::ostream& os) {
         os << "error from node " << sender << ": " << msg.header.error().message();
       });
+      if (msg.header.error().code() == pb::ERROR_NOT_REPLICA) OnReplicaRefused(sender - 1);
       break;
     default:
       (void)link_->SendError(

@@ -94,7 +94,7 @@ struct ReplicationStats {
   uint64_t replayed = 0;        // events replayed (as mirror)
   uint64_t replies_sent = 0;    // replies a mirror sent as its events' replier
   uint64_t held_replies = 0;    // replies that waited for acknowledgements
-  uint64_t backups_lost = 0;    // backups dropped because they died
+  uint64_t backups_lost = 0;    // backups dropped because they died or refused to follow
   bool promoted = false;        // this mirror took over the shard (failover)
   uint64_t promoted_round = 0;  // the shard's round (BSP) when it did
 };
@@ -126,6 +126,9 @@ class ShardService {
   const ReplicationStats& replication() const { return repl_; }
   // Live backups this primary replicates to.
   const std::vector<int>& backups() const { return backups_; }
+  // Refusals in a row (ERROR_NOT_REPLICA, no acknowledgement between them) after which a backup
+  // is dropped (see OnReplicaRefused).
+  static constexpr int kMaxRefusals = 3;
 
  private:
   void Flush();
@@ -143,6 +146,11 @@ class ShardService {
   void ReplicateCompletedRound(uint64_t before);
   void OnReplicate(const Message& msg);
   void OnReplicateAck(const Message& msg);
+  // A backup refused a REPLICATE (ERROR_NOT_REPLICA). A gap is closed by the next resend; a backup
+  // that refuses kMaxRefusals times in a row without acknowledging anything in between holds a
+  // copy that cannot follow (it is not at the primary's round): it is dropped as if dead, so the
+  // shard goes on without it instead of waiting for it for ever.
+  void OnReplicaRefused(int backup);
   void Release();
   uint64_t MinAcked() const;  // the least seq every live backup acknowledged (seq_ without any)
   bool Holding() const { return !backups_.empty() && MinAcked() < seq_; }
@@ -183,6 +191,7 @@ class ShardService {
   bool mirror_ = false;
   std::vector<int> backups_;       // live backups (server ranks)
   std::map<int, uint64_t> acked_;  // backup -> highest seq it acknowledged
+  std::map<int, int> refusals_;    // backup -> ERROR_NOT_REPLICA since its last acknowledgement
   std::map<int, std::chrono::steady_clock::time_point> last_progress_;  // backup -> last ack/send
   uint64_t seq_ = 0;  // events applied (primary: sent; mirror: replayed)
   // The events not yet acknowledged by every live backup, in seq order (seq = first_unacked_ + i).

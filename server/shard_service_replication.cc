@@ -117,8 +117,18 @@ void ShardService::OnReplicateAck(const Message& msg) {
   if (msg.header.seq() > it->second) {
     it->second = msg.header.seq();
     last_progress_[from] = std::chrono::steady_clock::now();
+    refusals_[from] = 0;
   }
   Release();
+}
+
+void ShardService::OnReplicaRefused(int backup) {
+  if (!primary_ || std::find(backups_.begin(), backups_.end(), backup) == backups_.end()) return;
+  if (++refusals_[backup] < kMaxRefusals) return;
+  LOG(ERROR) << "server " << backup << " refused shard " << options_.rank << "'s events "
+             << kMaxRefusals << " times without acknowledging any: its copy cannot follow, so "
+             << "it is no longer a backup of the shard";
+  OnServerDead(backup);
 }
 
 void ShardService::OnReplicate(const Message& msg) {

@@ -3,7 +3,9 @@
 // shards, every worker starts at the round the servers report (worker/client/worker_start.h),
 // and the weights at the end equal, bitwise, those of one uninterrupted job of the same rounds.
 // Real processes, Fashion-MNIST softmax, 2 servers, 2 workers, BSP, dense pushes without momentum
-// (so a worker carries no state between rounds and the comparison can be exact).
+// (so a worker carries no state between rounds and the comparison can be exact). Also with the
+// scheduler's --replication=1: each server's copy of the other's shard restores that shard's
+// checkpoint too, so the copies start equal to the primaries.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,12 +30,13 @@ struct Job {
 };
 
 // One job of `max_rounds` rounds; servers get `server_flags` and dump their shards as
-// <dump>-<rank>.bin.
-Job RunJob(uint64_t max_rounds, const std::vector<std::string>& server_flags,
-           const fs::path& dump) {
+// <dump>-<rank>.bin; the scheduler gets --replication=`replication`.
+Job RunJob(uint64_t max_rounds, const std::vector<std::string>& server_flags, const fs::path& dump,
+           int replication) {
   Job j;
   testing::FaultCluster c;
-  if (!c.StartScheduler(2, 2, {"--heartbeat_timeout_ms=20000"})) {
+  if (!c.StartScheduler(
+          2, 2, {"--heartbeat_timeout_ms=20000", "--replication=" + std::to_string(replication)})) {
     j.log = c.Log();
     return j;
   }
@@ -63,22 +66,25 @@ std::string Bytes(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-TEST(JobRestartTest, AJobRestartedWholeGoesOnFromTheServersCheckpoints) {
+class JobRestartTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(JobRestartTest, AJobRestartedWholeGoesOnFromTheServersCheckpoints) {
   if (!testing::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const int r = GetParam();
   const fs::path dir =
       fs::temp_directory_path() / ("sieve-job-restart-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string ckpt = "--checkpoint_dir=" + (dir / "ckpt").string();
 
-  const Job whole = RunJob(200, {}, dir / "whole");
+  const Job whole = RunJob(200, {}, dir / "whole", r);
   ASSERT_TRUE(whole.ok) << whole.log;
   // The first attempt: 100 rounds, a checkpoint every 50 (the last at round 100).
-  const Job first = RunJob(100, {ckpt, "--checkpoint_every=50"}, dir / "first");
+  const Job first = RunJob(100, {ckpt, "--checkpoint_every=50"}, dir / "first", r);
   ASSERT_TRUE(first.ok) << first.log;
   // The restarted job: fresh processes, the same checkpoint directory.
   const Job second =
-      RunJob(200, {ckpt, "--checkpoint_every=50", "--restore=always"}, dir / "second");
+      RunJob(200, {ckpt, "--checkpoint_every=50", "--restore=always"}, dir / "second", r);
   ASSERT_TRUE(second.ok) << second.log;
   EXPECT_EQ(second.server0.at("restored_round"), "100") << second.log;
   EXPECT_EQ(second.worker0.at("first_round"), "100") << second.log;
@@ -90,9 +96,17 @@ TEST(JobRestartTest, AJobRestartedWholeGoesOnFromTheServersCheckpoints) {
         << "server " << s << "'s shard differs from the uninterrupted job's";
     EXPECT_NE(Bytes(dir / ("first-" + std::to_string(s) + ".bin")), want);
   }
+  if (r > 0) {
+    EXPECT_EQ(second.server0.at("backups"), "1") << second.log;
+  }
   std::error_code ec;
   fs::remove_all(dir, ec);
 }
+
+INSTANTIATE_TEST_SUITE_P(Replication, JobRestartTest, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return i.param == 0 ? std::string("r0") : std::string("r1");
+                         });
 
 }  // namespace
 }  // namespace sieve

@@ -461,6 +461,34 @@ TEST(ShardReplicationTest, OrderedRoundsDoNotDependOnArrivalOrder) {
   EXPECT_EQ(results[0], want);
 }
 
+// A backup whose copy cannot follow (here: its table names another primary, so it refuses every
+// event) is dropped after ShardService::kMaxRefusals refusals: the primary answers the workers
+// itself instead of waiting for it for ever.
+TEST(ShardReplicationTest, ABackupThatKeepsRefusingIsDropped) {
+  Pair p(Bsp(1), true);
+  p.mirror.link.primary[0] = 1;
+  p.primary.service->OnData(Push(0, 0, {5}, {1.0f}));
+  for (int i = 0; i < ShardService::kMaxRefusals; ++i) {
+    EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty()) << "refusal " << i;
+    for (Frames& f : p.primary.Take(kMirrorId)) p.mirror.service->OnData(Decode(std::move(f)));
+    ASSERT_EQ(p.mirror.link.errors.size(), 1u);
+    const Link::Error e = p.mirror.link.errors[0];
+    p.mirror.link.errors.clear();
+    EXPECT_EQ(e.code, pb::ERROR_NOT_REPLICA);
+    pb::Header h =
+        MakeErrorHeader(kMirrorId, kPrimaryId, e.round, e.code, e.message, pb::MSG_REPLICATE);
+    h.set_shard(e.shard);
+    auto frames = EncodeControl(h);
+    ASSERT_TRUE(frames.ok());
+    p.primary.service->OnData(Decode(std::move(frames).value()));
+    p.primary.service->OnTick();  // resends (replicate_resend is 0 here)
+  }
+  EXPECT_TRUE(p.primary.service->backups().empty());
+  auto u = UpdatesTo(&p.primary, 0);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].values[0], Init()[5] - 1.0f);
+}
+
 INSTANTIATE_TEST_SUITE_P(ByPushOrByResult, ShardReplicationModes, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? "RoundResults" : "PushReplay";
