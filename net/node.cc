@@ -120,6 +120,7 @@ Status Node::Register() {
   MutexLock lock(&mu_);
   register_header_ = MakeRegisterHeader(options_.role, transport_->host(), transport_->port(),
                                         options_.rank, instance_, options_.num_params);
+  register_header_.mutable_register_()->set_rebuildable(options_.rebuildable);
   SetRegisterBytesLocked();
   for (int attempt = 0; attempt < options_.register_attempts && !acked_; ++attempt) {
     const pb::Header h = register_header_;

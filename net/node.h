@@ -48,6 +48,8 @@ struct NodeOptions {
   std::string scheduler;  // "host:port"
   TransportOptions transport;
   uint64_t num_params = 0;  // D declared at registration (workers); 0 = none
+  // Servers: Register.rebuildable (a replacement under a failed-over rank can be rebuilt).
+  bool rebuildable = false;
   // 0 disables heartbeats and scheduler-loss detection.
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{10000};  // scheduler silent this long -> node fails

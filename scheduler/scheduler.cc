@@ -39,7 +39,11 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
   std::unique_ptr<Scheduler> s(new Scheduler(options));
   s->shard_primary_.resize(options.num_servers);
   for (uint32_t r = 0; r < options.num_servers; ++r) s->shard_primary_[r] = static_cast<int>(r);
-  s->server_lost_.assign(options.num_servers, false);
+  s->copies_.resize(options.num_servers);
+  for (uint32_t shard = 0; shard < options.num_servers; ++shard) {
+    for (uint32_t k = 1; k <= options.replication; ++k)
+      s->copies_[shard].push_back(static_cast<int>((shard + k) % options.num_servers));
+  }
   std::random_device rd;
   while (s->job_instance_ == 0) {
     s->job_instance_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
@@ -157,6 +161,9 @@ void Scheduler::Handle(Frames frames) {
   switch (h.type()) {
     case pb::MSG_BARRIER:
       HandleBarrier(h.sender(), h.barrier());
+      break;
+    case pb::MSG_COPY_READY:
+      HandleCopyReady(*e, h);
       break;
     case pb::MSG_FINISHED: {
       if (e->info.role() != pb::ROLE_WORKER) {
@@ -307,11 +314,12 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
     if (!CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), e.info.rank()).ok()) {
       continue;
     }
-    if (e.failed_over) {  // its shards have a new primary; nothing would be this process's
+    if (e.failed_over && !r.rebuildable()) {  // its shards have a new primary
       return ReplyError(h, pb::ERROR_FAILED_OVER,
                         "server " + std::to_string(e.info.rank()) +
                             " failed over: its shards are served by their backups (--replication)"
-                            " and a replacement cannot be rebuilt from them yet; the job goes on "
+                            " and this server cannot be rebuilt from them (only a BSP server "
+                            "without backup workers or two-way compression can); the job goes on "
                             "without it");
     }
     e.info.set_host(r.host());
@@ -320,6 +328,7 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
     e.info.set_key(key);
     e.dead = false;
     e.finished = false;
+    e.failed_over = false;  // a rebuilt replacement: the primaries send it their snapshots
     e.last_seen = Clock::now();
     (void)transport_->Connect(id, r.host(), r.port());
     ++generation_;
@@ -579,15 +588,14 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
 
 bool Scheduler::FailOver(int rank) {
   const int servers = static_cast<int>(options_.num_servers);
-  server_lost_[rank] = true;
+  for (auto& c : copies_) std::erase(c, rank);  // its copies died with it
   bool moved = false, stranded = false;
   for (int shard = 0; shard < servers; ++shard) {
     if (shard_primary_[shard] != rank) continue;
-    int to = -1;
-    for (int k = 1; k <= static_cast<int>(options_.replication) && to < 0; ++k) {
-      const int b = (shard + k) % servers;
-      if (!server_lost_[b]) to = b;
-    }
+    const int to = copies_[shard].empty() ? -1 : copies_[shard].front();
+    // The new primary's copy is the shard now; the other copies may be ahead of it or behind it
+    // by the events in flight: they are retired.
+    copies_[shard].clear();
     if (to < 0) {
       stranded = true;
       event_log_.Warn([&](std::ostream& os) {
@@ -610,6 +618,27 @@ bool Scheduler::FailOver(int rank) {
     Broadcast(t);
   }
   return !stranded;
+}
+
+void Scheduler::HandleCopyReady(const Entry& from, const pb::Header& h) {
+  const int shard = h.shard(), holder = h.origin();
+  const int servers = static_cast<int>(options_.num_servers);
+  Entry* copy = holder >= 0 && holder < servers ? Find(ServerNodeId(holder)) : nullptr;
+  if (from.info.role() != pb::ROLE_SERVER || shard < 0 || shard >= servers ||
+      shard_primary_[shard] != from.info.rank() || copy == nullptr || copy->dead ||
+      holder == from.info.rank()) {
+    return ReplyError(h, pb::ERROR_UNEXPECTED_TYPE,
+                      "COPY_READY for shard " + std::to_string(shard) + " and server " +
+                          std::to_string(holder) + " from node " + std::to_string(from.info.id()) +
+                          ", which is not that shard's primary or names no live server");
+  }
+  auto& c = copies_[shard];
+  if (std::find(c.begin(), c.end(), holder) != c.end()) return;
+  c.push_back(holder);
+  event_log_.Warn([&](std::ostream& os) {
+    os << "server " << holder << " holds a copy of shard " << shard << " again (" << c.size()
+       << " of --replication=" << options_.replication << ")";
+  });
 }
 
 Scheduler::Entry* Scheduler::Find(int id) {

@@ -142,6 +142,8 @@ class Scheduler {
     return role == pb::ROLE_SERVER ? options_.num_servers : options_.num_workers;
   }
   void HandleBarrier(int id, const pb::Barrier& b);
+  // A primary's report that server h.origin holds a copy of shard h.shard again.
+  void HandleCopyReady(const Entry& from, const pb::Header& h);
   Status MaybeStart();
   void CheckHeartbeats();
   void CheckBarriers();
@@ -205,7 +207,10 @@ class Scheduler {
   // Replication: the server rank serving each shard (NodeTable.shard_primary), and the servers
   // that died since the start: their copies are gone (a process restarted under a rank holds none).
   std::vector<int> shard_primary_;
-  std::vector<bool> server_lost_;
+  // Replication: the servers holding an up-to-date copy of each shard besides its primary (ring
+  // order from the shard: s+1..s+r at the start; a failover retires the others; a rebuilt
+  // replacement is added when the primary reports it, MSG_COPY_READY).
+  std::vector<std::vector<int>> copies_;
   std::map<int, Entry> nodes_;  // by node id, after the table went out
   // At most this many pending barriers per node; a BARRIER beyond it is ERROR_BAD_BARRIER.
   static constexpr int kMaxPendingBarriersPerNode = 4;

@@ -68,6 +68,13 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
     out->push_back(Reply::Update(worker, round, last_reply_dense_, last_reply_));
     return;
   }
+  if (round + 1 == round_ && !last_reply_ && !resync_ && !backups) {
+    // A copy rebuilt from a snapshot of round_ has no previous reply: the whole shard is what
+    // that UPDATE left on the worker (every replica equals the servers' weights after a round).
+    ++stats_.duplicates;
+    out->push_back(Reply::Update(worker, round, true, CopyOfShard()));
+    return;
+  }
   if (backups && round < round_ && options_.late_pushes == LatePushes::kApply) {
     return LatePush(worker, round, indices, values, dense);
   }
@@ -149,6 +156,12 @@ Status BspShard::ApplyRound(uint64_t round, std::span<const uint32_t> indices,
   buf->values.assign(values.begin(), values.end());
   for (uint32_t w = 0; w < options_.num_workers; ++w) workers_[w].arrived = members_[w].live;
   SendRoundReplies(std::move(buf), dense, false, out);
+  return Status::Ok();
+}
+
+Status BspShard::InstallSnapshot(uint64_t round, std::vector<float> weights) {
+  SIEVE_RETURN_IF_ERROR(Restore(round, std::move(weights)));
+  resync_ = false;  // the primary's round, not a checkpoint's: nothing to resynchronize
   return Status::Ok();
 }
 

@@ -20,6 +20,7 @@
 #include "kernels/model/param_init.h"
 #include "metrics/daemon_metrics.h"
 #include "net/node.h"
+#include "proto/messages.h"
 #include "server/bsp_shard.h"
 #include "server/checkpointer.h"
 #include "server/consistency.h"
@@ -50,10 +51,13 @@ int StopJob(Node& node, int exit_code, const std::string& message, const std::st
   return exit_code;
 }
 
+bool Rebuildable(const ShardServerOptions& so);
+
 NodeOptions ToNodeOptions(const ServerDaemonOptions& o) {
   const NodeFlags& nf = o.node;
   NodeOptions no;
   no.role = pb::ROLE_SERVER;
+  no.rebuildable = Rebuildable(o.shard);
   no.rank = nf.rank;
   no.scheduler = nf.scheduler;
   no.transport.bind_host = nf.bind;
@@ -146,6 +150,13 @@ class NodeServerLink : public ServerLink {
                    uint64_t round, int shard) override {
     return node_->SendError(peer, code, message, rejected, round, shard);
   }
+  Status ReportCopy(int shard, int server) override {
+    pb::Header h = MakeHeader(pb::MSG_COPY_READY, node_->id(), kSchedulerId);
+    h.set_shard(shard);
+    h.set_origin(server);
+    SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
+    return node_->Send(kSchedulerId, std::move(frames));
+  }
 
  private:
   Node* const node_;
@@ -198,8 +209,11 @@ class HostedShards {
       if (d.role() == pb::ROLE_SERVER) h->service->OnServerDead(d.rank());
     }
   }
-  void OnWorkerRejoined(int rank) {
-    for (auto& h : shards_) h->service->OnWorkerRejoined(rank);
+  void OnRejoined(const pb::NodeInfo& n) {
+    for (auto& h : shards_) {
+      if (n.role() == pb::ROLE_WORKER) h->service->OnWorkerRejoined(n.rank());
+      if (n.role() == pb::ROLE_SERVER) h->service->OnServerRejoined(n.rank());
+    }
   }
   void OnTable() {
     for (auto& h : shards_) h->service->OnTable();
@@ -233,9 +247,8 @@ Status Serve(Node& node, HostedShards& shards, DaemonMetrics& metrics, bool refr
     if (gate->serving) shards.OnNodeDead(d);
   });
   node.set_on_node_rejoined([&shards, gate](const pb::NodeInfo& n) {
-    if (n.role() != pb::ROLE_WORKER) return;
     MutexLock lock(&gate->mu);
-    if (gate->serving) shards.OnWorkerRejoined(n.rank());
+    if (gate->serving) shards.OnRejoined(n);
   });
   node.set_on_table([&shards, gate](const pb::NodeTable&) {
     MutexLock lock(&gate->mu);
@@ -371,12 +384,19 @@ std::string PromotedShardLine(int rank, const HostedShard& h) {
   return line;
 }
 
+// Whether a replicated shard of these options is copied by its rounds' results, so that a
+// replacement server can be rebuilt from a snapshot (ShardServiceOptions::replicate_rounds).
+bool Rebuildable(const ShardServerOptions& so) {
+  return so.consistency == Consistency::kBsp && so.backup_workers == 0 &&
+         so.server_compressor == Compressor::kNone;
+}
+
 // Creates the shard `shard_rank` this server holds (a mirror of another server's when `mirror`):
 // its initial weights, its checkpoint restore, its service. nullptr with *code set when the job
 // must stop.
 std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
                                        DaemonMetrics& metrics, NodeServerLink* link, int shard_rank,
-                                       bool mirror, int* code) {
+                                       bool mirror, bool awaiting_snapshot, int* code) {
   auto h = std::make_unique<HostedShard>();
   h->shard = shard_rank;
   h->range = node.shards()[shard_rank];
@@ -407,13 +427,19 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
   sso.compact_indices = o.node.compact_indices;
   sso.reply_values = o.reply_values;  // the shard's weights and accumulation stay fp32
   sso.mirror = mirror;
-  sso.replicate_rounds = so.consistency == Consistency::kBsp && so.backup_workers == 0 &&
-                         so.server_compressor == Compressor::kNone;
+  sso.replicate_rounds = Rebuildable(so);
+  sso.awaiting_snapshot = awaiting_snapshot;
   // A server admitted late (a restart) holds no copies, so its own shard has no backups left.
   const int servers = static_cast<int>(node.num_servers());
   if (!mirror && !node.joined_late()) {
     for (int k = 1; k <= static_cast<int>(node.replication()); ++k)
       sso.backups.push_back((shard_rank + k) % servers);
+  }
+  // Where the shard's copies belong (its own server and the r after it): a replacement of one of
+  // them is rebuilt by this shard's primary, whichever server that is then.
+  for (int k = 0; k <= static_cast<int>(node.replication()) && node.replication() > 0; ++k) {
+    const int holder = (shard_rank + k) % servers;
+    if (holder != node.rank()) sso.rebuild_into.push_back(holder);
   }
   // The mirror's own metrics would count its replays as pushes: only the primary reports.
   h->service = std::make_unique<ShardService>(sso, h->server.get(), link,
@@ -429,25 +455,23 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
   metrics.SetRank(rank);
   ScopedDeadNodesSource dead_source(
       &metrics, [&node] { return static_cast<double>(node.dead_nodes().size()); });
-  if (node.ShardPrimary(rank) != rank) {
-    return StopJob(node, kExitFailure,
-                   "shard " + std::to_string(rank) + " is served by server " +
-                       std::to_string(node.ShardPrimary(rank)) +
-                       " since this rank failed over; a replacement cannot be rebuilt yet",
-                   "replacement of a failed-over server");
-  }
   NodeServerLink link(&node);
   HostedShards shards(&node, &link);
   int code = 0;
-  auto own = HostShard(o, node, metrics, &link, rank, /*mirror=*/false, &code);
+  // A replacement for a rank whose shard failed over (the scheduler admits it only when it is
+  // rebuildable) holds empty copies that the shards' primaries fill with snapshots: of its own
+  // shard, served elsewhere, and of the r shards before it.
+  const bool rebuild =
+      node.joined_late() && node.replication() > 0 && node.ShardPrimary(rank) != rank;
+  auto own = HostShard(o, node, metrics, &link, rank, /*mirror=*/rebuild, rebuild, &code);
   if (own == nullptr) return code;
   HostedShard& mine = *own;
   shards.Add(std::move(own));
   const int servers = static_cast<int>(node.num_servers());
-  if (!node.joined_late()) {
+  if (!node.joined_late() || rebuild) {
     for (int k = 1; k <= static_cast<int>(node.replication()); ++k) {
       auto copy = HostShard(o, node, metrics, &link, ((rank - k) % servers + servers) % servers,
-                            /*mirror=*/true, &code);
+                            /*mirror=*/true, rebuild, &code);
       if (copy == nullptr) return code;
       shards.Add(std::move(copy));
     }

@@ -214,6 +214,14 @@ class ShardServer {
   }
   virtual Status ApplyRound(uint64_t round, std::span<const uint32_t> indices,
                             std::span<const float> values, bool dense, Outbox* out);
+  // On a fresh copy (the rebuild of a replacement server): the shard's state becomes the
+  // primary's snapshot — `weights` (size() values) as of the start of round `round`, every worker
+  // counted (the snapshot's deaths follow as OnWorkerDead), no previous round's reply (a resend of
+  // round - 1 is answered with the whole shard, which is what that UPDATE left on the worker).
+  // Errors: FailedPrecondition outside BSP, InvalidArgument (wrong length); no change.
+  virtual Status InstallSnapshot(uint64_t /*round*/, std::vector<float> /*weights*/) {
+    return FailedPreconditionError("only a BSP shard is rebuilt from a snapshot");
+  }
 
   // BSP: waiting for every live worker's first push after a Restore. false in ASP/SSP.
   virtual bool resyncing() const { return false; }

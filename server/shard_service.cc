@@ -81,7 +81,9 @@ ShardService::ShardService(const ShardServiceOptions& options, ShardServer* shar
       metrics_(metrics),
       checkpointer_(checkpointer),
       primary_(!options.mirror),
-      mirror_(options.mirror) {
+      mirror_(options.mirror),
+      awaiting_snapshot_(options.mirror && options.awaiting_snapshot),
+      following_(options.mirror ? link->ShardPrimary(options.rank) : -1) {
   shard_->set_part_sink([this](Outbox*) { Flush(); });
   if (primary_) backups_ = options.backups;
   for (int b : backups_) {

@@ -83,6 +83,12 @@ struct ShardServiceOptions {
   // for BSP without backup workers or two-way compression (ShardServer::ApplyRound); the daemon
   // sets it where it holds.
   bool replicate_rounds = false;
+  // Rebuild (replicate_rounds only): a mirror created empty on a replacement server, waiting for
+  // its primary's snapshot (REPLICA_SNAPSHOT); and, on a primary, the servers that get a snapshot
+  // of the shard and become its backups when the scheduler re-admits them (the shard's own server
+  // and the r after it in ring order, but this one).
+  bool awaiting_snapshot = false;
+  std::vector<int> rebuild_into;
   // A primary resends a backup's unacknowledged events after this long without progress (OnTick).
   std::chrono::milliseconds replicate_resend{200};
 };
@@ -96,6 +102,8 @@ struct ReplicationStats {
   uint64_t held_replies = 0;    // replies that waited for acknowledgements
   uint64_t backups_lost = 0;    // backups dropped because they died or refused to follow
   bool promoted = false;        // this mirror took over the shard (failover)
+  uint64_t snapshots_sent = 0;  // rebuilds of replacement servers (as primary)
+  bool rebuilt = false;         // this copy came from a snapshot (a replacement server)
   uint64_t promoted_round = 0;  // the shard's round (BSP) when it did
 };
 
@@ -117,6 +125,9 @@ class ShardService {
   // table arrived (a mirror named primary is promoted, one whose shard moved elsewhere retires);
   // time passed (a primary resends what a backup has not acknowledged).
   void OnServerDead(int rank);
+  // Replication: server `rank` was re-admitted (a replacement process). A primary whose
+  // rebuild_into names it sends it a snapshot and counts it as a backup from then on.
+  void OnServerRejoined(int rank);
   void OnTable();
   void OnTick();
 
@@ -155,6 +166,13 @@ class ShardService {
   uint64_t MinAcked() const;  // the least seq every live backup acknowledged (seq_ without any)
   bool Holding() const { return !backups_.empty() && MinAcked() < seq_; }
   void Promote();
+  // The rebuild: the snapshot to `backup` (primary), its installation (mirror).
+  void SendSnapshot(int backup);
+  void InstallSnapshot(const Message& msg);
+  // Encodes and sends one REPLICATE of `event` to `backup` (SendEvent's and SendSnapshot's).
+  void SendReplicate(int backup, uint64_t seq, pb::ReplicaEvent event, int origin, int replier,
+                     uint64_t round, bool dense, std::span<const uint32_t> indices,
+                     std::span<const float> values, std::shared_ptr<const void> keepalive);
   int server_rank() const {
     return options_.server_rank >= 0 ? options_.server_rank : options_.rank;
   }
@@ -192,6 +210,9 @@ class ShardService {
   std::vector<int> backups_;       // live backups (server ranks)
   std::map<int, uint64_t> acked_;  // backup -> highest seq it acknowledged
   std::map<int, int> refusals_;    // backup -> ERROR_NOT_REPLICA since its last acknowledgement
+  std::map<int, uint64_t> snapshot_seq_;  // rebuilt backup -> its snapshot's seq, until it acked it
+  bool awaiting_snapshot_ = false;        // a rebuilt mirror before its snapshot
+  int following_ = -1;                    // a mirror: the primary whose events it replays
   std::map<int, std::chrono::steady_clock::time_point> last_progress_;  // backup -> last ack/send
   uint64_t seq_ = 0;  // events applied (primary: sent; mirror: replayed)
   // The events not yet acknowledged by every live backup, in seq order (seq = first_unacked_ + i).

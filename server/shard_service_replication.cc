@@ -18,6 +18,9 @@ void ShardService::Replicate(pb::ReplicaEvent event, int worker, uint64_t round,
                              bool dense) {
   if (!primary_ || backups_.empty()) return;
   ++seq_;
+  // The queue holds events first_unacked_ .. seq_; empty, it starts at this one (seq_ also moves
+  // without it: events replayed as a mirror, a snapshot).
+  if (unacked_.empty()) first_unacked_ = seq_;
   replier_ = backups_.back();  // the last live backup in ring order answers the workers
   unacked_.push_back(std::make_shared<const Event>(Event{
       event, worker, replier_, round, dense, std::vector<uint32_t>(indices.begin(), indices.end()),
@@ -43,18 +46,25 @@ void ShardService::ReplicateCompletedRound(uint64_t before) {
 void ShardService::SendEvent(int backup, uint64_t index) {
   const std::shared_ptr<const Event>& held = unacked_[index];
   const Event& e = *held;
-  const uint64_t seq = first_unacked_ + index;
+  SendReplicate(backup, first_unacked_ + index, e.event, e.worker, e.replier, e.round, e.dense,
+                e.indices, e.values, held);
+}
+
+void ShardService::SendReplicate(int backup, uint64_t seq, pb::ReplicaEvent event, int origin,
+                                 int replier, uint64_t round, bool dense,
+                                 std::span<const uint32_t> indices, std::span<const float> values,
+                                 std::shared_ptr<const void> keepalive) {
   const int peer = link_->ServerId(backup);
-  pb::Header h = MakeDataHeader(pb::MSG_REPLICATE, link_->id(), peer, options_.rank, e.round);
+  pb::Header h = MakeDataHeader(pb::MSG_REPLICATE, link_->id(), peer, options_.rank, round);
   h.set_seq(seq);
-  h.set_origin(e.worker);
-  h.set_event(static_cast<uint32_t>(e.event));
-  h.set_replier(e.replier);
+  h.set_origin(origin);
+  h.set_event(static_cast<uint32_t>(event));
+  h.set_replier(replier);
   DataPayload p;
-  p.dense = e.dense;
-  if (!e.dense) p.indices = e.indices;
-  p.values = std::as_bytes(std::span<const float>(e.values));
-  p.keepalive = held;  // the frames borrow the event's arrays
+  p.dense = dense;
+  if (!dense) p.indices = indices;
+  p.values = std::as_bytes(values);
+  p.keepalive = std::move(keepalive);  // the frames borrow the arrays
   EncodeOptions eo;
   // Between servers the CPU matters more than the bytes: raw indices, no coding pass on either
   // side.
@@ -73,6 +83,55 @@ void ShardService::SendEvent(int backup, uint64_t index) {
     });
   }
   last_progress_[backup] = std::chrono::steady_clock::now();
+}
+
+void ShardService::OnServerRejoined(int rank) {
+  if (!primary_ || !options_.replicate_rounds || rank == server_rank() ||
+      std::find(options_.rebuild_into.begin(), options_.rebuild_into.end(), rank) ==
+          options_.rebuild_into.end() ||
+      std::find(backups_.begin(), backups_.end(), rank) != backups_.end()) {
+    return;
+  }
+  SendSnapshot(rank);
+}
+
+void ShardService::SendSnapshot(int backup) {
+  // The shard as of now: its weights (the open round's pushes are not in them and not replicated:
+  // with replicate_rounds a copy gets rounds by their result), its round, the workers it does not
+  // count, and the events so far (seq_). The events after it follow on the same connection.
+  auto weights = std::make_shared<const std::vector<float>>(shard_->weights().begin(),
+                                                            shard_->weights().end());
+  SendReplicate(backup, seq_, pb::REPLICA_SNAPSHOT, -1, -1, shard_->round(), true, {}, *weights,
+                weights);
+  for (int w = 0; w < static_cast<int>(options_.num_workers); ++w) {
+    if (!shard_->counts(w)) {
+      SendReplicate(backup, seq_, pb::REPLICA_SNAPSHOT_DEAD, w, -1, 0, false, {}, {}, nullptr);
+    }
+    if (shard_->readmitted(w)) {
+      SendReplicate(backup, seq_, pb::REPLICA_SNAPSHOT_REJOINED, w, -1, 0, false, {}, {}, nullptr);
+    }
+  }
+  backups_.push_back(backup);  // the last: it answers the workers from the next event on
+  acked_[backup] = seq_;       // it holds every event so far once it installed the snapshot
+  refusals_[backup] = 0;
+  snapshot_seq_[backup] = seq_;
+  ++repl_.snapshots_sent;
+  LOG(WARNING) << "rebuild: shard " << options_.rank << " sent to server " << backup << " (round "
+               << shard_->round() << ", " << seq_ << " events)";
+}
+
+void ShardService::InstallSnapshot(const Message& msg) {
+  Status s = shard_->InstallSnapshot(msg.header.round(),
+                                     std::vector<float>(msg.values.begin(), msg.values.end()));
+  if (!s.ok()) {
+    LOG(ERROR) << "shard " << options_.rank << ": the snapshot cannot be installed: " << s.ToString();
+    return;
+  }
+  awaiting_snapshot_ = false;
+  repl_.rebuilt = true;
+  seq_ = msg.header.seq();
+  LOG(WARNING) << "rebuild: server " << server_rank() << " holds a copy of shard " << options_.rank
+               << " again (round " << msg.header.round() << ")";
 }
 
 uint64_t ShardService::MinAcked() const {
@@ -119,6 +178,15 @@ void ShardService::OnReplicateAck(const Message& msg) {
     last_progress_[from] = std::chrono::steady_clock::now();
     refusals_[from] = 0;
   }
+  auto snap = snapshot_seq_.find(from);
+  if (snap != snapshot_seq_.end() && msg.header.seq() >= snap->second) {
+    // The rebuilt copy installed its snapshot: a failover may move the shard there now.
+    snapshot_seq_.erase(snap);
+    refusals_[from] = 0;
+    if (Status s = link_->ReportCopy(options_.rank, from); !s.ok()) {
+      LOG(ERROR) << "COPY_READY for shard " << options_.rank << ": " << s.ToString();
+    }
+  }
   Release();
 }
 
@@ -146,7 +214,8 @@ void ShardService::OnReplicate(const Message& msg) {
   }
   const uint32_t event = msg.header.event();
   const int origin = msg.header.origin();
-  const bool round_event = event == pb::REPLICA_ROUND;  // from no worker: origin -1
+  // A round's result and a snapshot come from no worker: origin -1.
+  const bool round_event = event == pb::REPLICA_ROUND || event == pb::REPLICA_SNAPSHOT;
   if (!pb::ReplicaEvent_IsValid(static_cast<int>(event)) ||
       (round_event ? origin != -1
                    : origin < 0 || origin >= static_cast<int>(options_.num_workers)) ||
@@ -160,6 +229,29 @@ void ShardService::OnReplicate(const Message& msg) {
     auto frames = EncodeControl(h);
     if (frames.ok()) (void)link_->Send(sender, std::move(frames).value());
   };
+  const auto ev = static_cast<pb::ReplicaEvent>(event);
+  const bool snapshot_part = ev == pb::REPLICA_SNAPSHOT || ev == pb::REPLICA_SNAPSHOT_DEAD ||
+                             ev == pb::REPLICA_SNAPSHOT_REJOINED;
+  if (snapshot_part) {
+    const bool head = ev == pb::REPLICA_SNAPSHOT;
+    if (head ? !awaiting_snapshot_ || !msg.dense() : awaiting_snapshot_ || seq != seq_) {
+      return refuse("a snapshot part out of place for shard " + std::to_string(options_.rank));
+    }
+    if (head) {
+      InstallSnapshot(msg);
+      if (awaiting_snapshot_) return refuse("the snapshot does not fit the shard");
+    } else if (ev == pb::REPLICA_SNAPSHOT_DEAD) {
+      shard_->OnWorkerDead(origin, &replayed_out_);
+    } else {
+      shard_->OnWorkerRejoined(origin);
+    }
+    replayed_out_.clear();
+    return ack();
+  }
+  if (awaiting_snapshot_) {
+    return refuse("server " + std::to_string(server_rank()) + " waits for the snapshot of shard " +
+                  std::to_string(options_.rank));
+  }
   if (seq <= seq_) return ack();  // a resend: applied once already
   if (seq != seq_ + 1) {
     return refuse("REPLICATE " + std::to_string(seq) + " of shard " +
@@ -213,6 +305,7 @@ void ShardService::OnServerDead(int rank) {
   auto it = std::find(backups_.begin(), backups_.end(), rank);
   if (it == backups_.end()) return;
   backups_.erase(it);
+  snapshot_seq_.erase(rank);
   ++repl_.backups_lost;
   // The replies it was to send and may not have: the primary sends them once the remaining
   // backups have their events (at once without any).
@@ -226,12 +319,11 @@ void ShardService::OnServerDead(int rank) {
 
 void ShardService::OnTable() {
   const int primary = link_->ShardPrimary(options_.rank);
-  if (mirror_ && primary == server_rank()) return Promote();
-  if (mirror_ && primary != options_.rank) {
-    mirror_ = false;  // another copy took the shard over: this one is retired
-    LOG(WARNING) << "shard " << options_.rank << " failed over to server " << primary
-                 << "; this server's copy of it is retired";
-  }
+  if (!mirror_ || primary == following_) return;
+  if (primary == server_rank() && !awaiting_snapshot_) return Promote();
+  mirror_ = false;  // another copy took the shard over: this one is retired
+  LOG(WARNING) << "shard " << options_.rank << " failed over to server " << primary
+               << "; this server's copy of it is retired";
 }
 
 void ShardService::Promote() {
@@ -260,7 +352,8 @@ void ShardService::OnTick() {
     const uint64_t acked = acked_[b];
     if (acked >= seq_ || now - last_progress_[b] < options_.replicate_resend) continue;
     ++repl_.resent;
-    for (uint64_t s = std::max(acked + 1, first_unacked_); s <= seq_; ++s) {
+    for (uint64_t s = std::max(acked + 1, first_unacked_); s - first_unacked_ < unacked_.size();
+         ++s) {
       SendEvent(b, s - first_unacked_);
     }
   }

@@ -304,12 +304,20 @@ class LaunchedJob {
       return Fail(FailureCode(status), Failure(i));
     }
     // With --replication a dead server's shards fail over to their backups: the scheduler goes
-    // on (or, when a shard has no live backup left, decides the job's fate); a replacement cannot
-    // be rebuilt from the backups yet, so it is not restarted.
+    // on (or, when a shard has no live backup left, decides the job's fate). With restarts left
+    // the server is started again: the shards' primaries rebuild its copies (a BSP job; in other
+    // modes the scheduler tells the replacement it is not needed and it exits 0).
     if (!worker && plan_.replication > 0 && sup_.running(0) && !UsageExit(status)) {
+      if (restarts_ < o_.max_restarts) {
+        say_.Say("lost " + sup_.name(i) + " (" + DescribeWaitStatus(status) +
+                 "); its shards fail over to their backups (--replication=" +
+                 std::to_string(plan_.replication) + ") and a replacement is rebuilt from them");
+        return Restart(i, status, -1);
+      }
       say_.Say("lost " + sup_.name(i) + " (" + DescribeWaitStatus(status) +
                "); its shards fail over to their backups (--replication=" +
-               std::to_string(plan_.replication) + "), it is not restarted");
+               std::to_string(plan_.replication) + ")" +
+               (o_.max_restarts > 0 ? ", no restarts left" : ", it is not restarted"));
       return std::nullopt;
     }
     // A server without a checkpoint would come back without its shard: the job cannot go on.

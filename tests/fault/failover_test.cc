@@ -1,9 +1,11 @@
-// kill -9 of a server of a job with --replication=1 (real processes, a --model=synthetic BSP job,
+// kill -9 of a server of a job with --replication=1 (real processes, a --model=synthetic job,
 // 3 servers, 2 workers): the scheduler moves its shard to its backup at once, and a replacement
-// started under the dead rank (what a Kubernetes Job does with a failed pod) is told it is not
-// needed and exits 0, while the job finishes with every worker. The servers' shards end with
-// the same bytes as the workers' replicas (each worker dumps its replica; each live server dumps
-// its own shard; the promoted copy's checksum is in its shard summary).
+// is started under the dead rank (what a Kubernetes Job does with a failed pod). BSP: the
+// replacement is rebuilt (the primaries send it snapshots of the shards it should hold) and the
+// job finishes with every worker; the servers' shards end with the same bytes as the workers'
+// replicas (each worker dumps its replica; each live server dumps its own shard; the promoted
+// copy's checksum is in its shard summary). ASP, which cannot be rebuilt from a snapshot: the
+// replacement is told it is not needed and exits 0, and the job finishes.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -33,51 +35,76 @@ uint32_t Crc32(const std::string& bytes) {
                                      static_cast<uInt>(bytes.size())));
 }
 
-TEST(FailoverTest, AKilledServersShardGoesOnAtItsBackupAndAReplacementIsNotNeeded) {
-  const fs::path dir = fs::temp_directory_path() / ("sieve-failover-" + std::to_string(getpid()));
-  fs::create_directories(dir);
+// Starts the 3-server job (`consistency`), kills server 1 once worker 0 reached epoch 10 and
+// starts its replacement once the scheduler moved its shard.
+struct KilledJob {
+  explicit KilledJob(const std::string& consistency) {
+    dir = fs::temp_directory_path() /
+          ("sieve-failover-" + consistency + "-" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    server = {"--model=synthetic", "--num_params=" + std::to_string(kD),
+              "--consistency=" + consistency, "--heartbeat_interval_ms=100",
+              "--dump_shard=" + (dir / "s{rank}.bin").string()};
+  }
+  ~KilledJob() {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+  // False (with the log in *why) when a step did not happen in time.
+  bool Start(std::string* why) {
+    if (!c.StartScheduler(3, 2,
+                          {"--replication=1", "--heartbeat_timeout_ms=1000",
+                           "--server_restart_timeout_ms=2000"})) {
+      *why = c.Log();
+      return false;
+    }
+    for (int s = 0; s < 3; ++s) c.StartServer(s, server);
+    for (int w = 0; w < 2; ++w) {
+      c.StartWorker(w, {"--model=synthetic", "--num_params=" + std::to_string(kD), "--epochs=40",
+                        "--rounds_per_epoch=100", "--compressor=topk", "--density=0.01",
+                        "--heartbeat_interval_ms=100", "--round_timeout_ms=30000",
+                        "--dump_weights=" + (dir / "w{rank}.bin").string()});
+    }
+    if (!c.worker(0).WaitFor("epoch 10/40", milliseconds(60000))) {
+      *why = "no epoch 10: " + c.Log();
+      return false;
+    }
+    c.server(1).Kill(SIGKILL);
+    if (!c.scheduler().WaitFor("failover: shard 1 is served by server 2", milliseconds(10000))) {
+      *why = "no failover: " + c.Log();
+      return false;
+    }
+    c.StartServer(1, server);
+    return true;
+  }
+  fs::path dir;
+  std::vector<std::string> server;
   testing::FaultCluster c;
-  ASSERT_TRUE(c.StartScheduler(
-      3, 2, {"--replication=1", "--heartbeat_timeout_ms=1000", "--server_restart_timeout_ms=2000"}))
-      << c.Log();
-  const std::vector<std::string> server = {
-      "--model=synthetic", "--num_params=" + std::to_string(kD), "--heartbeat_interval_ms=100",
-      "--dump_shard=" + (dir / "s{rank}.bin").string()};
-  for (int s = 0; s < 3; ++s) c.StartServer(s, server);
-  for (int w = 0; w < 2; ++w) {
-    c.StartWorker(w, {"--model=synthetic", "--num_params=" + std::to_string(kD), "--epochs=40",
-                      "--rounds_per_epoch=100", "--compressor=topk", "--density=0.01",
-                      "--heartbeat_interval_ms=100", "--round_timeout_ms=30000",
-                      "--dump_weights=" + (dir / "w{rank}.bin").string()});
-  }
-  ASSERT_TRUE(c.worker(0).WaitFor("epoch 10/40", milliseconds(60000))) << c.Log();
-  c.server(1).Kill(SIGKILL);
-  ASSERT_TRUE(c.scheduler().WaitFor("failover: shard 1 is served by server 2", milliseconds(10000)))
-      << c.Log();
-  // The replacement a Job would start: refused, exits 0, and the job does not wait for it.
-  testing::Subprocess& replacement = c.StartServer(1, server);
-  const auto code = replacement.Wait(milliseconds(30000));
-  ASSERT_TRUE(code.has_value()) << c.Log();
-  EXPECT_EQ(*code, 0) << c.Log();
-  bool said = false;
-  for (const std::string& line : replacement.lines())
-    said |= line.find("not needed") != std::string::npos;
-  EXPECT_TRUE(said) << c.Log();
+};
 
+TEST(FailoverTest, BspAKilledServersShardGoesOnAtItsBackupAndItsReplacementIsRebuilt) {
+  KilledJob job("bsp");
+  std::string why;
+  ASSERT_TRUE(job.Start(&why)) << why;
+  testing::FaultCluster& c = job.c;
+  // The replacement holds copies of shard 1 (its own, served by server 2 now) and of shard 0.
+  ASSERT_TRUE(c.scheduler().WaitFor("server 1 holds a copy of shard", milliseconds(20000)))
+      << c.Log();
+  ASSERT_TRUE(c.scheduler().WaitFor("server 1 holds a copy of shard", milliseconds(20000)))
+      << c.Log();
   ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
-  EXPECT_EQ(c.scheduler().Wait(milliseconds(0)).value_or(-1), 0) << c.Log();
-  for (int w = 0; w < 2; ++w) {
-    EXPECT_EQ(c.worker(w).Wait(milliseconds(0)).value_or(-1), 0) << c.Log();
-    EXPECT_EQ(c.WorkerSummary(w).at("rounds"), "4000") << c.Log();
-  }
-  // Replicas equal the servers: shards 0 and 2 from the servers' dumps, shard 1 (promoted on
-  // server 2) by its checksum.
-  const std::string w0 = ReadFile(dir / "w0.bin");
+  EXPECT_TRUE(c.AllExitedZero()) << c.Log();
+  for (int w = 0; w < 2; ++w) EXPECT_EQ(c.WorkerSummary(w).at("rounds"), "4000") << c.Log();
+  // Replicas equal the servers: shards 0 and 2 from the servers' dumps (server 1's replacement
+  // dumps its copy of shard 1, which must be the same bytes), shard 1 (promoted on server 2) by
+  // its checksum.
+  const std::string w0 = ReadFile(job.dir / "w0.bin");
   ASSERT_EQ(w0.size(), 4 * kD);
-  EXPECT_EQ(w0, ReadFile(dir / "w1.bin"));
+  EXPECT_EQ(w0, ReadFile(job.dir / "w1.bin"));
   const uint64_t per = kD / 3 * 4;
-  EXPECT_EQ(w0.substr(0, per), ReadFile(dir / "s0.bin"));
-  EXPECT_EQ(w0.substr(2 * per), ReadFile(dir / "s2.bin"));
+  EXPECT_EQ(w0.substr(0, per), ReadFile(job.dir / "s0.bin"));
+  EXPECT_EQ(w0.substr(per, per), ReadFile(job.dir / "s1.bin")) << "the rebuilt copy differs";
+  EXPECT_EQ(w0.substr(2 * per), ReadFile(job.dir / "s2.bin"));
   std::string promoted_checksum;
   for (const std::string& line : c.server(2).lines()) {
     const size_t at = line.find("sieve-server shard summary: rank=2 shard=1 ");
@@ -88,8 +115,27 @@ TEST(FailoverTest, AKilledServersShardGoesOnAtItsBackupAndAReplacementIsNotNeede
   char want[9];
   std::snprintf(want, sizeof want, "%08x", Crc32(w0.substr(per, per)));
   EXPECT_EQ(promoted_checksum, want) << c.Log();
-  std::error_code ignored;
-  fs::remove_all(dir, ignored);
+}
+
+TEST(FailoverTest, AspAKilledServersReplacementIsNotNeeded) {
+  KilledJob job("asp");
+  std::string why;
+  ASSERT_TRUE(job.Start(&why)) << why;
+  testing::FaultCluster& c = job.c;
+  testing::Subprocess& replacement = c.server(1);
+  const auto code = replacement.Wait(milliseconds(30000));
+  ASSERT_TRUE(code.has_value()) << c.Log();
+  EXPECT_EQ(*code, 0) << c.Log();
+  bool said = false;
+  for (const std::string& line : replacement.lines())
+    said |= line.find("not needed") != std::string::npos;
+  EXPECT_TRUE(said) << c.Log();
+  ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
+  EXPECT_EQ(c.scheduler().Wait(milliseconds(0)).value_or(-1), 0) << c.Log();
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(c.worker(w).Wait(milliseconds(0)).value_or(-1), 0) << c.Log();
+    EXPECT_EQ(c.WorkerSummary(w).at("rounds"), "4000") << c.Log();
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -109,7 +110,8 @@ std::pair<std::vector<uint32_t>, std::vector<float>> RandomPush(std::mt19937* rn
 
 struct Replica {
   Replica(const ShardServerOptions& so, int server_rank, bool mirror, std::vector<int> backups,
-          bool replicate_rounds = false)
+          bool replicate_rounds = false,
+          const std::function<void(ShardServiceOptions*)>& tweak = nullptr)
       : link(server_rank) {
     auto created = ShardServer::Create(so, Init());
     EXPECT_TRUE(created.ok());
@@ -123,6 +125,7 @@ struct Replica {
     o.backups = std::move(backups);
     o.replicate_resend = std::chrono::milliseconds(0);  // every OnTick resends
     o.replicate_rounds = replicate_rounds;
+    if (tweak) tweak(&o);
     service = std::make_unique<ShardService>(o, shard.get(), &link, nullptr, nullptr);
   }
   std::vector<float> Weights() const { return {shard->weights().begin(), shard->weights().end()}; }
@@ -487,6 +490,105 @@ TEST(ShardReplicationTest, ABackupThatKeepsRefusingIsDropped) {
   auto u = UpdatesTo(&p.primary, 0);
   ASSERT_EQ(u.size(), 1u);
   EXPECT_EQ(u[0].values[0], Init()[5] - 1.0f);
+}
+
+// The rebuild of a replacement: a primary (rounds by their result) that has lost its backup sends
+// the re-admitted server a snapshot in the middle of a round; the new copy then follows the
+// rounds with the primary's bytes, answers the workers as the replier, and once promoted answers
+// a resend of the round before the snapshot with the whole shard (it has no earlier UPDATE).
+TEST(ShardReplicationTest, AReplacementIsRebuiltFromASnapshotAndFollowsTheRounds) {
+  Replica primary(Bsp(2), 0, false, {}, true,
+                  [](ShardServiceOptions* o) { o->rebuild_into = {1}; });
+  Replica copy(Bsp(2), 1, true, {}, false,
+               [](ShardServiceOptions* o) { o->awaiting_snapshot = true; });
+  std::mt19937 rng(9);
+  auto push = [&](int w, uint64_t round) {
+    auto [idx, val] = RandomPush(&rng);
+    primary.service->OnData(Push(w, round, idx, val));
+  };
+  auto carry = [&] {
+    for (;;) {
+      auto events = primary.Take(kMirrorId);
+      for (Frames& f : events) copy.service->OnData(Decode(std::move(f)));
+      auto acks = copy.Take(kPrimaryId);
+      for (Frames& f : acks) primary.service->OnData(Decode(std::move(f)));
+      if (events.empty() && acks.empty()) return;
+    }
+  };
+  // Before: events to a copy that waits for its snapshot are refused, nothing changes.
+  push(0, 0);
+  push(1, 0);
+  push(0, 1);  // round 1 is open (worker 1 has not pushed it) when the replacement arrives
+  primary.service->OnServerRejoined(1);
+  EXPECT_EQ(primary.service->backups(), std::vector<int>{1});
+  carry();
+  EXPECT_EQ(copy.Weights(), primary.Weights());
+  EXPECT_EQ(copy.shard->round(), 1u);
+  EXPECT_TRUE(copy.service->replication().rebuilt);
+  push(1, 1);  // completes round 1: its result goes to the copy, which answers the workers
+  carry();
+  EXPECT_EQ(copy.Weights(), primary.Weights());
+  ASSERT_EQ(UpdatesTo(&copy, 0).size(), 1u);
+  for (uint64_t round = 2; round < 6; ++round) {
+    push(0, round);
+    push(1, round);
+    carry();
+    ASSERT_EQ(copy.Weights(), primary.Weights()) << "round " << round;
+  }
+  // Promoted (the primary died): worker 1 missed round 5's UPDATE and resends it; it gets the one
+  // the copy sent, bitwise.
+  const std::vector<Message> sent1 = UpdatesTo(&copy, 1);
+  ASSERT_FALSE(sent1.empty());
+  const Message& round5 = sent1.back();
+  ASSERT_EQ(round5.header.round(), 5u);
+  copy.link.primary[0] = 1;
+  copy.service->OnTable();
+  ASSERT_TRUE(copy.service->primary());
+  copy.service->OnData(Push(1, 5, {1}, {1.0f}));
+  auto again = UpdatesTo(&copy, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].header.round(), 5u);
+  ASSERT_EQ(again[0].values.size(), round5.values.size());
+  EXPECT_EQ(0,
+            std::memcmp(again[0].values.data(), round5.values.data(), round5.values.size_bytes()));
+}
+
+// A copy rebuilt at a round boundary and promoted before any round completes has no previous
+// UPDATE: a resend of the round before its snapshot is answered with the whole shard, which is
+// what that UPDATE left on the worker.
+TEST(ShardReplicationTest, APromotedRebuiltCopyAnswersAnOlderResendWithTheWholeShard) {
+  Replica primary(Bsp(1), 0, false, {}, true,
+                  [](ShardServiceOptions* o) { o->rebuild_into = {1}; });
+  Replica copy(Bsp(1), 1, true, {}, false,
+               [](ShardServiceOptions* o) { o->awaiting_snapshot = true; });
+  primary.service->OnData(Push(0, 0, {2, 9}, {1.0f, -2.0f}));
+  primary.service->OnData(Push(0, 1, {9}, {0.5f}));
+  primary.service->OnServerRejoined(1);
+  for (Frames& f : primary.Take(kMirrorId)) copy.service->OnData(Decode(std::move(f)));
+  ASSERT_EQ(copy.shard->round(), 2u);
+  copy.link.primary[0] = 1;
+  copy.service->OnTable();
+  copy.service->OnData(Push(0, 1, {9}, {0.5f}));
+  auto u = UpdatesTo(&copy, 0);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(u[0].dense());
+  EXPECT_EQ(u[0].header.round(), 1u);
+  EXPECT_EQ(std::vector<float>(u[0].values.begin(), u[0].values.end()), primary.Weights());
+  EXPECT_EQ(copy.shard->stats().pushes_applied, 0u) << "the resend was applied";
+}
+
+// Before its snapshot a rebuilt copy refuses events, and a snapshot that does not fit the shard
+// is refused: nothing changes.
+TEST(ShardReplicationTest, ARebuiltCopyRefusesEventsBeforeItsSnapshot) {
+  Replica primary(Bsp(1), 0, false, {1}, true);
+  Replica copy(Bsp(1), 1, true, {}, false,
+               [](ShardServiceOptions* o) { o->awaiting_snapshot = true; });
+  primary.service->OnData(Push(0, 0, {3}, {1.0f}));
+  for (Frames& f : primary.Take(kMirrorId)) copy.service->OnData(Decode(std::move(f)));
+  ASSERT_EQ(copy.link.errors.size(), 1u);
+  EXPECT_EQ(copy.link.errors[0].code, pb::ERROR_NOT_REPLICA);
+  EXPECT_EQ(copy.Weights(), Init());
+  EXPECT_FALSE(copy.service->replication().rebuilt);
 }
 
 INSTANTIATE_TEST_SUITE_P(ByPushOrByResult, ShardReplicationModes, ::testing::Bool(),

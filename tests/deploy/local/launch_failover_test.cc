@@ -20,12 +20,16 @@ class LaunchFailover : public LauncherIntegration {
   // Runs a 2-server, 4-worker synthetic job with --replication=1 writing each worker's final
   // weights to <root>/<tag>-w<rank>.bin; with `kill` true, server 0 is killed with SIGKILL once
   // a worker logged the end of epoch kEpochs / 2.
+  // With `restarts` > 0 (--max_restarts) the killed server is restarted and rebuilt, and once
+  // the scheduler reported both of its copies back, server 1 is killed too (*killed counts the
+  // kills).
   RunResult Run(const std::string& tag, bool kill, const std::vector<std::string>& extra,
-                bool* killed) {
+                int* killed, int restarts = 0) {
     std::vector<std::string> args = {"launch",
                                      "--num_servers=2",
                                      "--num_workers=4",
                                      "--progress=off",
+                                     "--max_restarts=" + std::to_string(restarts),
                                      "--",
                                      "--replication=1",
                                      "--model=synthetic",
@@ -38,16 +42,23 @@ class LaunchFailover : public LauncherIntegration {
                                      "--heartbeat_timeout_ms=1000",
                                      "--dump_weights=" + (root_ / (tag + "-w{rank}.bin")).string()};
     args.insert(args.end(), extra.begin(), extra.end());
-    *killed = false;
+    *killed = 0;
     // Each worker logs every epoch's end ("epoch E/T: loss ...").
     const std::string half =
         "] epoch " + std::to_string(kEpochs / 2) + "/" + std::to_string(kEpochs) + ": loss";
     return RunSieve(
         args, {},
         [&](pid_t launcher, const std::string& output) {
-          if (!kill || *killed || output.find(half) == std::string::npos) return;
-          const pid_t server = ChildPid(launcher, "sieve-server", 0);
-          if (server > 0 && ::kill(server, SIGKILL) == 0) *killed = true;
+          if (!kill || output.find(half) == std::string::npos) return;
+          if (*killed == 0) {
+            const pid_t server = ChildPid(launcher, "sieve-server", 0);
+            if (server > 0 && ::kill(server, SIGKILL) == 0) *killed = 1;
+          } else if (*killed == 1 && restarts > 0 &&
+                     CountOf(output, "server 0 holds a copy of shard ") >= 4) {
+            // Both copies installed (the server's line and the scheduler's, for each shard).
+            const pid_t server = ChildPid(launcher, "sieve-server", 1);
+            if (server > 0 && ::kill(server, SIGKILL) == 0) *killed = 2;
+          }
         },
         std::chrono::seconds(240));
   }
@@ -68,13 +79,13 @@ class LaunchFailover : public LauncherIntegration {
 };
 
 TEST_F(LaunchFailover, BspKillOfAServerLosesNothingAndEndsBitwiseAsWithoutTheKill) {
-  bool killed = false;
+  int killed = 0;
   RunResult base = Run("base", false, {"--ordered_rounds"}, &killed);
   ASSERT_FALSE(base.timed_out) << base.output;
   ASSERT_EQ(ExitCode(base), 0) << base.output;
   RunResult run = Run("kill", true, {"--ordered_rounds"}, &killed);
   ASSERT_FALSE(run.timed_out) << run.output;
-  ASSERT_TRUE(killed) << run.output;
+  ASSERT_EQ(killed, 1) << run.output;
   EXPECT_EQ(ExitCode(run), 0) << run.output;
   EXPECT_NE(run.output.find("sieve launch: lost server 0 (killed by signal 9"), std::string::npos)
       << run.output;
@@ -96,10 +107,10 @@ TEST_F(LaunchFailover, BspKillOfAServerLosesNothingAndEndsBitwiseAsWithoutTheKil
 }
 
 TEST_F(LaunchFailover, AspKillOfAServerLosesNoPush) {
-  bool killed = false;
+  int killed = 0;
   RunResult run = Run("asp", true, {"--consistency=asp"}, &killed);
   ASSERT_FALSE(run.timed_out) << run.output;
-  ASSERT_TRUE(killed) << run.output;
+  ASSERT_EQ(killed, 1) << run.output;
   EXPECT_EQ(ExitCode(run), 0) << run.output;
   double pushed = 0;
   for (int w = 0; w < 4; ++w) {
@@ -115,6 +126,29 @@ TEST_F(LaunchFailover, AspKillOfAServerLosesNoPush) {
   EXPECT_EQ(server1.at("promoted"), "0");
   const double applied = std::stod(server1.at("pushed_sum")) + std::stod(shard0.at("pushed_sum"));
   EXPECT_NEAR(applied, pushed, 1e-6 * (1 + std::abs(pushed))) << run.output;
+}
+
+// The second kill: server 0 killed, restarted and rebuilt (the primaries send it their
+// shards' snapshots), then server 1 killed once the copies are back: both shards fail over to the
+// rebuilt server 0, server 1 is rebuilt in turn, and the job still ends bitwise as without kills.
+TEST_F(LaunchFailover, BspASecondKillAfterTheRebuildLosesNothingEither) {
+  int killed = 0;
+  RunResult base = Run("base2", false, {"--ordered_rounds"}, &killed);
+  ASSERT_EQ(ExitCode(base), 0) << base.output;
+  RunResult run = Run("twice", true, {"--ordered_rounds"}, &killed, /*restarts=*/2);
+  ASSERT_FALSE(run.timed_out) << run.output;
+  ASSERT_EQ(killed, 2) << run.output;
+  EXPECT_EQ(ExitCode(run), 0) << run.output;
+  EXPECT_NE(run.output.find("failover: shard 1 is served by server 0"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("failover: shard 0 is served by server 0"), std::string::npos)
+      << run.output;
+  EXPECT_GE(CountOf(run.output, "rebuild: shard "), 4) << run.output;
+  for (int w = 0; w < 4; ++w) {
+    const std::string a = Weights("base2", w), b = Weights("twice", w);
+    ASSERT_FALSE(a.empty()) << "worker " << w;
+    EXPECT_TRUE(a == b) << "worker " << w << "'s final weights differ from the undisturbed run's";
+  }
 }
 
 TEST_F(LaunchFailover, AReplicationFactorOfAtLeastTheServersIsRefusedUpFront) {
