@@ -165,6 +165,9 @@ void Scheduler::Handle(Frames frames) {
     case pb::MSG_COPY_READY:
       HandleCopyReady(*e, h);
       break;
+    case pb::MSG_HANDOVER:
+      HandleHandover(*e, h);
+      break;
     case pb::MSG_FINISHED: {
       if (e->info.role() != pb::ROLE_WORKER) {
         ReplyError(h, pb::ERROR_UNEXPECTED_TYPE, "only workers send FINISHED");
@@ -620,18 +623,26 @@ bool Scheduler::FailOver(int rank) {
   return !stranded;
 }
 
-void Scheduler::HandleCopyReady(const Entry& from, const pb::Header& h) {
+bool Scheduler::CheckShardReport(const Entry& from, const pb::Header& h) {
   const int shard = h.shard(), holder = h.origin();
   const int servers = static_cast<int>(options_.num_servers);
   Entry* copy = holder >= 0 && holder < servers ? Find(ServerNodeId(holder)) : nullptr;
-  if (from.info.role() != pb::ROLE_SERVER || shard < 0 || shard >= servers ||
-      shard_primary_[shard] != from.info.rank() || copy == nullptr || copy->dead ||
-      holder == from.info.rank()) {
-    return ReplyError(h, pb::ERROR_UNEXPECTED_TYPE,
-                      "COPY_READY for shard " + std::to_string(shard) + " and server " +
-                          std::to_string(holder) + " from node " + std::to_string(from.info.id()) +
-                          ", which is not that shard's primary or names no live server");
+  if (from.info.role() == pb::ROLE_SERVER && shard >= 0 && shard < servers &&
+      shard_primary_[shard] == from.info.rank() && copy != nullptr && !copy->dead &&
+      holder != from.info.rank()) {
+    return true;
   }
+  ReplyError(h, pb::ERROR_UNEXPECTED_TYPE,
+             std::string(MsgTypeName(h.type())) + " for shard " + std::to_string(shard) +
+                 " and server " + std::to_string(holder) + " from node " +
+                 std::to_string(from.info.id()) +
+                 ", which is not that shard's primary or names no live server");
+  return false;
+}
+
+void Scheduler::HandleCopyReady(const Entry& from, const pb::Header& h) {
+  if (!CheckShardReport(from, h)) return;
+  const int shard = h.shard(), holder = h.origin();
   auto& c = copies_[shard];
   if (std::find(c.begin(), c.end(), holder) != c.end()) return;
   c.push_back(holder);
@@ -639,6 +650,22 @@ void Scheduler::HandleCopyReady(const Entry& from, const pb::Header& h) {
     os << "server " << holder << " holds a copy of shard " << shard << " again (" << c.size()
        << " of --replication=" << options_.replication << ")";
   });
+}
+
+void Scheduler::HandleHandover(const Entry& from, const pb::Header& h) {
+  if (!CheckShardReport(from, h)) return;
+  const int shard = h.shard(), to = h.origin();
+  auto& c = copies_[shard];
+  std::erase(c, to);
+  c.push_back(from.info.rank());  // the former primary follows the new one
+  shard_primary_[shard] = to;
+  ++generation_;
+  event_log_.Warn([&](std::ostream& os) {
+    os << "handover: shard " << shard << " is served by server " << to << " again";
+  });
+  pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId);
+  *t.mutable_node_table() = BuildTable();
+  Broadcast(t);
 }
 
 Scheduler::Entry* Scheduler::Find(int id) {

@@ -144,6 +144,11 @@ class Scheduler {
   void HandleBarrier(int id, const pb::Barrier& b);
   // A primary's report that server h.origin holds a copy of shard h.shard again.
   void HandleCopyReady(const Entry& from, const pb::Header& h);
+  // A primary's report that it handed shard h.shard back to server h.origin (its own server).
+  void HandleHandover(const Entry& from, const pb::Header& h);
+  // Whether `from` is shard h.shard's primary and h.origin names a live server other than it;
+  // else the sender is answered with ERROR_UNEXPECTED_TYPE.
+  bool CheckShardReport(const Entry& from, const pb::Header& h);
   Status MaybeStart();
   void CheckHeartbeats();
   void CheckBarriers();

@@ -151,14 +151,22 @@ class NodeServerLink : public ServerLink {
     return node_->SendError(peer, code, message, rejected, round, shard);
   }
   Status ReportCopy(int shard, int server) override {
-    pb::Header h = MakeHeader(pb::MSG_COPY_READY, node_->id(), kSchedulerId);
+    return ToScheduler(pb::MSG_COPY_READY, shard, server);
+  }
+  Status ReportHandover(int shard, int server) override {
+    return ToScheduler(pb::MSG_HANDOVER, shard, server);
+  }
+
+ private:
+  // A report about `shard` and server `server` (Header.shard, Header.origin) to the scheduler.
+  Status ToScheduler(pb::MsgType type, int shard, int server) {
+    pb::Header h = MakeHeader(type, node_->id(), kSchedulerId);
     h.set_shard(shard);
     h.set_origin(server);
     SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
     return node_->Send(kSchedulerId, std::move(frames));
   }
 
- private:
   Node* const node_;
 };
 

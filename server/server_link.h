@@ -32,6 +32,8 @@ class ServerLink {
   // Tells the scheduler that server `server` holds an up-to-date copy of `shard` (MSG_COPY_READY,
   // after a rebuild). Errors: the transport's (the caller logs).
   virtual Status ReportCopy(int /*shard*/, int /*server*/) { return Status::Ok(); }
+  // Tells the scheduler that `shard` is served by server `server` from now on (MSG_HANDOVER).
+  virtual Status ReportHandover(int /*shard*/, int /*server*/) { return Status::Ok(); }
   // Sends encoded frames to `peer` (ownership passes). Errors: the transport's (the caller logs).
   virtual Status Send(int peer, Frames frames) = 0;
   // Answers `peer` with an ERROR for `shard` (its Header.shard) without blocking; may drop it

@@ -104,6 +104,7 @@ struct ReplicationStats {
   bool promoted = false;        // this mirror took over the shard (failover)
   uint64_t snapshots_sent = 0;  // rebuilds of replacement servers (as primary)
   bool rebuilt = false;         // this copy came from a snapshot (a replacement server)
+  uint64_t handovers = 0;       // shards handed back to their own server (as primary) or taken
   uint64_t promoted_round = 0;  // the shard's round (BSP) when it did
 };
 
@@ -166,6 +167,11 @@ class ShardService {
   uint64_t MinAcked() const;  // the least seq every live backup acknowledged (seq_ without any)
   bool Holding() const { return !backups_.empty() && MinAcked() < seq_; }
   void Promote();
+  // Hand-back: a primary that is not the shard's own server gives the shard back to it once that
+  // server's rebuilt copy caught up and nothing is in flight (every event acknowledged, no reply
+  // held); the server taking it becomes the primary (TakeOver) and this one its backup.
+  void MaybeHandBack();
+  void TakeOver(int from, uint64_t seq);
   // The rebuild: the snapshot to `backup` (primary), its installation (mirror).
   void SendSnapshot(int backup);
   void InstallSnapshot(const Message& msg);
@@ -213,6 +219,8 @@ class ShardService {
   std::map<int, uint64_t> snapshot_seq_;  // rebuilt backup -> its snapshot's seq, until it acked it
   bool awaiting_snapshot_ = false;        // a rebuilt mirror before its snapshot
   int following_ = -1;                    // a mirror: the primary whose events it replays
+  int hand_back_to_ = -1;                 // a primary: the shard's own server, rebuilt
+  bool handed_over_ = false;              // a former primary whose node table does not say so yet
   std::map<int, std::chrono::steady_clock::time_point> last_progress_;  // backup -> last ack/send
   uint64_t seq_ = 0;  // events applied (primary: sent; mirror: replayed)
   // The events not yet acknowledged by every live backup, in seq order (seq = first_unacked_ + i).

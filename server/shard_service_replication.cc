@@ -124,7 +124,8 @@ void ShardService::InstallSnapshot(const Message& msg) {
   Status s = shard_->InstallSnapshot(msg.header.round(),
                                      std::vector<float>(msg.values.begin(), msg.values.end()));
   if (!s.ok()) {
-    LOG(ERROR) << "shard " << options_.rank << ": the snapshot cannot be installed: " << s.ToString();
+    LOG(ERROR) << "shard " << options_.rank
+               << ": the snapshot cannot be installed: " << s.ToString();
     return;
   }
   awaiting_snapshot_ = false;
@@ -186,8 +187,48 @@ void ShardService::OnReplicateAck(const Message& msg) {
     if (Status s = link_->ReportCopy(options_.rank, from); !s.ok()) {
       LOG(ERROR) << "COPY_READY for shard " << options_.rank << ": " << s.ToString();
     }
+    // The shard's own server is back: it takes the shard back once nothing is in flight.
+    if (from == options_.rank && server_rank() != options_.rank) hand_back_to_ = from;
   }
   Release();
+  MaybeHandBack();
+}
+
+void ShardService::MaybeHandBack() {
+  if (hand_back_to_ < 0 || !primary_ || !held_.empty() || MinAcked() < seq_) return;
+  const int to = hand_back_to_;
+  hand_back_to_ = -1;
+  if (std::find(backups_.begin(), backups_.end(), to) == backups_.end()) return;  // it died
+  Replicate(pb::REPLICA_HANDOVER, to, shard_->round(), {}, {}, false);
+  replier_ = -1;
+  // From here on this copy follows `to`; the open round's pushes (not replicated) are the
+  // workers' to send again, to the server their next node table names.
+  primary_ = false;
+  mirror_ = true;
+  following_ = to;
+  handed_over_ = true;
+  backups_.clear();
+  unacked_.clear();
+  ++repl_.handovers;
+  LOG(WARNING) << "handover: shard " << options_.rank << " goes back to server " << to << " (round "
+               << shard_->round() << ", " << seq_ << " events)";
+  if (Status s = link_->ReportHandover(options_.rank, to); !s.ok()) {
+    LOG(ERROR) << "HANDOVER of shard " << options_.rank << ": " << s.ToString();
+  }
+}
+
+void ShardService::TakeOver(int from, uint64_t seq) {
+  mirror_ = false;
+  primary_ = true;
+  seq_ = seq;
+  first_unacked_ = seq + 1;
+  backups_ = {from};  // the former primary holds every event so far
+  acked_[from] = seq;
+  refusals_[from] = 0;
+  last_progress_[from] = std::chrono::steady_clock::now();
+  ++repl_.handovers;
+  LOG(WARNING) << "handover: server " << server_rank() << " serves shard " << options_.rank
+               << " again (round " << shard_->round() << ", " << seq << " events)";
 }
 
 void ShardService::OnReplicaRefused(int backup) {
@@ -201,13 +242,12 @@ void ShardService::OnReplicaRefused(int backup) {
 
 void ShardService::OnReplicate(const Message& msg) {
   const int sender = msg.header.sender();
-  const int primary = link_->ShardPrimary(options_.rank);
   const uint64_t seq = msg.header.seq();
   auto refuse = [&](const std::string& why) {
     (void)link_->SendError(sender, pb::ERROR_NOT_REPLICA, why, pb::MSG_REPLICATE, seq_,
                            options_.rank);
   };
-  if (!mirror_ || sender != link_->ServerId(primary)) {
+  if (!mirror_ || sender != link_->ServerId(following_)) {
     return refuse("server " + std::to_string(server_rank()) + " holds no copy of shard " +
                   std::to_string(options_.rank) + " that node " + std::to_string(sender) +
                   " replicates");
@@ -216,8 +256,10 @@ void ShardService::OnReplicate(const Message& msg) {
   const int origin = msg.header.origin();
   // A round's result and a snapshot come from no worker: origin -1.
   const bool round_event = event == pb::REPLICA_ROUND || event == pb::REPLICA_SNAPSHOT;
+  const bool to_server = event == pb::REPLICA_HANDOVER;  // origin: a server's rank
   if (!pb::ReplicaEvent_IsValid(static_cast<int>(event)) ||
       (round_event ? origin != -1
+       : to_server ? origin < 0 || origin == sender - 1
                    : origin < 0 || origin >= static_cast<int>(options_.num_workers)) ||
       !msg.values16().empty()) {
     return refuse("REPLICATE with event " + std::to_string(event) + ", origin " +
@@ -260,6 +302,13 @@ void ShardService::OnReplicate(const Message& msg) {
   }
   if (static_cast<pb::ReplicaEvent>(event) == pb::REPLICA_INIT && !msg.dense()) {
     return refuse("REPLICATE of an INIT without FLAG_DENSE");
+  }
+  if (ev == pb::REPLICA_HANDOVER) {  // origin: the server that serves the shard from now on
+    if (origin == server_rank()) return TakeOver(sender - 1, seq);
+    following_ = origin;
+    seq_ = seq;
+    ++repl_.replayed;
+    return ack();
   }
   const uint64_t round = msg.header.round();
   switch (static_cast<pb::ReplicaEvent>(event)) {
@@ -319,7 +368,11 @@ void ShardService::OnServerDead(int rank) {
 
 void ShardService::OnTable() {
   const int primary = link_->ShardPrimary(options_.rank);
-  if (!mirror_ || primary == following_) return;
+  if (!mirror_ || primary == following_) {
+    handed_over_ = false;  // the table caught up with a handover
+    return;
+  }
+  if (handed_over_) return;  // a table from before this server's handover
   if (primary == server_rank() && !awaiting_snapshot_) return Promote();
   mirror_ = false;  // another copy took the shard over: this one is retired
   LOG(WARNING) << "shard " << options_.rank << " failed over to server " << primary

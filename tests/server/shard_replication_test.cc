@@ -111,8 +111,10 @@ std::pair<std::vector<uint32_t>, std::vector<float>> RandomPush(std::mt19937* rn
 struct Replica {
   Replica(const ShardServerOptions& so, int server_rank, bool mirror, std::vector<int> backups,
           bool replicate_rounds = false,
-          const std::function<void(ShardServiceOptions*)>& tweak = nullptr)
+          const std::function<void(ShardServiceOptions*)>& tweak = nullptr,
+          int shard0_primary = -1)  // shard 0's primary in this server's table (-1: server 0)
       : link(server_rank) {
+    if (shard0_primary >= 0) link.primary[0] = shard0_primary;
     auto created = ShardServer::Create(so, Init());
     EXPECT_TRUE(created.ok());
     shard = std::move(created).value();
@@ -464,12 +466,15 @@ TEST(ShardReplicationTest, OrderedRoundsDoNotDependOnArrivalOrder) {
   EXPECT_EQ(results[0], want);
 }
 
-// A backup whose copy cannot follow (here: its table names another primary, so it refuses every
-// event) is dropped after ShardService::kMaxRefusals refusals: the primary answers the workers
-// itself instead of waiting for it for ever.
+// A backup whose copy cannot follow (here: it waits for a snapshot that never came, so it refuses
+// every event) is dropped after ShardService::kMaxRefusals refusals: the primary answers the
+// workers itself instead of waiting for it for ever.
 TEST(ShardReplicationTest, ABackupThatKeepsRefusingIsDropped) {
-  Pair p(Bsp(1), true);
-  p.mirror.link.primary[0] = 1;
+  struct {
+    Replica primary{Bsp(1), 0, false, {1}, true};
+    Replica mirror{Bsp(1), 1,     true,
+                   {},     false, [](ShardServiceOptions* o) { o->awaiting_snapshot = true; }};
+  } p;
   p.primary.service->OnData(Push(0, 0, {5}, {1.0f}));
   for (int i = 0; i < ShardService::kMaxRefusals; ++i) {
     EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty()) << "refusal " << i;
@@ -589,6 +594,54 @@ TEST(ShardReplicationTest, ARebuiltCopyRefusesEventsBeforeItsSnapshot) {
   EXPECT_EQ(copy.link.errors[0].code, pb::ERROR_NOT_REPLICA);
   EXPECT_EQ(copy.Weights(), Init());
   EXPECT_FALSE(copy.service->replication().rebuilt);
+}
+
+// Taking its place back: server 1 serves shard 0 after a failover; server 0's replacement is
+// rebuilt from it and, once nothing is in flight, gets the shard back (REPLICA_HANDOVER): it
+// serves the workers, server 1 follows it as its backup (and its last: the replier) and refuses
+// workers, also under a node table from before the handover.
+TEST(ShardReplicationTest, TheRebuiltOwnServerTakesItsShardBack) {
+  Replica taken(
+      Bsp(1), 1, false, {}, true, [](ShardServiceOptions* o) { o->rebuild_into = {0}; }, 1);
+  Replica own(
+      Bsp(1), 0, true, {}, true,
+      [](ShardServiceOptions* o) {
+        o->awaiting_snapshot = true;
+        o->rebuild_into = {1};
+      },
+      1);  // its table: shard 0 at server 1, whose copy it is rebuilt from
+  auto carry = [&] {
+    for (;;) {
+      auto to_own = taken.Take(kPrimaryId);
+      for (Frames& f : to_own) own.service->OnData(Decode(std::move(f)));
+      auto to_taken = own.Take(kMirrorId);
+      for (Frames& f : to_taken) taken.service->OnData(Decode(std::move(f)));
+      if (to_own.empty() && to_taken.empty()) return;
+    }
+  };
+  taken.service->OnData(Push(0, 0, {4}, {1.0f}));
+  taken.service->OnServerRejoined(0);
+  carry();
+  EXPECT_TRUE(own.service->primary()) << "the shard was not handed back";
+  EXPECT_FALSE(taken.service->primary());
+  EXPECT_EQ(own.service->backups(), std::vector<int>{1});
+  EXPECT_EQ(own.Weights(), taken.Weights());
+  // A worker whose table is behind reaches server 1: refused, nothing changes.
+  taken.service->OnData(Push(0, 1, {4}, {1.0f}));
+  ASSERT_FALSE(taken.link.errors.empty());
+  EXPECT_EQ(taken.link.errors.back().code, pb::ERROR_NOT_PRIMARY);
+  taken.service->OnTable();  // a table from before the handover: no promotion
+  EXPECT_FALSE(taken.service->primary());
+  // Rounds at the shard's own server; server 1 answers the workers and keeps the same bytes.
+  UpdatesTo(&taken, 0);
+  for (uint64_t round = 1; round < 4; ++round) {
+    own.service->OnData(Push(0, round, {4, 7}, {0.25f, 1.0f}));
+    carry();
+    ASSERT_EQ(taken.Weights(), own.Weights()) << "round " << round;
+  }
+  EXPECT_EQ(UpdatesTo(&taken, 0).size(), 3u);
+  EXPECT_TRUE(UpdatesTo(&own, 0).empty());
+  EXPECT_EQ(own.shard->round(), 4u);
 }
 
 INSTANTIATE_TEST_SUITE_P(ByPushOrByResult, ShardReplicationModes, ::testing::Bool(),

@@ -21,8 +21,8 @@ class LaunchFailover : public LauncherIntegration {
   // weights to <root>/<tag>-w<rank>.bin; with `kill` true, server 0 is killed with SIGKILL once
   // a worker logged the end of epoch kEpochs / 2.
   // With `restarts` > 0 (--max_restarts) the killed server is restarted and rebuilt, and once
-  // the scheduler reported both of its copies back, server 1 is killed too (*killed counts the
-  // kills).
+  // both of its copies are back and it serves its shard again, server 1 is killed too (*killed
+  // counts the kills).
   RunResult Run(const std::string& tag, bool kill, const std::vector<std::string>& extra,
                 int* killed, int restarts = 0) {
     std::vector<std::string> args = {"launch",
@@ -54,8 +54,10 @@ class LaunchFailover : public LauncherIntegration {
             const pid_t server = ChildPid(launcher, "sieve-server", 0);
             if (server > 0 && ::kill(server, SIGKILL) == 0) *killed = 1;
           } else if (*killed == 1 && restarts > 0 &&
-                     CountOf(output, "server 0 holds a copy of shard ") >= 4) {
-            // Both copies installed (the server's line and the scheduler's, for each shard).
+                     CountOf(output, "server 0 holds a copy of shard ") >= 4 &&
+                     CountOf(output, "handover: shard 0 is served by server 0 again") >= 1) {
+            // Both copies installed (the server's line and the scheduler's, for each shard) and
+            // shard 0 handed back to server 0.
             const pid_t server = ChildPid(launcher, "sieve-server", 1);
             if (server > 0 && ::kill(server, SIGKILL) == 0) *killed = 2;
           }
@@ -129,7 +131,7 @@ TEST_F(LaunchFailover, AspKillOfAServerLosesNoPush) {
 }
 
 // The second kill: server 0 killed, restarted and rebuilt (the primaries send it their
-// shards' snapshots), then server 1 killed once the copies are back: both shards fail over to the
+// shards' snapshots) and given its shard back, then server 1 killed: its shard fails over to the
 // rebuilt server 0, server 1 is rebuilt in turn, and the job still ends bitwise as without kills.
 TEST_F(LaunchFailover, BspASecondKillAfterTheRebuildLosesNothingEither) {
   int killed = 0;
@@ -139,9 +141,12 @@ TEST_F(LaunchFailover, BspASecondKillAfterTheRebuildLosesNothingEither) {
   ASSERT_FALSE(run.timed_out) << run.output;
   ASSERT_EQ(killed, 2) << run.output;
   EXPECT_EQ(ExitCode(run), 0) << run.output;
-  EXPECT_NE(run.output.find("failover: shard 1 is served by server 0"), std::string::npos)
+  // Shard 0 went to server 1 and came back; shard 1 then failed over to server 0.
+  EXPECT_NE(run.output.find("failover: shard 0 is served by server 1"), std::string::npos)
       << run.output;
-  EXPECT_NE(run.output.find("failover: shard 0 is served by server 0"), std::string::npos)
+  EXPECT_NE(run.output.find("handover: shard 0 is served by server 0 again"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("failover: shard 1 is served by server 0"), std::string::npos)
       << run.output;
   EXPECT_GE(CountOf(run.output, "rebuild: shard "), 4) << run.output;
   for (int w = 0; w < 4; ++w) {
