@@ -152,6 +152,20 @@ struct Replica {
 
 constexpr int kPrimaryId = 1, kMirrorId = 2;
 
+// Delivers everything server `a` sent to server `b` and back, until neither sends more; returns
+// how many messages went from a to b.
+size_t CarryBetween(Replica* a, Replica* b) {
+  size_t carried = 0;
+  for (;;) {
+    auto there = a->Take(b->link.id());
+    for (Frames& f : there) b->service->OnData(Decode(std::move(f)));
+    auto back = b->Take(a->link.id());
+    for (Frames& f : back) a->service->OnData(Decode(std::move(f)));
+    carried += there.size();
+    if (there.empty() && back.empty()) return carried;
+  }
+}
+
 // A primary of shard 0 on server 0 with its mirror on server 1, and a shard without replication
 // (`plain`) fed the same pushes.
 struct Pair {
@@ -162,17 +176,7 @@ struct Pair {
         plain(so, 0, false, {}) {}
   // Delivers every REPLICATE the primary sent and every ack the mirror sent back; returns how many
   // REPLICATEs went.
-  size_t Carry() {
-    size_t carried = 0;
-    for (;;) {
-      auto events = primary.Take(kMirrorId);
-      for (Frames& f : events) mirror.service->OnData(Decode(std::move(f)));
-      auto acks = mirror.Take(kPrimaryId);
-      for (Frames& f : acks) primary.service->OnData(Decode(std::move(f)));
-      carried += events.size();
-      if (events.empty() && acks.empty()) return carried;
-    }
-  }
+  size_t Carry() { return CarryBetween(&primary, &mirror); }
   // A push to the primary and to the plain shard.
   void PushBoth(int worker, uint64_t round, const std::vector<uint32_t>& idx,
                 const std::vector<float>& val) {
@@ -511,15 +515,8 @@ TEST(ShardReplicationTest, AReplacementIsRebuiltFromASnapshotAndFollowsTheRounds
     auto [idx, val] = RandomPush(&rng);
     primary.service->OnData(Push(w, round, idx, val));
   };
-  auto carry = [&] {
-    for (;;) {
-      auto events = primary.Take(kMirrorId);
-      for (Frames& f : events) copy.service->OnData(Decode(std::move(f)));
-      auto acks = copy.Take(kPrimaryId);
-      for (Frames& f : acks) primary.service->OnData(Decode(std::move(f)));
-      if (events.empty() && acks.empty()) return;
-    }
-  };
+  auto carry = [&] { CarryBetween(&primary, &copy); };
+
   // Before: events to a copy that waits for its snapshot are refused, nothing changes.
   push(0, 0);
   push(1, 0);
@@ -610,15 +607,8 @@ TEST(ShardReplicationTest, TheRebuiltOwnServerTakesItsShardBack) {
         o->rebuild_into = {1};
       },
       1);  // its table: shard 0 at server 1, whose copy it is rebuilt from
-  auto carry = [&] {
-    for (;;) {
-      auto to_own = taken.Take(kPrimaryId);
-      for (Frames& f : to_own) own.service->OnData(Decode(std::move(f)));
-      auto to_taken = own.Take(kMirrorId);
-      for (Frames& f : to_taken) taken.service->OnData(Decode(std::move(f)));
-      if (to_own.empty() && to_taken.empty()) return;
-    }
-  };
+  auto carry = [&] { CarryBetween(&taken, &own); };
+
   taken.service->OnData(Push(0, 0, {4}, {1.0f}));
   taken.service->OnServerRejoined(0);
   carry();
