@@ -15,9 +15,10 @@ Starts a local cluster: sieve-scheduler, then S sieve-server and W sieve-worker 
 [scheduler], [server i] or [worker i] prefix; the workers' progress lines are summed up in one
 job progress line instead (epoch, round, loss, rounds/s, bytes pushed, ETA; while the job forms,
 who is still missing). If a process fails, all others are stopped and the launcher exits
-non-zero naming it, unless --max_restarts allows restarting it or, for a worker, the
+non-zero naming it, unless --max_restarts allows restarting it, or, for a worker, the
 scheduler's --min_workers=M accepts the loss ("lost worker 1": the job goes on and the
-scheduler decides it). Ctrl-C (or SIGTERM) stops everything. The daemons die with the launcher,
+scheduler decides it), or, for a server, the scheduler's --replication=R gives its shards
+copies ("lost server 0 ...; its shards fail over to their backups": the job goes on). Ctrl-C (or SIGTERM) stops everything. The daemons die with the launcher,
 even when it is killed with SIGKILL. The last line is the job's result:
   sieve launch: job finished: test_acc=0.8512 rounds=1875 time=21.3s pushed=12.3MB workers=4/4
 or "sieve launch: job FAILED: <which process, how>" with a non-zero exit.
@@ -42,7 +43,8 @@ Launcher flags:
                            signal) while the scheduler runs, at most N times in all (default
                            0: the job stops). A server restarts under its --rank when it has
                            --checkpoint_dir (it restores its shard from there; without one the
-                           job stops); a worker restarts under its --rank and rejoins the
+                           job stops), or in a job with --replication (it is rebuilt from its
+                           shards' copies); a worker restarts under its --rank and rejoins the
                            running job. The scheduler is not restarted.
   --worker_cmd=CMD         run CMD (split into words like a shell, no expansions) as each
                            worker instead of sieve-worker, e.g.
