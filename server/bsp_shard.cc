@@ -134,9 +134,6 @@ Status BspShard::ApplyRound(uint64_t round, std::span<const uint32_t> indices,
     return InvalidArgumentError("a round result of " + std::to_string(values.size()) +
                                 " values for a shard of " + std::to_string(w_.size()));
   }
-  for (uint32_t i : indices) {
-    if (i >= w_.size()) return InvalidArgumentError("a round result's index is past the shard");
-  }
   // Whatever this copy held for the round (nothing, unless a resync or a joiner's push) is the
   // primary's business now: the result says how the round ended.
   resync_ = false;

@@ -205,10 +205,11 @@ class ShardServer {
   void set_part_sink(std::function<void(Outbox*)> sink) { part_sink_ = std::move(sink); }
   // Replication of BSP rounds by their result (ShardService). last_round_reply: the UPDATE of the
   // round completed last (its pairs, or the whole shard when *dense), null before any round or
-  // outside BSP. ApplyRound: on a copy, round `round` completes with that result: its weights are
-  // written, and every live worker gets the round's UPDATE (in `out`) as the primary's round
-  // completion sends it. Errors (nothing changes): FailedPrecondition when the copy is not at
-  // `round` or the mode has no rounds, InvalidArgument for sizes that do not fit the shard.
+  // outside BSP. ApplyRound: on a copy, round `round` completes with that result (validated like a
+  // PUSH: indices shard-relative, strictly ascending, < size()): its weights are written, and
+  // every live worker gets the round's UPDATE (in `out`) as the primary's round completion sends
+  // it. Errors (nothing changes): FailedPrecondition when the copy is not at `round` or the mode
+  // has no rounds, InvalidArgument for sizes that do not fit the shard.
   virtual std::shared_ptr<const ReplyBuffer> last_round_reply(bool* /*dense*/) const {
     return nullptr;
   }

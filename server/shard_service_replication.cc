@@ -183,7 +183,6 @@ void ShardService::OnReplicateAck(const Message& msg) {
   if (snap != snapshot_seq_.end() && msg.header.seq() >= snap->second) {
     // The rebuilt copy installed its snapshot: a failover may move the shard there now.
     snapshot_seq_.erase(snap);
-    refusals_[from] = 0;
     if (Status s = link_->ReportCopy(options_.rank, from); !s.ok()) {
       LOG(ERROR) << "COPY_READY for shard " << options_.rank << ": " << s.ToString();
     }

@@ -72,6 +72,20 @@ Message Decode(Frames frames) {
   return m;
 }
 
+// A sparse message sent as `frames`, its header changed by `edit`, encoded and decoded again.
+Message Edited(Frames frames, const std::function<void(pb::Header*)>& edit) {
+  auto m = std::make_shared<Message>(Decode(std::move(frames)));
+  pb::Header h = m->header;
+  edit(&h);
+  DataPayload pl;
+  pl.indices = m->indices;
+  pl.values = std::as_bytes(m->values);
+  pl.keepalive = m;  // the new frames borrow the old message's arrays
+  auto f = EncodeData(h, pl);
+  EXPECT_TRUE(f.ok());
+  return Decode(std::move(f).value());
+}
+
 Message Control(int worker, pb::MsgType type, uint64_t round) {
   auto frames = EncodeControl(MakeDataHeader(type, 1 + kServers + worker, 1, 0, round));
   EXPECT_TRUE(frames.ok());
@@ -320,17 +334,8 @@ TEST(ShardReplicationTest, OnlyTheShardsPrimaryReplicatesAndOnlyThePrimaryServes
   p.primary.service->OnData(Push(0, 0, {1}, {1.0f}));
   auto events = p.primary.Take(kMirrorId);
   ASSERT_EQ(events.size(), 1u);
-  {
-    Message m = Decode(std::move(events[0]));
-    pb::Header h = m.header;
-    h.set_sender(3);  // a worker's node claims to replicate it
-    DataPayload pl;
-    pl.indices = m.indices;
-    pl.values = std::as_bytes(m.values);
-    auto f = EncodeData(h, pl);
-    ASSERT_TRUE(f.ok());
-    p.mirror.service->OnData(Decode(std::move(f).value()));
-  }
+  // A worker's node claims to replicate it.
+  p.mirror.service->OnData(Edited(std::move(events[0]), [](pb::Header* h) { h->set_sender(3); }));
   ASSERT_EQ(p.mirror.link.errors.size(), 2u);
   EXPECT_EQ(p.mirror.link.errors[1].code, pb::ERROR_NOT_REPLICA);
   EXPECT_EQ(p.mirror.Weights(), Init());
@@ -645,15 +650,7 @@ TEST(ShardReplicationTest, ARoundResultForAnotherRoundIsRefused) {
   p.primary.service->OnData(Push(0, 0, {2}, {1.0f}));
   auto events = p.primary.Take(kMirrorId);
   ASSERT_EQ(events.size(), 1u);
-  Message m = Decode(std::move(events[0]));
-  pb::Header h = m.header;
-  h.set_round(5);
-  DataPayload pl;
-  pl.indices = m.indices;
-  pl.values = std::as_bytes(m.values);
-  auto f = EncodeData(h, pl);
-  ASSERT_TRUE(f.ok());
-  p.mirror.service->OnData(Decode(std::move(f).value()));
+  p.mirror.service->OnData(Edited(std::move(events[0]), [](pb::Header* h) { h->set_round(5); }));
   ASSERT_EQ(p.mirror.link.errors.size(), 1u);
   EXPECT_EQ(p.mirror.link.errors[0].code, pb::ERROR_NOT_REPLICA);
   EXPECT_EQ(p.mirror.Weights(), Init());

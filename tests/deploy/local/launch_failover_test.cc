@@ -70,6 +70,15 @@ class LaunchFailover : public LauncherIntegration {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
+  // Every worker's final weights of run `kill` are bitwise those of the undisturbed run `base`.
+  void ExpectSameWeights(const std::string& base, const std::string& kill) const {
+    for (int w = 0; w < 4; ++w) {
+      const std::string a = Weights(base, w), b = Weights(kill, w);
+      ASSERT_FALSE(a.empty()) << "worker " << w;
+      EXPECT_TRUE(a == b) << "worker " << w << "'s final weights differ from the undisturbed run's";
+    }
+  }
+
   // The key=value words of the line of `output` that holds `marker` (empty when none does).
   static testing::KeyValues Summary(const std::string& output, const std::string& marker) {
     const size_t at = output.find(marker);
@@ -101,11 +110,7 @@ TEST_F(LaunchFailover, BspKillOfAServerLosesNothingAndEndsBitwiseAsWithoutTheKil
   EXPECT_GT(promoted, 0u);
   EXPECT_LT(promoted, rounds);
   EXPECT_EQ(shard0.at("rounds"), std::to_string(rounds)) << "the shard skipped or replayed rounds";
-  for (int w = 0; w < 4; ++w) {
-    const std::string a = Weights("base", w), b = Weights("kill", w);
-    ASSERT_FALSE(a.empty()) << "worker " << w;
-    EXPECT_TRUE(a == b) << "worker " << w << "'s final weights differ from the undisturbed run's";
-  }
+  ExpectSameWeights("base", "kill");
 }
 
 TEST_F(LaunchFailover, AspKillOfAServerLosesNoPush) {
@@ -149,11 +154,7 @@ TEST_F(LaunchFailover, BspASecondKillAfterTheRebuildLosesNothingEither) {
   EXPECT_NE(run.output.find("failover: shard 1 is served by server 0"), std::string::npos)
       << run.output;
   EXPECT_GE(CountOf(run.output, "rebuild: shard "), 4) << run.output;
-  for (int w = 0; w < 4; ++w) {
-    const std::string a = Weights("base2", w), b = Weights("twice", w);
-    ASSERT_FALSE(a.empty()) << "worker " << w;
-    EXPECT_TRUE(a == b) << "worker " << w << "'s final weights differ from the undisturbed run's";
-  }
+  ExpectSameWeights("base2", "twice");
 }
 
 TEST_F(LaunchFailover, AReplicationFactorOfAtLeastTheServersIsRefusedUpFront) {
