@@ -33,6 +33,9 @@
 
 namespace sieve {
 
+// 10: the rebuild of ASP/SSP shards: a REPLICA_SNAPSHOT of one carries its clocks
+// (Header.clocks), and a Register.rebuildable server may hold such shards (a server of 9 would
+// refuse the snapshot and leave the shard without its backup).
 // 9: shard replication (scheduler --replication): NodeTable.replication and shard_primary,
 // MSG_REPLICATE / MSG_REPLICATE_ACK between servers (Header.seq, origin, event), ERROR_NOT_PRIMARY
 // and ERROR_NOT_REPLICA (a worker of 8 would keep sending a failed-over shard to its dead server).
@@ -48,7 +51,7 @@ namespace sieve {
 // (CURVE keys bound to node ids). 3: a sparse UPDATE may be split into parts (Header.part/parts);
 // 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
 // different versions reject each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 9;
+inline constexpr uint32_t kProtocolVersion = 10;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
 // Barrier groups (pb::Barrier.group bits).

@@ -318,12 +318,13 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
       continue;
     }
     if (e.failed_over && !r.rebuildable()) {  // its shards have a new primary
-      return ReplyError(h, pb::ERROR_FAILED_OVER,
-                        "server " + std::to_string(e.info.rank()) +
-                            " failed over: its shards are served by their backups (--replication)"
-                            " and this server cannot be rebuilt from them (only a BSP server "
-                            "without backup workers or two-way compression can); the job goes on "
-                            "without it");
+      return ReplyError(
+          h, pb::ERROR_FAILED_OVER,
+          "server " + std::to_string(e.info.rank()) +
+              " failed over: its shards are served by their backups (--replication)"
+              " and this server cannot be rebuilt from them (a BSP server with backup "
+              "workers or two-way compression cannot); the job goes on "
+              "without it");
     }
     e.info.set_host(r.host());
     e.info.set_port(r.port());

@@ -3,6 +3,7 @@
 #include "server/async_shard.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "base/prefetch.h"
@@ -175,5 +176,48 @@ void AsyncShard::Join(int worker, uint64_t round, Outbox* out) {
 }
 
 void AsyncShard::Restored(uint64_t) { AllDirty(); }
+
+ShardSnapshot AsyncShard::TakeSnapshot() const {
+  ShardSnapshot s = ShardServer::TakeSnapshot();
+  s.version = version_;
+  s.clocks.reserve(workers_.size());
+  for (const WorkerState& ws : workers_) {
+    s.clocks.push_back({ws.last_round, ws.waiting, ws.waiting_round, ws.reply_version});
+  }
+  s.pushes_applied = stats_.pushes_applied;
+  s.pushed_sum = stats_.pushed_sum;
+  return s;
+}
+
+Status AsyncShard::InstallSnapshot(ShardSnapshot snapshot) {
+  if (snapshot.clocks.size() != workers_.size()) {
+    return InvalidArgumentError("a snapshot with " + std::to_string(snapshot.clocks.size()) +
+                                " worker clocks for a shard of " + std::to_string(workers_.size()) +
+                                " workers");
+  }
+  for (size_t w = 0; w < snapshot.clocks.size(); ++w) {
+    const WorkerClock& c = snapshot.clocks[w];
+    if (c.last_round < -1 || c.reply_version > snapshot.version ||
+        (c.waiting && static_cast<int64_t>(c.waiting_round) > c.last_round)) {
+      return InvalidArgumentError("the snapshot's clock of worker " + std::to_string(w) +
+                                  " is inconsistent (last round " + std::to_string(c.last_round) +
+                                  ", reply version " + std::to_string(c.reply_version) + " of " +
+                                  std::to_string(snapshot.version) + ")");
+    }
+  }
+  SIEVE_RETURN_IF_ERROR(Restore(0, std::move(snapshot.weights)));  // every reply dense (Restored)
+  version_ = snapshot.version;
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    const WorkerClock& c = snapshot.clocks[w];
+    WorkerState& ws = workers_[w];
+    ws.last_round = c.last_round;
+    ws.waiting = c.waiting;
+    ws.waiting_round = c.waiting_round;
+    ws.reply_version = c.reply_version;
+  }
+  stats_.pushes_applied = snapshot.pushes_applied;
+  stats_.pushed_sum = snapshot.pushed_sum;
+  return Status::Ok();
+}
 
 }  // namespace sieve

@@ -8,6 +8,9 @@
 // version now minus the version when the pushing worker's last reply was built (0 before its first
 // reply), and StalenessLr::kInverse applies it with scale / τ when τ >= 1.
 //
+// Snapshot (a rebuilt copy): the weights, the version and every worker's clock; the copy has no
+// change log from before it, so each worker's next reply from it is the whole shard.
+//
 // Join: a re-admitted worker is counted at once; its clock becomes max(its old clock, the join
 // round) and its next reply is the whole shard. Restore: every worker's next reply is dense.
 //
@@ -30,6 +33,9 @@ class AsyncShard : public ShardServer {
  public:
   // Options as validated by ShardServer::Create (consistency kAsp or kSsp).
   AsyncShard(const ShardServerOptions& options, std::vector<float> initial);
+
+  ShardSnapshot TakeSnapshot() const override;
+  Status InstallSnapshot(ShardSnapshot snapshot) override;
 
  protected:
   void Push(int worker, uint64_t round, std::span<const uint32_t> indices,

@@ -156,8 +156,15 @@ Status BspShard::ApplyRound(uint64_t round, std::span<const uint32_t> indices,
   return Status::Ok();
 }
 
-Status BspShard::InstallSnapshot(uint64_t round, std::vector<float> weights) {
-  SIEVE_RETURN_IF_ERROR(Restore(round, std::move(weights)));
+Status BspShard::InstallSnapshot(ShardSnapshot snapshot) {
+  if (options_.backup_workers > 0 || options_.server_compressor != Compressor::kNone) {
+    return FailedPreconditionError(
+        "a BSP shard with backup workers or two-way compression is not rebuilt from a snapshot");
+  }
+  if (!snapshot.clocks.empty()) {
+    return InvalidArgumentError("a BSP shard's snapshot carries no worker clocks");
+  }
+  SIEVE_RETURN_IF_ERROR(Restore(snapshot.round, std::move(snapshot.weights)));
   resync_ = false;  // the primary's round, not a checkpoint's: nothing to resynchronize
   return Status::Ok();
 }

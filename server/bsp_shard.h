@@ -66,7 +66,7 @@ class BspShard : public ShardServer {
   // the late pushes of the open round, the server residual).
   Status ApplyRound(uint64_t round, std::span<const uint32_t> indices,
                     std::span<const float> values, bool dense, Outbox* out) override;
-  Status InstallSnapshot(uint64_t round, std::vector<float> weights) override;
+  Status InstallSnapshot(ShardSnapshot snapshot) override;
 
  protected:
   void Push(int worker, uint64_t round, std::span<const uint32_t> indices,

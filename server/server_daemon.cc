@@ -145,6 +145,9 @@ class NodeServerLink : public ServerLink {
   bool WorkerDead(int rank) const override {
     return node_->dead_nodes().count(node_->WorkerId(rank)) > 0;
   }
+  bool ServerDead(int rank) const override {
+    return node_->dead_nodes().count(node_->ServerId(rank)) > 0;
+  }
   Status Send(int peer, Frames frames) override { return node_->Send(peer, std::move(frames)); }
   Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
                    uint64_t round, int shard) override {
@@ -392,11 +395,19 @@ std::string PromotedShardLine(int rank, const HostedShard& h) {
   return line;
 }
 
-// Whether a replicated shard of these options is copied by its rounds' results, so that a
-// replacement server can be rebuilt from a snapshot (ShardServiceOptions::replicate_rounds).
-bool Rebuildable(const ShardServerOptions& so) {
+// Whether a replicated shard of these options is copied by its rounds' results
+// (ShardServiceOptions::replicate_rounds): BSP without backup workers or two-way compression.
+bool ReplicatedByRounds(const ShardServerOptions& so) {
   return so.consistency == Consistency::kBsp && so.backup_workers == 0 &&
          so.server_compressor == Compressor::kNone;
+}
+
+// Whether a replacement server can be rebuilt from snapshots (ShardServiceOptions::rebuildable):
+// BSP replicated by round results, and ASP/SSP (a snapshot carries their clocks). A BSP round
+// replicated by its pushes (backup workers, two-way compression) has state a snapshot does not
+// carry.
+bool Rebuildable(const ShardServerOptions& so) {
+  return so.consistency != Consistency::kBsp || ReplicatedByRounds(so);
 }
 
 // Creates the shard `shard_rank` this server holds (a mirror of another server's when `mirror`):
@@ -435,7 +446,8 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
   sso.compact_indices = o.node.compact_indices;
   sso.reply_values = o.reply_values;  // the shard's weights and accumulation stay fp32
   sso.mirror = mirror;
-  sso.replicate_rounds = Rebuildable(so);
+  sso.replicate_rounds = ReplicatedByRounds(so);
+  sso.rebuildable = Rebuildable(so);
   sso.awaiting_snapshot = awaiting_snapshot;
   // A server admitted late (a restart) holds no copies, so its own shard has no backups left.
   const int servers = static_cast<int>(node.num_servers());

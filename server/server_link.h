@@ -29,6 +29,8 @@ class ServerLink {
   virtual int ShardPrimary(int shard) const { return shard; }
   // Whether the scheduler declared worker `rank` dead (and it was not re-admitted since).
   virtual bool WorkerDead(int /*rank*/) const { return false; }
+  // Whether the scheduler declared server `rank` dead (and it was not re-admitted since).
+  virtual bool ServerDead(int /*rank*/) const { return false; }
   // Tells the scheduler that server `server` holds an up-to-date copy of `shard` (MSG_COPY_READY,
   // after a rebuild). Errors: the transport's (the caller logs).
   virtual Status ReportCopy(int /*shard*/, int /*server*/) { return Status::Ok(); }

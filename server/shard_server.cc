@@ -198,6 +198,13 @@ Status ShardServer::Restore(uint64_t round, std::vector<float> weights) {
   return Status::Ok();
 }
 
+ShardSnapshot ShardServer::TakeSnapshot() const {
+  ShardSnapshot s;
+  s.round = round();
+  s.weights.assign(w_.begin(), w_.end());
+  return s;
+}
+
 Status ShardServer::ApplyRound(uint64_t, std::span<const uint32_t>, std::span<const float>, bool,
                                Outbox*) {
   return FailedPreconditionError("an ASP/SSP shard has no rounds to apply");

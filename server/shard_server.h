@@ -144,6 +144,25 @@ struct ShardServerStats {
   std::vector<uint64_t> longest_miss_run;
 };
 
+// A shard's state as a rebuilt copy receives it (ShardServer::TakeSnapshot / InstallSnapshot).
+// BSP: the round being aggregated and the weights (the open round's pushes are not in it). ASP/SSP
+// also each worker's clock and the shard's version, and the applied pushes' count and sum (so the
+// copy's conservation figures continue the primary's); `clocks` is empty in BSP.
+struct WorkerClock {
+  int64_t last_round = -1;  // the last round applied (-1: none)
+  bool waiting = false;     // its reply is not sent yet (SSP's bound holds it back)
+  uint64_t waiting_round = 0;
+  uint64_t reply_version = 0;  // the shard's version when its last reply was built
+};
+struct ShardSnapshot {
+  uint64_t round = 0;
+  std::vector<float> weights;
+  uint64_t version = 0;
+  std::vector<WorkerClock> clocks;
+  uint64_t pushes_applied = 0;
+  double pushed_sum = 0;
+};
+
 // The shard interface ShardService drives, and the state and events both modes share: the
 // weights, the reply pool, the thread team, the stats, and for each worker whether it is counted
 // (live), re-admitted after a death (rejoined) and its last DENSE. Create returns the object of the
@@ -215,14 +234,16 @@ class ShardServer {
   }
   virtual Status ApplyRound(uint64_t round, std::span<const uint32_t> indices,
                             std::span<const float> values, bool dense, Outbox* out);
-  // On a fresh copy (the rebuild of a replacement server): the shard's state becomes the
-  // primary's snapshot — `weights` (size() values) as of the start of round `round`, every worker
-  // counted (the snapshot's deaths follow as OnWorkerDead), no previous round's reply (a resend of
-  // round - 1 is answered with the whole shard, which is what that UPDATE left on the worker).
-  // Errors: FailedPrecondition outside BSP, InvalidArgument (wrong length); no change.
-  virtual Status InstallSnapshot(uint64_t /*round*/, std::vector<float> /*weights*/) {
-    return FailedPreconditionError("only a BSP shard is rebuilt from a snapshot");
-  }
+  // The rebuild of a replacement server's copy (ShardSnapshot above). TakeSnapshot: the state a
+  // copy needs, as of now (between events). InstallSnapshot, on a fresh copy: the shard's state
+  // becomes the primary's snapshot, every worker counted (the snapshot's deaths follow as
+  // OnWorkerDead). BSP: the weights as of the start of round `round`, no previous round's reply (a
+  // resend of round - 1 is answered with the whole shard, which is what that UPDATE left on the
+  // worker). ASP/SSP: the weights and clocks; each worker's next reply is the whole shard (the
+  // copy has no change log from before the snapshot; the values are the same). Errors:
+  // InvalidArgument (wrong length, clocks that do not fit the mode or the workers); no change.
+  virtual ShardSnapshot TakeSnapshot() const;
+  virtual Status InstallSnapshot(ShardSnapshot snapshot) = 0;
 
   // BSP: waiting for every live worker's first push after a Restore. false in ASP/SSP.
   virtual bool resyncing() const { return false; }

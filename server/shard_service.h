@@ -83,10 +83,13 @@ struct ShardServiceOptions {
   // for BSP without backup workers or two-way compression (ShardServer::ApplyRound); the daemon
   // sets it where it holds.
   bool replicate_rounds = false;
-  // Rebuild (replicate_rounds only): a mirror created empty on a replacement server, waiting for
-  // its primary's snapshot (REPLICA_SNAPSHOT); and, on a primary, the servers that get a snapshot
-  // of the shard and become its backups when the scheduler re-admits them (the shard's own server
-  // and the r after it in ring order, but this one).
+  // Rebuild (rebuildable: BSP replicated by round results, ASP and SSP; not BSP with backup
+  // workers or two-way compression, whose open round a snapshot does not carry): a mirror created
+  // empty on a replacement server, waiting for its primary's snapshot (REPLICA_SNAPSHOT); and, on
+  // a primary, the servers that get a snapshot of the shard and become its backups when the
+  // scheduler re-admits them (the shard's own server and the r after it in ring order, but this
+  // one).
+  bool rebuildable = false;
   bool awaiting_snapshot = false;
   std::vector<int> rebuild_into;
   // A primary resends a backup's unacknowledged events after this long without progress (OnTick).
@@ -122,9 +125,11 @@ class ShardService {
   // The scheduler declared worker `rank` dead / re-admitted it under a new instance.
   void OnWorkerDead(int rank);
   void OnWorkerRejoined(int rank);
-  // Replication: server `rank` died (a backup of this shard is no longer waited for); a new node
-  // table arrived (a mirror named primary is promoted, one whose shard moved elsewhere retires);
-  // time passed (a primary resends what a backup has not acknowledged).
+  // Replication: server `rank` died (a backup of this shard is no longer waited for; a mirror
+  // following it applies the table); a new node table arrived (when the primary a mirror follows
+  // is dead, a mirror named primary is promoted and one whose shard moved elsewhere retires; while
+  // it is alive the move is a handover, applied when its REPLICA_HANDOVER arrives); time passed (a
+  // primary resends what a backup has not acknowledged).
   void OnServerDead(int rank);
   // Replication: server `rank` was re-admitted (a replacement process). A primary whose
   // rebuild_into names it sends it a snapshot and counts it as a backup from then on.
@@ -178,7 +183,8 @@ class ShardService {
   // Encodes and sends one REPLICATE of `event` to `backup` (SendEvent's and SendSnapshot's).
   void SendReplicate(int backup, uint64_t seq, pb::ReplicaEvent event, int origin, int replier,
                      uint64_t round, bool dense, std::span<const uint32_t> indices,
-                     std::span<const float> values, std::shared_ptr<const void> keepalive);
+                     std::span<const float> values, std::shared_ptr<const void> keepalive,
+                     const pb::SnapshotClocks* clocks = nullptr);
   int server_rank() const {
     return options_.server_rank >= 0 ? options_.server_rank : options_.rank;
   }

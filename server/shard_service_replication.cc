@@ -53,13 +53,15 @@ void ShardService::SendEvent(int backup, uint64_t index) {
 void ShardService::SendReplicate(int backup, uint64_t seq, pb::ReplicaEvent event, int origin,
                                  int replier, uint64_t round, bool dense,
                                  std::span<const uint32_t> indices, std::span<const float> values,
-                                 std::shared_ptr<const void> keepalive) {
+                                 std::shared_ptr<const void> keepalive,
+                                 const pb::SnapshotClocks* clocks) {
   const int peer = link_->ServerId(backup);
   pb::Header h = MakeDataHeader(pb::MSG_REPLICATE, link_->id(), peer, options_.rank, round);
   h.set_seq(seq);
   h.set_origin(origin);
   h.set_event(static_cast<uint32_t>(event));
   h.set_replier(replier);
+  if (clocks != nullptr) *h.mutable_clocks() = *clocks;
   DataPayload p;
   p.dense = dense;
   if (!dense) p.indices = indices;
@@ -86,7 +88,7 @@ void ShardService::SendReplicate(int backup, uint64_t seq, pb::ReplicaEvent even
 }
 
 void ShardService::OnServerRejoined(int rank) {
-  if (!primary_ || !options_.replicate_rounds || rank == server_rank() ||
+  if (!primary_ || !options_.rebuildable || rank == server_rank() ||
       std::find(options_.rebuild_into.begin(), options_.rebuild_into.end(), rank) ==
           options_.rebuild_into.end() ||
       std::find(backups_.begin(), backups_.end(), rank) != backups_.end()) {
@@ -96,13 +98,27 @@ void ShardService::OnServerRejoined(int rank) {
 }
 
 void ShardService::SendSnapshot(int backup) {
-  // The shard as of now: its weights (the open round's pushes are not in them and not replicated:
-  // with replicate_rounds a copy gets rounds by their result), its round, the workers it does not
-  // count, and the events so far (seq_). The events after it follow on the same connection.
-  auto weights = std::make_shared<const std::vector<float>>(shard_->weights().begin(),
-                                                            shard_->weights().end());
-  SendReplicate(backup, seq_, pb::REPLICA_SNAPSHOT, -1, -1, shard_->round(), true, {}, *weights,
-                weights);
+  // The shard as of now: its weights (BSP: the open round's pushes are not in them and not
+  // replicated: with replicate_rounds a copy gets rounds by their result), its round, ASP/SSP its
+  // clocks, the workers it does not count, and the events so far (seq_). The events after it
+  // follow on the same connection.
+  auto snap = std::make_shared<ShardSnapshot>(shard_->TakeSnapshot());
+  pb::SnapshotClocks clocks;
+  if (!snap->clocks.empty()) {
+    clocks.set_version(snap->version);
+    clocks.set_pushes_applied(snap->pushes_applied);
+    clocks.set_pushed_sum(snap->pushed_sum);
+    for (const WorkerClock& c : snap->clocks) {
+      pb::WorkerClock* wc = clocks.add_workers();
+      wc->set_last_round(c.last_round);
+      wc->set_waiting(c.waiting);
+      wc->set_waiting_round(c.waiting_round);
+      wc->set_reply_version(c.reply_version);
+    }
+  }
+  const std::vector<float>& weights = snap->weights;
+  SendReplicate(backup, seq_, pb::REPLICA_SNAPSHOT, -1, -1, snap->round, true, {}, weights, snap,
+                snap->clocks.empty() ? nullptr : &clocks);
   for (int w = 0; w < static_cast<int>(options_.num_workers); ++w) {
     if (!shard_->counts(w)) {
       SendReplicate(backup, seq_, pb::REPLICA_SNAPSHOT_DEAD, w, -1, 0, false, {}, {}, nullptr);
@@ -121,8 +137,20 @@ void ShardService::SendSnapshot(int backup) {
 }
 
 void ShardService::InstallSnapshot(const Message& msg) {
-  Status s = shard_->InstallSnapshot(msg.header.round(),
-                                     std::vector<float>(msg.values.begin(), msg.values.end()));
+  ShardSnapshot snap;
+  snap.round = msg.header.round();
+  snap.weights.assign(msg.values.begin(), msg.values.end());
+  if (msg.header.has_clocks()) {
+    const pb::SnapshotClocks& clocks = msg.header.clocks();
+    snap.version = clocks.version();
+    snap.pushes_applied = clocks.pushes_applied();
+    snap.pushed_sum = clocks.pushed_sum();
+    for (const pb::WorkerClock& wc : clocks.workers()) {
+      snap.clocks.push_back(
+          {wc.last_round(), wc.waiting(), wc.waiting_round(), wc.reply_version()});
+    }
+  }
+  Status s = shard_->InstallSnapshot(std::move(snap));
   if (!s.ok()) {
     LOG(ERROR) << "shard " << options_.rank
                << ": the snapshot cannot be installed: " << s.ToString();
@@ -350,6 +378,10 @@ void ShardService::OnReplicate(const Message& msg) {
 }
 
 void ShardService::OnServerDead(int rank) {
+  // The primary this copy follows died: a table that moved the shard already (a handover whose
+  // REPLICA_HANDOVER never came, or the failover's table, installed before this event) applies
+  // now.
+  if (mirror_ && rank == following_) return OnTable();
   auto it = std::find(backups_.begin(), backups_.end(), rank);
   if (it == backups_.end()) return;
   backups_.erase(it);
@@ -372,6 +404,11 @@ void ShardService::OnTable() {
     return;
   }
   if (handed_over_) return;  // a table from before this server's handover
+  // The table moved the shard away from the primary this copy follows. While that primary is
+  // alive it is a handover, whose REPLICA_HANDOVER (on another connection than the table) is on
+  // its way: the event moves this copy in order (TakeOver, or following the new primary). A
+  // failover's primary is dead: the copy named goes on from what it has, the others retire.
+  if (!link_->ServerDead(following_)) return;
   if (primary == server_rank() && !awaiting_snapshot_) return Promote();
   mirror_ = false;  // another copy took the shard over: this one is retired
   LOG(WARNING) << "shard " << options_.rank << " failed over to server " << primary

@@ -4,8 +4,10 @@
 // replacement is rebuilt (the primaries send it snapshots of the shards it should hold) and the
 // job finishes with every worker; the servers' shards end with the same bytes as the workers'
 // replicas (each worker dumps its replica; each live server dumps its own shard; the promoted
-// copy's checksum is in its shard summary). ASP, which cannot be rebuilt from a snapshot: the
-// replacement is told it is not needed and exits 0, and the job finishes.
+// copy's checksum is in its shard summary). ASP: the replacement is rebuilt too (its snapshots
+// carry the clocks), and its copy of its own shard ends with the same bytes as the promoted one.
+// BSP with backup workers, whose open round a snapshot does not carry: the replacement is told it
+// is not needed and exits 0, and the job finishes.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -38,12 +40,15 @@ uint32_t Crc32(const std::string& bytes) {
 // Starts the 3-server job (`consistency`), kills server 1 once worker 0 reached epoch 10 and
 // starts its replacement once the scheduler moved its shard.
 struct KilledJob {
-  explicit KilledJob(const std::string& consistency) {
+  explicit KilledJob(const std::string& consistency, int backup_workers = 0) {
     dir = fs::temp_directory_path() /
           ("sieve-failover-" + consistency + "-" + std::to_string(getpid()));
     fs::create_directories(dir);
-    server = {"--model=synthetic", "--num_params=" + std::to_string(kD),
-              "--consistency=" + consistency, "--heartbeat_interval_ms=100",
+    server = {"--model=synthetic",
+              "--num_params=" + std::to_string(kD),
+              "--consistency=" + consistency,
+              "--backup_workers=" + std::to_string(backup_workers),
+              "--heartbeat_interval_ms=100",
               "--dump_shard=" + (dir / "s{rank}.bin").string()};
   }
   ~KilledJob() {
@@ -82,12 +87,9 @@ struct KilledJob {
   testing::FaultCluster c;
 };
 
-TEST(FailoverTest, BspAKilledServersShardGoesOnAtItsBackupAndItsReplacementIsRebuilt) {
-  KilledJob job("bsp");
-  std::string why;
-  ASSERT_TRUE(job.Start(&why)) << why;
-  testing::FaultCluster& c = job.c;
-  // The replacement holds copies of shard 1 (its own, served by server 2 now) and of shard 0.
+// The replacement of server 1 comes to hold copies of shard 1 (its own, served by server 2 now)
+// and of shard 0, and the job finishes with every process exiting 0 and every round done.
+void ExpectRebuiltAndFinished(testing::FaultCluster& c) {
   ASSERT_TRUE(c.scheduler().WaitFor("server 1 holds a copy of shard", milliseconds(20000)))
       << c.Log();
   ASSERT_TRUE(c.scheduler().WaitFor("server 1 holds a copy of shard", milliseconds(20000)))
@@ -95,6 +97,29 @@ TEST(FailoverTest, BspAKilledServersShardGoesOnAtItsBackupAndItsReplacementIsReb
   ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
   EXPECT_TRUE(c.AllExitedZero()) << c.Log();
   for (int w = 0; w < 2; ++w) EXPECT_EQ(c.WorkerSummary(w).at("rounds"), "4000") << c.Log();
+}
+
+// The checksum of shard `shard` in server `server`'s shard summary ("" when it has none).
+std::string SummaryChecksum(testing::FaultCluster& c, int server, int shard) {
+  const std::string key = "sieve-server shard summary: rank=" + std::to_string(server) +
+                          " shard=" + std::to_string(shard) + " ";
+  std::string checksum;
+  for (const std::string& line : c.server(server).lines()) {
+    const size_t at = line.find(key);
+    if (at == std::string::npos) continue;
+    const size_t k = line.find("checksum=", at);
+    if (k != std::string::npos) checksum = line.substr(k + 9, 8);
+  }
+  return checksum;
+}
+
+TEST(FailoverTest, BspAKilledServersShardGoesOnAtItsBackupAndItsReplacementIsRebuilt) {
+  KilledJob job("bsp");
+  std::string why;
+  ASSERT_TRUE(job.Start(&why)) << why;
+  testing::FaultCluster& c = job.c;
+  ExpectRebuiltAndFinished(c);
+  if (::testing::Test::HasFatalFailure()) return;
   // Replicas equal the servers: shards 0 and 2 from the servers' dumps (server 1's replacement
   // dumps its copy of shard 1, which must be the same bytes), shard 1 (promoted on server 2) by
   // its checksum.
@@ -105,20 +130,29 @@ TEST(FailoverTest, BspAKilledServersShardGoesOnAtItsBackupAndItsReplacementIsReb
   EXPECT_EQ(w0.substr(0, per), ReadFile(job.dir / "s0.bin"));
   EXPECT_EQ(w0.substr(per, per), ReadFile(job.dir / "s1.bin")) << "the rebuilt copy differs";
   EXPECT_EQ(w0.substr(2 * per), ReadFile(job.dir / "s2.bin"));
-  std::string promoted_checksum;
-  for (const std::string& line : c.server(2).lines()) {
-    const size_t at = line.find("sieve-server shard summary: rank=2 shard=1 ");
-    if (at == std::string::npos) continue;
-    const size_t k = line.find("checksum=", at);
-    promoted_checksum = line.substr(k + 9, 8);
-  }
   char want[9];
   std::snprintf(want, sizeof want, "%08x", Crc32(w0.substr(per, per)));
-  EXPECT_EQ(promoted_checksum, want) << c.Log();
+  EXPECT_EQ(SummaryChecksum(c, 2, 1), want) << c.Log();
 }
 
-TEST(FailoverTest, AspAKilledServersReplacementIsNotNeeded) {
+TEST(FailoverTest, AspAKilledServersReplacementIsRebuiltFromTheClocks) {
   KilledJob job("asp");
+  std::string why;
+  ASSERT_TRUE(job.Start(&why)) << why;
+  testing::FaultCluster& c = job.c;
+  ExpectRebuiltAndFinished(c);
+  if (::testing::Test::HasFatalFailure()) return;
+  // Shard 1 ends where it is served (server 2's promoted copy, or server 1 after a hand-back)
+  // with the same bytes as the other copy: the replacement's dump is its copy of shard 1.
+  const std::string s1 = ReadFile(job.dir / "s1.bin");
+  ASSERT_EQ(s1.size(), kD / 3 * 4) << c.Log();
+  char want[9];
+  std::snprintf(want, sizeof want, "%08x", Crc32(s1));
+  EXPECT_EQ(SummaryChecksum(c, 2, 1), want) << c.Log();
+}
+
+TEST(FailoverTest, BspWithBackupWorkersAKilledServersReplacementIsNotNeeded) {
+  KilledJob job("bsp", /*backup_workers=*/1);
   std::string why;
   ASSERT_TRUE(job.Start(&why)) << why;
   testing::FaultCluster& c = job.c;

@@ -37,6 +37,13 @@ class Link : public ServerLink {
     return it == primary.end() ? shard : it->second;
   }
   bool WorkerDead(int rank) const override { return dead.count(rank) > 0; }
+  bool ServerDead(int rank) const override { return dead_servers.count(rank) > 0; }
+  // The scheduler's failover as this node sees it: server `from` is dead and `shard` is served
+  // by server `to` (call the service's OnServerDead / OnTable after it).
+  void FailOver(int shard, int from, int to) {
+    dead_servers.insert(from);
+    primary[shard] = to;
+  }
   Status Send(int peer, Frames frames) override {
     sent.push_back({peer, std::move(frames)});
     return Status::Ok();
@@ -56,6 +63,7 @@ class Link : public ServerLink {
   };
   std::map<int, int> primary;  // shard -> server rank (absent: the shard's own)
   std::set<int> dead;          // dead worker ranks
+  std::set<int> dead_servers;  // dead server ranks
   std::vector<std::pair<int, Frames>> sent;
   std::vector<Error> errors;
 
@@ -141,6 +149,8 @@ struct Replica {
     o.backups = std::move(backups);
     o.replicate_resend = std::chrono::milliseconds(0);  // every OnTick resends
     o.replicate_rounds = replicate_rounds;
+    // As the daemon decides it: BSP by round results, ASP and SSP.
+    o.rebuildable = replicate_rounds || !o.bsp;
     if (tweak) tweak(&o);
     service = std::make_unique<ShardService>(o, shard.get(), &link, nullptr, nullptr);
   }
@@ -378,7 +388,7 @@ TEST_P(ShardReplicationModes, APromotedMirrorGoesOnFromTheRoundInFlight) {
   ASSERT_EQ(UpdatesTo(&p.mirror, 1).size(), 2u);
   const Message& round1 = sent0[1];
   // The primary dies; the table names server 1 shard 0's primary.
-  p.mirror.link.primary[0] = 1;
+  p.mirror.link.FailOver(0, 0, 1);
   p.mirror.service->OnTable();
   EXPECT_TRUE(p.mirror.service->primary());
   EXPECT_TRUE(p.mirror.service->replication().promoted);
@@ -409,7 +419,7 @@ TEST(ShardReplicationTest, PromotionAppliesTheDeathsThePrimaryDidNotReplicate) {
   p.mirror.service->OnWorkerDead(1);  // a mirror follows its primary only
   EXPECT_TRUE(p.mirror.shard->counts(1));
   p.mirror.link.dead.insert(1);
-  p.mirror.link.primary[0] = 1;
+  p.mirror.link.FailOver(0, 0, 1);
   p.mirror.service->OnTable();
   EXPECT_FALSE(p.mirror.shard->counts(1));
   EXPECT_EQ(p.mirror.shard->round(), 1u) << "round 0 waited only for worker 1";
@@ -437,7 +447,7 @@ TEST(ShardReplicationTest, AspMirrorKeepsClocksSoAResendIsNotAppliedTwice) {
     }
   }
   EXPECT_EQ(p.mirror.Weights(), p.primary.Weights());
-  p.mirror.link.primary[0] = 1;
+  p.mirror.link.FailOver(0, 0, 1);
   p.mirror.service->OnTable();
   // Worker 1's last push again (its reply was lost with the primary).
   p.mirror.service->OnData(Push(1, 4, last[1].first, last[1].second));
@@ -548,7 +558,7 @@ TEST(ShardReplicationTest, AReplacementIsRebuiltFromASnapshotAndFollowsTheRounds
   ASSERT_FALSE(sent1.empty());
   const Message& round5 = sent1.back();
   ASSERT_EQ(round5.header.round(), 5u);
-  copy.link.primary[0] = 1;
+  copy.link.FailOver(0, 0, 1);
   copy.service->OnTable();
   ASSERT_TRUE(copy.service->primary());
   copy.service->OnData(Push(1, 5, {1}, {1.0f}));
@@ -558,6 +568,210 @@ TEST(ShardReplicationTest, AReplacementIsRebuiltFromASnapshotAndFollowsTheRounds
   ASSERT_EQ(again[0].values.size(), round5.values.size());
   EXPECT_EQ(0,
             std::memcmp(again[0].values.data(), round5.values.data(), round5.values.size_bytes()));
+}
+
+// A worker's replica as the UPDATEs sent to it so far leave it (each applied in order).
+void ApplyUpdates(const std::vector<Message>& updates, std::vector<float>* replica) {
+  for (const Message& u : updates) {
+    if (u.dense()) {
+      replica->assign(u.values.begin(), u.values.end());
+    } else {
+      for (size_t j = 0; j < u.indices.size(); ++j) (*replica)[u.indices[j]] = u.values[j];
+    }
+  }
+}
+
+// ASP and SSP (staleness 0, so replies are held back): a replacement is rebuilt from a snapshot
+// taken while a reply is held and clocks differ, then follows the pushes; the oracle is a shard
+// without replication fed the same pushes. The copy answers the workers from the snapshot on (it
+// is the last backup): each worker's replica, built from the copy's replies after the snapshot
+// and the oracle's before it, equals the one the oracle's replies build, bitwise; the copy's
+// weights equal the primary's at every step. Promoted, it does not apply a resent push again and
+// goes on like the oracle.
+class AsyncRebuild : public ::testing::TestWithParam<Consistency> {};
+
+TEST_P(AsyncRebuild, AReplacementIsRebuiltFromClocksAndFollowsThePushes) {
+  ShardServerOptions so;
+  so.num_workers = 3;
+  so.consistency = GetParam();
+  so.staleness = 0;
+  Replica primary(so, 0, false, {}, false, [](ShardServiceOptions* o) { o->rebuild_into = {1}; });
+  Replica copy(so, 1, true, {}, false, [](ShardServiceOptions* o) { o->awaiting_snapshot = true; });
+  Replica plain(so, 0, false, {});
+  std::mt19937 rng(11);
+  std::vector<std::vector<float>> via_copy(3, Init()), via_plain(3, Init());
+  std::vector<std::pair<std::vector<uint32_t>, std::vector<float>>> last(3);
+  auto push = [&](int w, uint64_t clock) {
+    last[w] = RandomPush(&rng);
+    primary.service->OnData(Push(w, clock, last[w].first, last[w].second));
+    plain.service->OnData(Push(w, clock, last[w].first, last[w].second));
+    CarryBetween(&primary, &copy);
+  };
+  auto replies = [&](bool rebuilt) {
+    for (int w = 0; w < 3; ++w) {
+      ApplyUpdates(UpdatesTo(&plain, w), &via_plain[w]);
+      // Before the rebuild the primary answers; after it, the copy (the primary's copies of those
+      // replies are dropped once acknowledged).
+      ApplyUpdates(UpdatesTo(rebuilt ? &copy : &primary, w), &via_copy[w]);
+      if (rebuilt) (void)UpdatesTo(&primary, w);
+      EXPECT_EQ(via_copy[w], via_plain[w]) << "worker " << w;
+    }
+  };
+  // Clocks 3, 2 and 1 when the replacement arrives: with SSP, worker 0's reply of clock 2 is held.
+  for (int w = 0; w < 3; ++w) push(w, 0);
+  push(0, 1);
+  push(1, 1);
+  push(0, 2);
+  replies(false);
+  primary.service->OnServerRejoined(1);
+  EXPECT_EQ(primary.service->backups(), std::vector<int>{1});
+  CarryBetween(&primary, &copy);
+  ASSERT_TRUE(copy.service->replication().rebuilt);
+  EXPECT_EQ(copy.Weights(), primary.Weights());
+  EXPECT_EQ(copy.shard->stats().pushes_applied, 6u);
+  auto same_clocks = [&](const char* when) {
+    const ShardSnapshot a = primary.shard->TakeSnapshot(), b = copy.shard->TakeSnapshot();
+    EXPECT_EQ(a.version, b.version) << when;
+    ASSERT_EQ(a.clocks.size(), 3u);
+    ASSERT_EQ(b.clocks.size(), 3u);
+    for (int w = 0; w < 3; ++w) {
+      EXPECT_EQ(a.clocks[w].last_round, b.clocks[w].last_round) << when << ", worker " << w;
+      EXPECT_EQ(a.clocks[w].waiting, b.clocks[w].waiting) << when << ", worker " << w;
+      EXPECT_EQ(a.clocks[w].waiting_round, b.clocks[w].waiting_round) << when << ", worker " << w;
+      EXPECT_EQ(a.clocks[w].reply_version, b.clocks[w].reply_version) << when << ", worker " << w;
+    }
+  };
+  same_clocks("after the snapshot");
+  EXPECT_EQ(primary.shard->TakeSnapshot().clocks[0].waiting, GetParam() == Consistency::kSsp);
+  std::vector<int> clock = {3, 2, 1};
+  for (int step = 0; step < 12; ++step) {
+    const int w = (step * 2 + 2) % 3;  // 2, 1, 0, 2, ...: the slowest worker first
+    push(w, static_cast<uint64_t>(clock[w]++));
+    replies(true);
+    ASSERT_EQ(copy.Weights(), primary.Weights()) << "step " << step;
+  }
+  same_clocks("after the pushes that followed it");
+  EXPECT_EQ(copy.shard->stats().pushes_applied, primary.shard->stats().pushes_applied);
+  EXPECT_EQ(copy.shard->stats().pushed_sum, primary.shard->stats().pushed_sum);
+  // Promoted (the primary died): worker 1's last push again is not applied twice.
+  copy.link.FailOver(0, 0, 1);
+  copy.service->OnTable();
+  ASSERT_TRUE(copy.service->primary());
+  const uint64_t applied = copy.shard->stats().pushes_applied;
+  copy.service->OnData(Push(1, static_cast<uint64_t>(clock[1] - 1), last[1].first, last[1].second));
+  EXPECT_EQ(copy.shard->stats().pushes_applied, applied);
+  (void)UpdatesTo(&copy, 1);  // the resend's answer: nothing the worker lacks
+  for (int step = 0; step < 6; ++step) {
+    const int w = step % 3 == 0 ? 2 : step % 3 == 1 ? 1 : 0;
+    last[w] = RandomPush(&rng);
+    copy.service->OnData(Push(w, static_cast<uint64_t>(clock[w]), last[w].first, last[w].second));
+    plain.service->OnData(
+        Push(w, static_cast<uint64_t>(clock[w]++), last[w].first, last[w].second));
+    EXPECT_EQ(copy.Weights(), plain.Weights()) << "promoted, step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AspOrSsp, AsyncRebuild,
+                         ::testing::Values(Consistency::kAsp, Consistency::kSsp),
+                         [](const auto& info) {
+                           return std::string(info.param == Consistency::kAsp ? "Asp" : "Ssp");
+                         });
+
+// A worker that dies and rejoins while a copy is being rebuilt (its snapshot on the way): the
+// copy installs the snapshot, then applies the death, the re-admission and the JOIN in order, and
+// ends counting the worker and holding the primary's weights, which equal those of a shard
+// without replication fed the same events. BSP (rounds by their result), ASP and SSP.
+class RejoinDuringRebuild : public ::testing::TestWithParam<Consistency> {};
+
+TEST_P(RejoinDuringRebuild, TheCopyFollowsTheRejoin) {
+  const bool bsp = GetParam() == Consistency::kBsp;
+  ShardServerOptions so;
+  so.num_workers = 2;
+  so.consistency = GetParam();
+  so.staleness = 1;
+  auto rebuild = [](ShardServiceOptions* o) { o->rebuild_into = {1}; };
+  Replica primary(so, 0, false, {}, bsp, rebuild);
+  Replica copy(so, 1, true, {}, bsp, [](ShardServiceOptions* o) { o->awaiting_snapshot = true; });
+  Replica plain(so, 0, false, {});
+  std::mt19937 rng(17);
+  auto push = [&](int w, uint64_t round) {
+    auto [idx, val] = RandomPush(&rng);
+    primary.service->OnData(Push(w, round, idx, val));
+    plain.service->OnData(Push(w, round, idx, val));
+  };
+  auto both = [&](const std::function<void(ShardService*)>& event) {
+    event(primary.service.get());
+    event(plain.service.get());
+  };
+  push(0, 0);
+  push(1, 0);
+  primary.service->OnServerRejoined(1);  // the snapshot is sent, not delivered yet
+  both([](ShardService* s) { s->OnWorkerDead(1); });
+  push(0, 1);  // BSP: round 1 completes with worker 0 alone
+  both([](ShardService* s) { s->OnWorkerRejoined(1); });
+  const uint64_t join = bsp ? 2 : 1;
+  primary.service->OnData(Control(1, pb::MSG_JOIN, join));
+  plain.service->OnData(Control(1, pb::MSG_JOIN, join));
+  push(0, 2);
+  push(1, join);
+  CarryBetween(&primary, &copy);
+  ASSERT_TRUE(copy.service->replication().rebuilt);
+  EXPECT_TRUE(copy.shard->counts(1));
+  EXPECT_TRUE(primary.shard->counts(1));
+  EXPECT_EQ(copy.Weights(), primary.Weights());
+  EXPECT_EQ(copy.Weights(), plain.Weights());
+  for (uint64_t r = 3; r < 6; ++r) {
+    push(0, r);
+    push(1, r - (bsp ? 0 : 1));
+    CarryBetween(&primary, &copy);
+    ASSERT_EQ(copy.Weights(), plain.Weights()) << "round " << r;
+  }
+  EXPECT_EQ(copy.shard->round(), plain.shard->round());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllRebuiltModes, RejoinDuringRebuild,
+                         ::testing::Values(Consistency::kBsp, Consistency::kAsp, Consistency::kSsp),
+                         [](const auto& info) {
+                           return std::string(info.param == Consistency::kBsp   ? "Bsp"
+                                              : info.param == Consistency::kAsp ? "Asp"
+                                                                                : "Ssp");
+                         });
+
+// A snapshot whose clocks do not fit is refused and changes nothing; a BSP shard whose rounds are
+// replicated by their pushes (backup workers) is not rebuilt from a snapshot.
+TEST(ShardReplicationTest, ASnapshotThatDoesNotFitTheShardIsRefused) {
+  ShardServerOptions so;
+  so.num_workers = 2;
+  so.consistency = Consistency::kAsp;
+  auto created = ShardServer::Create(so, Init());
+  ASSERT_TRUE(created.ok());
+  ShardServer& asp = **created;
+  ShardSnapshot snap;
+  snap.weights.assign(kShardLen, 7.0f);
+  snap.version = 4;
+  snap.clocks.resize(3);  // three workers for a shard of two
+  EXPECT_EQ(asp.InstallSnapshot(snap).code(), StatusCode::kInvalidArgument);
+  snap.clocks.resize(2);
+  snap.clocks[1].reply_version = 5;  // a reply built after the snapshot's version
+  EXPECT_EQ(asp.InstallSnapshot(snap).code(), StatusCode::kInvalidArgument);
+  snap.clocks[1] = {.last_round = 0, .waiting = true, .waiting_round = 1};  // waits for a later
+  EXPECT_EQ(asp.InstallSnapshot(snap).code(), StatusCode::kInvalidArgument);
+  snap.clocks[1] = {};
+  snap.weights.resize(kShardLen - 1);
+  EXPECT_EQ(asp.InstallSnapshot(snap).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::vector<float>(asp.weights().begin(), asp.weights().end()), Init());
+  snap.weights.assign(kShardLen, 7.0f);
+  EXPECT_TRUE(asp.InstallSnapshot(snap).ok());
+  EXPECT_EQ(std::vector<float>(asp.weights().begin(), asp.weights().end()), snap.weights);
+
+  ShardServerOptions bw = Bsp(3);
+  bw.backup_workers = 1;
+  auto bsp = ShardServer::Create(bw, Init());
+  ASSERT_TRUE(bsp.ok());
+  ShardSnapshot b;
+  b.weights.assign(kShardLen, 7.0f);
+  EXPECT_EQ((*bsp)->InstallSnapshot(b).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::vector<float>((*bsp)->weights().begin(), (*bsp)->weights().end()), Init());
 }
 
 // A copy rebuilt at a round boundary and promoted before any round completes has no previous
@@ -573,7 +787,7 @@ TEST(ShardReplicationTest, APromotedRebuiltCopyAnswersAnOlderResendWithTheWholeS
   primary.service->OnServerRejoined(1);
   for (Frames& f : primary.Take(kMirrorId)) copy.service->OnData(Decode(std::move(f)));
   ASSERT_EQ(copy.shard->round(), 2u);
-  copy.link.primary[0] = 1;
+  copy.link.FailOver(0, 0, 1);
   copy.service->OnTable();
   copy.service->OnData(Push(0, 1, {9}, {0.5f}));
   auto u = UpdatesTo(&copy, 0);
@@ -637,6 +851,52 @@ TEST(ShardReplicationTest, TheRebuiltOwnServerTakesItsShardBack) {
   EXPECT_EQ(UpdatesTo(&taken, 0).size(), 3u);
   EXPECT_TRUE(UpdatesTo(&own, 0).empty());
   EXPECT_EQ(own.shard->round(), 4u);
+}
+
+// The scheduler's table after a hand-back may reach the shard's own server before the
+// REPLICA_HANDOVER (they travel on different connections): the copy is not promoted as in a
+// failover (it would serve without its backup, which then stops following), it waits for the
+// event and takes the shard over with the former primary as its backup. Only once the former
+// primary is dead does the table promote it.
+TEST(ShardReplicationTest, AHandoversTableBeforeItsEventDoesNotPromote) {
+  Replica taken(
+      Bsp(1), 1, false, {}, true, [](ShardServiceOptions* o) { o->rebuild_into = {0}; }, 1);
+  Replica own(
+      Bsp(1), 0, true, {}, true,
+      [](ShardServiceOptions* o) {
+        o->awaiting_snapshot = true;
+        o->rebuild_into = {1};
+      },
+      1);
+  taken.service->OnData(Push(0, 0, {4}, {1.0f}));
+  taken.service->OnServerRejoined(0);
+  for (Frames& f : taken.Take(own.link.id())) own.service->OnData(Decode(std::move(f)));
+  for (Frames& f : own.Take(taken.link.id())) taken.service->OnData(Decode(std::move(f)));
+  ASSERT_FALSE(taken.service->primary()) << "no handover";
+  auto handover = taken.Take(own.link.id());
+  ASSERT_EQ(handover.size(), 1u);
+  own.link.primary[0] = 0;  // the table from the scheduler, first
+  own.service->OnTable();
+  EXPECT_FALSE(own.service->primary()) << "promoted before the handover arrived";
+  own.service->OnData(Decode(std::move(handover[0])));
+  ASSERT_TRUE(own.service->primary());
+  EXPECT_EQ(own.service->backups(), std::vector<int>{1});
+  own.service->OnData(Push(0, 1, {4, 7}, {0.25f, 1.0f}));
+  CarryBetween(&own, &taken);
+  EXPECT_EQ(taken.Weights(), own.Weights()) << "the former primary stopped following";
+  EXPECT_EQ(taken.shard->round(), 2u);
+
+  // A copy named by a table while the primary it follows is alive waits; once that primary is
+  // dead (its NODE_DEAD), the same table promotes it.
+  Pair p(Bsp(1), true);
+  p.primary.service->OnData(Push(0, 0, {2}, {1.0f}));
+  p.Carry();
+  p.mirror.link.primary[0] = 1;
+  p.mirror.service->OnTable();
+  EXPECT_FALSE(p.mirror.service->primary());
+  p.mirror.link.dead_servers.insert(0);
+  p.mirror.service->OnServerDead(0);
+  EXPECT_TRUE(p.mirror.service->primary());
 }
 
 INSTANTIATE_TEST_SUITE_P(ByPushOrByResult, ShardReplicationModes, ::testing::Bool(),

@@ -27,6 +27,16 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The shard a server's message is for (with replication one server may serve several, and a
+// shard's last backup answers for it); a message without one (an ERROR of the node runtime) is
+// its sender's own shard's. -1: not from a server.
+int ShardOf(const Message& msg, uint32_t servers) {
+  const int from = msg.header.sender() - 1;
+  if (from < 0 || from >= static_cast<int>(servers)) return -1;
+  const int shard = msg.header.shard();
+  return shard >= 0 && shard < static_cast<int>(servers) ? shard : from;
+}
+
 // The request a reply type answers (an ERROR names the request it rejects).
 pb::MsgType RequestFor(pb::MsgType reply) {
   switch (reply) {
@@ -332,13 +342,8 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
     Message msg;
     SIEVE_ASSIGN_OR_RETURN(auto got, node_->Receive(&msg, remaining));
     if (!got) continue;
-    const int from = msg.header.sender() - 1;
-    if (from < 0 || from >= static_cast<int>(servers)) continue;  // not from a server
-    // The shard the message is for (with replication one server may serve several); a message
-    // without one (an ERROR of the node runtime) is its sender's own shard's.
-    const int server = msg.header.shard() >= 0 && msg.header.shard() < static_cast<int>(servers)
-                           ? msg.header.shard()
-                           : from;
+    const int server = ShardOf(msg, servers);
+    if (server < 0) continue;  // not from a server
     if (msg.type() == pb::MSG_ERROR) {
       const pb::MsgType rejected = msg.header.error().rejected_type();
       if (rejected != pb::MSG_UNSPECIFIED && rejected != RequestFor(type)) continue;
@@ -585,8 +590,8 @@ Status PsClient::Impl::DrainUpdates(const std::function<void(int, const Message&
     Message msg;
     SIEVE_ASSIGN_OR_RETURN(auto got, node_->Receive(&msg, std::chrono::milliseconds::zero()));
     if (!got) return Status::Ok();
-    const int server = msg.header.sender() - 1;
-    if (server < 0 || server >= static_cast<int>(servers) || msg.type() != pb::MSG_UPDATE)
+    const int server = ShardOf(msg, servers);
+    if (server < 0 || msg.type() != pb::MSG_UPDATE)
       continue;  // nothing awaits it: an ERROR_LATE_PUSH, a resent reply
     TakeUpdate(server, msg, apply);
   }

@@ -3,7 +3,9 @@
 // server 0 with SIGKILL half-way through. Its shard fails over to its backup on server 1, and the
 // job ends with exit 0. BSP (with --ordered_rounds, so that runs are reproducible): every worker's
 // final weights are bitwise those of the same job run without the kill. ASP: nothing pushed is
-// lost (Σ pushed by the workers = Σ applied by the shards, the failed-over one included).
+// lost (Σ pushed by the workers = Σ applied by the shards, the failed-over one included). Each
+// mode also survives a second kill after the first server was rebuilt.
+#include <cmath>
 #include <fstream>
 #include <iterator>
 
@@ -79,6 +81,18 @@ class LaunchFailover : public LauncherIntegration {
     }
   }
 
+  // Σ of the values the 4 workers pushed (their summaries' pushed_sum); NaN when one is missing.
+  static double WorkersPushed(const std::string& output) {
+    double pushed = 0;
+    for (int w = 0; w < 4; ++w) {
+      const testing::KeyValues kv =
+          Summary(output, "[worker " + std::to_string(w) + "] sieve-worker summary: ");
+      if (kv.count("pushed_sum") != 1) return std::nan("");
+      pushed += std::stod(kv.at("pushed_sum"));
+    }
+    return pushed;
+  }
+
   // The key=value words of the line of `output` that holds `marker` (empty when none does).
   static testing::KeyValues Summary(const std::string& output, const std::string& marker) {
     const size_t at = output.find(marker);
@@ -119,13 +133,7 @@ TEST_F(LaunchFailover, AspKillOfAServerLosesNoPush) {
   ASSERT_FALSE(run.timed_out) << run.output;
   ASSERT_EQ(killed, 1) << run.output;
   EXPECT_EQ(ExitCode(run), 0) << run.output;
-  double pushed = 0;
-  for (int w = 0; w < 4; ++w) {
-    const testing::KeyValues kv =
-        Summary(run.output, "[worker " + std::to_string(w) + "] sieve-worker summary: ");
-    ASSERT_EQ(kv.count("pushed_sum"), 1u) << run.output;
-    pushed += std::stod(kv.at("pushed_sum"));
-  }
+  const double pushed = WorkersPushed(run.output);
   const testing::KeyValues server1 = Summary(run.output, "[server 1] sieve-server summary: ");
   const testing::KeyValues shard0 = Summary(run.output, "sieve-server shard summary: ");
   ASSERT_EQ(server1.count("pushed_sum"), 1u) << run.output;
@@ -155,6 +163,35 @@ TEST_F(LaunchFailover, BspASecondKillAfterTheRebuildLosesNothingEither) {
       << run.output;
   EXPECT_GE(CountOf(run.output, "rebuild: shard "), 4) << run.output;
   ExpectSameWeights("base2", "twice");
+}
+
+// The second kill in ASP: the rebuilt copies get the shards' clocks and pushed sums in their
+// snapshots, so nothing pushed is lost across both kills: Σ pushed by the workers = Σ over the
+// two shards of what their copies applied (each server's own shard), and the copy of shard 1
+// that server 0 served after the second kill agrees with server 1's rebuilt one.
+TEST_F(LaunchFailover, AspASecondKillAfterTheRebuildLosesNoPushEither) {
+  int killed = 0;
+  RunResult run = Run("asp2", true, {"--consistency=asp"}, &killed, /*restarts=*/2);
+  ASSERT_FALSE(run.timed_out) << run.output;
+  ASSERT_EQ(killed, 2) << run.output;
+  EXPECT_EQ(ExitCode(run), 0) << run.output;
+  EXPECT_NE(run.output.find("failover: shard 1 is served by server 0"), std::string::npos)
+      << run.output;
+  EXPECT_GE(CountOf(run.output, "rebuild: shard "), 4) << run.output;
+  const double pushed = WorkersPushed(run.output);
+  const testing::KeyValues server0 = Summary(run.output, "[server 0] sieve-server summary: ");
+  const testing::KeyValues server1 = Summary(run.output, "[server 1] sieve-server summary: ");
+  const testing::KeyValues shard1 =
+      Summary(run.output, "sieve-server shard summary: rank=0 shard=1");
+  ASSERT_EQ(server0.count("pushed_sum"), 1u) << run.output;
+  ASSERT_EQ(server1.count("pushed_sum"), 1u) << run.output;
+  ASSERT_EQ(shard1.count("pushed_sum"), 1u) << run.output;
+  const double tolerance = 1e-6 * (1 + std::abs(pushed));
+  EXPECT_NEAR(std::stod(server0.at("pushed_sum")) + std::stod(server1.at("pushed_sum")), pushed,
+              tolerance)
+      << run.output;
+  EXPECT_NEAR(std::stod(shard1.at("pushed_sum")), std::stod(server1.at("pushed_sum")), tolerance);
+  EXPECT_EQ(shard1.at("applied"), server1.at("applied"));
 }
 
 TEST_F(LaunchFailover, AReplicationFactorOfAtLeastTheServersIsRefusedUpFront) {
