@@ -109,10 +109,11 @@ int InitialWeights(const ServerDaemonOptions& o, Node& node, ShardRange range, b
   return 0;
 }
 
-// Restores shard `shard_rank` from --checkpoint_dir as the policy says (`writes`: false for a
-// mirror, which never writes the primary's file): 0, or the exit code.
+// Restores shard `shard_rank` from --checkpoint_dir as the policy says: 0, or the exit code. A
+// copy's checkpointer has the same intervals; its ShardService writes only while the copy serves
+// the shard (promoted, or handed back), so one process at a time writes a shard's file.
 int RestoreShard(const ServerDaemonOptions& o, Node& node, int shard_rank, ShardRange range,
-                 bool writes, ShardServer* shard, ShardCheckpointer* checkpointer) {
+                 ShardServer* shard, ShardCheckpointer* checkpointer) {
   CheckpointConfig cc;
   cc.model = o.model;
   cc.num_params = node.num_params();
@@ -122,10 +123,6 @@ int RestoreShard(const ServerDaemonOptions& o, Node& node, int shard_rank, Shard
   cc.seed = o.seed;
   CheckpointerOptions co = o.checkpoint;
   co.rejoining = node.table().generation() > 1;
-  if (!writes) {
-    co.every_rounds = 0;
-    co.every_seconds = 0;
-  }
   Status restored = checkpointer->Init(co, cc, shard_rank, shard);
   if (!restored.ok()) {
     return StopJob(node, kExitFailure, restored.ToString(), "checkpoint: " + restored.message());
@@ -433,8 +430,8 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
     return nullptr;
   }
   h->server = std::move(created).value();
-  if ((*code = RestoreShard(o, node, shard_rank, h->range, !mirror, h->server.get(),
-                            &h->checkpointer)) != 0) {
+  if ((*code = RestoreShard(o, node, shard_rank, h->range, h->server.get(), &h->checkpointer)) !=
+      0) {
     return nullptr;
   }
   ShardServiceOptions sso;

@@ -210,7 +210,9 @@ void ShardService::OnData(Message msg) {
   const auto flush_start = Clock::now();
   Flush();
   if (replies && metrics_ != nullptr) metrics_->ObserveUpdateLatency(SecondsSince(flush_start));
-  if (checkpointer_ != nullptr) checkpointer_->MaybeWrite(*shard_);
+  // Only the copy that serves the shard writes its checkpoint (a mirror's replay is the
+  // primary's to write; a promoted or handed-back copy writes from then on).
+  if (checkpointer_ != nullptr && primary_) checkpointer_->MaybeWrite(*shard_);
 }
 
 void ShardService::SendAck(const Reply& r, int peer) {

@@ -5,8 +5,10 @@
 // same bytes), a shard without replication fed the same pushes, and a dense replay (the oracle)
 // of what every worker saw.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,6 +19,8 @@
 
 #include "proto/codec.h"
 #include "proto/messages.h"
+#include "server/checkpoint.h"
+#include "server/checkpointer.h"
 #include "server/shard_service.h"
 
 namespace sieve {
@@ -134,7 +138,8 @@ struct Replica {
   Replica(const ShardServerOptions& so, int server_rank, bool mirror, std::vector<int> backups,
           bool replicate_rounds = false,
           const std::function<void(ShardServiceOptions*)>& tweak = nullptr,
-          int shard0_primary = -1)  // shard 0's primary in this server's table (-1: server 0)
+          int shard0_primary = -1,  // shard 0's primary in this server's table (-1: server 0)
+          const std::string& checkpoint_dir = "")  // checkpoints of shard 0 every round there
       : link(server_rank) {
     if (shard0_primary >= 0) link.primary[0] = shard0_primary;
     auto created = ShardServer::Create(so, Init());
@@ -152,7 +157,25 @@ struct Replica {
     // As the daemon decides it: BSP by round results, ASP and SSP.
     o.rebuildable = replicate_rounds || !o.bsp;
     if (tweak) tweak(&o);
-    service = std::make_unique<ShardService>(o, shard.get(), &link, nullptr, nullptr);
+    ShardCheckpointer* ckpt = nullptr;
+    if (!checkpoint_dir.empty()) {
+      CheckpointerOptions co;
+      co.dir = checkpoint_dir;
+      co.every_rounds = 1;
+      co.restore = "never";
+      EXPECT_TRUE(checkpointer.Init(co, CheckpointConfigFor(), 0, shard.get()).ok());
+      ckpt = &checkpointer;
+    }
+    service = std::make_unique<ShardService>(o, shard.get(), &link, nullptr, ckpt);
+  }
+  // The configuration the checkpoints of these tests are written for.
+  static CheckpointConfig CheckpointConfigFor() {
+    CheckpointConfig c;
+    c.model = "test";
+    c.num_params = kServers * kShardLen;
+    c.hi = kShardLen;
+    c.consistency = "bsp";
+    return c;
   }
   std::vector<float> Weights() const { return {shard->weights().begin(), shard->weights().end()}; }
   // Takes the messages sent to `peer` so far (the others stay).
@@ -170,6 +193,7 @@ struct Replica {
     return out;
   }
   Link link;
+  ShardCheckpointer checkpointer;
   std::unique_ptr<ShardServer> shard;
   std::unique_ptr<ShardService> service;
 };
@@ -903,6 +927,38 @@ INSTANTIATE_TEST_SUITE_P(ByPushOrByResult, ShardReplicationModes, ::testing::Boo
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? "RoundResults" : "PushReplay";
                          });
+
+// Checkpoints keep bounding a later loss: a mirror does not write the shard's checkpoint (its
+// primary does), and once promoted it writes it at the rounds it serves.
+TEST(ShardReplicationTest, APromotedCopyWritesTheShardsCheckpoint) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sieve-repl-ckpt-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string primary_dir = (dir / "primary").string(),
+                    mirror_dir = (dir / "mirror").string();
+  Replica primary(Bsp(1), 0, false, {1}, true, nullptr, -1, primary_dir);
+  Replica mirror(Bsp(1), 1, true, {}, false, nullptr, -1, mirror_dir);
+  const uint64_t hash = ConfigHash(Replica::CheckpointConfigFor());
+  for (uint64_t round = 0; round < 3; ++round) {
+    primary.service->OnData(Push(0, round, {1, 5}, {0.5f, -1.0f}));
+    CarryBetween(&primary, &mirror);
+  }
+  auto at_primary = ReadCheckpoint(CheckpointPath(primary_dir, 0), hash, 0, kShardLen);
+  ASSERT_TRUE(at_primary.ok()) << at_primary.status().ToString();
+  EXPECT_EQ(at_primary->round, 3u);
+  EXPECT_EQ(ReadCheckpoint(CheckpointPath(mirror_dir, 0), hash, 0, kShardLen).status().code(),
+            StatusCode::kNotFound)
+      << "a mirror wrote the shard's checkpoint";
+  mirror.link.FailOver(0, 0, 1);
+  mirror.service->OnTable();
+  ASSERT_TRUE(mirror.service->primary());
+  mirror.service->OnData(Push(0, 3, {2}, {1.0f}));
+  auto at_mirror = ReadCheckpoint(CheckpointPath(mirror_dir, 0), hash, 0, kShardLen);
+  ASSERT_TRUE(at_mirror.ok()) << at_mirror.status().ToString();
+  EXPECT_EQ(at_mirror->round, 4u);
+  EXPECT_EQ(at_mirror->weights, mirror.Weights());
+  std::filesystem::remove_all(dir);
+}
 
 // A round result the copy cannot take (another round) is refused and changes nothing.
 TEST(ShardReplicationTest, ARoundResultForAnotherRoundIsRefused) {

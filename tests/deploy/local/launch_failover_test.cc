@@ -108,7 +108,12 @@ TEST_F(LaunchFailover, BspKillOfAServerLosesNothingAndEndsBitwiseAsWithoutTheKil
   RunResult base = Run("base", false, {"--ordered_rounds"}, &killed);
   ASSERT_FALSE(base.timed_out) << base.output;
   ASSERT_EQ(ExitCode(base), 0) << base.output;
-  RunResult run = Run("kill", true, {"--ordered_rounds"}, &killed);
+  // Checkpoints on top: they change no weight; the copy that serves shard 0 after the kill goes
+  // on writing the shard's checkpoint.
+  const std::string ckpt = (root_ / "ckpt").string();
+  RunResult run = Run("kill", true,
+                      {"--ordered_rounds", "--checkpoint_dir=" + ckpt, "--checkpoint_every=500"},
+                      &killed);
   ASSERT_FALSE(run.timed_out) << run.output;
   ASSERT_EQ(killed, 1) << run.output;
   EXPECT_EQ(ExitCode(run), 0) << run.output;
@@ -125,6 +130,13 @@ TEST_F(LaunchFailover, BspKillOfAServerLosesNothingAndEndsBitwiseAsWithoutTheKil
   EXPECT_LT(promoted, rounds);
   EXPECT_EQ(shard0.at("rounds"), std::to_string(rounds)) << "the shard skipped or replayed rounds";
   ExpectSameWeights("base", "kill");
+  // server/checkpoint.h's layout: the round after magic, version, reserved and config (24 bytes).
+  std::ifstream in(ckpt + "/server-0.ckpt", std::ios::binary);
+  uint64_t ckpt_round = 0;
+  in.seekg(24);
+  in.read(reinterpret_cast<char*>(&ckpt_round), sizeof ckpt_round);
+  ASSERT_TRUE(in.good()) << "no checkpoint of shard 0";
+  EXPECT_GT(ckpt_round, promoted) << "the promoted copy wrote no checkpoint of shard 0";
 }
 
 TEST_F(LaunchFailover, AspKillOfAServerLosesNoPush) {
