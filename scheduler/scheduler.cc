@@ -322,9 +322,8 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
           h, pb::ERROR_FAILED_OVER,
           "server " + std::to_string(e.info.rank()) +
               " failed over: its shards are served by their backups (--replication)"
-              " and this server cannot be rebuilt from them (a BSP server with backup "
-              "workers or two-way compression cannot); the job goes on "
-              "without it");
+              " and this server says it cannot be rebuilt from them (REGISTER without "
+              "rebuildable; every sieve-server of protocol 10 can); the job goes on without it");
     }
     e.info.set_host(r.host());
     e.info.set_port(r.port());

@@ -68,7 +68,8 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
     out->push_back(Reply::Update(worker, round, last_reply_dense_, last_reply_));
     return;
   }
-  if (round + 1 == round_ && !last_reply_ && !resync_ && !backups) {
+  if (round + 1 == round_ && !last_reply_ && !resync_ &&
+      (!backups || workers_[worker].counted_last)) {
     // A copy rebuilt from a snapshot of round_ has no previous reply: the whole shard is what
     // that UPDATE left on the worker (every replica equals the servers' weights after a round).
     ++stats_.duplicates;
@@ -156,16 +157,67 @@ Status BspShard::ApplyRound(uint64_t round, std::span<const uint32_t> indices,
   return Status::Ok();
 }
 
-Status BspShard::InstallSnapshot(ShardSnapshot snapshot) {
-  if (options_.backup_workers > 0 || options_.server_compressor != Compressor::kNone) {
-    return FailedPreconditionError(
-        "a BSP shard with backup workers or two-way compression is not rebuilt from a snapshot");
+bool BspShard::SnapshotReady() const {
+  if (!ByPushes()) return true;  // the open round's result reaches the copy when it completes
+  if (contributions_ > 0 || resync_) return false;
+  for (const WorkerState& ws : workers_) {
+    if (ws.held.held || ws.join_push.held || ws.ordered.held || ws.arrived) return false;
   }
+  return true;
+}
+
+ShardSnapshot BspShard::TakeSnapshot() const {
+  ShardSnapshot s = ShardServer::TakeSnapshot();
+  if (!ByPushes()) return s;
+  CHECK(SnapshotReady()) << "a snapshot of BSP round " << round_ << " in progress";
+  for (const WorkerState& ws : workers_) {
+    s.bsp_clocks.push_back({ws.counted_last, ws.last_applied, ws.miss_run, ws.dense_reply_to,
+                            ws.unpushed_joiner, ws.join_round});
+  }
+  s.residual = residual_;
+  s.pushes_applied = stats_.pushes_applied;
+  s.pushed_sum = stats_.pushed_sum;
+  return s;
+}
+
+Status BspShard::InstallSnapshot(ShardSnapshot snapshot) {
   if (!snapshot.clocks.empty()) {
-    return InvalidArgumentError("a BSP shard's snapshot carries no worker clocks");
+    return InvalidArgumentError("a BSP shard's snapshot carries no ASP/SSP clocks");
+  }
+  const size_t workers = ByPushes() ? workers_.size() : 0;
+  const size_t residual = residual_.size();
+  if (snapshot.bsp_clocks.size() != workers || snapshot.residual.size() != residual) {
+    return InvalidArgumentError(
+        "a BSP snapshot with " + std::to_string(snapshot.bsp_clocks.size()) +
+        " worker states and a residual of " + std::to_string(snapshot.residual.size()) +
+        " values, for a shard that needs " + std::to_string(workers) + " and " +
+        std::to_string(residual));
+  }
+  for (const BspWorkerClock& c : snapshot.bsp_clocks) {
+    if (c.last_applied < -1 || c.last_applied >= static_cast<int64_t>(snapshot.round) ||
+        c.join_round < -1) {
+      return InvalidArgumentError("a BSP snapshot of round " + std::to_string(snapshot.round) +
+                                  " with a worker's last applied round " +
+                                  std::to_string(c.last_applied));
+    }
   }
   SIEVE_RETURN_IF_ERROR(Restore(snapshot.round, std::move(snapshot.weights)));
   resync_ = false;  // the primary's round, not a checkpoint's: nothing to resynchronize
+  for (size_t w = 0; w < workers; ++w) {
+    const BspWorkerClock& c = snapshot.bsp_clocks[w];
+    WorkerState& ws = workers_[w];
+    ws.counted_last = c.counted_last;
+    ws.last_applied = c.last_applied;
+    ws.miss_run = c.miss_run;
+    ws.dense_reply_to = c.dense_reply_to;
+    ws.unpushed_joiner = c.unpushed_joiner;
+    ws.join_round = c.join_round;
+  }
+  if (residual > 0) residual_ = std::move(snapshot.residual);
+  if (workers > 0) {
+    stats_.pushes_applied = snapshot.pushes_applied;
+    stats_.pushed_sum = snapshot.pushed_sum;
+  }
   return Status::Ok();
 }
 

@@ -66,7 +66,9 @@ class BspShard : public ShardServer {
   // the late pushes of the open round, the server residual).
   Status ApplyRound(uint64_t round, std::span<const uint32_t> indices,
                     std::span<const float> values, bool dense, Outbox* out) override;
+  ShardSnapshot TakeSnapshot() const override;
   Status InstallSnapshot(ShardSnapshot snapshot) override;
+  bool SnapshotReady() const override;
 
  protected:
   void Push(int worker, uint64_t round, std::span<const uint32_t> indices,
@@ -117,6 +119,11 @@ class BspShard : public ShardServer {
   static constexpr uint64_t kNamedMissRun = 5;
 
  private:
+  // Whether rounds depend on more than their result (backup workers' late pushes, two-way
+  // compression's residual): such a shard is replicated by its pushes.
+  bool ByPushes() const {
+    return options_.backup_workers > 0 || options_.server_compressor != Compressor::kNone;
+  }
   // The round: a counted worker's push of round_ (or the previous round's resend).
   void RoundPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                  std::span<const float> values, bool dense, Outbox* out);

@@ -51,13 +51,13 @@ int StopJob(Node& node, int exit_code, const std::string& message, const std::st
   return exit_code;
 }
 
-bool Rebuildable(const ShardServerOptions& so);
-
 NodeOptions ToNodeOptions(const ServerDaemonOptions& o) {
   const NodeFlags& nf = o.node;
   NodeOptions no;
   no.role = pb::ROLE_SERVER;
-  no.rebuildable = Rebuildable(o.shard);
+  // Every shard can be rebuilt from a snapshot (ShardServer::TakeSnapshot): a replacement under a
+  // failed-over rank is re-admitted.
+  no.rebuildable = true;
   no.rank = nf.rank;
   no.scheduler = nf.scheduler;
   no.transport.bind_host = nf.bind;
@@ -399,14 +399,6 @@ bool ReplicatedByRounds(const ShardServerOptions& so) {
          so.server_compressor == Compressor::kNone;
 }
 
-// Whether a replacement server can be rebuilt from snapshots (ShardServiceOptions::rebuildable):
-// BSP replicated by round results, and ASP/SSP (a snapshot carries their clocks). A BSP round
-// replicated by its pushes (backup workers, two-way compression) has state a snapshot does not
-// carry.
-bool Rebuildable(const ShardServerOptions& so) {
-  return so.consistency != Consistency::kBsp || ReplicatedByRounds(so);
-}
-
 // Creates the shard `shard_rank` this server holds (a mirror of another server's when `mirror`):
 // its initial weights, its checkpoint restore, its service. nullptr with *code set when the job
 // must stop.
@@ -444,7 +436,7 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
   sso.reply_values = o.reply_values;  // the shard's weights and accumulation stay fp32
   sso.mirror = mirror;
   sso.replicate_rounds = ReplicatedByRounds(so);
-  sso.rebuildable = Rebuildable(so);
+  sso.rebuildable = true;
   sso.awaiting_snapshot = awaiting_snapshot;
   // A server admitted late (a restart) holds no copies, so its own shard has no backups left.
   const int servers = static_cast<int>(node.num_servers());
@@ -528,13 +520,6 @@ int RunServer(const ServerDaemonOptions& options) {
   if (metrics == nullptr) return kExitFailure;
   StopOnSignal signals;  // before the node's threads; stops the node once it is there
   auto started = Node::Start(ToNodeOptions(options));
-  if (!started.ok() && started.status().message().find(pb::ErrorCode_Name(pb::ERROR_FAILED_OVER)) !=
-                           std::string::npos) {
-    // A replacement for a rank whose shards failed over: the job goes on without it, so this
-    // process is done (an orchestrator that restarts failed servers must not retry it).
-    std::fprintf(stderr, "%s: not needed: %s\n", kName, started.status().message().c_str());
-    return kExitSuccess;
-  }
   if (!started.ok()) return ExitWith(kExitFailure, kName, started.status().ToString());
   Node& node = **started;
   signals.SetTarget([&node](const std::string& reason) { node.RequestStop(reason); });

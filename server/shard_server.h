@@ -145,14 +145,27 @@ struct ShardServerStats {
 };
 
 // A shard's state as a rebuilt copy receives it (ShardServer::TakeSnapshot / InstallSnapshot).
-// BSP: the round being aggregated and the weights (the open round's pushes are not in it). ASP/SSP
-// also each worker's clock and the shard's version, and the applied pushes' count and sum (so the
-// copy's conservation figures continue the primary's); `clocks` is empty in BSP.
+// BSP: the round being aggregated and the weights (the open round's pushes are not in it);
+// replicated by its pushes (backup workers, two-way compression) it is taken at a round boundary
+// (SnapshotReady) and adds what the round logic knows of each worker and the server residual.
+// ASP/SSP also each worker's clock and the shard's version. Both modes replicated by pushes carry
+// the applied pushes' count and sum (so the copy's conservation figures continue the primary's).
+// `clocks` is empty in BSP, `bsp_clocks` outside BSP replicated by pushes.
 struct WorkerClock {
   int64_t last_round = -1;  // the last round applied (-1: none)
   bool waiting = false;     // its reply is not sent yet (SSP's bound holds it back)
   uint64_t waiting_round = 0;
   uint64_t reply_version = 0;  // the shard's version when its last reply was built
+};
+// BSP replicated by its pushes (backup workers, two-way compression), at a round boundary (no
+// push of the open round aggregated or held): what the round logic knows of one worker.
+struct BspWorkerClock {
+  bool counted_last = false;     // its push was aggregated in the round before
+  int64_t last_applied = -1;     // the latest round whose push was aggregated
+  uint64_t miss_run = 0;         // consecutive rounds closed without its push
+  bool dense_reply_to = false;   // its next UPDATE is the whole shard
+  bool unpushed_joiner = false;  // counted from its join round, no push yet
+  int64_t join_round = -1;       // its accepted join round (-1: none)
 };
 struct ShardSnapshot {
   uint64_t round = 0;
@@ -161,6 +174,8 @@ struct ShardSnapshot {
   std::vector<WorkerClock> clocks;
   uint64_t pushes_applied = 0;
   double pushed_sum = 0;
+  std::vector<BspWorkerClock> bsp_clocks;  // BSP replicated by pushes; else empty
+  std::vector<float> residual;             // two-way compression's server residual; else empty
 };
 
 // The shard interface ShardService drives, and the state and events both modes share: the
@@ -242,8 +257,11 @@ class ShardServer {
   // worker). ASP/SSP: the weights and clocks; each worker's next reply is the whole shard (the
   // copy has no change log from before the snapshot; the values are the same). Errors:
   // InvalidArgument (wrong length, clocks that do not fit the mode or the workers); no change.
+  // SnapshotReady: whether TakeSnapshot may be called now (BSP replicated by pushes: only at a
+  // round boundary with nothing held, which the round's completion always is; otherwise always).
   virtual ShardSnapshot TakeSnapshot() const;
   virtual Status InstallSnapshot(ShardSnapshot snapshot) = 0;
+  virtual bool SnapshotReady() const { return true; }
 
   // BSP: waiting for every live worker's first push after a Restore. false in ASP/SSP.
   virtual bool resyncing() const { return false; }

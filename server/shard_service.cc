@@ -103,6 +103,7 @@ void ShardService::OnWorkerDead(int rank) {
   shard_->OnWorkerDead(rank, &out_);
   ReplicateCompletedRound(before);
   Flush();
+  SendPendingSnapshots();  // the death may have ended the round
 }
 
 void ShardService::OnWorkerRejoined(int rank) {
@@ -213,6 +214,7 @@ void ShardService::OnData(Message msg) {
   // Only the copy that serves the shard writes its checkpoint (a mirror's replay is the
   // primary's to write; a promoted or handed-back copy writes from then on).
   if (checkpointer_ != nullptr && primary_) checkpointer_->MaybeWrite(*shard_);
+  SendPendingSnapshots();
 }
 
 void ShardService::SendAck(const Reply& r, int peer) {

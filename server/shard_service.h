@@ -47,6 +47,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <tuple>
 #include <vector>
@@ -178,6 +179,9 @@ class ShardService {
   void MaybeHandBack();
   void TakeOver(int from, uint64_t seq);
   // The rebuild: the snapshot to `backup` (primary), its installation (mirror).
+  // SendPendingSnapshots: the snapshots waiting for the shard to be SnapshotReady (a BSP round
+  // replicated by pushes in progress), once it is; called after every event.
+  void SendPendingSnapshots();
   void SendSnapshot(int backup);
   void InstallSnapshot(const Message& msg);
   // Encodes and sends one REPLICATE of `event` to `backup` (SendEvent's and SendSnapshot's).
@@ -224,6 +228,8 @@ class ShardService {
   std::map<int, int> refusals_;    // backup -> ERROR_NOT_REPLICA since its last acknowledgement
   std::map<int, uint64_t> snapshot_seq_;  // rebuilt backup -> its snapshot's seq, until it acked it
   bool awaiting_snapshot_ = false;        // a rebuilt mirror before its snapshot
+  std::vector<float> snapshot_residual_;  // its REPLICA_SNAPSHOT_RESIDUAL, until the head
+  std::set<int> pending_snapshots_;       // a primary: replacements whose snapshot waits
   int following_ = -1;                    // a mirror: the primary whose events it replays
   int hand_back_to_ = -1;                 // a primary: the shard's own server, rebuilt
   bool handed_over_ = false;              // a former primary whose node table does not say so yet

@@ -94,7 +94,17 @@ void ShardService::OnServerRejoined(int rank) {
       std::find(backups_.begin(), backups_.end(), rank) != backups_.end()) {
     return;
   }
-  SendSnapshot(rank);
+  // A BSP round replicated by its pushes is in no snapshot: the snapshot waits for the round's
+  // end (SendPendingSnapshots, after every event).
+  pending_snapshots_.insert(rank);
+  SendPendingSnapshots();
+}
+
+void ShardService::SendPendingSnapshots() {
+  if (pending_snapshots_.empty() || !primary_ || !shard_->SnapshotReady()) return;
+  const std::set<int> ranks = std::move(pending_snapshots_);
+  pending_snapshots_.clear();
+  for (int rank : ranks) SendSnapshot(rank);
 }
 
 void ShardService::SendSnapshot(int backup) {
@@ -103,8 +113,9 @@ void ShardService::SendSnapshot(int backup) {
   // clocks, the workers it does not count, and the events so far (seq_). The events after it
   // follow on the same connection.
   auto snap = std::make_shared<ShardSnapshot>(shard_->TakeSnapshot());
+  const bool has_clocks = !snap->clocks.empty() || !snap->bsp_clocks.empty();
   pb::SnapshotClocks clocks;
-  if (!snap->clocks.empty()) {
+  if (has_clocks) {
     clocks.set_version(snap->version);
     clocks.set_pushes_applied(snap->pushes_applied);
     clocks.set_pushed_sum(snap->pushed_sum);
@@ -115,10 +126,23 @@ void ShardService::SendSnapshot(int backup) {
       wc->set_waiting_round(c.waiting_round);
       wc->set_reply_version(c.reply_version);
     }
+    for (const BspWorkerClock& c : snap->bsp_clocks) {
+      pb::BspWorkerClock* bc = clocks.add_bsp_workers();
+      bc->set_counted_last(c.counted_last);
+      bc->set_last_applied(c.last_applied);
+      bc->set_miss_run(c.miss_run);
+      bc->set_dense_reply_to(c.dense_reply_to);
+      bc->set_unpushed_joiner(c.unpushed_joiner);
+      bc->set_join_round(c.join_round);
+    }
+  }
+  if (!snap->residual.empty()) {  // first: the copy installs both with the head
+    SendReplicate(backup, seq_, pb::REPLICA_SNAPSHOT_RESIDUAL, -1, -1, snap->round, true, {},
+                  snap->residual, snap);
   }
   const std::vector<float>& weights = snap->weights;
   SendReplicate(backup, seq_, pb::REPLICA_SNAPSHOT, -1, -1, snap->round, true, {}, weights, snap,
-                snap->clocks.empty() ? nullptr : &clocks);
+                has_clocks ? &clocks : nullptr);
   for (int w = 0; w < static_cast<int>(options_.num_workers); ++w) {
     if (!shard_->counts(w)) {
       SendReplicate(backup, seq_, pb::REPLICA_SNAPSHOT_DEAD, w, -1, 0, false, {}, {}, nullptr);
@@ -149,7 +173,13 @@ void ShardService::InstallSnapshot(const Message& msg) {
       snap.clocks.push_back(
           {wc.last_round(), wc.waiting(), wc.waiting_round(), wc.reply_version()});
     }
+    for (const pb::BspWorkerClock& bc : clocks.bsp_workers()) {
+      snap.bsp_clocks.push_back({bc.counted_last(), bc.last_applied(), bc.miss_run(),
+                                 bc.dense_reply_to(), bc.unpushed_joiner(), bc.join_round()});
+    }
   }
+  snap.residual = std::move(snapshot_residual_);
+  snapshot_residual_.clear();
   Status s = shard_->InstallSnapshot(std::move(snap));
   if (!s.ok()) {
     LOG(ERROR) << "shard " << options_.rank
@@ -282,7 +312,8 @@ void ShardService::OnReplicate(const Message& msg) {
   const uint32_t event = msg.header.event();
   const int origin = msg.header.origin();
   // A round's result and a snapshot come from no worker: origin -1.
-  const bool round_event = event == pb::REPLICA_ROUND || event == pb::REPLICA_SNAPSHOT;
+  const bool round_event = event == pb::REPLICA_ROUND || event == pb::REPLICA_SNAPSHOT ||
+                           event == pb::REPLICA_SNAPSHOT_RESIDUAL;
   const bool to_server = event == pb::REPLICA_HANDOVER;  // origin: a server's rank
   if (!pb::ReplicaEvent_IsValid(static_cast<int>(event)) ||
       (round_event ? origin != -1
@@ -301,6 +332,14 @@ void ShardService::OnReplicate(const Message& msg) {
   const auto ev = static_cast<pb::ReplicaEvent>(event);
   const bool snapshot_part = ev == pb::REPLICA_SNAPSHOT || ev == pb::REPLICA_SNAPSHOT_DEAD ||
                              ev == pb::REPLICA_SNAPSHOT_REJOINED;
+  if (ev == pb::REPLICA_SNAPSHOT_RESIDUAL) {  // kept for the head that follows; not acknowledged
+    if (!awaiting_snapshot_ || !msg.dense()) {
+      return refuse("a snapshot's residual out of place for shard " +
+                    std::to_string(options_.rank));
+    }
+    snapshot_residual_.assign(msg.values.begin(), msg.values.end());
+    return;
+  }
   if (snapshot_part) {
     const bool head = ev == pb::REPLICA_SNAPSHOT;
     if (head ? !awaiting_snapshot_ || !msg.dense() : awaiting_snapshot_ || seq != seq_) {
@@ -382,6 +421,7 @@ void ShardService::OnServerDead(int rank) {
   // REPLICA_HANDOVER never came, or the failover's table, installed before this event) applies
   // now.
   if (mirror_ && rank == following_) return OnTable();
+  pending_snapshots_.erase(rank);
   auto it = std::find(backups_.begin(), backups_.end(), rank);
   if (it == backups_.end()) return;
   backups_.erase(it);

@@ -305,9 +305,8 @@ class LaunchedJob {
     }
     // With --replication a dead server's shards fail over to their backups: the scheduler goes
     // on (or, when a shard has no live backup left, decides the job's fate). With restarts left
-    // the server is started again: the shards' primaries rebuild its copies (BSP replicated by
-    // round results, ASP, SSP; with backup workers or two-way compression the scheduler tells the
-    // replacement it is not needed and it exits 0).
+    // the server is started again: the shards' primaries rebuild its copies (in every mode; BSP
+    // replicated by pushes at a round's end).
     if (!worker && plan_.replication > 0 && sup_.running(0) && !UsageExit(status)) {
       if (restarts_ < o_.max_restarts) {
         say_.Say("lost " + sup_.name(i) + " (" + DescribeWaitStatus(status) +

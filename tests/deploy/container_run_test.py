@@ -572,10 +572,14 @@ class ContainerRunTest(unittest.TestCase):
                     job.close()
                 network.close()
 
-    def run_with_kill(self, role, index, when, worker_args=()):
-        """Runs cpu-small, SIGKILLs the pod <role> <index> once `when(job)` (a path) exists, and
-        checks that its replacement under the same index finished the job with it."""
+    def run_with_kill(self, role, index, when, worker_args=(), scheduler_flags=()):
+        """Runs cpu-small (with `scheduler_flags` added to its scheduler.flags), SIGKILLs the pod
+        <role> <index> once `when(job)` (a path) exists, and checks that its replacement under the
+        same index finished the job with it."""
         docs = k.render(KUBECTL, "overlays/cpu-small")
+        for cm in k.by_kind(docs, "ConfigMap"):
+            if "scheduler.flags" in cm.get("data", {}):
+                cm["data"]["scheduler.flags"] += "".join(f"{f}\n" for f in scheduler_flags)
         with tempfile.TemporaryDirectory(prefix="sieve-containers-") as tmp:
             os.chmod(tmp, 0o755)
             network = Network(role)
@@ -616,6 +620,20 @@ class ContainerRunTest(unittest.TestCase):
         self.assertIsNotNone(m, f"the new server 1 restored nothing\n{text[-3000:]}")
         print(f"the new server 1 restored round {m.group(1)}")
         self.assertGreater(int(m.group(1)), 0)
+
+    def test_replicated_server_pod_killed_fails_over_and_is_rebuilt(self):
+        """The same kill with the scheduler's --replication=1 (the manifests unchanged but for that
+        flag): server 1's shard fails over to its copy on server 0 after the heartbeat timeout,
+        the Job's replacement pod is rebuilt from the copies (no checkpoint restored into the
+        shard it serves) and takes its shard back, and the replicas still equal the servers'
+        dumps."""
+        text = self.run_with_kill("server", 1, lambda job: os.path.join(
+            next(iter(job.claims.values())), "server-1.ckpt"),
+            worker_args=SLOW_WORKERS, scheduler_flags=["--replication=1"])
+        self.assertRegex(text, r"rebuild: server 1 holds a copy of shard 1 again",
+                         f"the new server 1 was not rebuilt\n{text[-3000:]}")
+        self.assertRegex(text, r"handover: server 1 serves shard 1 again",
+                         f"the new server 1 did not take its shard back\n{text[-3000:]}")
 
     def test_worker_pod_killed_is_replaced_and_rejoins(self):
         """Worker 1's pod dies mid-run (after the servers' first checkpoint, round 100); the

@@ -4,10 +4,9 @@
 // replacement is rebuilt (the primaries send it snapshots of the shards it should hold) and the
 // job finishes with every worker; the servers' shards end with the same bytes as the workers'
 // replicas (each worker dumps its replica; each live server dumps its own shard; the promoted
-// copy's checksum is in its shard summary). ASP: the replacement is rebuilt too (its snapshots
-// carry the clocks), and its copy of its own shard ends with the same bytes as the promoted one.
-// BSP with backup workers, whose open round a snapshot does not carry: the replacement is told it
-// is not needed and exits 0, and the job finishes.
+// copy's checksum is in its shard summary). ASP, and BSP with backup workers (replicated by their
+// pushes): the replacement is rebuilt too (the snapshots carry the clocks; BSP's waits for a
+// round's end), and its copy of its own shard ends with the same bytes as the promoted one.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -16,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "net/node.h"
 #include "tests/fault/cluster.h"
 
 namespace sieve {
@@ -79,9 +79,21 @@ struct KilledJob {
       *why = "no failover: " + c.Log();
       return false;
     }
+    // A server that says it cannot be rebuilt (no sieve-server does) under the failed-over rank.
+    NodeOptions no;
+    no.role = pb::ROLE_SERVER;
+    no.rank = 1;
+    no.scheduler = c.address();
+    no.transport.bind_host = "127.0.0.1";
+    no.rebuildable = false;
+    no.heartbeat_interval = milliseconds(0);
+    no.register_attempts = 3;
+    auto refused = Node::Start(no);
+    not_rebuildable = refused.ok() ? Status::Ok() : refused.status();
     c.StartServer(1, server);
     return true;
   }
+  Status not_rebuildable;  // what the scheduler answered that REGISTER
   fs::path dir;
   std::vector<std::string> server;
   testing::FaultCluster c;
@@ -113,6 +125,17 @@ std::string SummaryChecksum(testing::FaultCluster& c, int server, int shard) {
   return checksum;
 }
 
+// Shard 1 ends where it is served (server 2's promoted copy, or server 1 after a hand-back) with
+// the same bytes as its other copy: the replacement's dump is its copy of shard 1, server 2's
+// shard summary has the checksum of its copy.
+void ExpectTheCopiesOfShard1Agree(KilledJob& job) {
+  const std::string s1 = ReadFile(job.dir / "s1.bin");
+  ASSERT_EQ(s1.size(), kD / 3 * 4) << job.c.Log();
+  char want[9];
+  std::snprintf(want, sizeof want, "%08x", Crc32(s1));
+  EXPECT_EQ(SummaryChecksum(job.c, 2, 1), want) << job.c.Log();
+}
+
 TEST(FailoverTest, BspAKilledServersShardGoesOnAtItsBackupAndItsReplacementIsRebuilt) {
   KilledJob job("bsp");
   std::string why;
@@ -142,34 +165,22 @@ TEST(FailoverTest, AspAKilledServersReplacementIsRebuiltFromTheClocks) {
   testing::FaultCluster& c = job.c;
   ExpectRebuiltAndFinished(c);
   if (::testing::Test::HasFatalFailure()) return;
-  // Shard 1 ends where it is served (server 2's promoted copy, or server 1 after a hand-back)
-  // with the same bytes as the other copy: the replacement's dump is its copy of shard 1.
-  const std::string s1 = ReadFile(job.dir / "s1.bin");
-  ASSERT_EQ(s1.size(), kD / 3 * 4) << c.Log();
-  char want[9];
-  std::snprintf(want, sizeof want, "%08x", Crc32(s1));
-  EXPECT_EQ(SummaryChecksum(c, 2, 1), want) << c.Log();
+  ExpectTheCopiesOfShard1Agree(job);
 }
 
-TEST(FailoverTest, BspWithBackupWorkersAKilledServersReplacementIsNotNeeded) {
+// BSP replicated by its pushes (backup workers: 1 of 2): the replacement's snapshots wait for a
+// round's end, and it is rebuilt like the others. Before it starts, a REGISTER under the dead rank
+// that says it cannot be rebuilt is refused (ERROR_FAILED_OVER) and changes nothing.
+TEST(FailoverTest, BspWithBackupWorkersAKilledServersReplacementIsRebuiltAtARoundsEnd) {
   KilledJob job("bsp", /*backup_workers=*/1);
   std::string why;
   ASSERT_TRUE(job.Start(&why)) << why;
+  EXPECT_NE(job.not_rebuildable.message().find("ERROR_FAILED_OVER"), std::string::npos)
+      << job.not_rebuildable.ToString();
   testing::FaultCluster& c = job.c;
-  testing::Subprocess& replacement = c.server(1);
-  const auto code = replacement.Wait(milliseconds(30000));
-  ASSERT_TRUE(code.has_value()) << c.Log();
-  EXPECT_EQ(*code, 0) << c.Log();
-  bool said = false;
-  for (const std::string& line : replacement.lines())
-    said |= line.find("not needed") != std::string::npos;
-  EXPECT_TRUE(said) << c.Log();
-  ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
-  EXPECT_EQ(c.scheduler().Wait(milliseconds(0)).value_or(-1), 0) << c.Log();
-  for (int w = 0; w < 2; ++w) {
-    EXPECT_EQ(c.worker(w).Wait(milliseconds(0)).value_or(-1), 0) << c.Log();
-    EXPECT_EQ(c.WorkerSummary(w).at("rounds"), "4000") << c.Log();
-  }
+  ExpectRebuiltAndFinished(c);
+  if (::testing::Test::HasFatalFailure()) return;
+  ExpectTheCopiesOfShard1Agree(job);
 }
 
 }  // namespace

@@ -154,8 +154,7 @@ struct Replica {
     o.backups = std::move(backups);
     o.replicate_resend = std::chrono::milliseconds(0);  // every OnTick resends
     o.replicate_rounds = replicate_rounds;
-    // As the daemon decides it: BSP by round results, ASP and SSP.
-    o.rebuildable = replicate_rounds || !o.bsp;
+    o.rebuildable = true;  // as the daemon sets it
     if (tweak) tweak(&o);
     ShardCheckpointer* ckpt = nullptr;
     if (!checkpoint_dir.empty()) {
@@ -788,15 +787,117 @@ TEST(ShardReplicationTest, ASnapshotThatDoesNotFitTheShardIsRefused) {
   EXPECT_TRUE(asp.InstallSnapshot(snap).ok());
   EXPECT_EQ(std::vector<float>(asp.weights().begin(), asp.weights().end()), snap.weights);
 
+  // BSP replicated by pushes needs every worker's round state (and two-way the residual).
   ShardServerOptions bw = Bsp(3);
   bw.backup_workers = 1;
+  bw.server_compressor = Compressor::kTopk;
+  bw.server_density = 0.25;
   auto bsp = ShardServer::Create(bw, Init());
   ASSERT_TRUE(bsp.ok());
   ShardSnapshot b;
+  b.round = 4;
   b.weights.assign(kShardLen, 7.0f);
-  EXPECT_EQ((*bsp)->InstallSnapshot(b).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*bsp)->InstallSnapshot(b).code(), StatusCode::kInvalidArgument);  // no states
+  b.bsp_clocks.resize(3);
+  EXPECT_EQ((*bsp)->InstallSnapshot(b).code(), StatusCode::kInvalidArgument);  // no residual
+  b.residual.assign(kShardLen, 0.5f);
+  b.bsp_clocks[2].last_applied = 4;  // a push of the round the snapshot has not aggregated
+  EXPECT_EQ((*bsp)->InstallSnapshot(b).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(std::vector<float>((*bsp)->weights().begin(), (*bsp)->weights().end()), Init());
+  b.bsp_clocks[2].last_applied = 3;
+  EXPECT_TRUE((*bsp)->InstallSnapshot(b).ok());
+  EXPECT_EQ((*bsp)->round(), 4u);
 }
+
+// BSP replicated by its pushes (backup workers applying late pushes in a later round; two-way
+// compression with its server residual): a replacement's snapshot waits for the round in
+// progress to end, then carries every worker's round state and the residual. The copy then
+// follows the pushes (late ones included) with the primary's bytes, and promoted it goes on like
+// a shard without replication fed the same pushes.
+class ByPushesRebuild : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ByPushesRebuild, ASnapshotAtTheRoundsEndThenThePushes) {
+  const bool two_way = GetParam();
+  ShardServerOptions so = Bsp(3);
+  if (two_way) {
+    so.server_compressor = Compressor::kTopk;
+    so.server_density = 0.25;
+  } else {
+    so.backup_workers = 1;
+  }
+  Replica primary(so, 0, false, {}, false, [](ShardServiceOptions* o) { o->rebuild_into = {1}; });
+  Replica copy(so, 1, true, {}, false, [](ShardServiceOptions* o) { o->awaiting_snapshot = true; });
+  Replica plain(so, 0, false, {});
+  std::mt19937 rng(23);
+  auto push = [&](int w, uint64_t round) {
+    auto [idx, val] = RandomPush(&rng);
+    primary.service->OnData(Push(w, round, idx, val));
+    plain.service->OnData(Push(w, round, idx, val));
+    CarryBetween(&primary, &copy);
+  };
+  // Round 0 whole; round 1 open (two of three pushed) when the replacement arrives.
+  for (int w = 0; w < 3; ++w) push(w, 0);
+  push(0, 1);
+  if (two_way) push(1, 1);
+  primary.service->OnServerRejoined(1);
+  EXPECT_TRUE(primary.service->backups().empty()) << "a snapshot of a round in progress";
+  EXPECT_TRUE(primary.Take(copy.link.id()).empty());
+  push(2, 1);  // ends round 1 (backup workers: worker 1 is late from here on)
+  ASSERT_EQ(primary.service->backups(), std::vector<int>{1});
+  ASSERT_TRUE(copy.service->replication().rebuilt);
+  EXPECT_EQ(copy.Weights(), primary.Weights());
+  EXPECT_EQ(copy.shard->round(), 2u);
+  auto same_states = [&](const char* when) {
+    ASSERT_TRUE(primary.shard->SnapshotReady() && copy.shard->SnapshotReady()) << when;
+    const ShardSnapshot a = primary.shard->TakeSnapshot(), b = copy.shard->TakeSnapshot();
+    ASSERT_EQ(a.bsp_clocks.size(), 3u);
+    ASSERT_EQ(b.bsp_clocks.size(), 3u);
+    for (int w = 0; w < 3; ++w) {
+      const BspWorkerClock &x = a.bsp_clocks[w], &y = b.bsp_clocks[w];
+      EXPECT_EQ(x.counted_last, y.counted_last) << when << ", worker " << w;
+      EXPECT_EQ(x.last_applied, y.last_applied) << when << ", worker " << w;
+      EXPECT_EQ(x.miss_run, y.miss_run) << when << ", worker " << w;
+      EXPECT_EQ(x.dense_reply_to, y.dense_reply_to) << when << ", worker " << w;
+      EXPECT_EQ(x.join_round, y.join_round) << when << ", worker " << w;
+    }
+    EXPECT_EQ(a.residual, b.residual) << when;
+  };
+  same_states("after the snapshot");
+  for (uint64_t round = 2; round < 7; ++round) {
+    if (!two_way) push(1, round - 1);  // late: applied in this round
+    push(0, round);
+    push(2, round);
+    if (two_way) push(1, round);
+    ASSERT_EQ(copy.Weights(), primary.Weights()) << "round " << round;
+    ASSERT_EQ(copy.Weights(), plain.Weights()) << "round " << round;
+  }
+  same_states("after the rounds that followed it");
+  EXPECT_EQ(copy.shard->stats().pushes_applied, plain.shard->stats().pushes_applied);
+  EXPECT_EQ(copy.shard->stats().pushed_sum, plain.shard->stats().pushed_sum);
+  // Promoted: worker 1's late push of round 5 again is a duplicate; the rounds go on as the
+  // oracle's.
+  copy.link.FailOver(0, 0, 1);
+  copy.service->OnTable();
+  ASSERT_TRUE(copy.service->primary());
+  if (!two_way) {
+    const uint64_t applied = copy.shard->stats().pushes_applied;
+    copy.service->OnData(Push(1, 5, {1}, {1.0f}));
+    EXPECT_EQ(copy.shard->stats().pushes_applied, applied) << "a late push applied twice";
+  }
+  for (uint64_t round = 7; round < 9; ++round) {
+    for (int w = 0; w < 3; ++w) {
+      auto [idx, val] = RandomPush(&rng);
+      copy.service->OnData(Push(w, round, idx, val));
+      plain.service->OnData(Push(w, round, idx, val));
+    }
+    ASSERT_EQ(copy.Weights(), plain.Weights()) << "promoted, round " << round;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BackupWorkersOrTwoWay, ByPushesRebuild, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "TwoWay" : "BackupWorkers";
+                         });
 
 // A copy rebuilt at a round boundary and promoted before any round completes has no previous
 // UPDATE: a resend of the round before its snapshot is answered with the whole shard, which is
