@@ -111,9 +111,9 @@ TEST_F(LaunchFailover, BspKillOfAServerLosesNothingAndEndsBitwiseAsWithoutTheKil
   // Checkpoints on top: they change no weight; the copy that serves shard 0 after the kill goes
   // on writing the shard's checkpoint.
   const std::string ckpt = (root_ / "ckpt").string();
-  RunResult run = Run("kill", true,
-                      {"--ordered_rounds", "--checkpoint_dir=" + ckpt, "--checkpoint_every=500"},
-                      &killed);
+  RunResult run =
+      Run("kill", true, {"--ordered_rounds", "--checkpoint_dir=" + ckpt, "--checkpoint_every=500"},
+          &killed);
   ASSERT_FALSE(run.timed_out) << run.output;
   ASSERT_EQ(killed, 1) << run.output;
   EXPECT_EQ(ExitCode(run), 0) << run.output;
@@ -177,13 +177,19 @@ TEST_F(LaunchFailover, BspASecondKillAfterTheRebuildLosesNothingEither) {
   ExpectSameWeights("base2", "twice");
 }
 
-// The second kill in ASP: the rebuilt copies get the shards' clocks and pushed sums in their
-// snapshots, so nothing pushed is lost across both kills: Σ pushed by the workers = Σ over the
-// two shards of what their copies applied (each server's own shard), and the copy of shard 1
-// that server 0 served after the second kill agrees with server 1's rebuilt one.
-TEST_F(LaunchFailover, AspASecondKillAfterTheRebuildLosesNoPushEither) {
+// The second kill where rounds do not replay bitwise (ASP; BSP with a backup worker, whose late
+// pushes land in whichever round is open): the rebuilt copies get the shards' clocks or round
+// states and pushed sums in their snapshots, so nothing pushed is lost across both kills: Σ pushed
+// by the workers = Σ over the two shards of what their copies applied (each server's own shard),
+// and the copy of shard 1 that server 0 served after the second kill agrees with server 1's
+// rebuilt one.
+class LaunchFailoverTwice : public LaunchFailover,
+                            public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(LaunchFailoverTwice, ASecondKillAfterTheRebuildLosesNoPushEither) {
   int killed = 0;
-  RunResult run = Run("asp2", true, {"--consistency=asp"}, &killed, /*restarts=*/2);
+  RunResult run = Run(std::string("twice-") + (GetParam()[2] == 'c' ? "asp" : "bw"), true,
+                      {GetParam()}, &killed, /*restarts=*/2);
   ASSERT_FALSE(run.timed_out) << run.output;
   ASSERT_EQ(killed, 2) << run.output;
   EXPECT_EQ(ExitCode(run), 0) << run.output;
@@ -204,7 +210,14 @@ TEST_F(LaunchFailover, AspASecondKillAfterTheRebuildLosesNoPushEither) {
       << run.output;
   EXPECT_NEAR(std::stod(shard1.at("pushed_sum")), std::stod(server1.at("pushed_sum")), tolerance);
   EXPECT_EQ(shard1.at("applied"), server1.at("applied"));
+  EXPECT_EQ(shard1.at("checksum"), server1.at("checksum")) << "the two copies of shard 1 differ";
 }
+
+INSTANTIATE_TEST_SUITE_P(AspOrBackupWorkers, LaunchFailoverTwice,
+                         ::testing::Values("--consistency=asp"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param[2] == 'c' ? "Asp" : "BspBackupWorker");
+                         });
 
 TEST_F(LaunchFailover, AReplicationFactorOfAtLeastTheServersIsRefusedUpFront) {
   RunResult r = RunSieve({"launch", "--num_servers=2", "--num_workers=1", "--", "--replication=2",
