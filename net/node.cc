@@ -48,7 +48,7 @@ bool IsDataPlane(pb::MsgType t) {
   return t == pb::MSG_PUSH || t == pb::MSG_UPDATE || t == pb::MSG_PULL_DENSE ||
          t == pb::MSG_DENSE || t == pb::MSG_ERROR || t == pb::MSG_JOIN || t == pb::MSG_JOIN_ACK ||
          t == pb::MSG_INIT || t == pb::MSG_INIT_ACK || t == pb::MSG_REPLICATE ||
-         t == pb::MSG_REPLICATE_ACK;
+         t == pb::MSG_REPLICATE_ACK || t == pb::MSG_LATE_PUSH_ACK;
 }
 
 // Whether a node of role `self` keeps a connection to a node of role `peer`: workers talk only to

@@ -398,13 +398,19 @@ Status CheckDataFlags(const pb::Header& h, pb::ErrorCode* error, DataShape* shap
   const pb::MsgType type = h.type();
   const uint32_t flags = h.flags();
   if (flags & ~uint32_t{pb::FLAG_FP16 | pb::FLAG_BF16 | pb::FLAG_DENSE | pb::FLAG_CHECKSUM |
-                        pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP | pb::FLAG_PUSH_MISSED}) {
+                        pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP | pb::FLAG_PUSH_MISSED |
+                        pb::FLAG_PUSH_LATE}) {
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 "unknown flag bits");
   }
   if ((flags & pb::FLAG_PUSH_MISSED) && type != pb::MSG_UPDATE) {
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
                 "FLAG_PUSH_MISSED on " + std::string(MsgTypeName(type)) + " (UPDATE only)");
+  }
+  if ((flags & pb::FLAG_PUSH_LATE) && (type != pb::MSG_UPDATE || (flags & pb::FLAG_PUSH_MISSED))) {
+    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+                "FLAG_PUSH_LATE on " + std::string(MsgTypeName(type)) +
+                    " (UPDATE only, not with FLAG_PUSH_MISSED)");
   }
   if ((flags & pb::FLAG_FP16) && (flags & pb::FLAG_BF16)) {
     return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,

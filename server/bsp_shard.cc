@@ -77,7 +77,7 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
     return;
   }
   if (backups && round < round_ && options_.late_pushes == LatePushes::kApply) {
-    return LatePush(worker, round, indices, values, dense);
+    return LatePush(worker, round, indices, values, dense, out);
   }
   if (backups && round < round_) {  // the round closed without it: never applied
     ++stats_.late_pushes;
@@ -230,8 +230,11 @@ void BspShard::AggregateInRankOrder() {
 }
 
 void BspShard::LatePush(int worker, uint64_t round, std::span<const uint32_t> indices,
-                        std::span<const float> values, bool dense) {
+                        std::span<const float> values, bool dense, Outbox* out) {
   WorkerState& ws = workers_[worker];
+  // Either way acknowledged: the worker keeps the push until then (and sends it again to a new
+  // primary after a failover), so a push is never lost with its server nor applied twice.
+  out->push_back(Reply::LatePushAck(worker, round));
   if (static_cast<int64_t>(round) <= ws.last_applied) {  // a resend of one applied already
     ++stats_.duplicates;
     return;
@@ -471,7 +474,9 @@ Reply BspShard::RoundUpdate(int worker, bool dense,
                             std::shared_ptr<const ReplyBuffer> buffer) const {
   Reply r = Reply::Update(worker, round_, dense, std::move(buffer));
   // Only with backup workers can a live one be missing; only kReturn leaves its push to it.
-  r.push_missed = !workers_[worker].arrived && options_.late_pushes == LatePushes::kReturn;
+  const bool without = !workers_[worker].arrived && options_.backup_workers > 0;
+  r.push_missed = without && options_.late_pushes == LatePushes::kReturn;
+  r.push_late = without && options_.late_pushes == LatePushes::kApply;
   return r;
 }
 

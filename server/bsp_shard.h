@@ -130,9 +130,10 @@ class BspShard : public ShardServer {
   // One push into the round's aggregate (the union, or the dense accumulator), counted.
   void Aggregate(std::span<const uint32_t> indices, std::span<const float> values, bool dense);
   // Backup workers, LatePushes::kApply: a push of a closed round joins the round being
-  // aggregated once (a resend of one already applied is a duplicate), without a reply.
+  // aggregated once (a resend of one already applied is a duplicate), answered with a
+  // kLatePushAck either way.
   void LatePush(int worker, uint64_t round, std::span<const uint32_t> indices,
-                std::span<const float> values, bool dense);
+                std::span<const float> values, bool dense, Outbox* out);
   // ordered_rounds: the round's held pushes into the aggregate, by worker rank.
   void AggregateInRankOrder();
   void AccumulateDense(std::span<const float> values);

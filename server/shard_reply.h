@@ -21,11 +21,12 @@
 namespace sieve {
 
 enum class ReplyType {
-  kUpdate,   // a round's new values (sparse pairs or the whole shard): MSG_UPDATE
-  kDense,    // the whole shard answering a pull: MSG_DENSE
-  kJoinAck,  // a rejoining worker is counted (or will be): MSG_JOIN_ACK
-  kInitAck,  // the initial weights were taken or are not needed: MSG_INIT_ACK
-  kError,    // the event was refused and changed nothing: MSG_ERROR
+  kUpdate,       // a round's new values (sparse pairs or the whole shard): MSG_UPDATE
+  kDense,        // the whole shard answering a pull: MSG_DENSE
+  kJoinAck,      // a rejoining worker is counted (or will be): MSG_JOIN_ACK
+  kInitAck,      // the initial weights were taken or are not needed: MSG_INIT_ACK
+  kError,        // the event was refused and changed nothing: MSG_ERROR
+  kLatePushAck,  // a late push (backup workers, kApply) is applied: MSG_LATE_PUSH_ACK
 };
 
 // Why the shard refused an event (the protocol's ERROR code of the same name).
@@ -59,8 +60,10 @@ struct Reply {
   size_t begin = 0;
   size_t end = 0;
   // kUpdate of a BSP round that closed without this worker's push (backup workers): the
-  // protocol's FLAG_PUSH_MISSED.
+  // protocol's FLAG_PUSH_MISSED (late_pushes kReturn: never applied) or FLAG_PUSH_LATE (kApply:
+  // applied when it comes, then acknowledged with a kLatePushAck).
   bool push_missed = false;
+  bool push_late = false;
 
   // An UPDATE of `round` to `worker`: the whole shard (`dense`) or the buffer's pairs.
   static Reply Update(int worker, uint64_t round, bool dense,
@@ -75,6 +78,9 @@ struct Reply {
     return Make(worker, ReplyType::kJoinAck, round, false, nullptr);
   }
   static Reply InitAck(int worker) { return Make(worker, ReplyType::kInitAck, 0, false, nullptr); }
+  static Reply LatePushAck(int worker, uint64_t round) {
+    return Make(worker, ReplyType::kLatePushAck, round, false, nullptr);
+  }
   // A refusal of a `rejected` event of `round`.
   static Reply Error(int worker, uint64_t round, ShardError code, std::string message,
                      ShardEvent rejected) {

@@ -79,7 +79,8 @@ struct ShardServerOptions {
   // completes once max(1, live - b) of the live workers pushed it, and its UPDATE goes to every
   // live worker. A push of a round that closed without it (late) is, by late_pushes:
   //  kApply   merged into the round being aggregated as one more contribution (applied once, one
-  //           or more rounds stale); nothing is sent for it (its round's UPDATE already went).
+  //           or more rounds stale); its round's UPDATE to the worker is flagged push_late, and
+  //           the push is answered with a kLatePushAck (also a resend of one applied already).
   //  kReturn  refused (kLatePush) and never applied; the UPDATE of its round is flagged
   //           push_missed for the worker, which returns the values to its residual.
   // Requires b < num_workers.

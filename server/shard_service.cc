@@ -29,6 +29,8 @@ pb::MsgType WireType(ReplyType t) {
       return pb::MSG_INIT_ACK;
     case ReplyType::kError:
       return pb::MSG_ERROR;
+    case ReplyType::kLatePushAck:
+      return pb::MSG_LATE_PUSH_ACK;
   }
   return pb::MSG_ERROR;
 }
@@ -231,6 +233,7 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
     h.set_parts(parts);
   }
   if (r.push_missed) h.set_flags(pb::FLAG_PUSH_MISSED);
+  if (r.push_late) h.set_flags(pb::FLAG_PUSH_LATE);
   DataPayload p;
   p.dense = r.dense;
   p.value_type = options_.reply_values;
@@ -297,7 +300,8 @@ void ShardService::Send(const Outbox& replies) {
                              options_.rank);
       continue;
     }
-    if (r.type == ReplyType::kJoinAck || r.type == ReplyType::kInitAck) {
+    if (r.type == ReplyType::kJoinAck || r.type == ReplyType::kInitAck ||
+        r.type == ReplyType::kLatePushAck) {
       SendAck(r, peer);
       continue;
     }

@@ -151,6 +151,25 @@ TEST_F(ProtoCodecMalformedTest, PushMissedOnlyOnAnUpdate) {
   EXPECT_TRUE(msg.header.flags() & pb::FLAG_PUSH_MISSED);
 }
 
+// FLAG_PUSH_LATE (protocol 10) likewise, and never with FLAG_PUSH_MISSED (a push is either never
+// applied or applied later).
+TEST_F(ProtoCodecMalformedTest, PushLateOnlyOnAnUpdateAndNotWithPushMissed) {
+  std::vector<uint32_t> idx = {1};
+  std::vector<float> val = {1.0f};
+  pb::Header h = DataHeader(pb::MSG_PUSH, 0, 1);
+  h.set_flags(pb::FLAG_PUSH_LATE);
+  ExpectRejected(RawData(h, &idx, val), pb::ERROR_MALFORMED_HEADER);
+  pb::Header both = DataHeader(pb::MSG_UPDATE, 0, 1);
+  both.set_flags(pb::FLAG_PUSH_LATE | pb::FLAG_PUSH_MISSED);
+  ExpectRejected(RawData(both, &idx, val), pb::ERROR_MALFORMED_HEADER);
+  pb::Header u = DataHeader(pb::MSG_UPDATE, 0, 1);
+  u.set_flags(pb::FLAG_PUSH_LATE);
+  Message msg;
+  pb::ErrorCode code = pb::ERROR_NONE;
+  ASSERT_TRUE(Decode(RawData(u, &idx, val), Limits(), &msg, &code).ok()) << code;
+  EXPECT_TRUE(msg.header.flags() & pb::FLAG_PUSH_LATE);
+}
+
 TEST_F(ProtoCodecMalformedTest, UnknownType) {
   std::string bytes;
   Control(pb::MSG_HEARTBEAT).SerializeToString(&bytes);

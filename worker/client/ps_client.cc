@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 
 #include "base/lent_buffer_pool.h"
 #include "base/prefetch.h"
@@ -161,8 +162,28 @@ class PsClient::Impl {
     std::vector<bool> seen;
     uint32_t left = 0;
     std::vector<uint64_t> flagged;  // rounds taken ahead whose UPDATE had FLAG_PUSH_MISSED
+    std::vector<uint64_t> late;     // rounds taken ahead whose UPDATE had FLAG_PUSH_LATE
   };
   std::vector<UpdateStream> streams_;
+  // Backup workers with --late_pushes=apply: each shard's pushes whose round closed without them
+  // (FLAG_PUSH_LATE), oldest first, kept until the shard's LATE_PUSH_ACK; sent again before any
+  // resend to that shard and after a new node table (a failover), so a late push is never lost
+  // with its server (the shard applies a resend of one it applied as a duplicate). At most
+  // kMaxHeldLatePushes per shard: past that the oldest is dropped with a warning.
+  struct HeldLatePush {
+    uint64_t round = 0;
+    bool dense = false;
+    std::vector<uint32_t> indices;  // shard-relative
+    std::vector<float> values;
+  };
+  static constexpr size_t kMaxHeldLatePushes = 64;
+  std::vector<std::deque<HeldLatePush>> late_held_;
+  uint64_t late_tables_ = 0;  // node tables installed when the held late pushes were last sent
+  // LATE_PUSH_ACKs that came during the round before the push they acknowledge was held.
+  std::vector<std::pair<int, uint64_t>> acked_late_;
+  void OnLatePushAck(int shard, uint64_t round);
+  // Sends shard s's held late pushes (oldest first) to the server serving it now.
+  void SendHeldLatePushes(int s);
   // Lines a server's (or a forger's) message can cause: at most 20 per 10 s (net/rejection_log.h).
   RejectionLog peer_log_{"peer-caused client events"};
   uint64_t resends_ = 0;
@@ -344,6 +365,10 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
     if (!got) continue;
     const int server = ShardOf(msg, servers);
     if (server < 0) continue;  // not from a server
+    if (msg.type() == pb::MSG_LATE_PUSH_ACK) {
+      OnLatePushAck(server, msg.header.round());
+      continue;
+    }
     if (msg.type() == pb::MSG_ERROR) {
       const pb::MsgType rejected = msg.header.error().rejected_type();
       if (rejected != pb::MSG_UNSPECIFIED && rejected != RequestFor(type)) continue;
@@ -584,6 +609,48 @@ void PsClient::Impl::TakeUpdate(int server, const Message& msg,
   ++st.next;
 }
 
+void PsClient::Impl::OnLatePushAck(int shard, uint64_t round) {
+  if (shard >= static_cast<int>(late_held_.size())) late_held_.resize(shard + 1);
+  std::deque<HeldLatePush>& held = late_held_[shard];
+  const size_t before = held.size();
+  std::erase_if(held, [&](const HeldLatePush& h) { return h.round == round; });
+  if (held.size() == before) acked_late_.push_back({shard, round});
+}
+
+void PsClient::Impl::SendHeldLatePushes(int s) {
+  if (s >= static_cast<int>(late_held_.size())) return;
+  for (const HeldLatePush& h : late_held_[s]) {
+    pb::Header header = MakeDataHeader(pb::MSG_PUSH, node_->id(), ServerOf(s), s, h.round);
+    auto keep = std::make_shared<HeldLatePush>(h);
+    DataPayload p;
+    p.dense = keep->dense;
+    p.value_type = WireType(push_values_);
+    if (!keep->dense) p.indices = keep->indices;
+    auto packed_values = std::make_shared<std::vector<uint16_t>>();
+    if (push_values_ != ValuePrecision::kFp32) {
+      packed_values->resize(keep->values.size());
+      if (!PackSaturating(keep->values, push_values_, *packed_values).ok()) continue;
+      p.values = std::as_bytes(std::span<const uint16_t>(*packed_values));
+    } else {
+      p.values = std::as_bytes(std::span<const float>(keep->values));
+    }
+    p.keepalive = std::make_shared<
+        std::pair<std::shared_ptr<HeldLatePush>, std::shared_ptr<std::vector<uint16_t>>>>(
+        keep, packed_values);
+    EncodeOptions eo;
+    eo.checksum = options_.checksum;
+    eo.compact_indices = options_.compact_indices;
+    auto frames = EncodeData(header, p, eo);
+    Status sent =
+        frames.ok() ? node_->Send(ServerOf(s), std::move(frames).value()) : frames.status();
+    if (!sent.ok()) {
+      peer_log_.Warn([&](std::ostream& os) {
+        os << "late push of round " << h.round << " to shard " << s << ": " << sent.ToString();
+      });
+    }
+  }
+}
+
 Status PsClient::Impl::DrainUpdates(const std::function<void(int, const Message&)>& apply) {
   const uint32_t servers = num_servers();
   for (;;) {
@@ -591,6 +658,10 @@ Status PsClient::Impl::DrainUpdates(const std::function<void(int, const Message&
     SIEVE_ASSIGN_OR_RETURN(auto got, node_->Receive(&msg, std::chrono::milliseconds::zero()));
     if (!got) return Status::Ok();
     const int server = ShardOf(msg, servers);
+    if (server >= 0 && msg.type() == pb::MSG_LATE_PUSH_ACK) {
+      OnLatePushAck(server, msg.header.round());
+      continue;
+    }
     if (server < 0 || msg.type() != pb::MSG_UPDATE)
       continue;  // nothing awaits it: an ERROR_LATE_PUSH, a resent reply
     TakeUpdate(server, msg, apply);
@@ -624,13 +695,16 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   // Where each server's UPDATE stream stands: a caller that moved on (a pull, a join) starts at
   // `round`; a stream already past it (backup workers: the round closed without us) is answered.
   streams_.resize(servers);
-  std::vector<bool> arrived(servers, false), missed(servers, false);
+  std::vector<bool> arrived(servers, false), missed(servers, false), late(servers, false);
+  late_held_.resize(servers);
   for (uint32_t s = 0; s < servers; ++s) {
     UpdateStream& st = streams_[s];
-    if (st.next < round) st = UpdateStream{round, {}, 0, {}};
+    if (st.next < round) st = UpdateStream{round, {}, 0, {}, {}};
     arrived[s] = st.next > round;
     missed[s] = std::find(st.flagged.begin(), st.flagged.end(), round) != st.flagged.end();
     std::erase_if(st.flagged, [&](uint64_t r) { return r <= round; });
+    late[s] = std::find(st.late.begin(), st.late.end(), round) != st.late.end();
+    std::erase_if(st.late, [&](uint64_t r) { return r <= round; });
   }
   tables_at_send_ = node_->tables_installed();
   auto slice = [&](uint32_t s) -> std::pair<size_t, size_t> {
@@ -659,6 +733,12 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     local.pairs_up += to - from;
     return node_->Send(ServerOf(static_cast<int>(s)), std::move(frames));
   };
+  // A new node table (a failover) since the held late pushes went: they go again first, so each
+  // arrives before this round's push at the shard's server now.
+  if (node_->tables_installed() != late_tables_) {
+    late_tables_ = node_->tables_installed();
+    for (uint32_t s = 0; s < servers; ++s) SendHeldLatePushes(static_cast<int>(s));
+  }
   // Every server gets the slice, also one whose UPDATE of the round is already here: with backup
   // workers it applies a late push in a later round (--late_pushes=apply) or refuses it.
   for (uint32_t s = 0; s < servers && status.ok(); ++s) status = push_to(s);
@@ -667,6 +747,13 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   const std::function<void(int, const Message&)> take = [&](int s, const Message& m) {
     local.bytes_down += FrameBytes(m.storage);
     local.pairs_down += m.header.count();
+    if (m.header.flags() & pb::FLAG_PUSH_LATE) {
+      if (m.header.round() == round) {
+        late[s] = true;
+      } else if (streams_[s].late.empty() || streams_[s].late.back() != m.header.round()) {
+        streams_[s].late.push_back(m.header.round());  // a later round's, for its PushPull
+      }
+    }
     if (m.header.flags() & pb::FLAG_PUSH_MISSED) {
       if (m.header.round() == round) {
         missed[s] = true;
@@ -681,6 +768,7 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
         pb::MSG_UPDATE, round, timeout, take,
         [&](int s) {
           ++resends_;
+          SendHeldLatePushes(s);  // before the round's push: the shard takes them in order
           Status r = push_to(static_cast<uint32_t>(s));
           if (!r.ok()) {
             peer_log_.Warn([&](std::ostream& os) {
@@ -700,6 +788,30 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     uint64_t all_through = streams_[0].next;
     for (const UpdateStream& st : streams_) all_through = std::min(all_through, st.next);
     local.rounds_skipped = all_through - (round + 1);
+    for (uint32_t s = 0; s < servers; ++s) {
+      if (!late[s]) continue;
+      const auto [from, to] = slice(s);
+      HeldLatePush h;
+      h.round = round;
+      h.dense = sel->dense;
+      if (!sel->dense) h.indices.assign(b.relative.begin() + from, b.relative.begin() + to);
+      h.values.assign(b.values.begin() + from, b.values.begin() + to);
+      std::deque<HeldLatePush>& held = late_held_[s];
+      // Its acknowledgement may have come already (the UPDATE and the ack cross).
+      if (std::find(acked_late_.begin(), acked_late_.end(), std::pair<int, uint64_t>(s, round)) ==
+          acked_late_.end()) {
+        held.push_back(std::move(h));
+      }
+      if (held.size() > kMaxHeldLatePushes) {
+        peer_log_.Warn([&](std::ostream& os) {
+          os << "shard " << s << " has not acknowledged " << held.size()
+             << " late pushes; the push of round " << held.front().round
+             << " is no longer kept for a failover";
+        });
+        held.pop_front();
+      }
+    }
+    acked_late_.clear();
     for (uint32_t s = 0; s < servers; ++s) {
       if (!missed[s]) continue;
       const auto [from, to] = slice(s);

@@ -214,7 +214,7 @@ TEST_P(LaunchFailoverTwice, ASecondKillAfterTheRebuildLosesNoPushEither) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AspOrBackupWorkers, LaunchFailoverTwice,
-                         ::testing::Values("--consistency=asp"),
+                         ::testing::Values("--consistency=asp", "--backup_workers=1"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param[2] == 'c' ? "Asp" : "BspBackupWorker");
                          });

@@ -292,6 +292,47 @@ TEST_F(PsClientTest, RoundsThatClosedWithoutTheWorkerAreAppliedAndSkipped) {
   EXPECT_EQ(late.header.round(), 5u);
 }
 
+// Backup workers with --late_pushes=apply: a push whose round closed without it (FLAG_PUSH_LATE
+// on the round's UPDATE) is kept until its LATE_PUSH_ACK and sent again, before the next round's
+// push, to a server that took the shard over (a new node table): it is not lost with the server
+// that never applied it. Once acknowledged it is no longer sent.
+TEST_F(PsClientTest, ALatePushIsKeptUntilItsAcknowledgementAndSentAgainAfterAFailover) {
+  auto first = StartRound(4);
+  Message push = ServerNext(*server_);
+  SendUpdate(*server_, push, 4, {0}, {4.0f}, 0, 1, pb::FLAG_PUSH_LATE);
+  ASSERT_EQ(first.wait_for(kWait), std::future_status::ready);
+  ASSERT_TRUE(first.get().ok());
+  server_.reset();  // dies with the late push unapplied
+  std::unique_ptr<Node> second = StartServer();
+  ASSERT_NE(second, nullptr);
+  auto next = StartRound(5);
+  Message again = ServerNext(*second);
+  ASSERT_EQ(again.type(), pb::MSG_PUSH);
+  EXPECT_EQ(again.header.round(), 4u) << "the late push first";
+  EXPECT_EQ(std::vector<uint32_t>(again.indices.begin(), again.indices.end()),
+            (std::vector<uint32_t>{1, 9}));
+  EXPECT_EQ(std::vector<float>(again.values.begin(), again.values.end()),
+            (std::vector<float>{0.5f, -2.0f}));
+  Message now = ServerNext(*second);
+  EXPECT_EQ(now.header.round(), 5u);
+  auto ack =
+      EncodeControl(MakeDataHeader(pb::MSG_LATE_PUSH_ACK, second->id(), now.header.sender(), 0, 4));
+  ASSERT_TRUE(ack.ok());
+  ASSERT_TRUE(second->Send(now.header.sender(), std::move(ack).value()).ok());
+  SendUpdate(*second, now, 5, {2}, {5.0f});
+  ASSERT_EQ(next.wait_for(kWait), std::future_status::ready);
+  ASSERT_TRUE(next.get().ok());
+  second.reset();  // another failover: nothing is held any more
+  server_ = StartServer();
+  ASSERT_NE(server_, nullptr);
+  auto third = StartRound(6);
+  Message only = ServerNext(*server_);
+  EXPECT_EQ(only.header.round(), 6u) << "an acknowledged late push was sent again";
+  SendUpdate(*server_, only, 6, {3}, {6.0f});
+  ASSERT_EQ(third.wait_for(kWait), std::future_status::ready);
+  ASSERT_TRUE(third.get().ok());
+}
+
 class PsClientTwoServersTest : public PsClientTest {
  protected:
   PsClientTwoServersTest() { servers_ = 2; }
