@@ -174,7 +174,8 @@ class PsClient::Impl {
     uint64_t round = 0;
     bool dense = false;
     std::vector<uint32_t> indices;  // shard-relative
-    std::vector<float> values;
+    std::vector<float> values;      // as sent: fp32, or (push_values fp16 / bf16) `packed`
+    std::vector<uint16_t> packed;
   };
   static constexpr size_t kMaxHeldLatePushes = 64;
   std::vector<std::deque<HeldLatePush>> late_held_;
@@ -184,6 +185,12 @@ class PsClient::Impl {
   void OnLatePushAck(int shard, uint64_t round);
   // Sends shard s's held late pushes (oldest first) to the server serving it now.
   void SendHeldLatePushes(int s);
+  // Encodes and sends a PUSH of `round` to the server serving shard s: shard-relative `indices`
+  // (none when dense) and the values as they go on the wire (fp32, or 16-bit when push_values_
+  // says so), borrowed until ZeroMQ lets go of `keepalive`. The bytes sent, or the error.
+  StatusOr<uint64_t> SendPush(int s, uint64_t round, bool dense, std::span<const uint32_t> indices,
+                              std::span<const std::byte> values,
+                              std::shared_ptr<const void> keepalive);
   // Lines a server's (or a forger's) message can cause: at most 20 per 10 s (net/rejection_log.h).
   RejectionLog peer_log_{"peer-caused client events"};
   uint64_t resends_ = 0;
@@ -617,35 +624,38 @@ void PsClient::Impl::OnLatePushAck(int shard, uint64_t round) {
   if (held.size() == before) acked_late_.push_back({shard, round});
 }
 
+StatusOr<uint64_t> PsClient::Impl::SendPush(int s, uint64_t round, bool dense,
+                                            std::span<const uint32_t> indices,
+                                            std::span<const std::byte> values,
+                                            std::shared_ptr<const void> keepalive) {
+  pb::Header h = MakeDataHeader(pb::MSG_PUSH, node_->id(), ServerOf(s), s, round);
+  DataPayload p;
+  p.dense = dense;
+  p.value_type = WireType(push_values_);
+  if (!dense) p.indices = indices;
+  p.values = values;
+  p.keepalive = std::move(keepalive);
+  EncodeOptions eo;
+  eo.checksum = options_.checksum;
+  eo.compact_indices = options_.compact_indices;
+  SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeData(h, p, eo));
+  const uint64_t bytes = FrameBytes(frames);
+  SIEVE_RETURN_IF_ERROR(node_->Send(ServerOf(s), std::move(frames)));
+  return bytes;
+}
+
 void PsClient::Impl::SendHeldLatePushes(int s) {
   if (s >= static_cast<int>(late_held_.size())) return;
   for (const HeldLatePush& h : late_held_[s]) {
-    pb::Header header = MakeDataHeader(pb::MSG_PUSH, node_->id(), ServerOf(s), s, h.round);
-    auto keep = std::make_shared<HeldLatePush>(h);
-    DataPayload p;
-    p.dense = keep->dense;
-    p.value_type = WireType(push_values_);
-    if (!keep->dense) p.indices = keep->indices;
-    auto packed_values = std::make_shared<std::vector<uint16_t>>();
-    if (push_values_ != ValuePrecision::kFp32) {
-      packed_values->resize(keep->values.size());
-      if (!PackSaturating(keep->values, push_values_, *packed_values).ok()) continue;
-      p.values = std::as_bytes(std::span<const uint16_t>(*packed_values));
-    } else {
-      p.values = std::as_bytes(std::span<const float>(keep->values));
-    }
-    p.keepalive = std::make_shared<
-        std::pair<std::shared_ptr<HeldLatePush>, std::shared_ptr<std::vector<uint16_t>>>>(
-        keep, packed_values);
-    EncodeOptions eo;
-    eo.checksum = options_.checksum;
-    eo.compact_indices = options_.compact_indices;
-    auto frames = EncodeData(header, p, eo);
-    Status sent =
-        frames.ok() ? node_->Send(ServerOf(s), std::move(frames).value()) : frames.status();
+    auto keep = std::make_shared<const HeldLatePush>(h);  // the frames borrow its arrays
+    const std::span<const std::byte> values =
+        keep->packed.empty() ? std::as_bytes(std::span<const float>(keep->values))
+                             : std::as_bytes(std::span<const uint16_t>(keep->packed));
+    auto sent = SendPush(s, h.round, h.dense, keep->indices, values, keep);
     if (!sent.ok()) {
       peer_log_.Warn([&](std::ostream& os) {
-        os << "late push of round " << h.round << " to shard " << s << ": " << sent.ToString();
+        os << "late push of round " << h.round << " to shard " << s << ": "
+           << sent.status().ToString();
       });
     }
   }
@@ -713,25 +723,17 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
   };
   auto push_to = [&](uint32_t s) -> Status {
     const auto [from, to] = slice(s);
-    pb::Header h = MakeDataHeader(pb::MSG_PUSH, node_->id(), ServerOf(static_cast<int>(s)),
-                                  static_cast<int>(s), round);
-    DataPayload p;
-    p.dense = sel->dense;
-    p.value_type = WireType(push_values_);
-    if (!sel->dense) p.indices = std::span<const uint32_t>(b.relative).subspan(from, to - from);
-    if (packed) {
-      p.values = std::as_bytes(std::span<const uint16_t>(b.packed).subspan(from, to - from));
-    } else {
-      p.values = std::as_bytes(std::span<const float>(b.values).subspan(from, to - from));
-    }
-    p.keepalive = lent;
-    EncodeOptions eo;
-    eo.checksum = options_.checksum;
-    eo.compact_indices = options_.compact_indices;
-    SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeData(h, p, eo));
-    local.bytes_up += FrameBytes(frames);
+    const std::span<const uint32_t> indices =
+        sel->dense ? std::span<const uint32_t>()
+                   : std::span<const uint32_t>(b.relative).subspan(from, to - from);
+    const std::span<const std::byte> values =
+        packed ? std::as_bytes(std::span<const uint16_t>(b.packed).subspan(from, to - from))
+               : std::as_bytes(std::span<const float>(b.values).subspan(from, to - from));
+    SIEVE_ASSIGN_OR_RETURN(const uint64_t bytes,
+                           SendPush(static_cast<int>(s), round, sel->dense, indices, values, lent));
+    local.bytes_up += bytes;
     local.pairs_up += to - from;
-    return node_->Send(ServerOf(static_cast<int>(s)), std::move(frames));
+    return Status::Ok();
   };
   // A new node table (a failover) since the held late pushes went: they go again first, so each
   // arrives before this round's push at the shard's server now.
@@ -795,7 +797,11 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
       h.round = round;
       h.dense = sel->dense;
       if (!sel->dense) h.indices.assign(b.relative.begin() + from, b.relative.begin() + to);
-      h.values.assign(b.values.begin() + from, b.values.begin() + to);
+      if (packed) {
+        h.packed.assign(b.packed.begin() + from, b.packed.begin() + to);
+      } else {
+        h.values.assign(b.values.begin() + from, b.values.begin() + to);
+      }
       std::deque<HeldLatePush>& held = late_held_[s];
       // Its acknowledgement may have come already (the UPDATE and the ack cross).
       if (std::find(acked_late_.begin(), acked_late_.end(), std::pair<int, uint64_t>(s, round)) ==
