@@ -351,12 +351,22 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
 // The summary's replication fields: replication= (the job's r), backups= (live backups of this
 // server's own shard at the end), replicated= (events sent to them), resent=, replayed= (events
 // this server replayed on its copies of other shards), held_replies= (replies that waited for
-// acknowledgements), promoted= (shards this server took over at failover, "-" for none).
+// acknowledgements), promoted= (shards this server took over at failover, "-" for none), copies=
+// (shard:checksum of every other shard this server holds a copy of, its weights' CRC-32 as in
+// checksum=, "-" for none: at the end of a job each equals that shard's primary's).
 std::string ReplicationFields(const Node& node, HostedShards& shards) {
   uint64_t events = 0, resent = 0, replayed = 0, held = 0;
   size_t backups = 0;
-  std::string promoted;
+  std::string promoted, copies;
   for (auto& h : shards.all()) {
+    if (h->shard != node.rank()) {
+      char crc[16];
+      std::snprintf(crc, sizeof crc, "%08x", Crc32Of(h->server->weights()));
+      if (!copies.empty()) copies += ',';
+      copies += std::to_string(h->shard);
+      copies += ':';
+      copies += crc;
+    }
     const ReplicationStats& r = h->service->replication();
     events += r.events;
     resent += r.resent;
@@ -371,7 +381,8 @@ std::string ReplicationFields(const Node& node, HostedShards& shards) {
          " backups=" + std::to_string(backups) + " replicated=" + std::to_string(events) +
          " resent=" + std::to_string(resent) + " replayed=" + std::to_string(replayed) +
          " held_replies=" + std::to_string(held) +
-         " promoted=" + (promoted.empty() ? std::string("-") : promoted);
+         " promoted=" + (promoted.empty() ? std::string("-") : promoted) +
+         " copies=" + (copies.empty() ? std::string("-") : copies);
 }
 
 // `sieve-server shard summary:` for a shard this server took over at failover (its weights and

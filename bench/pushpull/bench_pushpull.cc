@@ -16,7 +16,9 @@
 //    unchanged; ASP with one worker, old - v (scale 1) bit for bit;
 //  - at the end: a fresh PullDense equals worker 0's replica bit for bit (BSP), or the initial
 //    weights minus every push / W within 1e-5 (ASP, W > 1: arrival order changes fp32 rounding).
-//  - every daemon exits 0 and every server reports rejected=0.
+//  - every daemon exits 0 and every server reports rejected=0;
+//  - with --replication, every copy of a shard ends bitwise equal to its primary (the servers'
+//    summaries: checksum= of their own shard, copies= of the others they hold).
 // Usage: bench_pushpull --bin_dir=DIR [--k=1000,10000,100000,1000000] [--workers=1,4,8]
 //          [--consistency=bsp,asp] [--servers=1] [--num_params=10000000] [--seconds=0.5]
 //          [--repeats=3] [--verify_every=16] [--json=PATH] [--log_dir=/tmp]
@@ -103,6 +105,7 @@ struct CellResult {
   int rounds_per_block = 0;
   double pairs_down_per_round = 0;  // per worker and round, all servers
   uint64_t verified_rounds = 0;
+  uint64_t copies_checked = 0;  // --replication: shard copies found equal to their primary's
   // Per round, timed blocks: worker 0's split+send and wait+apply time (RoundStats), and the
   // CPU time of all servers (user + system, from /proc) divided by worker 0's rounds.
   double push_ms = 0, wait_ms = 0, server_cpu_ms = 0;
@@ -475,13 +478,46 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
       fail(name + " did not exit 0 (log: " + log + ")");
     }
   };
+  // With --replication, every copy of a shard ends with its primary's bytes: each server's
+  // summary has its rank= (the scheduler's, not the order the servers were started in), its own
+  // shard's checksum= and copies=shard:checksum,... of the others it holds.
+  std::vector<std::string> own_crc(cfg.servers);
+  std::vector<std::pair<int, std::string>> copies;  // (shard, checksum) as its copies report
+  auto word = [](const std::string& log, const std::string& key) {
+    const size_t line = log.find("sieve-server summary:");
+    if (line == std::string::npos) return std::string();
+    const size_t at = log.find(" " + key, line);
+    if (at == std::string::npos) return std::string();
+    const size_t from = at + 1 + key.size();
+    return log.substr(from, log.find_first_of(" \n", from) - from);
+  };
   for (int s = 0; s < cfg.servers; ++s) {
     check_exit(*servers[s], "server " + std::to_string(s), server_logs[s]);
     const std::string log = ReadFile(server_logs[s]);
     if (log.find("rejected=0 ") == std::string::npos) {
       fail("server " + std::to_string(s) + " rejected messages (log: " + server_logs[s] + ")");
     }
+    const int rank = std::atoi(word(log, "rank=").c_str());
+    if (rank >= 0 && rank < cfg.servers) own_crc[rank] = word(log, "checksum=");
+    std::string list = word(log, "copies=");
+    for (size_t at = 0; !list.empty() && list != "-" && at < list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      const std::string entry = list.substr(at, end - at);
+      const size_t colon = entry.find(':');
+      if (colon != std::string::npos) {
+        copies.push_back({std::atoi(entry.substr(0, colon).c_str()), entry.substr(colon + 1)});
+      }
+      at = end + 1;
+    }
   }
+  for (const auto& [shard, crc] : copies) {
+    if (shard < 0 || shard >= cfg.servers || crc != own_crc[shard]) {
+      fail("a copy of shard " + std::to_string(shard) + " ends with checksum " + crc +
+           ", its primary with " + (shard >= 0 && shard < cfg.servers ? own_crc[shard] : "?") +
+           " (logs: " + cfg.log_dir + "/pushpull-server*-" + tag + ".log)");
+    }
+  }
+  result.copies_checked = copies.size();
   check_exit(*scheduler, "scheduler", sched_log);
   auto median = [](std::vector<Timed> v) {
     if (v.empty()) return Timed{1, 0, 0};
@@ -639,6 +675,7 @@ int Main(int argc, char** argv) {
               << ",\"gbytes_ratio\":" << r.sieve.gbs() / r.raw.gbs() << ",\"push_ms\":" << r.push_ms
               << ",\"wait_ms\":" << r.wait_ms << ",\"server_cpu_ms_per_round\":" << r.server_cpu_ms
               << ",\"verified_rounds\":" << r.verified_rounds
+              << ",\"copies_checked\":" << r.copies_checked
               << ",\"ok\":" << (r.ok ? "true" : "false") << "}";
           first = false;
         }
