@@ -4,9 +4,6 @@
 // Only explicit execution policies on raw pointers are used, never thrust::device or
 // device_vector, so this object coexists with the CUDA backend in one binary.
 #include <omp.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/omp/execution_policy.h>
@@ -24,54 +21,17 @@
 #include "base/huge_page_allocator.h"
 #include "kernels/backend.h"
 #include "kernels/backend_functors.h"
+#include "kernels/block_scan.h"
 
 namespace sieve {
 namespace backend_internal {
 namespace {
 
 constexpr size_t kBlock = 512;
-// Count+collect compares blocks of this many keys at once into one 64-bit hit mask.
-constexpr size_t kScanBlock = 64;
 // Count+collect keeps its per-thread scratch between calls while it holds at most this fraction of
 // the vector's length (ρ ≤ 0.01 with topk's and gaussiank's caps of 4·k); a larger one (an exact
 // fallback's candidates) is released after the call.
 constexpr double kScratchKeepFraction = 1.0 / 16;
-
-// Bit j of the result: AbsKey(x[j]) > t, for j < n ≤ 64 (a signed compare: keys are < 2^31). With
-// kSumSq also the float Σx² into *ss. Non-finite keys are above every t < kNonFiniteKey, so a
-// NaN/±Inf always sets its bit. Full blocks take SSE2 (x86-64's baseline): 16 compares and
-// movemasks, Σx² in four partial sums; the rest (and other targets) a scalar loop.
-template <bool kSumSq>
-inline uint64_t BlockMask(const float* x, size_t n, int32_t t, float* ss) {
-#if defined(__SSE2__)
-  if (n == kScanBlock) {
-    const __m128i abs_bits = _mm_set1_epi32(0x7fffffff);
-    const __m128i tv = _mm_set1_epi32(t);
-    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
-    uint64_t mask = 0;
-    for (int j = 0; j < 16; ++j) {
-      const __m128 v = _mm_loadu_ps(x + 4 * j);
-      const __m128i gt = _mm_cmpgt_epi32(_mm_and_si128(_mm_castps_si128(v), abs_bits), tv);
-      mask |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(gt))) << (4 * j);
-      if constexpr (kSumSq) acc[j & 3] = _mm_add_ps(acc[j & 3], _mm_mul_ps(v, v));
-    }
-    if constexpr (kSumSq) {
-      alignas(16) float lanes[4];
-      _mm_store_ps(lanes, _mm_add_ps(_mm_add_ps(acc[0], acc[1]), _mm_add_ps(acc[2], acc[3])));
-      *ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    }
-    return mask;
-  }
-#endif
-  uint64_t mask = 0;
-  float s = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    mask |= static_cast<uint64_t>(static_cast<int32_t>(AbsKey(x[i])) > t) << i;
-    if constexpr (kSumSq) s += x[i] * x[i];
-  }
-  if constexpr (kSumSq) *ss = s;
-  return mask;
-}
 
 // The float sums Σx and Σx² of x[0, n) (vectorized). A non-finite entry, or a float overflow, makes
 // one of them non-finite. A function of its own, not a loop inside the ForThreadRanges lambdas: GCC
@@ -239,51 +199,17 @@ class CpuContext final : public BackendContext {
     std::vector<uint64_t> cnt(nt, 0), bad(nt, 0), held(nt, 0);
     std::vector<double> sq(nt, 0.0);
     ForThreadRanges(n, nt, [&](int t, size_t lo, size_t hi) {
-      uint64_t c = 0, nf = 0;
-      double s2 = 0.0;
-      const size_t need = std::min<uint64_t>(cap, hi - lo);
-      uint32_t* const ip = local_idx_[t].Get(need);
-      float* const vp = vals != nullptr ? local_vals_[t].Get(need) : nullptr;
-      float* const mr = mask_r;
-      // Each 64-entry block yields a mask of the keys above t_block (NaN/Inf included); only its
-      // set bits are visited, so the cost beyond the vector test is per selected entry.
-      const int32_t t_block = static_cast<int32_t>(std::min<int64_t>(key_thr, kNonFiniteKey - 1));
-      for (size_t b = lo; b < hi; b += kScanBlock) {
-        const size_t len = std::min(hi - b, kScanBlock);
-        uint64_t mask;
-        if (sumsq == nullptr) {
-          mask = BlockMask<false>(x + b, len, t_block, nullptr);
-        } else {
-          float fss = 0.0f;
-          mask = BlockMask<true>(x + b, len, t_block, &fss);
-          if (std::isfinite(fss)) {
-            s2 += fss;
-          } else {  // float overflow (or non-finite input): redo in double
-            for (size_t i = b; i < b + len; ++i) {
-              if (AbsKey(x[i]) < kNonFiniteKey) s2 += static_cast<double>(x[i]) * x[i];
-            }
-          }
-        }
-        for (; mask != 0; mask &= mask - 1) {
-          const size_t i = b + static_cast<size_t>(std::countr_zero(mask));
-          const float xi = x[i];
-          const uint32_t key = AbsKey(xi);
-          if (key >= kNonFiniteKey) {
-            ++nf;
-          } else if (static_cast<int64_t>(key) > key_thr) {
-            if (c < need) {
-              ip[c] = static_cast<uint32_t>(i);
-              if (vp != nullptr) vp[c] = xi;
-              if (mr != nullptr) mr[i] = KeptResidual(xi, keep);
-            }
-            ++c;
-          }
-        }
-      }
-      cnt[t] = c;
-      held[t] = std::min<uint64_t>(c, need);  // its first entries, written above
-      bad[t] = nf;
-      sq[t] = s2;
+      ScanOut so;
+      so.need = std::min<uint64_t>(cap, hi - lo);
+      so.idx = local_idx_[t].Get(so.need);
+      so.vals = vals != nullptr ? local_vals_[t].Get(so.need) : nullptr;
+      so.mask_r = mask_r;
+      so.keep = keep;
+      ScanAbove(simd_, x, lo, hi, key_thr, sumsq != nullptr, &so);
+      cnt[t] = so.count;
+      held[t] = std::min<uint64_t>(so.count, so.need);  // its first entries, written by the scan
+      bad[t] = so.nonfinite;
+      sq[t] = so.sumsq;
     });
     uint64_t total = 0, nf = 0;
     double total_ss = 0.0;
@@ -431,6 +357,8 @@ class CpuContext final : public BackendContext {
     size_t size_ = 0;
   };
 
+  // The counting scan's vector width: the widest this CPU runs (kernels/block_scan.h).
+  const SimdLevel simd_ = BestSimdLevel();
   // CountCollectImpl's per-thread scratch (one context is used by one thread at a time).
   std::vector<Scratch<uint32_t>> local_idx_;
   std::vector<Scratch<float>> local_vals_;
