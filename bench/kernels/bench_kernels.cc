@@ -1,5 +1,6 @@
 // Micro-benchmarks of the selection operators against the physical one-pass limit (a streaming
-// read computing Σ|r|) and the std::nth_element / std::sort baselines. Buffers are allocated and
+// read computing Σ|r|: stream_read from wherever the caches keep the vector, stream_read_dram with
+// the vector flushed from every cache level first) and the std::nth_element / std::sort baselines. Buffers are allocated and
 // filled once per d outside the timed loops. `--device=cpu|cuda|auto` picks the backend of the
 // operators (baselines always run on the host; on cuda the streaming read is a device read).
 // Data: N(0,1), fixed seed. Arguments: d and ρ·1e4 (10 → ρ = 0.001, 100 → ρ = 0.01).
@@ -7,6 +8,9 @@
 // worker_path.h adds the worker's path beside them: ErrorFeedback::Select in steady state.
 #include <benchmark/benchmark.h>
 #include <omp.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -76,6 +80,39 @@ void BM_StreamRead(benchmark::State& state) {
   Data& data = GetData(d);
   const float* x = data.host.data();
   for (auto _ : state) {
+    float sum = 0.0f;
+#pragma omp parallel for simd reduction(+ : sum) schedule(static)
+    for (size_t i = 0; i < d; ++i) sum += std::fabs(x[i]);
+    benchmark::DoNotOptimize(sum);
+  }
+  SetCounters(state, d);
+}
+
+// Writes back and evicts x[0, n) from every cache level (clflush), so that the next read comes
+// from DRAM. Without SSE2 it does nothing (stream_read_dram is then stream_read).
+void EvictFromCaches(const float* x, size_t n) {
+#if defined(__SSE2__)
+  const char* p = reinterpret_cast<const char*>(x);
+  for (size_t off = 0; off < n * sizeof(float); off += 64) _mm_clflush(p + off);
+  _mm_mfence();
+#else
+  (void)x;
+  (void)n;
+#endif
+}
+
+// The streaming read from DRAM: what one pass over r costs where the caches do not hold it (the
+// worker's Select, right after an Accumulate that streamed g, m and r: 3 vectors through the
+// caches). Where the last-level cache holds the vector (d = 1e7 is 40 MB; a 480 MiB L3 holds it),
+// stream_read is an L3 read and this row is the slower, DRAM one; otherwise the two are equal.
+void BM_StreamReadDram(benchmark::State& state) {
+  const size_t d = state.range(0);
+  Data& data = GetData(d);
+  const float* x = data.host.data();
+  for (auto _ : state) {
+    state.PauseTiming();
+    EvictFromCaches(x, d);
+    state.ResumeTiming();
     float sum = 0.0f;
 #pragma omp parallel for simd reduction(+ : sum) schedule(static)
     for (size_t i = 0; i < d; ++i) sum += std::fabs(x[i]);
@@ -158,6 +195,9 @@ int main(int argc, char** argv) {
     for (int64_t rho : {10L, 100L}) {
       std::vector<benchmark::internal::Benchmark*> rows;
       rows.push_back(benchmark::RegisterBenchmark("stream_read", &BM_StreamRead));
+      if (g_device == Device::kCpu) {  // the ef_ rows' r is in host memory only on the CPU
+        rows.push_back(benchmark::RegisterBenchmark("stream_read_dram", &BM_StreamReadDram));
+      }
       rows.push_back(benchmark::RegisterBenchmark("nth_element", BM_NthElement));
       if (d < 100000000L) {  // a full sort of 1e8 floats takes ~10 s per iteration
         rows.push_back(benchmark::RegisterBenchmark("full_sort", BM_FullSort));
