@@ -149,10 +149,13 @@ class ErrorFeedback {
  private:
   ErrorFeedback(std::unique_ptr<BackendContext> ctx, size_t d, float* m, float* r);
 
+  struct Scratch;  // Select's candidates and scratch buffers, reused call after call
+
   std::unique_ptr<BackendContext> ctx_;  // runs every pass; frees m and r in ~ErrorFeedback
   size_t d_;
   float* m_;
   float* r_;
+  std::unique_ptr<Scratch> scratch_;
 };
 
 }  // namespace sieve
