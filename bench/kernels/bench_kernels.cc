@@ -45,12 +45,17 @@ Data& GetData(size_t d) {
     cache.clear();  // keep at most one size resident (d = 1e8 is 400 MB per buffer)
     auto data = std::make_unique<Data>();
     data->host.resize(d);
-#pragma omp parallel
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      std::mt19937_64 rng(1234 + t);
+    // kDataChunks seeded streams, whatever the thread count: the same data at 1 and 2 threads.
+    // (It matters: std::nth_element's time depends on the data — 39 to 88 ms at d = 1e7 over six
+    // seeds of one stream — and the data used to be one stream per OpenMP thread.)
+    constexpr int kDataChunks = 64;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < kDataChunks; ++c) {
+      std::mt19937_64 rng(1234 + c);
       std::normal_distribution<float> n(0.0f, 1.0f);
-      for (size_t i = d * t / nt; i < d * (t + 1) / nt; ++i) data->host[i] = n(rng);
+      for (size_t i = d * c / kDataChunks; i < d * (c + 1) / kDataChunks; ++i) {
+        data->host[i] = n(rng);
+      }
     }
     data->scratch.resize(d);
     if (g_device == Device::kCuda) {
