@@ -82,9 +82,11 @@ class Transport {
   // DeadlineExceeded (queue full for send_timeout), Unavailable (transport closed). Frames are
   // consumed either way.
   virtual Status Send(int peer, Frames frames) = 0;
-  // The same without waiting: when the peer's queue is full (or its lock is held by another
-  // sender) the message is dropped at once with Unavailable. For replies the I/O thread
-  // sends to peers it does not trust to read (ERRORs): a full queue must never stall it.
+  // The same without waiting for queue space: when the peer's queue is full (or another sender
+  // on the connection waits for space) the message is dropped at once with Unavailable; a send
+  // in progress that is only handing its frames over is waited for (up to 20 ms, then dropped).
+  // For replies the I/O thread sends to peers it does not trust to read (ERRORs): a full queue
+  // must never stall it, and an ERROR must not be lost to a reply sent at the same moment.
   virtual Status TrySend(int peer, Frames frames) = 0;
 
   // Waits up to `timeout` (kForever, base/duration.h: no deadline) for the next message. Returns

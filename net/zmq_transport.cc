@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <thread>
 #include <zmq_addon.hpp>
 
 #include "base/mutex.h"
@@ -15,6 +17,11 @@
 
 namespace sieve {
 namespace {
+
+// How long a TrySend waits for another send on the same connection to hand its frames over
+// (never for queue space). Two threads send to one peer (the I/O thread's ERRORs, the owner's
+// replies); without it an ERROR racing a reply was dropped.
+constexpr std::chrono::milliseconds kTrySendPatience{20};
 
 class ZmqTransport final : public Transport {
  public:
@@ -141,7 +148,7 @@ class ZmqTransport final : public Transport {
   }
 
  private:
-  // Send (wait: up to send_timeout for queue space) or TrySend (no wait at all).
+  // Send (wait: up to send_timeout for queue space) or TrySend (no wait for queue space).
   Status SendFrames(int peer, Frames* frames, bool wait) EXCLUDES(peers_mu_) {
     std::shared_ptr<Peer> p;
     {
@@ -154,7 +161,7 @@ class ZmqTransport final : public Transport {
     StampJob(frames, job_.load(std::memory_order_relaxed));
     if (wait) {
       p->mu.Lock();
-    } else if (!p->mu.TryLock()) {
+    } else if (!TryLockBriefly(p.get())) {
       return UnavailableError("another send to node " + std::to_string(peer) +
                               " is waiting; message dropped");
     }
@@ -162,9 +169,20 @@ class ZmqTransport final : public Transport {
     try {
       for (size_t i = 0; i < frames->size(); ++i) {
         auto flags = i + 1 < frames->size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-        // Only the first frame can block: ZeroMQ queues a multipart message atomically.
-        if (!wait && i == 0) flags = flags | zmq::send_flags::dontwait;
-        if (!p->socket.send((*frames)[i], flags)) {
+        // Only the first frame can block: ZeroMQ queues a multipart message atomically. A Send
+        // first tries without waiting, and says it waits (Peer::waiting) before it does.
+        bool sent;
+        if (i == 0) {
+          sent = p->socket.send((*frames)[i], flags | zmq::send_flags::dontwait).has_value();
+          if (!sent && wait) {
+            p->waiting.store(true, std::memory_order_release);
+            sent = p->socket.send((*frames)[i], flags).has_value();
+            p->waiting.store(false, std::memory_order_release);
+          }
+        } else {
+          sent = p->socket.send((*frames)[i], flags).has_value();
+        }
+        if (!sent) {
           if (!wait) {
             return UnavailableError("send queue to node " + std::to_string(peer) +
                                     " full; message dropped");
@@ -184,7 +202,23 @@ class ZmqTransport final : public Transport {
     explicit Peer(zmq::context_t& ctx) : socket(ctx, zmq::socket_type::push) {}
     Mutex mu;  // held by the one send in progress on this connection
     zmq::socket_t socket GUARDED_BY(mu);
+    std::atomic<bool> waiting{false};  // the holder of mu waits for queue space
   };
+
+  // TrySend's hold on p: taken when free, or as soon as a send that holds it only to hand its
+  // frames to ZeroMQ (microseconds) lets go, within kTrySendPatience; never while the holder
+  // waits for queue space (a peer that does not read): then false at once.
+  static bool TryLockBriefly(Peer* p) TRY_ACQUIRE(true, p->mu) {
+    const auto deadline = std::chrono::steady_clock::now() + kTrySendPatience;
+    for (;;) {
+      if (p->mu.TryLock()) return true;
+      if (p->waiting.load(std::memory_order_acquire) ||
+          std::chrono::steady_clock::now() >= deadline) {
+        return false;
+      }
+      std::this_thread::yield();
+    }
+  }
 
   const TransportOptions options_;
   std::atomic<uint64_t> job_;  // stamped on every message sent (options.job, SetJob)
