@@ -84,7 +84,7 @@ class Transport {
   virtual Status Send(int peer, Frames frames) = 0;
   // The same without waiting for queue space: when the peer's queue is full (or another sender
   // on the connection waits for space) the message is dropped at once with Unavailable; a send
-  // in progress that is only handing its frames over is waited for (up to 20 ms, then dropped).
+  // in progress that is only handing its frames over is waited for (up to 250 ms, then dropped).
   // For replies the I/O thread sends to peers it does not trust to read (ERRORs): a full queue
   // must never stall it, and an ERROR must not be lost to a reply sent at the same moment.
   virtual Status TrySend(int peer, Frames frames) = 0;

@@ -18,10 +18,11 @@
 namespace sieve {
 namespace {
 
-// How long a TrySend waits for another send on the same connection to hand its frames over
-// (never for queue space). Two threads send to one peer (the I/O thread's ERRORs, the owner's
-// replies); without it an ERROR racing a reply was dropped.
-constexpr std::chrono::milliseconds kTrySendPatience{20};
+// How long at most a TrySend waits for another send on the same connection to hand its frames
+// over (never for queue space): microseconds, unless the other thread is descheduled meanwhile.
+// Two threads send to one peer (the I/O thread's ERRORs, the owner's replies); without the wait
+// an ERROR racing a reply was dropped.
+constexpr std::chrono::milliseconds kTrySendPatience{250};
 
 class ZmqTransport final : public Transport {
  public:
