@@ -16,6 +16,9 @@
 //    unchanged; ASP with one worker, old - v (scale 1) bit for bit;
 //  - at the end: a fresh PullDense equals worker 0's replica bit for bit (BSP), or the initial
 //    weights minus every push / W within 1e-5 (ASP, W > 1: arrival order changes fp32 rounding).
+//  - a variant with --reply_values=fp16|bf16 (16-bit replies: each replica holds the servers'
+//    weights rounded): the per-round check allows one rounding of the old and of the new value
+//    (ReplyTolerance), the final one compares the replica with the rounded PullDense bit for bit;
 //  - every daemon exits 0 and every server reports rejected=0;
 //  - with --replication, every copy of a shard ends bitwise equal to its primary (the servers'
 //    summaries: checksum= of their own shard, copies= of the others they hold).
@@ -58,6 +61,8 @@
 #include "bench/common/bench_end.h"
 #include "bench/common/flag_value.h"
 #include "bench/rawzmq/raw_round_trips.h"
+#include "kernels/sparse_ops.h"
+#include "kernels/value_precision.h"
 #include "tests/net/subprocess.h"
 #include "worker/client/ps_client.h"
 
@@ -90,7 +95,20 @@ struct Cell {
   std::vector<std::string> scheduler_flags;  // extra sieve-scheduler flags (--replication=)
   std::string bin_dir;                       // the variant's daemons (empty: --bin_dir's)
   bool compact_indices = true;  // the clients' index coding (a `--wire=v4` variant: raw)
+  // The servers' --reply_values: with fp16 / bf16 each replica holds the servers' weights rounded
+  // to it, so the checks compare against rounded weights.
+  ValuePrecision reply_values = ValuePrecision::kFp32;
 };
+
+// |got - want| allowed when the replica is the servers' weight rounded to p and want is the
+// previous replica (itself rounded) minus the round's mean: one rounding of each, with 1/4 of p's
+// ulp to spare; 0 for fp32 (bitwise).
+float ReplyTolerance(float before, float want, ValuePrecision p) {
+  if (p == ValuePrecision::kFp32) return 0.0f;
+  const float rel = p == ValuePrecision::kFp16 ? 0x1p-11f : 0x1p-8f;  // half an ulp, relative
+  const float tiny = p == ValuePrecision::kFp16 ? 0x1p-24f : 0.0f;    // fp16's subnormal step
+  return 1.25f * (rel * (std::fabs(before) + std::fabs(want)) + tiny);
+}
 
 struct Timed {
   double seconds = 0;
@@ -349,7 +367,12 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
         const float n = bsp ? static_cast<float>(W) : 1.0f;
         for (size_t j = 0; j < uidx.size(); ++j) {
           const float want = before[j] - usum[j] / n;
-          if (std::memcmp(&want, &replica[uidx[j]], 4) != 0) {
+          const float got = replica[uidx[j]];
+          const bool same =
+              cell.reply_values == ValuePrecision::kFp32
+                  ? std::memcmp(&want, &got, 4) == 0
+                  : std::fabs(got - want) <= ReplyTolerance(before[j], want, cell.reply_values);
+          if (!same) {
             leave("round " + std::to_string(round) + ": replica[" + std::to_string(uidx[j]) +
                   "] = " + std::to_string(replica[uidx[j]]) + ", expected " + std::to_string(want));
             return false;
@@ -388,6 +411,9 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
       if (bsp) {
         s = client.PullDense(fresh, kTimeout);
         if (!s.ok()) return leave("final pull: " + s.ToString());
+        if (cell.reply_values != ValuePrecision::kFp32) {
+          for (float& x : fresh) x = RoundToValuePrecision(x, cell.reply_values);
+        }
         if (std::memcmp(fresh.data(), replica.data(), 4 * fresh.size()) != 0) {
           return leave("replica differs from the servers' weights after the run");
         }
@@ -602,6 +628,8 @@ int Main(int argc, char** argv) {
         } else {
           if (f == "--wire=v4") variant.compact_indices = false;  // the clients follow
           if (f == "--wire=v5") variant.compact_indices = true;
+          if (f == "--reply_values=fp16") variant.reply_values = ValuePrecision::kFp16;
+          if (f == "--reply_values=bf16") variant.reply_values = ValuePrecision::kBf16;
           variant.server_flags.push_back(f);
         }
       }
