@@ -6,8 +6,9 @@ exits 0 (every gated figure of every measured cell within +-25 %); closed forms 
 union D (1 - (1 - rho)^W), the Stream VByte bytes of the wire bench's push row, a link-bound BSP
 cell's round time equal to its bytes over the link plus the rest computed by hand, the server's
 link bytes falling as 1/S at fixed W and D, and bad flags failing with exit 2; `validate-netns`
-runs on the checked-in netns cells (measured/netns-scale-*.json; its verdict not gated) and
-netns_round's closed forms.
+runs on the checked-in netns cells (measured/netns-scale-*.json; its verdict not gated),
+netns_round's closed forms and round_sim's (links only, a shared uplink, a bucket's credit, CPU
+only on 2 and 8 cores).
 
 usage: model_test.py
 """
@@ -102,6 +103,31 @@ def main():
     if not (x["server_out"] / 1.25e6 - 1e-12 <= corr["round_s"] <= plain["round_s"]):
         bad.append(f"netns_round with burst: {corr['round_s']} outside "
                    f"[{x['server_out'] / 1.25e6}, {plain['round_s']}]")
+    # round_sim's closed forms. Links only (no CPU, no burst): one worker, one server, a round is
+    # its push's and its reply's bytes over the rate, plus the compute and two hand-overs.
+    import round_sim
+    zero = {"push_bytes_shard": 5e4, "reply_bytes_shard": 2e5, "worker_cpu": 0.0,
+            "worker_apply_cpu": 0.0, "merge_cpu": 0.0, "update_cpu": 0.0, "update_send_cpu": 0.0}
+    got = round_sim.bsp_rounds(1, 1, zero, 0.003, 1e7, 0.0, 2.0, latency_s=1e-4)
+    if abs(got / (0.003 + 2.5e5 / 1e7 + 2e-4) - 1) > 1e-9:
+        bad.append(f"round_sim links only: {got} s, by hand {0.003 + 2.5e5 / 1e7 + 2e-4} s")
+    # A server's W replies share its uplink: W = 4 workers, a round is W replies + one push
+    # (a worker pushes as soon as its reply is in, while the others' replies are on the link;
+    # the last worker's push decides).
+    got = round_sim.bsp_rounds(4, 1, zero, 0.0, 1e7, 0.0, 2.0)
+    if abs(got / ((4 * 2e5 + 5e4) / 1e7) - 1) > 1e-9:
+        bad.append(f"round_sim 4 replies: {got} s, by hand {(4 * 2e5 + 5e4) / 1e7} s")
+    # A bucket whose credit covers every message leaves only the compute.
+    got = round_sim.bsp_rounds(4, 1, zero, 0.003, 1e7, 1e9, 2.0)
+    if abs(got / 0.003 - 1) > 1e-9:
+        bad.append(f"round_sim with ample burst: {got} s, not the 0.003 s compute")
+    # CPU only (links of 1e30 B/s): 4 workers' 10 ms of CPU each on 2 cores take 20 ms, on 8
+    # cores 10 ms (a task runs on at most one core); the server's work adds after the barrier.
+    cpu = dict(zero, worker_cpu=0.01, worker_apply_cpu=0.004, merge_cpu=0.002, update_cpu=0.001)
+    for cores, hand in ((2.0, 0.02 + 0.002 / 2 + 0.001), (8.0, 0.01 + 0.002 / 4 + 0.001)):
+        got = round_sim.bsp_rounds(4, 1, cpu, 0.0, 1e30, 0.0, cores)
+        if abs(got / hand - 1) > 1e-6:
+            bad.append(f"round_sim CPU only on {cores} cores: {got} s, by hand {hand} s")
     print("".join(f"model_test: FAIL {line}\n" for line in bad) +
           f"model_test: {'FAIL' if bad else 'PASS'}")
     return int(bool(bad))
