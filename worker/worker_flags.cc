@@ -66,6 +66,10 @@ DEFINE_int32(eval_every, 1, "Rank 0: test accuracy every n epochs and at the end
 DEFINE_uint64(eval_every_rounds, 0,
               "Rank 0: test accuracy also after every n-th round (0 = off; for time-to-accuracy "
               "finer than an epoch, the evaluation's time counts in the round)");
+DEFINE_bool(eval_deferred, false,
+            "Rank 0: at an evaluation round before the last, copy the replica to host memory (4 B "
+            "per parameter each) and keep training; the copies are evaluated after the last round "
+            "(each metrics line keeps its own round's t_wall, written then: out of round order)");
 DEFINE_string(metrics_out, "",
               "JSON-lines metrics file (rank 0 only, unless the path contains {rank})");
 DEFINE_int32(metrics_every, 1, "Write a metrics line every n rounds (>= 1)");
@@ -150,6 +154,7 @@ Status FlagsToRunAndOutput(TrainerOptions* o) {
   o->straggler = *straggler;
   o->eval_every = FLAGS_eval_every;
   o->eval_every_rounds = FLAGS_eval_every_rounds;
+  o->eval_deferred = FLAGS_eval_deferred;
   o->metrics_out = FLAGS_metrics_out;
   o->metrics_every = FLAGS_metrics_every;
   o->contraction_every = FLAGS_contraction_every;
@@ -214,9 +219,9 @@ ProgramInfo WorkerProgram() {
             {"heartbeat_interval_ms", "heartbeat_timeout_ms", "round_timeout_ms",
              "shutdown_timeout_ms"}},
            {"Output and metrics",
-            {"progress", "eval_every", "eval_every_rounds", "metrics_out", "metrics_every",
-             "contraction_every", "histogram_rounds", "dump_weights", "metrics_port",
-             "barrier_probe"}}}};
+            {"progress", "eval_every", "eval_every_rounds", "eval_deferred", "metrics_out",
+             "metrics_every", "contraction_every", "histogram_rounds", "dump_weights",
+             "metrics_port", "barrier_probe"}}}};
 }
 
 StatusOr<WorkerDaemonOptions> FlagsToWorkerOptions() {

@@ -47,6 +47,7 @@ DECLARE_bool(checksum);
 DECLARE_uint64(seed);
 DECLARE_int32(eval_every);
 DECLARE_uint64(eval_every_rounds);
+DECLARE_bool(eval_deferred);
 DECLARE_string(metrics_out);
 DECLARE_int32(metrics_every);
 DECLARE_int32(contraction_every);

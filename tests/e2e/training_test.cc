@@ -633,6 +633,65 @@ TEST_F(TrainingTest, EvalEveryRoundsEvaluatesInsideTheEpoch) {
   EXPECT_EQ(evaluated, (std::vector<uint64_t>{99, 199, 233}));
 }
 
+// --eval_deferred: the same job (one worker, so bitwise reproducible) evaluated at rounds 99, 199
+// and 233 gives the same accuracies whether the replica is evaluated at once or copied and
+// evaluated after the last round; the deferred lines come last, each with its round's own t_wall
+// (a deferred line's t_wall is earlier than the last round's).
+TEST_F(TrainingTest, DeferredEvaluationsMatchTheImmediateOnes) {
+  struct Eval {
+    uint64_t round;
+    std::string test_acc, train_acc;  // as written: the same bits print the same text
+    double t_wall;
+    bool operator==(const Eval& o) const {
+      return round == o.round && test_acc == o.test_acc && train_acc == o.train_acc;
+    }
+  };
+  const auto field = [](const std::string& line, const std::string& key) {
+    const size_t at = line.find("\"" + key + "\":");
+    EXPECT_NE(at, std::string::npos) << key << " in " << line;
+    if (at == std::string::npos) return std::string();
+    const size_t from = at + key.size() + 3;
+    return line.substr(from, line.find_first_of(",}", from) - from);
+  };
+  const auto run = [&](const std::string& name, const std::vector<std::string>& extra) {
+    const fs::path metrics = dir_ / name;
+    std::vector<std::string> flags = {
+        "--model=softmax", "--batch_size=256",        "--epochs=1",
+        "--eval_every=0",  "--eval_every_rounds=100", "--metrics_out=" + metrics.string()};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    RunResult r = Launch(1, 1, flags);
+    EXPECT_TRUE(r.ok) << r.log;
+    std::vector<Eval> evals;
+    std::ifstream f(metrics);
+    for (std::string line; std::getline(f, line);) {
+      if (field(line, "test_acc") == "null") continue;
+      evals.push_back({std::stoull(field(line, "round")), field(line, "test_acc"),
+                       field(line, "train_acc"), std::stod(field(line, "t_wall"))});
+    }
+    return evals;
+  };
+  const std::vector<Eval> now = run("now.jsonl", {});
+  const std::vector<Eval> later = run("later.jsonl", {"--eval_deferred"});
+  ASSERT_EQ(now.size(), 3u);
+  EXPECT_EQ(now[0].round, 99u);
+  EXPECT_EQ(now[2].round, 233u);
+  // Deferred: the last round's evaluation is done at once, the two before it are written after.
+  ASSERT_EQ(later.size(), 3u);
+  EXPECT_EQ(later[0].round, 233u);
+  EXPECT_EQ(later[1].round, 99u);
+  EXPECT_EQ(later[2].round, 199u);
+  EXPECT_LT(later[1].t_wall, later[2].t_wall);
+  EXPECT_LT(later[2].t_wall, later[0].t_wall);
+  std::vector<Eval> sorted = later;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Eval& a, const Eval& b) { return a.round < b.round; });
+  EXPECT_TRUE(sorted == now) << "deferred accuracies differ from the immediate ones";
+  for (size_t i = 0; i < now.size() && i < sorted.size(); ++i) {
+    EXPECT_EQ(sorted[i].test_acc, now[i].test_acc) << "round " << now[i].round;
+    EXPECT_EQ(sorted[i].train_acc, now[i].train_acc) << "round " << now[i].round;
+  }
+}
+
 // A job cannot have as many backup workers as workers: refused before anything starts.
 TEST_F(TrainingTest, AsManyBackupWorkersAsWorkersIsRefused) {
   RunResult run = BackupJob({"--backup_workers=4"}, {});

@@ -355,6 +355,15 @@ uint64_t StopRound(const TrainerOptions& options, uint64_t end_of_last_epoch) {
 
 }  // namespace
 
+// --eval_deferred: an evaluation round's replica copy and its metrics line (without the
+// accuracies), evaluated and written after the last round.
+struct Trainer::DeferredEval {
+  std::vector<float> weights;  // the replica after the round (length D)
+  RoundMetrics metrics;        // t_wall as of the round
+  bool write = false;          // the round has a metrics line
+  uint64_t epoch = 0;
+};
+
 // What Run carries from round to round.
 struct Trainer::RunState {
   RunState(const TrainerOptions& options, int rank, uint64_t d, uint64_t steps_per_epoch,
@@ -374,6 +383,8 @@ struct Trainer::RunState {
   const Clock::time_point run_start;
   uint64_t round;     // the round in progress
   uint64_t skip = 0;  // rounds after it that closed without this worker (backup workers)
+  // --eval_deferred: the evaluations put off until the end, in round order.
+  std::vector<DeferredEval> deferred;
 };
 
 Trainer::RunState::RunState(const TrainerOptions& options, int rank, uint64_t d,
@@ -585,43 +596,55 @@ Status Trainer::RecordRound(const RoundPlan& plan, EpochState* ep, RunState* run
   ++ep->rounds_run;
 
   RoundMetrics m;
-  if (plan.eval) SIEVE_RETURN_IF_ERROR(Evaluate(&m.test_acc, &m.train_acc));
-  if (plan.eval && m.test_acc) summary.test_acc = m.test_acc;
-  if (plan.write) SIEVE_RETURN_IF_ERROR(WriteMetrics(*ep, plan, run, r, &m));
+  // --eval_deferred: every evaluation but the run's last is a copy of the replica for now.
+  const bool last_round = run->round + 1 + run->skip >= run->stop;
+  if (plan.eval && options_.eval_deferred && !last_round && rank_ == 0 && !synthetic_) {
+    DeferredEval& later = run->deferred.emplace_back();
+    SIEVE_RETURN_IF_ERROR(ReadWeights(&later.weights));
+    later.epoch = ep->epoch;
+    later.write = plan.write;
+    if (plan.write) FillMetrics(*ep, plan, *run, *r, &later.metrics);
+  } else {
+    if (plan.eval) SIEVE_RETURN_IF_ERROR(Evaluate(&m.test_acc, &m.train_acc));
+    if (plan.eval && m.test_acc) summary.test_acc = m.test_acc;
+    if (plan.write) {
+      FillMetrics(*ep, plan, *run, *r, &m);
+      SIEVE_RETURN_IF_ERROR(run->metrics.Write(m));
+    }
+  }
   run->progress.Round(run->round + 1, r->loss, summary.bytes_up);
   if (plan.last_of_epoch || plan.cut_short) EndEpoch(*ep, m.test_acc, run);
   return Status::Ok();
 }
 
-Status Trainer::WriteMetrics(const EpochState& ep, const RoundPlan& plan, RunState* run,
-                             RoundResult* r, RoundMetrics* m) const {
-  m->round = run->round;
+void Trainer::FillMetrics(const EpochState& ep, const RoundPlan& plan, const RunState& run,
+                          const RoundResult& r, RoundMetrics* m) const {
+  m->round = run.round;
   m->epoch = ep.epoch;
-  m->loss = r->loss;
-  m->selected = r->selected;
+  m->loss = r.loss;
+  m->selected = r.selected;
   m->k = ep.k;
   m->density = options_.compressor == Compressor::kNone ? 1.0 : ep.density;
-  m->threshold = run->sel.threshold;
-  m->iterations = run->sel.iterations;
-  m->bytes_up = r->stats.bytes_up;
-  m->bytes_down = r->stats.bytes_down;
-  m->dense_bytes = run->dense_bytes;
-  m->t_compute = Seconds(r->t0, r->t1);
-  m->t_straggle = r->straggle;
-  m->t_select = Seconds(r->t1, r->t2);
-  m->t_comm = Seconds(r->t2, r->t3);
+  m->threshold = run.sel.threshold;
+  m->iterations = run.sel.iterations;
+  m->bytes_up = r.stats.bytes_up;
+  m->bytes_down = r.stats.bytes_down;
+  m->dense_bytes = run.dense_bytes;
+  m->t_compute = Seconds(r.t0, r.t1);
+  m->t_straggle = r.straggle;
+  m->t_select = Seconds(r.t1, r.t2);
+  m->t_comm = Seconds(r.t2, r.t3);
   if (plan.contraction) {
     m->has_contraction = true;
-    m->contraction = r->contraction_ratio;
+    m->contraction = r.contraction_ratio;
     m->bound_1 = 1.0 - static_cast<double>(ep.k) / static_cast<double>(d_);
     m->bound_2 = m->bound_1 * m->bound_1;
   }
-  if (!r->hist.empty()) {
+  if (!r.hist.empty()) {
     m->histogram_width = kHistogramWidthSigma;
-    m->histogram = std::move(r->hist);
+    m->histogram = r.hist;
   }
-  m->t_wall = Seconds(run->run_start, Clock::now());  // after the evaluation, if any
-  return run->metrics.Write(*m);
+  m->t_wall = Seconds(run.run_start, Clock::now());  // after the evaluation, if any
 }
 
 void Trainer::EndEpoch(const EpochState& ep, std::optional<double> test_acc, RunState* run) {
@@ -631,10 +654,34 @@ void Trainer::EndEpoch(const EpochState& ep, std::optional<double> test_acc, Run
                          static_cast<double>(ep.selected) / steps);
 }
 
+Status Trainer::EvaluateDeferred(RunState* run) {
+  if (run->deferred.empty()) return Status::Ok();
+  std::vector<float> final_weights;
+  SIEVE_RETURN_IF_ERROR(ReadWeights(&final_weights));
+  for (DeferredEval& later : run->deferred) {
+    SIEVE_RETURN_IF_ERROR(UploadWeights(later.weights));
+    std::optional<double> test_acc, train_acc;
+    SIEVE_RETURN_IF_ERROR(Evaluate(&test_acc, &train_acc));
+    if (test_acc) {
+      LOG(INFO) << "deferred evaluation: epoch " << later.epoch + 1 << " round "
+                << later.metrics.round << " test_acc " << *test_acc;
+    }
+    if (later.write) {
+      later.metrics.test_acc = test_acc;
+      later.metrics.train_acc = train_acc;
+      SIEVE_RETURN_IF_ERROR(run->metrics.Write(later.metrics));
+    }
+    std::vector<float>().swap(later.weights);
+  }
+  run->deferred.clear();
+  return UploadWeights(final_weights);
+}
+
 StatusOr<TrainSummary> Trainer::FinishRun(RunState* run) {
   run->progress.Finish();
   run->summary.rounds = run->round;
   run->summary.seconds = Seconds(run->run_start, Clock::now());
+  SIEVE_RETURN_IF_ERROR(EvaluateDeferred(run));
   SIEVE_RETURN_IF_ERROR(run->metrics.Close());
   if (!options_.dump_weights.empty()) SIEVE_RETURN_IF_ERROR(DumpWeights());
   return std::move(run->summary);

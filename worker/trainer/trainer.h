@@ -18,7 +18,8 @@
 // Start-up: the replica starts from InitParams(layout, seed), is then replaced by a dense pull of
 // the servers' weights (authoritative; a mismatch is logged as a warning: different seeds), and the
 // workers meet in a barrier. Rank 0 evaluates test (and local-partition train) accuracy on its
-// replica every eval_every epochs and after the last one. Metrics lines go to metrics_out (only
+// replica every eval_every epochs and after the last one (with eval_deferred, on host copies of
+// the replica after the last round, see trainer_options.h). Metrics lines go to metrics_out (only
 // rank 0 writes, unless the path contains "{rank}"); the replica is written to dump_weights at the
 // end. The trainer does not call Finish / WaitShutdown: the daemon does.
 //
@@ -101,11 +102,12 @@ class Trainer {
   // Run's steps: start-up (OpenMetrics, RunState), each epoch (StartEpoch: its batch order and
   // density; RunEpoch), each round (PlanRound: what it does besides training; ComputeRound: the
   // gradient; SelectRound: error feedback and selection; PushPull; RecordRound: totals,
-  // evaluation, WriteMetrics, progress), the epoch's end (EndEpoch) and the finish (FinishRun).
+  // evaluation, FillMetrics, progress), the epoch's end (EndEpoch) and the finish (FinishRun).
   struct RunState;
   struct EpochState;
   struct RoundPlan;
   struct RoundResult;
+  struct DeferredEval;
   // Opens options.metrics_out when this rank writes metrics.
   Status OpenMetrics(MetricsWriter* metrics) const;
   Status StartEpoch(uint64_t epoch, uint64_t first_step, EpochState* ep) const;
@@ -123,8 +125,12 @@ class Trainer {
                       const RoundPlan& plan, RoundResult* r);
   Status SelectRound(const EpochState& ep, const RoundPlan& plan, RunState* run, RoundResult* r);
   Status RecordRound(const RoundPlan& plan, EpochState* ep, RunState* run, RoundResult* r);
-  Status WriteMetrics(const EpochState& ep, const RoundPlan& plan, RunState* run, RoundResult* r,
-                      RoundMetrics* m) const;
+  // The round's metrics line, without the accuracies (the evaluation fills them).
+  void FillMetrics(const EpochState& ep, const RoundPlan& plan, const RunState& run,
+                   const RoundResult& r, RoundMetrics* m) const;
+  // --eval_deferred: evaluates the replica copies in round order, writes their metrics lines and
+  // puts the final replica back.
+  Status EvaluateDeferred(RunState* run);
   static void EndEpoch(const EpochState& ep, std::optional<double> test_acc, RunState* run);
   StatusOr<TrainSummary> FinishRun(RunState* run);
 

@@ -78,10 +78,17 @@ struct TrainerOptions {
   // workers fails Trainer::Create.
   StragglerPlan straggler;
 
-  int eval_every = 1;         // rank 0: test accuracy every n epochs (0 = only at the end)
+  int eval_every = 1;  // rank 0: test accuracy every n epochs (0 = only at the end)
   // Rank 0: test accuracy also after every n-th round (0 = off), for time-to-accuracy curves
   // finer than an epoch; each evaluation's time counts in the round's.
   uint64_t eval_every_rounds = 0;
+  // Rank 0: an evaluation before the run's last round copies the replica to host memory (4 B per
+  // parameter a copy, held until the end) instead of evaluating it; after the last round the
+  // copies are evaluated in round order and their metrics lines written then, each with its own
+  // round's t_wall (the file is then not in round order). The evaluations' time stays off the
+  // training path: under BSP the other workers no longer wait for it, under backup workers rank
+  // 0 is no longer the worker left behind. The last round's evaluation is done at once.
+  bool eval_deferred = false;
   std::string metrics_out;    // JSON lines; "" = none; "{rank}" in the path is replaced
   int metrics_every = 1;      // write one metrics line every n rounds (plus eval rounds)
   int contraction_every = 0;  // add the contraction ratio every n rounds (0 = never)

@@ -205,6 +205,8 @@ def read_metrics(path):
                         rows.append(json.loads(line))
                     except ValueError:
                         pass  # a line cut short by a crash
+    # --eval_deferred writes its evaluation rounds' lines after the last round.
+    rows.sort(key=lambda r: r.get("round", 0))
     return rows
 
 
