@@ -145,6 +145,9 @@ class MetricsTail:
                 row = json.loads(line)
             except ValueError:
                 continue
+            # --eval_deferred: the deferred evaluations' rows come after the last round's.
+            if self.last is not None and row.get("round", 0) < self.last.get("round", 0):
+                continue
             self.last = row
             if row.get("test_acc") is not None:
                 self.last_acc = row["test_acc"]

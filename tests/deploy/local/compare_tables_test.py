@@ -190,6 +190,25 @@ class MetricsTest(unittest.TestCase):
             tail.poll()
             self.assertEqual((tail.last["round"], tail.last["loss"], tail.last_acc), (1, 1.5, 0.5))
 
+    def test_deferred_evaluation_rows_are_read_in_round_order(self):
+        # --eval_deferred: rounds 1 and 3 were evaluated after the last round (4), each row
+        # with its own round's t_wall.
+        lines = ['{"round": 0, "epoch": 0, "loss": 2.0, "test_acc": null, "t_wall": 1.0}',
+                 '{"round": 2, "epoch": 0, "loss": 1.5, "test_acc": null, "t_wall": 3.0}',
+                 '{"round": 4, "epoch": 1, "loss": 1.0, "test_acc": 0.9, "t_wall": 5.0}',
+                 '{"round": 1, "epoch": 0, "loss": 1.8, "test_acc": 0.6, "t_wall": 2.0}',
+                 '{"round": 3, "epoch": 1, "loss": 1.2, "test_acc": 0.85, "t_wall": 4.0}']
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "metrics-0.jsonl")
+            with open(path, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            rows = runner.read_metrics(path)
+            self.assertEqual([r["round"] for r in rows], [0, 1, 2, 3, 4])
+            self.assertEqual(runner.time_to_target(rows, 0.84), 4.0)
+            tail = runner.MetricsTail(path)
+            tail.poll()
+            self.assertEqual((tail.last["round"], tail.last_acc), (4, 0.9))
+
     def test_progress_line(self):
         self.assertEqual(runner.progress_line("[1/2] x", None, None, 3, 4.2),
                          "sieve compare: [1/2] x: starting (4 s)")
