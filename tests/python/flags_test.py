@@ -43,6 +43,8 @@ NOT_IN_PYTHON = {
     "synthetic_scale": "idem",
     "eval_every_rounds": "sieve-worker's evaluation inside an epoch (a script evaluates when it "
                          "likes)",
+    "eval_deferred": "sieve-worker's copies of its replica evaluated after the last round (a "
+                     "script evaluates what and when it likes)",
     "barrier_probe": "the scale harness's barrier latency probe of sieve-worker's start",
 }
 
