@@ -31,6 +31,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 SAVE_ROUND = 300
+# The other rank waits before this round until the restarted one has rejoined (MLP_REJOINED): on
+# a loaded machine a restart (Python, torch) took longer than the other rank's 637 rounds alone,
+# and the restarted rank then "rejoined" a job that had ended (rounds=939, no rejoin counted).
+WAIT_ROUND = 320
 
 
 def checkpoint_line(out, rank, what):
@@ -47,6 +51,7 @@ class PythonCheckpointRejoin(unittest.TestCase):
                                    cluster.dump_flags(out_dir),
                                    launcher_flags=["--max_restarts=1"],
                                    env={"MLP_CKPT": f"{path}:{rank}:{SAVE_ROUND}",
+                                        "MLP_REJOINED": f"{out_dir}/rejoined:{WAIT_ROUND}",
                                         "MLP_DUMP_DIR": out_dir})
         cluster.check_finished(self, code, out, cluster.USER_SCRIPT_ROUNDS, min_test_acc=0.80)
         self.assertIn(f"restarting worker {rank} (exited with code 3)", out)

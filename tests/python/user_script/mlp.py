@@ -18,12 +18,17 @@ Test hooks, off unless their variable is set (none changes the training):
                        round N, prints "checkpoint saved: residual_norm=X momentum_norm=Y ..."
                        and exits 3; a process that finds FILE after wrapping (the restarted
                        one) loads it, prints "checkpoint loaded: ..." alike and goes on
+  MLP_REJOINED=FILE:N  with MLP_CKPT: the process that loaded the checkpoint creates FILE; every
+                       other rank waits before its round N until FILE exists (at most 300 s), so
+                       that the restarted rank rejoins a running job instead of one the others
+                       finished while it was starting
   MLP_EPOCHS, MLP_BATCH  epochs (default 1) and batch size (default 32)
 """
 
 import os
 import signal
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -84,6 +89,11 @@ def main():
         sched.load_state_dict(state["sched"])
         report("loaded", opt)
         ckpt_round = -1
+    rejoined_file, wait_round = (os.environ["MLP_REJOINED"].rsplit(":", 1)
+                                 if os.environ.get("MLP_REJOINED") else ("", -1))
+    wait_round = int(wait_round)
+    if rejoined_file and ckpt and rank == ckpt_rank and os.path.exists(ckpt):
+        open(rejoined_file, "w").close()
 
     # A restarted worker rejoins at the job's round: go on from there.
     while opt.round < epochs * steps:
@@ -94,6 +104,10 @@ def main():
                 os.kill(os.getpid(), signal.SIGKILL)
             if rank == raise_rank and opt.round == raise_round:
                 raise RuntimeError(f"MLP_RAISE: rank {rank} fails at round {opt.round}")
+            if rejoined_file and rank != ckpt_rank and opt.round == wait_round:
+                deadline = time.monotonic() + 300
+                while not os.path.exists(rejoined_file) and time.monotonic() < deadline:
+                    time.sleep(0.05)
             if rank == ckpt_rank and opt.round == ckpt_round:
                 torch.save({"opt": opt.state_dict(), "sched": sched.state_dict()}, ckpt)
                 report("saved", opt)

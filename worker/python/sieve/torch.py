@@ -316,7 +316,12 @@ class _Sieve:
         # Enter the job: rank 0 offers its own weights (the model's init), the start barrier,
         # the servers' weights; or the rejoin of a restarted worker (worker/client/worker_start).
         started = client.start(s.flat, round_timeout_ms)
-        s.round = s.first_round = started["first_round"]
+        s.first_round = started["first_round"]
+        # A worker that rejoins a job the others have finished (its join round lies past the
+        # last one) has no round left to push, as sieve-worker: its round is the job's end.
+        s.round = s.first_round
+        if s.steps_per_epoch:
+            s.round = min(s.round, s.steps_per_epoch * s.epochs)
         s.rejoined = started["rejoined"]
 
         s.metrics = _core.MetricsWriter()
