@@ -256,9 +256,13 @@ class Daemon:
                 self.tcp_peer |= addrs[1]
 
     def kill(self):
+        # os.kill, not Popen.kill: Popen polls (waitpid) before it signals, and a poll that reaps
+        # a child which just died takes it from the reaper's wait4, which then never sets exit
+        # (the harness looped until its caller's timeout). Until the reaper has waited, the pid
+        # is this child's (a zombie at worst).
         if self.alive():
             try:
-                self.p.kill()
+                os.kill(self.pid, signal.SIGKILL)
             except OSError:
                 pass
 
