@@ -7,10 +7,10 @@
 // k/d)²), and — only when histogram is non-empty — hist_width (bin width in σ) and hist (counts of
 // the residual in bins of that width centred on its mean; the first/last bins hold everything
 // beyond). Absent optional values and non-finite numbers (e.g. the threshold of `none`) are written
-// as null. Times are seconds (t_wall: since training started, evaluation included unless deferred (--eval_deferred: the
-// line of a deferred evaluation is written after the last round, out of round order); t_straggle: the
-// part of t_compute an emulated straggler added, see straggler.h); bytes are this round's payload
-// bytes.
+// as null. Times are seconds (t_wall: since training started, evaluation included unless deferred
+// (--eval_deferred: the line of a deferred evaluation is written after the last round, out of round
+// order); t_straggle: the part of t_compute an emulated straggler added, see straggler.h); bytes
+// are this round's payload bytes.
 //
 // MetricsWriter appends lines to a file it owns; it flushes every line (a crash loses at most the
 // line being written). Thread-safety: one thread per writer; FormatMetricsJson is pure.

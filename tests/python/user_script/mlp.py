@@ -83,17 +83,17 @@ def main():
     ckpt, ckpt_rank, ckpt_round = (os.environ["MLP_CKPT"].rsplit(":", 2)
                                    if os.environ.get("MLP_CKPT") else ("", -1, -1))
     ckpt_rank, ckpt_round = int(ckpt_rank), int(ckpt_round)
+    rejoined_file, wait_round = (os.environ["MLP_REJOINED"].rsplit(":", 1)
+                                 if os.environ.get("MLP_REJOINED") else ("", -1))
+    wait_round = int(wait_round)
     if ckpt and rank == ckpt_rank and os.path.exists(ckpt):
         state = torch.load(ckpt)
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
         report("loaded", opt)
         ckpt_round = -1
-    rejoined_file, wait_round = (os.environ["MLP_REJOINED"].rsplit(":", 1)
-                                 if os.environ.get("MLP_REJOINED") else ("", -1))
-    wait_round = int(wait_round)
-    if rejoined_file and ckpt and rank == ckpt_rank and os.path.exists(ckpt):
-        open(rejoined_file, "w").close()
+        if rejoined_file:
+            open(rejoined_file, "w").close()
 
     # A restarted worker rejoins at the job's round: go on from there.
     while opt.round < epochs * steps:
