@@ -12,6 +12,10 @@ the job):
     rejoin; its weights right after DistributedOptimizer are the servers' trained ones, not its
     own torch init (MLP_DUMP_DIR), and at the end every replica equals the servers' weights
     bitwise (--dump_weights, --dump_shard).
+And for R = 1 twice more, each ending with exit 0 and the job's 937 rounds, none past them: once
+entering only after rank 0 trained the job's last round (MLP_LATE; its round is the job's end),
+once with the plain PyTorch loop that starts its epochs again (MLP_PLAIN_LOOP; the steps its loop
+has left after the job's last round do nothing).
 
 usage: checkpoint_rejoin_test.py BUILD_DIR
 """
@@ -82,6 +86,42 @@ class PythonCheckpointRejoin(unittest.TestCase):
 
     def test_rank1_restarts(self):
         self.restart(1)
+
+    def restart_rank1(self, env):
+        """Runs the job with rank 1 saving its checkpoint before round SAVE_ROUND and restarted
+        (MLP_CKPT), the hooks in env(out_dir) added; checks it finished with all rounds and
+        returns (output, the round at which the restarted rank 1 loaded its checkpoint)."""
+        out_dir = tempfile.mkdtemp(prefix="sieve-ckpt-rank1-")
+        code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
+                                   launcher_flags=["--max_restarts=1"],
+                                   env={"MLP_CKPT": f"{out_dir}/rank1.pt:1:{SAVE_ROUND}",
+                                        **env(out_dir)})
+        cluster.check_finished(self, code, out, cluster.USER_SCRIPT_ROUNDS, min_test_acc=0.80)
+        self.assertIn("restarting worker 1 (exited with code 3)", out)
+        loaded = checkpoint_line(out, 1, "loaded")
+        self.assertIsNotNone(loaded, out[-4000:])
+        return out, loaded[3]
+
+    def test_rank1_rejoins_a_finished_job(self):
+        # MLP_LATE: the restarted rank 1 enters the job only after rank 0 has trained its last
+        # round. It has nothing left to train: its round is the job's end (sieve.torch clamps the
+        # join round as sieve-worker does), it trains no round and the job ends with exit 0.
+        out, join = self.restart_rank1(lambda d: {"MLP_LATE": f"{d}/late"})
+        self.assertEqual(join, cluster.USER_SCRIPT_ROUNDS, out[-4000:])
+
+    def test_rank1_plain_loop_ends_at_the_jobs_last_round(self):
+        # MLP_PLAIN_LOOP: the restarted rank 1 rejoins the running job at round J and its script
+        # loops over every epoch's batches from the first. It trains rounds J .. 936 with rank 0;
+        # its last J step() calls find the job at its last round and do nothing (without that it
+        # would train J rounds alone after rank 0 finished).
+        rounds = cluster.USER_SCRIPT_ROUNDS
+        out, join = self.restart_rank1(lambda d: {"MLP_REJOINED": f"{d}/rejoined:{WAIT_ROUND}",
+                                                  "MLP_PLAIN_LOOP": "1"})
+        self.assertGreater(join, SAVE_ROUND)
+        self.assertLess(join, rounds)
+        self.assertIn(f"[worker 0] plain loop: round={rounds} steps_past_end=0", out)
+        self.assertIn(f"[worker 1] plain loop: round={rounds} steps_past_end={join}", out)
+        self.assertIn(f"worker 1 is at the job's last round ({rounds})", out)
 
     def test_rank0_restarts(self):
         self.restart(0)

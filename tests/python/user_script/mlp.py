@@ -22,6 +22,14 @@ Test hooks, off unless their variable is set (none changes the training):
                        other rank waits before its round N until FILE exists (at most 300 s), so
                        that the restarted rank rejoins a running job instead of one the others
                        finished while it was starting
+  MLP_LATE=FILE        with MLP_CKPT: the opposite; the restarted rank waits before wrapping
+                       until FILE exists and creates FILE.rejoined after wrapping; every other
+                       rank creates FILE after its last round and waits for FILE.rejoined before
+                       it finishes (each wait at most 300 s), so that the restarted rank rejoins
+                       a job whose last round has passed (it has no round left to train)
+  MLP_PLAIN_LOOP=1     the plain PyTorch loop, `for epoch in range(epochs): for batch in ...`,
+                       from the first batch whatever opt.round is (a restarted rank starts its
+                       epochs again); prints "plain loop: round=R steps_past_end=N" at its end
   MLP_EPOCHS, MLP_BATCH  epochs (default 1) and batch size (default 32)
 """
 
@@ -63,6 +71,15 @@ def main():
     x, y = torch.from_numpy(images[lo:hi]), torch.from_numpy(labels[lo:hi]).long()
     steps = len(y) // batch
 
+    ckpt, ckpt_rank, ckpt_round = (os.environ["MLP_CKPT"].rsplit(":", 2)
+                                   if os.environ.get("MLP_CKPT") else ("", -1, -1))
+    ckpt_rank, ckpt_round = int(ckpt_rank), int(ckpt_round)
+    late_file = os.environ.get("MLP_LATE", "")
+    if late_file and rank == ckpt_rank and os.path.exists(ckpt):
+        deadline = time.monotonic() + 300
+        while not os.path.exists(late_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     hidden = 129 if os.environ.get("MLP_WIDEN") == str(rank) else 128
     model = torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(),
                                 torch.nn.Linear(hidden, 10))
@@ -80,9 +97,6 @@ def main():
 
     kill_rank, kill_round = hook("MLP_KILL")
     raise_rank, raise_round = hook("MLP_RAISE")
-    ckpt, ckpt_rank, ckpt_round = (os.environ["MLP_CKPT"].rsplit(":", 2)
-                                   if os.environ.get("MLP_CKPT") else ("", -1, -1))
-    ckpt_rank, ckpt_round = int(ckpt_rank), int(ckpt_round)
     rejoined_file, wait_round = (os.environ["MLP_REJOINED"].rsplit(":", 1)
                                  if os.environ.get("MLP_REJOINED") else ("", -1))
     wait_round = int(wait_round)
@@ -92,12 +106,20 @@ def main():
         sched.load_state_dict(state["sched"])
         report("loaded", opt)
         ckpt_round = -1
+        if late_file:
+            open(late_file + ".rejoined", "w").close()
         if rejoined_file:
             open(rejoined_file, "w").close()
 
-    # A restarted worker rejoins at the job's round: go on from there.
-    while opt.round < epochs * steps:
-        epoch, step = divmod(opt.round, steps)
+    # A restarted worker rejoins at the job's round: go on from there (MLP_PLAIN_LOOP: every
+    # epoch's batches from the first, whatever opt.round is).
+    plain = os.environ.get("MLP_PLAIN_LOOP") == "1"
+    epoch = 0
+    while epoch < epochs if plain else opt.round < epochs * steps:
+        if plain:
+            step = 0
+        else:
+            epoch, step = divmod(opt.round, steps)
         order = torch.randperm(len(y), generator=torch.Generator().manual_seed(epoch))
         for i in range(step, steps):
             if rank == kill_rank and opt.round == kill_round:
@@ -125,6 +147,14 @@ def main():
                 acc = (model(torch.from_numpy(test_x)).argmax(1).numpy() == test_y).mean()
             opt.record(test_acc=acc)
             print(f"epoch {epoch + 1}: test_acc {acc:.4f}", file=sys.stderr)
+        epoch += 1
+    if plain:
+        print(f"plain loop: round={opt.round} steps_past_end={opt.steps_past_end}", flush=True)
+    if late_file and rank != ckpt_rank:
+        open(late_file, "w").close()
+        deadline = time.monotonic() + 300
+        while not os.path.exists(late_file + ".rejoined") and time.monotonic() < deadline:
+            time.sleep(0.05)
     if not os.environ.get("MLP_NO_FINISH"):
         opt.finish()
 

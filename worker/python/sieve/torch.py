@@ -335,7 +335,7 @@ class _Sieve:
         s.returned_sum = 0.0  # backup workers: pushed, never applied, back in the residual
         s.missed_slices = 0
         s.skipped_rounds = 0
-        s.steps_past_end = 0  # step() calls after the job's last round (skipped rounds)
+        s.steps_past_end = 0  # step() calls after the job's last round (skipped or rejoined)
         s.loss = None
         s.test_acc = None
         s.pending = None  # (metrics line of the last round, whether it is due), see _report
@@ -361,6 +361,12 @@ class _Sieve:
     def round(self):
         """The round this worker pushes next."""
         return self._sieve.round
+
+    @property
+    def steps_past_end(self):
+        """step() calls that did nothing because this worker (rejoined late, or skipping rounds
+        under backup workers) was already at the job's last round, epochs x steps_per_epoch."""
+        return self._sieve.steps_past_end
 
     @property
     def rank(self):
@@ -408,18 +414,24 @@ class _Sieve:
         """One round (module docstring). With `closure` (torch's convention) its loss is
         recorded and returned. With backup workers (sieve-server --backup_workers) a round may
         close without this push: its pairs go back into the residual, and rounds that closed
-        without this worker are skipped (the next step trains the round the job is at; once a
-        worker that skipped rounds passes the job's last round, epochs x steps_per_epoch, further
-        steps do nothing)."""
+        without this worker are skipped (the next step trains the round the job is at). Once a
+        worker that skipped rounds, or a restarted worker that rejoined at a later round, is at
+        the job's last round, epochs x steps_per_epoch, further steps do nothing: its script
+        has batches left that the job has no round for."""
         s = self._sieve
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
             self.record(loss=loss)
-        if s.skipped_rounds and s.steps_per_epoch and s.round >= s.steps_per_epoch * s.epochs:
-            # Backup workers: this worker skipped rounds that closed without it, so the script
-            # has batches left after the job's last round; nobody would close another round.
+        if ((s.skipped_rounds or s.rejoined) and s.steps_per_epoch and
+                s.round >= s.steps_per_epoch * s.epochs):
+            # This worker joined late or skipped rounds that closed without it, so a script
+            # that loops over its epochs' batches has batches left after the job's last round:
+            # the others have finished, so it would train rounds alone that the job never had.
+            if s.steps_past_end == 0:
+                print(f"sieve.torch: worker {s.rank} is at the job's last round ({s.round}); "
+                      "further step() calls do nothing", file=sys.stderr, flush=True)
             s.steps_past_end += 1
             return loss
         t0 = time.perf_counter()
