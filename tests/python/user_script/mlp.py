@@ -51,6 +51,13 @@ def hook(variable):
     return tuple(map(int, value.split(":"))) if value else (-1, -1)
 
 
+def wait_for(path):
+    """Waits until the file `path` exists, at most 300 s (a test hook's handshake)."""
+    deadline = time.monotonic() + 300
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def report(what, opt):
     sieve_state = opt.state_dict()["sieve"]  # the error feedback: residual and momentum
     print(f"checkpoint {what}: residual_norm={opt.residual().norm().item()!r} "
@@ -76,9 +83,7 @@ def main():
     ckpt_rank, ckpt_round = int(ckpt_rank), int(ckpt_round)
     late_file = os.environ.get("MLP_LATE", "")
     if late_file and rank == ckpt_rank and os.path.exists(ckpt):
-        deadline = time.monotonic() + 300
-        while not os.path.exists(late_file) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(late_file)
 
     hidden = 129 if os.environ.get("MLP_WIDEN") == str(rank) else 128
     model = torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(),
@@ -127,9 +132,7 @@ def main():
             if rank == raise_rank and opt.round == raise_round:
                 raise RuntimeError(f"MLP_RAISE: rank {rank} fails at round {opt.round}")
             if rejoined_file and rank != ckpt_rank and opt.round == wait_round:
-                deadline = time.monotonic() + 300
-                while not os.path.exists(rejoined_file) and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                wait_for(rejoined_file)
             if rank == ckpt_rank and opt.round == ckpt_round:
                 torch.save({"opt": opt.state_dict(), "sched": sched.state_dict()}, ckpt)
                 report("saved", opt)
@@ -152,9 +155,7 @@ def main():
         print(f"plain loop: round={opt.round} steps_past_end={opt.steps_past_end}", flush=True)
     if late_file and rank != ckpt_rank:
         open(late_file, "w").close()
-        deadline = time.monotonic() + 300
-        while not os.path.exists(late_file + ".rejoined") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(late_file + ".rejoined")
     if not os.environ.get("MLP_NO_FINISH"):
         opt.finish()
 
