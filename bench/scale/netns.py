@@ -7,8 +7,12 @@ SUBNET.(i + 1)/24 and port p<i> on the bridge. A link of RATE is shaped in both 
 token bucket (tbf rate RATE, burst = max(1 ms at RATE, 64 KiB) so that one GSO segment fits,
 latency 100 ms of queue by default; a packet that would wait longer is dropped): on the node's
 eth0 (its upload) and on its bridge port (its download), so every node has a full-duplex link of
-RATE to a non-blocking switch. Nothing is created in the
-root namespace. The processes keep the harness's PID namespace (`ip netns exec` only switches
+RATE to a non-blocking switch. With a congestion control (cc), each node's route to the subnet
+carries it as a route metric (`ip route ... congctl CC`), so every TCP connection of the node,
+accepted ones included, uses it whatever the kernel's default is (a namespace may not change
+its own default to an algorithm outside tcp_allowed_congestion_control, and the machine's
+default, BBR on some kernels and CUBIC on most, changes how a shallow shaped queue's drops cost
+time). Nothing is created in the root namespace. The processes keep the harness's PID namespace (`ip netns exec` only switches
 the network and mount namespaces, then execs), so /proc/<pid> sampling and wait4() work as on
 loopback.
 
@@ -50,6 +54,23 @@ def tbf_burst_bytes(rate):
     return max(int(rate_bytes_per_s(rate) / 1000), 65536)
 
 
+def available_congestion_controls():
+    """The TCP congestion controls this kernel has loaded (tcp_available_congestion_control)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def check_congestion_control(cc):
+    """Raise NetnsError unless cc is a congestion control this kernel has."""
+    have = available_congestion_controls()
+    if cc not in have:
+        raise NetnsError(f"--tcp_cc: {cc!r} is not available here (tcp_available_congestion_"
+                         f"control: {' '.join(have) or 'unreadable'})")
+
+
 def check_environment():
     """Raise NetnsError unless this process can create namespaces and shape links."""
     if os.geteuid() != 0:
@@ -88,12 +109,15 @@ def _tc_sent(ns, dev_pattern):
 class Hosts:
     """nodes namespaces on one bridge, each link shaped to rate (None or "" = unshaped)."""
 
-    def __init__(self, nodes, rate=None, prefix=None, subnet=None, queue="100ms"):
+    def __init__(self, nodes, rate=None, prefix=None, subnet=None, queue="100ms", cc=None):
         if not 1 <= nodes <= MAX_NODES:
             raise NetnsError(f"--netns: {nodes} nodes (W + S + 1); at most {MAX_NODES}")
         if rate:
             rate_bytes_per_s(rate)  # validates
-        self.nodes, self.rate, self.queue = nodes, rate or None, queue
+        if cc:
+            check_congestion_control(cc)
+        self.nodes, self.rate, self.queue, self.cc = nodes, rate or None, queue, cc or None
+        self.default_cc = None  # the kernel's default in a new namespace, read by open()
         self.prefix = prefix or f"sscale-{os.getpid()}"
         self.subnet = subnet or f"{DEFAULT_SUBNET_BASE}.{os.getpid() % 250}"
         self.switch = f"{self.prefix}-sw"
@@ -138,12 +162,30 @@ class Hosts:
                 _run(["ip", "-n", self.switch, "link", "set", port, "up"])
                 _run(["ip", "-n", ns, "addr", "add", f"{self.ip(i)}/24", "dev", "eth0"])
                 _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+                if self.cc:
+                    _run(["ip", "-n", ns, "route", "replace", f"{self.subnet}.0/24", "dev",
+                          "eth0", "proto", "kernel", "scope", "link", "src", self.ip(i),
+                          "congctl", self.cc])
                 self._shape(ns, "eth0")          # the node's upload
                 self._shape(self.switch, port)   # its download
+            self.default_cc = _run(["ip", "netns", "exec", self.ns(0), "cat",
+                                    "/proc/sys/net/ipv4/tcp_congestion_control"]).strip()
         except BaseException:
             self.close()
             raise
         return self
+
+    def congestion_controls(self, i):
+        """(connections, names): how many established TCP connections node i has now and the
+        sorted names of their congestion controls (ss -ti); (0, []) when ss fails."""
+        r = subprocess.run(["ip", "netns", "exec", self.ns(i), "ss", "-tinH", "state",
+                            "established"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           text=True)
+        # ss prints each connection's line, then its info line (indented), whose first word is
+        # the congestion control's name (the other fields are name:value).
+        words = [line.split()[0] for line in r.stdout.splitlines()
+                 if line[:1].isspace() and line.split()]
+        return len(words), sorted({w for w in words if ":" not in w})
 
     def close(self):
         """Kill what still runs in the namespaces, then delete them (and their veths)."""
@@ -190,4 +232,7 @@ class Hosts:
                             "its bridge port (download)" % (self.rate, tbf_burst_bytes(self.rate),
                                                              self.queue)
                             if self.rate else "none"),
-                "subnet": f"{self.subnet}.0/24", "prefix": self.prefix}
+                "subnet": f"{self.subnet}.0/24", "prefix": self.prefix,
+                # the congestion control every node's route carries (None: the kernel's
+                # default, tcp_cc_default, for every connection)
+                "tcp_cc": self.cc, "tcp_cc_default": self.default_cc}

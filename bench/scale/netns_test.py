@@ -4,8 +4,10 @@ seconds). Passes when the harness exits 0 with the cell passed, every process ha
 namespace address and used it (the local address of each of its established TCP sockets is its
 own; workers and servers talk only to the other role and the scheduler, the scheduler to every
 node), tc's byte counters were read (every node's download, the server's upload), and nothing of
-the run is left (namespaces, daemons); then that SIGTERM mid-run removes the namespaces, and
-that a cell above the node limit and --link without --netns are usage errors (exit 2).
+the run is left (namespaces, daemons), and its connections used CUBIC (the harness's default
+--tcp_cc, whatever the kernel's default); then that --tcp_cc=reno gives Reno, that SIGTERM
+mid-run removes the namespaces, and that a cell above the node limit, --link without --netns and
+an unknown --tcp_cc are usage errors (exit 2).
 Skipped (exit 77) without root or working `ip netns`.
 
 usage: netns_test.py BUILD_DIR
@@ -60,11 +62,19 @@ def harness(build, out, *extra, wait=True):
     return p
 
 
+def check_cc(c, want, bad):
+    """The cell recorded want as its congestion control and saw only it on the connections."""
+    if c.get("tcp_cc") != want or c.get("tcp_cc_seen") != [want]:
+        bad.append(f"congestion control: tcp_cc {c.get('tcp_cc')!r}, seen "
+                   f"{c.get('tcp_cc_seen')!r}, expected {want!r} on every connection")
+
+
 def check_cell(doc, bad):
     cells = doc.get("cells") or [{}]
     c = cells[0]
     if not c.get("pass"):
         bad.append(f"the cell failed: {c.get('problems')}")
+    check_cc(c, "cubic", bad)
     procs = c.get("processes", [])
     if len(procs) != 6:
         return bad.append(f"{len(procs)} processes, expected 6")
@@ -130,6 +140,18 @@ def main():
         if subnet and daemons_of(subnet):
             bad.append(f"daemons left: {daemons_of(subnet)}")
 
+        # Another congestion control than the default one: Reno is built into every kernel.
+        out = os.path.join(tmp, "reno.json")
+        p = harness(build, out, "--tcp_cc=reno", "--rounds=20")
+        try:
+            with open(out) as f:
+                c = (json.load(f).get("cells") or [{}])[0]
+            if p.returncode != 0 or not c.get("pass"):
+                bad.append(f"--tcp_cc=reno: exit {p.returncode}, {c.get('problems')}")
+            check_cc(c, "reno", bad)
+        except (OSError, ValueError) as e:
+            bad.append(f"--tcp_cc=reno: no JSON: {e}")
+
         # SIGTERM while the job runs: the namespaces go with the harness.
         p = harness(build, os.path.join(tmp, "term.json"), "--rounds=100000", wait=False)
         prefix = f"sscale-{p.pid}"
@@ -154,7 +176,8 @@ def main():
         base = [sys.executable, os.path.join(HERE, "run.py"), f"--build={build}"]
         for extra, needle in ((["--netns", "--cells=4x1,40x8"], "W + S + 1 <= 41"),
                               (["--netns", "--link=fast"], "not a rate"),
-                              (["--link=1gbit"], "--link needs --netns")):
+                              (["--link=1gbit"], "--link needs --netns"),
+                              (["--netns", "--tcp_cc=nonesuch"], "not available here")):
             q = subprocess.run(base + extra, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, timeout=30)
             if q.returncode != 2 or needle not in q.stdout:

@@ -372,7 +372,8 @@ def at_middle(p, lo, hi):
 def run_cell(a, w, s, d):
     if not a.netns:
         return run_cell_on(a, w, s, d, None)
-    with netns.Hosts(w + s + 1, a.link or None, queue=a.link_queue) as hosts:
+    cc = None if a.tcp_cc == "default" else a.tcp_cc
+    with netns.Hosts(w + s + 1, a.link or None, queue=a.link_queue, cc=cc) as hosts:
         print(f"scale: {w + s + 1} namespaces {hosts.prefix}-n0..n{w + s} on "
               f"{hosts.subnet}.0/24, link {a.link or 'unshaped'}", flush=True)
         cell = run_cell_on(a, w, s, d, hosts)
@@ -426,10 +427,20 @@ def run_cell_on(a, w, s, d, hosts):
     procs, err = start_job(a, w, s, d, hosts)
     deadline = t0 + a.timeout_s
     timed_out = False
+    # --netns: the congestion controls of server 0's and worker 0's connections, read once both
+    # are connected to everyone they talk to (server 0 to the scheduler and the W workers, worker
+    # 0 to the scheduler and the S servers): a check that --tcp_cc took effect, on the accepted
+    # sockets too.
+    cc_seen = None
     while any(p.alive() for p in procs):
         now = time.time()
         for p in procs:
             p.sample(now)
+        if hosts is not None and cc_seen is None and len(procs) == 1 + s + w:
+            n_srv, cc_srv = hosts.congestion_controls(1)
+            n_wkr, cc_wkr = hosts.congestion_controls(1 + s)
+            if n_srv >= 1 + w and n_wkr >= 1 + s:
+                cc_seen = sorted(set(cc_srv) | set(cc_wkr))
         failed = [p for p in procs if p.exit not in (None, 0)]
         if failed and not err:  # like sieve launch: one daemon failed, stop the others
             err = f"{failed[0].name} exited {failed[0].exit}; the others were stopped"
@@ -451,6 +462,13 @@ def run_cell_on(a, w, s, d, hosts):
     problems = [err] if err else []
     if timed_out:
         problems.append(f"the job ran past --timeout_s={a.timeout_s}; killed")
+    cc_cell = {}
+    if hosts is not None:
+        want = hosts.cc or hosts.default_cc
+        cc_cell = {"tcp_cc": want, "tcp_cc_seen": cc_seen}
+        if cc_seen is not None and cc_seen != [want]:
+            problems.append(f"TCP congestion control {cc_seen} on the nodes' connections, "
+                            f"expected {want}")
 
     formed = sched.find("node table sent")
     formed_s = formed[0] - t0 if formed else None
@@ -645,6 +663,7 @@ def run_cell_on(a, w, s, d, hosts):
         "server_summaries": {k: {x: y for x, y in v.items() if x != "_read_at"}
                              for k, v in ssum.items()},
         **link_cell,
+        **cc_cell,
         "problems": problems,
         "pass": ok,
         "processes": rows,
@@ -761,6 +780,10 @@ def main():
     ap.add_argument("--link_queue", default="100ms",
                     help="with --netns --link: the token bucket's queue as tc's latency (a "
                          "packet that would wait longer is dropped); deploy/local/netns's 100ms")
+    ap.add_argument("--tcp_cc", default="cubic",
+                    help="with --netns: the TCP congestion control of every node's connections "
+                         "(a route metric in each namespace); 'default' = the kernel's default "
+                         "(BBR on some machines of this kind, CUBIC on most Linux)")
     ap.add_argument("--link_sample_s", type=float, default=0.25,
                     help="with --netns --link: period of the tc byte counters' samples")
     a = ap.parse_args()
@@ -779,6 +802,8 @@ def main():
         try:
             if a.link:
                 netns.rate_bytes_per_s(a.link)
+            if a.tcp_cc != "default":
+                netns.check_congestion_control(a.tcp_cc)
             big = [f"{w}x{s}" for w, s in cells if w + s + 1 > netns.MAX_NODES]
             if big:
                 raise netns.NetnsError(
