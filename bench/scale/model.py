@@ -56,13 +56,14 @@ Two settings:
             on the calibration's cores_available, for the regime where the two are of one size.
             Both assume a transport that keeps a link busy while it has bytes to send, as a
             loss-based TCP (CUBIC, run.py's default --tcp_cc) does through drops at its own
-            shaped queue; BBR does not there (a 100 ms tbf queue that overflows left a 10 Mbit/s
-            server link idle ~28 % of the round, and the model predicts 0.73 of that round).
+            shaped queue; with BBR, reply connections refused by a full 100 ms tbf queue with
+            nothing in flight waited for the persist timer (~one RTO) and left a 10 Mbit/s
+            server link idle ~28 % of the round (the model predicts 0.73 of that round).
 
 Not modelled: shards larger than the caches the calibration ran in (D/S <= 10 MB of fp32 here;
 the server's per-pair cost grew ~1.2-1.5x from D = 1e6 to 1e8 at fixed k, docs/results.md),
 TCP/IP framing (~3 % at 1500-byte MTU), incast and switch oversubscription, stragglers, SSP,
-the congestion control's own pacing (BBR's, above).
+the persist-timer waits of BBR connections at a full local queue (above).
 
 Commands:
   model.py calibrate [--write]   fit the constants from bench/scale/measured/*.json; print them,
