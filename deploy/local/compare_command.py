@@ -31,6 +31,8 @@ CONFIG (YAML; any other top-level key is an error):
                                 # the table shows mean ± sample std over them
   target_accuracy: 0.85         # the table's "time to target" column (default 0.85)
   delay: 1ms                    # optional, netns cells only (needs tc netem)
+  tcp_cc: cubic                 # optional, netns cells only: every connection's TCP congestion
+                                # control (default: the kernel's, recorded in the run's key)
   contraction_every: 10         # optional: contraction ratio and bounds every n rounds
   histogram_rounds: [0, 500]    # optional: residual histograms (rank 0) at these rounds
   timeout: 3600                 # per run, seconds

@@ -12,7 +12,8 @@ import shlex
 import subprocess
 import time
 
-from .config import DAEMONS, GRID_KEYS, flag_value, flag_words, is_local, run_flags
+from .config import (DAEMONS, DEFAULT_CC, GRID_KEYS, flag_value, flag_words, is_local,
+                     read_words, run_flags)
 from .table import mean
 
 PROGRAMS = [("deploy", "sieve")] + DAEMONS
@@ -36,6 +37,8 @@ def run_command(cfg, run, cell_dir, build, repo):
            f"--log_dir={os.path.join(cell_dir, 'nodes')}", "--quiet"]
     if cfg.get("delay"):
         cmd.append(f"--delay={cfg['delay']}")
+    if cfg.get("tcp_cc"):
+        cmd.append(f"--tcp_cc={cfg['tcp_cc']}")
     return cmd + ["--"] + words
 
 
@@ -71,6 +74,10 @@ def key_inputs(cfg, run, cell_dir, programs):
                 "link": cell["link"]}
     if not is_local(cell["link"]) and cfg.get("delay"):
         launcher["delay"] = str(cfg["delay"])
+    if not is_local(cell["link"]):
+        # The congestion control shapes a netns run's rounds (docs/scale.md): the configured one,
+        # else the kernel's default, which differs between machines.
+        launcher["tcp_cc"] = cfg.get("tcp_cc") or "default:" + " ".join(read_words(DEFAULT_CC))
     programs = dict(programs)
     if cfg.get("worker_cmd"):
         launcher["worker_cmd"] = cfg["worker_cmd"]

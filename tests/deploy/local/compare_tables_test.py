@@ -331,6 +331,27 @@ class HeterogeneityAxesTest(unittest.TestCase):
         self.assertNotIn("ssp2-none-d1-w4-1gbit+w3_100mbit-sw3_x3", left)
         self.assertIn("ssp2-none-d1-w4-1gbit-sw3_x3", left)
 
+    def test_tcp_cc_goes_to_netns_runs_and_into_their_key(self):
+        """tcp_cc: netns/run gets --tcp_cc; a netns run's key holds the congestion control (the
+        configured one, else the kernel's default read from /proc), a loopback run's none; a
+        name the kernel lacks exits 2 naming it."""
+        cells = config.cells_of(self.CFG)
+        net = config.runs_of(self.CFG, [cells[0]])[0]
+        self.assertNotIn("--tcp_cc", " ".join(runner.run_command(self.CFG, net, "/x", "/b", "/r")))
+        default = runner.key_inputs(self.CFG, net, "/x", {})["launcher"]["tcp_cc"]
+        self.assertEqual(default, "default:" + " ".join(config.read_words(config.DEFAULT_CC)))
+        cfg = dict(self.CFG, tcp_cc="reno")
+        self.assertEqual(config.check_config(cfg, "g")["tcp_cc"], "reno")
+        self.assertIn("--tcp_cc=reno", runner.run_command(cfg, net, "/x", "/b", "/r"))
+        self.assertEqual(runner.key_inputs(cfg, net, "/x", {})["launcher"]["tcp_cc"], "reno")
+        local = dict(self.CFG, grid=dict(self.CFG["grid"], link=["local"]))
+        run = config.runs_of(local, [config.cells_of(local)[0]])[0]
+        self.assertNotIn("tcp_cc", runner.key_inputs(local, run, "/x", {})["launcher"])
+        code, err = exit_code_and_stderr(config.check_config, dict(self.CFG, tcp_cc="nonesuch"),
+                                         "g")
+        self.assertEqual(code, 2)
+        self.assertIn("'nonesuch' is not a TCP congestion control this kernel has", err)
+
     def test_staleness_lr_axis(self):
         """asp+inverse and ssp:N+inverse pass --staleness_lr=inverse; bsp+inverse, ssp+inverse
         with flags: staleness_lr, and a bound on asp are usage errors."""

@@ -4,11 +4,13 @@
 #   tiny_job:  1 scheduler + 1 server + 2 workers (synthetic model, 5 rounds), each in its own
 #              namespace on a 1 Gbit/s shaped link; the job must succeed, every node must have used
 #              its namespace address, and no namespace or process of the run may be left.
-#   interrupt: a job that would run for minutes gets SIGINT once training runs; the harness must
-#              exit promptly and leave nothing behind.
+#   interrupt: a job that would run for minutes, with --tcp_cc=reno, gets SIGINT once training
+#              runs (after its server's and worker's connections were seen to use Reno); the
+#              harness must exit promptly and leave nothing behind.
 #   uneven_links: --link=1gbit,1:10mbit (worker 1 on a 100x slower link), dense ASP pushes of
 #              80 KB: worker 1's median communication time per round is many times worker 0's;
-#              a link for a worker the job lacks is a usage error naming it.
+#              the harness names the kernel's congestion control; a link for a worker the job
+#              lacks and an unknown --tcp_cc are usage errors naming them.
 # Exit 77 (skipped) without root or working `ip netns`.
 set -euo pipefail
 test_case=$1
@@ -60,7 +62,8 @@ case "$test_case" in
   interrupt)
     # Job control on: a background job of a non-interactive shell would otherwise ignore SIGINT.
     set -m
-    "${job[@]}" --timeout=50 -- "${daemon[@]}" --rounds_per_epoch=100000 --epochs=1 &
+    "${job[@]}" --timeout=50 --tcp_cc=reno -- "${daemon[@]}" --rounds_per_epoch=100000 \
+      --epochs=1 &
     pid=$!
     set +m
     for _ in $(seq 1 300); do
@@ -69,6 +72,13 @@ case "$test_case" in
       sleep 0.2
     done
     grep -qs "worker 0 of 2" "$logs/worker0.log" || fail "training did not start within 60 s"
+    # The congestion control of the server's (accepted) and worker 0's connections: each ss info
+    # line starts with its name.
+    for n in 1 2; do
+      ccs=$(ip netns exec "$name-n$n" ss -tinH state established | awk '/^[ \t]/ {print $1}' |
+        sort -u | tr '\n' ' ')
+      [ "$ccs" = "reno " ] || { kill -INT $pid; fail "node $n's connections use '$ccs', want reno"; }
+    done
     kill -INT $pid
     start=$SECONDS
     rc=0
@@ -84,6 +94,9 @@ case "$test_case" in
       2>"$logs/harness.txt" || rc=$?
     [ $rc = 0 ] || { cat "$logs/harness.txt"; tail -n 20 "$logs"/*.log; fail "job exited with $rc"; }
     grep -q "link 1gbit, worker 1: 10mbit" "$logs/harness.txt" || fail "no per-worker link line"
+    kernel_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
+    grep -q "tcp $kernel_cc (the kernel's default)" "$logs/harness.txt" ||
+      fail "the harness did not name the kernel's congestion control $kernel_cc"
     # 80 KB up and down per round: ~130 ms at 10 Mbit/s, ~1.3 ms at 1 Gbit/s (ratios only).
     python3 - "$logs" <<'PY' || fail "worker 1's link is not the slow one"
 import json, statistics, sys
@@ -96,6 +109,10 @@ PY
     "${job[@]}" --link=1gbit,2:10mbit -- "${daemon[@]}" >"$logs/bad.txt" 2>&1 || rc=$?
     [ $rc = 2 ] && grep -q "'2:10mbit' is for worker 2, but the job has 2 workers" "$logs/bad.txt" ||
       { cat "$logs/bad.txt"; fail "a link for a missing worker: exit $rc"; }
+    rc=0
+    "${job[@]}" --tcp_cc=nonesuch -- "${daemon[@]}" >"$logs/bad.txt" 2>&1 || rc=$?
+    [ $rc = 2 ] && grep -q "'nonesuch' is not available here" "$logs/bad.txt" ||
+      { cat "$logs/bad.txt"; fail "an unknown --tcp_cc: exit $rc"; }
     leftovers
     ;;
   *) fail "unknown case $test_case" ;;
