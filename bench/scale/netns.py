@@ -12,9 +12,9 @@ carries it as a route metric (`ip route ... congctl CC`), so every TCP connectio
 accepted ones included, uses it whatever the kernel's default is (a namespace may not change
 its own default to an algorithm outside tcp_allowed_congestion_control, and the machine's
 default, BBR on some kernels and CUBIC on most, changes how a shallow shaped queue's drops cost
-time). Nothing is created in the root namespace. The processes keep the harness's PID namespace (`ip netns exec` only switches
-the network and mount namespaces, then execs), so /proc/<pid> sampling and wait4() work as on
-loopback.
+time). Nothing is created in the root namespace. The processes keep the harness's PID
+namespace (`ip netns exec` only switches the network and mount namespaces, then execs), so
+/proc/<pid> sampling and wait4() work as on loopback.
 
     with Hosts(nodes=6, rate="1gbit") as h:
         argv = h.wrap(0, ["sieve-scheduler", f"--bind={h.ip(0)}", ...])

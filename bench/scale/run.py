@@ -430,13 +430,14 @@ def run_cell_on(a, w, s, d, hosts):
     # --netns: the congestion controls of server 0's and worker 0's connections, read once both
     # are connected to everyone they talk to (server 0 to the scheduler and the W workers, worker
     # 0 to the scheduler and the S servers): a check that --tcp_cc took effect, on the accepted
-    # sockets too.
-    cc_seen = None
+    # sockets too. Tried every 0.5 s (two `ss` calls), not at every sample.
+    cc_seen, cc_next = None, t0
     while any(p.alive() for p in procs):
         now = time.time()
         for p in procs:
             p.sample(now)
-        if hosts is not None and cc_seen is None and len(procs) == 1 + s + w:
+        if hosts is not None and cc_seen is None and len(procs) == 1 + s + w and now >= cc_next:
+            cc_next = now + 0.5
             n_srv, cc_srv = hosts.congestion_controls(1)
             n_wkr, cc_wkr = hosts.congestion_controls(1 + s)
             if n_srv >= 1 + w and n_wkr >= 1 + s:
