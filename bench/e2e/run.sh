@@ -12,10 +12,13 @@
 #               (topk, BSP, 1 server, 2 workers, loopback).
 # usage: bench/e2e/run.sh [--quick] [--parts=round,server_cpu] [--links=1gbit,10gbit]
 #          [--compressors=none,topk,gaussiank] [--density=0.001] [--wire=v5] [--values=fp32]
+#          [--tcp_cc=NAME]
 #   --quick: synthetic only in `round`, D <= 1e7 in `server_cpu`.
 #   --wire=v4,v5: each `round` cell once per wire format (v4: raw uint32 indices, v5: the compact
 #   index coding), in the same run, with the v5 / v4 round-time ratio printed; --values: the
 #   job's --wire_values (fp32, fp16, bf16) for both.
+#   --tcp_cc=NAME: every connection's TCP congestion control (netns/run --tcp_cc); default the
+#   kernel's. Each row records it ("default:NAME" for the kernel's).
 # The daemons come from $SIEVE_BUILD_DIR (default build).
 # Writes results/bench/e2e-<timestamp>/ (logs) and results/bench/e2e-<timestamp>.json, prints tables.
 set -euo pipefail
@@ -28,6 +31,7 @@ compressors=none,topk,gaussiank
 density=0.001
 wires=v5
 values=fp32
+tcp_cc=""
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
@@ -37,8 +41,10 @@ for a in "$@"; do
     --density=*) density=${a#*=} ;;
     --wire=*) wires=${a#*=} ;;
     --values=*) values=${a#*=} ;;
+    --tcp_cc=*) tcp_cc=${a#*=} ;;
     *) echo "usage: bench/e2e/run.sh [--quick] [--parts=round,server_cpu] [--links=LIST]" \
-            "[--compressors=LIST] [--density=RHO] [--wire=v4,v5] [--values=fp32|fp16|bf16]" >&2
+            "[--compressors=LIST] [--density=RHO] [--wire=v4,v5] [--values=fp32|fp16|bf16]" \
+            "[--tcp_cc=NAME]" >&2
        exit 2 ;;
   esac
 done
@@ -48,6 +54,7 @@ mkdir -p "$out"
 rows="$out/rows.jsonl"
 : >"$rows"
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+tcp_record=${tcp_cc:-default:$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)}
 
 # Worker summary field: summary_field LOG KEY -> value of the first `sieve-worker summary:` line.
 summary_field() { sed -n "s/.*sieve-worker summary: .* $2=\([^ ]*\).*/\1/p" "$1" | head -1; }
@@ -77,14 +84,15 @@ if [[ ",$parts," == *,round,* ]]; then
           echo "e2e: $cell (load $load)" >&2
           rc=0
           deploy/local/netns/run --build="$BUILD" --num_servers=2 --num_workers=4 --link="$link" \
+            ${tcp_cc:+--tcp_cc="$tcp_cc"} \
             --log_dir="$logs" --quiet --timeout=1200 -- "${mflags[@]}" --compressor="$comp" \
             --density="$density" --progress=log --heartbeat_timeout_ms=120000 \
             --wire="$wire" --wire_values="$values" \
             --metrics_out="$PWD/$logs/metrics-{rank}.jsonl" || rc=$?
           /usr/bin/python3 - "$logs" "$model" "$link" "$comp" "$rc" "$load" "$density" "$wire" \
-            "$values" >>"$rows" <<'PY'
+            "$values" "$tcp_record" >>"$rows" <<'PY'
 import glob, json, re, sys
-logs, model, link, comp, rc, load, density, wire, values = sys.argv[1:]
+logs, model, link, comp, rc, load, density, wire, values, tcp_cc = sys.argv[1:]
 rounds, per_worker = 0, []
 for f in sorted(glob.glob(logs + "/worker*.log")):
     m = re.search(r"sieve-worker summary: .*rounds=(\d+) .*mean_round_s=([0-9.e+-]+)", open(f).read())
@@ -104,7 +112,7 @@ for f in sorted(glob.glob(logs + "/metrics-*.jsonl")):
     if ts:
         steady.append(sum(ts) / len(ts))
 row = {"part": "round", "model": model, "link": link, "compressor": comp,
-       "density": float(density), "wire": wire, "values": values,
+       "density": float(density), "wire": wire, "values": values, "tcp_cc": tcp_cc,
        "workers": 4, "servers": 2, "exit": int(rc), "rounds": rounds, "load_start": float(load),
        "load_end": float(open("/proc/loadavg").read().split()[0]),
        "mean_round_s": mean(per_worker), "per_worker_mean_round_s": per_worker,
