@@ -20,6 +20,9 @@ GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.0
                  "workers": [2], "link": ["local"], "straggler": ["none"]}
 TOP_KEYS = ["name", "servers", "flags", "grid", "exclude", "repeats", "target_accuracy", "delay",
             "tcp_cc", "contraction_every", "histogram_rounds", "timeout", "worker_cmd"]
+DEFAULT_TARGET = 0.85
+DEFAULT_SEED = 1  # the daemons' --seed default
+DAEMONS = [("scheduler", "sieve-scheduler"), ("server", "sieve-server"), ("worker", "sieve-worker")]
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 DEFAULT_CC = "/proc/sys/net/ipv4/tcp_congestion_control"
 
@@ -31,9 +34,6 @@ def read_words(path):
             return f.read().split()
     except OSError:
         return []
-DEFAULT_TARGET = 0.85
-DEFAULT_SEED = 1  # the daemons' --seed default
-DAEMONS = [("scheduler", "sieve-scheduler"), ("server", "sieve-server"), ("worker", "sieve-worker")]
 
 
 def fail(msg):
@@ -97,11 +97,10 @@ def check_config(cfg, path):
     if "backup_workers" in flags and any(BACKUP in str(c) for c in
                                          as_list(grid.get("consistency", []))):
         fail("'flags: backup_workers' and a consistency bsp+backup:N both set it; keep one")
-    tcp_cc = cfg.get("tcp_cc")
-    if tcp_cc is not None and (not isinstance(tcp_cc, str) or tcp_cc not in
-                               read_words(AVAILABLE_CC)):
+    tcp_cc, available = cfg.get("tcp_cc"), read_words(AVAILABLE_CC)
+    if tcp_cc is not None and (not isinstance(tcp_cc, str) or tcp_cc not in available):
         fail(f"'tcp_cc': {tcp_cc!r} is not a TCP congestion control this kernel has "
-             f"({' '.join(read_words(AVAILABLE_CC)) or AVAILABLE_CC + ' unreadable'})")
+             f"({' '.join(available) or AVAILABLE_CC + ' unreadable'})")
     worker_cmd = cfg.get("worker_cmd")
     if worker_cmd is not None:
         if not isinstance(worker_cmd, str) or not worker_cmd.strip():
