@@ -54,16 +54,22 @@ Two settings:
             The closed form takes the larger of the link path and the CPU bound; round_sim.py
             plays the BSP rounds out event by event (processor-shared cores, token-bucket links),
             on the calibration's cores_available, for the regime where the two are of one size.
-            Both assume a transport that keeps a link busy while it has bytes to send, as a
-            loss-based TCP (CUBIC, run.py's default --tcp_cc) does through drops at its own
-            shaped queue; with BBR, reply connections refused by a full 100 ms tbf queue with
-            nothing in flight waited for the persist timer (~one RTO) and left a 10 Mbit/s
-            server link idle ~28 % of the round (the model predicts 0.73 of that round).
+            Both assume a transport that keeps a link busy while it has bytes to send. That holds
+            where a node's own (upload) queue holds its burst, as a real host's qdisc does
+            (run.py's default --upload_queue=host, 1000 frames): then drops happen only at the
+            switch ports, TCP recovers them as losses, and the link stays busy with CUBIC and
+            BBR alike. Where the upload queue is shallower than a server's burst of replies (the
+            harness's earlier cells: a 100 ms tbf queue on the sender's own eth0, ~190 kB at
+            10 Mbit/s), the sender's qdisc refuses segments; a refused segment was never sent,
+            and a connection with nothing else in flight waits for its probe timer (~one RTO):
+            with BBR that left a 10 Mbit/s server link idle ~28 % of the round (the model predicts
+            0.73 of it); with CUBIC it held. validate-netns prints those cells and does not gate
+            them (outside the model's domain).
 
 Not modelled: shards larger than the caches the calibration ran in (D/S <= 10 MB of fp32 here;
 the server's per-pair cost grew ~1.2-1.5x from D = 1e6 to 1e8 at fixed k, docs/results.md),
 TCP/IP framing (~3 % at 1500-byte MTU), incast and switch oversubscription, stragglers, SSP,
-the persist-timer waits of BBR connections at a full local queue (above).
+the probe-timer waits of connections at a sender's own full queue (above).
 
 Commands:
   model.py calibrate [--write]   fit the constants from bench/scale/measured/*.json; print them,
@@ -177,6 +183,10 @@ def scale_cells(paths):
                 # kernel's default, BBR on this machine kind ("bbr?"; their 16 x 4 at 10 Mbit/s
                 # repeats BBR's round, 390 ms, not CUBIC's 285)
                 "tcp_cc": c.get("tcp_cc") or ("bbr?" if c.get("link") else None),
+                # run.py --upload_queue: the node's own queue; not recorded before it existed,
+                # when the upload's queue was --link_queue's
+                "upload_queue": ((c.get("netns") or {}).get("upload_queue") or
+                                 (c.get("netns") or {}).get("queue")),
                 "cpus": doc.get("cpus"),
             })
     if not out:
@@ -190,6 +200,21 @@ def parse_seconds(text):
         if t.endswith(suffix):
             return float(t[:-len(suffix)]) * scale
     return float(t)
+
+
+# run.py --upload_queue=host: the node's own qdisc holds 1000 frames of 1514 B (netns.py).
+HOST_QUEUE_BYTES = 1000 * 1514
+
+
+def upload_queue_bytes(c):
+    """Bytes a netns cell's upload token bucket can queue: tc's limit, rate x latency + burst for
+    a time, HOST_QUEUE_BYTES for "host"; None for a cell without a shaped link."""
+    q, rate = c.get("upload_queue"), c.get("link_bytes_per_s")
+    if not q or not rate:
+        return None
+    if q == "host":
+        return HOST_QUEUE_BYTES
+    return rate * parse_seconds(q) + (c.get("tbf_burst_bytes") or 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,8 +660,12 @@ def netns_sim(p, c, latency_s, framing=TCP_FRAMING):
 
 def cmd_validate_netns(a):
     """Predicted vs measured round time and tc's bytes per link of run.py --netns --link cells:
-    the model as it is (link = bytes / rate, no framing, no burst) and with the two physical
-    corrections (TCP framing, the token bucket's burst)."""
+    the model as it is (link = bytes / rate, no framing, no burst), with the two physical
+    corrections (TCP framing, the token bucket's burst) and round_sim. Every run is printed; the
+    verdict is per configuration (W, S, D, link, congestion control): the median round of its
+    runs inside the model's domain (a node's own upload queue holds a server's burst of
+    replies) against the prediction, because the same cell repeats only to ~+-15 % on these
+    shared cores (4 x 1 at 1 Gbit/s: 6.76-9.03 ms)."""
     p = load_calibration(a.calibration)
     cells = [c for c in scale_cells(a.files) if c.get("link_bytes_per_s")]
     if not cells:
@@ -650,11 +679,15 @@ def cmd_validate_netns(a):
           "throughput bound")
     print(f"  sim: round_sim's discrete-event BSP rounds with the corrected bytes on "
           f"cores_available = {p['cores_available']:.3f} (the calibration's; no measured C)")
-    head = (f"{'cell':>6} {'link':>7} {'tcp':>5} {'C':>4} {'meas ms':>8} {'plain ms':>9} {'ratio':>5} "
-            f"{'corr ms':>8} {'ratio':>5} {'sim ms':>8} {'ratio':>5} {'bound':>15} {'srv out B tc':>12} {'model':>8} "
-            f"{'ratio':>5} {'wkr down B tc':>13} {'model':>8} {'ratio':>5} {'drops/rd':>8}")
+    print("  upq: the upload queue (kB) a node's own qdisc holds; '<' marks a cell whose server "
+          "sends more per round than that (outside the model's domain, not gated)")
+    head = (f"{'cell':>6} {'link':>7} {'tcp':>5} {'upq':>6} {'C':>4} {'meas ms':>8} "
+            f"{'plain ms':>9} {'ratio':>5} {'corr ms':>8} {'ratio':>5} {'sim ms':>8} "
+            f"{'ratio':>5} {'bound':>15} {'srv out B tc':>12} {'model':>8} {'ratio':>5} "
+            f"{'wkr down B tc':>13} {'model':>8} {'ratio':>5} {'drops/rd':>8}")
     print(head)
-    bad_plain, bad_corr, bad_sim = [], [], []
+    groups = {}  # configuration -> [measured round, plain, corrected, sim] per in-domain run
+    outside = []
     for c in cells:
         m = c["round_s"]
         plain = netns_round(p, c, lat)
@@ -662,34 +695,54 @@ def cmd_validate_netns(a):
         sim = netns_sim(p, c, a.sim_latency_us * 1e-6)
         rp, rc, rs = plain["round_s"] / m, corr["round_s"] / m, sim / m
         name = f"{c['W']}x{c['S']}"
-        where = f"{name} {c['link']} {c['tcp_cc']}"
-        if abs(rp - 1) > TOLERANCE:
-            bad_plain.append(f"{where}: {rp:.2f}")
-        if abs(rc - 1) > TOLERANCE:
-            bad_corr.append(f"{where}: {rc:.2f}")
-        if abs(rs - 1) > TOLERANCE:
-            bad_sim.append(f"{where}: {rs:.2f}")
+        cc = c["tcp_cc"].rstrip("?")
+        upq = upload_queue_bytes(c)
+        inside = upq is None or upq >= corr["server_out"]
+        if inside:
+            key = (c["W"], c["S"], c["D"], c["link"], cc)
+            groups.setdefault(key, []).append(
+                (m, plain["round_s"], corr["round_s"], sim))
+        else:
+            outside.append(f"{name} {c['link']} {c['tcp_cc']} (sim {rs:.2f})")
 
         def ratio(pred, meas):
             return f"{pred / meas:5.2f}" if meas else "    -"
         so, wd = c["tc_server_out"], c["tc_worker_down"]
-        print(f"{name:>6} {c['link']:>7} {c['tcp_cc']:>5} {c['cores']:4.2f} {m * 1e3:8.2f} "
+        q = "-" if upq is None else f"{'' if inside else '<'}{upq / 1e3:.0f}"
+        print(f"{name:>6} {c['link']:>7} {c['tcp_cc']:>5} {q:>6} {c['cores']:4.2f} {m * 1e3:8.2f} "
               f"{plain['round_s'] * 1e3:9.2f} {rp:5.2f} {corr['round_s'] * 1e3:8.2f} {rc:5.2f} "
               f"{sim * 1e3:8.2f} {rs:5.2f} "
               f"{corr['bound']:>15} {so or 0:12.0f} {corr['server_out']:8.0f} "
               f"{ratio(corr['server_out'], so)} {wd or 0:13.0f} {corr['worker_down']:8.0f} "
               f"{ratio(corr['worker_down'], wd)} "
               f"{'-' if c['drops_per_round'] is None else format(c['drops_per_round'], '.1f'):>8}")
-    print(f"\nplain link term: {'within' if not bad_plain else 'OUTSIDE'} +-{TOLERANCE:.0%}"
-          + (": " + ", ".join(bad_plain) if bad_plain else f" in all {len(cells)} cells"))
-    print(f"corrected: {'within' if not bad_corr else 'OUTSIDE'} +-{TOLERANCE:.0%}"
-          + (": " + ", ".join(bad_corr) if bad_corr else f" in all {len(cells)} cells"))
-    print(f"sim: {'within' if not bad_sim else 'OUTSIDE'} +-{TOLERANCE:.0%}"
-          + (": " + ", ".join(bad_sim) if bad_sim else f" in all {len(cells)} cells"))
-    gate = "sim" if a.sim else "corrected" if a.corrected else "plain"
-    bad = {"sim": bad_sim, "corrected": bad_corr, "plain": bad_plain}[gate]
-    print("validate-netns:", "FAIL" if bad else "PASS", "(gated on the", gate, "model)")
-    return 1 if bad else 0
+    print(f"\nper configuration, the median round of its runs in the model's domain "
+          f"(ratio = predicted / median):")
+    print(f"{'cell':>6} {'link':>7} {'tcp':>5} {'runs':>4} {'median ms':>9} {'runs ms':>24} "
+          f"{'plain':>5} {'corr':>5} {'sim':>5}")
+    bad = {"plain": [], "corrected": [], "sim": []}
+    for key in sorted(groups, key=lambda k: (k[2], k[3], k[0], k[4])):
+        runs = groups[key]
+        med = statistics.median(r[0] for r in runs)
+        w, s, _, link, cc = key
+        ratios = [runs[0][i] / med for i in (1, 2, 3)]
+        for gate, r in zip(("plain", "corrected", "sim"), ratios):
+            if abs(r - 1) > TOLERANCE:
+                bad[gate].append(f"{w}x{s} {link} {cc}: {r:.2f}")
+        each = "/".join(f"{r[0] * 1e3:.1f}" for r in runs)
+        print(f"{f'{w}x{s}':>6} {link:>7} {cc:>5} {len(runs):4d} {med * 1e3:9.2f} {each:>24} "
+              f"{ratios[0]:5.2f} {ratios[1]:5.2f} {ratios[2]:5.2f}")
+    n = len(groups)
+    for gate, label in (("plain", "plain link term"), ("corrected", "corrected"),
+                        ("sim", "sim")):
+        print(f"{label}: {'within' if not bad[gate] else 'OUTSIDE'} +-{TOLERANCE:.0%}"
+              + (": " + ", ".join(bad[gate]) if bad[gate] else f" in all {n} configurations"))
+    if outside:
+        print(f"not gated, the upload queue shallower than the server's burst: "
+              + ", ".join(outside))
+    gate = a.gate
+    print("validate-netns:", "FAIL" if bad[gate] else "PASS", "(gated on the", gate, "model)")
+    return 1 if bad[gate] else 0
 
 
 def parse_list(text, kind, name):
@@ -812,10 +865,9 @@ def main(argv=None):
                     help="one way (veth + bridge: negligible)")
     vn.add_argument("--sim_latency_us", type=float, default=0.0,
                     help="round_sim's hand-over latency per message")
-    vn.add_argument("--corrected", action="store_true",
-                    help="exit status from the corrected model (framing, tbf burst)")
-    vn.add_argument("--sim", action="store_true",
-                    help="exit status from round_sim (overrides --corrected)")
+    vn.add_argument("--gate", choices=("sim", "corrected", "plain"), default="sim",
+                    help="the model whose verdict is the exit status: round_sim (default), the "
+                         "closed form with framing and the tbf burst, or the plain closed form")
 
     def cluster_flags(x):
         x.add_argument("--density", type=float, default=0.001)

@@ -4,10 +4,16 @@ network namespace with its own address on one bridge, each node's link shaped wi
 The topology is deploy/local/netns/run's (read there, implemented here for Python): a "switch"
 namespace holds a bridge br0; node i gets a veth pair, eth0 in its own namespace with address
 SUBNET.(i + 1)/24 and port p<i> on the bridge. A link of RATE is shaped in both directions with a
-token bucket (tbf rate RATE, burst = max(1 ms at RATE, 64 KiB) so that one GSO segment fits,
-latency 100 ms of queue by default; a packet that would wait longer is dropped): on the node's
-eth0 (its upload) and on its bridge port (its download), so every node has a full-duplex link of
-RATE to a non-blocking switch. With a congestion control (cc), each node's route to the subnet
+token bucket (tbf rate RATE, burst = max(1 ms at RATE, 64 KiB) so that one GSO segment fits): on
+the node's eth0 (its upload) and on its bridge port (its download), so every node has a
+full-duplex link of RATE to a non-blocking switch. Each bucket has a queue; a packet that finds it
+full is dropped. The download's (the switch port's) is `queue`, 100 ms by default. The upload's
+is `upload_queue`: None = `queue` as well (deploy/local/netns/run's topology), or HOST_QUEUE, a
+real host's: 1000 full frames (Linux's default txqueuelen), which on a 10 Mbit/s link is 1.2 s.
+The difference matters because the upload's queue is the sender's own: a segment its qdisc
+refuses was never sent, TCP does not treat it as a loss, and a connection with nothing else in
+flight waits for its probe timer (about one RTO) to try again; a real NIC's qdisc is rarely that
+shallow, and a shallow buffer on the path is the switch's, whose drops TCP recovers as losses. With a congestion control (cc), each node's route to the subnet
 carries it as a route metric (`ip route ... congctl CC`), so every TCP connection of the node,
 accepted ones included, uses it whatever the kernel's default is (a namespace may not change
 its own default to an algorithm outside tcp_allowed_congestion_control, and the machine's
@@ -30,6 +36,9 @@ import subprocess
 
 # W + S + 1 <= MAX_NODES: the issue's "netns hosts for N <= 32", i.e. up to the 32 x 8 cell.
 MAX_NODES = 41
+# upload_queue=HOST_QUEUE: the node's own qdisc holds HOST_QUEUE_FRAMES frames of 1514 B.
+HOST_QUEUE = "host"
+HOST_QUEUE_FRAMES = 1000
 # The scale harness's own /24s, away from deploy/local/netns/run's default 10.77.0.
 DEFAULT_SUBNET_BASE = "10.78"
 
@@ -47,6 +56,15 @@ def rate_bytes_per_s(rate):
     if not m or m.group(2) not in _UNITS or float(m.group(1)) <= 0:
         raise NetnsError(f"--link: {rate!r} is not a rate (1gbit, 10gbit, 100mbit, ...)")
     return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def check_queue(text, flag):
+    """A queue as tc's latency (100ms, 1s, 500us) or, for flag --upload_queue, HOST_QUEUE."""
+    if flag == "--upload_queue" and text == HOST_QUEUE:
+        return
+    if not re.fullmatch(r"\d+(?:\.\d+)?(?:us|ms|s)", text.strip()):
+        extra = f", '{HOST_QUEUE}' or 'same'" if flag == "--upload_queue" else ""
+        raise NetnsError(f"{flag}: {text!r} is not a queue (a time such as 100ms or 1s{extra})")
 
 
 def tbf_burst_bytes(rate):
@@ -109,14 +127,19 @@ def _tc_sent(ns, dev_pattern):
 class Hosts:
     """nodes namespaces on one bridge, each link shaped to rate (None or "" = unshaped)."""
 
-    def __init__(self, nodes, rate=None, prefix=None, subnet=None, queue="100ms", cc=None):
+    def __init__(self, nodes, rate=None, prefix=None, subnet=None, queue="100ms", cc=None,
+                 upload_queue=None):
         if not 1 <= nodes <= MAX_NODES:
             raise NetnsError(f"--netns: {nodes} nodes (W + S + 1); at most {MAX_NODES}")
         if rate:
             rate_bytes_per_s(rate)  # validates
         if cc:
             check_congestion_control(cc)
+        check_queue(queue, "--link_queue")
+        if upload_queue:
+            check_queue(upload_queue, "--upload_queue")
         self.nodes, self.rate, self.queue, self.cc = nodes, rate or None, queue, cc or None
+        self.upload_queue = upload_queue or queue
         self.default_cc = None  # the kernel's default in a new namespace, read by open()
         self.prefix = prefix or f"sscale-{os.getpid()}"
         self.subnet = subnet or f"{DEFAULT_SUBNET_BASE}.{os.getpid() % 250}"
@@ -143,10 +166,12 @@ class Hosts:
         self.created.append(name)
         _run(["ip", "-n", name, "link", "set", "lo", "up"])
 
-    def _shape(self, ns, dev):
+    def _shape(self, ns, dev, queue):
         if self.rate:
+            size = (["limit", str(HOST_QUEUE_FRAMES * 1514)] if queue == HOST_QUEUE
+                    else ["latency", queue])
             _run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
-                  "burst", str(tbf_burst_bytes(self.rate)), "latency", self.queue])
+                  "burst", str(tbf_burst_bytes(self.rate)), *size])
 
     def open(self):
         try:
@@ -166,8 +191,8 @@ class Hosts:
                     _run(["ip", "-n", ns, "route", "replace", f"{self.subnet}.0/24", "dev",
                           "eth0", "proto", "kernel", "scope", "link", "src", self.ip(i),
                           "congctl", self.cc])
-                self._shape(ns, "eth0")          # the node's upload
-                self._shape(self.switch, port)   # its download
+                self._shape(ns, "eth0", self.upload_queue)   # the node's upload
+                self._shape(self.switch, port, self.queue)   # its download
             self.default_cc = _run(["ip", "netns", "exec", self.ns(0), "cat",
                                     "/proc/sys/net/ipv4/tcp_congestion_control"]).strip()
         except BaseException:
@@ -227,10 +252,12 @@ class Hosts:
 
     def describe(self):
         return {"nodes": self.nodes, "link": self.rate or "unshaped",
-                "queue": self.queue,
-                "shaping": ("tbf rate %s burst %d latency %s on each node's eth0 (upload) and "
-                            "its bridge port (download)" % (self.rate, tbf_burst_bytes(self.rate),
-                                                             self.queue)
+                "queue": self.queue, "upload_queue": self.upload_queue,
+                "shaping": ("tbf rate %s burst %d on each node's eth0 (upload, queue %s) and "
+                            "its bridge port (download, queue %s)" % (
+                                self.rate, tbf_burst_bytes(self.rate),
+                                f"{HOST_QUEUE_FRAMES} frames" if self.upload_queue == HOST_QUEUE
+                                else self.upload_queue, self.queue)
                             if self.rate else "none"),
                 "subnet": f"{self.subnet}.0/24", "prefix": self.prefix,
                 # the congestion control every node's route carries (None: the kernel's

@@ -5,9 +5,12 @@ namespace address and used it (the local address of each of its established TCP 
 own; workers and servers talk only to the other role and the scheduler, the scheduler to every
 node), tc's byte counters were read (every node's download, the server's upload), and nothing of
 the run is left (namespaces, daemons), and its connections used CUBIC (the harness's default
---tcp_cc, whatever the kernel's default); then that --tcp_cc=reno gives Reno, that SIGTERM
-mid-run removes the namespaces, and that a cell above the node limit, --link without --netns and
-an unknown --tcp_cc are usage errors (exit 2).
+--tcp_cc, whatever the kernel's default) and the upload queue was a host's (--upload_queue=host);
+then that --tcp_cc=reno gives Reno, that netns.Hosts gives the upload's token bucket 1000 frames
+of queue and the download's rate x latency + burst (tc's own report of each qdisc's limit), and
+with upload_queue=None the download's on both, that SIGTERM mid-run removes the namespaces, and
+that a cell above the node limit, --link without --netns, an unknown --tcp_cc and a bad
+--upload_queue are usage errors (exit 2).
 Skipped (exit 77) without root or working `ip netns`.
 
 usage: netns_test.py BUILD_DIR
@@ -23,6 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import netns  # noqa: E402
 import run  # noqa: E402 (the harness next to this file)
 
 
@@ -99,9 +103,40 @@ def check_cell(doc, bad):
         if p["role"] == "server" and not p.get("link_up_bytes_total"):
             bad.append(f"{p['process']}: no tc upload counter")
     net = c.get("netns") or {}
-    if net.get("link") != "1gbit" or "tbf" not in net.get("shaping", ""):
+    if (net.get("link") != "1gbit" or "tbf" not in net.get("shaping", "") or
+            net.get("upload_queue") != netns.HOST_QUEUE):
         bad.append(f"cell's netns record: {net}")
     return net
+
+
+def qdisc_limits(ns, dev):
+    """Bytes DEV's root tbf in namespace NS queues (None when there is none): tc reports the
+    queue as lat, the time to drain it less the burst, so rate x lat + burst."""
+    r = subprocess.run(["tc", "-j", "-n", ns, "qdisc", "show", "dev", dev],
+                       stdout=subprocess.PIPE, text=True)
+    try:
+        for q in json.loads(r.stdout or "[]"):
+            if q.get("kind") == "tbf" and q.get("root"):
+                o = q["options"]
+                return o["rate"] * o["lat"] / 1e6 + o["burst"]
+    except (ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def check_queues(bad):
+    """The two token buckets' queues, as tc reports them, for both upload_queue settings."""
+    burst = netns.tbf_burst_bytes("10mbit")
+    down_want = 1.25e6 * 0.1 + burst  # tc's limit for latency 100ms: rate x latency + burst
+    for upload, up_want in ((netns.HOST_QUEUE, netns.HOST_QUEUE_FRAMES * 1514),
+                            (None, down_want)):
+        with netns.Hosts(2, "10mbit", prefix=f"sscale-q{os.getpid()}", upload_queue=upload) as h:
+            up = qdisc_limits(h.ns(1), "eth0")
+            down = qdisc_limits(h.switch, "p1")
+        for what, got, want in (("upload", up, up_want), ("download", down, down_want)):
+            # tc keeps lat in microseconds: within 1 % of the bytes wanted.
+            if got is None or abs(got - want) > 0.01 * want:
+                bad.append(f"upload_queue={upload}: the {what} queue is {got} B, want ~{want:.0f}")
 
 
 def main():
@@ -152,6 +187,8 @@ def main():
         except (OSError, ValueError) as e:
             bad.append(f"--tcp_cc=reno: no JSON: {e}")
 
+        check_queues(bad)
+
         # SIGTERM while the job runs: the namespaces go with the harness.
         p = harness(build, os.path.join(tmp, "term.json"), "--rounds=100000", wait=False)
         prefix = f"sscale-{p.pid}"
@@ -177,7 +214,8 @@ def main():
         for extra, needle in ((["--netns", "--cells=4x1,40x8"], "W + S + 1 <= 41"),
                               (["--netns", "--link=fast"], "not a rate"),
                               (["--link=1gbit"], "--link needs --netns"),
-                              (["--netns", "--tcp_cc=nonesuch"], "not available here")):
+                              (["--netns", "--tcp_cc=nonesuch"], "not available here"),
+                              (["--netns", "--upload_queue=deep"], "not a queue")):
             q = subprocess.run(base + extra, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, timeout=30)
             if q.returncode != 2 or needle not in q.stdout:

@@ -52,7 +52,8 @@ Results: results/bench/scale-<timestamp>.json (or --out) and a table on stdout.
 cell in its own network namespace with its own address on one bridge (bench/scale/netns.py,
 deploy/local/netns/run's topology), daemons given --bind/--host of their namespace's address and
 the scheduler's; --link=RATE shapes each node's link in both directions (tbf on its eth0 and on
-its bridge port: a full-duplex RATE per node). The namespaces and veths are created per cell and
+its bridge port: a full-duplex RATE per node; the download's queue --link_queue, 100 ms as at a
+switch port, the upload's --upload_queue, by default a real host's 1000 frames, see netns.py). The namespaces and veths are created per cell and
 removed after it, also on a failure, Ctrl-C or SIGTERM. The cell records "netns" (the topology
 and shaping) and, per process, its address and the local and peer addresses of its established
 TCP sockets (from /proc/<pid>/net/tcp, which shows the process's own namespace).
@@ -373,7 +374,9 @@ def run_cell(a, w, s, d):
     if not a.netns:
         return run_cell_on(a, w, s, d, None)
     cc = None if a.tcp_cc == "default" else a.tcp_cc
-    with netns.Hosts(w + s + 1, a.link or None, queue=a.link_queue, cc=cc) as hosts:
+    upload = None if a.upload_queue == "same" else a.upload_queue
+    with netns.Hosts(w + s + 1, a.link or None, queue=a.link_queue, cc=cc,
+                     upload_queue=upload) as hosts:
         print(f"scale: {w + s + 1} namespaces {hosts.prefix}-n0..n{w + s} on "
               f"{hosts.subnet}.0/24, link {a.link or 'unshaped'}", flush=True)
         cell = run_cell_on(a, w, s, d, hosts)
@@ -779,8 +782,14 @@ def main():
                     help="with --netns: each node's link rate (tc tbf both ways), e.g. 1gbit, "
                          "10gbit, 100mbit; empty = unshaped")
     ap.add_argument("--link_queue", default="100ms",
-                    help="with --netns --link: the token bucket's queue as tc's latency (a "
-                         "packet that would wait longer is dropped); deploy/local/netns's 100ms")
+                    help="with --netns --link: the download token bucket's queue (the switch "
+                         "port's) as tc's latency (a packet that would wait longer is dropped); "
+                         "deploy/local/netns's 100ms")
+    ap.add_argument("--upload_queue", default=netns.HOST_QUEUE,
+                    help="with --netns --link: the upload token bucket's queue (the node's own "
+                         f"qdisc): '{netns.HOST_QUEUE}' = {netns.HOST_QUEUE_FRAMES} frames "
+                         "(Linux's default txqueuelen), 'same' = --link_queue "
+                         "(deploy/local/netns's topology), or a tc time such as 100ms")
     ap.add_argument("--tcp_cc", default="cubic",
                     help="with --netns: the TCP congestion control of every node's connections "
                          "(a route metric in each namespace); 'default' = the kernel's default "
@@ -805,6 +814,9 @@ def main():
                 netns.rate_bytes_per_s(a.link)
             if a.tcp_cc != "default":
                 netns.check_congestion_control(a.tcp_cc)
+            netns.check_queue(a.link_queue, "--link_queue")
+            if a.upload_queue != "same":
+                netns.check_queue(a.upload_queue, "--upload_queue")
             big = [f"{w}x{s}" for w, s in cells if w + s + 1 > netns.MAX_NODES]
             if big:
                 raise netns.NetnsError(
