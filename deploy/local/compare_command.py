@@ -33,6 +33,8 @@ CONFIG (YAML; any other top-level key is an error):
   delay: 1ms                    # optional, netns cells only (needs tc netem)
   tcp_cc: cubic                 # optional, netns cells only: every connection's TCP congestion
                                 # control (default: the kernel's, recorded in the run's key)
+  upload_queue: host            # optional, netns cells only: each node's own upload queue
+                                # (netns/run --upload_queue; default 100ms, or host: 1000 frames)
   contraction_every: 10         # optional: contraction ratio and bounds every n rounds
   histogram_rounds: [0, 500]    # optional: residual histograms (rank 0) at these rounds
   timeout: 3600                 # per run, seconds

@@ -19,12 +19,13 @@ GRID_KEYS = ["consistency", "compressor", "density", "workers", "link", "straggl
 GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.001],
                  "workers": [2], "link": ["local"], "straggler": ["none"]}
 TOP_KEYS = ["name", "servers", "flags", "grid", "exclude", "repeats", "target_accuracy", "delay",
-            "tcp_cc", "contraction_every", "histogram_rounds", "timeout", "worker_cmd"]
+            "tcp_cc", "upload_queue", "contraction_every", "histogram_rounds", "timeout", "worker_cmd"]
 DEFAULT_TARGET = 0.85
 DEFAULT_SEED = 1  # the daemons' --seed default
 DAEMONS = [("scheduler", "sieve-scheduler"), ("server", "sieve-server"), ("worker", "sieve-worker")]
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 DEFAULT_CC = "/proc/sys/net/ipv4/tcp_congestion_control"
+DEFAULT_UPLOAD_QUEUE = "100ms"  # deploy/local/netns/run's --upload_queue default
 
 
 def read_words(path):
@@ -101,6 +102,12 @@ def check_config(cfg, path):
     if tcp_cc is not None and (not isinstance(tcp_cc, str) or tcp_cc not in available):
         fail(f"'tcp_cc': {tcp_cc!r} is not a TCP congestion control this kernel has "
              f"({' '.join(available) or AVAILABLE_CC + ' unreadable'})")
+    upload_queue = cfg.get("upload_queue")
+    if upload_queue is not None and not (
+            isinstance(upload_queue, str) and
+            re.fullmatch(r"host|\d+(?:\.\d+)?(?:us|ms|s)", upload_queue)):
+        fail(f"'upload_queue': {upload_queue!r} is not a queue (a time such as 100ms or 1s, "
+             "or host)")
     worker_cmd = cfg.get("worker_cmd")
     if worker_cmd is not None:
         if not isinstance(worker_cmd, str) or not worker_cmd.strip():

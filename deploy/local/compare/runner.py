@@ -12,8 +12,8 @@ import shlex
 import subprocess
 import time
 
-from .config import (DAEMONS, DEFAULT_CC, GRID_KEYS, flag_value, flag_words, is_local,
-                     read_words, run_flags)
+from .config import (DAEMONS, DEFAULT_CC, DEFAULT_UPLOAD_QUEUE, GRID_KEYS, flag_value,
+                     flag_words, is_local, read_words, run_flags)
 from .table import mean
 
 PROGRAMS = [("deploy", "sieve")] + DAEMONS
@@ -39,6 +39,8 @@ def run_command(cfg, run, cell_dir, build, repo):
         cmd.append(f"--delay={cfg['delay']}")
     if cfg.get("tcp_cc"):
         cmd.append(f"--tcp_cc={cfg['tcp_cc']}")
+    if cfg.get("upload_queue"):
+        cmd.append(f"--upload_queue={cfg['upload_queue']}")
     return cmd + ["--"] + words
 
 
@@ -78,6 +80,8 @@ def key_inputs(cfg, run, cell_dir, programs):
         # The congestion control shapes a netns run's rounds (docs/scale.md): the configured one,
         # else the kernel's default, which differs between machines.
         launcher["tcp_cc"] = cfg.get("tcp_cc") or "default:" + " ".join(read_words(DEFAULT_CC))
+        # So does the sender's own queue (docs/scale.md, "The sender's own queue").
+        launcher["upload_queue"] = cfg.get("upload_queue") or DEFAULT_UPLOAD_QUEUE
     programs = dict(programs)
     if cfg.get("worker_cmd"):
         launcher["worker_cmd"] = cfg["worker_cmd"]

@@ -352,6 +352,30 @@ class HeterogeneityAxesTest(unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("'nonesuch' is not a TCP congestion control this kernel has", err)
 
+    def test_upload_queue_goes_to_netns_runs_and_into_their_key(self):
+        """upload_queue: netns/run gets --upload_queue; a netns run's key holds the queue (the
+        configured one, else netns/run's 100ms), a loopback run's none; a value that is neither a
+        time nor host exits 2 naming it."""
+        cells = config.cells_of(self.CFG)
+        net = config.runs_of(self.CFG, [cells[0]])[0]
+        plain = runner.run_command(self.CFG, net, "/x", "/b", "/r")
+        self.assertNotIn("--upload_queue", " ".join(plain))
+        self.assertEqual(runner.key_inputs(self.CFG, net, "/x", {})["launcher"]["upload_queue"],
+                         "100ms")
+        cfg = dict(self.CFG, upload_queue="host")
+        self.assertEqual(config.check_config(cfg, "g")["upload_queue"], "host")
+        self.assertIn("--upload_queue=host", runner.run_command(cfg, net, "/x", "/b", "/r"))
+        self.assertNotEqual(runner.cache_key(runner.key_inputs(cfg, net, "/x", {})),
+                            runner.cache_key(runner.key_inputs(self.CFG, net, "/x", {})))
+        local = dict(cfg, grid=dict(self.CFG["grid"], link=["local"]))
+        run = config.runs_of(local, [config.cells_of(local)[0]])[0]
+        self.assertNotIn("upload_queue", runner.key_inputs(local, run, "/x", {})["launcher"])
+        for bad in ("deep", 5, "100"):
+            code, err = exit_code_and_stderr(config.check_config,
+                                             dict(self.CFG, upload_queue=bad), "g")
+            self.assertEqual(code, 2)
+            self.assertIn(f"'upload_queue': {bad!r} is not a queue", err)
+
     def test_staleness_lr_axis(self):
         """asp+inverse and ssp:N+inverse pass --staleness_lr=inverse; bsp+inverse, ssp+inverse
         with flags: staleness_lr, and a bound on asp are usage errors."""

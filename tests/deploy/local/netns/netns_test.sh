@@ -4,13 +4,15 @@
 #   tiny_job:  1 scheduler + 1 server + 2 workers (synthetic model, 5 rounds), each in its own
 #              namespace on a 1 Gbit/s shaped link; the job must succeed, every node must have used
 #              its namespace address, and no namespace or process of the run may be left.
-#   interrupt: a job that would run for minutes, with --tcp_cc=reno, gets SIGINT once training
-#              runs (after its server's and worker's connections were seen to use Reno); the
-#              harness must exit promptly and leave nothing behind.
+#   interrupt: a job that would run for minutes, with --tcp_cc=reno and --upload_queue=host on
+#              1 Gbit/s links, gets SIGINT once training runs (after its server's and worker's
+#              connections were seen to use Reno, and tc showed the server's upload bucket with
+#              1000 frames of queue and its switch port's with 100 ms); the harness must exit
+#              promptly and leave nothing behind.
 #   uneven_links: --link=1gbit,1:10mbit (worker 1 on a 100x slower link), dense ASP pushes of
 #              80 KB: worker 1's median communication time per round is many times worker 0's;
 #              the harness names the kernel's congestion control; a link for a worker the job
-#              lacks and an unknown --tcp_cc are usage errors naming them.
+#              lacks, an unknown --tcp_cc and a bad --upload_queue are usage errors naming them.
 # Exit 77 (skipped) without root or working `ip netns`.
 set -euo pipefail
 test_case=$1
@@ -62,7 +64,8 @@ case "$test_case" in
   interrupt)
     # Job control on: a background job of a non-interactive shell would otherwise ignore SIGINT.
     set -m
-    "${job[@]}" --timeout=50 --tcp_cc=reno -- "${daemon[@]}" --rounds_per_epoch=100000 \
+    "${job[@]}" --timeout=50 --tcp_cc=reno --link=1gbit --upload_queue=host -- "${daemon[@]}" \
+      --rounds_per_epoch=100000 \
       --epochs=1 &
     pid=$!
     set +m
@@ -78,6 +81,17 @@ case "$test_case" in
       ccs=$(ip netns exec "$name-n$n" ss -tinH state established | awk '/^[ \t]/ {print $1}' |
         sort -u | tr '\n' ' ')
       [ "$ccs" = "reno " ] || { kill -INT $pid; fail "node $n's connections use '$ccs', want reno"; }
+    done
+    # The queues tc reports (lat: the time to drain the queue less the burst): the server's
+    # upload, 1000 frames of 1514 B; its switch port, 100 ms.
+    for where in "$name-n1 eth0 1514000" "$name-sw p1 $((125000000 / 10 + 125000))"; do
+      read -r ns dev want <<<"$where"
+      got=$(ip netns exec "$ns" tc -j qdisc show dev "$dev" | python3 -c '
+import json, sys
+q = [q for q in json.load(sys.stdin) if q.get("kind") == "tbf"][0]["options"]
+print(round(q["rate"] * q["lat"] / 1e6 + q["burst"]))')
+      [ $((got - want)) -le $((want / 100)) ] && [ $((want - got)) -le $((want / 100)) ] ||
+        { kill -INT $pid; fail "$ns $dev queues $got B, want ~$want"; }
     done
     kill -INT $pid
     start=$SECONDS
@@ -113,6 +127,10 @@ PY
     "${job[@]}" --tcp_cc=nonesuch -- "${daemon[@]}" >"$logs/bad.txt" 2>&1 || rc=$?
     [ $rc = 2 ] && grep -q "'nonesuch' is not available here" "$logs/bad.txt" ||
       { cat "$logs/bad.txt"; fail "an unknown --tcp_cc: exit $rc"; }
+    rc=0
+    "${job[@]}" --upload_queue=deep -- "${daemon[@]}" >"$logs/bad.txt" 2>&1 || rc=$?
+    [ $rc = 2 ] && grep -q "'deep' is not a queue" "$logs/bad.txt" ||
+      { cat "$logs/bad.txt"; fail "a bad --upload_queue: exit $rc"; }
     leftovers
     ;;
   *) fail "unknown case $test_case" ;;
