@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""BenchScaleNetns: bench/scale/run.py --netns --link=1gbit at cell 4x1, D = 1e5, 50 rounds (a few
-seconds). Passes when the harness exits 0 with the cell passed, every process had its own
+"""BenchScaleNetns: bench/scale/run.py --netns --link=1gbit at cell 4x1, D = 1e5, 400 rounds (a few
+seconds: the harness reads the congestion control every 0.5 s once every node is connected, so
+the job must outlive that; 50 rounds took ~0.3 s on an idle machine and often ended first). Passes when the harness exits 0 with the cell passed, every process had its own
 namespace address and used it (the local address of each of its established TCP sockets is its
 own; workers and servers talk only to the other role and the scheduler, the scheduler to every
 node), tc's byte counters were read (every node's download, the server's upload), and nothing of
@@ -56,7 +57,7 @@ def daemons_of(subnet):
 
 def harness(build, out, *extra, wait=True):
     argv = [sys.executable, os.path.join(HERE, "run.py"), f"--build={build}", "--cells=4x1",
-            "--d=1e5", "--rounds=50", "--timeout_s=60", "--netns", "--link=1gbit",
+            "--d=1e5", "--rounds=400", "--timeout_s=60", "--netns", "--link=1gbit",
             f"--out={out}", *extra]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if not wait:
@@ -177,7 +178,7 @@ def main():
 
         # Another congestion control than the default one: Reno is built into every kernel.
         out = os.path.join(tmp, "reno.json")
-        p = harness(build, out, "--tcp_cc=reno", "--rounds=20")
+        p = harness(build, out, "--tcp_cc=reno")
         try:
             with open(out) as f:
                 c = (json.load(f).get("cells") or [{}])[0]
