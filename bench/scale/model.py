@@ -90,6 +90,7 @@ import os
 import statistics
 import sys
 
+import netns  # the harness's topology: its queue sizes
 import round_sim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -202,18 +203,14 @@ def parse_seconds(text):
     return float(t)
 
 
-# run.py --upload_queue=host: the node's own qdisc holds 1000 frames of 1514 B (netns.py).
-HOST_QUEUE_BYTES = 1000 * 1514
-
-
 def upload_queue_bytes(c):
     """Bytes a netns cell's upload token bucket can queue: tc's limit, rate x latency + burst for
-    a time, HOST_QUEUE_BYTES for "host"; None for a cell without a shaped link."""
+    a time, netns.py's frames for "host"; None for a cell without a shaped link."""
     q, rate = c.get("upload_queue"), c.get("link_bytes_per_s")
     if not q or not rate:
         return None
-    if q == "host":
-        return HOST_QUEUE_BYTES
+    if q == netns.HOST_QUEUE:
+        return netns.HOST_QUEUE_FRAMES * 1514
     return rate * parse_seconds(q) + (c.get("tbf_burst_bytes") or 0.0)
 
 
@@ -537,7 +534,8 @@ def cmd_validate(a):
           "cores (of 2)")
     for c in cells:
         m = one_machine(p, c)
-        held = ", held out of the fit" if os.path.basename(c["source"]).startswith("holdout-") else ""
+        held = (", held out of the fit" if os.path.basename(c["source"]).startswith("holdout-")
+                else "")
         print(f"\nW={c['W']} S={c['S']} D={c['D']:.0e} C={c['cores']:.2f}  ({c['source']}{held})")
         for key, name, get in GATED + INFO:
             meas, pred = get(c), m[key]

@@ -5,22 +5,22 @@ The topology is deploy/local/netns/run's (read there, implemented here for Pytho
 namespace holds a bridge br0; node i gets a veth pair, eth0 in its own namespace with address
 SUBNET.(i + 1)/24 and port p<i> on the bridge. A link of RATE is shaped in both directions with a
 token bucket (tbf rate RATE, burst = max(1 ms at RATE, 64 KiB) so that one GSO segment fits): on
-the node's eth0 (its upload) and on its bridge port (its download), so every node has a
-full-duplex link of RATE to a non-blocking switch. Each bucket has a queue; a packet that finds it
-full is dropped. The download's (the switch port's) is `queue`, 100 ms by default. The upload's
-is `upload_queue`: None = `queue` as well (deploy/local/netns/run's topology), or HOST_QUEUE, a
-real host's: 1000 full frames (Linux's default txqueuelen), which on a 10 Mbit/s link is 1.2 s.
-The difference matters because the upload's queue is the sender's own: a segment its qdisc
-refuses was never sent, TCP does not treat it as a loss, and a connection with nothing else in
-flight waits for its probe timer (about one RTO) to try again; a real NIC's qdisc is rarely that
-shallow, and a shallow buffer on the path is the switch's, whose drops TCP recovers as losses. With a congestion control (cc), each node's route to the subnet
-carries it as a route metric (`ip route ... congctl CC`), so every TCP connection of the node,
-accepted ones included, uses it whatever the kernel's default is (a namespace may not change
-its own default to an algorithm outside tcp_allowed_congestion_control, and the machine's
-default, BBR on some kernels and CUBIC on most, changes how a shallow shaped queue's drops cost
-time). Nothing is created in the root namespace. The processes keep the harness's PID
-namespace (`ip netns exec` only switches the network and mount namespaces, then execs), so
-/proc/<pid> sampling and wait4() work as on loopback.
+the node's eth0 (its upload) and on its bridge port (its download), so every node has a full-duplex
+link of RATE to a non-blocking switch. Each bucket has a queue; a packet that finds it full is
+dropped. The download's (the switch port's) is `queue`, 100 ms by default. The upload's is
+`upload_queue`: None = `queue` as well (deploy/local/netns/run's topology), or HOST_QUEUE, a real
+host's: 1000 full frames (Linux's default txqueuelen), which on a 10 Mbit/s link is 1.2 s. The
+difference matters because the upload's queue is the sender's own: a segment its qdisc refuses was
+never sent, TCP does not treat it as a loss, and a connection with nothing else in flight waits for
+its probe timer (about one RTO) to try again; a real NIC's qdisc is rarely that shallow, and a
+shallow buffer on the path is the switch's, whose drops TCP recovers as losses. With a congestion
+control (cc), each node's route to the subnet carries it as a route metric (`ip route ... congctl
+CC`), so every TCP connection of the node, accepted ones included, uses it whatever the kernel's
+default is (a namespace may not change its own default to an algorithm outside
+tcp_allowed_congestion_control, and the machine's default, BBR on some kernels and CUBIC on most,
+changes how a shallow shaped queue's drops cost time). Nothing is created in the root namespace.
+The processes keep the harness's PID namespace (`ip netns exec` only switches the network and mount
+namespaces, then execs), so /proc/<pid> sampling and wait4() work as on loopback.
 
     with Hosts(nodes=6, rate="1gbit") as h:
         argv = h.wrap(0, ["sieve-scheduler", f"--bind={h.ip(0)}", ...])

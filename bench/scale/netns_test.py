@@ -1,17 +1,17 @@
 #!/usr/bin/python3
 """BenchScaleNetns: bench/scale/run.py --netns --link=1gbit at cell 4x1, D = 1e5, 400 rounds (a few
-seconds: the harness reads the congestion control every 0.5 s once every node is connected, so
-the job must outlive that; 50 rounds took ~0.3 s on an idle machine and often ended first). Passes when the harness exits 0 with the cell passed, every process had its own
-namespace address and used it (the local address of each of its established TCP sockets is its
-own; workers and servers talk only to the other role and the scheduler, the scheduler to every
-node), tc's byte counters were read (every node's download, the server's upload), and nothing of
-the run is left (namespaces, daemons), and its connections used CUBIC (the harness's default
---tcp_cc, whatever the kernel's default) and the upload queue was a host's (--upload_queue=host);
-then that --tcp_cc=reno gives Reno, that netns.Hosts gives the upload's token bucket 1000 frames
-of queue and the download's rate x latency + burst (tc's own report of each qdisc's limit), and
-with upload_queue=None the download's on both, that SIGTERM mid-run removes the namespaces, and
-that a cell above the node limit, --link without --netns, an unknown --tcp_cc and a bad
---upload_queue are usage errors (exit 2).
+seconds: the harness reads the congestion control every 0.5 s once every node is connected, so the
+job must outlive that; 50 rounds took ~0.3 s on an idle machine and often ended first). Passes when
+the harness exits 0 with the cell passed, every process had its own namespace address and used it
+(the local address of each of its established TCP sockets is its own; workers and servers talk only
+to the other role and the scheduler, the scheduler to every node), tc's byte counters were read
+(every node's download, the server's upload), and nothing of the run is left (namespaces, daemons),
+and its connections used CUBIC (the harness's default --tcp_cc, whatever the kernel's default) and
+the upload queue was a host's (--upload_queue=host); then that --tcp_cc=reno gives Reno, that
+netns.Hosts gives the upload's token bucket 1000 frames of queue and the download's rate x latency
++ burst (tc's own report of each qdisc's limit), and with upload_queue=None the download's on both,
+that SIGTERM mid-run removes the namespaces, and that a cell above the node limit, --link without
+--netns, an unknown --tcp_cc and a bad --upload_queue are usage errors (exit 2).
 Skipped (exit 77) without root or working `ip netns`.
 
 usage: netns_test.py BUILD_DIR

@@ -51,12 +51,13 @@ Results: results/bench/scale-<timestamp>.json (or --out) and a table on stdout.
 --netns (root, iproute2; cells of W + S + 1 <= 41 nodes, i.e. up to 32 x 8): every process of a
 cell in its own network namespace with its own address on one bridge (bench/scale/netns.py,
 deploy/local/netns/run's topology), daemons given --bind/--host of their namespace's address and
-the scheduler's; --link=RATE shapes each node's link in both directions (tbf on its eth0 and on
-its bridge port: a full-duplex RATE per node; the download's queue --link_queue, 100 ms as at a
-switch port, the upload's --upload_queue, by default a real host's 1000 frames, see netns.py). The namespaces and veths are created per cell and
-removed after it, also on a failure, Ctrl-C or SIGTERM. The cell records "netns" (the topology
-and shaping) and, per process, its address and the local and peer addresses of its established
-TCP sockets (from /proc/<pid>/net/tcp, which shows the process's own namespace).
+the scheduler's; --link=RATE shapes each node's link in both directions (tbf on its eth0 and on its
+bridge port: a full-duplex RATE per node; the download's queue --link_queue, 100 ms as at a switch
+port, the upload's --upload_queue, by default a real host's 1000 frames, see netns.py). The
+namespaces and veths are created per cell and removed after it, also on a failure, Ctrl-C or
+SIGTERM. The cell records "netns" (the topology and shaping) and, per process, its address and the
+local and peer addresses of its established TCP sockets (from /proc/<pid>/net/tcp, which shows the
+process's own namespace).
 
 usage: run.py [--build=build] [--cells=4x1,16x4] [--d=1e6[,1e8]] [--rounds=200]
               [--compute=2ms] [--density=0.001] [--barrier_probe=100] [--sample_s=0.1]

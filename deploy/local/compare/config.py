@@ -19,7 +19,8 @@ GRID_KEYS = ["consistency", "compressor", "density", "workers", "link", "straggl
 GRID_DEFAULTS = {"consistency": ["bsp"], "compressor": ["topk"], "density": [0.001],
                  "workers": [2], "link": ["local"], "straggler": ["none"]}
 TOP_KEYS = ["name", "servers", "flags", "grid", "exclude", "repeats", "target_accuracy", "delay",
-            "tcp_cc", "upload_queue", "contraction_every", "histogram_rounds", "timeout", "worker_cmd"]
+            "tcp_cc", "upload_queue", "contraction_every", "histogram_rounds", "timeout",
+            "worker_cmd"]
 DEFAULT_TARGET = 0.85
 DEFAULT_SEED = 1  # the daemons' --seed default
 DAEMONS = [("scheduler", "sieve-scheduler"), ("server", "sieve-server"), ("worker", "sieve-worker")]
