@@ -210,7 +210,7 @@ def upload_queue_bytes(c):
     if not q or not rate:
         return None
     if q == netns.HOST_QUEUE:
-        return netns.HOST_QUEUE_FRAMES * 1514
+        return netns.HOST_QUEUE_BYTES
     return rate * parse_seconds(q) + (c.get("tbf_burst_bytes") or 0.0)
 
 

@@ -39,6 +39,7 @@ MAX_NODES = 41
 # upload_queue=HOST_QUEUE: the node's own qdisc holds HOST_QUEUE_FRAMES frames of 1514 B.
 HOST_QUEUE = "host"
 HOST_QUEUE_FRAMES = 1000
+HOST_QUEUE_BYTES = HOST_QUEUE_FRAMES * 1514
 # The scale harness's own /24s, away from deploy/local/netns/run's default 10.77.0.
 DEFAULT_SUBNET_BASE = "10.78"
 
@@ -168,7 +169,7 @@ class Hosts:
 
     def _shape(self, ns, dev, queue):
         if self.rate:
-            size = (["limit", str(HOST_QUEUE_FRAMES * 1514)] if queue == HOST_QUEUE
+            size = (["limit", str(HOST_QUEUE_BYTES)] if queue == HOST_QUEUE
                     else ["latency", queue])
             _run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
                   "burst", str(tbf_burst_bytes(self.rate)), *size])
