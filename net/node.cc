@@ -241,13 +241,13 @@ void Node::IoLoop() {
         MutexLock lock(&mu_);
         frames.emplace_back(register_bytes_.data(), register_bytes_.size());
       }
-      (void)transport_->Send(kSchedulerId, std::move(frames));
+      (void)transport_->TrySend(kSchedulerId, std::move(frames));  // never waits on a peer
     } else if (now >= next_heartbeat) {
       next_heartbeat = now + options_.heartbeat_interval;
       pb::Header h = MakeHeader(pb::MSG_HEARTBEAT, id_ >= 0 ? id_ : -1, kSchedulerId);
       h.mutable_heartbeat();
       auto enc = EncodeControl(h);
-      if (enc.ok()) (void)transport_->Send(kSchedulerId, std::move(enc).value());
+      if (enc.ok()) (void)transport_->TrySend(kSchedulerId, std::move(enc).value());
     }
     if (now - last_from_scheduler_ > options_.heartbeat_timeout) {
       MutexLock lock(&mu_);
@@ -317,7 +317,10 @@ void Node::Dispatch(Frames frames, std::string key) {
     DecodeLimits limits;
     limits.shard_lengths = shard_lengths_;
     limits.job = job_;
+    // Before the table, the scheduler's answers to the REGISTER carry the token's digest; from
+    // the table on, every message carries the instance's and nothing else is believed.
     limits.token_job = options_.transport.job;
+    if (!HaveTableOnIoThread()) limits.token_types = kTokenStampedToNode;
     s = Decode(std::move(frames), limits, &msg, &code);
   }
   const int sender = msg.header.sender();
@@ -561,6 +564,12 @@ Status Node::SendError(int peer, pb::ErrorCode code, const std::string& message,
   // Never wait: a peer that sends garbage and does not read must not stall this thread.
   Status sent = transport_->TrySend(peer, std::move(frames));
   if (!sent.ok()) errors_dropped_.fetch_add(1, std::memory_order_relaxed);
+  return sent;
+}
+
+Status Node::Reply(int peer, Frames frames) {
+  Status sent = transport_->TrySend(peer, std::move(frames));
+  if (!sent.ok()) replies_dropped_.fetch_add(1, std::memory_order_relaxed);
   return sent;
 }
 

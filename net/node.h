@@ -115,6 +115,11 @@ class Node {
   Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
                    uint64_t round = 0, int shard = -1);
   uint64_t errors_dropped() const { return errors_dropped_.load(std::memory_order_relaxed); }
+  // Answers `peer` with an encoded reply, without waiting, as SendError does: dropped
+  // (Unavailable) and counted in replies_dropped() when the peer's queue is full. What a server's
+  // event loop (the I/O thread) sends to the peers it answers.
+  Status Reply(int peer, Frames frames);
+  uint64_t replies_dropped() const { return replies_dropped_.load(std::memory_order_relaxed); }
 
   // Next data-plane message: true with *out filled, false on timeout (`timeout`; kForever,
   // base/duration.h: no deadline), Aborted after SHUTDOWN / RequestStop, Unavailable once the
@@ -214,7 +219,8 @@ class Node {
   std::thread io_;
   std::atomic<bool> io_stop_{false};
   std::atomic<uint64_t> rejected_{0};
-  std::atomic<uint64_t> errors_dropped_{0};  // ERROR replies dropped: the peer's queue was full
+  std::atomic<uint64_t> errors_dropped_{0};   // ERROR replies dropped: the peer's queue was full
+  std::atomic<uint64_t> replies_dropped_{0};  // other replies dropped: the peer's queue was full
   RejectionLog reject_log_;  // warnings on rejected and dropped messages (I/O thread only)
   InboundFilter filter_{&reject_log_};  // foreign and impostor drops (I/O thread; counters: any)
   // What the scheduler tells this node that a peer can cause (NODE_DEAD, its ERRORs); I/O thread.

@@ -331,7 +331,8 @@ Status CheckHeader(const Frames& frames, const DecodeLimits& limits, pb::Header*
                 "header frame of " + std::to_string(frames[0].size()) + " bytes does not parse");
   }
   // Another job's message is refused before anything in it is believed, the version included.
-  if (h->job() != limits.job && !(h->job() == limits.token_job && CarriesTokenDigest(h->type()))) {
+  if (h->job() != limits.job &&
+      !(h->job() == limits.token_job && IsOneOf(limits.token_types, h->type()))) {
     return Fail(pb::ERROR_FOREIGN_JOB, error, StatusCode::kFailedPrecondition,
                 "message of another job (job " + std::to_string(h->job()) + ", this node's " +
                     std::to_string(limits.job) + ")");

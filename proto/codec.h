@@ -33,6 +33,10 @@
 
 namespace sieve {
 
+// 11: after its node table a node accepts only messages stamped with the job instance's digest
+// (the scheduler sends later tables so too), the scheduler the token's digest on a REGISTER only;
+// the registration proof covers Register.rebuildable; a REGISTER is refused (a version mismatch
+// included) only once it is proven (a node of 10 would drop the later tables).
 // 10: the rebuild of ASP/SSP shards: a REPLICA_SNAPSHOT of one carries its clocks
 // (Header.clocks), and a Register.rebuildable server may hold such shards (a server of 9 would
 // refuse the snapshot and leave the shard without its backup).
@@ -51,7 +55,7 @@ namespace sieve {
 // (CURVE keys bound to node ids). 3: a sparse UPDATE may be split into parts (Header.part/parts);
 // 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
 // different versions reject each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 10;
+inline constexpr uint32_t kProtocolVersion = 11;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
 // Barrier groups (pb::Barrier.group bits).
@@ -152,15 +156,17 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload,
 // node table); empty before the node table arrives, in which case every data message is rejected.
 // `job` is the receiver's job identity (Header.job; 0 = a job without a token): a message of any
 // other job fails with ERROR_FOREIGN_JOB before anything else is checked.
-// `token_job` (the token's digest, JobDigest) is also accepted for the registration messages
-// (CarriesTokenDigest: REGISTER, REGISTER_ACK, NODE_TABLE, ERROR), which travel before the job
-// instance is known; `job` is then the instance's digest (JobInstanceDigest). Before a node knows
-// the instance both are the token's digest.
+// `token_job` (the token's digest, JobDigest) is also accepted for the types in `token_types`
+// (proto/job_identity.h: kTokenStampedToNode for a node before its first node table,
+// kTokenStampedToScheduler at the scheduler, none once a node has its table), the messages that
+// travel before their receiver knows the job instance; `job` is then the instance's digest
+// (JobInstanceDigest). Before a node knows the instance both are the token's digest.
 struct DecodeLimits {
   std::span<const uint64_t> shard_lengths;
   bool verify_checksum = true;
   uint64_t job = 0;
   uint64_t token_job = 0;
+  std::span<const pb::MsgType> token_types = {};
 };
 
 // Sets Header.job of an encoded message (its first frame) to `job` without decoding it: appends

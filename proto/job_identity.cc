@@ -2,8 +2,6 @@
 
 #include <fstream>
 
-#include "proto/sieve.pb.h"
-
 namespace sieve {
 
 uint64_t JobDigest(std::string_view token) {
@@ -33,9 +31,11 @@ uint64_t JobInstanceDigest(uint64_t job, uint64_t instance) {
   return h == 0 || h == job ? h + 2 : h;
 }
 
-bool CarriesTokenDigest(int type) {
-  return type == pb::MSG_REGISTER || type == pb::MSG_REGISTER_ACK || type == pb::MSG_NODE_TABLE ||
-         type == pb::MSG_ERROR || type == pb::MSG_REGISTER_CHALLENGE;
+bool IsOneOf(std::span<const pb::MsgType> types, int type) {
+  for (const pb::MsgType t : types) {
+    if (t == type) return true;
+  }
+  return false;
 }
 
 StatusOr<std::string> ReadJobTokenFile(const std::string& path) {

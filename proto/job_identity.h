@@ -9,10 +9,12 @@
 #define SIEVE_PROTO_JOB_IDENTITY_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "base/status.h"
+#include "proto/sieve.pb.h"
 
 namespace sieve {
 
@@ -26,10 +28,22 @@ uint64_t JobDigest(std::string_view token);
 // message recorded in one job is foreign in every other job with the same token.
 uint64_t JobInstanceDigest(uint64_t job, uint64_t instance);
 
-// Whether a message of `type` carries the token's digest (JobDigest) rather than the instance's:
-// the registration messages, sent before the sender or receiver knows the instance (REGISTER,
-// REGISTER_ACK, REGISTER_CHALLENGE, NODE_TABLE, and ERROR, the scheduler's answer to a REGISTER).
-bool CarriesTokenDigest(int type);
+// Which message types may carry the token's digest (JobDigest) rather than the instance's, by
+// who receives them (DecodeLimits::token_types). Only messages that travel before their receiver
+// knows the job instance do:
+//  - a node before its first node table accepts the scheduler's answers to its REGISTER
+//    (REGISTER_ACK, REGISTER_CHALLENGE, ERROR) and that table (NODE_TABLE), and nothing else;
+//  - the scheduler accepts a REGISTER (a node not yet in the table, or restarted), and nothing
+//    else;
+//  - a node that has its table accepts none: every message after it carries the instance.
+// The scheduler stamps a message of a type in kTokenStampedToNode with the token's digest only
+// while its recipient has not been sent the node table (scheduler/scheduler.h, JobFor).
+inline constexpr pb::MsgType kTokenStampedToNode[] = {
+    pb::MSG_REGISTER_ACK, pb::MSG_REGISTER_CHALLENGE, pb::MSG_NODE_TABLE, pb::MSG_ERROR};
+inline constexpr pb::MsgType kTokenStampedToScheduler[] = {pb::MSG_REGISTER};
+
+// Whether `type` is one of `types` (one of the lists above).
+bool IsOneOf(std::span<const pb::MsgType> types, int type);
 
 // The token in a token file: its content without trailing whitespace (a newline written by an
 // editor or `echo`). Errors: NotFound (unreadable), InvalidArgument (empty, or longer than 4 KiB).

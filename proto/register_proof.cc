@@ -56,6 +56,7 @@ uint64_t RegisterProof(const SipKey& job_key, const pb::Register& r) {
   Put64(&m, r.instance());
   Put64(&m, r.num_params());
   Put64(&m, r.challenge());
+  Put64(&m, r.rebuildable() ? 1 : 0);  // protocol 11
   return NonZero(SipHash24(job_key, m));
 }
 

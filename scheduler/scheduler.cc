@@ -117,7 +117,9 @@ void Scheduler::Handle(Frames frames) {
   pb::ErrorCode code;
   DecodeLimits limits;
   limits.job = instance_job_;
-  limits.token_job = options_.transport.job;  // REGISTERs come before the node knows the instance
+  // A REGISTER comes before its node knows the instance; nothing else may carry the token's digest.
+  limits.token_job = options_.transport.job;
+  limits.token_types = kTokenStampedToScheduler;
   Status s = Decode(std::move(frames), limits, &msg, &code);
   const pb::Header& h = msg.header;
   const Entry* claimed = Find(h.sender());
@@ -125,6 +127,16 @@ void Scheduler::Handle(Frames frames) {
       claimed == nullptr || !options_.transport.curve.enabled || claimed->info.key() == key;
   if (!filter_.Admit(h, code, s, key_matches)) return;
   if (!s.ok()) {
+    // A REGISTER is answered at the address it names: with a token, only once it proved that
+    // its sender holds the token (a version mismatch included), or the refusal could fail a
+    // node that is registering there.
+    if (h.has_register_() && claimed == nullptr && !Proven(h.register_())) {
+      reject_log_.Warn([&](std::ostream& os) {
+        os << "not answered: an unproven REGISTER from " << h.register_().host() << ":"
+           << h.register_().port() << " that does not decode (" << s.ToString() << ")";
+      });
+      return;
+    }
     ReplyError(h, code, s.message());
     return;
   }
@@ -199,7 +211,9 @@ bool Scheduler::VetRegister(const pb::Header& h, const std::string& key) {
   const pb::Register& r = h.register_();
   std::optional<Refusal> no = CheckRegisterFields(r);
   // With a token: only a REGISTER answering this scheduler's challenge with the token's proof
-  // counts (proto/register_proof.h); one recorded in another job is challenged again.
+  // counts (proto/register_proof.h); one recorded in another job is challenged again. Nothing
+  // else is answered before the proof, so that a peer without the token cannot make the
+  // scheduler send a refusal to the address (and instance) of a node that is registering.
   if (!no && !IsZero(options_.job_key)) {
     const uint64_t challenge = RegisterChallenge(challenge_secret_, r);
     if (r.challenge() != challenge) {
@@ -207,14 +221,23 @@ bool Scheduler::VetRegister(const pb::Header& h, const std::string& key) {
       return false;
     }
     if (r.proof() != RegisterProof(options_.job_key, r)) {
-      no = Refusal{pb::ERROR_BAD_REGISTRATION,
-                   "the registration's proof was not made with this job's token"};
+      reject_log_.Warn([&](std::ostream& os) {
+        os << "dropped a REGISTER from " << r.host() << ":" << r.port()
+           << " whose proof was not made with this job's token";
+      });
+      return false;
     }
   }
+  if (!no) no = CheckRegisterVersion(r);
   if (!no) no = CheckRegisterRank(r, key);
   if (!no) return true;
   ReplyError(h, no->code, no->message);
   return false;
+}
+
+bool Scheduler::Proven(const pb::Register& r) const {
+  return IsZero(options_.job_key) || (r.challenge() == RegisterChallenge(challenge_secret_, r) &&
+                                      r.proof() == RegisterProof(options_.job_key, r));
 }
 
 std::optional<Scheduler::Refusal> Scheduler::CheckRegisterFields(const pb::Register& r) const {
@@ -225,6 +248,10 @@ std::optional<Scheduler::Refusal> Scheduler::CheckRegisterFields(const pb::Regis
     return Refusal{pb::ERROR_BAD_REGISTRATION,
                    "registration without a host:port to reach the node"};
   }
+  return std::nullopt;
+}
+
+std::optional<Scheduler::Refusal> Scheduler::CheckRegisterVersion(const pb::Register& r) const {
   if (r.protocol_version() != kProtocolVersion) {
     return Refusal{pb::ERROR_VERSION_MISMATCH,
                    "node speaks protocol version " + std::to_string(r.protocol_version()) +
@@ -310,11 +337,13 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
     }
     if (!failure_.ok()) return;
   }
+  int dead_bound_elsewhere = 0;  // dead ranks this key may not take
   for (auto& [id, e] : nodes_) {
     if (e.info.role() != r.role() || !e.dead) continue;
     if (r.rank() != -1 && e.info.rank() != r.rank()) continue;
     // A dead node's rank bound to another key is not this key's to take (rank -1 included).
     if (!CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), e.info.rank()).ok()) {
+      ++dead_bound_elsewhere;
       continue;
     }
     if (e.failed_over && !r.rebuildable()) {  // its shards have a new primary
@@ -323,12 +352,13 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
           "server " + std::to_string(e.info.rank()) +
               " failed over: its shards are served by their backups (--replication)"
               " and this server says it cannot be rebuilt from them (REGISTER without "
-              "rebuildable; every sieve-server of protocol 10 can); the job goes on without it");
+              "rebuildable; every sieve-server since protocol 10 can); the job goes on without it");
     }
     e.info.set_host(r.host());
     e.info.set_port(r.port());
     e.info.set_instance(r.instance());
     e.info.set_key(key);
+    e.sent_table = false;  // a new process: its first table carries the token's digest
     e.dead = false;
     e.finished = false;
     e.failed_over = false;  // a rebuilt replacement: the primaries send it their snapshots
@@ -343,6 +373,12 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
     *t.mutable_node_table() = BuildTable();
     Broadcast(t);
     return;
+  }
+  if (dead_bound_elsewhere > 0) {
+    return ReplyError(h, pb::ERROR_BAD_REGISTRATION,
+                      std::to_string(dead_bound_elsewhere) + " dead " + RoleName(r.role()) +
+                          " rank(s) could be taken, but each is bound to another client key "
+                          "(allowed_clients); only that key may restart it");
   }
   return ReplyError(h, pb::ERROR_REGISTRATION_FULL,
                     std::string("all ") + std::to_string(expected) + " " + RoleName(r.role()) +
@@ -391,10 +427,16 @@ void Scheduler::AddPending(const pb::Header& h, const std::string& key) {
     LOG(INFO) << RoleName(r.role()) << " registered from " << r.host() << ":" << r.port() << " ("
               << pending_.size() << "/" << options_.num_servers + options_.num_workers << ")";
   }
-  pb::Header ack = MakeHeader(pb::MSG_REGISTER_ACK, kSchedulerId);
-  ack.mutable_register_ack()->set_waiting_for(
-      static_cast<int32_t>(options_.num_servers + options_.num_workers - pending_.size()));
-  SendTo(temp_id, ack);
+  const uint32_t waiting_for =
+      options_.num_servers + options_.num_workers - static_cast<uint32_t>(pending_.size());
+  // The registration that completes the job is answered by the node table itself: an ack would
+  // travel on the registration's own connection and could arrive after the table, when the node
+  // no longer accepts the token's digest.
+  if (waiting_for > 0) {
+    pb::Header ack = MakeHeader(pb::MSG_REGISTER_ACK, kSchedulerId);
+    ack.mutable_register_ack()->set_waiting_for(static_cast<int32_t>(waiting_for));
+    SendTo(temp_id, ack);
+  }
   failure_ = MaybeStart();
 }
 
@@ -487,15 +529,39 @@ void Scheduler::HandleBarrier(int id, const pb::Barrier& b) {
     return ReplyError(h, pb::ERROR_BAD_BARRIER, "bad barrier group " + std::to_string(b.group()));
   }
   // A node waits in one barrier at a time (Node::Barrier blocks); a few pending entries allow for
-  // resends and groups, more are a misbehaving peer, refused so that the table stays bounded.
+  // groups and stale entries, more are a misbehaving peer, so the table stays bounded. A node's
+  // real barrier is the one after its group's last release (every member enters the same
+  // barriers in order); when the node's slots are full, an entry further from that than the new
+  // one (a forgery or a leftover) gives up its slot, so forged BARRIERs cannot keep out the real.
   const std::pair<uint32_t, uint64_t> key{b.group(), b.seq()};
+  if (barriers_.count(key) > 0 && barriers_[key].count(id) > 0) return;  // a resend
+  auto distance = [&](const std::pair<uint32_t, uint64_t>& k) {
+    const uint64_t next = barrier_released_[k.first] + 1;
+    return k.second > next ? k.second - next : next - k.second;
+  };
   int pending = 0;
-  for (const auto& [other, ids] : barriers_) pending += other != key && ids.count(id) > 0;
+  auto furthest = barriers_.end();
+  for (auto it = barriers_.begin(); it != barriers_.end(); ++it) {
+    if (it->second.count(id) == 0) continue;
+    ++pending;
+    if (furthest == barriers_.end() || distance(it->first) > distance(furthest->first)) {
+      furthest = it;
+    }
+  }
   if (pending >= kMaxPendingBarriersPerNode) {
-    pb::Header h = MakeHeader(pb::MSG_BARRIER, id);
-    return ReplyError(h, pb::ERROR_BAD_BARRIER,
-                      "node " + std::to_string(id) + " already waits in " +
-                          std::to_string(pending) + " barriers");
+    if (distance(furthest->first) <= distance(key)) {
+      pb::Header h = MakeHeader(pb::MSG_BARRIER, id);
+      return ReplyError(h, pb::ERROR_BAD_BARRIER,
+                        "node " + std::to_string(id) + " already waits in " +
+                            std::to_string(pending) + " barriers");
+    }
+    const auto [group, seq] = furthest->first;
+    reject_log_.Warn([&](std::ostream& os) {
+      os << "node " << id << " waits in " << pending << " barriers: dropped its barrier " << seq
+         << " of group " << group << " for barrier " << b.seq();
+    });
+    furthest->second.erase(id);
+    if (furthest->second.empty()) barriers_.erase(furthest);
   }
   barriers_[key].insert(id);
   CheckBarriers();
@@ -513,6 +579,7 @@ void Scheduler::CheckBarriers() {
       ++it;
       continue;
     }
+    barrier_released_[group] = std::max(barrier_released_[group], seq);
     pb::Header rel = MakeHeader(pb::MSG_BARRIER_RELEASE, kSchedulerId);
     rel.mutable_barrier()->set_group(group);
     rel.mutable_barrier()->set_seq(seq);
@@ -674,8 +741,10 @@ Scheduler::Entry* Scheduler::Find(int id) {
 }
 
 uint64_t Scheduler::JobFor(pb::MsgType type, int id) {
-  const bool knows_instance = Find(id) != nullptr && type != pb::MSG_NODE_TABLE;
-  return CarriesTokenDigest(type) && !knows_instance ? options_.transport.job : instance_job_;
+  const Entry* e = Find(id);
+  const bool knows_instance = e != nullptr && e->sent_table;
+  return IsOneOf(kTokenStampedToNode, type) && !knows_instance ? options_.transport.job
+                                                               : instance_job_;
 }
 
 void Scheduler::SendTo(int id, const pb::Header& h) {
@@ -684,7 +753,12 @@ void Scheduler::SendTo(int id, const pb::Header& h) {
   auto frames = EncodeControl(copy);
   if (!frames.ok()) return;
   StampJob(&*frames, JobFor(h.type(), id));
-  Status s = transport_->Send(id, std::move(frames).value());
+  // Never waits on a peer: a node that reads nothing (frozen, or an address a REGISTER named)
+  // must not stall the job's one thread; what its full queue refuses is dropped and logged.
+  Status s = transport_->TrySend(id, std::move(frames).value());
+  if (h.type() == pb::MSG_NODE_TABLE) {
+    if (Entry* e = Find(id)) e->sent_table = true;  // its process knows the instance from now on
+  }
   if (!s.ok()) {
     event_log_.Warn([&](std::ostream& os) {
       os << "send " << MsgTypeName(h.type()) << " to node " << id << ": " << s.ToString();

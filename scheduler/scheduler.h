@@ -19,6 +19,7 @@
 #ifndef SIEVE_SCHEDULER_SCHEDULER_H_
 #define SIEVE_SCHEDULER_SCHEDULER_H_
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -112,6 +113,9 @@ class Scheduler {
     bool dead = false;
     bool finished = false;
     bool failed_over = false;  // a dead server whose shards moved to their backups
+    // Whether this node's current process was sent a node table, so knows the job instance:
+    // from then on every message to it carries the instance's digest (JobFor).
+    bool sent_table = false;
     Clock::time_point dead_since;
   };
 
@@ -134,7 +138,12 @@ class Scheduler {
   // registration, a restart replacing its rank's holder, or a new process taking a dead node's
   // rank. AddPending: before the start, a registration counted towards the job.
   bool VetRegister(const pb::Header& h, const std::string& key);
+  // Whether `r` answers this scheduler's challenge with the token's proof (always without a
+  // token): only then may a REGISTER that failed to decode be answered at the address it names.
+  bool Proven(const pb::Register& r) const;
   std::optional<Refusal> CheckRegisterFields(const pb::Register& r) const;
+  // The protocol version a REGISTER declares; checked only once the REGISTER is proven.
+  std::optional<Refusal> CheckRegisterVersion(const pb::Register& r) const;
   std::optional<Refusal> CheckRegisterRank(const pb::Register& r, const std::string& key) const;
   void Readmit(const pb::Header& h, const std::string& key);
   void AddPending(const pb::Header& h, const std::string& key);
@@ -174,7 +183,7 @@ class Scheduler {
   bool RankBound(pb::Role role, int rank) const;
   Entry* Find(int id);
   // Header.job of a message of `type` to node `id`: the token's digest for the registration
-  // messages a node may get before it knows the job instance, else the instance's digest.
+  // messages (kTokenStampedToNode) to a node not yet sent the node table, else the instance's.
   uint64_t JobFor(pb::MsgType type, int id);
 
   const SchedulerOptions options_;
@@ -220,7 +229,8 @@ class Scheduler {
   // At most this many pending barriers per node; a BARRIER beyond it is ERROR_BAD_BARRIER.
   static constexpr int kMaxPendingBarriersPerNode = 4;
   std::map<std::pair<uint32_t, uint64_t>, std::set<int>> barriers_;  // (group, seq) -> arrived
-  Status failure_;  // set when the job must end as failed
+  std::array<uint64_t, kGroupAll + 1> barrier_released_{};  // by group: the last seq released
+  Status failure_;                                          // set when the job must end as failed
   bool done_ = false;
 };
 

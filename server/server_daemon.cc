@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -67,6 +68,11 @@ NodeOptions ToNodeOptions(const ServerDaemonOptions& o) {
   no.transport.max_message_bytes = o.expected_d != 0 ? MaxFrameBytes(o.expected_d) : 0;
   no.transport.curve = nf.curve;
   no.transport.job = nf.job;
+  // Replies never wait for queue space (ServerLink::Reply): the queue to each peer holds two
+  // rounds of a reply split into the most parts a shard's UPDATE may have, for two shards (a
+  // promoted backup serves its own and its predecessor's), so a worker that reads is never
+  // dropped a part. The parts borrow one buffer; an ERROR is ~100 bytes.
+  no.transport.send_hwm = std::max(no.transport.send_hwm, 4 * static_cast<int>(kMaxReplyParts));
   no.job_key = nf.job_key;
   no.heartbeat_interval = nf.heartbeat_interval;
   no.heartbeat_timeout = nf.heartbeat_timeout;
@@ -145,6 +151,7 @@ class NodeServerLink : public ServerLink {
   bool ServerDead(int rank) const override {
     return node_->dead_nodes().count(node_->ServerId(rank)) > 0;
   }
+  Status Reply(int peer, Frames frames) override { return node_->Reply(peer, std::move(frames)); }
   Status Send(int peer, Frames frames) override { return node_->Send(peer, std::move(frames)); }
   Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
                    uint64_t round, int shard) override {
@@ -326,7 +333,8 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
       "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu push_staleness_sum=%lu "
       "max_push_staleness=%lu reply_pairs=%lu pushed_sum=%.9g checksum=%08x "
       "resync=%lu checkpoints=%lu restored_round=%ld rejoins=%lu auth_accepted=%lu "
-      "auth_denied=%lu errors_dropped=%lu foreign=%lu impostors=%lu fd_limit_refused=%lu",
+      "auth_denied=%lu errors_dropped=%lu replies_dropped=%lu foreign=%lu impostors=%lu "
+      "fd_limit_refused=%lu",
       rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
       static_cast<unsigned long>(st.rounds_completed),
       static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
@@ -342,6 +350,7 @@ std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
       static_cast<unsigned long>(node.auth_accepted()),
       static_cast<unsigned long>(node.auth_denied()),
       static_cast<unsigned long>(node.errors_dropped()),
+      static_cast<unsigned long>(node.replies_dropped()),
       static_cast<unsigned long>(node.foreign_messages()),
       static_cast<unsigned long>(node.impostor_messages()),
       static_cast<unsigned long>(node.refused_at_fd_limit()));

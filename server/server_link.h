@@ -1,7 +1,7 @@
 // ServerLink: what a server's message handling needs of the node that carries it — its own id, the
-// worker and server id arithmetic, which server serves each shard now, and two sends. sieve-server
-// adapts its Node to it; unit tests pass a recorder, so the dispatch and reply encoding run without
-// sockets or processes.
+// worker and server id arithmetic, which server serves each shard now, and three sends.
+// sieve-server adapts its Node to it; unit tests pass a recorder, so the dispatch and reply
+// encoding run without sockets or processes.
 //
 // Thread-safety: as the implementation's; ShardService calls it from one thread at a time.
 #ifndef SIEVE_SERVER_SERVER_LINK_H_
@@ -36,7 +36,14 @@ class ServerLink {
   virtual Status ReportCopy(int /*shard*/, int /*server*/) { return Status::Ok(); }
   // Tells the scheduler that `shard` is served by server `server` from now on (MSG_HANDOVER).
   virtual Status ReportHandover(int /*shard*/, int /*server*/) { return Status::Ok(); }
-  // Sends encoded frames to `peer` (ownership passes). Errors: the transport's (the caller logs).
+  // Replies to `peer` (UPDATE, DENSE, the acks, REPLICATE_ACK; ownership passes) without ever
+  // waiting: when the peer's queue is full the reply is dropped (Unavailable) and counted, so a
+  // peer that sends and never reads cannot stall the server's event loop. A worker that misses a
+  // reply pushes again after its timeout and is answered again. Errors are never fatal.
+  virtual Status Reply(int peer, Frames frames) = 0;
+  // Sends the replication stream (REPLICATE) to a backup server: nothing in it may be lost, so
+  // it waits for queue space up to the transport's send timeout. Errors: the transport's (the
+  // caller logs).
   virtual Status Send(int peer, Frames frames) = 0;
   // Answers `peer` with an ERROR for `shard` (its Header.shard) without blocking; may drop it
   // (Unavailable) when the peer reads nothing. Errors are never fatal to the caller.

@@ -222,7 +222,7 @@ void ShardService::OnData(Message msg) {
 void ShardService::SendAck(const Reply& r, int peer) {
   pb::Header h = MakeDataHeader(WireType(r.type), link_->id(), peer, options_.rank, r.round);
   auto frames = EncodeControl(h);
-  if (frames.ok()) (void)link_->Send(peer, std::move(frames).value());
+  if (frames.ok()) (void)link_->Reply(peer, std::move(frames).value());
 }
 
 bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t parts, size_t from,
@@ -273,7 +273,7 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
     return false;
   }
   if (metrics_ != nullptr) metrics_->AddBytes(0, FrameBytes(*frames));
-  Status s = link_->Send(peer, std::move(frames).value());
+  Status s = link_->Reply(peer, std::move(frames).value());
   if (!s.ok()) {
     peer_log_.Warn(
         [&](std::ostream& os) { os << "reply to worker " << r.worker << ": " << s.ToString(); });

@@ -327,7 +327,7 @@ void ShardService::OnReplicate(const Message& msg) {
     pb::Header h = MakeDataHeader(pb::MSG_REPLICATE_ACK, link_->id(), sender, options_.rank, 0);
     h.set_seq(seq_);
     auto frames = EncodeControl(h);
-    if (frames.ok()) (void)link_->Send(sender, std::move(frames).value());
+    if (frames.ok()) (void)link_->Reply(sender, std::move(frames).value());
   };
   const auto ev = static_cast<pb::ReplicaEvent>(event);
   const bool snapshot_part = ev == pb::REPLICA_SNAPSHOT || ev == pb::REPLICA_SNAPSHOT_DEAD ||

@@ -60,6 +60,7 @@ TEST(RegisterProofTest, EveryFieldAndTheKeyChangeTheProof) {
       [](pb::Register* r) { r->set_instance(1); },
       [](pb::Register* r) { r->set_num_params(1001); },
       [](pb::Register* r) { r->set_challenge(1); },
+      [](pb::Register* r) { r->set_rebuildable(true); },
   };
   for (size_t i = 0; i < changes.size(); ++i) {
     pb::Register r = Sample();

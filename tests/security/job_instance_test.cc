@@ -32,6 +32,7 @@
 #include "proto/register_proof.h"
 #include "tests/fault/cluster.h"
 #include "tests/proto/test_util.h"
+#include "tests/security/forwarding_transport.h"
 #include "tests/security/free_port.h"
 
 namespace sieve {
@@ -54,26 +55,12 @@ struct Recording {
 
 // A ZeroMQ transport that records each message: sent ones stamped as the inner transport stamps
 // them (StampJob with the job it was last given), received ones as they arrived.
-class RecordingTransport final : public Transport {
+class RecordingTransport final : public testing::ForwardingTransport {
  public:
   RecordingTransport(std::unique_ptr<Transport> inner, uint64_t job, Recording* rec)
-      : inner_(std::move(inner)), job_(job), rec_(rec) {}
-  const std::string& host() const override { return inner_->host(); }
-  uint16_t port() const override { return inner_->port(); }
-  Status Connect(int peer, const std::string& host, uint16_t port) override {
-    return inner_->Connect(peer, host, port);
-  }
-  void Disconnect(int peer) override { inner_->Disconnect(peer); }
-  Status Send(int peer, Frames frames) override {
-    Record(frames);
-    return inner_->Send(peer, std::move(frames));
-  }
-  Status TrySend(int peer, Frames frames) override {
-    Record(frames);
-    return inner_->TrySend(peer, std::move(frames));
-  }
+      : ForwardingTransport(std::move(inner)), job_(job), rec_(rec) {}
   StatusOr<bool> Recv(Frames* frames, std::chrono::milliseconds timeout) override {
-    auto got = inner_->Recv(frames, timeout);
+    auto got = inner().Recv(frames, timeout);
     if (got.ok() && *got) {
       std::lock_guard<std::mutex> lock(rec_->mu);
       rec_->received.push_back(Copy(*frames));
@@ -82,18 +69,16 @@ class RecordingTransport final : public Transport {
   }
   void SetJob(uint64_t job) override {
     job_ = job;
-    inner_->SetJob(job);
+    inner().SetJob(job);
   }
-  void Close() override { inner_->Close(); }
 
  private:
-  void Record(const Frames& frames) {
+  void OnSend(const Frames& frames) override {
     Frames copy = Copy(frames);
     StampJob(&copy, job_.load());
     std::lock_guard<std::mutex> lock(rec_->mu);
     rec_->sent.push_back(std::move(copy));
   }
-  std::unique_ptr<Transport> inner_;
   std::atomic<uint64_t> job_;
   Recording* rec_;
 };

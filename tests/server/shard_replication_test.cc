@@ -48,7 +48,18 @@ class Link : public ServerLink {
     dead_servers.insert(from);
     primary[shard] = to;
   }
+  // Both sends land in `sent`, in order. Only the replication stream (REPLICATE) may go the way
+  // that waits for queue space; every reply (REPLICATE_ACK, the workers' UPDATEs, DENSE, acks)
+  // must go the way that never waits, or a peer that does not read could stall the server.
+  Status Reply(int peer, Frames frames) override {
+    sent.push_back({peer, std::move(frames)});
+    return Status::Ok();
+  }
   Status Send(int peer, Frames frames) override {
+    pb::Header h;
+    if (!frames.empty() && h.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size()))) {
+      EXPECT_EQ(h.type(), pb::MSG_REPLICATE) << "a reply sent the way that waits on the peer";
+    }
     sent.push_back({peer, std::move(frames)});
     return Status::Ok();
   }

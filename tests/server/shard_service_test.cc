@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,16 @@ class RecordingLink : public ServerLink {
   int id() const override { return 1; }
   int WorkerId(int rank) const override { return 1 + kServers + rank; }
   int WorkerRankOf(int id) const override { return id - 1 - kServers; }
-  Status Send(int peer, Frames frames) override {
+  // Replies: what a worker reads (never waits on the peer).
+  Status Reply(int peer, Frames frames) override {
     sent.push_back({peer, std::move(frames)});
+    return Status::Ok();
+  }
+  // The replication stream only (it may wait for queue space): a service without backups sends
+  // nothing this way, so every test here checks that no reply could stall the event loop.
+  Status Send(int peer, Frames frames) override {
+    ADD_FAILURE() << "a send to node " << peer << " that may wait for a peer that does not read";
+    streamed.push_back({peer, std::move(frames)});
     return Status::Ok();
   }
   Status SendError(int peer, pb::ErrorCode code, const std::string& message, pb::MsgType rejected,
@@ -46,6 +55,7 @@ class RecordingLink : public ServerLink {
   }
 
   std::vector<std::pair<int, Frames>> sent;
+  std::vector<std::pair<int, Frames>> streamed;
   std::vector<SentError> errors;
 };
 
@@ -326,6 +336,54 @@ TEST(ShardServiceTest, ALargeUpdateGoesOutInPartsThatConcatenateToTheWhole) {
     EXPECT_EQ(w[idx[j]], Init()[idx[j]] - val[j]);
     EXPECT_EQ(got_val[j], w[idx[j]]);
   }
+}
+
+// Every reply type a worker gets (INIT_ACK, UPDATE whole and in parts, DENSE, JOIN_ACK, ERROR)
+// goes out through the send that never waits (ServerLink::Reply, or SendError): a peer that sends
+// and never reads cannot stall the server (RecordingLink::Send fails the test otherwise).
+TEST(ShardServiceTest, EveryReplyGoesOutWithoutWaitingOnThePeer) {
+  ShardServerOptions so;
+  so.num_workers = 2;
+  so.await_initial_weights = true;
+  auto created = ShardServer::Create(so, std::vector<float>(kShardLen, 0.0f));
+  ASSERT_TRUE(created.ok());
+  std::unique_ptr<ShardServer> shard = std::move(created).value();
+  RecordingLink link;
+  ShardServiceOptions o;
+  o.rank = 0;
+  o.num_workers = 2;
+  o.reply_part_pairs = 2;
+  ShardService service(o, shard.get(), &link, nullptr, nullptr);
+  auto types_sent = [&] {
+    std::multiset<pb::MsgType> types;
+    for (auto& [peer, frames] : link.sent) types.insert(DecodeOrDie(std::move(frames)).type());
+    link.sent.clear();
+    return types;
+  };
+  // INIT from worker 0: INIT_ACK.
+  const std::vector<float> init = Init();
+  DataPayload p;
+  p.dense = true;
+  p.values = std::as_bytes(std::span<const float>(init));
+  auto frames = EncodeData(MakeDataHeader(pb::MSG_INIT, link.WorkerId(0), 1, 0, 0), p);
+  ASSERT_TRUE(frames.ok());
+  service.OnData(DecodeOrDie(std::move(frames).value()));
+  EXPECT_EQ(types_sent(), (std::multiset<pb::MsgType>{pb::MSG_INIT_ACK}));
+  // A BSP round: each worker's UPDATE in parts (5 pairs, 2 a part).
+  service.OnData(Push(link.WorkerId(0), 0, 0, {1, 2, 3}, {1.0f, 1.0f, 1.0f}));
+  service.OnData(Push(link.WorkerId(1), 0, 0, {3, 4, 5}, {1.0f, 1.0f, 1.0f}));
+  EXPECT_EQ(types_sent(),
+            (std::multiset<pb::MsgType>{pb::MSG_UPDATE, pb::MSG_UPDATE, pb::MSG_UPDATE,
+                                        pb::MSG_UPDATE, pb::MSG_UPDATE, pb::MSG_UPDATE}));
+  service.OnData(Control(link.WorkerId(1), pb::MSG_PULL_DENSE, 0));
+  EXPECT_EQ(types_sent(), (std::multiset<pb::MsgType>{pb::MSG_DENSE}));
+  service.OnWorkerDead(1);
+  service.OnWorkerRejoined(1);
+  service.OnData(Control(link.WorkerId(1), pb::MSG_JOIN, 3));
+  EXPECT_EQ(types_sent(), (std::multiset<pb::MsgType>{pb::MSG_JOIN_ACK}));
+  service.OnData(Push(link.WorkerId(0), 0, 99, {1}, {1.0f}));  // a round far ahead: an ERROR
+  EXPECT_FALSE(link.errors.empty());
+  EXPECT_TRUE(link.streamed.empty());
 }
 
 // Counts the log lines that contain `needle`.
