@@ -132,8 +132,9 @@ class Scheduler {
     std::string message;
   };
   // HandleRegister's parts. VetRegister: every check a REGISTER passes before it may take a slot
-  // (fields, the token's challenge and proof, rank, key bindings, D); it answers a refusal (or
-  // sends the challenge) itself and returns false. CheckRegisterFields / CheckRegisterRank: the
+  // (fields, the token's challenge and proof, version, rank, key bindings, D); it sends the
+  // challenge, drops an unproven REGISTER unanswered (its address may be another node's) or
+  // answers a refusal itself, and returns false. CheckRegisterFields / CheckRegisterRank: the
   // checks without the challenge, nullopt when they pass. Readmit: after the start, a resent
   // registration, a restart replacing its rank's holder, or a new process taking a dead node's
   // rank. AddPending: before the start, a registration counted towards the job.
