@@ -555,7 +555,8 @@ void Scheduler::HandleBarrier(int id, const pb::Barrier& b) {
                         "node " + std::to_string(id) + " already waits in " +
                             std::to_string(pending) + " barriers");
     }
-    const auto [group, seq] = furthest->first;
+    const uint32_t group = furthest->first.first;  // not a structured binding: captured below
+    const uint64_t seq = furthest->first.second;
     reject_log_.Warn([&](std::ostream& os) {
       os << "node " << id << " waits in " << pending << " barriers: dropped its barrier " << seq
          << " of group " << group << " for barrier " << b.seq();

@@ -205,6 +205,52 @@ TEST(NetSchedulerTest, PendingBarriersPerNodeAreBounded) {
       << "seq 1 completes with the flooder's";
 }
 
+// BARRIERs forged for worker 0 (a plaintext insider can claim any sender) fill its 4 pending slots
+// before its real start barrier comes: the real one (the one after the group's last release)
+// takes the slot of the furthest forgery and the barrier completes; before, it was refused with
+// ERROR_BAD_BARRIER and worker 0 waited until its timeout. The forger's REGISTER, answered on
+// the same connection after the forgeries, shows they were all handled before the real barrier.
+TEST(NetSchedulerTest, ForgedBarriersDoNotKeepTheRealOneOut) {
+  RunningScheduler sched(1, 2, 10);
+  std::thread server(
+      [&] { EXPECT_TRUE(Node::Start(NodeFor(sched.address(), pb::ROLE_SERVER)).ok()); });
+  StatusOr<std::unique_ptr<Node>> w[2] = {UnavailableError("not started"),
+                                          UnavailableError("not started")};
+  std::vector<std::thread> workers;
+  for (int rank = 0; rank < 2; ++rank) {
+    workers.emplace_back([&, rank] {
+      NodeOptions o = NodeFor(sched.address(), pb::ROLE_WORKER);
+      o.rank = rank;
+      w[rank] = Node::Start(o);
+    });
+  }
+  server.join();
+  for (std::thread& t : workers) t.join();
+  ASSERT_TRUE(w[0].ok() && w[1].ok());
+  std::unique_ptr<Transport> forger = RawPeer(sched.address());
+  ASSERT_NE(forger, nullptr);
+  for (uint64_t seq = 100; seq < 104; ++seq) {
+    pb::Header h = MakeHeader(pb::MSG_BARRIER, (*w[0])->WorkerId(0));
+    h.mutable_barrier()->set_group(kGroupWorkers);
+    h.mutable_barrier()->set_seq(seq);
+    ASSERT_TRUE(forger->Send(0, std::move(EncodeControl(h)).value()).ok());
+  }
+  ASSERT_NO_FATAL_FAILURE(SendRegister(*forger, pb::ROLE_WORKER, -1, kProtocolVersion));
+  const Message full = Reply(*forger);
+  ASSERT_EQ(full.type(), pb::MSG_ERROR);
+  EXPECT_EQ(full.header.error().code(), pb::ERROR_REGISTRATION_FULL);
+  Status barrier[2];
+  std::vector<std::thread> entering;
+  for (int rank = 0; rank < 2; ++rank) {
+    entering.emplace_back([&, rank] {
+      barrier[rank] = (*w[rank])->Barrier(kGroupWorkers, std::chrono::milliseconds(10000));
+    });
+  }
+  for (std::thread& t : entering) t.join();
+  EXPECT_TRUE(barrier[0].ok()) << barrier[0].ToString();
+  EXPECT_TRUE(barrier[1].ok()) << barrier[1].ToString();
+}
+
 // A worker that gets the node table before a server does may already send it PULL_DENSE (the
 // scheduler's broadcast and the worker's request travel on different connections). The server
 // cannot decode it yet (no shard lengths): it keeps it and delivers it once its table is in.
