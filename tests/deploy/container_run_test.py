@@ -6,8 +6,9 @@ port, flag, path, mount, permission, DNS name or policy in a manifest fails here
 What stands in for Kubernetes:
 - the JobSet and Job controllers (tests/deploy/k8s_pods.py): the pods of the replicated jobs,
   each with its completion index; a pod whose container fails is replaced under the same index
-  (a new pod: new address, fresh emptyDirs, the same PVC) while its Job's backoffLimit allows and
-  its podFailurePolicy does not fail the Job (exit 2); the job has succeeded when every worker
+  (a new pod: new address, fresh emptyDirs, the same PVC) while its Job's backoffLimit (or, with
+  backoffLimitPerIndex, that index's own count and maxFailedIndexes) allows and its
+  podFailurePolicy does not fail the Job (exit 2); the job has succeeded when every worker
   index has a pod that exited 0 (successPolicy: All of workers), and then every other pod must
   have exited 0 too: nothing keeps running;
 - the kubelet: every pod gets its own address on a podman network made for the test; its init
@@ -18,8 +19,11 @@ What stands in for Kubernetes:
   completion index), $(VAR) expanded as the kubelet does;
 - securityContext: runAsUser/runAsGroup -> --user, fsGroup -> the group of the volume directories
   and --group-add, readOnlyRootFilesystem -> --read-only with no tmpfs added, drop ALL ->
-  --cap-drop=all, allowPrivilegeEscalation: false -> no-new-privileges; any other field fails the
-  test (so that a new one is translated, not ignored);
+  --cap-drop=all, allowPrivilegeEscalation: false -> no-new-privileges, seccompProfile
+  RuntimeDefault -> podman's default seccomp profile (what it applies unless told otherwise),
+  runAsNonRoot -> the user must not be 0 (the kubelet refuses to start the container otherwise);
+  any other field or value fails the test (so that a new one is translated, not ignored); the
+  pod's automountServiceAccountToken: false needs nothing (no token is mounted here);
 - volumes: a configMap volume is a directory of the ConfigMap's files mounted where the manifest
   mounts it (read-only when it says so), a Secret volume a directory of the Secret's files (mode
   defaultMode, group fsGroup; the job token <job>-token is made as docs/deploy.md says), an
@@ -119,6 +123,14 @@ class Network:
         podman("network", "rm", "-f", self.name, check=False)
 
 
+def check_seccomp(ctx, what):
+    """seccompProfile RuntimeDefault is podman's default profile: nothing to add. Another type
+    would need translating."""
+    profile = ctx.get("seccompProfile")
+    if profile is not None and profile != {"type": "RuntimeDefault"}:
+        raise AssertionError(f"{what}: seccompProfile {profile} not translated")
+
+
 class ContainerPod(kp.Pod):
     """A pod with the host directories that stand in for its volumes. A replacement (the Job
     controller's new pod for the same index) is a new attempt: new address and emptyDirs."""
@@ -127,11 +139,14 @@ class ContainerPod(kp.Pod):
         super().__init__(job, template, index, subdomain, **kwargs)
         self.tmp = tmp
         ctx = self.spec.get("securityContext", {})
-        unknown = set(ctx) - {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup"}
+        unknown = set(ctx) - {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup",
+                              "seccompProfile"}
         if unknown:
             raise AssertionError(f"{self.name}: pod securityContext {unknown} not translated")
+        check_seccomp(ctx, self.name)
         self.user, self.group = ctx.get("runAsUser"), ctx.get("runAsGroup")
         self.fs_group = ctx.get("fsGroup")
+        self.non_root = ctx.get("runAsNonRoot")
         if ctx.get("runAsNonRoot") and not self.user:
             raise AssertionError(f"{self.name}: runAsNonRoot without runAsUser")
         self.attempt = -1
@@ -241,9 +256,13 @@ class ContainerJob:
             args += ["--group-add", str(pod.fs_group)]
         ctx = container.get("securityContext", {})
         unknown = set(ctx) - {"allowPrivilegeEscalation", "readOnlyRootFilesystem",
-                              "capabilities"}
+                              "capabilities", "runAsNonRoot", "seccompProfile"}
         if unknown:
             raise AssertionError(f"{pod.name}: container securityContext {unknown} not translated")
+        check_seccomp(ctx, f"{pod.name}/{container['name']}")
+        if ctx.get("runAsNonRoot", pod.non_root) and not pod.user:
+            raise AssertionError(f"{pod.name}/{container['name']}: runAsNonRoot, but the user "
+                                 "would be root (the kubelet would not start it)")
         if ctx.get("readOnlyRootFilesystem"):
             args += ["--read-only", "--read-only-tmpfs=false"]
         if ctx.get("allowPrivilegeEscalation") is False:
@@ -333,7 +352,8 @@ class JobRun:
         self.worker_args = list(worker_args)
         self.stop = stop or threading.Event()
         self.attempts = {}  # pod name -> [Attempt]
-        self.failures = {}  # replicated job (Job) name -> failed pods
+        self.failures = {}  # replicated job (Job) name, or (Job, index) per index -> failed pods
+        self.failed_indexes = {}  # Job name -> indexes out of retries
         self.killed = set()  # (pod name, attempt) the test killed
         self.failed_job = None
         self.threads = []
@@ -348,14 +368,21 @@ class JobRun:
         return []
 
     def policy(self, pod):
-        """(backoffLimit, exit codes that fail the Job) of the pod's Job."""
+        """(backoffLimit, backoffLimitPerIndex or None, maxFailedIndexes or None, exit codes that
+        fail the Job, exit codes that fail the index) of the pod's Job."""
         spec = pod.job_spec
-        fail_codes = set()
+        fail_codes, fail_index_codes = set(), set()
         for rule in spec.get("podFailurePolicy", {}).get("rules", []):
-            if rule["action"] == "FailJob" and "onExitCodes" in rule:
-                if rule["onExitCodes"]["operator"] == "In":
-                    fail_codes |= set(rule["onExitCodes"]["values"])
-        return spec.get("backoffLimit", 6), fail_codes
+            if rule["action"] in ("FailJob", "FailIndex") and "onExitCodes" in rule:
+                if rule["onExitCodes"]["operator"] != "In":
+                    raise AssertionError(f"{pod.job}: onExitCodes operator "
+                                         f"{rule['onExitCodes']['operator']} not played")
+                (fail_codes if rule["action"] == "FailJob" else fail_index_codes).update(
+                    rule["onExitCodes"]["values"])
+        per_index = spec.get("backoffLimitPerIndex")
+        # With backoffLimitPerIndex the Job-wide limit defaults to the largest int32.
+        limit = spec.get("backoffLimit", 6 if per_index is None else 2 ** 31 - 1)
+        return limit, per_index, spec.get("maxFailedIndexes"), fail_codes, fail_index_codes
 
     def run_pod(self, pod):
         while True:
@@ -372,14 +399,28 @@ class JobRun:
             code = attempt.exit_code()
             if code == 0 or self.stop.is_set():
                 return
-            backoff_limit, fail_codes = self.policy(pod)
+            backoff_limit, per_index, max_failed_indexes, fail_codes, fail_index_codes = \
+                self.policy(pod)
             with self.lock:
-                failed = self.failures.setdefault(pod.job, 0) + 1
+                failed = self.failures.get(pod.job, 0) + 1
                 self.failures[pod.job] = failed
-            if code in fail_codes or failed > backoff_limit:
+                index_failed = self.failures.get((pod.job, pod.index), 0) + 1
+                self.failures[(pod.job, pod.index)] = index_failed
+                index_lost = per_index is not None and (index_failed > per_index or
+                                                        code in fail_index_codes)
+                if index_lost:
+                    self.failed_indexes.setdefault(pod.job, set()).add(pod.index)
+                lost = len(self.failed_indexes.get(pod.job, ()))
+            # An index out of retries fails the Job once more indexes failed than
+            # maxFailedIndexes allows (unset: when the other indexes end; here at once, since
+            # sieve cannot finish without every rank).
+            if (code in fail_codes or failed > backoff_limit or
+                    (index_lost and (max_failed_indexes is None or lost > max_failed_indexes))):
                 self.failed_job = (pod.job, code, failed)
                 self.stop.set()  # the Job failed: the JobSet's failure policy takes over
                 return
+            if index_lost:
+                return  # the index failed; the Job runs its other indexes on
             pod.new_attempt(self.job.network)  # a new pod for the same index
 
     def start(self):

@@ -10,7 +10,7 @@ import yaml
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 K8S = os.path.join(REPO, "deploy", "k8s")
 OVERLAYS = ("bsp-gpu", "asp-gpu", "cpu-small", "cpu-secure", "python-cpu", "cpu-small-plain")
-KNOBS = ("name", "servers", "workers", "model", "compressor", "consistency")
+KNOBS = ("name", "servers", "workers", "model", "compressor", "consistency", "deadline_s")
 
 
 def render(kubectl, target, root=K8S):
@@ -60,6 +60,16 @@ def flag_value(flags, name):
     return value
 
 
+def render_edited(kubectl, overlay, edit):
+    """Renders overlays/<overlay> of a copy of deploy/k8s after `edit(overlay_dir)` changed the
+    copy's overlay directory (what a user does to their own copy of an overlay)."""
+    with tempfile.TemporaryDirectory(prefix="sieve-k8s-") as tmp:
+        root = os.path.join(tmp, "k8s")
+        shutil.copytree(K8S, root)
+        edit(os.path.join(root, "overlays", overlay))
+        return render(kubectl, f"overlays/{overlay}", root)
+
+
 def render_with_knobs(kubectl, overlay, kustomization_extra="", **knobs):
     """Renders a copy of deploy/k8s in which overlays/<overlay>/job.yaml has the given knob values
     (what a user does for a second job: copy the overlay, change its name) and its
@@ -67,10 +77,9 @@ def render_with_knobs(kubectl, overlay, kustomization_extra="", **knobs):
     unknown = set(knobs) - set(KNOBS)
     if unknown:
         raise ValueError(f"not a knob: {unknown}")
-    with tempfile.TemporaryDirectory(prefix="sieve-k8s-") as tmp:
-        root = os.path.join(tmp, "k8s")
-        shutil.copytree(K8S, root)
-        job_path = os.path.join(root, "overlays", overlay, "job.yaml")
+
+    def edit(directory):
+        job_path = os.path.join(directory, "job.yaml")
         with open(job_path, encoding="utf-8") as f:
             job = yaml.safe_load(f)
         for knob, value in knobs.items():
@@ -78,10 +87,10 @@ def render_with_knobs(kubectl, overlay, kustomization_extra="", **knobs):
         with open(job_path, "w", encoding="utf-8") as f:
             yaml.safe_dump(job, f)
         if kustomization_extra:
-            with open(os.path.join(root, "overlays", overlay, "kustomization.yaml"), "a",
+            with open(os.path.join(directory, "kustomization.yaml"), "a",
                       encoding="utf-8") as f:
                 f.write("\n" + kustomization_extra + "\n")
-        return render(kubectl, f"overlays/{overlay}", root)
+    return render_edited(kubectl, overlay, edit)
 
 
 def knobs_of(kubectl_overlay_dir):

@@ -9,11 +9,23 @@ objects describe one training job that ends, named and sized by its job.yaml:
   so does every pod's SIEVE_NUM_*: a rendering where they differ fails here;
 - DNS: every server and worker finds the scheduler at a DNS name the rendering publishes for the
   scheduler's pod, on its zmq port;
-- the JobSet's success policy (all workers), failure policy, pod failure policies, restarts;
+- the JobSet's success policy (all workers), failure policy (a usage error and a deadline fail
+  the set), pod failure policies, restarts, its ttlSecondsAfterFinished (the plain Jobs' too);
+  retries per index (backoffLimitPerIndex, maxFailedIndexes 0, no Job-wide backoffLimit) on the
+  servers' and workers' Jobs; activeDeadlineSeconds = the job's deadline_s on every Job;
+- failure timing: the scheduler's --server_restart_timeout_ms is well above the replacement of
+  a lost node's pod, the workers' --round_timeout_ms above that, the deadline above both;
+  servers restore with --restore=always; the init containers' wait for the scheduler is bounded
+  (the rendered script, run here, exits 1 with a message when the bound passes);
 - security: every pod mounts the <name>-token Secret where --job_token_file points; a
-  NetworkPolicy selects exactly the job's pods and admits only them (and the metrics port from
-  the scraper namespaces); CURVE overlays mount <name>-curve-<role>; no PodDisruptionBudget that
-  could hold a drain for ever;
+  NetworkPolicy selects exactly the job's pods, admits only them (and the metrics port from
+  the scraper namespaces) and lets them reach only each other and the cluster DNS; CURVE
+  overlays mount <name>-curve-<role>; the scheduler's PodDisruptionBudget lets a drain evict
+  it; every pod meets the Pod Security Standard "restricted" (checked field by field, with
+  violations that must be caught) with seccomp RuntimeDefault and no service account token;
+- the flags ConfigMap is immutable; every object carries the recommended labels, component
+  included; python-cpu's worker image is moved by an overlay's `images:` entry; a job of 256
+  workers renders with every name and label value within 63 characters;
 - the worker env contract (SIEVE_SCHEDULER, SIEVE_RANK, SIEVE_NUM_*, SIEVE_BIND, SIEVE_HOST,
   SIEVE_JOB_TOKEN_FILE, SIEVE_METRICS_PORT, SIEVE_CURVE_* with CURVE) agrees with the flags;
 - probes on /healthz, resources, the recommended labels, locked-down security contexts; GPUs,
@@ -24,8 +36,12 @@ usage: render_test.py KUBECTL
 """
 
 import copy
+import functools
 import os
+import socket
+import subprocess
 import sys
+import time
 import unittest
 
 import k8s_pods as kp
@@ -39,6 +55,28 @@ INSTANCE = "app.kubernetes.io/instance"
 CONTRACT = ("SIEVE_SCHEDULER", "SIEVE_RANK", "SIEVE_NUM_WORKERS", "SIEVE_NUM_SERVERS",
             "SIEVE_BIND", "SIEVE_HOST", "SIEVE_JOB_TOKEN_FILE", "SIEVE_METRICS_PORT")
 FAKE_IP = "10.1.2.3"
+# The component label of the objects that are not one role's.
+COMPONENT = {"ConfigMap": "config", "NetworkPolicy": "network-policy", "JobSet": "job",
+             "Service": "dns", "PersistentVolumeClaim": "server",
+             "PodDisruptionBudget": "scheduler"}
+# What replacing a server pod whose node was lost takes with Kubernetes' defaults, at most: the
+# node declared unreachable (node-monitor-grace-period, 40 s, 50 s in newer releases), the
+# pod's default toleration of that taint (300 s), then its removal, scheduling, image pull, start
+# and restore (2 min allowed here). The scheduler's wait must be well above it.
+LOST_NODE_REPLACEMENT_S = 50 + 300 + 120
+RETRIES_PER_INDEX = 3
+TTL_AFTER_FINISHED_S = 7 * 24 * 3600
+INIT_WAIT_S = 600
+# Pod Security Standard "restricted" (and "baseline", which it includes): the volume types it
+# allows, the capability a container may add, the seccomp profiles it allows.
+PSS_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+               "persistentVolumeClaim", "projected", "secret"}
+PSS_SECCOMP = {"RuntimeDefault", "Localhost"}
+PSS_SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range",
+                    "net.ipv4.ip_unprivileged_port_start", "net.ipv4.tcp_syncookies",
+                    "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+                    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout",
+                    "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"}
 
 
 def main_container(pod):
@@ -104,6 +142,89 @@ def selects(selector, labels):
     return all(labels.get(a) == b for a, b in selector.items())
 
 
+def restricted_violations(spec):
+    """What the Pod Security Standard "restricted" (baseline included) rejects in a pod spec, and
+    a service account token mounted: [] for a compliant pod."""
+    out = []
+    pod_ctx = spec.get("securityContext", {})
+    if spec.get("automountServiceAccountToken") is not False:
+        out.append("automountServiceAccountToken is not false")
+    for host in ("hostNetwork", "hostPID", "hostIPC", "hostUsers"):
+        if spec.get(host) is (host != "hostUsers"):
+            out.append(f"{host}")
+    for v in spec.get("volumes", []):
+        kinds = set(v) - {"name"}
+        if not kinds <= PSS_VOLUMES:
+            out.append(f"volume {v['name']}: {sorted(kinds - PSS_VOLUMES)}")
+    for sysctl in pod_ctx.get("sysctls", []):
+        if sysctl["name"] not in PSS_SAFE_SYSCTLS:
+            out.append(f"sysctl {sysctl['name']}")
+    if pod_ctx.get("runAsUser") == 0:
+        out.append("pod runAsUser 0")
+    containers = (spec.get("initContainers", []) + spec.get("containers", []) +
+                  spec.get("ephemeralContainers", []))
+    for c in containers:
+        ctx = c.get("securityContext", {})
+        what = f"container {c['name']}"
+        if ctx.get("privileged"):
+            out.append(f"{what}: privileged")
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            out.append(f"{what}: allowPrivilegeEscalation is not false")
+        caps = ctx.get("capabilities", {})
+        if "ALL" not in caps.get("drop", []):
+            out.append(f"{what}: capabilities not dropped (drop: [ALL])")
+        if set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            out.append(f"{what}: capabilities added {caps['add']}")
+        non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot"))
+        if ctx.get("runAsNonRoot") is False or non_root is not True:
+            out.append(f"{what}: runAsNonRoot is not true")
+        if ctx.get("runAsUser") == 0:
+            out.append(f"{what}: runAsUser 0")
+        seccomp = ctx.get("seccompProfile", pod_ctx.get("seccompProfile", {})).get("type")
+        if seccomp not in PSS_SECCOMP:
+            out.append(f"{what}: seccompProfile {seccomp}")
+        if ctx.get("procMount", "Default") != "Default":
+            out.append(f"{what}: procMount")
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            out.append(f"{what}: hostPort")
+        for app_armor in (ctx.get("appArmorProfile"), pod_ctx.get("appArmorProfile")):
+            if app_armor and app_armor.get("type") == "Unconfined":
+                out.append(f"{what}: AppArmor unconfined")
+    return out
+
+
+def pdb_allowed_disruptions(pdb, healthy):
+    """How many of `healthy` (all the pods it selects, all ready) a PodDisruptionBudget lets an
+    eviction take now, as the disruption controller computes it."""
+    def value(v):
+        if isinstance(v, str) and v.endswith("%"):
+            return -(-int(v[:-1]) * healthy // 100)  # rounded up, as the controller does
+        return int(v)
+    spec = pdb["spec"]
+    if "maxUnavailable" in spec:  # none unavailable now
+        return max(0, value(spec["maxUnavailable"]))
+    return max(0, healthy - value(spec.get("minAvailable", 1)))
+
+
+@functools.lru_cache(maxsize=None)
+def _init_wait_command():
+    docs = k.render(KUBECTL, "jobset")
+    servers = next(rj for rj in k.one(docs, "JobSet")["spec"]["replicatedJobs"]
+                   if rj["name"] == "servers")
+    return tuple(k.pod_spec(servers["template"])["initContainers"][0]["command"])
+
+
+def init_wait_command():
+    """The wait-for-scheduler init container's command, as jobset.yaml writes it."""
+    return list(_init_wait_command())
+
+
+def role_of_job(name):
+    """The component of a plain Job named <job>-<replicatedJob>-0."""
+    return {"scheduler": "scheduler", "servers": "server", "workers": "worker"}[
+        name.rsplit("-", 2)[-2]]
+
+
 class RenderTest(unittest.TestCase):
 
     def check_overlay(self, overlay):
@@ -118,12 +239,23 @@ class RenderTest(unittest.TestCase):
         want += ["Job", "Job", "Job", "Service"] if plain else ["JobSet"]
         self.assertEqual(kinds, sorted(want), overlay)
 
-        # Names: everything derives from the job's name.
+        # Names: everything derives from the job's name. Labels: the recommended ones on every
+        # object, its component included.
         for d in docs:
             what = f"{overlay}: {d['kind']} {d['metadata']['name']}"
             self.assertTrue(d["metadata"]["name"] == name
                             or d["metadata"]["name"].startswith(name + "-"), what)
-            self.assertEqual(d["metadata"]["labels"][INSTANCE], name, what)
+            labels = d["metadata"]["labels"]
+            component = (role_of_job(d["metadata"]["name"]) if d["kind"] == "Job"
+                         else COMPONENT[d["kind"]])
+            self.assertEqual({key: labels.get(key) for key in RECOMMENDED}, {
+                "app.kubernetes.io/name": "sieve", INSTANCE: name,
+                "app.kubernetes.io/component": component, "app.kubernetes.io/part-of": "sieve",
+                "app.kubernetes.io/managed-by": "kustomize",
+                "app.kubernetes.io/version": "0.1.0"}, what)
+
+        # The flags cannot change under a running job.
+        self.assertIs(k.one(docs, "ConfigMap")["immutable"], True, overlay)
 
         # Pods, counts, ranks.
         count = check_counts(docs)
@@ -157,6 +289,10 @@ class RenderTest(unittest.TestCase):
             self.assertEqual(port, sched_port, p.name)
             init = {i["name"]: i for i in p.spec.get("initContainers", [])}["wait-for-scheduler"]
             self.assertEqual(env_of(p, init)["SIEVE_SCHEDULER"], env["SIEVE_SCHEDULER"], p.name)
+            # Bounded: the script test_init_wait_is_bounded runs, in every pod, the bound its
+            # env's WAIT_TIMEOUT_S.
+            self.assertEqual(init["command"], init_wait_command(), p.name)
+            self.assertEqual(env_of(p, init)["WAIT_TIMEOUT_S"], str(INIT_WAIT_S), p.name)
             self.assertEqual(env["SIEVE_BIND"], "0.0.0.0", p.name)
             self.assertEqual(env["SIEVE_HOST"], FAKE_IP, p.name)
             self.assertEqual(env["SIEVE_METRICS_PORT"], str(metrics), p.name)
@@ -168,6 +304,8 @@ class RenderTest(unittest.TestCase):
                 mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
                 # One directory for every attempt, restored by a restarted set's servers.
                 self.assertEqual(flags["checkpoint_dir"], mounts["checkpoints"], p.name)
+                # A replaced server and a restarted set's servers both restore (`auto`, the
+                # daemon's default, would restore only in the former).
                 self.assertEqual(flags["restore"], "always", p.name)
             else:
                 self.assertEqual(flags["compressor"], knobs["compressor"], p.name)
@@ -187,21 +325,52 @@ class RenderTest(unittest.TestCase):
             self.assertEqual(spec["successPolicy"], {"operator": "All",
                                                      "targetReplicatedJobs": ["workers"]})
             self.assertGreaterEqual(spec["failurePolicy"]["maxRestarts"], 1)
+            # A usage error and a Job past its deadline fail the set; anything else restarts it.
+            self.assertEqual(spec["failurePolicy"]["rules"], [
+                {"name": "usageError", "action": "FailJobSet",
+                 "onJobFailureReasons": ["PodFailurePolicy"]},
+                {"name": "deadlineExceeded", "action": "FailJobSet",
+                 "onJobFailureReasons": ["DeadlineExceeded"]}])
             self.assertTrue(spec["network"]["enableDNSHostnames"])
+            self.assertEqual(spec["ttlSecondsAfterFinished"], TTL_AFTER_FINISHED_S)
             jobs = {rj["name"]: rj["template"]["spec"] for rj in spec["replicatedJobs"]}
         else:
             jobs = {j["metadata"]["name"].removeprefix(name + "-").removesuffix("-0"): j["spec"]
                     for j in k.by_kind(docs, "Job")}
+            for spec in jobs.values():
+                self.assertEqual(spec["ttlSecondsAfterFinished"], TTL_AFTER_FINISHED_S)
         self.assertEqual(sorted(jobs), ["scheduler", "servers", "workers"], overlay)
         self.assertEqual(jobs["scheduler"]["backoffLimit"], 0)
+        self.assertNotIn("backoffLimitPerIndex", jobs["scheduler"])
         for role in ("servers", "workers"):
             spec = jobs[role]
-            self.assertGreater(spec["backoffLimit"], 0, f"{role}: a failed pod is replaced")
+            # Retries per index: every rank has its own, however many there are; an index out
+            # of them fails the Job at once; no Job-wide limit shared by all the indexes (it
+            # defaults to the largest int32 with backoffLimitPerIndex).
+            self.assertEqual(spec["completionMode"], "Indexed", role)
+            self.assertEqual(spec["backoffLimitPerIndex"], RETRIES_PER_INDEX, role)
+            self.assertEqual(spec["maxFailedIndexes"], 0, role)
+            self.assertNotIn("backoffLimit", spec, role)
             rules = spec["podFailurePolicy"]["rules"]
             self.assertIn({"action": "Ignore", "onPodConditions": [
                 {"type": "DisruptionTarget", "status": "True"}]}, rules, role)
         for spec in jobs.values():
             self.assertEqual(spec["template"]["spec"]["restartPolicy"], "Never")
+            # Nothing runs for ever: the job's deadline_s knob on every Job.
+            self.assertEqual(spec["activeDeadlineSeconds"], int(knobs["deadline_s"]), overlay)
+
+        # Failure timing: a lost server's replacement is waited for (not the set restarted),
+        # the workers wait as long as the scheduler does, and the deadline is longer still.
+        sched_flags = flags_of(sched, main_container(sched), docs)
+        restart_ms = int(sched_flags["server_restart_timeout_ms"])
+        self.assertEqual(sched_flags["server_failure"], "wait", overlay)
+        self.assertGreaterEqual(restart_ms, 1.5 * LOST_NODE_REPLACEMENT_S * 1000, overlay)
+        for p in pods:
+            if p.role == "worker":
+                self.assertGreater(int(flags_of(p, main_container(p), docs)["round_timeout_ms"]),
+                                   restart_ms, p.name)
+        self.assertGreater(int(knobs["deadline_s"]) * 1000, 2 * restart_ms, overlay)
+        self.assertLess(INIT_WAIT_S, int(knobs["deadline_s"]), overlay)
 
         # The job token, in every overlay.
         for p in pods:
@@ -224,9 +393,16 @@ class RenderTest(unittest.TestCase):
             self.assertEqual(p.spec["securityContext"]["fsGroup"],
                              p.spec["securityContext"]["runAsGroup"], p.name)
 
-        # The NetworkPolicy: exactly the job's pods, reachable from exactly them.
+        # The NetworkPolicy: exactly the job's pods, reachable from exactly them, reaching
+        # exactly them and the cluster DNS.
         policy = k.one(docs, "NetworkPolicy", name)["spec"]
-        self.assertEqual(policy["policyTypes"], ["Ingress"])
+        self.assertEqual(policy["policyTypes"], ["Ingress", "Egress"])
+        self.assertEqual(policy["egress"], [
+            {"to": [{"podSelector": policy["podSelector"]}]},
+            {"to": [{"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": "kube-system"}},
+                     "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+             "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}])
         for p in pods:
             self.assertTrue(selects(policy["podSelector"]["matchLabels"], p.labels), p.name)
         own, scrape = policy["ingress"]
@@ -237,10 +413,13 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(scrape["ports"], [{"protocol": "TCP", "port": 9100}])
         self.assertEqual(policy["podSelector"]["matchLabels"][INSTANCE], name)
 
-        # Disruption budgets: the scheduler's only, and never for a stuck pod.
-        pdb = k.one(docs, "PodDisruptionBudget")["spec"]
-        self.assertEqual([p.role for p in pods if selects(pdb["selector"]["matchLabels"],
-                                                          p.labels)], ["scheduler"])
+        # Disruption budgets: the scheduler's only, never for a stuck pod, and a drain may
+        # evict the running scheduler (the set then restarts from the checkpoints).
+        pdb_doc = k.one(docs, "PodDisruptionBudget")
+        pdb = pdb_doc["spec"]
+        selected = [p.role for p in pods if selects(pdb["selector"]["matchLabels"], p.labels)]
+        self.assertEqual(selected, ["scheduler"])
+        self.assertGreaterEqual(pdb_allowed_disruptions(pdb_doc, len(selected)), 1, overlay)
         self.assertEqual(pdb["unhealthyPodEvictionPolicy"], "AlwaysAllow")
 
         # Pod templates: labels, security, probes, resources, images, GPUs.
@@ -248,6 +427,11 @@ class RenderTest(unittest.TestCase):
             for label in RECOMMENDED:
                 self.assertIn(label, p.labels, f"{p.name}: {label}")
             self.assertTrue(p.spec["securityContext"]["runAsNonRoot"], p.name)
+            # Pod Security Standard "restricted", every container (init containers too).
+            self.assertEqual(restricted_violations(p.spec), [], p.name)
+            self.assertIs(p.spec["automountServiceAccountToken"], False, p.name)
+            self.assertEqual(p.spec["securityContext"]["seccompProfile"],
+                             {"type": "RuntimeDefault"}, p.name)
             for c in p.containers():
                 ctx = c.get("securityContext", {})
                 what = f"{p.name} {c['name']}"
@@ -330,8 +514,12 @@ class RenderTest(unittest.TestCase):
     def test_knobs_each_set_once(self):
         """One value in job.yaml changes every place that depends on it."""
         docs = k.render_with_knobs(KUBECTL, "cpu-small", name="other", servers=3, workers=5,
-                                   model="fnn3", compressor="gaussiank", consistency="ssp")
+                                   model="fnn3", compressor="gaussiank", consistency="ssp",
+                                   deadline_s=7200)
         self.assertEqual(check_counts(docs), {"scheduler": 1, "server": 3, "worker": 5})
+        self.assertEqual([rj["template"]["spec"]["activeDeadlineSeconds"]
+                          for rj in k.one(docs, "JobSet")["spec"]["replicatedJobs"]],
+                         [7200, 7200, 7200])
         for p in kp.pods(docs):
             flags = flags_of(p, main_container(p), docs)
             self.assertTrue(p.name.startswith("other-"), p.name)
@@ -355,6 +543,8 @@ class RenderTest(unittest.TestCase):
             policy = k.one(docs, "NetworkPolicy")["spec"]
             for p in theirs:
                 self.assertFalse(selects(policy["podSelector"]["matchLabels"], p.labels))
+                self.assertFalse(selects(policy["egress"][0]["to"][0]["podSelector"]
+                                         ["matchLabels"], p.labels))
                 self.assertFalse(selects(policy["ingress"][0]["from"][0]["podSelector"]
                                          ["matchLabels"], p.labels))
             self.assertTrue(all(selects(policy["podSelector"]["matchLabels"], p.labels)
@@ -364,6 +554,155 @@ class RenderTest(unittest.TestCase):
                 if p.role != "scheduler":
                     host, _ = kp.host_port(env_of(p, main_container(p))["SIEVE_SCHEDULER"])
                     self.assertIn(host, dns(kp.pods(docs)))
+
+    def test_restricted_check_catches_violations(self):
+        """The Pod Security check above rejects what the "restricted" standard rejects: each
+        mutation of a compliant pod is caught."""
+        pods = kp.pods(k.render(KUBECTL, "overlays/cpu-secure"))
+        server = next(p for p in pods if p.role == "server")
+        self.assertEqual(restricted_violations(server.spec), [])
+
+        def init_ctx(spec):
+            return spec["initContainers"][0]["securityContext"]
+
+        def main_ctx(spec):
+            return spec["containers"][0]["securityContext"]
+
+        for what, mutate in (
+                ("no seccomp profile", lambda spec: spec["securityContext"].pop(
+                    "seccompProfile")),
+                ("seccomp unconfined in a container", lambda spec: main_ctx(spec).__setitem__(
+                    "seccompProfile", {"type": "Unconfined"})),
+                ("an init container may escalate", lambda spec: init_ctx(spec).__setitem__(
+                    "allowPrivilegeEscalation", True)),
+                ("an init container keeps its capabilities", lambda spec: init_ctx(spec).pop(
+                    "capabilities")),
+                ("a capability added", lambda spec: main_ctx(spec)["capabilities"].__setitem__(
+                    "add", ["NET_RAW"])),
+                ("a container as root", lambda spec: main_ctx(spec).__setitem__(
+                    "runAsNonRoot", False)),
+                ("runAsNonRoot nowhere", lambda spec: (spec["securityContext"].pop(
+                    "runAsNonRoot"), init_ctx(spec).pop("runAsNonRoot"))),
+                ("a privileged container", lambda spec: main_ctx(spec).__setitem__(
+                    "privileged", True)),
+                ("a hostPath volume", lambda spec: spec["volumes"].append(
+                    {"name": "host", "hostPath": {"path": "/"}})),
+                ("the host network", lambda spec: spec.__setitem__("hostNetwork", True)),
+                ("a host port", lambda spec: spec["containers"][0]["ports"][0].__setitem__(
+                    "hostPort", 9320)),
+                ("a service account token", lambda spec: spec.pop(
+                    "automountServiceAccountToken"))):
+            with self.subTest(what):
+                spec = copy.deepcopy(server.spec)
+                mutate(spec)
+                self.assertNotEqual(restricted_violations(spec), [], what)
+
+    def test_pdb_check_catches_a_blocking_budget(self):
+        """The drain check above fails a budget that holds the scheduler's node."""
+        pdb = k.one(k.render(KUBECTL, "overlays/cpu-small"), "PodDisruptionBudget")
+        self.assertEqual(pdb_allowed_disruptions(pdb, 1), 1)
+        for spec in ({"maxUnavailable": 0}, {"minAvailable": 1}, {"maxUnavailable": "0%"},
+                     {"minAvailable": "100%"}):
+            blocking = copy.deepcopy(pdb)
+            blocking["spec"].pop("maxUnavailable")
+            blocking["spec"].update(spec)
+            self.assertEqual(pdb_allowed_disruptions(blocking, 1), 0, spec)
+
+    def test_init_wait_is_bounded(self):
+        """The rendered wait-for-scheduler script, run here with a 2-s bound: it ends at once
+        when the scheduler's port accepts, and otherwise exits 1 after the bound saying why, an
+        address that never answers included."""
+        pods = kp.pods(k.render(KUBECTL, "overlays/cpu-small"))
+        pod = next(p for p in pods if p.role == "worker")
+        init = pod.spec["initContainers"][0]
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            closed_port = closed.getsockname()[1]
+        with socket.socket() as listening:
+            listening.bind(("127.0.0.1", 0))
+            listening.listen(8)
+            open_port = listening.getsockname()[1]
+            for address, want_rc in ((f"127.0.0.1:{open_port}", 0),
+                                     (f"127.0.0.1:{closed_port}", 1),
+                                     ("192.0.2.1:9310", 1)):  # TEST-NET-1: nothing answers
+                with self.subTest(address):
+                    env = env_of(pod, init)
+                    env.update(SIEVE_SCHEDULER=address, WAIT_TIMEOUT_S="2",
+                               PATH="/usr/bin:/bin")
+                    argv = kp.container_argv(init, env, pod.name)
+                    start = time.monotonic()
+                    proc = subprocess.run(argv, env=env, capture_output=True, text=True,
+                                          timeout=30, check=False)
+                    elapsed = time.monotonic() - start
+                    self.assertEqual(proc.returncode, want_rc, proc.stderr)
+                    if want_rc == 0:
+                        self.assertLess(elapsed, 2, proc.stderr)
+                        self.assertEqual(proc.stderr, "")
+                    else:
+                        self.assertGreaterEqual(elapsed, 2)
+                        self.assertLess(elapsed, 6)
+                        self.assertIn(f"the scheduler at {address} accepted no connection "
+                                      "within 2 s", proc.stderr)
+
+    def test_python_cpu_image_follows_images(self):
+        """python-cpu's worker image is an `images:` entry of the overlay: changing the entry
+        moves it, and only it."""
+        def edit(directory):
+            path = os.path.join(directory, "kustomization.yaml")
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            old = ("  - name: sieve-python\n    newName: ghcr.io/sieve/sieve\n"
+                   "    newTag: 0.1.0-cpu-python\n")
+            self.assertIn(old, text)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text.replace(old, "  - name: sieve-python\n"
+                                          "    newName: registry.example/team/sieve\n"
+                                          "    newTag: 9.9-py\n"))
+        moved = {(p.role, c["name"]): c["image"]
+                 for p in kp.pods(k.render_edited(KUBECTL, "python-cpu", edit))
+                 for c in p.containers()}
+        before = {(p.role, c["name"]): c["image"]
+                  for p in kp.pods(k.render(KUBECTL, "overlays/python-cpu"))
+                  for c in p.containers()}
+        self.assertEqual(before[("worker", "worker")], "ghcr.io/sieve/sieve:0.1.0-cpu-python")
+        self.assertEqual(moved[("worker", "worker")], "registry.example/team/sieve:9.9-py")
+        del before[("worker", "worker")], moved[("worker", "worker")]
+        self.assertEqual(moved, before)
+        self.assertEqual(set(moved.values()), {"ghcr.io/sieve/sieve:0.1.0-cpu"})
+
+    def test_256_workers_names_fit(self):
+        """A job of 256 workers and 64 servers, named as long as such a job can be (43
+        characters): the counts follow, and every object name, label value, pod hostname (with
+        the pod name's random suffix) and DNS label fits in 63 characters; one character more
+        in the name is caught."""
+        def problems(docs):
+            out = []
+            for d in docs:
+                meta = d["metadata"]
+                if len(meta["name"]) > 63:
+                    out.append(f"{d['kind']} {meta['name']}")
+                out += [f"{d['kind']} label {v}" for v in meta.get("labels", {}).values()
+                        if len(v) > 63]
+            for js in k.by_kind(docs, "JobSet"):
+                for rj in js["spec"]["replicatedJobs"]:
+                    job = f"{js['metadata']['name']}-{rj['name']}-{rj.get('replicas', 1) - 1}"
+                    if len(job) > 63:
+                        out.append(f"Job {job}")
+            for p in kp.pods(docs):
+                if len(p.hostname) + 6 > 63:  # the pod's name: <hostname>-<5 random>
+                    out.append(f"pod {p.hostname}")
+                out += [f"{p.hostname} label {v}" for v in p.labels.values() if len(v) > 63]
+                out += [f"DNS {n}" for n in p.dns for part in n.split(".") if len(part) > 63]
+            return out
+
+        name = "j" + "x" * 42
+        docs = k.render_with_knobs(KUBECTL, "cpu-small", name=name, servers=64, workers=256)
+        self.assertEqual(check_counts(docs), {"scheduler": 1, "server": 64, "worker": 256})
+        self.assertEqual(problems(docs), [])
+        self.assertTrue(all(len(p.dns) == 4 for p in kp.pods(docs)))
+        longer = k.render_with_knobs(KUBECTL, "cpu-small", name=name + "x", servers=64,
+                                     workers=256)
+        self.assertIn(f"pod {name}x-workers-0-255", problems(longer))
 
     def test_count_mismatch_fails(self):
         """A rendering whose scheduler expects another worker count than the workers' Job

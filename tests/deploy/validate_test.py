@@ -145,7 +145,28 @@ class ValidateTest(unittest.TestCase):
                  lambda d: k.one(d, "JobSet")["metadata"].__setitem__("name", "1job")),
                 ("a job failure reason that does not exist",
                  lambda d: k.one(d, "JobSet")["spec"]["failurePolicy"]["rules"][0]
-                 .__setitem__("onJobFailureReasons", ["PodFailed"]))):
+                 .__setitem__("onJobFailureReasons", ["PodFailed"])),
+                ("a deadline rule's reason misspelt",
+                 lambda d: k.one(d, "JobSet")["spec"]["failurePolicy"]["rules"][1]
+                 .__setitem__("onJobFailureReasons", ["DeadlineExceed"])),
+                ("backoffLimitPerIndex as a string",
+                 lambda d: replicated(d, "workers")["template"]["spec"]
+                 .__setitem__("backoffLimitPerIndex", "3")),
+                ("activeDeadlineSeconds as a string",
+                 lambda d: replicated(d, "servers")["template"]["spec"]
+                 .__setitem__("activeDeadlineSeconds", "3600")),
+                ("a negative ttlSecondsAfterFinished",
+                 lambda d: k.one(d, "JobSet")["spec"].__setitem__("ttlSecondsAfterFinished", -1)),
+                ("a seccomp profile without a type",
+                 lambda d: pod(d, "workers")["securityContext"]
+                 .__setitem__("seccompProfile", {})),
+                ("automountServiceAccountToken as a string",
+                 lambda d: pod(d, "servers").__setitem__("automountServiceAccountToken", "no")),
+                ("a NetworkPolicy egress port as an object",
+                 lambda d: k.one(d, "NetworkPolicy")["spec"]["egress"][1]["ports"][0]
+                 .__setitem__("port", {"n": 53})),
+                ("an immutable ConfigMap flag as a string",
+                 lambda d: k.one(d, "ConfigMap").__setitem__("immutable", "true"))):
             with self.subTest(what):
                 broken = copy.deepcopy(docs)
                 mutate(broken)
