@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <sstream>
 
@@ -122,7 +123,9 @@ Status Node::Register() {
                                         options_.rank, instance_, options_.num_params);
   register_header_.mutable_register_()->set_rebuildable(options_.rebuildable);
   SetRegisterBytesLocked();
-  for (int attempt = 0; attempt < options_.register_attempts && !acked_; ++attempt) {
+  // The registration that completes the job is answered by the node table alone (no ack).
+  for (int attempt = 0; attempt < options_.register_attempts && !acked_ && !have_table_;
+       ++attempt) {
     const pb::Header h = register_header_;
     challenged_ = false;
     lock.Unlock();
@@ -392,6 +395,7 @@ void Node::HandleControl(Message msg) {
     case pb::MSG_SHUTDOWN:
     case pb::MSG_ERROR:
     case pb::MSG_HEARTBEAT:
+    case pb::MSG_COLLECTIVE_RESULT:
       last_from_scheduler_ = Clock::now();
       break;
     default:
@@ -451,8 +455,31 @@ void Node::HandleControl(Message msg) {
       cv_.NotifyAll();
       break;
     }
+    case pb::MSG_COLLECTIVE_RESULT: {
+      MutexLock lock(&mu_);
+      if (h.collective().seq() != collective_seq_ || collective_answered_) {
+        rejected_++;
+        reject_log_.Warn([&](std::ostream& os) {
+          os << "dropped the result of collective " << h.collective().seq()
+             << ", which this node does not wait for";
+        });
+        break;
+      }
+      collective_result_.values.assign(h.collective().values().begin(),
+                                       h.collective().values().end());
+      collective_result_.contributors = h.collective().contributors();
+      collective_answered_ = true;
+      cv_.NotifyAll();
+      break;
+    }
     case pb::MSG_ERROR: {
       MutexLock lock(&mu_);
+      if (h.error().rejected_type() == pb::MSG_COLLECTIVE && h.round() == collective_seq_ &&
+          !collective_answered_) {
+        collective_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
+        collective_answered_ = true;
+        cv_.NotifyAll();
+      }
       if (!have_table_)
         register_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
       event_log_.Error([&](std::ostream& os) { os << "scheduler error: " << h.error().message(); });
@@ -624,6 +651,56 @@ Status Node::Barrier(uint32_t group, std::chrono::milliseconds timeout) {
     return DeadlineExceededError("barrier " + std::to_string(seq) + " not released in " +
                                  std::to_string(timeout.count()) + " ms");
   return Status::Ok();
+}
+
+StatusOr<Node::CollectiveResult> Node::Collective(pb::CollectiveOp op, int root,
+                                                  std::span<const float> values,
+                                                  std::chrono::milliseconds timeout) {
+  if (values.size() > kMaxCollectiveValues) {
+    return InvalidArgumentError("a collective carries at most " +
+                                std::to_string(kMaxCollectiveValues) + " values, got " +
+                                std::to_string(values.size()));
+  }
+  for (const float v : values) {
+    if (!std::isfinite(v)) return InvalidArgumentError("a collective's values must be finite");
+  }
+  pb::Header h = MakeHeader(pb::MSG_COLLECTIVE, id_, kSchedulerId);
+  pb::Collective* c = h.mutable_collective();
+  c->set_op(op);
+  c->set_root(root);
+  c->mutable_values()->Add(values.begin(), values.end());
+  uint64_t seq;
+  {
+    MutexLock lock(&mu_);
+    seq = ++collective_seq_;
+    collective_answered_ = false;
+    collective_result_ = {};
+    collective_error_.clear();
+  }
+  c->set_seq(seq);
+  SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
+  SIEVE_RETURN_IF_ERROR(transport_->Send(kSchedulerId, std::move(frames)));
+  MutexLock lock(&mu_);
+  const bool done = cv_.WaitFor(&mu_, timeout, [&] {
+    mu_.AssertHeld();
+    return collective_answered_ || !StopStatusLocked().ok();
+  });
+  if (collective_answered_) {
+    if (!collective_error_.empty()) return FailedPreconditionError(collective_error_);
+    if (collective_result_.values.size() != values.size()) {
+      return FailedPreconditionError("collective " + std::to_string(seq) + ": the scheduler sent " +
+                                     std::to_string(collective_result_.values.size()) +
+                                     " values for " + std::to_string(values.size()));
+    }
+    return std::move(collective_result_);
+  }
+  SIEVE_RETURN_IF_ERROR(StopStatusLocked());
+  if (!done) {
+    return DeadlineExceededError("collective " + std::to_string(seq) + " not answered in " +
+                                 std::to_string(timeout.count()) +
+                                 " ms (does every live worker call it?)");
+  }
+  return InternalError("collective wait ended without an answer");
 }
 
 Status Node::Finish() {

@@ -1,9 +1,9 @@
 // Node: the runtime every server and worker process runs on. It owns the node's Transport and an
 // I/O thread that receives everything, answers the control plane (registration, node table,
-// heartbeats, barriers, node deaths, shutdown) and hands data-plane messages (PUSH, UPDATE,
-// PULL_DENSE, DENSE, ERROR from peers) to the role through Receive(). Malformed messages from
-// peers never reach the role: the runtime answers them with an ERROR and counts them. Messages of
-// another job (Header.job, proto/job_identity.h) are dropped unanswered and counted, and so are,
+// heartbeats, barriers, collectives, node deaths, shutdown) and hands data-plane messages (PUSH,
+// UPDATE, PULL_DENSE, DENSE, ERROR from peers) to the role through Receive(). Malformed messages
+// from peers never reach the role: the runtime answers them with an ERROR and counts them. Messages
+// of another job (Header.job, proto/job_identity.h) are dropped unanswered and counted, and so are,
 // under CURVE, messages claiming a node id whose key they do not come with (the scheduler's key
 // from the allow-list, every other node's from the node table: NodeInfo.key). A peer's
 // message that arrives before this node's first node table (the peer got the table first) is
@@ -24,6 +24,7 @@
 #include <iosfwd>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,6 +136,21 @@ class Node {
   // DeadlineExceeded after `timeout`, Aborted/Unavailable as Receive.
   Status Barrier(uint32_t group, std::chrono::milliseconds timeout) EXCLUDES(mu_);
 
+  // Worker: combines `values` with every live worker's part of the same collective through the
+  // scheduler (MSG_COLLECTIVE): COLLECTIVE_SUM gives the element-wise sum (fp64, in rank order,
+  // rounded to fp32 once), COLLECTIVE_BROADCAST worker `root`'s values. Every worker must call
+  // the same collectives in the same order with the same op, root and size. Errors:
+  // InvalidArgument (more than kMaxCollectiveValues values, a non-finite one) before anything is
+  // sent; FailedPrecondition with the scheduler's reason (ERROR_BAD_COLLECTIVE: parts disagree, a
+  // broadcast root died); DeadlineExceeded after `timeout`; Aborted/Unavailable as Receive.
+  struct CollectiveResult {
+    std::vector<float> values;
+    uint32_t contributors = 0;  // the workers whose parts it combines
+  };
+  StatusOr<CollectiveResult> Collective(pb::CollectiveOp op, int root,
+                                        std::span<const float> values,
+                                        std::chrono::milliseconds timeout) EXCLUDES(mu_);
+
   // Worker: tells the scheduler its training is done (the job ends when every worker is).
   Status Finish();
 
@@ -221,6 +237,12 @@ class Node {
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> errors_dropped_{0};   // ERROR replies dropped: the peer's queue was full
   std::atomic<uint64_t> replies_dropped_{0};  // other replies dropped: the peer's queue was full
+  // Collectives: the last seq this node started, and the answer (values, or the scheduler's
+  // refusal) to the one it waits for; an answer to any other seq is dropped.
+  uint64_t collective_seq_ GUARDED_BY(mu_) = 0;
+  bool collective_answered_ GUARDED_BY(mu_) = false;
+  CollectiveResult collective_result_ GUARDED_BY(mu_);
+  std::string collective_error_ GUARDED_BY(mu_);
   RejectionLog reject_log_;  // warnings on rejected and dropped messages (I/O thread only)
   InboundFilter filter_{&reject_log_};  // foreign and impostor drops (I/O thread; counters: any)
   // What the scheduler tells this node that a peer can cause (NODE_DEAD, its ERRORs); I/O thread.

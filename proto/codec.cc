@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -51,6 +52,9 @@ pb::Header::BodyCase ExpectedBody(pb::MsgType t) {
       return pb::Header::kError;
     case pb::MSG_REGISTER_CHALLENGE:
       return pb::Header::kRegisterChallenge;
+    case pb::MSG_COLLECTIVE:
+    case pb::MSG_COLLECTIVE_RESULT:
+      return pb::Header::kCollective;
     default:
       return pb::Header::BODY_NOT_SET;
   }
@@ -378,6 +382,25 @@ Status CheckControl(const Frames& frames, const pb::Header& h, const DecodeLimit
       (h.shard() < 0 || static_cast<size_t>(h.shard()) >= limits.shard_lengths.size())) {
     return Fail(pb::ERROR_WRONG_SHARD, error, StatusCode::kInvalidArgument,
                 "unknown shard " + std::to_string(h.shard()));
+  }
+  if (type == pb::MSG_COLLECTIVE || type == pb::MSG_COLLECTIVE_RESULT) {
+    const pb::Collective& c = h.collective();
+    if (!pb::CollectiveOp_IsValid(c.op()) || c.seq() == 0) {
+      return Fail(
+          pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+          "collective with op " + std::to_string(c.op()) + ", seq " + std::to_string(c.seq()));
+    }
+    if (c.values_size() > static_cast<int>(kMaxCollectiveValues)) {
+      return Fail(pb::ERROR_BAD_COUNT, error, StatusCode::kOutOfRange,
+                  "collective of " + std::to_string(c.values_size()) + " values (at most " +
+                      std::to_string(kMaxCollectiveValues) + ")");
+    }
+    for (const float v : c.values()) {
+      if (!std::isfinite(v)) {
+        return Fail(pb::ERROR_NON_FINITE, error, StatusCode::kInvalidArgument,
+                    "collective value is not finite");
+      }
+    }
   }
   return Status::Ok();
 }

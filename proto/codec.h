@@ -33,6 +33,8 @@
 
 namespace sieve {
 
+// 12: MSG_COLLECTIVE / MSG_COLLECTIVE_RESULT and ERROR_BAD_COLLECTIVE: sums and broadcasts of the
+// workers' small tensors through the scheduler (a scheduler of 11 would refuse them).
 // 11: after its node table a node accepts only messages stamped with the job instance's digest
 // (the scheduler sends later tables so too), the scheduler the token's digest on a REGISTER only;
 // the registration proof covers Register.rebuildable; a REGISTER is refused (a version mismatch
@@ -55,7 +57,9 @@ namespace sieve {
 // (CURVE keys bound to node ids). 3: a sparse UPDATE may be split into parts (Header.part/parts);
 // 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
 // different versions reject each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 11;
+inline constexpr uint32_t kProtocolVersion = 12;
+// Most values one COLLECTIVE may carry (256 KiB of fp32: well within the scheduler's 1 MiB frame).
+inline constexpr uint32_t kMaxCollectiveValues = 65536;
 // Most parts one UPDATE may be split into (Header.parts).
 inline constexpr uint32_t kMaxReplyParts = 4096;
 // Barrier groups (pb::Barrier.group bits).

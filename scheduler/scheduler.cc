@@ -174,6 +174,9 @@ void Scheduler::Handle(Frames frames) {
     case pb::MSG_BARRIER:
       HandleBarrier(h.sender(), h.barrier());
       break;
+    case pb::MSG_COLLECTIVE:
+      HandleCollective(*e, h.collective());
+      break;
     case pb::MSG_COPY_READY:
       HandleCopyReady(*e, h);
       break;
@@ -592,6 +595,110 @@ void Scheduler::CheckBarriers() {
   }
 }
 
+void Scheduler::HandleCollective(const Entry& from, const pb::Collective& c) {
+  const int id = from.info.id();
+  auto refuse = [&](const std::string& why) {
+    pb::Header h = MakeHeader(pb::MSG_COLLECTIVE, id);
+    h.set_round(c.seq());
+    ReplyError(h, pb::ERROR_BAD_COLLECTIVE, why);
+  };
+  if (from.info.role() != pb::ROLE_WORKER) return refuse("only workers take part in collectives");
+  if (c.seq() <= collectives_done_) {
+    return refuse("collective " + std::to_string(c.seq()) +
+                  " already completed (a worker restarted under its rank counts its collectives "
+                  "from 1 again and cannot take part in the others')");
+  }
+  if (c.op() == pb::COLLECTIVE_BROADCAST &&
+      (c.root() < 0 || c.root() >= static_cast<int>(options_.num_workers))) {
+    return refuse("broadcast root " + std::to_string(c.root()) + " is not a worker rank");
+  }
+  auto it = collectives_.find(c.seq());
+  if (it == collectives_.end()) {
+    int pending = 0;
+    for (const auto& [seq, p] : collectives_) pending += p.parts.count(id) > 0;
+    if (pending >= kMaxPendingBarriersPerNode) {
+      return refuse("worker " + std::to_string(from.info.rank()) + " already takes part in " +
+                    std::to_string(pending) + " collectives");
+    }
+    it = collectives_.emplace(c.seq(), PendingCollective{c.op(), c.root(), c.values_size(), {}, {}})
+             .first;
+  }
+  PendingCollective& p = it->second;
+  if (p.failure.empty() && (p.op != c.op() || p.root != c.root() || p.size != c.values_size())) {
+    // The whole collective fails: every worker that took part, and every one that will, is told.
+    p.failure = "collective " + std::to_string(c.seq()) + ": worker " +
+                std::to_string(from.info.rank()) + " sent " + CollectiveOp_Name(c.op()) + " of " +
+                std::to_string(c.values_size()) + " values (root " + std::to_string(c.root()) +
+                "), another worker " + CollectiveOp_Name(p.op) + " of " + std::to_string(p.size) +
+                " (root " + std::to_string(p.root) +
+                "); every worker must pass the same op, root and size";
+    for (const auto& [other, values] : p.parts) {
+      pb::Header h = MakeHeader(pb::MSG_COLLECTIVE, other);
+      h.set_round(c.seq());
+      ReplyError(h, pb::ERROR_BAD_COLLECTIVE, p.failure);
+    }
+  }
+  p.parts[id].assign(c.values().begin(), c.values().end());
+  if (!p.failure.empty()) refuse(p.failure);
+  CheckCollectives();
+}
+
+void Scheduler::CheckCollectives() {
+  for (auto it = collectives_.begin(); it != collectives_.end();) {
+    const uint64_t seq = it->first;
+    PendingCollective& p = it->second;
+    bool complete = true;
+    const Entry* root = nullptr;
+    for (const auto& [id, e] : nodes_) {
+      if (e.info.role() != pb::ROLE_WORKER) continue;
+      if (p.op == pb::COLLECTIVE_BROADCAST && e.info.rank() == p.root) root = &e;
+      if (!e.dead && !p.parts.count(id)) complete = false;
+    }
+    const bool root_lost = p.op == pb::COLLECTIVE_BROADCAST &&
+                           (root == nullptr || (root->dead && !p.parts.count(root->info.id())));
+    if (!complete && (!root_lost || !p.failure.empty())) {
+      ++it;
+      continue;
+    }
+    if (!p.failure.empty()) {
+      // Every live worker was told when its part came (or when the failure was found).
+    } else if (root_lost) {
+      for (const auto& [id, values] : p.parts) {
+        const Entry* e = Find(id);
+        if (e == nullptr || e->dead) continue;
+        pb::Header h = MakeHeader(pb::MSG_COLLECTIVE, id);
+        h.set_round(seq);
+        ReplyError(h, pb::ERROR_BAD_COLLECTIVE,
+                   "the root of broadcast " + std::to_string(seq) + " (worker " +
+                       std::to_string(p.root) + ") died before it took part");
+      }
+    } else {
+      pb::Header r = MakeHeader(pb::MSG_COLLECTIVE_RESULT, kSchedulerId);
+      pb::Collective* out = r.mutable_collective();
+      out->set_seq(seq);
+      out->set_op(p.op);
+      out->set_root(p.root);
+      out->set_contributors(static_cast<uint32_t>(p.parts.size()));
+      if (p.op == pb::COLLECTIVE_BROADCAST) {
+        const std::vector<float>& v = p.parts.at(root->info.id());
+        out->mutable_values()->Add(v.begin(), v.end());
+      } else {
+        std::vector<double> sum(static_cast<size_t>(p.size), 0.0);
+        for (const auto& [id, values] : p.parts) {  // node id order = rank order
+          for (size_t j = 0; j < sum.size(); ++j) sum[j] += values[j];
+        }
+        for (const double v : sum) out->add_values(static_cast<float>(v));
+      }
+      for (const auto& [id, values] : p.parts) {
+        const Entry* e = Find(id);
+        if (e != nullptr && !e->dead) SendTo(id, r);
+      }
+    }
+    collectives_done_ = std::max(collectives_done_, seq);
+    it = collectives_.erase(it);
+  }
+}
+
 void Scheduler::CheckHeartbeats() {
   if (options_.heartbeat_timeout <= std::chrono::milliseconds::zero()) return;
   const auto now = Clock::now();
@@ -655,6 +762,7 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
   }
   if (all_done) done_ = true;
   CheckBarriers();
+  CheckCollectives();
 }
 
 bool Scheduler::FailOver(int rank) {
@@ -768,7 +876,7 @@ void Scheduler::SendTo(int id, const pb::Header& h) {
 }
 
 void Scheduler::ReplyError(const pb::Header& to, pb::ErrorCode code, const std::string& message) {
-  pb::Header h = MakeErrorHeader(kSchedulerId, kNoRecipient, 0, code, message, to.type());
+  pb::Header h = MakeErrorHeader(kSchedulerId, kNoRecipient, to.round(), code, message, to.type());
   if (to.has_register_()) h.mutable_error()->set_register_instance(to.register_().instance());
   reject_log_.Warn([&](std::ostream& os) {
     os << "rejected " << MsgTypeName(to.type()) << " from node " << to.sender() << ": "

@@ -152,6 +152,11 @@ class Scheduler {
     return role == pb::ROLE_SERVER ? options_.num_servers : options_.num_workers;
   }
   void HandleBarrier(int id, const pb::Barrier& b);
+  // A worker's part of a collective (MSG_COLLECTIVE): kept until every live worker's part is in
+  // (CheckCollectives), refused with ERROR_BAD_COLLECTIVE when it disagrees with the others'.
+  void HandleCollective(const Entry& from, const pb::Collective& c);
+  // Answers every collective whose parts are all in (or whose broadcast root died).
+  void CheckCollectives();
   // A primary's report that server h.origin holds a copy of shard h.shard again.
   void HandleCopyReady(const Entry& from, const pb::Header& h);
   // A primary's report that it handed shard h.shard back to server h.origin (its own server).
@@ -231,7 +236,19 @@ class Scheduler {
   static constexpr int kMaxPendingBarriersPerNode = 4;
   std::map<std::pair<uint32_t, uint64_t>, std::set<int>> barriers_;  // (group, seq) -> arrived
   std::array<uint64_t, kGroupAll + 1> barrier_released_{};  // by group: the last seq released
-  Status failure_;                                          // set when the job must end as failed
+  // Collectives in progress, by seq: the op, root and size the first part declared, each
+  // worker's values by node id, and why it failed if it did. collectives_done_: the highest seq
+  // answered (or refused to every live worker).
+  struct PendingCollective {
+    pb::CollectiveOp op;
+    int root;
+    int size;
+    std::map<int, std::vector<float>> parts;
+    std::string failure;  // set when two parts disagreed: every part is refused with it
+  };
+  std::map<uint64_t, PendingCollective> collectives_;
+  uint64_t collectives_done_ = 0;
+  Status failure_;  // set when the job must end as failed
   bool done_ = false;
 };
 

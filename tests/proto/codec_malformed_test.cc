@@ -307,6 +307,38 @@ TEST_F(ProtoCodecMalformedTest, PartsOnlyOnASparseUpdateAndInRange) {
       pb::ERROR_MALFORMED_HEADER);
 }
 
+// A COLLECTIVE (or its RESULT): a known op, a seq from 1, at most kMaxCollectiveValues values,
+// every one finite; its body is required.
+TEST_F(ProtoCodecMalformedTest, CollectiveBounds) {
+  auto collective = [](pb::MsgType type, uint64_t seq, int op, std::vector<float> values) {
+    pb::Header h = Control(type);
+    pb::Collective* c = h.mutable_collective();
+    c->set_seq(seq);
+    c->set_op(static_cast<pb::CollectiveOp>(op));
+    c->mutable_values()->Add(values.begin(), values.end());
+    return h;
+  };
+  for (const pb::MsgType type : {pb::MSG_COLLECTIVE, pb::MSG_COLLECTIVE_RESULT}) {
+    ExpectOk(One(testing::HeaderFrame(collective(type, 1, pb::COLLECTIVE_SUM, {1.0f, -2.0f}))));
+    ExpectOk(One(testing::HeaderFrame(
+        collective(type, 7, pb::COLLECTIVE_BROADCAST, std::vector<float>(kMaxCollectiveValues)))));
+    ExpectRejected(One(testing::HeaderFrame(collective(
+                       type, 1, pb::COLLECTIVE_SUM, std::vector<float>(kMaxCollectiveValues + 1)))),
+                   pb::ERROR_BAD_COUNT);
+    ExpectRejected(
+        One(testing::HeaderFrame(collective(type, 1, pb::COLLECTIVE_SUM, {1.0f, std::nanf("")}))),
+        pb::ERROR_NON_FINITE);
+    ExpectRejected(One(testing::HeaderFrame(collective(type, 1, pb::COLLECTIVE_SUM,
+                                                       {std::numeric_limits<float>::infinity()}))),
+                   pb::ERROR_NON_FINITE);
+    ExpectRejected(One(testing::HeaderFrame(collective(type, 0, pb::COLLECTIVE_SUM, {1.0f}))),
+                   pb::ERROR_MALFORMED_HEADER);
+    ExpectRejected(One(testing::HeaderFrame(collective(type, 1, 9, {1.0f}))),
+                   pb::ERROR_MALFORMED_HEADER);
+    ExpectRejected(One(testing::HeaderFrame(Control(type))), pb::ERROR_MALFORMED_HEADER);
+  }
+}
+
 TEST_F(ProtoCodecMalformedTest, WrongShard) {
   std::vector<uint32_t> idx = {1};
   std::vector<float> val = {1.0f};

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -205,6 +206,28 @@ TEST(NetSchedulerTest, PendingBarriersPerNodeAreBounded) {
       << "seq 1 completes with the flooder's";
 }
 
+// Starts a server and workers 0 and 1 (ranks requested) at `sched`: the job forms.
+void StartServerAndTwoWorkers(const RunningScheduler& sched, std::unique_ptr<Node> (&w)[2]) {
+  std::thread server(
+      [&] { EXPECT_TRUE(Node::Start(NodeFor(sched.address(), pb::ROLE_SERVER)).ok()); });
+  StatusOr<std::unique_ptr<Node>> started[2] = {UnavailableError("not started"),
+                                                UnavailableError("not started")};
+  std::vector<std::thread> workers;
+  for (int rank = 0; rank < 2; ++rank) {
+    workers.emplace_back([&, rank] {
+      NodeOptions o = NodeFor(sched.address(), pb::ROLE_WORKER);
+      o.rank = rank;
+      started[rank] = Node::Start(o);
+    });
+  }
+  server.join();
+  for (std::thread& t : workers) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(started[rank].ok()) << started[rank].status().ToString();
+    w[rank] = std::move(started[rank]).value();
+  }
+}
+
 // BARRIERs forged for worker 0 (a plaintext insider can claim any sender) fill its 4 pending slots
 // before its real start barrier comes: the real one (the one after the group's last release)
 // takes the slot of the furthest forgery and the barrier completes; before, it was refused with
@@ -212,25 +235,12 @@ TEST(NetSchedulerTest, PendingBarriersPerNodeAreBounded) {
 // the same connection after the forgeries, shows they were all handled before the real barrier.
 TEST(NetSchedulerTest, ForgedBarriersDoNotKeepTheRealOneOut) {
   RunningScheduler sched(1, 2, 10);
-  std::thread server(
-      [&] { EXPECT_TRUE(Node::Start(NodeFor(sched.address(), pb::ROLE_SERVER)).ok()); });
-  StatusOr<std::unique_ptr<Node>> w[2] = {UnavailableError("not started"),
-                                          UnavailableError("not started")};
-  std::vector<std::thread> workers;
-  for (int rank = 0; rank < 2; ++rank) {
-    workers.emplace_back([&, rank] {
-      NodeOptions o = NodeFor(sched.address(), pb::ROLE_WORKER);
-      o.rank = rank;
-      w[rank] = Node::Start(o);
-    });
-  }
-  server.join();
-  for (std::thread& t : workers) t.join();
-  ASSERT_TRUE(w[0].ok() && w[1].ok());
+  std::unique_ptr<Node> w[2];
+  ASSERT_NO_FATAL_FAILURE(StartServerAndTwoWorkers(sched, w));
   std::unique_ptr<Transport> forger = RawPeer(sched.address());
   ASSERT_NE(forger, nullptr);
   for (uint64_t seq = 100; seq < 104; ++seq) {
-    pb::Header h = MakeHeader(pb::MSG_BARRIER, (*w[0])->WorkerId(0));
+    pb::Header h = MakeHeader(pb::MSG_BARRIER, w[0]->WorkerId(0));
     h.mutable_barrier()->set_group(kGroupWorkers);
     h.mutable_barrier()->set_seq(seq);
     ASSERT_TRUE(forger->Send(0, std::move(EncodeControl(h)).value()).ok());
@@ -243,12 +253,75 @@ TEST(NetSchedulerTest, ForgedBarriersDoNotKeepTheRealOneOut) {
   std::vector<std::thread> entering;
   for (int rank = 0; rank < 2; ++rank) {
     entering.emplace_back([&, rank] {
-      barrier[rank] = (*w[rank])->Barrier(kGroupWorkers, std::chrono::milliseconds(10000));
+      barrier[rank] = w[rank]->Barrier(kGroupWorkers, std::chrono::milliseconds(10000));
     });
   }
   for (std::thread& t : entering) t.join();
   EXPECT_TRUE(barrier[0].ok()) << barrier[0].ToString();
   EXPECT_TRUE(barrier[1].ok()) << barrier[1].ToString();
+}
+
+// Collectives through the scheduler (Node::Collective) against their closed forms: the sum of
+// every worker's values (computed here in fp64 from the same inputs), rank 0's values for a
+// broadcast, a refusal to every worker whose part disagrees with another's, and the local checks
+// (size limit, non-finite values) before anything is sent.
+TEST(NetSchedulerTest, CollectivesSumAndBroadcastAndRefuseDisagreement) {
+  RunningScheduler sched(1, 2, 10);
+  std::unique_ptr<Node> w[2];
+  ASSERT_NO_FATAL_FAILURE(StartServerAndTwoWorkers(sched, w));
+  const std::vector<float> mine[2] = {{1.0f, 1e8f, -2.5f}, {0.1f, 1.0f, 4.0f}};
+  // Runs one collective on both workers at once; each worker's answer.
+  auto both = [&](pb::CollectiveOp op, int root, const std::vector<float>(&in)[2]) {
+    std::vector<StatusOr<Node::CollectiveResult>> out(2, InternalError("not run"));
+    std::vector<std::thread> t;
+    for (int rank = 0; rank < 2; ++rank) {
+      t.emplace_back([&, rank] {
+        out[rank] = w[rank]->Collective(op, root, in[rank], std::chrono::milliseconds(30000));
+      });
+    }
+    for (std::thread& x : t) x.join();
+    return out;
+  };
+  auto sums = both(pb::COLLECTIVE_SUM, 0, mine);
+  std::vector<float> want(3);
+  for (size_t j = 0; j < 3; ++j) {
+    want[j] = static_cast<float>(static_cast<double>(mine[0][j]) + static_cast<double>(mine[1][j]));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(sums[rank].ok()) << sums[rank].status().ToString();
+    EXPECT_EQ(sums[rank]->values, want);
+    EXPECT_EQ(sums[rank]->contributors, 2u);
+  }
+  auto from1 = both(pb::COLLECTIVE_BROADCAST, 1, mine);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(from1[rank].ok()) << from1[rank].status().ToString();
+    EXPECT_EQ(from1[rank]->values, mine[1]);
+  }
+  // Sizes that differ: the collective fails for both workers, nothing is combined.
+  const std::vector<float> uneven[2] = {{1.0f, 2.0f}, {1.0f, 2.0f, 3.0f}};
+  auto refused = both(pb::COLLECTIVE_SUM, 0, uneven);
+  int told = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    if (!refused[rank].ok()) {
+      EXPECT_NE(refused[rank].status().message().find("BAD_COLLECTIVE"), std::string::npos)
+          << refused[rank].status().ToString();
+      ++told;
+    }
+  }
+  EXPECT_EQ(told, 2);
+  // The next collective goes on as usual.
+  auto again = both(pb::COLLECTIVE_SUM, 0, mine);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(again[rank].ok()) << again[rank].status().ToString();
+    EXPECT_EQ(again[rank]->values, want);
+  }
+  // Checked before sending: too many values, a NaN.
+  std::vector<float> big(kMaxCollectiveValues + 1, 1.0f);
+  auto too_big = w[0]->Collective(pb::COLLECTIVE_SUM, 0, big, std::chrono::milliseconds(1000));
+  EXPECT_EQ(too_big.status().code(), StatusCode::kInvalidArgument);
+  std::vector<float> nan = {std::nanf("")};
+  auto not_finite = w[0]->Collective(pb::COLLECTIVE_SUM, 0, nan, std::chrono::milliseconds(1000));
+  EXPECT_EQ(not_finite.status().code(), StatusCode::kInvalidArgument);
 }
 
 // A worker that gets the node table before a server does may already send it PULL_DENSE (the

@@ -288,6 +288,15 @@ Status PsClient::PushPull(uint64_t round, Selection* sel, const UpdateSink& sink
 Status PsClient::Barrier(std::chrono::milliseconds timeout) {
   return impl_->node().Barrier(kGroupWorkers, timeout);
 }
+StatusOr<std::pair<std::vector<float>, uint32_t>> PsClient::Collective(
+    CollectiveOp op, int root, std::span<const float> values, std::chrono::milliseconds timeout) {
+  SIEVE_ASSIGN_OR_RETURN(
+      Node::CollectiveResult r,
+      impl_->node().Collective(
+          op == CollectiveOp::kSum ? pb::COLLECTIVE_SUM : pb::COLLECTIVE_BROADCAST, root, values,
+          timeout));
+  return std::make_pair(std::move(r.values), r.contributors);
+}
 Status PsClient::Finish() { return impl_->node().Finish(); }
 Status PsClient::WaitShutdown(std::chrono::milliseconds timeout) {
   return impl_->node().WaitShutdown(timeout);

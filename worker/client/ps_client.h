@@ -38,6 +38,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -204,6 +205,15 @@ class PsClient {
   // Waits until every live worker entered the workers' barrier. Errors: DeadlineExceeded,
   // Aborted/Unavailable (job ended).
   Status Barrier(std::chrono::milliseconds timeout);
+  // A collective over every live worker's `values` through the scheduler (Node::Collective):
+  // their element-wise sum (fp64 in rank order, rounded once), or worker `root`'s values. Every
+  // worker calls the same collectives in the same order with the same op, root and size; at
+  // most 65536 values, all finite. Errors as Node::Collective.
+  // The result: the values, and how many workers' parts they combine.
+  enum class CollectiveOp { kSum, kBroadcast };
+  StatusOr<std::pair<std::vector<float>, uint32_t>> Collective(CollectiveOp op, int root,
+                                                               std::span<const float> values,
+                                                               std::chrono::milliseconds timeout);
   // Tells the scheduler this worker's training is done (the job ends when every worker is).
   Status Finish();
   // Waits for the scheduler's SHUTDOWN: OK when the job ended normally; Aborted with the reason

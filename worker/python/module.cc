@@ -475,6 +475,32 @@ class PyClient {
     py::gil_scoped_release nogil;
     Check(client.Barrier(std::chrono::milliseconds(timeout_ms)));
   }
+  // A collective of a float32 vector over every live worker ("sum" or "broadcast" of `root`'s):
+  // (values, the number of workers whose parts they combine).
+  py::tuple Collective(const std::string& op,
+                       py::array_t<float, py::array::c_style | py::array::forcecast> values,
+                       int root, int timeout_ms) {
+    PsClient::CollectiveOp code;
+    if (op == "sum") {
+      code = PsClient::CollectiveOp::kSum;
+    } else if (op == "broadcast") {
+      code = PsClient::CollectiveOp::kBroadcast;
+    } else {
+      throw py::value_error("collective op must be 'sum' or 'broadcast', got '" + op + "'");
+    }
+    if (values.ndim() != 1) throw py::value_error("a collective takes a 1-D float32 array");
+    std::vector<float> in(values.data(), values.data() + values.size());
+    PsClient& client = c();
+    StatusOr<std::pair<std::vector<float>, uint32_t>> out = InternalError("not run");
+    {
+      py::gil_scoped_release nogil;
+      out = client.Collective(code, root, in, std::chrono::milliseconds(timeout_ms));
+    }
+    Check(out.status());
+    const auto n = static_cast<py::ssize_t>(out->first.size());
+    const uint32_t contributors = out->second;
+    return py::make_tuple(OwnedArray(std::move(out->first), {n}), contributors);
+  }
   void Finish() {
     PsClient& client = c();
     py::gil_scoped_release nogil;
@@ -642,6 +668,11 @@ PYBIND11_MODULE(_core, m) {
            "Enters the job (worker 0 offers `weights`, the start barrier, the servers' weights "
            "into `weights`; or the rejoin of a restarted worker); returns first_round etc.")
       .def("barrier", &PyClient::Barrier, py::arg("timeout_ms") = 120000)
+      .def("collective", &PyClient::Collective, py::arg("op"), py::arg("values"),
+           py::arg("root") = 0, py::arg("timeout_ms") = 120000,
+           "A collective of a 1-D float32 array over every live worker, through the scheduler: "
+           "'sum' (fp64, rank order) or 'broadcast' of worker `root`'s values; every worker "
+           "calls the same collectives in the same order. Returns (values, contributors)")
       .def("join", &PyClient::Join, py::arg("round"), py::arg("timeout_ms") = 120000)
       .def("finish", &PyClient::Finish)
       .def("wait_shutdown", &PyClient::WaitShutdown, py::arg("timeout_ms") = 600000)

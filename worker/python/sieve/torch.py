@@ -29,22 +29,34 @@ started without --model (what `sieve launch --worker_cmd` and the python manifes
 model's and the initial weights are rank 0's own (torch's init), pushed to the servers before the
 start barrier, as DDP broadcasts rank 0's parameters.
 
+Only trainable parameters (requires_grad=True) are in D: a frozen parameter the optimizer holds
+is left out and never changed. A param_groups entry may carry `sieve_density` and
+`sieve_compressor`: each group is then selected on its own slice of the flat vector (see
+DistributedOptimizer).
+
 Input errors raise before anything is pushed: parameters that are not float32 or not contiguous,
-on mixed or unsupported devices, a model whose size is not the job's D.
+on mixed or unsupported devices, a model whose size is not the job's D, bad `sieve_*` group keys,
+an nn.Embedding with sparse=True.
 """
 
 import atexit
+import math
+import numbers
 import os
 import sys
 import time
 
+import numpy as np
 import torch
 
 from . import _core
 from . import worker as _worker
 
 __all__ = ["DistributedOptimizer", "Job", "init", "rank", "num_workers", "flat_size",
-           "default_device", "WRAPPER_FLAGS"]
+           "default_device", "allreduce", "broadcast", "barrier", "WRAPPER_FLAGS"]
+
+# The most elements one collective carries (proto/codec.h, kMaxCollectiveValues).
+MAX_COLLECTIVE_ELEMENTS = 65536
 
 # The sieve-worker flags a torch worker implements (sieve launch routes only these to a
 # --worker_cmd: others are refused before the job starts). Same names, types and meaning as
@@ -57,14 +69,17 @@ WRAPPER_FLAGS = ("scheduler", "rank", "bind", "host", "port", "curve_dir", "curv
                  "dump_weights", "metrics_port", "device", "blas_threads")
 
 def flat_size(model_or_params):
-    """The number of parameters D a model puts in the flat vector."""
-    return sum(p.numel() for _, p in _named(model_or_params))
-
-
-def _named(model_or_params):
+    """D: the number of trainable (requires_grad) parameter values a model, an optimizer (its
+    param_groups) or an iterable of parameters puts in the flat vector. Frozen parameters are not
+    counted: DistributedOptimizer leaves them out of the job."""
     if isinstance(model_or_params, torch.nn.Module):
-        return [(n, p) for n, p in model_or_params.named_parameters() if p.requires_grad]
-    return [(f"param{i}", p) for i, p in enumerate(model_or_params)]
+        params = [p for _, p in model_or_params.named_parameters()]
+    elif isinstance(model_or_params, torch.optim.Optimizer):
+        params = [p for g in model_or_params.param_groups for p in g["params"]]
+    else:
+        params = list(model_or_params)
+    unique = {id(p): p for p in params}.values()
+    return sum(p.numel() for p in unique if p.requires_grad)
 
 
 def default_device(name):
@@ -186,6 +201,57 @@ def num_workers():
     return job.num_workers
 
 
+def _connected_client(what):
+    client = _job().client
+    if client is None:
+        raise ValueError(f"{what} needs this worker in the job: create the DistributedOptimizer "
+                         "first (it connects the worker)")
+    return client
+
+
+def _collective(op, tensor, root, timeout_ms, what):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{what} takes a torch tensor, got {type(tensor).__name__}")
+    if tensor.numel() > MAX_COLLECTIVE_ELEMENTS:
+        raise ValueError(f"{what} of {tensor.numel()} elements: a collective carries at most "
+                         f"{MAX_COLLECTIVE_ELEMENTS} (it goes through the scheduler; the model's "
+                         "values go through the servers)")
+    host = tensor.detach().to("cpu", torch.float32).contiguous().reshape(-1)
+    if not bool(torch.isfinite(host).all()):
+        raise ValueError(f"{what}: every value must be finite")
+    client = _connected_client(what)
+    values, contributors = client.collective(op, host.numpy(), root, timeout_ms)
+    out = torch.from_numpy(values).reshape(tensor.shape).to(tensor.device, tensor.dtype)
+    return out, contributors
+
+
+def allreduce(tensor, op="mean", timeout_ms=120000):
+    """The element-wise sum (op="sum") or mean (op="mean": the sum over the number of workers
+    that took part) of `tensor` over every live worker, as a new tensor of its shape, dtype and
+    device. For small tensors (a metric, a flag, BatchNorm buffers): at most
+    MAX_COLLECTIVE_ELEMENTS elements, sent as float32 through the scheduler, summed in fp64 in
+    rank order and rounded once, so every worker gets the same bits. Every worker must call the
+    same collectives (allreduce, broadcast) in the same order with tensors of the same size.
+    Errors: ValueError (op, size, a non-finite value, no DistributedOptimizer yet) before
+    anything is sent; sieve.Error when the workers' calls disagree or the wait times out."""
+    if op not in ("sum", "mean"):
+        raise ValueError(f"allreduce op must be 'sum' or 'mean', got {op!r}")
+    out, contributors = _collective("sum", tensor, 0, timeout_ms, "allreduce")
+    return out / contributors if op == "mean" else out
+
+
+def broadcast(tensor, root=0, timeout_ms=120000):
+    """Worker `root`'s `tensor`, on every worker (exactly, as float32), as a new tensor of this
+    worker's shape, dtype and device; the same rules as allreduce."""
+    out, _ = _collective("broadcast", tensor, root, timeout_ms, "broadcast")
+    return out
+
+
+def barrier(timeout_ms=120000):
+    """Waits until every live worker called barrier() (the workers' barrier at the scheduler)."""
+    _connected_client("barrier").barrier(timeout_ms)
+
+
 def _device_of(params):
     devices = {p.device for p in params}
     if len(devices) != 1:
@@ -205,13 +271,71 @@ def _device_of(params):
 # before the step, so the update can be computed exactly (see _Sieve._local_update).
 _COUPLED_DECAY = (torch.optim.SGD, torch.optim.Adam, torch.optim.Adagrad, torch.optim.RMSprop)
 
+# The keys a param_groups entry may carry for sieve (any other "sieve_*" key is refused).
+GROUP_KEYS = ("sieve_density", "sieve_compressor")
+
+# The fields of the summary line (worker/trainer/summary.h): record() refuses them as names.
+_SUMMARY_FIELDS = frozenset((
+    "rank", "rounds", "first_round", "epochs", "test_acc", "near_chance", "loss", "bytes_up",
+    "bytes_down", "dense_bytes", "ratio", "mean_round_s", "max_pushpull_s", "seconds",
+    "pushed_sum", "skipped_rounds", "missed_slices", "returned_sum", "barrier_probes",
+    "barrier_p50_ms", "barrier_p99_ms", "barrier_probe_s", "straggler", "straggle_s",
+    "train_acc"))
+
+
+def _group_settings(param_groups):
+    """[(sieve_density or None, sieve_compressor or None)] per group; ValueError for an unknown
+    sieve_* key, a density outside (0, 1] or an unknown compressor name."""
+    settings = []
+    for i, group in enumerate(param_groups):
+        unknown = sorted(k for k in group if isinstance(k, str) and k.startswith("sieve_") and
+                         k not in GROUP_KEYS)
+        if unknown:
+            raise ValueError(f"param_groups[{i}] has unknown key(s) {', '.join(unknown)}; "
+                             f"sieve.torch reads {' and '.join(GROUP_KEYS)}")
+        density = group.get("sieve_density")
+        if density is not None:
+            if (isinstance(density, bool) or not isinstance(density, numbers.Real) or
+                    not 0.0 < density <= 1.0):
+                raise ValueError(f"param_groups[{i}]['sieve_density'] must be in (0, 1] (1.0: "
+                                 f"the group is sent dense), got {density!r}")
+            density = float(density)
+        compressor = group.get("sieve_compressor")
+        if compressor is not None:
+            if not isinstance(compressor, str):
+                raise ValueError(f"param_groups[{i}]['sieve_compressor'] must be a compressor "
+                                 f"name, got {compressor!r}")
+            try:
+                compressor = _core.parse_compressor(compressor)
+            except ValueError as e:
+                raise ValueError(f"param_groups[{i}]['sieve_compressor']: {e}") from None
+        settings.append((density, compressor))
+    return settings
+
+
+class _Part:
+    """A slice [offset, offset + n) of the flat vector with its own error feedback (momentum and
+    residual) and selection: the whole vector, or one param group with per-group settings."""
+
+    def __init__(self, group, offset, n, density, compressor, device):
+        self.group, self.offset, self.n = group, offset, n
+        self.density, self.compressor = density, compressor  # None: the optimizer's
+        self.ef = _core.ErrorFeedback(n, device)
+        self.selection = _core.Selection()
+        self.thresholds = (0.0, 0.0)
+
+    @property
+    def slice(self):
+        return slice(self.offset, self.offset + self.n)
+
 
 class _Sieve:
     """The methods a wrapped optimizer gains (mixed in before its own class)."""
 
     def _sieve_setup(self, model, compressor, density, density_warmup, steps_per_epoch, epochs,
                      seed, metrics_out, metrics_every, round_timeout_ms, progress, job,
-                     wire_values=None, wire=None):
+                     wire_values=None, wire=None, density_warmup_steps=0, clip_norm=None,
+                     clip="local"):
         flags = job.flags
         given = flags.explicit
         # The wire (sieve-worker's --wire_values / --wire): routed flags win, then these
@@ -229,8 +353,9 @@ class _Sieve:
             compressor = flags.compressor
         if "density" in given:
             density = flags.density
-        if "density_warmup" in given:
+        if "density_warmup" in given:  # replaces the script's warm-up, of either kind
             density_warmup = flags.float_list("density_warmup")
+            density_warmup_steps = 0
         if "seed" in given:
             seed = flags.seed
         if "metrics_out" in given:
@@ -245,26 +370,56 @@ class _Sieve:
                 (f"density_warmup[{i}]", d) for i, d in enumerate(density_warmup)):
             if not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
+        if (isinstance(density_warmup_steps, bool) or
+                not isinstance(density_warmup_steps, numbers.Integral) or
+                density_warmup_steps < 0):
+            raise ValueError(f"density_warmup_steps must be an int >= 0, got "
+                             f"{density_warmup_steps!r}")
+        if density_warmup and density_warmup_steps:
+            raise ValueError("give density_warmup (densities per epoch) or density_warmup_steps "
+                             "(a ramp over rounds), not both")
         if steps_per_epoch is None and density_warmup:
-            raise ValueError("density_warmup needs steps_per_epoch")
+            raise ValueError("density_warmup needs steps_per_epoch (or use "
+                             "density_warmup_steps=N, which does not)")
         if metrics_every < 1:
             raise ValueError("metrics_every must be >= 1")
+        if clip not in ("local", "dgc"):
+            raise ValueError(f"clip must be 'local' or 'dgc', got {clip!r}")
+        if clip_norm is not None and (isinstance(clip_norm, bool) or
+                                      not isinstance(clip_norm, numbers.Real) or
+                                      not 0.0 < clip_norm < math.inf):
+            raise ValueError(f"clip_norm must be a finite number > 0 (or None), got "
+                             f"{clip_norm!r}")
+        group_settings = _group_settings(self.param_groups)
         s.density, s.density_warmup = density, list(density_warmup)
+        s.density_warmup_steps = int(density_warmup_steps)
+        s.clip_norm = None if clip_norm is None else float(clip_norm)
+        s.clip = clip
         s.steps_per_epoch, s.epochs = steps_per_epoch, epochs
         s.round_timeout_ms = round_timeout_ms
         s.shutdown_timeout_ms = flags.shutdown_timeout_ms
         s.dump_weights = flags.dump_weights
 
-        # The parameters, in the optimizer's order (the same on every rank).
-        params, seen = [], set()
+        # The trainable parameters, in param_groups order (the same on every rank); frozen ones
+        # (requires_grad=False) are left out of D and never changed.
+        params, frozen, seen = [], [], set()
+        groups_params = []  # per group: its trainable parameters
         for group in self.param_groups:
+            mine = []
             for p in group["params"]:
-                if id(p) not in seen:
-                    seen.add(id(p))
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
+                if p.requires_grad:
                     params.append(p)
+                    mine.append(p)
+                else:
+                    frozen.append(p)
+            groups_params.append(mine)
         names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
         if not params:
-            raise ValueError("the optimizer has no parameters")
+            raise ValueError("the optimizer has no trainable parameters (requires_grad=True)"
+                             if frozen else "the optimizer has no parameters")
         for i, p in enumerate(params):
             name = names.get(id(p), f"param_groups parameter {i}")
             if p.dtype != torch.float32:
@@ -279,9 +434,20 @@ class _Sieve:
             if missing:
                 raise ValueError("the optimizer does not hold these parameters of the model: " +
                                  ", ".join(missing[:5]))
+            for mname, module in model.named_modules():
+                if (isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and
+                        module.sparse and module.weight.requires_grad):
+                    raise ValueError(
+                        f"module {mname or '(the model)'} ({type(module).__name__}) has "
+                        "sparse=True: sieve.torch does not support sparse gradients; use "
+                        "sparse=False (to send the embedding every round, give its param group "
+                        "sieve_density=1.0)")
         s.base = type(self).__mro__[2]  # (this class, _Sieve, the wrapped optimizer's class)
         s.device = _device_of(params)
         s.params = params
+        s.frozen = frozen
+        s.names = {id(p): names.get(id(p), f"param_groups parameter {i}")
+                   for i, p in enumerate(params + frozen)}
         s.d = sum(p.numel() for p in params)
 
         # The job (before anything is flattened: a failed connect leaves the model as it was).
@@ -292,7 +458,8 @@ class _Sieve:
         s.job, s.client = job, client
         s.rank, s.num_workers = client.rank, client.num_workers
 
-        # One flat buffer; the parameters (and their gradients) become views of it.
+        # One flat buffer; the parameters (and their gradients) become views of it, in
+        # param_groups order, so each group's trainable parameters are one slice.
         with torch.no_grad():
             s.flat = torch.empty(s.d, dtype=torch.float32, device=s.device)
             s.flat_grad = torch.zeros(s.d, dtype=torch.float32, device=s.device)
@@ -306,12 +473,36 @@ class _Sieve:
                 p.grad = s.flat_grad[offset:offset + n].view_as(p)
                 s.views.append((offset, n))
                 offset += n
+        # The error feedback: one over D, or with per-group settings (a sieve_* key in any
+        # group) one per group with trainable parameters, each over its slice.
+        s.per_group = any(d is not None or c is not None for d, c in group_settings)
+        device = s.device.type
+        if s.per_group:
+            view_of = {id(p): view for p, view in zip(params, s.views)}
+            s.parts, offset = [], 0
+            for i, (mine, (g_density, g_compressor)) in enumerate(zip(groups_params,
+                                                                      group_settings)):
+                n = 0
+                for p in mine:  # the group's parameters follow each other in the flat vector
+                    assert view_of[id(p)][0] == offset + n, "a param group is not one slice"
+                    n += p.numel()
+                if n == 0:
+                    continue
+                s.parts.append(_Part(i, offset, n, g_density, g_compressor, device))
+                offset += n
+            assert offset == s.d
+            # The groups' selections are combined into the one pushed (host memory).
+            s.combiner = _core.ErrorFeedback(s.d, "cpu")
+            s.comb_m = np.zeros(s.d, dtype=np.float32)
+            s.comb_r = np.zeros(s.d, dtype=np.float32)
+            s.selection = _core.Selection()
+        else:
+            s.parts = [_Part(None, 0, s.d, None, None, device)]
+            s.combiner = s.parts[0].ef
+            s.selection = s.parts[0].selection
         s.flat_momentum = None  # SGD's momentum buffers as views of one flat buffer (masking)
         s.fused = None  # whether the last step took the fused SGD path (see _move_momentum)
-        s.ef = _core.ErrorFeedback(s.d, s.device.type)
-        s.selection = _core.Selection()
         s.seed_key = _core.counter_hash(seed, 0x5E1EC70000 + s.rank)
-        s.thresholds = (0.0, 0.0)
 
         # Enter the job: rank 0 offers its own weights (the model's init), the start barrier,
         # the servers' weights; or the rejoin of a restarted worker (worker/client/worker_start).
@@ -338,6 +529,7 @@ class _Sieve:
         s.steps_past_end = 0  # step() calls after the job's last round (skipped or rejoined)
         s.loss = None
         s.test_acc = None
+        s.recorded = {}  # record(name=value): the last value of each, for the summary line
         s.pending = None  # (metrics line of the last round, whether it is due), see _report
         s.epoch_loss, s.epoch_rounds, s.last_epoch_loss = 0.0, 0, 0.0
         s.last_progress = 0.0
@@ -376,12 +568,29 @@ class _Sieve:
     def num_workers(self):
         return self._sieve.num_workers
 
-    def record(self, loss=None, test_acc=None, train_acc=None):
+    def record(self, loss=None, test_acc=None, train_acc=None, **metrics):
         """Values for the metrics lines (metrics_out), progress lines and summary line. `loss`
         (a number or a tensor) is the training loss of the round the next step() completes;
         `test_acc` / `train_acc` (rank 0, after evaluating) belong to the round the last step()
-        completed, and the last test_acc is the summary's."""
+        completed, and the last test_acc is the summary's. Any other name (perplexity=,
+        bleu=, ...) takes one finite number (or one-element tensor): the summary line shows the
+        last value of each as name=value. ValueError (nothing recorded) for a value that is not
+        one finite number, or a name the summary line uses itself (rank, rounds, ...)."""
         s = self._sieve
+        named = {}
+        for name, value in metrics.items():
+            if name in _SUMMARY_FIELDS:
+                raise ValueError(f"record({name}=...): {name} is a field of the summary line "
+                                 "itself; pick another name")
+            try:
+                number = float(value)
+            except (TypeError, ValueError, RuntimeError):
+                raise ValueError(f"record({name}=...): a metric is one number (or a "
+                                 f"one-element tensor), got {type(value).__name__}") from None
+            if not math.isfinite(number):
+                raise ValueError(f"record({name}={number}): not a finite number")
+            named[name] = number
+        s.recorded.update(named)
         if loss is not None:
             s.loss = float(loss)
         if test_acc is not None:
@@ -411,13 +620,15 @@ class _Sieve:
         s.round_start = time.perf_counter()
 
     def step(self, closure=None):
-        """One round (module docstring). With `closure` (torch's convention) its loss is
-        recorded and returned. With backup workers (sieve-server --backup_workers) a round may
-        close without this push: its pairs go back into the residual, and rounds that closed
-        without this worker are skipped (the next step trains the round the job is at). Once a
-        worker that skipped rounds, or a restarted worker that rejoined at a later round, is at
-        the job's last round, epochs x steps_per_epoch, further steps do nothing: its script
-        has batches left that the job has no round for."""
+        """One round (module docstring). With `closure` (torch's convention) its loss is recorded
+        and returned. With clip_norm, the gradient is clipped first (in place, as
+        torch.nn.utils.clip_grad_norm_). A parameter whose requires_grad changed since wrapping
+        raises ValueError (nothing is pushed). With backup workers (sieve-server --backup_workers) a
+        round may close without this push: its pairs go back into the residual, and rounds that
+        closed without this worker are skipped (the next step trains the round the job is at). Once
+        a worker that skipped rounds, or a restarted worker that rejoined at a later round, is at
+        the job's last round, epochs x steps_per_epoch, further steps do nothing: its script has
+        batches left that the job has no round for."""
         s = self._sieve
         loss = None
         if closure is not None:
@@ -434,36 +645,28 @@ class _Sieve:
                       "further step() calls do nothing", file=sys.stderr, flush=True)
             s.steps_past_end += 1
             return loss
+        self._check_trainable()
         t0 = time.perf_counter()
         round_ = s.round
         epoch = self._epoch_of(round_)
-        k = s.d if s.compressor == "none" else _core.k_for_density(self._density_at(epoch), s.d)
         if s.device.type == "cuda":
             torch.cuda.current_stream().synchronize()
         self._gather_grads()
+        self._clip_grads()
         self._local_update()  # r += u, the wrapped optimizer's update
-        prev, older = s.thresholds
-        # 16-bit pushes (--wire_values): the values are rounded in the selection and their
-        # rounding error stays in the residual (the same C++ code as sieve-worker's).
-        sel = s.ef.select(s.compressor, k, prev, older,
-                          _core.counter_hash(s.seed_key, round_), out=s.selection,
-                          round_values=s.client.push_values)
-        if sel.threshold == sel.threshold and 0 < sel.threshold != float("inf"):
-            s.thresholds = (sel.threshold, prev)
-        if s.flat_momentum is not None and len(sel) and not sel.dense:
-            idx = torch.from_numpy(sel.indices.astype("int64")).to(s.device)
-            s.flat_momentum.index_fill_(0, idx, 0.0)
-        elif s.flat_momentum is not None and sel.dense:
-            s.flat_momentum.zero_()
+        sel, k = self._select(round_)
         t1 = time.perf_counter()
         selected = len(sel)
         s.pushed_sum += sel.values_sum()
-        stats = s.client.push_pull(round_, sel, s.flat, s.round_timeout_ms, error_feedback=s.ef)
+        stats = s.client.push_pull(round_, sel, s.flat, s.round_timeout_ms,
+                                   error_feedback=s.combiner)
         t2 = time.perf_counter()
         s.max_pushpull_s = max(s.max_pushpull_s, t2 - t1)
         # Backup workers: a round that closed without this push returned its pairs to the
         # residual; rounds that closed without this worker are behind it (the script's next batch
         # trains the round the job is at).
+        if stats["missed_shards"] and s.per_group:
+            self._return_to_groups()
         s.returned_sum += stats["returned_sum"]
         s.missed_slices += stats["missed_shards"]
         s.skipped_rounds += stats["rounds_skipped"]
@@ -484,9 +687,11 @@ class _Sieve:
         momentum, selection thresholds (what a restarted worker needs to go on)."""
         state = super().state_dict()
         s = self._sieve
-        m, r = s.ef.read_state()
+        m, r = self._read_state()
+        thresholds = ([p.thresholds for p in s.parts] if s.per_group else
+                      s.parts[0].thresholds)
         state["sieve"] = {"round": s.round, "residual": torch.from_numpy(r),
-                          "momentum": torch.from_numpy(m), "thresholds": s.thresholds,
+                          "momentum": torch.from_numpy(m), "thresholds": thresholds,
                           "d": s.d, "momentum_in_sieve": s.fused is True}
         return state
 
@@ -501,25 +706,33 @@ class _Sieve:
         s = self._sieve
         if mine["d"] != s.d:
             raise ValueError(f"the state is of a model with D = {mine['d']}, this one has {s.d}")
-        s.ef.write_state(mine["momentum"].contiguous().numpy(),
-                         mine["residual"].contiguous().numpy())
-        s.thresholds = tuple(mine["thresholds"])
+        self._write_state(mine["momentum"].contiguous().numpy(),
+                          mine["residual"].contiguous().numpy())
+        thresholds = mine["thresholds"]
+        if s.per_group and isinstance(thresholds, list) and len(thresholds) == len(s.parts):
+            for part, pair in zip(s.parts, thresholds):
+                part.thresholds = tuple(pair)
+        elif not s.per_group and len(thresholds) == 2 and not isinstance(thresholds[0], tuple):
+            s.parts[0].thresholds = tuple(thresholds)
+        # else: a checkpoint of the other layout: the thresholds (hints) start again
         s.flat_momentum = None  # the loaded momentum buffers are new tensors: re-gathered
         s.fused = mine.get("momentum_in_sieve")  # where the loaded SGD momentum is
 
     def residual(self):
         """A copy of the error-feedback residual r (a torch tensor on the CPU)."""
-        return torch.from_numpy(self._sieve.ef.read_state()[1])
+        return torch.from_numpy(self._read_state()[1])
 
     def summary_line(self):
         """sieve-worker's summary line (worker/trainer/summary.h) for this run so far."""
         s = self._sieve
         loss = s.last_epoch_loss if s.epoch_rounds == 0 else s.epoch_loss / s.epoch_rounds
-        return _core.format_summary_line(s.rank, s.round, s.first_round, s.epochs, s.test_acc,
+        line = _core.format_summary_line(s.rank, s.round, s.first_round, s.epochs, s.test_acc,
                                          loss, s.bytes_up, s.bytes_down, s.dense_bytes,
                                          time.perf_counter() - s.start, s.pushed_sum,
                                          s.skipped_rounds, s.missed_slices, s.returned_sum,
                                          s.max_pushpull_s)
+        # The script's own metrics (record(perplexity=...)): the last value of each.
+        return line + "".join(f" {name}={value:.6g}" for name, value in s.recorded.items())
 
     def dump_weights(self, path):
         """Writes the replica as raw little-endian fp32 (sieve-worker's --dump_weights)."""
@@ -574,9 +787,137 @@ class _Sieve:
         s = self._sieve
         return round_ // s.steps_per_epoch if s.steps_per_epoch else 0
 
-    def _density_at(self, epoch):
+    def _warmup_density(self, round_):
+        """The warm-up's density at round_, or None past the warm-up: density_warmup's entry of
+        the round's epoch, or with density_warmup_steps = N a geometric ramp from 1 (dense) at
+        round 0 to `density` at round N: density ** (round / N)."""
         s = self._sieve
-        return s.density_warmup[epoch] if epoch < len(s.density_warmup) else s.density
+        if s.density_warmup_steps:
+            if round_ < s.density_warmup_steps:
+                return s.density ** (round_ / s.density_warmup_steps)
+            return None
+        epoch = self._epoch_of(round_)
+        return s.density_warmup[epoch] if epoch < len(s.density_warmup) else None
+
+    def _density_at(self, round_):
+        warm = self._warmup_density(round_)
+        return self._sieve.density if warm is None else warm
+
+    def _check_trainable(self):
+        """ValueError when a parameter was frozen or unfrozen after wrapping: D is fixed."""
+        s = self._sieve
+        for params, trainable in ((s.params, True), (s.frozen, False)):
+            for p in params:
+                if p.requires_grad != trainable:
+                    raise ValueError(
+                        f"parameter {s.names[id(p)]} has requires_grad={not trainable} now, but "
+                        f"had requires_grad={trainable} when "
+                        "DistributedOptimizer wrapped the optimizer: the job's D (its trainable "
+                        "parameters) is fixed when it starts. Freeze or unfreeze parameters "
+                        "before wrapping (to stop training a group later, set its lr to 0)")
+
+    def _clip_grads(self):
+        """clip_norm: the gradient's global norm clipped to c ("local", as
+        torch.nn.utils.clip_grad_norm_) or to c / sqrt(N) ("dgc", N workers), in place."""
+        s = self._sieve
+        if s.clip_norm is None:
+            return
+        threshold = s.clip_norm
+        if s.clip == "dgc":
+            threshold = s.clip_norm / math.sqrt(s.num_workers)
+        torch.nn.utils.clip_grad_norm_(s.params, threshold)
+
+    def _part_plan(self, part, round_):
+        """(compressor, k) of a group with per-group settings at round_: its sieve_compressor
+        (or the optimizer's); k = round(density_g * D_g), density_g = its sieve_density (or the
+        optimizer's density), never below the warm-up's density while it lasts. k = D_g (or
+        compressor none) selects the whole slice: it is sent dense."""
+        s = self._sieve
+        compressor = part.compressor or s.compressor
+        warm = self._warmup_density(round_)
+        density = s.density if part.density is None else part.density
+        if warm is not None:
+            density = warm if part.density is None else max(part.density, warm)
+        k = part.n if compressor == "none" else _core.k_for_density(density, part.n)
+        return ("none" if k >= part.n else compressor), k
+
+    def _select(self, round_):
+        """Selects this round's pairs from the residual and masks SGD's momentum there; returns
+        (the selection to push, k). One selection over D; with per-group settings one per group
+        over its slice, combined into one selection over D (its values are those the groups
+        selected; exact zeros are not sent, which changes no weight)."""
+        s = self._sieve
+        seed = _core.counter_hash(s.seed_key, round_)
+        # 16-bit pushes (--wire_values): the values are rounded in the selection and their
+        # rounding error stays in the residual (the same C++ code as sieve-worker's).
+        push_values = s.client.push_values
+        if not s.per_group:
+            part = s.parts[0]
+            k = s.d if s.compressor == "none" else _core.k_for_density(
+                self._density_at(round_), s.d)
+            prev, older = part.thresholds
+            sel = part.ef.select(s.compressor, k, prev, older, seed, out=part.selection,
+                                 round_values=push_values)
+            if sel.threshold == sel.threshold and 0 < sel.threshold != float("inf"):
+                part.thresholds = (sel.threshold, prev)
+            if s.flat_momentum is not None and len(sel) and not sel.dense:
+                idx = torch.from_numpy(sel.indices.astype("int64")).to(s.device)
+                s.flat_momentum.index_fill_(0, idx, 0.0)
+            elif s.flat_momentum is not None and sel.dense:
+                s.flat_momentum.zero_()
+            return sel, k
+        k_total, masked = 0, []
+        for i, part in enumerate(s.parts):
+            compressor, k = self._part_plan(part, round_)
+            k_total += k
+            prev, older = part.thresholds
+            sel = part.ef.select(compressor, k, prev, older, _core.counter_hash(seed, i),
+                                 out=part.selection, round_values=push_values)
+            if sel.threshold == sel.threshold and 0 < sel.threshold != float("inf"):
+                part.thresholds = (sel.threshold, prev)
+            if sel.dense:
+                s.comb_r[part.slice] = sel.values
+                if s.flat_momentum is not None:
+                    s.flat_momentum[part.slice].zero_()
+            elif len(sel):
+                idx = sel.indices.astype(np.int64) + part.offset
+                s.comb_r[idx] = sel.values
+                masked.append(idx)
+        if s.flat_momentum is not None and masked:
+            idx = torch.from_numpy(np.concatenate(masked)).to(s.device)
+            s.flat_momentum.index_fill_(0, idx, 0.0)
+        # The combined pairs: the exact top-k of a vector that holds them and zeros elsewhere.
+        s.combiner.write_state(s.comb_m, s.comb_r)
+        sel = s.combiner.select("topk", int(np.count_nonzero(s.comb_r)), out=s.selection,
+                                round_values=push_values)
+        s.comb_r.fill(0.0)
+        return sel, k_total
+
+    def _return_to_groups(self):
+        """Backup workers: the pairs no server applied came back into the combiner's residual;
+        they go on in their groups' residuals."""
+        s = self._sieve
+        _, back = s.combiner.read_state()
+        for part in s.parts:
+            mine = back[part.slice]
+            if mine.any():
+                m, r = part.ef.read_state()
+                part.ef.write_state(m, r + mine)
+        s.combiner.write_state(s.comb_m, s.comb_m)
+
+    def _read_state(self):
+        """(m, r) over D (NumPy copies), from every part's error feedback."""
+        s = self._sieve
+        if not s.per_group:
+            return s.parts[0].ef.read_state()
+        states = [part.ef.read_state() for part in s.parts]
+        return (np.concatenate([m for m, _ in states]), np.concatenate([r for _, r in states]))
+
+    def _write_state(self, m, r):
+        s = self._sieve
+        for part in s.parts:
+            part.ef.write_state(np.ascontiguousarray(m[part.slice]),
+                                np.ascontiguousarray(r[part.slice]))
 
     def _gather_grads(self):
         # backward() accumulates into the .grad views in place; a .grad that was replaced (set
@@ -590,6 +931,10 @@ class _Sieve:
             g = p.grad
             if g is not None and g.data_ptr() == grad_base + 4 * offset:
                 continue
+            if g is not None and g.is_sparse:
+                raise ValueError(f"parameter {s.names[id(p)]} has a sparse gradient: sieve.torch "
+                                 "does not support sparse gradients (nn.Embedding(sparse=True)); "
+                                 "use sparse=False")
             if g is None:
                 s.flat_grad[offset:offset + n].zero_()
             else:
@@ -597,19 +942,22 @@ class _Sieve:
             p.grad = s.flat_grad[offset:offset + n].view_as(p)
 
     def _fused_sgd(self):
-        """(lr, momentum, weight_decay) when one fused C++ call computes the update: the wrapped
-        optimizer is torch.optim.SGD itself (not a subclass) and every group has the same lr,
-        momentum and weight decay, no dampening, Nesterov or maximize. Else None."""
+        """[(lr, momentum, weight_decay)] per part when fused C++ calls compute the update: the
+        wrapped optimizer is torch.optim.SGD itself (not a subclass), no group has dampening,
+        Nesterov or maximize, and (one error feedback over D) every group has the same lr,
+        momentum and weight decay; with per-group settings each group has its own. Else None."""
         s = self._sieve
         if s.base is not torch.optim.SGD:
             return None
-        first = self.param_groups[0]
-        key = (first["lr"], first["momentum"], first["weight_decay"])
         for g in self.param_groups:
-            if (g["lr"], g["momentum"], g["weight_decay"]) != key or g["dampening"] or \
-                    g["nesterov"] or g.get("maximize", False):
+            if g["dampening"] or g["nesterov"] or g.get("maximize", False):
                 return None
-        return key
+        keys = [(g["lr"], g["momentum"], g["weight_decay"]) for g in self.param_groups]
+        if s.per_group:
+            return [keys[part.group] for part in s.parts]
+        if any(key != keys[0] for key in keys):
+            return None
+        return keys[:1]
 
     def _move_momentum(self, fused):
         """SGD's momentum lives in sieve's m on the fused path and in torch's momentum buffers on
@@ -620,14 +968,14 @@ class _Sieve:
         previous, s.fused = s.fused, fused
         if previous is None or previous == fused or not isinstance(self, torch.optim.SGD):
             return
-        m, r = s.ef.read_state()
+        m, r = self._read_state()
         if fused:  # torch's buffers -> m
             flat_m = torch.zeros(s.d, dtype=torch.float32)
             for p, (offset, n) in zip(s.params, s.views):
                 buf = self.state[p].pop("momentum_buffer", None) if p in self.state else None
                 if buf is not None:
                     flat_m[offset:offset + n].copy_(buf.reshape(-1))
-            s.ef.write_state(flat_m.numpy(), r)
+            self._write_state(flat_m.numpy(), r)
         else:  # m -> torch's buffers
             flat_m = torch.from_numpy(m).to(s.device)
             for p, (offset, n) in zip(s.params, s.views):
@@ -647,39 +995,52 @@ class _Sieve:
         fused = self._fused_sgd()
         self._move_momentum(fused is not None)
         if fused is not None:
-            lr, momentum, weight_decay = fused
-            grad = s.flat_grad
-            if weight_decay:  # torch's own g + wd * w, leaving .grad as backward() left it
-                with torch.no_grad():
-                    grad = torch.add(s.flat_grad, s.flat, alpha=weight_decay, out=s.backup)
-            s.ef.accumulate(grad, momentum, lr)
+            for part, (lr, momentum, weight_decay) in zip(s.parts, fused):
+                grad = s.flat_grad[part.slice]
+                if weight_decay:  # torch's own g + wd * w, leaving .grad as backward() left it
+                    with torch.no_grad():
+                        grad = torch.add(grad, s.flat[part.slice], alpha=weight_decay,
+                                         out=s.backup[part.slice])
+                part.ef.accumulate(grad, momentum, lr)
             return
         coupled = isinstance(self, _COUPLED_DECAY)
         decays = [g.get("weight_decay", 0) for g in self.param_groups]
         exact = coupled or not any(decays)
+        trainable = {id(p) for p in s.params}
+        # Frozen parameters are never changed: a stale .grad of one is hidden from the step.
+        hidden = [(p, p.grad) for p in s.frozen if p.grad is not None]
         with torch.no_grad():
             s.backup.copy_(s.flat)
-            if exact:
-                grads = []  # the .grad views, put back after the step (torch leaves .grad as is)
-                for group, wd in zip(self.param_groups, decays):
-                    if wd:
-                        for p in group["params"]:
-                            grads.append((p, p.grad))
-                            p.grad = p.grad.add(p.data, alpha=wd)  # torch's own g + wd * w
-                        group["weight_decay"] = 0
-                s.flat.zero_()
-                try:
-                    super().step()
-                finally:
+            for p, _ in hidden:
+                p.grad = None
+            try:
+                if exact:
+                    grads = []  # the .grad views, put back after the step (torch leaves .grad)
                     for group, wd in zip(self.param_groups, decays):
-                        group["weight_decay"] = wd
-                    for p, g in grads:
-                        p.grad = g
-                s.ef.accumulate(s.flat, 0.0, -1.0)  # m = -u; r += -1 * m
-            else:
-                super().step()
-                s.flat.sub_(s.backup).neg_()  # u = w - step(w)
-                s.ef.accumulate(s.flat, 0.0, 1.0)
+                        if wd:
+                            for p in group["params"]:
+                                if id(p) in trainable:
+                                    grads.append((p, p.grad))
+                                    p.grad = p.grad.add(p.data, alpha=wd)  # torch's g + wd * w
+                            group["weight_decay"] = 0
+                    s.flat.zero_()
+                    try:
+                        super().step()
+                    finally:
+                        for group, wd in zip(self.param_groups, decays):
+                            group["weight_decay"] = wd
+                        for p, g in grads:
+                            p.grad = g
+                    for part in s.parts:  # m = -u; r += -1 * m
+                        part.ef.accumulate(s.flat[part.slice], 0.0, -1.0)
+                else:
+                    super().step()
+                    s.flat.sub_(s.backup).neg_()  # u = w - step(w)
+                    for part in s.parts:
+                        part.ef.accumulate(s.flat[part.slice], 0.0, 1.0)
+            finally:
+                for p, g in hidden:
+                    p.grad = g
             s.flat.copy_(s.backup)
         self._gather_momentum()
 
@@ -719,8 +1080,13 @@ class _Sieve:
             m = _core.RoundMetrics()
             m.round, m.epoch, m.loss = round_, epoch, loss
             m.selected, m.k = selected, k
-            m.density = 1.0 if s.compressor == "none" else self._density_at(epoch)
-            m.threshold, m.iterations = sel.threshold, sel.iterations
+            if s.per_group:  # the groups' k over D; the largest group's threshold
+                largest = max(s.parts, key=lambda part: part.n).selection
+                m.density = k / s.d
+                m.threshold, m.iterations = largest.threshold, largest.iterations
+            else:
+                m.density = 1.0 if s.compressor == "none" else self._density_at(round_)
+                m.threshold, m.iterations = sel.threshold, sel.iterations
             m.bytes_up, m.bytes_down = stats["bytes_up"], stats["bytes_down"]
             m.dense_bytes = 4 * s.d
             m.t_compute = t0 - s.round_start
@@ -732,10 +1098,16 @@ class _Sieve:
             s.last_epoch_loss = s.epoch_loss / max(s.epoch_rounds, 1)
             s.epoch_loss, s.epoch_rounds = 0.0, 0
         now = time.perf_counter()
-        if s.progress and spe and (now - s.last_progress >= 1.0 or last):
+        if s.progress and (now - s.last_progress >= 1.0 or last):
+            # Without steps_per_epoch the job's length is unknown: its epochs and rounds are
+            # written as 0 ("progress: epoch 0/0 round 57/0 ...").
             s.last_progress = now
-            print(_core.format_progress_line(epoch + 1, s.epochs, s.round, s.epochs * spe, loss,
-                                             s.bytes_up), flush=True)
+            if spe:
+                line = _core.format_progress_line(epoch + 1, s.epochs, s.round, s.epochs * spe,
+                                                  loss, s.bytes_up)
+            else:
+                line = _core.format_progress_line(0, 0, s.round, 0, loss, s.bytes_up)
+            print(line, flush=True)
 
     def _flush_metrics(self):
         s = self._sieve
@@ -750,18 +1122,32 @@ class _Sieve:
 def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001,
                          density_warmup=(), steps_per_epoch=None, epochs=1, seed=1,
                          metrics_out="", metrics_every=1, round_timeout_ms=120000, progress=None,
-                         job=None, wire_values=None, wire=None):
+                         job=None, wire_values=None, wire=None, density_warmup_steps=0,
+                         clip_norm=None, clip="local"):
     """Makes `optimizer` (any torch.optim.Optimizer) a sieve worker and returns it (module
-    docstring). `model`, when given, names parameters in errors and checks that the optimizer
-    holds all of them. compressor: none|topk|gaussiank|gaussiank_paper|dgc|randomk; density:
-    k = round(density * D); density_warmup: densities of epochs 0, 1, ... (needs
-    steps_per_epoch); steps_per_epoch / epochs: for the metrics, progress lines and the warm-up;
-    seed: randomk's / dgc's (as sieve-worker's --seed); metrics_out: sieve-worker's JSON lines
-    ({rank} is replaced); job: a Job from init() (default: the last init(), or init() now);
-    wire_values: "fp32" | "fp16" | "bf16", the pushes' precision (sieve-worker's --wire_values:
-    the selected values are rounded and their rounding error stays in the residual); wire: "v5"
-    (compact index frames) or "v4" (raw indices); None: init()'s (default fp32, v5).
+    docstring). `model`, when given, names parameters in errors, checks that the optimizer
+    holds all of its trainable ones and refuses an nn.Embedding / EmbeddingBag with sparse=True.
+    compressor: none|topk|gaussiank|gaussiank_paper|dgc|randomk; density: k = round(density * D);
+    density_warmup: densities of epochs 0, 1, ... (needs steps_per_epoch); density_warmup_steps:
+    N > 0 ramps the density geometrically from 1 (dense) at round 0 to `density` at round N,
+    density ** (round / N) (not both warm-ups; a routed --density_warmup replaces either);
+    steps_per_epoch / epochs: for the metrics, progress lines and the warm-up; seed: randomk's /
+    dgc's (as sieve-worker's --seed); metrics_out: sieve-worker's JSON lines ({rank} is
+    replaced); job: a Job from init() (default: the last init(), or init() now); wire_values:
+    "fp32" | "fp16" | "bf16", the pushes' precision (sieve-worker's --wire_values: the selected
+    values are rounded and their rounding error stays in the residual); wire: "v5" (compact
+    index frames) or "v4" (raw indices); None: init()'s (default fp32, v5); clip_norm: c > 0
+    clips this worker's gradient before each step, to global norm c (clip="local", as
+    torch.nn.utils.clip_grad_norm_) or c / sqrt(num_workers) (clip="dgc", Deep Gradient
+    Compression's local clipping); None: no clipping.
     Flags routed by `sieve launch` (SIEVE_WORKER_FLAGS) override these arguments.
+
+    Parameters with requires_grad=False are not in D and are never changed (nor synchronized:
+    like buffers, each worker keeps its own). A param_groups entry may carry sieve_density (in
+    (0, 1]; 1.0 sends the group dense, every entry every round) and sieve_compressor (a name as
+    `compressor`); then every group is selected on its own slice of the flat vector with
+    k_g = round(density_g * D_g), a group without them at the optimizer's compressor and density
+    (during a warm-up a group is never sparser than the warm-up's density).
 
     Connects, enters the job (rank 0's weights become the servers' when they have no model of
     their own) and returns when the start barrier is passed, with the servers' weights in the
@@ -782,7 +1168,8 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
     try:
         optimizer._sieve_setup(model, compressor, density, density_warmup, steps_per_epoch,
                                epochs, seed, metrics_out, metrics_every, round_timeout_ms,
-                               progress, job, wire_values, wire)
+                               progress, job, wire_values, wire, density_warmup_steps,
+                               clip_norm, clip)
     except BaseException:
         optimizer.__class__ = base
         raise
