@@ -175,7 +175,7 @@ void Scheduler::Handle(Frames frames) {
       HandleBarrier(h.sender(), h.barrier());
       break;
     case pb::MSG_COLLECTIVE:
-      HandleCollective(*e, h.collective());
+      HandleCollective(*e, h.collective());  // e: this sender's entry
       break;
     case pb::MSG_COPY_READY:
       HandleCopyReady(*e, h);
@@ -361,7 +361,8 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
     e.info.set_port(r.port());
     e.info.set_instance(r.instance());
     e.info.set_key(key);
-    e.sent_table = false;  // a new process: its first table carries the token's digest
+    e.sent_table = false;         // a new process: its first table carries the token's digest
+    e.collective_member = false;  // joins the collectives with its first part
     e.dead = false;
     e.finished = false;
     e.failed_over = false;  // a rebuilt replacement: the primaries send it their snapshots
@@ -595,7 +596,7 @@ void Scheduler::CheckBarriers() {
   }
 }
 
-void Scheduler::HandleCollective(const Entry& from, const pb::Collective& c) {
+void Scheduler::HandleCollective(Entry& from, const pb::Collective& c) {
   const int id = from.info.id();
   auto refuse = [&](const std::string& why) {
     pb::Header h = MakeHeader(pb::MSG_COLLECTIVE, id);
@@ -603,16 +604,24 @@ void Scheduler::HandleCollective(const Entry& from, const pb::Collective& c) {
     ReplyError(h, pb::ERROR_BAD_COLLECTIVE, why);
   };
   if (from.info.role() != pb::ROLE_WORKER) return refuse("only workers take part in collectives");
-  if (c.seq() <= collectives_done_) {
-    return refuse("collective " + std::to_string(c.seq()) +
-                  " already completed (a worker restarted under its rank counts its collectives "
-                  "from 1 again and cannot take part in the others')");
+  if (!from.collective_member) {
+    // A worker re-admitted under a dead one's rank counts its collectives from 1: its first one
+    // is the collective the others are in (the oldest pending), or the next one.
+    const uint64_t target =
+        collectives_.empty() ? collectives_done_ + 1 : collectives_.begin()->first;
+    from.collective_offset = static_cast<int64_t>(target) - static_cast<int64_t>(c.seq());
+    from.collective_member = true;
   }
+  const int64_t shifted = static_cast<int64_t>(c.seq()) + from.collective_offset;
+  if (shifted <= static_cast<int64_t>(collectives_done_)) {
+    return refuse("collective " + std::to_string(c.seq()) + " of this worker already completed");
+  }
+  const uint64_t seq = static_cast<uint64_t>(shifted);
   if (c.op() == pb::COLLECTIVE_BROADCAST &&
       (c.root() < 0 || c.root() >= static_cast<int>(options_.num_workers))) {
     return refuse("broadcast root " + std::to_string(c.root()) + " is not a worker rank");
   }
-  auto it = collectives_.find(c.seq());
+  auto it = collectives_.find(seq);
   if (it == collectives_.end()) {
     int pending = 0;
     for (const auto& [seq, p] : collectives_) pending += p.parts.count(id) > 0;
@@ -620,7 +629,7 @@ void Scheduler::HandleCollective(const Entry& from, const pb::Collective& c) {
       return refuse("worker " + std::to_string(from.info.rank()) + " already takes part in " +
                     std::to_string(pending) + " collectives");
     }
-    it = collectives_.emplace(c.seq(), PendingCollective{c.op(), c.root(), c.values_size(), {}, {}})
+    it = collectives_.emplace(seq, PendingCollective{c.op(), c.root(), c.values_size(), {}, {}})
              .first;
   }
   PendingCollective& p = it->second;
@@ -634,7 +643,7 @@ void Scheduler::HandleCollective(const Entry& from, const pb::Collective& c) {
                 "); every worker must pass the same op, root and size";
     for (const auto& [other, values] : p.parts) {
       pb::Header h = MakeHeader(pb::MSG_COLLECTIVE, other);
-      h.set_round(c.seq());
+      h.set_round(WorkerSeq(other, seq));
       ReplyError(h, pb::ERROR_BAD_COLLECTIVE, p.failure);
     }
   }
@@ -652,10 +661,11 @@ void Scheduler::CheckCollectives() {
     for (const auto& [id, e] : nodes_) {
       if (e.info.role() != pb::ROLE_WORKER) continue;
       if (p.op == pb::COLLECTIVE_BROADCAST && e.info.rank() == p.root) root = &e;
-      if (!e.dead && !p.parts.count(id)) complete = false;
+      if (!e.dead && e.collective_member && !p.parts.count(id)) complete = false;
     }
     const bool root_lost = p.op == pb::COLLECTIVE_BROADCAST &&
-                           (root == nullptr || (root->dead && !p.parts.count(root->info.id())));
+                           (root == nullptr || ((root->dead || !root->collective_member) &&
+                                                !p.parts.count(root->info.id())));
     if (!complete && (!root_lost || !p.failure.empty())) {
       ++it;
       continue;
@@ -667,7 +677,7 @@ void Scheduler::CheckCollectives() {
         const Entry* e = Find(id);
         if (e == nullptr || e->dead) continue;
         pb::Header h = MakeHeader(pb::MSG_COLLECTIVE, id);
-        h.set_round(seq);
+        h.set_round(WorkerSeq(id, seq));
         ReplyError(h, pb::ERROR_BAD_COLLECTIVE,
                    "the root of broadcast " + std::to_string(seq) + " (worker " +
                        std::to_string(p.root) + ") died before it took part");
@@ -691,12 +701,20 @@ void Scheduler::CheckCollectives() {
       }
       for (const auto& [id, values] : p.parts) {
         const Entry* e = Find(id);
-        if (e != nullptr && !e->dead) SendTo(id, r);
+        if (e == nullptr || e->dead) continue;
+        out->set_seq(WorkerSeq(id, seq));
+        SendTo(id, r);
       }
     }
     collectives_done_ = std::max(collectives_done_, seq);
     it = collectives_.erase(it);
   }
+}
+
+uint64_t Scheduler::WorkerSeq(int id, uint64_t seq) {
+  const Entry* e = Find(id);
+  return e == nullptr ? seq
+                      : static_cast<uint64_t>(static_cast<int64_t>(seq) - e->collective_offset);
 }
 
 void Scheduler::CheckHeartbeats() {

@@ -116,6 +116,10 @@ class Scheduler {
     // Whether this node's current process was sent a node table, so knows the job instance:
     // from then on every message to it carries the instance's digest (JobFor).
     bool sent_table = false;
+    // Collectives: whether this worker takes part (a worker re-admitted under a dead one's rank
+    // does from its first COLLECTIVE on), and what to add to its seq to get the job's.
+    bool collective_member = true;
+    int64_t collective_offset = 0;
     Clock::time_point dead_since;
   };
 
@@ -154,7 +158,9 @@ class Scheduler {
   void HandleBarrier(int id, const pb::Barrier& b);
   // A worker's part of a collective (MSG_COLLECTIVE): kept until every live worker's part is in
   // (CheckCollectives), refused with ERROR_BAD_COLLECTIVE when it disagrees with the others'.
-  void HandleCollective(const Entry& from, const pb::Collective& c);
+  void HandleCollective(Entry& from, const pb::Collective& c);
+  // The seq worker `id` numbers the job's collective `seq` with (Entry::collective_offset).
+  uint64_t WorkerSeq(int id, uint64_t seq);
   // Answers every collective whose parts are all in (or whose broadcast root died).
   void CheckCollectives();
   // A primary's report that server h.origin holds a copy of shard h.shard again.

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -264,7 +265,8 @@ TEST(NetSchedulerTest, ForgedBarriersDoNotKeepTheRealOneOut) {
 // Collectives through the scheduler (Node::Collective) against their closed forms: the sum of
 // every worker's values (computed here in fp64 from the same inputs), rank 0's values for a
 // broadcast, a refusal to every worker whose part disagrees with another's, and the local checks
-// (size limit, non-finite values) before anything is sent.
+// (size limit, non-finite values) before anything is sent; a restarted worker joins the
+// collective the others are in.
 TEST(NetSchedulerTest, CollectivesSumAndBroadcastAndRefuseDisagreement) {
   RunningScheduler sched(1, 2, 10);
   std::unique_ptr<Node> w[2];
@@ -314,6 +316,46 @@ TEST(NetSchedulerTest, CollectivesSumAndBroadcastAndRefuseDisagreement) {
   for (int rank = 0; rank < 2; ++rank) {
     ASSERT_TRUE(again[rank].ok()) << again[rank].status().ToString();
     EXPECT_EQ(again[rank]->values, want);
+  }
+  // Worker 1 restarts (a new process under its rank replaces the live one): until it sends its
+  // first collective it takes no part, so worker 0 is not held up (alone: its own values, one
+  // contributor); its first one (its seq 1) is the collective worker 0 is in or starts next.
+  NodeOptions o = NodeFor(sched.address(), pb::ROLE_WORKER);
+  o.rank = 1;
+  auto restarted = Node::Start(o);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  w[1] = std::move(restarted).value();
+  auto alone = w[0]->Collective(pb::COLLECTIVE_SUM, 0, mine[0], std::chrono::milliseconds(30000));
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(alone->values, mine[0]);
+  EXPECT_EQ(alone->contributors, 1u);
+  StatusOr<Node::CollectiveResult> first = InternalError("not run");
+  std::atomic<bool> first_done{false};
+  std::thread rejoiner([&] {
+    first = w[1]->Collective(pb::COLLECTIVE_SUM, 0, mine[1], std::chrono::milliseconds(30000));
+    first_done = true;
+  });
+  int together = 0;
+  for (int i = 0; i < 500 && !first_done; ++i) {  // worker 0 goes on with its collectives
+    auto r = w[0]->Collective(pb::COLLECTIVE_SUM, 0, mine[0], std::chrono::milliseconds(30000));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (r->contributors == 2) {
+      EXPECT_EQ(r->values, want);
+      ++together;
+    } else {
+      EXPECT_EQ(r->values, mine[0]);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  rejoiner.join();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->values, want);
+  EXPECT_EQ(first->contributors, 2u);
+  EXPECT_EQ(together, 1);
+  auto after = both(pb::COLLECTIVE_SUM, 0, mine);  // in step from then on
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(after[rank].ok()) << after[rank].status().ToString();
+    EXPECT_EQ(after[rank]->values, want);
   }
   // Checked before sending: too many values, a NaN.
   std::vector<float> big(kMaxCollectiveValues + 1, 1.0f);

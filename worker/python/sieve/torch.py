@@ -335,7 +335,7 @@ class _Sieve:
     def _sieve_setup(self, model, compressor, density, density_warmup, steps_per_epoch, epochs,
                      seed, metrics_out, metrics_every, round_timeout_ms, progress, job,
                      wire_values=None, wire=None, density_warmup_steps=0, clip_norm=None,
-                     clip="local"):
+                     clip="local", buffers="local"):
         flags = job.flags
         given = flags.explicit
         # The wire (sieve-worker's --wire_values / --wire): routed flags win, then these
@@ -521,6 +521,7 @@ class _Sieve:
         s.metrics_every = metrics_every
         s.progress = (not sys.stdout.isatty()) if progress is None else progress
         s.bytes_up = s.bytes_down = s.dense_bytes = s.pairs_up = 0
+        self._setup_buffers(model, buffers)  # before anything is pushed
         s.pushed_sum = 0.0
         s.max_pushpull_s = 0.0  # the longest push/pull (a server failover's stall)
         s.returned_sum = 0.0  # backup workers: pushed, never applied, back in the residual
@@ -675,12 +676,77 @@ class _Sieve:
         s.bytes_down += stats["bytes_down"]
         s.pairs_up += stats["pairs_up"]
         s.dense_bytes += 4 * s.d
+        self._sync_buffers()
         self._report(round_, epoch, k, sel, selected, stats, t0, t1, t2)
         s.round_start = time.perf_counter()
         s.overhead_seconds += s.round_start - t0
         s.job.progress["sieve_worker_rounds_total"] = s.round - s.first_round
         s.job.progress["sieve_worker_bytes_up_total"] = s.bytes_up
         return loss
+
+    def _setup_buffers(self, model, mode):
+        """Checks `buffers` and, for "broadcast" / "average", that every worker holds buffers of
+        the same shapes (two collectives; not for a worker that rejoined a running job, whose
+        first collective joins the others' next buffer exchange): ValueError on every worker
+        otherwise, before anything is pushed."""
+        s = self._sieve
+        if mode not in ("local", "broadcast", "average"):
+            raise ValueError(f"buffers must be 'local', 'broadcast' or 'average', got {mode!r}")
+        s.buffers_mode = mode
+        s.buffers = [] if model is None or mode == "local" else list(model.buffers())
+        if not s.buffers or s.rejoined:
+            return
+        shapes = 0
+        for b in s.buffers:
+            for dim in (len(b.shape),) + tuple(b.shape):
+                shapes = (shapes * 31 + dim) % 16777213  # exact in float32
+        mine = torch.tensor([len(s.buffers), sum(b.numel() for b in s.buffers), shapes],
+                            dtype=torch.float32)
+        root = float(s.rank == 0)
+        got = self._exchange(torch.cat([torch.tensor([root]), mine * root]))
+        differs = float(got[0] == 1 and not torch.equal(got[1:], mine))
+        if self._exchange(torch.tensor([differs]))[0] > 0:
+            raise ValueError(f"buffers={mode!r}: the workers' models hold buffers of different "
+                             f"shapes (this worker: {len(s.buffers)} buffers, "
+                             f"{int(mine[1])} values); every worker must build the same model")
+
+    def _exchange(self, flat):
+        """The element-wise sum of a float32 vector over the workers (collectives of at most
+        MAX_COLLECTIVE_ELEMENTS each); its bytes count as pushed and pulled."""
+        s = self._sieve
+        parts = []
+        for chunk in torch.split(flat, MAX_COLLECTIVE_ELEMENTS):
+            values, _ = s.client.collective("sum", chunk.contiguous().numpy(), 0,
+                                            s.round_timeout_ms)
+            parts.append(torch.from_numpy(values))
+        s.bytes_up += 4 * flat.numel()
+        s.bytes_down += 4 * flat.numel()
+        return torch.cat(parts)
+
+    def _sync_buffers(self):
+        """After a step: every worker's buffers become rank 0's ("broadcast"; unchanged while
+        rank 0 is not in the job) or the workers' mean ("average"). Integer buffers (a
+        BatchNorm's num_batches_tracked) are rounded back."""
+        s = self._sieve
+        if not s.buffers:
+            return
+        with torch.no_grad():
+            flat = torch.cat([b.detach().reshape(-1).to("cpu", torch.float32)
+                              for b in s.buffers])
+            weight = float(s.rank == 0) if s.buffers_mode == "broadcast" else 1.0
+            got = self._exchange(torch.cat([torch.tensor([weight]), flat * weight]))
+            count = float(got[0])
+            if count == 0:
+                return
+            values = got[1:] if count == 1 else got[1:] / count
+            offset = 0
+            for b in s.buffers:
+                n = b.numel()
+                v = values[offset:offset + n].reshape(b.shape)
+                if not b.dtype.is_floating_point:
+                    v = torch.round(v)
+                b.copy_(v.to(b.device, b.dtype))
+                offset += n
 
     def state_dict(self):
         """torch's state_dict plus "sieve": this worker's round, error-feedback residual and
@@ -1123,7 +1189,7 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
                          density_warmup=(), steps_per_epoch=None, epochs=1, seed=1,
                          metrics_out="", metrics_every=1, round_timeout_ms=120000, progress=None,
                          job=None, wire_values=None, wire=None, density_warmup_steps=0,
-                         clip_norm=None, clip="local"):
+                         clip_norm=None, clip="local", buffers="local"):
     """Makes `optimizer` (any torch.optim.Optimizer) a sieve worker and returns it (module
     docstring). `model`, when given, names parameters in errors, checks that the optimizer
     holds all of its trainable ones and refuses an nn.Embedding / EmbeddingBag with sparse=True.
@@ -1139,7 +1205,12 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
     index frames) or "v4" (raw indices); None: init()'s (default fp32, v5); clip_norm: c > 0
     clips this worker's gradient before each step, to global norm c (clip="local", as
     torch.nn.utils.clip_grad_norm_) or c / sqrt(num_workers) (clip="dgc", Deep Gradient
-    Compression's local clipping); None: no clipping.
+    Compression's local clipping); None: no clipping. buffers: what becomes of the model's
+    buffers (BatchNorm's running statistics) after each step(): "local" (each worker keeps its
+    own), "broadcast" (every worker holds rank 0's, as DDP does) or "average" (their mean over the
+    workers); the last two go through the scheduler's collectives (sieve.torch.allreduce), so
+    every worker must call step() equally often (BSP without backup workers), and their bytes
+    count in bytes_up / bytes_down.
     Flags routed by `sieve launch` (SIEVE_WORKER_FLAGS) override these arguments.
 
     Parameters with requires_grad=False are not in D and are never changed (nor synchronized:
@@ -1169,7 +1240,7 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
         optimizer._sieve_setup(model, compressor, density, density_warmup, steps_per_epoch,
                                epochs, seed, metrics_out, metrics_every, round_timeout_ms,
                                progress, job, wire_values, wire, density_warmup_steps,
-                               clip_norm, clip)
+                               clip_norm, clip, buffers)
     except BaseException:
         optimizer.__class__ = base
         raise
