@@ -2,7 +2,8 @@
 a model: D is the script's): every worker gets the element-wise sum in fp64 rounded once (the
 test sums both ranks' inputs itself), the mean, rank 1's tensor for a broadcast from root 1 and
 the OR of a flag; too many values, a NaN, an unknown op and a call before connecting raise
-ValueError before anything is sent; both workers then train a step and the job ends cleanly.
+ValueError before anything is sent; model.load_state_dict after wrapping raises ValueError
+naming the remedy; both workers then train a step and the job ends cleanly.
 """
 
 import json
@@ -37,6 +38,7 @@ try:
         assert "65536" in g["too_big"], g["too_big"]
         assert "finite" in g["nan"], g["nan"]
         assert "'max'" in g["bad_op"], g["bad_op"]
+        assert "load the weights before wrapping" in g["load_after_wrap"], g["load_after_wrap"]
     print("collectives: sum, mean, broadcast, flag and the refusals as computed here, both ranks")
 finally:
     c.kill()

@@ -26,6 +26,11 @@ except ValueError as e:
 model = torch.nn.Linear(2, 1)
 opt = sieve.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model,
                                        compressor="topk", density=1.0)
+try:
+    model.load_state_dict(model.state_dict())
+    record["load_after_wrap"] = "no error"
+except ValueError as e:
+    record["load_after_wrap"] = str(e)
 mine = torch.tensor([[rank + 1.0, 10.0 * rank], [0.5, -1e-3 * (rank + 1)]])
 record["mine"] = mine.tolist()
 record["sum"] = sieve.torch.allreduce(mine, op="sum").tolist()

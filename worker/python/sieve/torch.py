@@ -1244,4 +1244,20 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
     except BaseException:
         optimizer.__class__ = base
         raise
+    if model is not None:
+        _refuse_weight_loads(model)
     return optimizer
+
+
+def _refuse_weight_loads(model):
+    """Makes `model.load_state_dict` raise: after wrapping it would change this worker's replica
+    only (the servers hold the job's weights, and the replicas would silently differ)."""
+
+    def load_state_dict(*args, **kwargs):
+        raise ValueError(
+            "model.load_state_dict() after sieve.torch.DistributedOptimizer wrapped the model "
+            "would change only this worker's copy (the servers hold the job's weights): load the "
+            "weights before wrapping (on every worker, or on rank 0 with servers started without "
+            "a model: rank 0's weights become the job's)")
+
+    model.load_state_dict = load_state_dict
