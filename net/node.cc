@@ -25,6 +25,11 @@ constexpr size_t kMaxMessagesBeforeTable = 1024;
 std::string DeadPeerMessage(const pb::NodeDead& d) {
   const bool server = d.role() == pb::ROLE_SERVER;
   const std::string who = std::string(server ? "server " : "worker ") + std::to_string(d.rank());
+  if (d.finished()) {
+    return who + " (node " + std::to_string(d.id()) +
+           ") finished its training before the others; rounds, barriers and collectives go on "
+           "without it";
+  }
   std::string m = who + " (node " + std::to_string(d.id()) + ") is dead: " + d.reason() + ". ";
   if (server) {
     m += "With the scheduler's --server_failure=wait (the default) the job waits for a new "

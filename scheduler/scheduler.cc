@@ -188,13 +188,18 @@ void Scheduler::Handle(Frames frames) {
         ReplyError(h, pb::ERROR_UNEXPECTED_TYPE, "only workers send FINISHED");
         break;
       }
-      if (!e->finished) LOG(INFO) << "worker " << e->info.rank() << " finished";  // once
+      if (e->finished) break;  // a repeat changes nothing
+      LOG(INFO) << "worker " << e->info.rank() << " finished";
       e->finished = true;
       bool all = true;
       for (const auto& [id, n] : nodes_) {
         if (n.info.role() == pb::ROLE_WORKER && !n.dead && !n.finished) all = false;
       }
-      if (all) done_ = true;
+      if (all) {
+        done_ = true;
+        break;
+      }
+      AnnounceDeparture(*e);
       break;
     }
     default:
@@ -578,7 +583,7 @@ void Scheduler::CheckBarriers() {
     bool complete = true;
     for (const auto& [id, e] : nodes_) {
       const uint32_t bit = e.info.role() == pb::ROLE_SERVER ? kGroupServers : kGroupWorkers;
-      if ((group & bit) && !e.dead && !it->second.count(id)) complete = false;
+      if ((group & bit) && !e.dead && !e.finished && !it->second.count(id)) complete = false;
     }
     if (!complete) {
       ++it;
@@ -594,6 +599,22 @@ void Scheduler::CheckBarriers() {
     }
     it = barriers_.erase(it);
   }
+}
+
+void Scheduler::AnnounceDeparture(const Entry& e) {
+  // A worker that ran out of data before the others (uneven inputs): the servers close rounds
+  // without it and the barriers and collectives stop waiting for it, so the others are not held
+  // up until their round timeout.
+  pb::Header h = MakeHeader(pb::MSG_NODE_DEAD, kSchedulerId);
+  auto* d = h.mutable_node_dead();
+  d->set_id(e.info.id());
+  d->set_role(e.info.role());
+  d->set_rank(e.info.rank());
+  d->set_reason("finished its training before the others");
+  d->set_finished(true);
+  Broadcast(h, e.info.id());
+  CheckBarriers();
+  CheckCollectives();
 }
 
 void Scheduler::HandleCollective(Entry& from, const pb::Collective& c) {
@@ -661,7 +682,7 @@ void Scheduler::CheckCollectives() {
     for (const auto& [id, e] : nodes_) {
       if (e.info.role() != pb::ROLE_WORKER) continue;
       if (p.op == pb::COLLECTIVE_BROADCAST && e.info.rank() == p.root) root = &e;
-      if (!e.dead && e.collective_member && !p.parts.count(id)) complete = false;
+      if (!e.dead && !e.finished && e.collective_member && !p.parts.count(id)) complete = false;
     }
     const bool root_lost = p.op == pb::COLLECTIVE_BROADCAST &&
                            (root == nullptr || ((root->dead || !root->collective_member) &&

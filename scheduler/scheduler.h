@@ -159,6 +159,9 @@ class Scheduler {
   // A worker's part of a collective (MSG_COLLECTIVE): kept until every live worker's part is in
   // (CheckCollectives), refused with ERROR_BAD_COLLECTIVE when it disagrees with the others'.
   void HandleCollective(Entry& from, const pb::Collective& c);
+  // Tells every other live node that worker `e` finished before the others (NODE_DEAD with
+  // finished set) and re-checks the barriers and collectives, which no longer wait for it.
+  void AnnounceDeparture(const Entry& e);
   // The seq worker `id` numbers the job's collective `seq` with (Entry::collective_offset).
   uint64_t WorkerSeq(int id, uint64_t seq);
   // Answers every collective whose parts are all in (or whose broadcast root died).

@@ -40,6 +40,7 @@ an nn.Embedding with sparse=True.
 """
 
 import atexit
+import contextlib
 import math
 import numbers
 import os
@@ -823,6 +824,19 @@ class _Sieve:
         s.client.finish()
         s.client.wait_shutdown(s.shutdown_timeout_ms)
         s.client.close()
+
+    @contextlib.contextmanager
+    def join(self):
+        """For uneven inputs (a data loader with a remainder, DDP's `join()`): `with opt.join():`
+        around the training loop; when the block ends this worker finishes (finish()), and the
+        others go on without it: the servers close each round with the pushes of the workers
+        still training (as for a worker that died) and barriers and collectives stop waiting for
+        it, so nobody is left waiting for its round timeout. Unlike DDP, whose joined ranks
+        contribute zeros to every later allreduce, a round's average is over the workers that
+        pushed. The same happens without join() when a worker calls finish() early. An exception
+        in the block propagates (the job is told this worker failed at exit)."""
+        yield self
+        self.finish()
 
     def abort(self, reason):
         """Stops this worker's part of the job after a failure: wakes its waits and closes the
