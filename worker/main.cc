@@ -1,8 +1,9 @@
 // sieve-worker: the worker daemon. Registers with the scheduler, trains its data partition with
 // sparse push/pull (worker/trainer/trainer.h), prints a `sieve-worker summary:` line and exits 0
 // after the scheduler's shutdown; any failure exits 1 with a message on stderr, a bad flag value
-// exits 2 before connecting. Flags and their options: worker/worker_flags.h; the run:
-// worker/worker_daemon.h; start, exit codes, signals and metrics: daemon/daemon_main.h.
+// exits 2 before connecting, and --device=cuda without a usable GPU exits 75
+// (kExitDeviceUnavailable: retryable, unlike 2). Flags and their options: worker/worker_flags.h;
+// the run: worker/worker_daemon.h; start, exit codes, signals and metrics: daemon/daemon_main.h.
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
     return *code;
   }
   auto options = sieve::FlagsToWorkerOptions();
+  if (!options.ok() && options.status().code() == sieve::StatusCode::kUnavailable) {
+    return sieve::ExitWith(sieve::kExitDeviceUnavailable, "sieve-worker",
+                           options.status().message());
+  }
   if (!options.ok()) {
     return sieve::ExitWith(sieve::kExitUsage, "sieve-worker",
                            options.status().message() + " (see --help)");

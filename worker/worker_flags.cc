@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/device.h"
 #include "kernels/model/model_layout.h"
 #include "net/node_environment.h"
 #include "worker/data/dataset.h"
@@ -196,6 +197,33 @@ Status FlagsToCluster(WorkerDaemonOptions* d) {
   return Status::Ok();
 }
 
+// Everything but the device's availability.
+StatusOr<WorkerDaemonOptions> FlagsToOptionsButDevice() {
+  WorkerDaemonOptions d;
+  auto trainer = FlagsToModelAndSchedule();
+  if (!trainer.ok()) return trainer.status();
+  d.trainer = std::move(*trainer);
+  if (Status s = FlagsToRunAndOutput(&d.trainer); !s.ok()) return s;
+  if (Status s = FlagsToCluster(&d); !s.ok()) return s;
+  if (FLAGS_shutdown_timeout_ms < 1)
+    return InvalidArgumentError("--shutdown_timeout_ms must be >= 1");
+  if (FLAGS_blas_threads < 1) return InvalidArgumentError("--blas_threads must be >= 1");
+  if (FLAGS_kernel_threads < 1) return InvalidArgumentError("--kernel_threads must be >= 1");
+  // The device's name was checked with the trainer's options.
+  if (d.trainer.device == "cuda" && !CudaBackendCompiled()) {
+    // This binary can never run on a GPU: retrying elsewhere cannot help.
+    return InvalidArgumentError("--device: " + ParseDevice("cuda").status().message());
+  }
+  auto layout = MakeModelLayout(d.trainer.model, d.trainer.num_params);
+  if (!layout.ok()) return InvalidArgumentError("--model: " + layout.status().message());
+  d.num_params = layout->num_params;
+  d.checksum = FLAGS_checksum;
+  d.shutdown_timeout = std::chrono::milliseconds(FLAGS_shutdown_timeout_ms);
+  d.blas_threads = FLAGS_blas_threads;
+  d.kernel_threads = FLAGS_kernel_threads;
+  return d;
+}
+
 }  // namespace
 
 // --help lists the flags above in these groups (base/flags.h); a flag in none is under "Other".
@@ -225,26 +253,16 @@ ProgramInfo WorkerProgram() {
 }
 
 StatusOr<WorkerDaemonOptions> FlagsToWorkerOptions() {
-  WorkerDaemonOptions d;
-  auto trainer = FlagsToModelAndSchedule();
-  if (!trainer.ok()) return trainer.status();
-  d.trainer = std::move(*trainer);
-  if (Status s = FlagsToRunAndOutput(&d.trainer); !s.ok()) return s;
-  if (Status s = FlagsToCluster(&d); !s.ok()) return s;
-  if (FLAGS_shutdown_timeout_ms < 1)
-    return InvalidArgumentError("--shutdown_timeout_ms must be >= 1");
-  if (FLAGS_blas_threads < 1) return InvalidArgumentError("--blas_threads must be >= 1");
-  if (FLAGS_kernel_threads < 1) return InvalidArgumentError("--kernel_threads must be >= 1");
-  auto device = ParseDevice(d.trainer.device);
-  if (!device.ok()) return InvalidArgumentError("--device: " + device.status().message());
-  d.device = *device;
-  auto layout = MakeModelLayout(d.trainer.model, d.trainer.num_params);
-  if (!layout.ok()) return InvalidArgumentError("--model: " + layout.status().message());
-  d.num_params = layout->num_params;
-  d.checksum = FLAGS_checksum;
-  d.shutdown_timeout = std::chrono::milliseconds(FLAGS_shutdown_timeout_ms);
-  d.blas_threads = FLAGS_blas_threads;
-  d.kernel_threads = FLAGS_kernel_threads;
+  auto d = FlagsToOptionsButDevice();
+  // A flag file or key that cannot be read is the command line's fault too (exit 2), whatever
+  // status code told it: kUnavailable is kept for the device below.
+  if (!d.ok()) return InvalidArgumentError(d.status().message());
+  auto device = ParseDevice(d->trainer.device);
+  if (!device.ok()) {
+    // A CUDA build that sees no GPU (or whose runtime cannot reach one): the machine's fault.
+    return UnavailableError("--device: " + device.status().message());
+  }
+  d->device = *device;
   return d;
 }
 

@@ -4,8 +4,10 @@
 // Contract: parse the command line (daemon/daemon_main.h's StartDaemon with WorkerProgram())
 // before FlagsToWorkerOptions(), both on main()'s thread. FlagsToWorkerOptions reads the parsed
 // flags; its one change to them is ApplyNodeEnvironment's (net/node_environment.h: the job's
-// SIEVE_* variables become defaults of flags not given). An error is a usage error (exit 2) with
-// the message the daemon prints between "sieve-worker: " and " (see --help)".
+// SIEVE_* variables become defaults of flags not given). An error is a usage error
+// (kInvalidArgument, exit 2) with the message the daemon prints between "sieve-worker: " and
+// " (see --help)", except --device=cuda in a build with the CUDA backend that finds no usable GPU
+// (kUnavailable, exit kExitDeviceUnavailable): a fault of the machine, not of the command line.
 #ifndef SIEVE_WORKER_WORKER_FLAGS_H_
 #define SIEVE_WORKER_WORKER_FLAGS_H_
 
@@ -78,10 +80,19 @@ struct WorkerDaemonOptions {
 // sieve-worker's name, summary, usage and --help groups (base/flags.h).
 ProgramInfo WorkerProgram();
 
+// sieve-worker's exit status when --device=cuda finds no usable GPU (none visible, or the CUDA
+// runtime cannot reach it): EX_TEMPFAIL of sysexits.h. Unlike a usage error (2), another try
+// may succeed (another node, a reset device): the Kubernetes manifests retry the pod under its
+// index (docs/deploy.md, "Exit codes").
+inline constexpr int kExitDeviceUnavailable = 75;
+
 // The options of the parsed flags. Errors, checked in this order: the trainer's flags (each list
 // and name parsed, then ValidateTrainerOptions), the job's environment, the node flags
 // (ReadNodeFlags("worker")), --fp16 against --wire_values, --shutdown_timeout_ms,
-// --blas_threads, --kernel_threads, --device, --model.
+// --blas_threads, --kernel_threads, --device=cuda in a build without the CUDA backend, --model,
+// then whether --device=cuda finds a GPU (last, so that any usage error wins over a missing GPU).
+// Every error is kInvalidArgument (a usage error, an unknown device name included) except that
+// last one, kUnavailable.
 StatusOr<WorkerDaemonOptions> FlagsToWorkerOptions();
 
 }  // namespace sieve

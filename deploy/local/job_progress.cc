@@ -98,13 +98,23 @@ std::string JobProgress::Text() const {
   }
   loss /= static_cast<double>(workers_.size());
   const uint64_t round = slowest->round, rounds = slowest->rounds;
+  // A total of 0 is unknown (a Python worker without steps_per_epoch writes "epoch 0/0 round
+  // 57/0"): what is known is shown, with no total, percentage or ETA.
   char head[160];
-  std::snprintf(head, sizeof(head), "epoch %llu/%llu round %llu/%llu %.0f%% loss %.4f",
-                static_cast<unsigned long long>(slowest->epoch),
-                static_cast<unsigned long long>(slowest->epochs),
-                static_cast<unsigned long long>(round), static_cast<unsigned long long>(rounds),
-                rounds ? 100.0 * static_cast<double>(round) / static_cast<double>(rounds) : 100.0,
-                loss);
+  int at = 0;
+  if (slowest->epochs > 0) {
+    at = std::snprintf(head, sizeof(head), "epoch %llu/%llu ",
+                       static_cast<unsigned long long>(slowest->epoch),
+                       static_cast<unsigned long long>(slowest->epochs));
+  }
+  if (rounds > 0) {
+    std::snprintf(head + at, sizeof(head) - at, "round %llu/%llu %.0f%% loss %.4f",
+                  static_cast<unsigned long long>(round), static_cast<unsigned long long>(rounds),
+                  100.0 * static_cast<double>(round) / static_cast<double>(rounds), loss);
+  } else {
+    std::snprintf(head + at, sizeof(head) - at, "round %llu loss %.4f",
+                  static_cast<unsigned long long>(round), loss);
+  }
   std::string text = head;
   const double seconds = first_ ? std::chrono::duration<double>(last_ - first_->second).count() : 0;
   if (seconds > 0 && round > first_->first) {

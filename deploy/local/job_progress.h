@@ -16,7 +16,10 @@
 //   where the round is the slowest worker's (of those that reported), the loss the mean of the
 //   workers' latest, the bytes the sum over workers (and their restarted predecessors), the rate
 //   the job's rounds since the first progress line over the time since it, and the ETA the rounds
-//   left at that rate (rate and ETA are left out until two points in time are known).
+//   left at that rate (rate and ETA are left out until two points in time are known). A total of
+//   0 is unknown (a Python worker without steps_per_epoch): then the round is shown alone, with
+//   no total, percentage or ETA ("round 16 loss 0.4321 2.0 rounds/s pushed 1.2 MB"), and the
+//   epoch is left out too when its total is 0.
 // Pure state: no I/O, no clock reads (times are passed in), so it is unit-tested directly.
 #ifndef SIEVE_DEPLOY_LOCAL_JOB_PROGRESS_H_
 #define SIEVE_DEPLOY_LOCAL_JOB_PROGRESS_H_

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "base/progress_line.h"
 #include "deploy/local/job_progress.h"
@@ -10,6 +12,12 @@ namespace sieve {
 namespace {
 
 constexpr std::string_view kSchedulerFailed = "sieve-scheduler: job failed: ";
+
+// The result line's own fields that a worker's metric could also be named (test_acc and rounds
+// are summary fields, never metrics): such a metric is left out of the line.
+bool IsResultField(std::string_view name) {
+  return name == "time" || name == "pushed" || name == "workers";
+}
 
 }  // namespace
 
@@ -43,6 +51,7 @@ std::string JobResult::Finished(double seconds) const {
   }
   std::optional<double> test_acc;
   std::optional<uint64_t> rounds;
+  std::vector<std::pair<std::string, std::string>> metrics;  // each name's lowest rank's value
   int finished = 0;
   for (const auto& [rank, p] : last) {  // ascending ranks
     if (!p->exited_ok) continue;
@@ -50,6 +59,11 @@ std::string JobResult::Finished(double seconds) const {
     if (!p->summary) continue;
     if (!test_acc) test_acc = p->summary->test_acc;
     rounds = std::max(rounds.value_or(0), p->summary->rounds);
+    for (const auto& metric : p->summary->metrics) {
+      const bool known = std::any_of(metrics.begin(), metrics.end(),
+                                     [&](const auto& m) { return m.first == metric.first; });
+      if (!known && !IsResultField(metric.first)) metrics.push_back(metric);
+    }
   }
   std::string text = "job finished:";
   char buf[64];
@@ -66,6 +80,7 @@ std::string JobResult::Finished(double seconds) const {
     text += " pushed=" + bytes;
   }
   text += " workers=" + std::to_string(finished) + "/" + std::to_string(num_workers_);
+  for (const auto& [name, value] : metrics) text += " " + name + "=" + value;
   return text + LostWorkers();
 }
 

@@ -15,8 +15,11 @@
 //   test_acc: the lowest rank's that reported one (left out when none did); rounds: the most any
 //   worker's summary reached (left out without summaries); time: `seconds`; pushed: every
 //   process's bytes_up summed, restarted ones' predecessors too (left out when nothing was
-//   reported); workers: the ranks whose latest process exited 0, of W; then "; lost worker 2
-//   (killed by signal 9 (Killed))" per lost worker.
+//   reported); workers: the ranks whose latest process exited 0, of W; then the workers' own
+//   metrics (a Python script's `opt.record(perplexity=...)`: " perplexity=3.46"), each the
+//   lowest rank's that reported it, as its summary line wrote it, in that rank's order (a
+//   metric named time, pushed or workers is left out); then "; lost worker 2 (killed by signal
+//   9 (Killed))" per lost worker.
 // - Failed(reason) is "job FAILED: REASON", followed by " (scheduler: ...)" when the scheduler
 //   named its own reason, then the lost workers as in Finished().
 // Pure state, no I/O; thread-compatible.

@@ -10,7 +10,9 @@ objects describe one training job that ends, named and sized by its job.yaml:
 - DNS: every server and worker finds the scheduler at a DNS name the rendering publishes for the
   scheduler's pod, on its zmq port;
 - the JobSet's success policy (all workers), failure policy (a usage error and a deadline fail
-  the set), pod failure policies, restarts, its ttlSecondsAfterFinished (the plain Jobs' too);
+  the set), pod failure policies (exit 2 fails the Job, a worker's missing GPU, exit 75, and a
+  failure, exit 1, count as retries of their index; a mutated policy must fail the check),
+  restarts, its ttlSecondsAfterFinished (the plain Jobs' too);
   retries per index (backoffLimitPerIndex, maxFailedIndexes 0, no Job-wide backoffLimit) on the
   servers' and workers' Jobs; activeDeadlineSeconds = the job's deadline_s on every Job;
 - failure timing: the scheduler's --server_restart_timeout_ms is well above the replacement of
@@ -219,6 +221,48 @@ def init_wait_command():
     return list(_init_wait_command())
 
 
+# sieve-worker's exit status for --device=cuda without a usable GPU (worker/worker_flags.h's
+# kExitDeviceUnavailable) and every daemon's usage error (daemon/daemon_main.h's kExitUsage).
+EXIT_DEVICE_UNAVAILABLE = 75
+EXIT_USAGE = 2
+
+
+def pod_failure_action(rules, exit_code):
+    """What a Job's podFailurePolicy does with a pod whose container exited `exit_code` (and no
+    DisruptionTarget condition), as the Job controller decides it: the first rule whose
+    onExitCodes matches, else Count (the pod counts against its backoff limit)."""
+    for rule in rules:
+        codes = rule.get("onExitCodes")
+        if codes is None:
+            continue
+        listed = exit_code in codes["values"]
+        if listed == (codes["operator"] == "In"):
+            return rule["action"]
+    return "Count"
+
+
+def exit_code_violations(rules):
+    """Problems of a podFailurePolicy's handling of the daemons' exit codes: a usage error (2)
+    must fail the Job at once; a missing GPU (75) must count as one retry of its index, never
+    FailJob, and be named by a Count rule of its own; a failure (1) must count too."""
+    problems = []
+    if pod_failure_action(rules, EXIT_USAGE) != "FailJob":
+        problems.append(f"exit {EXIT_USAGE} is not FailJob")
+    for code in (EXIT_DEVICE_UNAVAILABLE, 1):
+        action = pod_failure_action(rules, code)
+        if action != "Count":
+            problems.append(f"exit {code} is {action}, not Count")
+    for rule in rules:
+        codes = rule.get("onExitCodes")
+        if rule["action"] == "FailJob" and codes is not None and codes["operator"] == "In" and \
+                EXIT_DEVICE_UNAVAILABLE in codes["values"]:
+            problems.append(f"exit {EXIT_DEVICE_UNAVAILABLE} is listed in a FailJob rule")
+    if not any(r["action"] == "Count" and r.get("onExitCodes", {}).get("operator") == "In" and
+               EXIT_DEVICE_UNAVAILABLE in r["onExitCodes"]["values"] for r in rules):
+        problems.append(f"no Count rule names exit {EXIT_DEVICE_UNAVAILABLE}")
+    return problems
+
+
 def role_of_job(name):
     """The component of a plain Job named <job>-<replicatedJob>-0."""
     return {"scheduler": "scheduler", "servers": "server", "workers": "worker"}[
@@ -354,6 +398,11 @@ class RenderTest(unittest.TestCase):
             rules = spec["podFailurePolicy"]["rules"]
             self.assertIn({"action": "Ignore", "onPodConditions": [
                 {"type": "DisruptionTarget", "status": "True"}]}, rules, role)
+            # Exit 2 (a usage error) fails the Job; exit 75 (a worker's missing GPU) and 1 (a
+            # failure) are retried under their index.
+            self.assertEqual(exit_code_violations(rules), [], f"{overlay} {role}")
+            self.assertIn(EXIT_USAGE, next(r for r in rules if r["action"] == "FailJob")
+                          ["onExitCodes"]["values"], f"{overlay} {role}")
         for spec in jobs.values():
             self.assertEqual(spec["template"]["spec"]["restartPolicy"], "Never")
             # Nothing runs for ever: the job's deadline_s knob on every Job.
@@ -739,6 +788,39 @@ class RenderTest(unittest.TestCase):
             mutate(broken)
             with self.assertRaises(AssertionError, msg=mutate.__name__):
                 check_counts(broken)
+
+    def test_exit_code_check_catches_a_fatal_gpu_fault(self):
+        """The podFailurePolicy's exit-code check fails where a missing GPU (75) would fail the
+        Job, or a usage error (2) would be retried."""
+        js = k.one(k.render(KUBECTL, "overlays/bsp-gpu"), "JobSet")
+        workers = next(rj for rj in js["spec"]["replicatedJobs"] if rj["name"] == "workers")
+        rules = workers["template"]["spec"]["podFailurePolicy"]["rules"]
+        self.assertEqual(exit_code_violations(rules), [])
+
+        def fail_job_rule(r):
+            return next(x for x in r if x["action"] == "FailJob")
+
+        def tempfail_in_fail_job(r):
+            fail_job_rule(r)["onExitCodes"]["values"].append(EXIT_DEVICE_UNAVAILABLE)
+
+        def tempfail_first_in_fail_job(r):
+            tempfail_in_fail_job(r)
+            r.insert(0, r.pop(r.index(fail_job_rule(r))))
+
+        def no_count_rule(r):
+            r[:] = [x for x in r if x["action"] != "Count"]
+
+        def usage_not_fatal(r):
+            fail_job_rule(r)["onExitCodes"]["values"] = [3]
+
+        def everything_fatal(r):
+            r[:] = [{"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0]}}]
+
+        for mutate in (tempfail_in_fail_job, tempfail_first_in_fail_job, no_count_rule,
+                       usage_not_fatal, everything_fatal):
+            broken = copy.deepcopy(rules)
+            mutate(broken)
+            self.assertNotEqual(exit_code_violations(broken), [], mutate.__name__)
 
     def test_kueue_label_is_one_line(self):
         """The overlays' commented Kueue line, uncommented, queues the JobSet."""

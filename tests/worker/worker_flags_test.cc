@@ -1,17 +1,23 @@
 // FlagsToWorkerOptions (worker/worker_flags.h): sieve-worker's flags to its options, in process;
-// each test sets flags under a gflags::FlagSaver.
+// each test sets flags under a gflags::FlagSaver. And sieve-worker's exit status for a missing GPU,
+// run as a subprocess.
 #include "worker/worker_flags.h"
 
 #include <gflags/gflags.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "kernels/compressor.h"
+#include "kernels/device.h"
 #include "kernels/model/model_layout.h"
 #include "net/node_flags.h"
+#include "tests/net/daemon_paths.h"
+#include "tests/net/subprocess.h"
 
 namespace sieve {
 namespace {
@@ -151,6 +157,78 @@ TEST(WorkerFlagsTest, BadValuesAreUsageErrorsNamingTheFlag) {
     EXPECT_EQ(error.rfind(c.error_prefix, 0), 0u)
         << "--" << c.flag << "=" << c.value << ": " << error;
   }
+}
+
+// --device=cuda without a usable GPU is the machine's fault (kUnavailable, retried elsewhere);
+// every other error is the command line's (kInvalidArgument), also when both are wrong.
+TEST(WorkerFlagsTest, ANoGpuIsUnavailableEverythingElseAUsageError) {
+  if (CudaDeviceAvailable()) GTEST_SKIP() << "a GPU is visible here";
+  {
+    gflags::FlagSaver saver;
+    FLAGS_device = "cuda";
+    auto o = FlagsToWorkerOptions();
+    ASSERT_FALSE(o.ok());
+    if (CudaBackendCompiled()) {
+      EXPECT_EQ(o.status().code(), StatusCode::kUnavailable) << o.status().ToString();
+      EXPECT_EQ(o.status().message(), "--device: device 'cuda' requested but no GPU is visible");
+    } else {  // a binary that can never use a GPU: retrying cannot help
+      EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << o.status().ToString();
+      EXPECT_EQ(o.status().message().rfind("--device: ", 0), 0u) << o.status().message();
+    }
+  }
+  {
+    gflags::FlagSaver saver;
+    FLAGS_device = "cuda";
+    FLAGS_model = "resnet";
+    auto o = FlagsToWorkerOptions();
+    ASSERT_FALSE(o.ok());
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << o.status().ToString();
+    EXPECT_EQ(o.status().message().rfind("--model", 0), 0u) << o.status().message();
+  }
+  {
+    // A token file that cannot be read (NotFound where it is read) is a usage error too.
+    gflags::FlagSaver saver;
+    FLAGS_device = "cuda";
+    FLAGS_job_token_file = "/nonexistent/sieve-token";
+    auto o = FlagsToWorkerOptions();
+    ASSERT_FALSE(o.ok());
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << o.status().ToString();
+    EXPECT_EQ(o.status().message().rfind("--job_token_file: ", 0), 0u) << o.status().message();
+  }
+}
+
+struct Exit {
+  int code = -1;
+  std::string output;
+};
+
+Exit RunSieveWorker(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {sieve::testing::WorkerBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  sieve::testing::Subprocess p(argv);
+  Exit e;
+  auto status = p.Wait(std::chrono::seconds(30));
+  if (status && WIFEXITED(*status)) e.code = WEXITSTATUS(*status);
+  for (const auto& line : p.lines()) e.output += line + "\n";
+  return e;
+}
+
+// sieve-worker itself: 75 (kExitDeviceUnavailable, which the Kubernetes manifests retry) for
+// --device=cuda where no GPU is visible, before connecting to anything; 2 when a flag is wrong too.
+TEST(WorkerFlagsTest, SieveWorkerWithoutAGpuExitsTempfail) {
+  if (CudaDeviceAvailable()) GTEST_SKIP() << "a GPU is visible here";
+  ASSERT_EQ(kExitDeviceUnavailable, 75);
+  Exit no_gpu = RunSieveWorker({"--device=cuda"});
+  if (CudaBackendCompiled()) {
+    EXPECT_EQ(no_gpu.code, 75) << no_gpu.output;
+    EXPECT_EQ(no_gpu.output,
+              "sieve-worker: --device: device 'cuda' requested but no GPU is visible\n");
+  } else {
+    EXPECT_EQ(no_gpu.code, 2) << no_gpu.output;
+  }
+  Exit usage = RunSieveWorker({"--device=cuda", "--model=resnet"});
+  EXPECT_EQ(usage.code, 2) << usage.output;
+  EXPECT_NE(usage.output.find("sieve-worker: --model"), std::string::npos) << usage.output;
 }
 
 }  // namespace

@@ -103,5 +103,25 @@ TEST(JobProgress, KeepsWhatARestartedWorkersPredecessorPushed) {
             "epoch 1/10 round 110/1000 11% loss 0.5000 5.0 rounds/s pushed 3.5 MB ETA 2m58s");
 }
 
+TEST(JobProgress, ShowsNoTotalWhenTheJobsLengthIsUnknown) {
+  // A Python worker without steps_per_epoch writes its totals as 0: "epoch 0/0 round 16/0".
+  JobProgress job(1, 1);
+  job.set_scheduler_address("127.0.0.1:1");
+  const Clock::time_point t0{};
+  const auto point = [](uint64_t round) { return ProgressPoint{0, 0, round, 0, 0.5, 1000000}; };
+  job.WorkerProgress(0, point(16), t0);
+  EXPECT_EQ(job.Text(), "round 16 loss 0.5000 pushed 1.0 MB");
+  // (36 - 16) rounds in 10 s: a rate, but no ETA.
+  job.WorkerProgress(0, point(36), t0 + seconds(10));
+  EXPECT_EQ(job.Text(), "round 36 loss 0.5000 2.0 rounds/s pushed 1.0 MB");
+}
+
+TEST(JobProgress, ShowsAKnownEpochCountWithoutARoundTotal) {
+  JobProgress job(1, 1);
+  job.set_scheduler_address("127.0.0.1:1");
+  job.WorkerProgress(0, ProgressPoint{2, 3, 57, 0, 0.25, 2000}, Clock::time_point{});
+  EXPECT_EQ(job.Text(), "epoch 2/3 round 57 loss 0.2500 pushed 2.0 kB");
+}
+
 }  // namespace
 }  // namespace sieve

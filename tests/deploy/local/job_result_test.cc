@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "base/progress_line.h"
 #include "deploy/local/worker_summary.h"
 #include "worker/trainer/summary.h"
@@ -34,6 +38,36 @@ TEST(WorkerSummaryLine, ReadsWhatTheWorkerWrites) {
   parsed = ParseWorkerSummaryLine(FormatSummaryLine(s));
   ASSERT_TRUE(parsed.has_value());
   EXPECT_FALSE(parsed->test_acc.has_value());
+}
+
+// Every field the worker itself writes (each optional group on) is its own, not a metric; what a
+// Python worker appends after them (sieve.torch's summary_line(): " name=value" with "%.6g") is.
+TEST(WorkerSummaryLine, KeepsTheScriptsOwnMetrics) {
+  TrainSummary s;
+  s.rank = 0;
+  s.rounds = 100;
+  s.test_acc = 0.1;  // near_chance=1 too
+  s.bytes_up = 1000;
+  s.seconds = 2;
+  s.straggler = "0:x2";
+  s.skipped_rounds = 1;
+  s.barrier_probes = 3;
+  const std::string line = FormatSummaryLine(s);
+  auto parsed = ParseWorkerSummaryLine(line);
+  ASSERT_TRUE(parsed.has_value()) << line;
+  EXPECT_TRUE(parsed->metrics.empty()) << line << " gave " << parsed->metrics.front().first;
+
+  parsed = ParseWorkerSummaryLine(line + " perplexity=3.46 bleu=27.5 tiny=1e-05");
+  ASSERT_TRUE(parsed.has_value());
+  using Metrics = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(parsed->metrics,
+            (Metrics{{"perplexity", "3.46"}, {"bleu", "27.5"}, {"tiny", "1e-05"}}));
+  EXPECT_DOUBLE_EQ(*parsed->test_acc, 0.1);
+
+  // Fields that are not numbers (or not finite) are no metric, and no reason to refuse the line.
+  parsed = ParseWorkerSummaryLine(line + " note=abc big=inf ppl=-2.5 odd=nan");
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->metrics, (Metrics{{"ppl", "-2.5"}}));
 }
 
 TEST(WorkerSummaryLine, RejectsOtherLines) {
@@ -90,6 +124,31 @@ TEST(JobResult, RestartedAndLostWorkersCount) {
   EXPECT_EQ(result.Finished(5),
             "job finished: test_acc=0.8512 rounds=10 time=5.0s pushed=2.4MB workers=2/3; lost "
             "worker 2 (killed by signal 9 (Killed))");
+}
+
+// A Python worker's own metrics follow the known fields, each the lowest rank's; one named like
+// a field of the result line itself is left out.
+TEST(JobResult, FinishedLineShowsTheWorkersOwnMetrics) {
+  JobResult result(3);
+  for (size_t p = 0; p < 3; ++p) result.WorkerStarted(p, static_cast<int>(p));
+  result.WorkerLine(2, Summary(2, 1875, 1000000, false) + " perplexity=4.1 wer=0.12");
+  result.WorkerLine(1, Summary(1, 1875, 1000000, false) + " bleu=27.5 perplexity=3.9");
+  result.WorkerLine(0, Summary(0, 1875, 1000000, true) + " perplexity=3.46 time=99 workers=7");
+  for (size_t p = 0; p < 3; ++p) result.WorkerExited(p, true);
+  EXPECT_EQ(result.Finished(21.34),
+            "job finished: test_acc=0.8512 rounds=1875 time=21.3s pushed=3.0MB workers=3/3 "
+            "perplexity=3.46 bleu=27.5 wer=0.12");
+
+  // Only the ranks whose latest process exited 0 count, as for test_acc.
+  JobResult failed_first(2);
+  failed_first.WorkerStarted(0, 0);
+  failed_first.WorkerStarted(1, 1);
+  failed_first.WorkerLine(0, Summary(0, 10, 1000, false) + " perplexity=1");
+  failed_first.WorkerLine(1, Summary(1, 10, 1000, false) + " perplexity=2");
+  failed_first.WorkerExited(0, false);
+  failed_first.WorkerExited(1, true);
+  EXPECT_EQ(failed_first.Finished(1),
+            "job finished: rounds=10 time=1.0s pushed=2.0kB workers=1/2 perplexity=2");
 }
 
 TEST(JobResult, WithoutSummariesOnlyWhatIsKnown) {
