@@ -10,7 +10,8 @@ import yaml
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 K8S = os.path.join(REPO, "deploy", "k8s")
 OVERLAYS = ("bsp-gpu", "asp-gpu", "cpu-small", "cpu-secure", "python-cpu", "cpu-small-plain")
-KNOBS = ("name", "servers", "workers", "model", "compressor", "consistency", "deadline_s")
+KNOBS = ("name", "servers", "workers", "model", "compressor", "consistency", "deadline_s",
+         "queue")
 
 
 def render(kubectl, target, root=K8S):

@@ -822,18 +822,24 @@ class RenderTest(unittest.TestCase):
             mutate(broken)
             self.assertNotEqual(exit_code_violations(broken), [], mutate.__name__)
 
-    def test_kueue_label_is_one_line(self):
-        """The overlays' commented Kueue line, uncommented, queues the JobSet."""
-        with open(os.path.join(k.K8S, "overlays", "cpu-small", "kustomization.yaml"),
-                  encoding="utf-8") as f:
-            line = next(l for l in f if "kueue.x-k8s.io/queue-name" in l and
-                        l.startswith("# labels:"))
-        docs = k.render_with_knobs(KUBECTL, "cpu-small", line.removeprefix("# ").strip())
-        js = k.one(docs, "JobSet")
-        self.assertEqual(js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "user-queue")
-        self.assertNotIn("kueue.x-k8s.io/queue-name",
-                         k.one(k.render(KUBECTL, "overlays/cpu-small"), "JobSet")["metadata"]
-                         ["labels"])
+    def test_kueue_queues_every_jobset_by_default(self):
+        """Every overlay's JobSet carries the Kueue queue label job.yaml's `queue` names (a gang:
+        Kueue admits all its pods at once); the knob moves it; components/no-queue removes it."""
+        label = "kueue.x-k8s.io/queue-name"
+        for overlay in k.OVERLAYS:
+            with self.subTest(overlay=overlay):
+                js = k.by_kind(k.render(KUBECTL, f"overlays/{overlay}"), "JobSet")
+                if not js:  # the plain variant: no JobSet, nothing for Kueue's JobSet gang
+                    continue
+                self.assertEqual(js[0]["metadata"]["labels"].get(label),
+                                 k.knobs_of(f"overlays/{overlay}")["queue"])
+        moved = k.one(k.render_with_knobs(KUBECTL, "cpu-small", queue="team-a"), "JobSet")
+        self.assertEqual(moved["metadata"]["labels"][label], "team-a")
+        out = k.one(k.render_with_knobs(
+            KUBECTL, "cpu-small", "components: [../../components/cpu-small, "
+            "../../components/job, ../../components/no-queue]"), "JobSet")
+        self.assertNotIn(label, out["metadata"]["labels"])
+        self.assertEqual(out["metadata"]["labels"]["app.kubernetes.io/component"], "job")
 
 
 if __name__ == "__main__":

@@ -94,8 +94,7 @@ class ValidateTest(unittest.TestCase):
                 self.check(f"overlays/{overlay}")
 
     def test_kueue_queue_label(self):
-        docs = k.render_with_knobs(KUBECTL, "cpu-small",
-                                   "labels: [{pairs: {kueue.x-k8s.io/queue-name: team-a}}]")
+        docs = k.render_with_knobs(KUBECTL, "cpu-small", queue="team-a")
         rc, out = validate(docs)
         self.assertEqual(rc, 0, out)
 
