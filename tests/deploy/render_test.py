@@ -822,6 +822,38 @@ class RenderTest(unittest.TestCase):
             mutate(broken)
             self.assertNotEqual(exit_code_violations(broken), [], mutate.__name__)
 
+    def test_podmonitor_scrapes_every_pod_of_the_job(self):
+        """components/podmonitor, added to an overlay: one PodMonitor named after the job whose
+        selector matches every pod of the job (and no pod of another job) on a port every pod's
+        daemon container names `metrics`, the port --metrics_port serves."""
+        docs = k.render_with_knobs(
+            KUBECTL, "cpu-small", "components: [../../components/cpu-small, "
+            "../../components/podmonitor, ../../components/job]", name="monitored")
+        pm = k.one(docs, "PodMonitor")
+        self.assertEqual(pm["metadata"]["name"], "monitored")
+        selector = pm["spec"]["selector"]["matchLabels"]
+        self.assertEqual(selector["app.kubernetes.io/instance"], "monitored")
+        js = k.one(docs, "JobSet")
+        for rj in js["spec"]["replicatedJobs"]:
+            template = rj["template"]["spec"]["template"]
+            labels = template["metadata"]["labels"]
+            self.assertTrue(all(labels.get(key) == value for key, value in selector.items()),
+                            (rj["name"], labels))
+            container = template["spec"]["containers"][0]
+            ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+            self.assertEqual(ports.get("metrics"), 9100, rj["name"])
+            self.assertIn("--metrics_port=9100", container["args"], rj["name"])
+        self.assertEqual([e["port"] for e in pm["spec"]["podMetricsEndpoints"]], ["metrics"])
+        other = k.one(k.render(KUBECTL, "overlays/cpu-small"), "JobSet")
+        other_labels = other["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+            "metadata"]["labels"]
+        self.assertNotEqual(other_labels["app.kubernetes.io/instance"],
+                            selector["app.kubernetes.io/instance"])
+        # Not in any overlay by default: a cluster without the Prometheus Operator has no CRD.
+        for overlay in k.OVERLAYS:
+            self.assertEqual(k.by_kind(k.render(KUBECTL, f"overlays/{overlay}"), "PodMonitor"),
+                             [], overlay)
+
     def test_kueue_queues_every_jobset_by_default(self):
         """Every overlay's JobSet carries the Kueue queue label job.yaml's `queue` names (a gang:
         Kueue admits all its pods at once); the knob moves it; components/no-queue removes it."""
