@@ -102,6 +102,15 @@ def podman(*args, check=True, timeout=120, **kwargs):
     return proc
 
 
+def checkpoint_dir(job):
+    """This run's checkpoint directory on the servers' volume: run-<the JobSet's UID> (the
+    servers' --checkpoint_dir and --dump_shard, from their JOB_RUN)."""
+    (claim,) = set(job.claims.values())
+    (run,) = {s.labels.get("jobset.sigs.k8s.io/jobset-uid") or
+              s.labels["batch.kubernetes.io/controller-uid"] for s in job.by_role("server")}
+    return os.path.join(claim, f"run-{run}")
+
+
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
@@ -548,8 +557,7 @@ class ContainerRunTest(unittest.TestCase):
         self.assertIsNotNone(accuracy, run.dump())
         print(f"job {job.name}: test accuracy {float(accuracy.group(1)):.4f}")
         self.assertGreaterEqual(float(accuracy.group(1)), floor)
-        (claim,) = {c for s in servers for c in s.claims().values()}
-        shards = b"".join(read_bytes(os.path.join(job.claims[claim], f"shard-{s.index}.f32"))
+        shards = b"".join(read_bytes(os.path.join(checkpoint_dir(job), f"shard-{s.index}.f32"))
                           for s in servers)
         self.assertGreater(len(shards), 0)
         for w in workers:
@@ -655,7 +663,7 @@ class ContainerRunTest(unittest.TestCase):
         workers are slowed down as in the worker test, so that the kill (a podman command, slow
         on a loaded machine) lands well before the end."""
         text = self.run_with_kill("server", 1, lambda job: os.path.join(
-            next(iter(job.claims.values())), "server-1.ckpt"),
+            checkpoint_dir(job), "server-1.ckpt"),
             worker_args=SLOW_WORKERS)
         m = re.search(r"restored shard .* at round (\d+)", text)
         self.assertIsNotNone(m, f"the new server 1 restored nothing\n{text[-3000:]}")
@@ -669,7 +677,7 @@ class ContainerRunTest(unittest.TestCase):
         shard it serves) and takes its shard back, and the replicas still equal the servers'
         dumps."""
         text = self.run_with_kill("server", 1, lambda job: os.path.join(
-            next(iter(job.claims.values())), "server-1.ckpt"),
+            checkpoint_dir(job), "server-1.ckpt"),
             worker_args=SLOW_WORKERS, scheduler_flags=["--replication=1"])
         self.assertRegex(text, r"rebuild: server 1 holds a copy of shard 1 again",
                          f"the new server 1 was not rebuilt\n{text[-3000:]}")
@@ -683,7 +691,7 @@ class ContainerRunTest(unittest.TestCase):
         round, the epoch's 468 rounds about 12 s) so that the new pod, which takes a second or two
         to start, joins before the end."""
         text = self.run_with_kill("worker", 1, lambda job: os.path.join(
-            next(iter(job.claims.values())), "server-0.ckpt"),
+            checkpoint_dir(job), "server-0.ckpt"),
             worker_args=SLOW_WORKERS)
         m = re.search(r"sieve-worker summary: rank=1 rounds=(\d+) first_round=(\d+)", text)
         self.assertIsNotNone(m, f"the new worker 1 did not finish\n{text[-3000:]}")

@@ -20,6 +20,7 @@ containers).
 
 import os
 import re
+import uuid
 import urllib.request
 
 import k8s_render as k
@@ -55,7 +56,8 @@ INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 class Pod:
     """One pod of an Indexed Job (on its own or a JobSet's): hostname, template spec, labels."""
 
-    def __init__(self, job, template, index, subdomain, jobset=None, replicated_job=None):
+    def __init__(self, job, template, index, subdomain, jobset=None, replicated_job=None,
+                 jobset_uid=None, job_uid=None):
         self.kind = "JobSet" if jobset else "Job"
         self.job = job
         self.index = index
@@ -67,6 +69,10 @@ class Pod:
         self.annotations = dict(template["metadata"].get("annotations", {}))
         self.annotations[INDEX_KEY] = str(index)
         self.labels[INDEX_KEY] = str(index)
+        if job_uid:  # what the Job controller adds: its Job's UID
+            self.labels["batch.kubernetes.io/controller-uid"] = job_uid
+        if jobset_uid:
+            self.labels["jobset.sigs.k8s.io/jobset-uid"] = jobset_uid
         if jobset:  # what the JobSet controller adds (first attempt)
             for key, value in (("jobset.sigs.k8s.io/jobset-name", jobset),
                                ("jobset.sigs.k8s.io/replicatedjob-name", replicated_job),
@@ -108,13 +114,15 @@ def pods(docs, pod_class=Pod, **kwargs):
     out = []
     for js in k.by_kind(docs, "JobSet"):
         name = js["metadata"]["name"]
+        jobset_uid = str(uuid.uuid4())  # one run: every pod of this JobSet, as its controller
         network = js["spec"].get("network", {})
         subdomain = network.get("subdomain") or name
         for rj in js["spec"]["replicatedJobs"]:
             for j in range(rj.get("replicas", 1)):
                 job = f"{name}-{rj['name']}-{j}"
                 new = indexed_job_pods(job, rj["template"]["spec"], subdomain, pod_class,
-                                       kwargs, jobset=name, replicated_job=rj["name"])
+                                       kwargs, jobset=name, replicated_job=rj["name"],
+                                       jobset_uid=jobset_uid, job_uid=str(uuid.uuid4()))
                 if network.get("enableDNSHostnames"):
                     if network.get("publishNotReadyAddresses") is False:
                         raise AssertionError(f"{name}: DNS names must be published before the "
@@ -126,7 +134,8 @@ def pods(docs, pod_class=Pod, **kwargs):
     for w in k.by_kind(docs, "Job"):
         spec = w["spec"]
         subdomain = spec["template"]["spec"].get("subdomain")
-        new = indexed_job_pods(w["metadata"]["name"], spec, subdomain, pod_class, kwargs)
+        new = indexed_job_pods(w["metadata"]["name"], spec, subdomain, pod_class, kwargs,
+                               job_uid=str(uuid.uuid4()))
         svc = services.get(subdomain)
         if svc is not None:
             if svc["spec"].get("clusterIP") != "None" or not svc["spec"].get(

@@ -77,7 +77,7 @@ class Pod(kp.Pod):
 
 
 class LocalCluster:
-    def __init__(self, docs, tmp, secrets=None):
+    def __init__(self, docs, tmp, secrets=None, pvc_root=None):
         self.tmp = tmp
         self.secrets = secrets or {}  # Secret name -> directory holding its keys as files
         self.configmaps = kp.configmaps(docs)
@@ -86,7 +86,8 @@ class LocalCluster:
         self.claims = {}  # PVC claimName -> directory
         for pod in self.pods:
             for claim in pod.claims().values():
-                self.claims.setdefault(claim, os.path.join(tmp, "pvc", claim))
+                self.claims.setdefault(claim, os.path.join(pvc_root or os.path.join(tmp, "pvc"),
+                                                           claim))
                 os.makedirs(self.claims[claim], exist_ok=True)
         self.bin_dir = os.path.join(tmp, "bin")
         self.argv_dir = os.path.join(tmp, "argv")
@@ -230,7 +231,7 @@ def read_file(path):
 
 class LocalRunTest(unittest.TestCase):
 
-    def run_overlay(self, overlay, tmp, secrets=None):
+    def run_overlay(self, overlay, tmp, secrets=None, pvc_root=None):
         """Runs the overlay's pods to the end; returns (cluster, logs) after the common checks.
         The job token Secret <job>-token is made here, as docs/deploy.md says (a random token)."""
         docs = k.render(KUBECTL, f"overlays/{overlay}")
@@ -241,7 +242,7 @@ class LocalRunTest(unittest.TestCase):
         with open(os.path.join(token, "token"), "w", encoding="utf-8") as f:
             f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
         secrets[f"{name}-token"] = token
-        cluster = LocalCluster(docs, tmp, secrets)
+        cluster = LocalCluster(docs, tmp, secrets, pvc_root)
         plans, all_mounts = {}, []
         for pod in cluster.pods:
             plan = []
@@ -311,14 +312,38 @@ class LocalRunTest(unittest.TestCase):
         for s in servers:
             self.assertIn(f"rank={s.index}", logs[(s.name, "server")])
         (claim,) = {c for s in servers for c in s.claims().values()}
-        files = sorted(os.path.relpath(os.path.join(d, f), cluster.claims[claim])
-                       for d, _, names in os.walk(cluster.claims[claim]) for f in names)
+        # This run's directory (run-<the JobSet's UID>, or the servers' Job's without a JobSet).
+        (run,) = {s.labels.get("jobset.sigs.k8s.io/jobset-uid") or
+                  s.labels["batch.kubernetes.io/controller-uid"] for s in servers}
+        run_dir = os.path.join(cluster.claims[claim], f"run-{run}")
+        files = sorted(os.path.relpath(os.path.join(d, f), run_dir)
+                       for d, _, names in os.walk(run_dir) for f in names)
         self.assertEqual(files, sorted([f"server-{s.index}.ckpt" for s in servers] +
                                        [f"shard-{s.index}.f32" for s in servers]))
 
     def test_cpu_small_trains_to_completion(self):
         with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
             self.run_overlay("cpu-small", tmp)
+
+    def test_a_job_applied_again_does_not_restore_the_last_runs_checkpoints(self):
+        """cpu-small run twice under the same name on the same checkpoint volume (what `kubectl
+        delete` and `apply` again do: a new JobSet, a new UID): the second run's servers restore
+        nothing (the summary's restored_round=-1; with one directory for every run they restored
+        the first run's last checkpoint), and each run's checkpoints sit in a directory of its
+        own."""
+        with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
+            pvc = os.path.join(tmp, "pvc")
+            first, _ = self.run_overlay("cpu-small", os.path.join(tmp, "1"), pvc_root=pvc)
+            second, logs = self.run_overlay("cpu-small", os.path.join(tmp, "2"), pvc_root=pvc)
+            for s in (p for p in second.pods if p.role == "server"):
+                summary = re.search(r"sieve-server summary:.*", logs[(s.name, "server")])
+                self.assertIsNotNone(summary, s.name)
+                self.assertIn(" restored_round=-1 ", summary.group(0) + " ", s.name)
+            (claim,) = set(first.claims.values())
+            self.assertEqual(set(second.claims.values()), {claim})
+            runs = sorted(os.listdir(claim))
+            self.assertEqual(len(runs), 2, runs)
+            self.assertTrue(all(r.startswith("run-") for r in runs), runs)
 
     def test_cpu_small_plain_trains_to_completion(self):
         """The plain-Kubernetes variant: indexed Jobs and a headless Service."""

@@ -346,8 +346,16 @@ class RenderTest(unittest.TestCase):
                 claims = p.claims()
                 self.assertEqual(claims, {"checkpoints": f"{name}-checkpoints"}, p.name)
                 mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
-                # One directory for every attempt, restored by a restarted set's servers.
-                self.assertEqual(flags["checkpoint_dir"], mounts["checkpoints"], p.name)
+                # One directory per run, for every attempt of it (restored by a restarted set's
+                # servers): the JobSet's UID, or without a JobSet the servers' Job's UID; a job
+                # applied again (a new UID) does not find the last run's checkpoints.
+                run = p.labels.get("jobset.sigs.k8s.io/jobset-uid") or p.labels[
+                    "batch.kubernetes.io/controller-uid"]
+                self.assertTrue(run, p.name)
+                self.assertEqual(flags["checkpoint_dir"], f"{mounts['checkpoints']}/run-{run}",
+                                 p.name)
+                self.assertEqual(flags["dump_shard"],
+                                 f"{mounts['checkpoints']}/run-{run}/shard-{{rank}}.f32", p.name)
                 # A replaced server and a restarted set's servers both restore (`auto`, the
                 # daemon's default, would restore only in the former).
                 self.assertEqual(flags["restore"], "always", p.name)
@@ -555,9 +563,26 @@ class RenderTest(unittest.TestCase):
         jobset = {p.name: p for p in kp.pods(k.render(KUBECTL, "overlays/cpu-small"))}
         plain = {p.name: p for p in kp.pods(docs)}
         self.assertEqual(sorted(plain), sorted(jobset))
+        # The one difference: a server's run id (JOB_RUN) is its Job's UID without a JobSet.
+        run_ref = {"jobset": "metadata.labels['jobset.sigs.k8s.io/jobset-uid']",
+                   "plain": "metadata.labels['batch.kubernetes.io/controller-uid']"}
+
+        def run_ids(pod):
+            return [e["valueFrom"]["fieldRef"]["fieldPath"] for c in pod.containers()
+                    for e in c.get("env", []) if e["name"] == "JOB_RUN"]
+
+        def without_run(pod):
+            out = copy.deepcopy(pod.containers())
+            for c in out:
+                c["env"] = [e for e in c.get("env", []) if e["name"] != "JOB_RUN"]
+            return out
+
         for n, p in plain.items():
             self.assertEqual(p.dns, jobset[n].dns, n)
-            self.assertEqual(p.containers(), jobset[n].containers(), n)
+            self.assertEqual(without_run(p), without_run(jobset[n]), n)
+            if p.role == "server":
+                self.assertEqual(run_ids(p), [run_ref["plain"]], n)
+                self.assertEqual(run_ids(jobset[n]), [run_ref["jobset"]], n)
             self.assertEqual(p.spec["subdomain"], "cpu-small")
 
     def test_knobs_each_set_once(self):
