@@ -26,13 +26,18 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run(build, worker_cmd, rounds, density, out):
+def run(build, worker_cmd, rounds, density, out, job_flags=None, skip=50):
+    """One job of one server and one worker (worker_cmd None: sieve-worker); job_flags replace
+    the FNN-3 / Top-k flags; the first `skip` rounds are left out. Returns the means of
+    (t_select + t_comm, t_compute, round wall time - t_compute)."""
     argv = [os.path.join(build, "deploy", "sieve"), "launch", "--num_servers=1",
             "--num_workers=1", "--progress=off", f"--log_dir={out}"]
     if worker_cmd:
         argv.append(f"--worker_cmd={worker_cmd}")
-    argv += ["--", "--model=fnn3", "--epochs=1", f"--max_rounds={rounds}", "--compressor=topk",
-             f"--density={density}", "--lr=0.05", f"--metrics_out={out}/metrics.jsonl"]
+    if job_flags is None:
+        job_flags = ["--model=fnn3", "--epochs=1", "--compressor=topk", f"--density={density}",
+                     "--lr=0.05"]
+    argv += ["--", *job_flags, f"--max_rounds={rounds}", f"--metrics_out={out}/metrics.jsonl"]
     env = dict(os.environ, PYTHONPATH=os.path.join(build, "worker", "python"),
                OMP_NUM_THREADS="1")
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -42,8 +47,8 @@ def run(build, worker_cmd, rounds, density, out):
     with open(f"{out}/metrics.jsonl") as f:
         lines = [json.loads(line) for line in f]
     # Round i's wall time is t_wall[i] - t_wall[i-1]; all of it but t_compute is overhead.
-    walls = [b["t_wall"] - a["t_wall"] for a, b in zip(lines, lines[1:])][50:]
-    lines = lines[51:]
+    walls = [b["t_wall"] - a["t_wall"] for a, b in zip(lines, lines[1:])][skip:]
+    lines = lines[skip + 1:]
     whole = statistics.mean(w - m["t_compute"] for w, m in zip(walls, lines))
     overhead = statistics.mean(m["t_select"] + m["t_comm"] for m in lines)
     compute = statistics.mean(m["t_compute"] for m in lines)
