@@ -36,7 +36,7 @@ constexpr double kScratchKeepFraction = 1.0 / 16;
 // The float sums Σx and Σx² of x[0, n) (vectorized). A non-finite entry, or a float overflow, makes
 // one of them non-finite. A function of its own, not a loop inside the ForThreadRanges lambdas: GCC
 // 12 left that loop scalar there (mulss/addss, despite its omp simd), which made every moments pass
-// ~2.5x slower than a streaming read (issue 34).
+// ~2.5x slower than a streaming read.
 inline void BlockSums(const float* x, size_t n, float* sum, float* sumsq) {
   float s = 0.0f, ss = 0.0f;
 #pragma omp simd reduction(+ : s, ss)

@@ -5,7 +5,7 @@
 //
 // At SSE2 width the scan is compute-bound where the cache holds the vector (d = 1e7 in a 480 MiB
 // L3, 1 thread: 3.19 ms against 1.73 at AVX-512); it prefetches 1 KiB ahead, without which one
-// core keeps too few lines in flight (bench/README.md, "Issue 34 on a new CPU").
+// core keeps too few lines in flight (bench/README.md, "The worker's path on a new CPU").
 //
 // Every level computes the same result bit for bit: the same hits, and the same float Σx² per
 // 64-entry block (the same 16 partial sums, added in the same order, mul and add rounded

@@ -163,7 +163,7 @@ if rt:
             frac(r["fraction_of_dense_mean_round_s"]),
             ms(r.get("t_compute_mean")), ms(r.get("t_select_mean")), ms(r.get("t_comm_mean")),
             r["load_start"], r["load_end"]))
-    # v5 against v4 of the same cell, same run (issue 35's target: topk rho = 0.01, 1 Gbit/s,
+    # v5 against v4 of the same cell, same run (the target: topk rho = 0.01, 1 Gbit/s,
     # round time <= 0.6 x v4).
     for r in rt:
         if r.get("wire") != "v5":

@@ -1,4 +1,4 @@
-// The worker's selection path as bench_kernels rows (issue 34): ErrorFeedback::Select in steady
+// The worker's selection path as bench_kernels rows: ErrorFeedback::Select in steady
 // state, round after round on one persistent object, the way sieve-worker calls it.
 //
 // Every row runs a training-like sequence of rounds on a fresh ErrorFeedback: each round a fresh

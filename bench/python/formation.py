@@ -5,7 +5,7 @@ sieve.torch.init(), a torch MLP, DistributedOptimizer), alternating `--repeats` 
 run (same machine, same load). Each job runs one round (`--max_rounds=1` for sieve-worker; the
 Python script stops after one step) with 2 servers, so its wall time is the formation (process
 start, imports, registration, node table, worker 0's INIT, start barrier, pull) plus one round
-and the shutdown. Prints one line per run, the medians and the ratio Python / C++ (issue 28's
+and the shutdown. Prints one line per run, the medians and the ratio Python / C++ (the
 target: at most 2).
 
 usage: bench/python/formation.py [--build=build] [--repeats=3] [--workers=4]

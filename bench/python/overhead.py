@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python worker's per-round overhead against sieve-worker's (issue 28's target: at most 1.2x).
+"""The Python worker's per-round overhead against sieve-worker's (the target: at most 1.2x).
 
 Overhead = everything a round does but the batch, forward and backward: weight decay, error
 feedback, selection, push/pull (the round trip to the servers included) and the metrics line.

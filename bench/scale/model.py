@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Cost model of a sieve job (issue 31, item 3): round time, bytes per link and CPU per round of
+"""Cost model of a sieve job: round time, bytes per link and CPU per round of
 W workers, S servers and D parameters, topk at density rho, BSP or ASP, fp32 or fp16 reply values,
 calibrated from measurements of this repository and projected to 1,000 workers.
 

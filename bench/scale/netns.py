@@ -1,4 +1,4 @@
-"""Emulated hosts for the scale harness (issue 31, "netns hosts"): every node of a job in its own
+"""Emulated hosts for the scale harness ("netns hosts"): every node of a job in its own
 network namespace with its own address on one bridge, each node's link shaped with tc.
 
 The topology is deploy/local/netns/run's (read there, implemented here for Python): a "switch"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Scale harness (issue 31, item 1): jobs of W workers and S servers as processes on this machine
+"""Scale harness: jobs of W workers and S servers as processes on this machine
 (loopback), synthetic model of D parameters, small per-worker compute, and what each cell costs.
 
 For each cell (W, S, D) it starts the real daemons the way `sieve launch` does (sieve-scheduler,

@@ -201,8 +201,8 @@ TEST_F(TrainingTest, TopkConvergesAndEveryReplicaEqualsTheServersBitwise) {
 // without it the servers sum fp32 pushes in arrival order and the fp32 jobs varied by up to
 // 0.35 pp run to run at one seed, which once failed the 0.3 pp bound by 0.01 pp in CI. Measured
 // on the Xeon 2-core machine with ordered rounds: fp32 88.84 / 88.21 %, bf16 -0.05 / +0.02 pp,
-// bf16 pushes + fp16 replies -0.20 pp on the mean. The bf16 bound stays 0.5 pp, not issue 35's
-// 0.3 pp: the workers' gradients are computed at bf16-rounded weights, and other machine types
+// bf16 pushes + fp16 replies -0.20 pp on the mean. The bf16 bound stays 0.5 pp, not the
+// target's 0.3 pp: the workers' gradients are computed at bf16-rounded weights, and other machine types
 // (other BLAS kernels) measured up to 0.35 pp below fp32 at one seed.
 TEST_F(TrainingTest, Bf16WireTrainsLikeFp32AndReplicasAreTheServersWeightsRounded) {
   auto job = [&](int seed, std::vector<std::string> wire) {
@@ -244,7 +244,7 @@ TEST_F(TrainingTest, Bf16WireTrainsLikeFp32AndReplicasAreTheServersWeightsRounde
               50 * (sum_mixed - sum32));
   // Bounds on the loss (one-sided: a 16-bit job that trains better than fp32 passes).
   EXPECT_GE(sum16 / 2, sum32 / 2 - 0.005);
-  // Issue 35's bound, with the replies' weights in fp16.
+  // The 0.3 pp target's bound, with the replies' weights in fp16.
   EXPECT_GE(sum_mixed / 2, sum32 / 2 - 0.003);
   // Compact indices and 2-byte values: well under the fp32 wire's bytes.
   EXPECT_LT(std::stod(bf16.workers[0]["ratio"]), 0.6 * std::stod(fp32.workers[0]["ratio"]));

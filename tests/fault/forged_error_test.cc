@@ -1,4 +1,4 @@
-// A worker survives ERRORs a peer can forge (issue 15, "one packet kills a worker"): while a job
+// A worker survives ERRORs a peer can forge ("one packet kills a worker"): while a job
 // runs, an intruder on the same network keeps sending the worker ERRORs that claim to come from
 // server 0 and reject the worker's PUSH of every round (plaintext mode: the header's sender is
 // not authenticated). The worker answers an ERROR for its current round by pushing again (a

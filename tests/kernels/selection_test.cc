@@ -625,7 +625,7 @@ TEST_P(KernelsSelect, GaussiankZeroCountDoesNotStall) {
   }
 }
 
-// The worker's path (issue 34): one ErrorFeedback round after round, a fresh gradient accumulated
+// The worker's path: one ErrorFeedback round after round, a fresh gradient accumulated
 // each round (its scale drifting, the learning rate stepping ×0.1 halfway), the trainer's last two
 // thresholds carried. Every round's selection is the oracle's on the residual as it was before
 // the call: topk the k largest |r| (ties toward the lower index, Compressor::kTopk), gaussiank and
