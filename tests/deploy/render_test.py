@@ -394,6 +394,14 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(sorted(jobs), ["scheduler", "servers", "workers"], overlay)
         self.assertEqual(jobs["scheduler"]["backoffLimit"], 0)
         self.assertNotIn("backoffLimitPerIndex", jobs["scheduler"])
+        # The scheduler's usage error (2) fails its Job by the pod failure policy, which the
+        # JobSet's usageError rule turns into the set's failure, instead of a set restart; any
+        # other exit fails the Job by its backoff limit of 0 (a restart from the checkpoints).
+        scheduler_rules = jobs["scheduler"]["podFailurePolicy"]["rules"]
+        self.assertEqual(pod_failure_action(scheduler_rules, EXIT_USAGE), "FailJob", overlay)
+        for code in (1, EXIT_DEVICE_UNAVAILABLE, 137):
+            self.assertEqual(pod_failure_action(scheduler_rules, code), "Count", overlay)
+        self.assertFalse(any("onPodConditions" in r for r in scheduler_rules), overlay)
         for role in ("servers", "workers"):
             spec = jobs[role]
             # Retries per index: every rank has its own, however many there are; an index out
