@@ -142,7 +142,8 @@ class Node {
   // the same collectives in the same order with the same op, root and size. Errors:
   // InvalidArgument (more than kMaxCollectiveValues values, a non-finite one) before anything is
   // sent; FailedPrecondition with the scheduler's reason (ERROR_BAD_COLLECTIVE: parts disagree, a
-  // broadcast root died); DeadlineExceeded after `timeout`; Aborted/Unavailable as Receive.
+  // broadcast root died or finished); DeadlineExceeded after `timeout`; Aborted/Unavailable as
+  // Receive.
   struct CollectiveResult {
     std::vector<float> values;
     uint32_t contributors = 0;  // the workers whose parts it combines

@@ -543,7 +543,9 @@ void Scheduler::HandleBarrier(int id, const pb::Barrier& b) {
   // barriers in order); when the node's slots are full, an entry further from that than the new
   // one (a forgery or a leftover) gives up its slot, so forged BARRIERs cannot keep out the real.
   const std::pair<uint32_t, uint64_t> key{b.group(), b.seq()};
-  if (barriers_.count(key) > 0 && barriers_[key].count(id) > 0) return;  // a resend
+  if (auto in = barriers_.find(key); in != barriers_.end() && in->second.count(id) > 0) {
+    return;  // a resend
+  }
   auto distance = [&](const std::pair<uint32_t, uint64_t>& k) {
     const uint64_t next = barrier_released_[k.first] + 1;
     return k.second > next ? k.second - next : next - k.second;
@@ -684,9 +686,11 @@ void Scheduler::CheckCollectives() {
       if (p.op == pb::COLLECTIVE_BROADCAST && e.info.rank() == p.root) root = &e;
       if (!e.dead && !e.finished && e.collective_member && !p.parts.count(id)) complete = false;
     }
-    const bool root_lost = p.op == pb::COLLECTIVE_BROADCAST &&
-                           (root == nullptr || ((root->dead || !root->collective_member) &&
-                                                !p.parts.count(root->info.id())));
+    // A root that died, finished or (restarted) takes no part any more, and sent none of its own.
+    const bool root_lost =
+        p.op == pb::COLLECTIVE_BROADCAST &&
+        (root == nullptr || ((root->dead || root->finished || !root->collective_member) &&
+                             !p.parts.count(root->info.id())));
     if (!complete && (!root_lost || !p.failure.empty())) {
       ++it;
       continue;
@@ -701,7 +705,8 @@ void Scheduler::CheckCollectives() {
         h.set_round(WorkerSeq(id, seq));
         ReplyError(h, pb::ERROR_BAD_COLLECTIVE,
                    "the root of broadcast " + std::to_string(seq) + " (worker " +
-                       std::to_string(p.root) + ") died before it took part");
+                       std::to_string(p.root) +
+                       ") left the job (died or finished) before it took part");
       }
     } else {
       pb::Header r = MakeHeader(pb::MSG_COLLECTIVE_RESULT, kSchedulerId);

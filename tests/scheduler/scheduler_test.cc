@@ -366,6 +366,22 @@ TEST(NetSchedulerTest, CollectivesSumAndBroadcastAndRefuseDisagreement) {
   EXPECT_EQ(not_finite.status().code(), StatusCode::kInvalidArgument);
 }
 
+// A broadcast whose root finished before taking part (uneven inputs) fails for the workers that
+// wait in it, with the reason, instead of waiting for it (or answering without its values).
+TEST(NetSchedulerTest, ABroadcastFromAFinishedRootFailsWithTheReason) {
+  RunningScheduler sched(1, 2, 10);
+  std::unique_ptr<Node> w[2];
+  ASSERT_NO_FATAL_FAILURE(StartServerAndTwoWorkers(sched, w));
+  ASSERT_TRUE(w[1]->Finish().ok());
+  const std::vector<float> mine = {1.0f, 2.0f};
+  auto r = w[0]->Collective(pb::COLLECTIVE_BROADCAST, 1, mine, std::chrono::milliseconds(30000));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("BAD_COLLECTIVE"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("root of broadcast"), std::string::npos)
+      << r.status().ToString();
+}
+
 // A worker that gets the node table before a server does may already send it PULL_DENSE (the
 // scheduler's broadcast and the worker's request travel on different connections). The server
 // cannot decode it yet (no shard lengths): it keeps it and delivers it once its table is in.
