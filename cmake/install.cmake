@@ -30,6 +30,7 @@ install(TARGETS ${sieve_install_targets} EXPORT sieveTargets
 set(sieve_include_dest ${CMAKE_INSTALL_INCLUDEDIR}/sieve)
 install(FILES ${PROJECT_SOURCE_DIR}/worker/client/ps_client.h
               ${PROJECT_SOURCE_DIR}/worker/client/worker_start.h
+              ${PROJECT_SOURCE_DIR}/worker/client/worker_progress.h
         DESTINATION ${sieve_include_dest}/worker/client)
 install(FILES ${PROJECT_SOURCE_DIR}/kernels/selection.h ${PROJECT_SOURCE_DIR}/kernels/compressor.h
               ${PROJECT_SOURCE_DIR}/kernels/device.h ${PROJECT_SOURCE_DIR}/kernels/value_precision.h

@@ -155,11 +155,14 @@ StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(const DaemonMetric
     return r;
   };
   std::map<std::string, HttpEndpoint::Handler> handlers;
-  handlers["/metrics"] = [raw, serve] {
+  handlers["/metrics"] = [raw, serve, more = options.more_series] {
     std::vector<prometheus::MetricFamily> families = raw->registry->Collect();
     for (auto& f : raw->dead_nodes->Collect()) families.push_back(std::move(f));
-    return serve(std::move(families));
+    HttpResponse r = serve(std::move(families));
+    if (more) r.body += more();
+    return r;
   };
+  for (const auto& [path, handler] : options.more_paths) handlers[path] = handler;
   handlers["/healthz"] = [raw, serve] { return serve(raw->health->Collect()); };
   auto http =
       HttpEndpoint::Start(options.bind, static_cast<uint16_t>(options.port), std::move(handlers));

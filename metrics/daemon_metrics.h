@@ -20,6 +20,8 @@
 //                                         told by the scheduler)
 //   sieve_auth_accepted, sieve_auth_denied  CurveZMQ handshakes of the receive socket accepted /
 //                                         refused by the ZAP allow-list so far (0 without CURVE)
+// plus the daemon's own (DaemonMetricsOptions::more_paths, more_series): the scheduler serves
+// /v1/job and the sieve_job_* series (proto/job_status_text.h).
 //
 // Disabled (port 0): Start returns an object whose methods do nothing and nothing listens, so
 // the daemons call it unconditionally. Thread-safety: every method may be called from any
@@ -29,10 +31,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "base/status.h"
+#include "metrics/http_endpoint.h"
 
 namespace sieve {
 
@@ -40,6 +44,10 @@ struct DaemonMetricsOptions {
   std::string role;              // "scheduler", "server" or "worker"
   std::string bind = "0.0.0.0";  // interface the HTTP server listens on
   uint32_t port = 0;             // 0 = metrics disabled
+  // A daemon's own: more paths (the scheduler's /v1/job), and text in the Prometheus format
+  // appended to /metrics (the scheduler's job series). Both run on the HTTP thread: thread-safe.
+  std::map<std::string, HttpEndpoint::Handler> more_paths{};
+  std::function<std::string()> more_series{};
 };
 
 class DaemonMetrics {

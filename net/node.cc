@@ -253,7 +253,10 @@ void Node::IoLoop() {
     } else if (now >= next_heartbeat) {
       next_heartbeat = now + options_.heartbeat_interval;
       pb::Header h = MakeHeader(pb::MSG_HEARTBEAT, id_ >= 0 ? id_ : -1, kSchedulerId);
-      h.mutable_heartbeat();
+      {
+        MutexLock lock(&mu_);
+        *h.mutable_heartbeat() = report_;
+      }
       auto enc = EncodeControl(h);
       if (enc.ok()) (void)transport_->TrySend(kSchedulerId, std::move(enc).value());
     }
@@ -708,8 +711,17 @@ StatusOr<Node::CollectiveResult> Node::Collective(pb::CollectiveOp op, int root,
   return InternalError("collective wait ended without an answer");
 }
 
+void Node::SetReport(const pb::Heartbeat& report) {
+  MutexLock lock(&mu_);
+  report_ = report;
+}
+
 Status Node::Finish() {
   pb::Header h = MakeHeader(pb::MSG_FINISHED, id_, kSchedulerId);
+  {
+    MutexLock lock(&mu_);
+    if (report_.has_worker()) *h.mutable_finished()->mutable_report() = report_.worker();
+  }
   h.mutable_finished();
   SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
   return transport_->Send(kSchedulerId, std::move(frames));

@@ -153,7 +153,13 @@ class Node {
                                         std::chrono::milliseconds timeout) EXCLUDES(mu_);
 
   // Worker: tells the scheduler its training is done (the job ends when every worker is).
-  Status Finish();
+  Status Finish() EXCLUDES(mu_);
+
+  // What this node says of itself to the scheduler (the job status, protocol 13): the report its
+  // next HEARTBEATs carry (a worker's Heartbeat.worker or a server's Heartbeat.server) and, for a
+  // worker, its FINISHED. Replaces the last one; cheap (a copy under the node's lock), so a
+  // trainer may call it every round.
+  void SetReport(const pb::Heartbeat& report) EXCLUDES(mu_);
 
   // Waits for the scheduler's SHUTDOWN. OK when it came and was not a failure; Aborted with the
   // reason when the job failed or RequestStop was called; DeadlineExceeded after `timeout`.
@@ -231,6 +237,7 @@ class Node {
   // and its serialized bytes, resent while waiting for the table.
   pb::Header register_header_ GUARDED_BY(mu_);
   std::string register_bytes_ GUARDED_BY(mu_);
+  pb::Heartbeat report_ GUARDED_BY(mu_);     // SetReport's
   bool challenged_ GUARDED_BY(mu_) = false;  // a challenge arrived since the last REGISTER was sent
   std::unique_ptr<Transport> transport_;
   std::thread io_;

@@ -1,14 +1,20 @@
 // sieve-scheduler: the job coordinator daemon. Start it first; every server and worker needs only
-// its address. Prints "sieve-scheduler listening on HOST:PORT" once bound (port 0 = any free one).
+// its address. Prints "sieve-scheduler listening on HOST:PORT" once bound (port 0 = any free one;
+// --port_file tells a program). Its metrics port also serves the job's status (GET /v1/job) and
+// the sieve_job_* series; --status_file and --termination_message_file keep it on disk.
 // Its flags and their options: scheduler/scheduler_flags.h; start, signals, metrics and exit
 // codes: daemon/daemon_main.h.
 #include <cstdio>
 #include <string>
+#include <thread>
 
+#include "base/atomic_file.h"
 #include "daemon/daemon_main.h"
 #include "net/listen_flags.h"
+#include "proto/job_status_text.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_flags.h"
+#include "scheduler/status_files.h"
 
 namespace sieve {
 namespace {
@@ -16,7 +22,10 @@ namespace {
 constexpr char kName[] = "sieve-scheduler";
 
 int Run(const SchedulerDaemonOptions& options) {
-  auto scheduler = Scheduler::Create(options.scheduler);
+  StatusFiles files(options.status_file, options.termination_message_file);
+  SchedulerOptions so = options.scheduler;
+  so.on_status = [&files](const pb::JobStatus& status) { files.Take(status); };
+  auto scheduler = Scheduler::Create(so);
   if (!scheduler.ok()) {
     // Bad flag values are usage errors (2); a socket that cannot be bound is a failure (1).
     return ExitWith(
@@ -24,14 +33,32 @@ int Run(const SchedulerDaemonOptions& options) {
         kName, scheduler.status().ToString());
   }
   Scheduler* s = scheduler->get();
-  auto metrics = StartMetrics(kName, options.metrics);
+  const std::string address = s->host() + ":" + std::to_string(s->port());
+  if (Status st = files.Check(s->status()); !st.ok())
+    return ExitWith(kExitFailure, kName, st.ToString());
+  if (!options.port_file.empty()) {
+    if (Status st = WriteFileAtomically(options.port_file, address + "\n"); !st.ok())
+      return ExitWith(kExitFailure, kName, st.ToString());
+  }
+  DaemonMetricsOptions mo = options.metrics;
+  mo.more_paths["/v1/job"] = [s] {
+    HttpResponse r;
+    r.content_type = "application/json";
+    r.body = JobStatusToJson(s->status());
+    return r;
+  };
+  mo.more_series = [s] { return JobStatusSeries(s->status()); };
+  auto metrics = StartMetrics(kName, mo);
   if (metrics == nullptr) return kExitFailure;
   metrics->SetDeadNodesSource([s] { return static_cast<double>(s->nodes_declared_dead()); });
   StopOnSignal signals;
   signals.SetTarget([s](const std::string& reason) { s->Stop(reason); });
-  PrintSummaryLine(std::string(kName) + " listening on " + s->host() + ":" +
-                   std::to_string(s->port()));
+  PrintSummaryLine(std::string(kName) + " listening on " + address);
   Status st = s->Run();
+  if (metrics->enabled() && options.status_linger.count() > 0) {
+    // The final status stays served a moment: a `sieve status --watch` sees how the job ended.
+    std::this_thread::sleep_for(options.status_linger);
+  }
   if (!st.ok()) return ExitWith(kExitFailure, kName, "job failed: " + st.ToString());
   PrintSummaryLine(std::string(kName) +
                    ": job finished (heartbeats=" + std::to_string(s->heartbeats_received()) +

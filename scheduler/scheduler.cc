@@ -56,6 +56,11 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
   SIEVE_ASSIGN_OR_RETURN(auto t, CreateTransport(transport));
   s->transport_ = std::move(t);
   s->num_params_ = options.num_params;
+  pb::JobStatus first = s->BuildStatus(pb::JOB_FORMING);  // status() before Run()
+  {
+    MutexLock lock(&s->status_mu_);
+    s->status_ = std::move(first);
+  }
   return s;
 }
 
@@ -66,6 +71,13 @@ void Scheduler::Stop(const std::string& reason) {
 }
 
 Status Scheduler::Run() {
+  Status end = RunJob();
+  failure_ = end;  // BuildStatus reads the failure from it (a stop or min_workers' included)
+  PublishStatus(end.ok() ? pb::JOB_FINISHED : pb::JOB_FAILED, /*force=*/true);
+  return end;
+}
+
+Status Scheduler::RunJob() {
   const auto start = Clock::now();
   LOG(INFO) << "waiting for " << options_.num_servers << " servers and " << options_.num_workers
             << " workers";
@@ -91,23 +103,28 @@ Status Scheduler::Run() {
                                        std::to_string(options_.startup_timeout.count()) + " ms");
     }
     if (started_) CheckHeartbeats();
+    if (failure_.ok()) PublishStatus(CurrentPhase(), /*force=*/CurrentPhase() != last_phase_);
     if (!failure_.ok()) {
       LOG(ERROR) << "job failed: " << failure_.ToString();
       ShutdownAll(failure_.message(), true);
       return failure_;
     }
   }
-  LOG(INFO) << "every worker finished; shutting down";
-  ShutdownAll("training finished", false);
   uint32_t finished = 0;
   for (const auto& [id, n] : nodes_) finished += n.info.role() == pb::ROLE_WORKER && n.finished;
   const uint32_t needed = options_.min_workers > 0 ? options_.min_workers : options_.num_workers;
   if (finished < needed) {
-    return FailedPreconditionError(
+    // The nodes are told the job failed, as its status and the scheduler's exit say.
+    Status failed = FailedPreconditionError(
         "only " + std::to_string(finished) + " of " + std::to_string(options_.num_workers) +
         " workers finished (the others died); the job needs " + std::to_string(needed) +
         " (--min_workers=N accepts fewer; a worker restarted under its --rank counts)");
+    LOG(ERROR) << "job failed: " << failed.ToString();
+    ShutdownAll(failed.message(), true);
+    return failed;
   }
+  LOG(INFO) << "every worker finished; shutting down";
+  ShutdownAll("training finished", false);
   return Status::Ok();
 }
 
@@ -156,6 +173,7 @@ void Scheduler::Handle(Frames frames) {
     case pb::MSG_HEARTBEAT:
       if (Find(h.sender()) != nullptr) {
         heartbeats_.fetch_add(1, std::memory_order_relaxed);
+        TakeReport(*Find(h.sender()), h.heartbeat());
         pb::Header echo = MakeHeader(pb::MSG_HEARTBEAT, kSchedulerId, h.sender());
         echo.mutable_heartbeat();
         SendTo(h.sender(), echo);
@@ -189,6 +207,11 @@ void Scheduler::Handle(Frames frames) {
         break;
       }
       if (e->finished) break;  // a repeat changes nothing
+      if (h.finished().has_report()) {
+        pb::Heartbeat last;
+        *last.mutable_worker() = h.finished().report();
+        TakeReport(*e, last);
+      }
       LOG(INFO) << "worker " << e->info.rank() << " finished";
       e->finished = true;
       bool all = true;
@@ -340,6 +363,7 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
                           std::string(RoleName(r.role())) + " rank " + std::to_string(r.rank()) +
                               " is held by a live node with another client key");
       }
+      e.replaced = true;
       DeclareDead(e, "replaced by a new process registering under its rank");
       break;
     }
@@ -372,6 +396,9 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
     e.finished = false;
     e.failed_over = false;  // a rebuilt replacement: the primaries send it their snapshots
     e.last_seen = Clock::now();
+    ++e.restarts;
+    e.comeback = e.replaced ? pb::NODE_RESTARTED : pb::NODE_REJOINED;
+    e.replaced = false;
     (void)transport_->Connect(id, r.host(), r.port());
     ++generation_;
     const int rank = e.info.rank();  // a structured binding is not captured (clang 14)
@@ -749,6 +776,7 @@ void Scheduler::CheckHeartbeats() {
   for (auto& [id, e] : nodes_) {
     if (e.dead && e.info.role() == pb::ROLE_SERVER && !e.failed_over && failure_.ok() &&
         now - e.dead_since > options_.server_restart_timeout) {
+      failure_node_ = id;
       failure_ = UnavailableError("server " + std::to_string(e.info.rank()) +
                                   " died and did not restart within " +
                                   std::to_string(options_.server_restart_timeout.count()) + " ms");
@@ -763,6 +791,7 @@ void Scheduler::CheckHeartbeats() {
 
 void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
   e.dead = true;
+  e.lost_reason = reason;
   dead_count_.fetch_add(1, std::memory_order_relaxed);
   event_log_.Warn([&](std::ostream& os) {
     os << RoleName(e.info.role()) << " " << e.info.rank() << " (node " << e.info.id()
@@ -783,6 +812,7 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
       return;
     }
     if (!options_.wait_for_server_restart) {
+      failure_node_ = e.info.id();
       failure_ = UnavailableError("server " + std::to_string(e.info.rank()) + " died (" + reason +
                                   "); its shard is lost");
       return;
@@ -801,6 +831,7 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
     if (!n.finished) all_done = false;
   }
   if (!any_live) {
+    failure_node_ = e.info.id();  // the last one
     failure_ = UnavailableError("every worker died");
     return;
   }

@@ -14,14 +14,20 @@
 // A peer's bad message gets an ERROR reply and changes nothing; a message of another job
 // (Header.job differs from options.transport.job) is dropped unanswered and counted.
 //
-// Thread-safety: Run() executes the whole protocol on the calling thread; Stop() may be called
-// from any thread (e.g. a signal watcher).
+// The scheduler keeps the job's status (JobStatus, sieve.proto): its phase, every node's row with
+// the report the node sends on its heartbeats (checked by NodeReports: a report out of range is
+// refused and counted), and the job's progress summed from the workers' reports. status() returns
+// the latest copy, rebuilt at most every 250 ms and at every change of phase.
+//
+// Thread-safety: Run() executes the whole protocol on the calling thread; Stop() and status() may
+// be called from any thread (e.g. a signal watcher, the metrics endpoint).
 #ifndef SIEVE_SCHEDULER_SCHEDULER_H_
 #define SIEVE_SCHEDULER_SCHEDULER_H_
 
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +45,7 @@
 #include "proto/codec.h"
 #include "proto/register_proof.h"
 #include "proto/shards.h"
+#include "scheduler/node_reports.h"
 
 namespace sieve {
 
@@ -70,6 +77,12 @@ struct SchedulerOptions {
   // token, a REGISTER counts only once it answers this scheduler's challenge with a proof made
   // with the token, so a REGISTER recorded in another job is never believed.
   SipKey job_key;
+  // The job's name in its status (JobStatus.job).
+  std::string job_name = "sieve";
+  // Called on Run()'s thread with every status built (at most every 250 ms, and at every change
+  // of phase), the last one with the job's final phase just before Run() returns. Keep it short
+  // (it delays the protocol): the daemon writes its status file from it.
+  std::function<void(const pb::JobStatus&)> on_status;
 };
 
 class Scheduler {
@@ -93,6 +106,9 @@ class Scheduler {
 
   // Ends Run() soon with Aborted(reason), shutting the nodes down. Thread-safe.
   void Stop(const std::string& reason) EXCLUDES(stop_mu_);
+
+  // The job's latest status (a copy; any thread).
+  pb::JobStatus status() const EXCLUDES(status_mu_);
 
   // Nodes declared dead so far (monitoring; any thread).
   uint64_t nodes_declared_dead() const { return dead_count_.load(std::memory_order_relaxed); }
@@ -121,13 +137,31 @@ class Scheduler {
     bool collective_member = true;
     int64_t collective_offset = 0;
     Clock::time_point dead_since;
+    // The job status's view: processes that took this rank after the first, how the latest one
+    // came (a new process after the rank was lost, or one that replaced a live holder), and why
+    // the rank was last declared dead.
+    uint32_t restarts = 0;
+    pb::NodeState comeback = pb::NODE_ALIVE;
+    bool replaced = false;  // declared dead because a new process took its rank
+    std::string lost_reason;
   };
 
   explicit Scheduler(const SchedulerOptions& options)
       : options_(options),
+        created_(Clock::now()),
         challenge_replies_(static_cast<int>(4 * (options.num_servers + options.num_workers) + 16),
                            std::chrono::seconds(10)) {}
+  // Run's loop; Run adds the final status.
+  Status RunJob();
   void Handle(Frames frames);
+  // A node's report (a HEARTBEAT's or a FINISHED's): kept for the status, or refused and counted.
+  void TakeReport(const Entry& from, const pb::Heartbeat& report);
+  // The job's status now (scheduler_status.cc), and its publication: status() and on_status get
+  // it when `force` or 250 ms passed since the last one.
+  pb::JobStatus BuildStatus(pb::JobPhase phase);
+  void PublishStatus(pb::JobPhase phase, bool force);
+  // The phase while Run() goes on.
+  pb::JobPhase CurrentPhase() const { return started_ ? pb::JOB_RUNNING : pb::JOB_FORMING; }
   // `key`: the client key CURVE authenticated for the REGISTER (empty without CURVE).
   void HandleRegister(const pb::Header& h, const std::string& key);
   // A refused REGISTER: the ERROR that answers it.
@@ -202,6 +236,7 @@ class Scheduler {
   uint64_t JobFor(pb::MsgType type, int id);
 
   const SchedulerOptions options_;
+  const Clock::time_point created_;
   // This job instance's random id (NodeTable.job_instance) and the digest every message after the
   // table carries (JobInstanceDigest of the token's digest and the id; 0 without a token).
   uint64_t job_instance_ = 0;
@@ -257,7 +292,13 @@ class Scheduler {
   };
   std::map<uint64_t, PendingCollective> collectives_;
   uint64_t collectives_done_ = 0;
-  Status failure_;  // set when the job must end as failed
+  Status failure_;         // set when the job must end as failed
+  int failure_node_ = -1;  // the node whose fault failure_ is (-1: none in particular)
+  NodeReports reports_;
+  Clock::time_point last_status_{};
+  pb::JobPhase last_phase_ = pb::JOB_PHASE_UNSPECIFIED;
+  mutable Mutex status_mu_;
+  pb::JobStatus status_ GUARDED_BY(status_mu_);
   bool done_ = false;
 };
 

@@ -32,21 +32,40 @@ DEFINE_uint32(replication, 0,
 DEFINE_int32(server_restart_timeout_ms, 60000,
              "With --server_failure=wait: the job fails if a dead server is not back within this");
 
+DEFINE_string(job_name, "sieve", "The job's name in its status (GET /v1/job, --status_file)");
+DEFINE_string(status_file, "",
+              "Write the job's status (JSON, docs/protocol.md \"Job status\") to this file, "
+              "atomically: at every change of phase, at most once a second while running, and "
+              "the final status last");
+DEFINE_string(termination_message_file, "",
+              "Write one line on how the job ended (phase, rounds, loss, test accuracy, failure) "
+              "to this file when it ends: a Kubernetes pod's terminationMessagePath");
+DEFINE_int32(status_linger_ms, 2000,
+             "With --metrics_port: keep serving the final job status (GET /v1/job) this long "
+             "after the job ended, so that a `sieve status --watch` sees how it ended");
+DEFINE_string(
+    port_file, "",
+    "Once bound, write the scheduler's HOST:PORT and a newline to this file (atomically): "
+    "how a launcher learns the port of --port=0");
+
 namespace sieve {
 
 ProgramInfo SchedulerProgram() {
-  return {"sieve-scheduler",
-          "the sieve scheduler: admits servers and workers, assigns ranks and shards, runs "
-          "barriers, watches heartbeats and ends the job.",
-          "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
-          {{"Cluster",
-            {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir",
-             "curve_key", "allow_unbound_keys"}},
-           {"Job identity", {"job_token_file", "job_token"}},
-           {"Failure handling",
-            {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "replication",
-             "server_failure", "server_restart_timeout_ms"}},
-           {"Metrics", {"metrics_port"}}}};
+  return {
+      "sieve-scheduler",
+      "the sieve scheduler: admits servers and workers, assigns ranks and shards, runs "
+      "barriers, watches heartbeats and ends the job.",
+      "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
+      {{"Cluster",
+        {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir",
+         "curve_key", "allow_unbound_keys"}},
+       {"Job identity", {"job_token_file", "job_token"}},
+       {"Failure handling",
+        {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "replication",
+         "server_failure", "server_restart_timeout_ms"}},
+       {"Job status",
+        {"job_name", "status_file", "termination_message_file", "port_file", "status_linger_ms"}},
+       {"Metrics", {"metrics_port"}}}};
 }
 
 StatusOr<SchedulerDaemonOptions> FlagsToSchedulerOptions() {
@@ -75,7 +94,17 @@ StatusOr<SchedulerDaemonOptions> FlagsToSchedulerOptions() {
   }
   opt.wait_for_server_restart = FLAGS_server_failure == "wait";
   opt.server_restart_timeout = std::chrono::milliseconds(FLAGS_server_restart_timeout_ms);
-  d.metrics = {"scheduler", listen->bind, listen->metrics_port};
+  d.metrics.role = "scheduler";
+  d.metrics.bind = listen->bind;
+  d.metrics.port = listen->metrics_port;
+  opt.job_name = FLAGS_job_name;
+  d.status_file = FLAGS_status_file;
+  d.termination_message_file = FLAGS_termination_message_file;
+  d.port_file = FLAGS_port_file;
+  if (FLAGS_status_linger_ms < 0 || FLAGS_status_linger_ms > 600000) {
+    return InvalidArgumentError("--status_linger_ms must be in [0, 600000]");
+  }
+  d.status_linger = std::chrono::milliseconds(FLAGS_status_linger_ms);
   return d;
 }
 

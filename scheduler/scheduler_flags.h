@@ -11,7 +11,9 @@
 
 #include <gflags/gflags.h>
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "base/flags.h"
 #include "base/status.h"
@@ -28,6 +30,11 @@ DECLARE_int32(startup_timeout_ms);
 DECLARE_uint32(replication);
 DECLARE_string(server_failure);
 DECLARE_int32(server_restart_timeout_ms);
+DECLARE_string(job_name);
+DECLARE_string(status_file);
+DECLARE_string(termination_message_file);
+DECLARE_string(port_file);
+DECLARE_int32(status_linger_ms);
 
 namespace sieve {
 
@@ -37,6 +44,13 @@ inline constexpr uint16_t kSchedulerDefaultPort = 9310;
 struct SchedulerDaemonOptions {
   SchedulerOptions scheduler;
   DaemonMetricsOptions metrics;  // role "scheduler" on --bind:--metrics_port
+  // The job status's files (scheduler/status_files.h) and the port file ("" = none): the
+  // scheduler's HOST:PORT and a newline, written atomically once it is bound.
+  std::string status_file;
+  std::string termination_message_file;
+  std::string port_file;
+  // With metrics: how long the final status stays served after the job's end.
+  std::chrono::milliseconds status_linger{2000};
 };
 
 // sieve-scheduler's name, summary, usage and --help groups (base/flags.h).

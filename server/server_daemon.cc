@@ -28,6 +28,7 @@
 #include "server/initial_weights.h"
 #include "server/shard_server.h"
 #include "server/shard_service.h"
+#include "trace/trace_writer.h"
 
 namespace sieve {
 namespace {
@@ -251,6 +252,19 @@ class HostedShards {
 // replication this thread also ticks the services every 100 ms (resends to backups), behind the
 // same gate. The gate (shared with the handlers, so it outlives any call still in flight) turns
 // them off at the end; while it is open only one thread at a time touches the services.
+// The job status's report of this server (Node::SetReport): its own shard's counters.
+pb::Heartbeat ServerReportOf(const ShardServer& shard) {
+  const ShardServerStats& st = shard.stats();
+  pb::Heartbeat h;
+  pb::ServerReport* r = h.mutable_server();
+  const bool bsp = shard.options().consistency == Consistency::kBsp;
+  r->set_rounds(bsp ? st.rounds_completed : st.pushes_applied);
+  r->set_pushes_applied(st.pushes_applied);
+  r->set_rejected(st.rejected);
+  r->set_duplicates(st.duplicates);
+  return h;
+}
+
 Status Serve(Node& node, HostedShards& shards, DaemonMetrics& metrics, bool refresh_metrics) {
   struct HandlerGate {
     Mutex mu;
@@ -274,19 +288,21 @@ Status Serve(Node& node, HostedShards& shards, DaemonMetrics& metrics, bool refr
     if (gate->serving) shards.OnData(std::move(msg));
   });
 
-  // This thread only waits for the end; with --metrics_port it refreshes the auth gauges, with
+  // This thread only waits for the end; once a second it gives the node its report for the job's
+  // status (its own shard's counters) and, with --metrics_port, refreshes the auth gauges; with
   // replication it ticks the services.
   const bool ticking = node.replication() > 0;
-  const auto wait = ticking           ? std::chrono::milliseconds(100)
-                    : refresh_metrics ? std::chrono::milliseconds(1000)
-                                      : std::chrono::milliseconds(3600000);
+  const auto wait = ticking ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000);
+  auto next_report = std::chrono::steady_clock::now();
   Status end;
   do {
     end = node.WaitShutdown(wait);
-    metrics.SetAuth(node.auth_accepted(), node.auth_denied());
-    if (ticking) {
-      MutexLock lock(&gate->mu);
-      if (gate->serving) shards.OnTick();
+    if (refresh_metrics) metrics.SetAuth(node.auth_accepted(), node.auth_denied());
+    MutexLock lock(&gate->mu);
+    if (gate->serving && ticking) shards.OnTick();
+    if (gate->serving && std::chrono::steady_clock::now() >= next_report) {
+      next_report = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      node.SetReport(ServerReportOf(*shards.all().front()->server));
     }
   } while (end.code() == StatusCode::kDeadlineExceeded);
   node.set_on_data(nullptr);  // from here on no data handler runs
@@ -476,6 +492,17 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
   return h;
 }
 
+// --trace_out's writer for server `rank`; null without the flag.
+StatusOr<std::unique_ptr<TraceWriter>> OpenTrace(const ServerDaemonOptions& o, int rank) {
+  if (o.trace_out.empty()) return std::unique_ptr<TraceWriter>();
+  TraceWriterOptions to;
+  to.path = ExpandTracePath(o.trace_out, "server", rank);
+  to.role = "server";
+  to.rank = rank;
+  to.rounds = o.trace_rounds;
+  return TraceWriter::Open(to);
+}
+
 // The registered node's part of the job: its shards (its own, and with --replication copies of
 // the r servers before it in ring order), their services, the serving and the summary.
 int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics) {
@@ -484,6 +511,12 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
   metrics.SetRank(rank);
   ScopedDeadNodesSource dead_source(
       &metrics, [&node] { return static_cast<double>(node.dead_nodes().size()); });
+  // Before the shards, so that it outlives their services, which borrow it.
+  auto trace = OpenTrace(o, rank);
+  if (!trace.ok()) {
+    const std::string why = "--trace_out: " + trace.status().message();
+    return StopJob(node, kExitFailure, why, why);
+  }
   NodeServerLink link(&node);
   HostedShards shards(&node, &link);
   int code = 0;
@@ -515,7 +548,15 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
                           std::to_string(shards.all().size() - 1) + " copies of other shards)"
                     : std::string());
 
+  if (*trace != nullptr) {
+    for (auto& h : shards.all()) h->service->set_trace(trace->get());
+    // The server takes part in no barrier: its zero is the start of serving, and `sieve trace
+    // merge` places it by its wall clock.
+    (void)(*trace)->MarkZero("serving");
+  }
   const Status end = Serve(node, shards, metrics, o.node.metrics_port != 0);
+  // No handler runs any more: the timeline is complete.
+  const Status traced = *trace != nullptr ? (*trace)->Close(/*complete=*/end.ok()) : Status::Ok();
 
   Status dumped;
   if (!o.dump_shard.empty())
@@ -529,6 +570,8 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
   // The summary above still reports the job; a shard asked for that is not on disk fails the run.
   if (!dumped.ok())
     return ExitWith(kExitFailure, kName, "--dump_shard failed: " + dumped.ToString());
+  if (!traced.ok())
+    return ExitWith(kExitFailure, kName, "--trace_out failed: " + traced.ToString());
   return kExitSuccess;
 }
 

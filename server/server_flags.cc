@@ -46,6 +46,13 @@ DEFINE_string(dump_shard, "",
 DEFINE_string(checkpoint_dir, "", "Directory of this shard's checkpoint (empty = no checkpoints)");
 DEFINE_uint64(checkpoint_every, 0, "BSP: checkpoint every N completed rounds (0 = off)");
 DEFINE_double(checkpoint_every_s, 0, "Checkpoint every S seconds, any consistency (0 = off)");
+DEFINE_string(trace_out, "",
+              "Write a timeline of this server's pushes and replies here at the end: Chrome "
+              "trace-event JSON for Perfetto / chrome://tracing; {rank} becomes the rank, {role} "
+              "becomes server (give servers and workers one path, e.g. DIR/{role}-{rank}.json, "
+              "then run `sieve trace merge DIR`; docs/tracing.md); empty = none");
+DEFINE_string(trace_rounds, "0:100",
+              "Rounds A:B (A to B-1) that --trace_out records, so the file stays small");
 DEFINE_string(restore, "auto",
               "Restore the shard from --checkpoint_dir: auto (when rejoining a running job, i.e. "
               "after a restart), always, never");
@@ -180,7 +187,7 @@ ProgramInfo ServerProgram() {
            {"Failure handling",
             {"heartbeat_interval_ms", "heartbeat_timeout_ms", "checkpoint_dir", "checkpoint_every",
              "checkpoint_every_s", "restore"}},
-           {"Output and metrics", {"dump_shard", "metrics_port"}}}};
+           {"Output and metrics", {"dump_shard", "trace_out", "trace_rounds", "metrics_port"}}}};
 }
 
 StatusOr<ServerDaemonOptions> FlagsToServerOptions() {
@@ -201,6 +208,12 @@ StatusOr<ServerDaemonOptions> FlagsToServerOptions() {
   o.checkpoint = {FLAGS_checkpoint_dir, FLAGS_checkpoint_every, FLAGS_checkpoint_every_s,
                   FLAGS_restore, false};
   o.dump_shard = FLAGS_dump_shard;
+  o.trace_out = FLAGS_trace_out;
+  auto trace_rounds = ParseTraceRounds(FLAGS_trace_rounds);
+  if (!trace_rounds.ok()) {
+    return InvalidArgumentError("--trace_rounds: " + trace_rounds.status().message());
+  }
+  o.trace_rounds = *trace_rounds;
   return o;
 }
 

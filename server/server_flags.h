@@ -21,6 +21,7 @@
 #include "proto/codec.h"
 #include "server/checkpointer.h"
 #include "server/shard_server.h"
+#include "trace/trace_rounds.h"
 
 DECLARE_string(model);
 DECLARE_uint64(num_params);
@@ -42,6 +43,8 @@ DECLARE_string(restore);
 DECLARE_uint32(server_threads);
 DECLARE_string(reply_values);
 DECLARE_uint64(reply_part_pairs);
+DECLARE_string(trace_out);
+DECLARE_string(trace_rounds);
 
 namespace sieve {
 
@@ -59,6 +62,8 @@ struct ServerDaemonOptions {
   ValueType reply_values = ValueType::kFp32;  // --reply_values, else --wire_values
   CheckpointerOptions checkpoint;             // all but `rejoining`, known once registered
   std::string dump_shard;                     // --dump_shard ({rank} not yet expanded)
+  std::string trace_out;     // --trace_out ({role} and {rank} not yet expanded); empty = none
+  TraceRounds trace_rounds;  // --trace_rounds
 };
 
 // --server_threads=0: the cores beside the node's I/O thread, max(1, hardware threads - 1).
@@ -72,7 +77,7 @@ ProgramInfo ServerProgram();
 // bound, < the job's workers, is checked once registered), --server_density, --server_threads,
 // the node flags
 // (ReadNodeFlags("server")), --reply_values, --model (with --num_params), --init_weights (its
-// size against a known D).
+// size against a known D), --trace_rounds.
 StatusOr<ServerDaemonOptions> FlagsToServerOptions();
 
 }  // namespace sieve

@@ -96,6 +96,12 @@ ShardService::ShardService(const ShardServiceOptions& options, ShardServer* shar
 
 ShardService::~ShardService() { shard_->set_part_sink(nullptr); }
 
+void ShardService::set_trace(TraceWriter* trace) {
+  trace_ = trace;
+  if (trace_ != nullptr)
+    trace_->SetThreadName(trace_tid(), "shard " + std::to_string(options_.rank));
+}
+
 // A mirror follows its primary's events only; the deaths and re-admissions its primary did not
 // replicate are applied when it is promoted (Promote).
 void ShardService::OnWorkerDead(int rank) {
@@ -188,6 +194,13 @@ void ShardService::OnData(Message msg) {
       }
       shard_->OnPush(worker, round, msg.indices, values, msg.dense(), &out_);
       ReplicateCompletedRound(before);
+      if (trace_ != nullptr && trace_->Wants(round)) {
+        trace_->AddSpan("aggregate", trace_tid(), round, push_start, Clock::now(),
+                        {{"worker", worker},
+                         {"bytes", FrameBytes(msg.storage)},
+                         {"pairs", msg.header.count()},
+                         {"completed_round", options_.bsp && shard_->round() != before}});
+      }
       if (metrics_ != nullptr) {
         const ShardServerStats& st = shard_->stats();
         metrics_->ObservePushLatency(SecondsSince(push_start));
@@ -227,6 +240,7 @@ void ShardService::SendAck(const Reply& r, int peer) {
 
 bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t parts, size_t from,
                              size_t to) {
+  const auto encode_start = Clock::now();
   pb::Header h = MakeDataHeader(WireType(r.type), link_->id(), peer, options_.rank, r.round);
   if (parts > 1) {
     h.set_part(part);
@@ -272,8 +286,22 @@ bool ShardService::SendSlice(const Reply& r, int peer, uint32_t part, uint32_t p
     LOG(ERROR) << "encode reply: " << frames.status().ToString();
     return false;
   }
-  if (metrics_ != nullptr) metrics_->AddBytes(0, FrameBytes(*frames));
+  const uint64_t bytes = FrameBytes(*frames);
+  if (metrics_ != nullptr) metrics_->AddBytes(0, bytes);
+  const auto reply_start = Clock::now();
   Status s = link_->Reply(peer, std::move(frames).value());
+  if (trace_ != nullptr && trace_->Wants(r.round)) {
+    const char* type = r.type == ReplyType::kDense ? "DENSE" : "UPDATE";
+    trace_->AddSpan("encode", trace_tid(), r.round, encode_start, reply_start,
+                    {{"worker", r.worker},
+                     {"type", type},
+                     {"part", part},
+                     {"parts", parts},
+                     {"pairs", to - from},
+                     {"coded_here", fresh}});
+    trace_->AddSpan("reply", trace_tid(), r.round, reply_start, Clock::now(),
+                    {{"worker", r.worker}, {"type", type}, {"bytes", bytes}, {"sent", s.ok()}});
+  }
   if (!s.ok()) {
     peer_log_.Warn(
         [&](std::ostream& os) { os << "reply to worker " << r.worker << ": " << s.ToString(); });

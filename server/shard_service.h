@@ -30,6 +30,16 @@
 // applies the worker deaths and re-admissions the dead primary had not replicated and serves the
 // shard from the state it has, without backups (the other copies are retired).
 //
+// Timeline (set_trace, docs/tracing.md): on the thread "shard N" (tid N + 1) of the server's trace,
+// each PUSH of a recorded round is an "aggregate" span (the 16-bit unpacking, replication and
+// ShardServer::OnPush: the merge into the round, and for the push that completes a BSP round the
+// update pass and the reply's arrays; split replies' parts are sent inside it) with the worker,
+// the bytes received and whether it completed the round (BSP; under ASP/SSP every push is
+// applied at once), and each UPDATE or DENSE slice sent is
+// an "encode" span (its index coding, 16-bit values and checksum when first made in this flush,
+// then the frames) followed by a "reply" span (handing the frames to the link, which queues them
+// and does not wait for the network), with the worker, part and bytes.
+//
 // Errors from peers never reach the caller: a rejected message is answered with an ERROR naming
 // the reason (docs/protocol.md) and changes no state; a failed send is logged.
 //
@@ -58,6 +68,7 @@
 #include "server/checkpointer.h"
 #include "server/server_link.h"
 #include "server/shard_server.h"
+#include "trace/trace_writer.h"
 
 namespace sieve {
 
@@ -138,6 +149,10 @@ class ShardService {
   void OnTable();
   void OnTick();
 
+  // Records the timeline of the pushes and replies of recorded rounds in `trace` (borrowed; it
+  // must outlive the calls that use it; null = none) and names its thread.
+  void set_trace(TraceWriter* trace);
+
   // Serves workers (primary), replays (mirror), or neither (a retired mirror).
   bool primary() const { return primary_; }
   bool mirror() const { return mirror_; }
@@ -197,6 +212,7 @@ class ShardService {
   bool SendSlice(const Reply& r, int peer, uint32_t part, uint32_t parts, size_t from, size_t to);
   // A header-only acknowledgement (JOIN_ACK, INIT_ACK).
   void SendAck(const Reply& r, int peer);
+  int trace_tid() const { return options_.rank + 1; }
 
   const ShardServiceOptions options_;
   ShardServer* const shard_;
@@ -207,6 +223,7 @@ class ShardService {
   // Lines a peer's message can cause (its ERRORs, replies that cannot be sent to it): at most 20
   // per 10 s (net/rejection_log.h), so a flood of them cannot flood the server's log.
   RejectionLog peer_log_{"peer-caused server events"};
+  TraceWriter* trace_ = nullptr;
   std::vector<float> unpacked_;  // fp16 / bf16 push values as fp32
   // The index frame, 16-bit values and checksum of each slice sent within one flush (replies to
   // several workers share their buffer; the outbox and `keepalive` keep every buffer alive, so an

@@ -10,6 +10,7 @@
 #include "kernels/device.h"
 #include "kernels/model/model_layout.h"
 #include "net/node_environment.h"
+#include "trace/trace_rounds.h"
 #include "worker/data/dataset.h"
 
 // Model and data.
@@ -82,6 +83,13 @@ DEFINE_string(histogram_rounds, "",
 DEFINE_string(dump_weights, "",
               "After training, write the replica as D raw little-endian float32 values "
               "({rank} in the path is replaced by the worker rank)");
+DEFINE_string(trace_out, "",
+              "Write a timeline of this worker's rounds here at the end: Chrome trace-event JSON "
+              "for Perfetto / chrome://tracing; {rank} becomes the rank, {role} becomes worker "
+              "(give servers and workers one path, e.g. DIR/{role}-{rank}.json, then run `sieve "
+              "trace merge DIR`; docs/tracing.md); empty = none");
+DEFINE_string(trace_rounds, "0:100",
+              "Rounds A:B (A to B-1) that --trace_out records, so the file stays small");
 DEFINE_string(progress, "auto", "Progress display: bar, log, or auto (bar when stdout is a TTY)");
 // Cluster: --scheduler, --rank, --bind, --host, --port, --curve_dir, --job_token(_file),
 // heartbeats and --metrics_port are net/node_flags.h's.
@@ -165,6 +173,12 @@ Status FlagsToRunAndOutput(TrainerOptions* o) {
   }
   o->histogram_rounds = *hist_rounds;
   o->dump_weights = FLAGS_dump_weights;
+  o->trace_out = FLAGS_trace_out;
+  auto trace_rounds = ParseTraceRounds(FLAGS_trace_rounds);
+  if (!trace_rounds.ok()) {
+    return InvalidArgumentError("--trace_rounds: " + trace_rounds.status().message());
+  }
+  o->trace_rounds = *trace_rounds;
   o->round_timeout = std::chrono::milliseconds(FLAGS_round_timeout_ms);
   o->barrier_probe = FLAGS_barrier_probe;
   if (FLAGS_progress == "auto") {
@@ -248,8 +262,8 @@ ProgramInfo WorkerProgram() {
              "shutdown_timeout_ms"}},
            {"Output and metrics",
             {"progress", "eval_every", "eval_every_rounds", "eval_deferred", "metrics_out",
-             "metrics_every", "contraction_every", "histogram_rounds", "dump_weights",
-             "metrics_port", "barrier_probe"}}}};
+             "metrics_every", "contraction_every", "histogram_rounds", "dump_weights", "trace_out",
+             "trace_rounds", "metrics_port", "barrier_probe"}}}};
 }
 
 StatusOr<WorkerDaemonOptions> FlagsToWorkerOptions() {

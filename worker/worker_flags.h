@@ -56,6 +56,8 @@ DECLARE_int32(contraction_every);
 DECLARE_string(histogram_rounds);
 DECLARE_string(dump_weights);
 DECLARE_string(progress);
+DECLARE_string(trace_out);
+DECLARE_string(trace_rounds);
 DECLARE_int32(round_timeout_ms);
 DECLARE_int32(shutdown_timeout_ms);
 DECLARE_int32(barrier_probe);

@@ -8,9 +8,11 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,9 +21,10 @@
 #include "deploy/local/job_progress.h"
 #include "deploy/local/job_result.h"
 #include "deploy/local/launch_plan.h"
-#include "deploy/local/private_file.h"
+#include "deploy/local/private_dir.h"
 #include "deploy/local/supervisor.h"
 #include "deploy/local/worker_env.h"
+#include "proto/job_status_text.h"
 
 namespace sieve {
 namespace {
@@ -34,7 +37,8 @@ constexpr int kExitUsage = 2;
 constexpr milliseconds kIdlePoll{1000};
 // How often --progress=lines prints the job's progress.
 constexpr std::chrono::seconds kProgressLineEvery{10};
-const char kListeningMarker[] = "sieve-scheduler listening on ";
+// How often the scheduler's status file is read while the job runs.
+constexpr milliseconds kStatusEvery{1000};
 
 // Launcher messages on the err fd; through the supervisor once there is one (so they keep clear of
 // its status line).
@@ -60,12 +64,21 @@ size_t StatusWidth(int fd) {
   return 79;
 }
 
-// The port in "...sieve-scheduler listening on HOST:PORT", or nullopt.
-std::optional<int> ListeningPort(std::string_view line) {
-  size_t at = line.find(kListeningMarker);
-  if (at == std::string_view::npos) return std::nullopt;
-  std::string_view address = line.substr(at + sizeof(kListeningMarker) - 1);
-  while (!address.empty() && (address.back() == ' ' || address.back() == '\r')) {
+// A whole file's content, or nullopt when it cannot be read (not written yet).
+std::optional<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+// The port in the scheduler's port file ("HOST:PORT\n"), or nullopt (not written yet).
+std::optional<int> PortFromFile(const std::string& path) {
+  std::optional<std::string> content = ReadWholeFile(path);
+  if (!content) return std::nullopt;
+  std::string_view address = *content;
+  while (!address.empty() && (address.back() == '\n' || address.back() == '\r')) {
     address.remove_suffix(1);
   }
   size_t colon = address.rfind(':');
@@ -124,8 +137,10 @@ using JobEnd = std::optional<int>;
 // (steps 2-3 of launcher.h), supervises them to the end (step 4) and shows its progress (step 5).
 class LaunchedJob {
  public:
-  LaunchedJob(const LaunchOptions& o, int out_fd, LaunchPlan* plan, Supervisor* sup, Reporter* say)
+  LaunchedJob(const LaunchOptions& o, int out_fd, LaunchPlan* plan, Supervisor* sup, Reporter* say,
+              PrivateDir* dir)
       : o_(o),
+        dir_(*dir),
         out_fd_(out_fd),
         plan_(*plan),
         sup_(*sup),
@@ -134,7 +149,6 @@ class LaunchedJob {
               (o.progress == Progress::kAuto && isatty(out_fd) != 0)),
         lines_(o.progress == Progress::kLines || (o.progress == Progress::kAuto && !live_)),
         job_start_(Clock::now()),
-        progress_(o.num_servers, o.num_workers),
         result_(o.num_workers) {}
 
   // The launcher's exit code.
@@ -149,25 +163,25 @@ class LaunchedJob {
  private:
   using Progress = LaunchOptions::Progress;
 
-  // The scheduler's lines give its port and feed the progress and the result; a worker's
-  // progress lines are shown as the job's progress instead of relayed (unless progress is off).
+  // Every line is relayed but a worker's progress lines while the launcher shows the job's
+  // progress (from the scheduler's status, which says the same for the whole job).
   void ObserveLines() {
     sup_.set_line_observer([this](size_t child, bool is_stderr, std::string_view line) {
-      if (child == 0) {
-        if (!is_stderr && !port_) port_ = ListeningPort(line);
-        progress_.SchedulerLine(line);
-        result_.SchedulerLine(line);
-        return true;
-      }
-      auto worker = worker_rank_.find(child);
-      if (worker == worker_rank_.end() || is_stderr) return true;
-      result_.WorkerLine(child, line);
-      if (o_.progress == Progress::kOff) return true;
-      auto point = ParseProgressLine(line);
-      if (!point) return true;
-      progress_.WorkerProgress(worker->second, *point, Clock::now());
-      return false;  // shown as the job's progress instead
+      if (child == 0 || is_stderr || o_.progress == Progress::kOff) return true;
+      if (worker_rank_.find(child) == worker_rank_.end()) return true;
+      return !ParseProgressLine(line).has_value();
     });
+  }
+
+  // The scheduler's status file, read again when `force` or kStatusEvery passed; the last one that
+  // parsed is kept (the file is replaced atomically, so a read sees a whole one).
+  const pb::JobStatus* ReadStatus(bool force) {
+    if (!force && Clock::now() < next_status_read_) return status_ ? &*status_ : nullptr;
+    next_status_read_ = Clock::now() + kStatusEvery;
+    if (std::optional<std::string> json = ReadWholeFile(status_path_)) {
+      if (auto st = JobStatusFromJson(*json); st.ok()) status_ = std::move(st).value();
+    }
+    return status_ ? &*status_ : nullptr;
   }
 
   Status Start(const ChildSpec& spec, int rank_if_worker) {
@@ -175,13 +189,13 @@ class LaunchedJob {
     if (rank_if_worker >= 0) {
       worker_rank_[index] = rank_if_worker;
       latest_[rank_if_worker] = index;
-      result_.WorkerStarted(index, rank_if_worker);
     }
     return Status::Ok();
   }
 
   void ShowProgress() {
-    std::string text = progress_.Text();
+    const pb::JobStatus* status = ReadStatus(/*force=*/false);
+    std::string text = status != nullptr ? JobProgressText(*status) : "";
     if (live_) {
       const size_t width = StatusWidth(out_fd_);
       if (text.size() > width) text.resize(width);
@@ -195,7 +209,7 @@ class LaunchedJob {
   // Every end of a started job: stop what runs, then the job's one result line.
   int Fail(int code, const std::string& reason) {
     sup_.StopAll(o_.stop_timeout);
-    say_.Say(result_.Failed(reason));
+    say_.Say(result_.Failed(reason, ReadStatus(/*force=*/true)));
     return code;
   }
   bool Interrupted() {
@@ -216,12 +230,23 @@ class LaunchedJob {
 
   // Step 2: the scheduler, then its port.
   JobEnd StartScheduler() {
-    if (auto s = sup_.Start(plan_.scheduler_servers_workers[0][0]); !s.ok()) {
+    ChildSpec spec = plan_.scheduler_servers_workers[0][0];
+    const std::string port_path = dir_.Path("scheduler.port");
+    spec.argv.push_back("--port_file=" + port_path);
+    status_path_ = dir_.Path("status.json");
+    constexpr std::string_view kStatusFlag = "--status_file=";
+    for (const std::string& a : spec.argv) {  // the user's own status file (flags are expanded)
+      if (a.starts_with(kStatusFlag) && a.size() > kStatusFlag.size())
+        status_path_ = a.substr(kStatusFlag.size());
+    }
+    if (status_path_ == dir_.Path("status.json"))
+      spec.argv.push_back("--status_file=" + status_path_);
+    if (auto s = sup_.Start(spec); !s.ok()) {
       say_.Say(s.status().message());
       return Fail(kExitFailure, "the scheduler could not be started");
     }
     const auto listen_deadline = Clock::now() + o_.listen_timeout;
-    while (!port_) {
+    while (!(port_ = PortFromFile(port_path))) {
       if (Interrupted()) return Interrupt();
       if (!sup_.running(0)) {
         const std::string how =
@@ -231,14 +256,13 @@ class LaunchedJob {
       }
       int left = MillisUntil(listen_deadline);
       if (left == 0) {
-        say_.Say("scheduler did not print \"" + std::string(kListeningMarker) +
-                 "HOST:PORT\" within " + std::to_string(o_.listen_timeout.count()) + " ms");
+        say_.Say("scheduler did not write its port file " + port_path + " within " +
+                 std::to_string(o_.listen_timeout.count()) + " ms");
         return Fail(kExitFailure, "the scheduler did not report its port");
       }
-      sup_.Pump(milliseconds(left));
+      sup_.Pump(milliseconds(std::min(left, 20)));
     }
     const std::string scheduler_address = "127.0.0.1:" + std::to_string(*port_);
-    progress_.set_scheduler_address(scheduler_address);
     plan_.worker_job.scheduler = scheduler_address;
     if (!plan_.metrics_ports.empty()) say_.Say("metrics on " + plan_.metrics_ports);
     return std::nullopt;
@@ -296,7 +320,6 @@ class LaunchedJob {
     const int status = sup_.wait_status(i);
     auto rank = worker_rank_.find(i);
     const bool worker = rank != worker_rank_.end();
-    if (worker) result_.WorkerExited(i, !Failed(status));
     if (!Failed(status)) return std::nullopt;
     if (i == 0) {
       ReportFailure(i);
@@ -378,7 +401,7 @@ class LaunchedJob {
   int Finished() {
     sup_.StopAll(milliseconds(0));  // drains the last output
     const double seconds = std::chrono::duration<double>(Clock::now() - job_start_).count();
-    say_.Say(result_.Finished(seconds));
+    say_.Say(result_.Finished(seconds, ReadStatus(/*force=*/true)));
     return 0;
   }
 
@@ -399,6 +422,7 @@ class LaunchedJob {
   }
 
   const LaunchOptions& o_;
+  PrivateDir& dir_;
   const int out_fd_;
   LaunchPlan& plan_;
   Supervisor& sup_;
@@ -406,8 +430,10 @@ class LaunchedJob {
   const bool live_;   // a status line redrawn in place
   const bool lines_;  // a progress message every kProgressLineEvery
   const Clock::time_point job_start_;
-  JobProgress progress_;
   JobResult result_;
+  std::string status_path_;              // the scheduler's --status_file
+  std::optional<pb::JobStatus> status_;  // its last content that parsed
+  Clock::time_point next_status_read_;
   std::map<size_t, int> worker_rank_;  // child index -> rank, for workers
   std::map<int, size_t> latest_;       // rank -> child index of its latest process
   std::optional<int> port_;            // the scheduler's, once it said
@@ -417,14 +443,14 @@ class LaunchedJob {
   int restarts_ = 0;
 };
 
-// Step 1's files: the log directory and, unless the user names one, the private file with the job
-// token for the workers' SIEVE_JOB_TOKEN_FILE (removed when *token_file goes).
-Status PrepareFiles(const LaunchOptions& o, LaunchPlan* plan,
-                    std::unique_ptr<PrivateFile>* token_file) {
+// Step 1's files: the log directory and the private directory (removed when *dir goes) with,
+// unless the user names one, the job token's file for the workers' SIEVE_JOB_TOKEN_FILE.
+Status PrepareFiles(const LaunchOptions& o, LaunchPlan* plan, std::unique_ptr<PrivateDir>* dir) {
   if (!o.log_dir.empty()) SIEVE_RETURN_IF_ERROR(MakeDirs(o.log_dir));
+  SIEVE_ASSIGN_OR_RETURN(*dir, PrivateDir::Create());
   if (plan->worker_job.job_token_file.empty()) {
-    SIEVE_ASSIGN_OR_RETURN(*token_file, PrivateFile::Create("job_token", plan->token + "\n"));
-    plan->worker_job.job_token_file = (*token_file)->path();
+    SIEVE_ASSIGN_OR_RETURN(plan->worker_job.job_token_file,
+                           (*dir)->Write("job_token", plan->token + "\n"));
   }
   return Status::Ok();
 }
@@ -438,8 +464,8 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
     say.Say(plan.status().message());
     return plan.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
-  std::unique_ptr<PrivateFile> token_file;
-  if (Status s = PrepareFiles(o, &*plan, &token_file); !s.ok()) {
+  std::unique_ptr<PrivateDir> dir;
+  if (Status s = PrepareFiles(o, &*plan, &dir); !s.ok()) {
     say.Say(s.message());
     return kExitFailure;
   }
@@ -449,7 +475,7 @@ int Launch(const LaunchOptions& o, int out_fd, int err_fd) {
     return kExitFailure;
   }
   say.set_supervisor(&sup);
-  return LaunchedJob(o, out_fd, &*plan, &sup, &say).Run();
+  return LaunchedJob(o, out_fd, &*plan, &sup, &say, dir.get()).Run();
 }
 
 }  // namespace sieve

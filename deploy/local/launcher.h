@@ -12,12 +12,13 @@
 //    defines that it does not implement, or any when it cannot say, is a usage error naming the
 //    flag and the command (exit 2, nothing started).
 // 2. Start the scheduler with --port, --num_workers, --num_servers (the last two also go to any
-//    other daemon defining them) and its routed flags; wait (bounded by listen_timeout) for its
-//    line "sieve-scheduler listening on HOST:PORT".
+//    other daemon defining them), --port_file and --status_file (files in the launcher's private
+//    directory; a --status_file of the user's own is used instead) and its routed flags; wait
+//    (bounded by listen_timeout) for its port file.
 // 3. Start servers 0..S-1 and sieve-workers 0..W-1 with --scheduler=127.0.0.1:PORT --rank=i and
 //    their routed flags; a --worker_cmd gets its own words as argv, nothing more. Every worker
 //    process gets WorkerEnvironment() (worker_env.h): the job in SIEVE_* variables, the token
-//    in a private 0600 file (private_file.h) removed on return. Output is relayed with
+//    in a private 0600 file (private_dir.h) removed on return. Output is relayed with
 //    [scheduler] / [server i] / [worker i] prefixes.
 // 4. Exit 0 once every process has exited 0 (workers let go below aside). If a server or worker
 //    exits non-zero or by a signal while the scheduler runs and fewer than max_restarts restarts
@@ -33,13 +34,14 @@
 //    others are still running after finish_grace, stop them and exit 1. SIGINT/SIGTERM/SIGHUP to
 //    the launcher stops everyone and exits 128 + signal. Every child dies with the launcher
 //    (child_process.h).
-// 5. Progress (options.progress): the workers' progress lines (base/progress_line.h) are not
-//    relayed but summed up by JobProgress (job_progress.h), with the scheduler's registration
-//    lines while the job forms. Live: one status line on out_fd, redrawn in place (out_fd should
-//    be a terminal); lines: the same text as a launcher message every 10 s; off: the workers'
-//    progress lines are relayed like any other line.
-// 6. Once anything was started, the last launcher message is the job's result (job_result.h):
-//    "job finished: ..." with exit 0, or "job FAILED: <reason>" with the non-zero exit.
+// 5. Progress (options.progress): the scheduler's status file (JobStatus as JSON, read at most
+//    once a second) shown as one line (JobProgressText, job_progress.h). Live: one status line on
+//    out_fd, redrawn in place (out_fd should be a terminal); lines: the same text as a launcher
+//    message every 10 s. Unless progress is off, the workers' own progress lines
+//    (base/progress_line.h) are not relayed: the status line says the same for the whole job.
+// 6. Once anything was started, the last launcher message is the job's result (job_result.h,
+//    from the scheduler's final status file): "job finished: ..." with exit 0, or "job FAILED:
+//    <reason>" with the non-zero exit.
 // Launcher messages go to err_fd prefixed "sieve launch: ". Nothing is left running on return.
 #ifndef SIEVE_DEPLOY_LOCAL_LAUNCHER_H_
 #define SIEVE_DEPLOY_LOCAL_LAUNCHER_H_

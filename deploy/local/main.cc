@@ -8,12 +8,15 @@
 #include "deploy/local/compare_command.h"
 #include "deploy/local/keygen_command.h"
 #include "deploy/local/launch_command.h"
+#include "deploy/local/status_command.h"
 #include "deploy/local/subcommand.h"
+#include "deploy/local/trace_command.h"
 
 namespace {
 
 std::vector<const sieve::Subcommand*> AllSubcommands() {
-  return {&sieve::LaunchSubcommand(), &sieve::CompareSubcommand(), &sieve::KeygenSubcommand()};
+  return {&sieve::LaunchSubcommand(), &sieve::CompareSubcommand(), &sieve::KeygenSubcommand(),
+          &sieve::StatusSubcommand(), &sieve::TraceSubcommand()};
 }
 
 void PrintUsage(FILE* out) {

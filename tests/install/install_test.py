@@ -64,6 +64,7 @@ class InstallTest(unittest.TestCase):
     def test_installed_layout(self):
         rel = {os.path.relpath(h, self.include) for h in self.headers()}
         self.assertEqual(rel, {"worker/client/ps_client.h", "worker/client/worker_start.h",
+                               "worker/client/worker_progress.h",
                                "kernels/selection.h",
                                "kernels/compressor.h", "kernels/device.h",
                                "kernels/value_precision.h", "base/status.h",

@@ -46,6 +46,8 @@ NOT_IN_PYTHON = {
     "eval_deferred": "sieve-worker's copies of its replica evaluated after the last round (a "
                      "script evaluates what and when it likes)",
     "barrier_probe": "the scale harness's barrier latency probe of sieve-worker's start",
+    "trace_out": "sieve-worker's timeline of its C++ round (docs/tracing.md)",
+    "trace_rounds": "idem (the rounds it records)",
 }
 
 FAMILY = {str: {"string"}, int: {"int32", "int64", "uint32", "uint64"}, float: {"double"},

@@ -298,6 +298,23 @@ StatusOr<std::pair<std::vector<float>, uint32_t>> PsClient::Collective(
   return std::make_pair(std::move(r.values), r.contributors);
 }
 Status PsClient::Finish() { return impl_->node().Finish(); }
+void PsClient::Report(const WorkerProgress& p) {
+  pb::Heartbeat h;
+  pb::WorkerReport* r = h.mutable_worker();
+  r->set_round(p.round);
+  r->set_total_rounds(p.total_rounds);
+  r->set_epoch(p.epoch);
+  r->set_epochs(p.epochs);
+  if (p.loss) r->set_loss(static_cast<float>(*p.loss));
+  if (p.test_accuracy) r->set_test_accuracy(static_cast<float>(*p.test_accuracy));
+  r->set_bytes_pushed(p.bytes_pushed);
+  r->set_bytes_pulled(p.bytes_pulled);
+  r->set_skipped_rounds(p.skipped_rounds);
+  r->set_missed_slices(p.missed_slices);
+  r->set_straggle_seconds(static_cast<float>(p.straggle_seconds));
+  for (const auto& [name, value] : p.metrics) (*r->mutable_metrics())[name] = value;
+  impl_->node().SetReport(h);
+}
 Status PsClient::WaitShutdown(std::chrono::milliseconds timeout) {
   return impl_->node().WaitShutdown(timeout);
 }

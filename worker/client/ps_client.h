@@ -43,9 +43,9 @@
 
 #include "base/status.h"
 #include "kernels/selection.h"
+#include "worker/client/worker_progress.h"
 
 namespace sieve {
-
 // Everything a worker sets to join a job; plain values (translated into the node runtime's
 // options inside ps_client.cc). Defaults are sieve-worker's.
 struct PsClientOptions {
@@ -214,8 +214,13 @@ class PsClient {
   StatusOr<std::pair<std::vector<float>, uint32_t>> Collective(CollectiveOp op, int root,
                                                                std::span<const float> values,
                                                                std::chrono::milliseconds timeout);
-  // Tells the scheduler this worker's training is done (the job ends when every worker is).
+  // Tells the scheduler this worker's training is done (the job ends when every worker is), with
+  // the last report given to Report.
   Status Finish();
+  // This worker's part of the job's status (worker_progress.h: round, loss, accuracy, bytes...):
+  // sent to the scheduler on the next heartbeat and with FINISHED. Cheap; call it after every
+  // round. Any thread.
+  void Report(const WorkerProgress& progress);
   // Waits for the scheduler's SHUTDOWN: OK when the job ended normally; Aborted with the reason
   // when it failed or RequestStop was called; DeadlineExceeded after `timeout`.
   Status WaitShutdown(std::chrono::milliseconds timeout);

@@ -25,8 +25,10 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -517,6 +519,25 @@ class PyClient {
     Check(client.Join(round, std::chrono::milliseconds(timeout_ms)));
   }
   void RequestStop(const std::string& reason) { c().RequestStop(reason); }
+  // This worker's part of the job's status (PsClient::Report; sieve.proto's WorkerReport).
+  void Report(uint64_t round, uint64_t total_rounds, uint32_t epoch, uint32_t epochs,
+              std::optional<double> loss, std::optional<double> test_acc, uint64_t bytes_up,
+              uint64_t bytes_down, uint64_t skipped_rounds, uint64_t missed_slices,
+              const std::map<std::string, double>& metrics) {
+    WorkerProgress p;
+    p.round = round;
+    p.total_rounds = total_rounds;
+    p.epoch = epoch;
+    p.epochs = epochs;
+    if (loss && std::isfinite(*loss) && *loss >= 0) p.loss = loss;
+    if (test_acc && *test_acc >= 0 && *test_acc <= 1) p.test_accuracy = test_acc;
+    p.bytes_pushed = bytes_up;
+    p.bytes_pulled = bytes_down;
+    p.skipped_rounds = skipped_rounds;
+    p.missed_slices = missed_slices;
+    p.metrics = metrics;
+    c().Report(p);
+  }
   void Close() {
     py::gil_scoped_release nogil;
     c_.reset();
@@ -677,6 +698,11 @@ PYBIND11_MODULE(_core, m) {
       .def("finish", &PyClient::Finish)
       .def("wait_shutdown", &PyClient::WaitShutdown, py::arg("timeout_ms") = 600000)
       .def("request_stop", &PyClient::RequestStop, py::arg("reason"))
+      .def("report", &PyClient::Report, py::arg("round"), py::arg("total_rounds"), py::arg("epoch"),
+           py::arg("epochs"), py::arg("loss"), py::arg("test_acc"), py::arg("bytes_up"),
+           py::arg("bytes_down"), py::arg("skipped_rounds"), py::arg("missed_slices"),
+           py::arg("metrics"),
+           "This worker's part of the job's status: sent on the next heartbeat and with FINISHED")
       .def("close", &PyClient::Close);
 
   m.def(

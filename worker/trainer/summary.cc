@@ -1,5 +1,7 @@
 #include "worker/trainer/summary.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace sieve {
@@ -46,6 +48,23 @@ std::string FormatSummaryLine(const TrainSummary& s) {
     out += " straggler=" + s.straggler + buf;
   }
   return out;
+}
+
+WorkerProgress WorkerProgressOf(const TrainSummary& s, uint64_t rounds_done, uint64_t total_rounds,
+                                uint64_t epoch, std::optional<double> loss) {
+  WorkerProgress p;
+  p.round = std::min(rounds_done, total_rounds);
+  p.total_rounds = total_rounds;
+  p.epoch = static_cast<uint32_t>(std::min<uint64_t>(epoch + 1, s.epochs));
+  p.epochs = static_cast<uint32_t>(s.epochs);
+  if (loss && std::isfinite(*loss) && *loss >= 0) p.loss = loss;
+  if (s.test_acc) p.test_accuracy = std::clamp(*s.test_acc, 0.0, 1.0);
+  p.bytes_pushed = s.bytes_up;
+  p.bytes_pulled = s.bytes_down;
+  p.skipped_rounds = s.skipped_rounds;
+  p.missed_slices = s.missed_slices;
+  p.straggle_seconds = s.straggle_seconds;
+  return p;
 }
 
 }  // namespace sieve

@@ -21,6 +21,8 @@
 #include <optional>
 #include <string>
 
+#include "worker/client/worker_progress.h"
+
 namespace sieve {
 
 inline constexpr char kSummaryPrefix[] = "sieve-worker summary:";
@@ -61,6 +63,11 @@ struct TrainSummary {
 };
 
 std::string FormatSummaryLine(const TrainSummary& s);
+
+// This worker's part of the job's status (PsClient::Report): `rounds_done` of `total_rounds`, in
+// epoch `epoch` (from 0) of s.epochs, the last round's loss, and the summary's totals so far.
+WorkerProgress WorkerProgressOf(const TrainSummary& s, uint64_t rounds_done, uint64_t total_rounds,
+                                uint64_t epoch, std::optional<double> loss);
 
 }  // namespace sieve
 

@@ -44,6 +44,9 @@ Dataset Slice(const Dataset& full, IndexRange range) {
   return out;
 }
 
+// The timeline's thread of the training loop (the only one the trainer records).
+constexpr int kTraceTid = 1;
+
 // Residual histograms (--histogram_rounds): 48 bins of 0.25 σ, i.e. ±6 σ around the mean.
 constexpr double kHistogramWidthSigma = 0.25;
 constexpr int kHistogramBins = 48;
@@ -181,6 +184,8 @@ Status Trainer::InitWeights(uint64_t* first_round) {
   // A fingerprint, not a copy, of the local initialization (a copy would cost 4 B/param at peak).
   const uint64_t local = Fingerprint(w);
   SIEVE_ASSIGN_OR_RETURN(WorkerStart start, StartWorker(client_, w, options_.round_timeout));
+  // The timeline's zero: out of the start barriers, every worker at the same moment.
+  if (trace_) SIEVE_RETURN_IF_ERROR(trace_->MarkZero(start.rejoined ? "rejoin" : "start_barrier"));
   *first_round = start.first_round;
   if (!start.rejoined && Fingerprint(w) != local) {
     LOG(WARNING)
@@ -263,7 +268,8 @@ Status Trainer::ComputeGradient(uint64_t round, bool want_loss, float* loss) {
   return nn_->context()->Synchronize();
 }
 
-Status Trainer::PushPull(uint64_t round, Selection* sel, RoundStats* stats) {
+Status Trainer::PushPull(uint64_t round, Selection* sel, RoundStats* stats,
+                         Clock::time_point* updates_in) {
   update_idx_.clear();
   update_vals_.clear();
   BackendContext* ctx = nn_->context();
@@ -281,6 +287,7 @@ Status Trainer::PushPull(uint64_t round, Selection* sel, RoundStats* stats) {
     }
   };
   SIEVE_RETURN_IF_ERROR(client_->PushPull(round, sel, sink, stats, options_.round_timeout));
+  *updates_in = Clock::now();
   SIEVE_RETURN_IF_ERROR(dense_copy);
   return nn_->ScatterSet(update_idx_.data(), update_vals_.data(), update_idx_.size(), w, d_);
 }
@@ -381,8 +388,10 @@ struct Trainer::RunState {
   float prev_threshold = 0.0f, older_threshold = 0.0f;  // the last two thresholds (warm start)
   Selection sel;
   const Clock::time_point run_start;
-  uint64_t round;     // the round in progress
-  uint64_t skip = 0;  // rounds after it that closed without this worker (backup workers)
+  uint64_t round;      // the round in progress
+  uint64_t skip = 0;   // rounds after it that closed without this worker (backup workers)
+  uint64_t epoch = 0;  // the epoch of the last round run, from 0
+  std::optional<double> last_loss;  // the last round's training loss
   // --eval_deferred: the evaluations put off until the end, in round order.
   std::vector<DeferredEval> deferred;
 };
@@ -431,6 +440,7 @@ struct Trainer::RoundPlan {
 // What a round measured.
 struct Trainer::RoundResult {
   Clock::time_point t0, t1, t2, t3;  // start, gradient done, selection done, push/pull done
+  Clock::time_point updates_in;      // every UPDATE of the round in (before the scatter)
   double lr = 0.0;
   float loss = 0.0f;
   double straggle = 0.0;       // seconds an emulated straggler stalled
@@ -501,11 +511,57 @@ Status Trainer::RunRound(uint64_t step, EpochState* ep, RunState* run) {
   RoundResult r;
   SIEVE_RETURN_IF_ERROR(ComputeRound(*run, *ep, step, plan, &r));
   SIEVE_RETURN_IF_ERROR(SelectRound(*ep, plan, run, &r));
-  SIEVE_RETURN_IF_ERROR(PushPull(run->round, &run->sel, &r.stats));
+  SIEVE_RETURN_IF_ERROR(PushPull(run->round, &run->sel, &r.stats, &r.updates_in));
   r.t3 = Clock::now();
   SIEVE_RETURN_IF_ERROR(AfterMissedRounds(step, *ep, run, &plan, &r));
   if (options_.on_round) options_.on_round(run->round, ep->k, r.selected, r.stats);
-  return RecordRound(plan, ep, run, &r);
+  SIEVE_RETURN_IF_ERROR(RecordRound(plan, ep, run, &r));
+  TraceRound(run->round, *ep, plan, r, Clock::now());
+  return Status::Ok();
+}
+
+Status Trainer::OpenTrace() {
+  if (options_.trace_out.empty()) return Status::Ok();
+  TraceWriterOptions o;
+  o.path = ExpandTracePath(options_.trace_out, "worker", rank_);
+  o.role = "worker";
+  o.rank = rank_;
+  o.rounds = options_.trace_rounds;
+  auto opened = TraceWriter::Open(o);
+  if (!opened.ok()) {
+    return Status(opened.status().code(), "--trace_out: " + opened.status().message());
+  }
+  trace_ = std::move(opened).value();
+  trace_->SetThreadName(kTraceTid, "training");
+  return Status::Ok();
+}
+
+void Trainer::TraceRound(uint64_t round, const EpochState& ep, const RoundPlan& plan,
+                         const RoundResult& r, Clock::time_point end) const {
+  if (!trace_ || !trace_->Wants(round)) return;
+  const RoundStats& st = r.stats;
+  // The client times its sends (RoundStats::push_seconds) from its own start, a few µs after t2.
+  const Clock::time_point pushed =
+      std::min(r.updates_in, r.t2 + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(st.push_seconds)));
+  trace_->AddSpan("round", kTraceTid, round, r.t0, end,
+                  {{"epoch", ep.epoch},
+                   {"bytes_up", st.bytes_up},
+                   {"bytes_down", st.bytes_down},
+                   {"k", ep.k},
+                   {"selected", r.selected},
+                   {"rounds_skipped", st.rounds_skipped}});
+  trace_->AddSpan("compute", kTraceTid, round, r.t0, r.t1,
+                  {{"straggle_ms", std::round(r.straggle * 1e6) / 1e3}});
+  trace_->AddSpan("select", kTraceTid, round, r.t1, r.t2, {{"selected", r.selected}});
+  trace_->AddSpan("push", kTraceTid, round, r.t2, pushed,
+                  {{"bytes_up", st.bytes_up}, {"pairs_up", st.pairs_up}});
+  trace_->AddSpan("wait", kTraceTid, round, pushed, r.updates_in,
+                  {{"bytes_down", st.bytes_down}, {"pairs_down", st.pairs_down}});
+  trace_->AddSpan("apply", kTraceTid, round, r.updates_in, r.t3, {{"pairs", st.pairs_down}});
+  if (plan.eval) trace_->AddSpan("evaluate", kTraceTid, round, r.t3, end);
+  trace_->AddCounter("bytes per round", kTraceTid, round, end,
+                     {{"up", st.bytes_up}, {"down", st.bytes_down}});
 }
 
 Status Trainer::AfterMissedRounds(uint64_t step, const EpochState& ep, RunState* run,
@@ -613,6 +669,9 @@ Status Trainer::RecordRound(const RoundPlan& plan, EpochState* ep, RunState* run
     }
   }
   run->progress.Round(run->round + 1, r->loss, summary.bytes_up);
+  run->epoch = ep->epoch;
+  run->last_loss = r->loss;
+  client_->Report(WorkerProgressOf(summary, run->round + 1, run->stop, run->epoch, run->last_loss));
   if (plan.last_of_epoch || plan.cut_short) EndEpoch(*ep, m.test_acc, run);
   return Status::Ok();
 }
@@ -682,13 +741,21 @@ StatusOr<TrainSummary> Trainer::FinishRun(RunState* run) {
   run->summary.rounds = run->round;
   run->summary.seconds = Seconds(run->run_start, Clock::now());
   SIEVE_RETURN_IF_ERROR(EvaluateDeferred(run));
+  client_->Report(
+      WorkerProgressOf(run->summary, run->round, run->stop, run->epoch, run->last_loss));
   SIEVE_RETURN_IF_ERROR(run->metrics.Close());
+  if (trace_) {
+    if (Status s = trace_->Close(); !s.ok()) {
+      return Status(s.code(), "--trace_out: " + s.message());
+    }
+  }
   if (!options_.dump_weights.empty()) SIEVE_RETURN_IF_ERROR(DumpWeights());
   return std::move(run->summary);
 }
 
 StatusOr<TrainSummary> Trainer::Run() {
   uint64_t first_round = 0;
+  SIEVE_RETURN_IF_ERROR(OpenTrace());                // before the job waits for this worker
   SIEVE_RETURN_IF_ERROR(InitWeights(&first_round));  // the start barrier included
   BarrierProbeStats probe;  // --barrier_probe (not for a rejoiner: the others are past it)
   if (options_.barrier_probe > 0 && !client_->joined_late()) {

@@ -23,6 +23,17 @@
 // rank 0 writes, unless the path contains "{rank}"); the replica is written to dump_weights at the
 // end. The trainer does not call Finish / WaitShutdown: the daemon does.
 //
+// Timeline (options.trace_out, docs/tracing.md): a Chrome trace-event file of this worker's rounds
+// in options.trace_rounds (trace/trace_writer.h), opened before the worker enters the job, its zero
+// the moment it left the start barriers (or, for a worker that joined a running job, the moment
+// it joined). Each recorded round is a "round" span on the training thread holding the spans of
+// its phases: compute (the batch, forward and backward pass or the synthetic gradient, weight
+// decay, an emulated straggler's stall), select (error feedback and selection), push (the
+// client's split by shard, 16-bit packing and sends), wait (until every server's UPDATE of the
+// round is in, including staging their pairs), apply (the scatter into the replica) and, in
+// evaluation rounds, evaluate; args give the round, bytes up and down. Written at the end of Run,
+// and also when the Trainer is destroyed after a failed Run (marked incomplete).
+//
 // Divergence: a non-finite loss, or a selection that meets non-finite residual entries, stops the
 // run with FailedPrecondition naming the round, the learning rate and what to try.
 //
@@ -30,6 +41,7 @@
 #ifndef SIEVE_WORKER_TRAINER_TRAINER_H_
 #define SIEVE_WORKER_TRAINER_TRAINER_H_
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +52,7 @@
 #include "kernels/model/model_layout.h"
 #include "kernels/nn/device_buffer.h"
 #include "kernels/nn/nn_ops.h"
+#include "trace/trace_writer.h"
 #include "worker/client/ps_client.h"
 #include "worker/data/dataset.h"
 #include "worker/model/model.h"
@@ -90,7 +103,9 @@ class Trainer {
   // (synthetic: only when `want_loss`).
   Status ComputeGradient(uint64_t round, bool want_loss, float* loss);
   // The round's push/pull, with the UPDATE's pairs scattered into the device replica.
-  Status PushPull(uint64_t round, Selection* sel, RoundStats* stats);
+  // *updates_in: when the client returned with every UPDATE (before the scatter).
+  Status PushPull(uint64_t round, Selection* sel, RoundStats* stats,
+                  std::chrono::steady_clock::time_point* updates_in);
   // Accuracy of the replica on `data` (x_dev: its staged copy, or null to copy chunks up).
   Status EvaluateOn(const Dataset& data, const float* x_dev, double* accuracy);
   // Rank 0: test accuracy (and local train accuracy) of the replica.
@@ -110,6 +125,12 @@ class Trainer {
   struct DeferredEval;
   // Opens options.metrics_out when this rank writes metrics.
   Status OpenMetrics(MetricsWriter* metrics) const;
+  // Opens options.trace_out (trace_ stays null without it).
+  Status OpenTrace();
+  // The spans of a finished round (see the file comment); `end`: after its evaluation and
+  // metrics line.
+  void TraceRound(uint64_t round, const EpochState& ep, const RoundPlan& plan, const RoundResult& r,
+                  std::chrono::steady_clock::time_point end) const;
   Status StartEpoch(uint64_t epoch, uint64_t first_step, EpochState* ep) const;
   Status RunEpoch(uint64_t epoch, RunState* run);
   // What round `round` (step `step` of ep) does besides training.
@@ -163,6 +184,7 @@ class Trainer {
   std::vector<uint32_t> update_idx_;        // the round's UPDATE pairs, staged for the scatter
   std::vector<float> update_vals_;
   std::unique_ptr<ErrorFeedback> ef_;
+  std::unique_ptr<TraceWriter> trace_;  // --trace_out; null without it
 };
 
 }  // namespace sieve

@@ -129,6 +129,9 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
       return InvalidArgumentError("--histogram_rounds must be strictly ascending rounds >= 0");
     }
   }
+  if (o.trace_rounds.begin >= o.trace_rounds.end) {
+    return InvalidArgumentError("--trace_rounds must be A:B with A < B (rounds A to B-1)");
+  }
   if (o.round_timeout < std::chrono::milliseconds(1))
     return InvalidArgumentError("--round_timeout_ms must be >= 1");
   return Status::Ok();

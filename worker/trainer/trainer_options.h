@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "kernels/compressor.h"
 #include "kernels/device.h"
+#include "trace/trace_rounds.h"
 #include "worker/data/dataset.h"
 #include "worker/trainer/straggler.h"
 
@@ -98,6 +99,10 @@ struct TrainerOptions {
   // Raw little-endian fp32 of the final replica (D values, no header); "" = none; "{rank}" in
   // the path is replaced (every worker writes; give each rank its own path).
   std::string dump_weights;
+  // A timeline of the rounds in trace_rounds (docs/tracing.md): a Chrome trace-event file; "" =
+  // none; "{rank}" in the path becomes the rank and "{role}" becomes "worker".
+  std::string trace_out;
+  TraceRounds trace_rounds;   // begin < end; the default records rounds 0..99
   bool progress_bar = false;  // single-line bar with ETA (a TTY) instead of per-epoch log lines
   std::chrono::milliseconds round_timeout{120000};  // each wait of the start and a round; >= 1 ms
   // Workers' barriers timed right after the start barrier (barrier_probe.h; the scale harness's

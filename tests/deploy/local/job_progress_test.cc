@@ -1,19 +1,31 @@
 // The job progress line of `sieve launch`: the worker's progress line format round trip, and the
-// text JobProgress derives from scheduler and worker lines, against values worked out by hand.
+// text JobProgressText derives from the scheduler's job status, against values worked out by hand.
 #include "deploy/local/job_progress.h"
 
 #include <gtest/gtest.h>
 
 #include "base/progress_line.h"
+#include "proto/job_status_text.h"
 
 namespace sieve {
 namespace {
 
-using std::chrono::seconds;
-using Clock = JobProgress::Clock;
+// A job of 2 servers and 4 workers at 127.0.0.1:9310 in `phase`.
+pb::JobStatus Job(pb::JobPhase phase) {
+  pb::JobStatus st;
+  st.set_phase(phase);
+  st.set_num_servers(2);
+  st.set_num_workers(4);
+  st.set_scheduler("127.0.0.1:9310");
+  return st;
+}
 
-ProgressPoint Point(uint64_t epoch, uint64_t round, double loss, uint64_t bytes) {
-  return ProgressPoint{epoch, 10, round, 1000, loss, bytes};
+// Adds worker `rank`'s row with a report of `round`.
+void AddWorker(pb::JobStatus* st, int rank, uint64_t round) {
+  pb::JobNode* n = st->add_nodes();
+  n->set_role(pb::ROLE_WORKER);
+  n->set_rank(rank);
+  n->mutable_worker()->set_round(round);
 }
 
 TEST(ProgressLine, RoundTrips) {
@@ -48,79 +60,64 @@ TEST(ProgressLine, FormatsDurationsAndBytes) {
 }
 
 TEST(JobProgress, SaysWhoIsMissingWhileTheJobForms) {
-  JobProgress job(2, 4);
-  EXPECT_EQ(job.Text(), "");  // no scheduler address yet
-  job.set_scheduler_address("127.0.0.1:9310");
-  EXPECT_EQ(job.Text(),
+  pb::JobStatus st = Job(pb::JOB_FORMING);
+  EXPECT_EQ(JobProgressText(st),
             "waiting for 4 of 4 workers and 2 of 2 servers; scheduler at 127.0.0.1:9310");
-  job.SchedulerLine(
-      "I1201 10:40:00.123456 12345 scheduler.cc:252] server registered from "
-      "127.0.0.1:40001 (1/6)");
-  job.SchedulerLine(
-      "I1201 10:40:00.223456 12345 scheduler.cc:252] worker registered from "
-      "127.0.0.1:40002 (2/6)");
-  job.SchedulerLine(
-      "I1201 10:40:00.323456 12345 scheduler.cc:252] worker registered from "
-      "127.0.0.1:40003 (3/6)");
-  job.SchedulerLine("sieve-scheduler listening on 127.0.0.1:9310");  // ignored
-  EXPECT_EQ(job.Text(),
-            "waiting for 2 of 4 workers and 1 of 2 servers; scheduler at 127.0.0.1:9310");
-  job.SchedulerLine(
-      "I1201 10:40:00.4 1 scheduler.cc:252] server registered from 127.0.0.1:1 (4/6)");
-  EXPECT_EQ(job.Text(), "waiting for 2 of 4 workers; scheduler at 127.0.0.1:9310");
-  EXPECT_FALSE(job.formed());
-  job.SchedulerLine(
-      "I1201 10:40:01.0 1 scheduler.cc:311] node table sent: D = 7, 2 servers, 4 workers");
-  EXPECT_TRUE(job.formed());
-  EXPECT_EQ(job.Text(), "job formed (2 servers, 4 workers); waiting for the first round");
+  st.set_servers_registered(2);
+  st.set_workers_registered(1);
+  EXPECT_EQ(JobProgressText(st), "waiting for 3 of 4 workers; scheduler at 127.0.0.1:9310");
+  st.set_servers_registered(1);
+  st.set_workers_registered(4);
+  EXPECT_EQ(JobProgressText(st), "waiting for 1 of 2 servers; scheduler at 127.0.0.1:9310");
+  st.set_servers_registered(2);
+  EXPECT_EQ(JobProgressText(st), "waiting for the job to start; scheduler at 127.0.0.1:9310");
 }
 
-TEST(JobProgress, SumsUpTheWorkers) {
-  JobProgress job(1, 2);
-  job.set_scheduler_address("127.0.0.1:9310");
-  const Clock::time_point t0{};
-  job.WorkerProgress(0, Point(1, 100, 0.5, 1000000), t0);
-  // One point in time: no rate or ETA yet.
-  EXPECT_EQ(job.Text(), "epoch 1/10 round 100/1000 10% loss 0.5000 pushed 1.0 MB");
-  job.WorkerProgress(1, Point(1, 90, 0.7, 2000000), t0 + seconds(1));
-  // The slowest worker's round; mean loss; summed bytes; the job was at round 100 when the first
-  // line came, at 90 one second later: no progress measured yet.
-  EXPECT_EQ(job.Text(), "epoch 1/10 round 90/1000 9% loss 0.6000 pushed 3.0 MB");
-  job.WorkerProgress(0, Point(3, 300, 0.3, 4000000), t0 + seconds(10));
-  job.WorkerProgress(1, Point(3, 300, 0.1, 4000000), t0 + seconds(10));
-  // (300 - 100) rounds in 10 s = 20 rounds/s; 700 rounds left: 35 s.
-  EXPECT_EQ(job.Text(),
-            "epoch 3/10 round 300/1000 30% loss 0.2000 20.0 rounds/s pushed 8.0 MB ETA 35s");
+TEST(JobProgress, SaysTheJobFormedUntilAWorkerReports) {
+  pb::JobStatus st = Job(pb::JOB_RUNNING);
+  EXPECT_EQ(JobProgressText(st), "job formed (2 servers, 4 workers); waiting for the first round");
+  st.set_num_servers(1);
+  st.set_num_workers(1);
+  EXPECT_EQ(JobProgressText(st), "job formed (1 server, 1 worker); waiting for the first round");
 }
 
-TEST(JobProgress, KeepsWhatARestartedWorkersPredecessorPushed) {
-  JobProgress job(1, 1);
-  job.set_scheduler_address("127.0.0.1:1");
-  const Clock::time_point t0{};
-  job.WorkerProgress(0, Point(1, 100, 0.5, 3000000), t0);
-  job.WorkerProgress(0, Point(1, 110, 0.5, 500000), t0 + seconds(2));  // a new process
-  EXPECT_EQ(job.Text(),
-            "epoch 1/10 round 110/1000 11% loss 0.5000 5.0 rounds/s pushed 3.5 MB ETA 2m58s");
+TEST(JobProgress, ShowsTheStatusProgress) {
+  pb::JobStatus st = Job(pb::JOB_RUNNING);
+  AddWorker(&st, 0, 5000);
+  pb::JobProgress* p = st.mutable_progress();
+  p->set_epoch(3);
+  p->set_epochs(10);
+  p->set_round(5000);
+  p->set_total_rounds(18740);
+  p->set_loss(0.43214);
+  p->set_bytes_pushed(12345678);
+  // No rate yet: no rate, no ETA.
+  EXPECT_EQ(JobProgressText(st), "epoch 3/10 round 5000/18740 27% loss 0.4321 pushed 12.3 MB");
+  p->set_rounds_per_second(52.3);
+  p->set_eta_seconds(263);  // 4m23s
+  EXPECT_EQ(JobProgressText(st),
+            "epoch 3/10 round 5000/18740 27% loss 0.4321 52.3 rounds/s pushed 12.3 MB ETA 4m23s");
 }
 
-TEST(JobProgress, ShowsNoTotalWhenTheJobsLengthIsUnknown) {
-  // A Python worker without steps_per_epoch writes its totals as 0: "epoch 0/0 round 16/0".
-  JobProgress job(1, 1);
-  job.set_scheduler_address("127.0.0.1:1");
-  const Clock::time_point t0{};
-  const auto point = [](uint64_t round) { return ProgressPoint{0, 0, round, 0, 0.5, 1000000}; };
-  job.WorkerProgress(0, point(16), t0);
-  EXPECT_EQ(job.Text(), "round 16 loss 0.5000 pushed 1.0 MB");
-  // (36 - 16) rounds in 10 s: a rate, but no ETA.
-  job.WorkerProgress(0, point(36), t0 + seconds(10));
-  EXPECT_EQ(job.Text(), "round 36 loss 0.5000 2.0 rounds/s pushed 1.0 MB");
+TEST(JobProgress, UnknownTotalsShowTheRoundAlone) {
+  pb::JobStatus st = Job(pb::JOB_RUNNING);
+  AddWorker(&st, 0, 16);
+  pb::JobProgress* p = st.mutable_progress();
+  p->set_round(16);
+  p->set_rounds_per_second(2.0);
+  p->set_eta_seconds(5);  // never shown without a total
+  p->set_bytes_pushed(1200000);
+  EXPECT_EQ(JobProgressText(st), "round 16 2.0 rounds/s pushed 1.2 MB");  // no loss reported
+  p->set_loss(0.43214);
+  EXPECT_EQ(JobProgressText(st), "round 16 loss 0.4321 2.0 rounds/s pushed 1.2 MB");
 }
 
-TEST(JobProgress, ShowsAKnownEpochCountWithoutARoundTotal) {
-  JobProgress job(1, 1);
-  job.set_scheduler_address("127.0.0.1:1");
-  job.WorkerProgress(0, ProgressPoint{2, 3, 57, 0, 0.25, 2000}, Clock::time_point{});
-  EXPECT_EQ(job.Text(), "epoch 2/3 round 57 loss 0.2500 pushed 2.0 kB");
+TEST(JobProgress, AnEndedJobShowsItsBrief) {
+  pb::JobStatus st = Job(pb::JOB_FAILED);
+  st.mutable_failure()->set_code("UNAVAILABLE");
+  st.mutable_failure()->set_message("every worker died");
+  st.mutable_failure()->set_node_id(-1);
+  EXPECT_EQ(JobProgressText(st), JobStatusBrief(st));
 }
 
 }  // namespace

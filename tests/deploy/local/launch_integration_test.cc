@@ -276,7 +276,7 @@ TEST_F(LauncherIntegration, SchedulerThatNeverListensTimesOut) {
   RunResult r = Launch({"--listen_timeout_ms=300"}, {"STANDIN_NO_LISTEN=1"});
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(ExitCode(r), 1) << r.output;
-  EXPECT_NE(r.output.find("did not print"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did not write its port file"), std::string::npos) << r.output;
   EXPECT_TRUE(ArgsOf("worker-0").empty());
   ExpectNoStandinAlive();
 }

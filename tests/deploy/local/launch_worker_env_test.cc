@@ -123,8 +123,9 @@ TEST_F(LaunchWorkerEnv, MetricsPortGivesEachDaemonItsOwn) {
   EXPECT_NE(high.output.find("above 65535"), std::string::npos) << high.output;
 }
 
-TEST_F(LaunchWorkerEnv, ResultLineSumsUpTheWorkersSummaries) {
-  RunResult r = Launch({"--num_servers=1", "--num_workers=3"}, {"STANDIN_SUMMARY=1"});
+// The result line comes from the scheduler's final status file (its stand-in writes one).
+TEST_F(LaunchWorkerEnv, ResultLineSumsUpTheSchedulersStatus) {
+  RunResult r = Launch({"--num_servers=1", "--num_workers=3"}, {"STANDIN_STATUS=1"});
   ASSERT_EQ(ExitCode(r), 0) << r.output;
   const std::string last = LastLine(r.output);
   EXPECT_EQ(last.rfind("sieve launch: job finished: test_acc=0.8512 rounds=10 time=", 0), 0)
@@ -136,8 +137,7 @@ TEST_F(LaunchWorkerEnv, ResultLineSumsUpTheWorkersSummaries) {
 // A worker killed with no restarts: with --min_workers slack the job goes on (the scheduler
 // decides; its stand-in waits for M workers), without it the job stops at once.
 TEST_F(LaunchWorkerEnv, MinWorkersLetsTheJobGoOnWithoutADeadWorker) {
-  const std::vector<std::string> env = {"STANDIN_FAIL=worker-1:signal:9",
-                                        "STANDIN_SCHEDULER_WAITS=1", "STANDIN_SUMMARY=1"};
+  const std::vector<std::string> env = {"STANDIN_FAIL=worker-1:signal:9", "STANDIN_STATUS=1"};
   RunResult r = Launch({"--num_workers=3", "--", "--min_workers=2"}, env);
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(ExitCode(r), 0) << r.output;

@@ -4,7 +4,8 @@
 // --helpxml: prints gflags-style XML listing the role's flags and exits 1 (as gflags does).
 // Otherwise: writes its pid to $STANDIN_DIR/<role>[-<rank>].pid and its arguments (one a line)
 // to .args, prints "argv: ..." to stdout and a line to stderr (the scheduler first prints
-// "sieve-scheduler listening on 127.0.0.1:<port>", 41234 for --port=0), then "ready", then:
+// "sieve-scheduler listening on 127.0.0.1:<port>", 41234 for --port=0, and writes that address to
+// its --port_file), then "ready", then:
 //   STANDIN_FAIL=<name>:exit:<code> | <name>:signal:<sig>  that process ends so;
 //   STANDIN_HANG=all | comma list of names                  those block until signalled;
 //   STANDIN_IGNORE_TERM=1                                   SIGTERM is ignored;
@@ -14,8 +15,10 @@
 //   STANDIN_SCHEDULER_WAITS=1  the scheduler exits 0 only once --num_workers workers exited 0
 //                           (each writes <name>.done), within 20 s (else exits 1);
 //   STANDIN_PROGRESS=1      workers print a progress line (base/progress_line.h) before "ready";
-//   STANDIN_SUMMARY=1       workers print a summary line (worker/trainer/summary.h) before
-//                           "ready": rounds=8+rank, bytes_up=1000*(rank+1), rank 0 test_acc=0.8512;
+//   STANDIN_STATUS=1        the scheduler waits as STANDIN_SCHEDULER_WAITS, then writes its
+//                           --status_file: a finished job whose finished workers (the .done files)
+//                           each report rounds=8+rank, bytes_pushed=1000*(rank+1), rank 0
+//                           test_accuracy 0.8512 (JobStatus JSON, docs/protocol.md);
 // and otherwise exits 0. <name> is "scheduler", "server-1", "worker-2", ... (the rank from --rank,
 // else from SIEVE_RANK). Its SIEVE_* environment goes to <name>.env (sorted, one a line), with
 // `token=<contents>` and `token_mode=<octal>` of the file SIEVE_JOB_TOKEN_FILE names.
@@ -96,6 +99,36 @@ void Say(FILE* f, const std::string& line) {
   std::fflush(f);
 }
 
+// The finished job's status file (STANDIN_STATUS): one row per worker that wrote <name>.done.
+void WriteStatus(const std::string& dir, const std::string& path) {
+  if (path.empty()) return;
+  std::vector<int> ranks;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind("worker-", 0) == 0 && entry.path().extension() == ".done") {
+      ranks.push_back(std::atoi(file.c_str() + 7));
+    }
+  }
+  std::sort(ranks.begin(), ranks.end());
+  uint64_t pushed = 0;
+  std::string nodes;
+  for (int r : ranks) {
+    pushed += 1000 * (r + 1);
+    nodes += std::string(nodes.empty() ? "" : ",") +
+             "{\"role\": \"ROLE_WORKER\", \"rank\": " + std::to_string(r) +
+             ", \"state\": \"NODE_FINISHED\", \"worker\": {\"round\": \"" + std::to_string(8 + r) +
+             "\", \"bytes_pushed\": \"" + std::to_string(1000 * (r + 1)) + "\"" +
+             (r == 0 ? ", \"test_accuracy\": 0.8512" : "") + "}}";
+  }
+  std::ofstream(path + ".tmp") << "{\"phase\": \"JOB_FINISHED\", \"workers_finished\": "
+                               << ranks.size() << ", \"progress\": {\"bytes_pushed\": \"" << pushed
+                               << "\""
+                               << (!ranks.empty() && ranks[0] == 0 ? ", \"test_accuracy\": 0.8512"
+                                                                   : "")
+                               << "}, \"nodes\": [" << nodes << "]}\n";
+  std::filesystem::rename(path + ".tmp", path);
+}
+
 [[noreturn]] void BlockForever() {
   for (;;) pause();
 }
@@ -163,6 +196,10 @@ int main(int argc, char** argv) {
     std::string port = FlagValue(argc, argv, "port");
     if (port.empty() || port == "0") port = "41234";
     Say(stdout, "sieve-scheduler listening on 127.0.0.1:" + port + "\n");
+    if (const std::string file = FlagValue(argc, argv, "port_file"); !file.empty()) {
+      std::ofstream(file + ".tmp") << "127.0.0.1:" << port << "\n";
+      std::filesystem::rename(file + ".tmp", file);
+    }
   }
   std::string joined;
   for (int i = 1; i < argc; ++i) joined += std::string(" ") + argv[i];
@@ -171,14 +208,6 @@ int main(int argc, char** argv) {
   Say(stderr, "ial line on stderr\n");
   if (role == "worker" && Env("STANDIN_PROGRESS") == "1") {
     Say(stdout, "progress: epoch 1/2 round 3/8 loss 0.5000 bytes_up 1234\n");
-  }
-  if (role == "worker" && Env("STANDIN_SUMMARY") == "1") {
-    const int r = std::atoi(rank.c_str());
-    Say(stdout, "sieve-worker summary: rank=" + rank + " rounds=" + std::to_string(8 + r) +
-                    " first_round=0 epochs=2" + (r == 0 ? " test_acc=0.8512" : "") +
-                    " loss=0.5 bytes_up=" + std::to_string(1000 * (r + 1)) +
-                    " bytes_down=10 dense_bytes=100 ratio=0.1 mean_round_s=0.1 seconds=1.500"
-                    " pushed_sum=0\n");
   }
   Say(stdout, "ready\n");
 
@@ -197,7 +226,8 @@ int main(int argc, char** argv) {
   }
   if (Listed(Env("STANDIN_HANG"), name)) BlockForever();
   if (role == "worker") std::ofstream(dir + "/" + name + ".done") << "1\n";
-  if (role == "scheduler" && Env("STANDIN_SCHEDULER_WAITS") == "1") {
+  const bool writes_status = role == "scheduler" && Env("STANDIN_STATUS") == "1";
+  if (role == "scheduler" && (Env("STANDIN_SCHEDULER_WAITS") == "1" || writes_status)) {
     const std::string min_workers = FlagValue(argc, argv, "min_workers");
     const int workers = std::atoi(
         (min_workers.empty() ? FlagValue(argc, argv, "num_workers") : min_workers).c_str());
@@ -212,5 +242,6 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polls; bounded above
     }
   }
+  if (writes_status) WriteStatus(dir, FlagValue(argc, argv, "status_file"));
   return 0;
 }

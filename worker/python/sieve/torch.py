@@ -531,6 +531,7 @@ class _Sieve:
         s.steps_past_end = 0  # step() calls after the job's last round (skipped or rejoined)
         s.loss = None
         s.test_acc = None
+        s.last_loss = None
         s.recorded = {}  # record(name=value): the last value of each, for the summary line
         s.pending = None  # (metrics line of the last round, whether it is due), see _report
         s.epoch_loss, s.epoch_rounds, s.last_epoch_loss = 0.0, 0, 0.0
@@ -591,7 +592,18 @@ class _Sieve:
                                  f"one-element tensor), got {type(value).__name__}") from None
             if not math.isfinite(number):
                 raise ValueError(f"record({name}={number}): not a finite number")
+            if len(name) > 64:
+                raise ValueError(f"record({name[:16]}...=...): a metric's name has at most 64 "
+                                 "characters")
             named[name] = number
+        if len(set(s.recorded) | set(named)) > 16:
+            raise ValueError("record(): at most 16 metrics per job (the job status carries "
+                             "them); these would make " +
+                             str(len(set(s.recorded) | set(named))))
+        if test_acc is not None:
+            number = float(test_acc)
+            if not 0 <= number <= 1:
+                raise ValueError(f"record(test_acc={number}): an accuracy is in [0, 1]")
         s.recorded.update(named)
         if loss is not None:
             s.loss = float(loss)
@@ -821,6 +833,7 @@ class _Sieve:
         s.metrics.close()
         if print_summary:
             print(self.summary_line(), flush=True)
+        self._status_report()
         s.client.finish()
         s.client.wait_shutdown(s.shutdown_timeout_ms)
         s.client.close()
@@ -1188,6 +1201,19 @@ class _Sieve:
             else:
                 line = _core.format_progress_line(0, 0, s.round, 0, loss, s.bytes_up)
             print(line, flush=True)
+        s.last_loss = loss if math.isfinite(loss) and loss >= 0 else None
+        self._status_report()
+
+    def _status_report(self):
+        """This worker's part of the job's status (the scheduler's JobStatus): sent on the next
+        heartbeat and with FINISHED."""
+        s = self._sieve
+        spe = s.steps_per_epoch
+        total = s.epochs * spe if spe else 0
+        epoch = min(s.round // spe + 1, s.epochs) if spe else 0
+        s.client.report(min(s.round, total) if total else s.round, total, epoch,
+                        s.epochs if spe else 0, s.last_loss, s.test_acc, s.bytes_up,
+                        s.bytes_down, s.skipped_rounds, s.missed_slices, s.recorded)
 
     def _flush_metrics(self):
         s = self._sieve

@@ -1,0 +1,24 @@
+// `sieve status`: a job's status (JobStatus, docs/protocol.md "Job status") for a person or a
+// program, from the scheduler's metrics endpoint (GET /v1/job on its --metrics_port) or from its
+// --status_file.
+//
+//   sieve status --metrics=HOST:PORT [--json] [--watch[=SECONDS]] [--timeout_ms=N]
+//   sieve status --status_file=PATH [--json] [--watch[=SECONDS]]
+//
+// Prints one screen (status_screen.h) or, with --json, the status as the scheduler serves it.
+// --watch prints it again every SECONDS (default 1; redrawn in place on a terminal) until the job
+// finishes or fails. Exit status: 0 the status was shown (with --watch: the job finished), 1 it
+// could not be read (or, with --watch, the job failed or its scheduler went away before the end),
+// 2 usage error.
+#ifndef SIEVE_DEPLOY_LOCAL_STATUS_COMMAND_H_
+#define SIEVE_DEPLOY_LOCAL_STATUS_COMMAND_H_
+
+#include "deploy/local/subcommand.h"
+
+namespace sieve {
+
+const Subcommand& StatusSubcommand();
+
+}  // namespace sieve
+
+#endif  // SIEVE_DEPLOY_LOCAL_STATUS_COMMAND_H_
