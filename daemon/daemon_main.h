@@ -51,10 +51,13 @@ std::unique_ptr<DaemonMetrics> StartMetrics(std::string_view daemon,
 void PrintSummaryLine(const std::string& line);
 
 // SIGINT/SIGTERM stop the daemon's current target (a Scheduler, Node or PsClient, which exists
-// for part of main() only) with the reason "stopped by signal <name>". Construct it in main()
-// before the threads it must cover (net/signal_watcher.h); the callbacks run on the watcher's
-// thread, under the object's lock, so SetTarget(nullptr) returns only once no call of the old
-// target is in flight. Not copyable.
+// for part of main() only) with the reason "stopped by signal <name>", whichever thread the
+// kernel delivers the signal to (also a library's threads started before main()). Construct it in
+// main() before the daemon's own threads, so that they are never interrupted by the signals
+// (net/signal_watcher.h); a signal before it exists, or after it is destroyed, gets the default
+// action. The callbacks run on the watcher's thread, under the object's lock, so
+// SetTarget(nullptr) returns only once no call of the old target is in flight. At most one per
+// process. Not copyable.
 class StopOnSignal {
  public:
   using StopFn = std::function<void(const std::string& reason)>;

@@ -5,6 +5,7 @@
 // Its flags and their options: scheduler/scheduler_flags.h; start, signals, metrics and exit
 // codes: daemon/daemon_main.h.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -21,7 +22,9 @@ namespace {
 
 constexpr char kName[] = "sieve-scheduler";
 
-int Run(const SchedulerDaemonOptions& options) {
+// The daemon from the scheduler's creation on; `signals` (constructed before any of its threads)
+// stops the scheduler once it runs.
+int RunScheduler(const SchedulerDaemonOptions& options, StopOnSignal& signals) {
   StatusFiles files(options.status_file, options.termination_message_file);
   SchedulerOptions so = options.scheduler;
   so.on_status = [&files](const pb::JobStatus& status) { files.Take(status); };
@@ -51,7 +54,6 @@ int Run(const SchedulerDaemonOptions& options) {
   auto metrics = StartMetrics(kName, mo);
   if (metrics == nullptr) return kExitFailure;
   metrics->SetDeadNodesSource([s] { return static_cast<double>(s->nodes_declared_dead()); });
-  StopOnSignal signals;
   signals.SetTarget([s](const std::string& reason) { s->Stop(reason); });
   PrintSummaryLine(std::string(kName) + " listening on " + address);
   Status st = s->Run();
@@ -59,12 +61,24 @@ int Run(const SchedulerDaemonOptions& options) {
     // The final status stays served a moment: a `sieve status --watch` sees how the job ended.
     std::this_thread::sleep_for(options.status_linger);
   }
+  // The job is over: a signal now changes nothing (and no longer reaches `s`).
+  signals.SetTarget([](const std::string&) {});
   if (!st.ok()) return ExitWith(kExitFailure, kName, "job failed: " + st.ToString());
   PrintSummaryLine(std::string(kName) +
                    ": job finished (heartbeats=" + std::to_string(s->heartbeats_received()) +
                    " foreign=" + std::to_string(s->foreign_messages()) +
                    " impostors=" + std::to_string(s->impostor_messages()) + ")");
   return kExitSuccess;
+}
+
+int Run(const SchedulerDaemonOptions& options) {
+  // Before the scheduler's and the metrics endpoint's threads: they inherit the blocked signals.
+  // Until the scheduler runs, a signal ends the daemon as the default action would.
+  StopOnSignal signals([](int signo, const std::string& reason) {
+    std::fprintf(stderr, "%s: %s before the job started\n", kName, reason.c_str());
+    std::_Exit(128 + signo);
+  });
+  return RunScheduler(options, signals);
 }
 
 }  // namespace

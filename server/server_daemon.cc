@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -578,10 +579,15 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
 }  // namespace
 
 int RunServer(const ServerDaemonOptions& options) {
+  // Before any thread of ours (the metrics endpoint's, the node's): they inherit the blocked
+  // signals. Until the node is registered, a signal ends the daemon as the default action would.
+  StopOnSignal signals([](int signo, const std::string& reason) {
+    std::fprintf(stderr, "%s: %s before joining the job\n", kName, reason.c_str());
+    std::_Exit(128 + signo);
+  });
   // Serving /healthz before registering lets the Kubernetes probes pass while the job forms.
   auto metrics = StartMetrics(kName, {"server", options.node.bind, options.node.metrics_port});
   if (metrics == nullptr) return kExitFailure;
-  StopOnSignal signals;  // before the node's threads; stops the node once it is there
   auto started = Node::Start(ToNodeOptions(options));
   if (!started.ok()) return ExitWith(kExitFailure, kName, started.status().ToString());
   Node& node = **started;

@@ -14,8 +14,8 @@
 #include <tuple>
 #include <utility>
 
+#include "base/staged_file.h"
 #include "trace/json_text.h"
-#include "trace/staged_file.h"
 
 namespace sieve {
 namespace {

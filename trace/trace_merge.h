@@ -23,7 +23,7 @@
 // sieve trace that breaks the format (no traceEvents array, an event without a numeric ts, pid or
 // tid, a span without a duration, missing metadata); NotFound when no source is a sieve trace.
 // MergeTraceDirectory adds Unavailable for a directory or file it cannot read or an output it
-// cannot write (trace/staged_file.h).
+// cannot write (base/staged_file.h).
 // Thread-safety: pure functions but for the files MergeTraceDirectory reads and writes.
 #ifndef SIEVE_TRACE_TRACE_MERGE_H_
 #define SIEVE_TRACE_TRACE_MERGE_H_

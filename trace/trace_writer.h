@@ -19,7 +19,7 @@
 // Bounded: spans and counters of rounds outside options.rounds are dropped (check Wants(round)
 // first to skip building them). Events are kept as JSON text in memory and appended to PATH.tmp
 // whenever more than options.flush_bytes are buffered; Close writes the rest and renames PATH.tmp
-// over PATH (trace/staged_file.h: a reader never sees a part, and two writers of one PATH, e.g.
+// over PATH (base/staged_file.h: a reader never sees a part, and two writers of one PATH, e.g.
 // a server and a worker of the same rank given one --trace_out without {role}, are refused at
 // Open instead of mixing their files). A process killed by a signal it does not handle leaves
 // only PATH.tmp behind.
@@ -41,9 +41,9 @@
 #include <type_traits>
 
 #include "base/mutex.h"
+#include "base/staged_file.h"
 #include "base/status.h"
 #include "base/thread_annotations.h"
-#include "trace/staged_file.h"
 #include "trace/trace_rounds.h"
 
 namespace sieve {

@@ -1,5 +1,5 @@
 // TraceWriter (trace/trace_writer.h), TraceRounds (trace/trace_rounds.h) and StagedFile
-// (trace/staged_file.h): the file parses as JSON with the trace-event schema, only the recorded
+// (base/staged_file.h): the file parses as JSON with the trace-event schema, only the recorded
 // rounds are in it, times are microseconds from the zero, large timelines are flushed and still
 // valid, a writer destroyed without Close leaves a valid file, and two writers of one path are
 // refused.
@@ -12,9 +12,9 @@
 #include <set>
 #include <string>
 
+#include "base/staged_file.h"
 #include "tests/base/temp_dir.h"
 #include "tests/trace/trace_json.h"
-#include "trace/staged_file.h"
 #include "trace/trace_rounds.h"
 
 namespace sieve {

@@ -3,9 +3,8 @@
 //
 // --helpxml: prints gflags-style XML listing the role's flags and exits 1 (as gflags does).
 // Otherwise: writes its pid to $STANDIN_DIR/<role>[-<rank>].pid and its arguments (one a line)
-// to .args, prints "argv: ..." to stdout and a line to stderr (the scheduler first prints
-// "sieve-scheduler listening on 127.0.0.1:<port>", 41234 for --port=0, and writes that address to
-// its --port_file), then "ready", then:
+// to .args, prints "argv: ..." to stdout and a line to stderr (the scheduler first writes
+// "127.0.0.1:<port>", 41234 for --port=0, to its --port_file), then "ready", then:
 //   STANDIN_FAIL=<name>:exit:<code> | <name>:signal:<sig>  that process ends so;
 //   STANDIN_HANG=all | comma list of names                  those block until signalled;
 //   STANDIN_IGNORE_TERM=1                                   SIGTERM is ignored;
@@ -195,7 +194,6 @@ int main(int argc, char** argv) {
     }
     std::string port = FlagValue(argc, argv, "port");
     if (port.empty() || port == "0") port = "41234";
-    Say(stdout, "sieve-scheduler listening on 127.0.0.1:" + port + "\n");
     if (const std::string file = FlagValue(argc, argv, "port_file"); !file.empty()) {
       std::ofstream(file + ".tmp") << "127.0.0.1:" << port << "\n";
       std::filesystem::rename(file + ".tmp", file);

@@ -1,4 +1,4 @@
-#include "trace/staged_file.h"
+#include "base/staged_file.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

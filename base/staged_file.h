@@ -11,8 +11,8 @@
 // promise is to readers while the machine runs, not durability through a power loss.
 // Errors: Unavailable naming the step (open, write, rename), the path and the system's reason.
 // Ownership: owns its descriptor. Thread-safety: none; the owner serializes calls.
-#ifndef SIEVE_TRACE_STAGED_FILE_H_
-#define SIEVE_TRACE_STAGED_FILE_H_
+#ifndef SIEVE_BASE_STAGED_FILE_H_
+#define SIEVE_BASE_STAGED_FILE_H_
 
 #include <memory>
 #include <string>
@@ -47,4 +47,4 @@ class StagedFile {
 
 }  // namespace sieve
 
-#endif  // SIEVE_TRACE_STAGED_FILE_H_
+#endif  // SIEVE_BASE_STAGED_FILE_H_
