@@ -133,6 +133,20 @@ Status NodeReports::Accept(int id, pb::Role role, uint64_t instance, const pb::H
   return Status::Ok();
 }
 
+void NodeReports::Forget(int id) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  Node& n = it->second;
+  if (n.has_worker) {
+    n.pushed_before += n.worker.bytes_pushed();
+    n.pulled_before += n.worker.bytes_pulled();
+  }
+  n.instance = 0;
+  n.has_worker = n.has_server = false;
+  n.worker.Clear();
+  n.server.Clear();
+}
+
 const pb::WorkerReport* NodeReports::Worker(int id) const {
   auto it = nodes_.find(id);
   return it != nodes_.end() && it->second.has_worker ? &it->second.worker : nullptr;

@@ -45,6 +45,10 @@ class NodeReports {
   Status Accept(int id, pb::Role role, uint64_t instance, const pb::Heartbeat& hb,
                 Clock::time_point now);
 
+  // Node `id` has a new process (a restart or a rejoin): its predecessor's report goes (its bytes
+  // stay in the job's totals) until the new process reports.
+  void Forget(int id);
+
   // The latest accepted report of node `id`, or nullptr.
   const pb::WorkerReport* Worker(int id) const;
   const pb::ServerReport* Server(int id) const;

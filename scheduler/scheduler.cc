@@ -398,6 +398,7 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
     e.last_seen = Clock::now();
     ++e.restarts;
     e.comeback = e.replaced ? pb::NODE_RESTARTED : pb::NODE_REJOINED;
+    reports_.Forget(id);
     e.replaced = false;
     (void)transport_->Connect(id, r.host(), r.port());
     ++generation_;

@@ -47,6 +47,7 @@ pb::JobStatus Scheduler::BuildStatus(pb::JobPhase phase) {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last_seen).count());
   };
+  st.mutable_progress();  // present (all zeros) while forming too
   if (!started_) {
     for (const Entry& e : pending_) {
       if (e.info.role() == pb::ROLE_SERVER) {

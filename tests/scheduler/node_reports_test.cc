@@ -339,6 +339,34 @@ TEST(NodeReportsTest, NewProcessStartsAgainAndKeepsItsPredecessorsBytes) {
   EXPECT_EQ(p.round(), 1u);  // the third process's round is the slowest
 }
 
+// Forget (a new process took the rank): the old report no longer stands for the worker, so the
+// job's round is the others' until the new process reports; the old bytes stay in the totals
+// once, however the new process's reports come.
+TEST(NodeReportsTest, ForgottenReportLeavesTheRoundToTheOthersAndKeepsItsBytes) {
+  NodeReports reports;
+  pb::WorkerReport old = GoodWorker();  // round 10, pushed 1000, pulled 2000
+  ASSERT_TRUE(reports.Accept(kWorkerId, pb::ROLE_WORKER, 1, WorkerHb(old), kT0).ok());
+  pb::WorkerReport other;
+  other.set_round(50);
+  other.set_bytes_pushed(5);
+  ASSERT_TRUE(reports.Accept(3, pb::ROLE_WORKER, 9, WorkerHb(other), kT0).ok());
+  const std::vector<NodeReports::WorkerRow> rows = {{kWorkerId, 0, true, false},
+                                                    {3, 1, true, false}};
+  EXPECT_EQ(reports.Progress(rows, kT0).round(), 10u);
+  reports.Forget(kWorkerId);
+  EXPECT_EQ(reports.Worker(kWorkerId), nullptr);
+  pb::JobProgress p = reports.Progress(rows, kT0);
+  EXPECT_EQ(p.round(), 50u);
+  EXPECT_EQ(p.bytes_pushed(), 1005u);
+  pb::WorkerReport fresh;
+  fresh.set_round(40);
+  fresh.set_bytes_pushed(7);
+  ASSERT_TRUE(reports.Accept(kWorkerId, pb::ROLE_WORKER, 2, WorkerHb(fresh), kT0).ok());
+  p = reports.Progress(rows, kT0);
+  EXPECT_EQ(p.round(), 40u);
+  EXPECT_EQ(p.bytes_pushed(), 1000u + 7u + 5u);
+}
+
 // The refusal rules of the same process apply to the new one from its own first report on.
 TEST(NodeReportsTest, NewProcessIsCheckedAgainstItsOwnReports) {
   NodeReports reports;
