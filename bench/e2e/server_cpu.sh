@@ -69,14 +69,20 @@ for d in "${d_list[@]}"; do
   echo "server_cpu: D=$d rounds=$rounds (load $load)" >&2
   common=(--model=synthetic --num_params="$d" --bind=127.0.0.1 --host=127.0.0.1
           --heartbeat_timeout_ms=120000)
+  rm -f "$logs/scheduler.port"
   "$build/scheduler/sieve-scheduler" --port=0 --bind=127.0.0.1 --host=127.0.0.1 \
     --heartbeat_timeout_ms=120000 --num_servers="$servers" --num_workers="$workers" \
-    >"$logs/scheduler.log" 2>&1 &
+    --port_file="$logs/scheduler.port" >"$logs/scheduler.log" 2>&1 &
   pids=($!)
   port=""
   for _ in $(seq 1 100); do
-    port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$logs/scheduler.log")
+    # "HOST:PORT\n", replaced atomically: once there it is whole.
+    [ -s "$logs/scheduler.port" ] && port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$logs/scheduler.port")
     [ -n "$port" ] && break
+    kill -0 "${pids[0]}" 2>/dev/null || {
+      echo "server_cpu: scheduler exited before writing its port file" >&2
+      exit 1
+    }
     sleep 0.1
   done
   [ -n "$port" ] || { echo "server_cpu: scheduler did not start" >&2; exit 1; }

@@ -3,7 +3,7 @@
 (loopback), synthetic model of D parameters, small per-worker compute, and what each cell costs.
 
 For each cell (W, S, D) it starts the real daemons the way `sieve launch` does (sieve-scheduler,
-then its "listening on" port, then S sieve-server and W sieve-worker processes), samples every
+then the port in its --port_file, then S sieve-server and W sieve-worker processes), samples every
 process from /proc while the job runs, reaps each one with wait4() (its rusage), and reports:
 
   formed_s           first process start -> the scheduler's "node table sent" line (every node
@@ -69,10 +69,12 @@ import math
 import os
 import re
 import secrets
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -236,12 +238,20 @@ class Daemon:
                 return t, line
         return None
 
-    def wait_line(self, needle, timeout):
+    def wait_port_file(self, path, timeout):
+        """The HOST:PORT this scheduler wrote to its --port_file `path` (replaced atomically:
+        once there it is whole), or None when it exited first or `timeout` passed."""
         end = time.time() + timeout
         while time.time() < end:
-            hit = self.find(needle)
-            if hit or not self.alive():
-                return hit
+            try:
+                with open(path) as f:
+                    text = f.read()
+            except FileNotFoundError:
+                text = ""
+            if text.endswith("\n"):
+                return text.strip()
+            if not self.alive():
+                return None
             time.sleep(0.01)
         return None
 
@@ -317,15 +327,21 @@ def start_job(a, w, s, d, hosts=None):
         ip = hosts.ip(i)
         return Daemon(role, rank, hosts.wrap(i, [*argv[:1], *where(ip), *argv[1:]]), ip)
 
+    port_dir = tempfile.mkdtemp(prefix="sieve-scale-")
+    port_file = os.path.join(port_dir, "scheduler.port")
     sched = daemon("scheduler", None, 0, [
         f"{b}/scheduler/sieve-scheduler", f"--num_servers={s}", f"--num_workers={w}",
-        f"--num_params={d}", f"--job_token={token}"],
+        f"--num_params={d}", f"--job_token={token}", f"--port_file={port_file}"],
         lambda ip: ["--port=0", f"--bind={ip}", f"--host={ip}"])
     procs = [sched]
-    hit = sched.wait_line("listening on ", 30)
-    if hit is None:
-        return procs, "the scheduler printed no 'listening on' line"
-    addr = hit[1].split("listening on ")[1].strip()
+    try:
+        addr = sched.wait_port_file(port_file, 30)
+    finally:
+        shutil.rmtree(port_dir, ignore_errors=True)  # written once, before the address is used
+    if addr is None:
+        if not sched.alive():
+            return procs, f"the scheduler exited {sched.exit} before writing its port file"
+        return procs, "the scheduler wrote no port file within 30 s"
 
     def where(ip):
         return [f"--scheduler={addr}", f"--bind={ip}", f"--host={ip}"]

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """ASP soak: a local cluster (1 scheduler, S servers, W workers, FNN-3 on Fashion-MNIST, Top-k,
 ASP) trains for about --minutes while the RSS of every process is sampled from /proc. Passes when
-every process exits 0, no process logged an ERROR/FATAL line, and every process's RSS is flat:
-after a warm-up (the first --warmup fraction of the run), the mean RSS of the last minute exceeds
-the mean of the first minute after warm-up by at most --tolerance_mb. Also reports each process's
-RSS slope (least squares, MB/min) over the post-warm-up samples.
+the scheduler's job status (--status_file) ends JOB_FINISHED, every process exits 0, no process
+logged an ERROR/FATAL line, and every process's RSS is flat: after a warm-up (the first --warmup
+fraction of the run), the mean RSS of the last minute exceeds the mean of the first minute after
+warm-up by at most --tolerance_mb. Also reports each process's RSS slope (least squares, MB/min)
+over the post-warm-up samples.
 
 The run length is set by calibration: a 2-epoch job with the same cluster measures the training
 loop's seconds per epoch (worker 0's summary `seconds`, start-up excluded), then the soak runs
@@ -19,8 +20,10 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -54,27 +57,46 @@ class Proc:
             if re.match(r"^[EF]\d{4} ", line):
                 self.errors.append(line.rstrip("\n"))
 
-    def wait_line(self, needle, timeout):
+    def wait_port_file(self, path, timeout):
+        """The HOST:PORT this scheduler wrote to its --port_file `path` (replaced atomically:
+        once there it is whole), or None when it exited first or `timeout` passed."""
         end = time.time() + timeout
         while time.time() < end:
-            for line in self.lines:
-                if needle in line:
-                    return line
+            try:
+                with open(path) as f:
+                    text = f.read()
+            except FileNotFoundError:
+                text = ""
+            if text.endswith("\n"):
+                return text.strip()
             if self.p.poll() is not None:
-                break
+                return None
             time.sleep(0.05)
         return None
 
 
-def start_cluster(a, epochs):
+def read_status(path):
+    """The scheduler's job status (its --status_file, docs/protocol.md "Job status"), or None."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def start_cluster(a, epochs, work_dir):
     b = a.build
+    port_file = os.path.join(work_dir, "scheduler.port")
     sched = Proc("scheduler", [f"{b}/scheduler/sieve-scheduler", "--port=0", "--bind=127.0.0.1",
                                "--host=127.0.0.1", f"--num_servers={a.servers}",
-                               f"--num_workers={a.workers}"])
-    line = sched.wait_line("listening on ", 15)
-    if line is None:
-        sys.exit("soak: the scheduler did not start:\n" + "\n".join(sched.lines))
-    addr = line.split("listening on ")[1].strip()
+                               f"--num_workers={a.workers}", f"--port_file={port_file}",
+                               f"--status_file={os.path.join(work_dir, 'status.json')}"])
+    addr = sched.wait_port_file(port_file, 15)
+    if addr is None:
+        code = sched.p.poll()
+        how = f"exited {code} before writing its port file" if code is not None else \
+            "wrote no port file within 15 s"
+        sys.exit(f"soak: the scheduler did not start ({how}):\n" + "\n".join(sched.lines))
     common = [f"--scheduler={addr}", "--bind=127.0.0.1", "--host=127.0.0.1", "--model=fnn3",
               "--seed=1"]
     procs = [sched]
@@ -90,7 +112,10 @@ def start_cluster(a, epochs):
 
 
 def run(a, epochs, sample_s):
-    procs = start_cluster(a, epochs)
+    """Runs one job; returns its processes, RSS samples, wall time and the scheduler's final job
+    status (None when it wrote none)."""
+    work_dir = tempfile.mkdtemp(prefix="sieve-soak-")
+    procs = start_cluster(a, epochs, work_dir)
     t0 = time.time()
     samples = {p.name: [] for p in procs}
     while any(p.p.poll() is None for p in procs):
@@ -107,7 +132,22 @@ def run(a, epochs, sample_s):
             sys.exit("soak: the job ran 3x longer than planned; killed")
     for p in procs:
         p.t.join(timeout=5)
-    return procs, samples, time.time() - t0
+    status = read_status(os.path.join(work_dir, "status.json"))
+    shutil.rmtree(work_dir, ignore_errors=True)
+    return procs, samples, time.time() - t0, status
+
+
+def failure(status):
+    """The job's failure as its status tells it: "CODE node=server 1: MESSAGE", or a note."""
+    if status is None:
+        return "the scheduler wrote no job status"
+    f = status.get("failure") or {}
+    if status.get("phase") != "JOB_FAILED":
+        return f"job phase {status.get('phase')}"
+    node = ""
+    if f.get("node_id", -1) != -1:
+        node = f" node={f.get('role', '').removeprefix('ROLE_').lower()} {f.get('rank')}"
+    return f"{f.get('code')}{node}: {f.get('message')}"
 
 
 def mean(xs):
@@ -137,9 +177,9 @@ def main():
     if not os.path.exists(DATA):
         sys.exit(f"soak: {DATA} missing (Debian package dataset-fashion-mnist)")
 
-    procs, _, _ = run(a, 2, 1)
+    procs, _, _, status = run(a, 2, 1)
     if any(p.p.returncode != 0 for p in procs):
-        sys.exit("soak: calibration job failed:\n" + "\n".join(
+        sys.exit(f"soak: calibration job failed ({failure(status)}):\n" + "\n".join(
             f"[{p.name}] {l}" for p in procs for l in p.lines[-5:]))
     summary = [l for l in procs[1 + a.servers].lines if "sieve-worker summary:" in l]
     m = re.search(r" seconds=([0-9.]+)", summary[-1]) if summary else None
@@ -150,8 +190,11 @@ def main():
     print(f"calibration: {per_epoch:.1f} s per epoch -> {epochs} epochs for ~{a.minutes:g} min",
           flush=True)
 
-    procs, samples, wall = run(a, epochs, a.sample_s)
-    ok = True
+    procs, samples, wall, status = run(a, epochs, a.sample_s)
+    phase = status.get("phase") if status else None
+    ok = phase == "JOB_FINISHED"
+    if not ok:
+        print(f"soak: the job did not finish ({failure(status)})")
     rows = []
     warm = wall * a.warmup
     print(f"\nsoak: {a.workers} workers, {a.servers} servers, ASP, {epochs} epochs, "
@@ -180,9 +223,9 @@ def main():
     with open(out, "w") as f:
         json.dump({"workers": a.workers, "servers": a.servers, "epochs": epochs,
                    "wall_s": wall, "tolerance_mb": a.tolerance_mb, "warmup": a.warmup,
-                   "processes": rows, "pass": ok}, f, indent=1)
-    print(f"\n{'PASS' if ok else 'FAIL'}: every process exited 0, logged no error and kept a flat "
-          f"RSS (growth <= {a.tolerance_mb} MB)" if ok else "\nFAIL")
+                   "phase": phase, "processes": rows, "pass": ok}, f, indent=1)
+    print(f"\n{'PASS' if ok else 'FAIL'}: the job finished, every process exited 0, logged no "
+          f"error and kept a flat RSS (growth <= {a.tolerance_mb} MB)" if ok else "\nFAIL")
     print("json:", out)
     return 0 if ok else 1
 

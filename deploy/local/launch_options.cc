@@ -35,7 +35,7 @@ Launcher flags:
   --bin_dir=DIR            the only place to look for the daemons (default: next to
                            sieve, ../scheduler, ../server, ../worker, then PATH)
   --log_dir=DIR            also write each process's output to DIR/<role>-<rank>.log
-  --listen_timeout_ms=N    wait for the scheduler's "listening on" line (default 30000)
+  --listen_timeout_ms=N    wait for the scheduler's port file (default 30000)
   --finish_grace_ms=N      once the scheduler exits 0, how long the others may take
                            (default 10000)
   --stop_timeout_ms=N      SIGTERM to SIGKILL interval when stopping (default 5000)

@@ -26,7 +26,7 @@ struct LaunchOptions {
   int port = 0;  // 0: the scheduler picks one and reports it
   std::string bin_dir;
   std::string log_dir;
-  // How long the scheduler may take to print its "listening on" line.
+  // How long to wait for the scheduler's port file.
   std::chrono::milliseconds listen_timeout{30000};
   // How long servers and workers may keep running once the scheduler has exited 0.
   std::chrono::milliseconds finish_grace{10000};

@@ -9,8 +9,10 @@ What stands in for Kubernetes:
   (a new pod: new address, fresh emptyDirs, the same PVC) while its Job's backoffLimit (or, with
   backoffLimitPerIndex, that index's own count and maxFailedIndexes) allows and its
   podFailurePolicy does not fail the Job (exit 2); the job has succeeded when every worker
-  index has a pod that exited 0 (successPolicy: All of workers), and then every other pod must
-  have exited 0 too: nothing keeps running;
+  pod of the replicated jobs its successPolicy targets (All; every replicated job when it names
+  none) has a pod that exited 0, and then, as the JobSet controller deletes the Jobs still active,
+  every pod still running is killed: a server killed before it wrote its final shard fails the
+  test;
 - the kubelet: every pod gets its own address on a podman network made for the test; its init
   containers run one after another, then its container, all on that address and with the pod's
   hostname; every DNS name the rendering publishes for a pod (<hostname>.<subdomain>[.<ns>[.svc
@@ -36,7 +38,9 @@ What stands in for Kubernetes:
 - resource requests and limits are not applied (this kind's cgroup setup does not allow them).
 The one addition to the manifests: each worker also gets --dump_weights=/tmp/replica-{rank}.f32
 (its /tmp emptyDir), so that the replicas can be compared with the servers' final shards (and,
-in the worker-kill test, a straggler delay).
+in the worker-kill test, a straggler delay). The kill tests also give the scheduler an emptyDir
+at /tmp and --status_file=/tmp/status.json: the job status (docs/protocol.md, "Job status") tells
+where the shards and the nodes ended.
 
 Tests (the image built once; the jobs back to back):
 - the image: runs as 10001:10001, has no compiler or build tool, `sieve-server --version` works on
@@ -51,8 +55,9 @@ Tests (the image built once; the jobs back to back):
   (accuracy >= 0.50: the replayed rounds move the result; the workers get
   --straggler=delay:10ms there too);
 - a worker pod is killed mid-run; its replacement under the same index rejoins the running job
-  before its end (0 < first_round < the job's rounds; the workers get --straggler=delay:10ms
-  there, so that the epoch outlasts a new pod's start) and the job finishes with the same checks.
+  before its end (the job status: the rank taken again once, finished, having pushed; the workers
+  get --straggler=delay:10ms there, so that the epoch outlasts a new pod's start) and the job
+  finishes with the same checks.
 
 usage: container_run_test.py PODMAN_BUILD KUBECTL VERSION
 Skips (exit 77) only inside a chroot (/ not a mount point), where podman cannot import or run an
@@ -63,6 +68,7 @@ installs what it needs).
 import base64
 import copy
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -117,6 +123,35 @@ def checkpoint_dir(job):
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+# Where the kill tests' scheduler writes its job status (with_status_file).
+STATUS_FILE = "/tmp/status.json"
+
+
+def with_status_file(docs):
+    """Gives the scheduler's container an emptyDir at /tmp (its root file system is read-only)
+    and --status_file=STATUS_FILE in its scheduler.flags."""
+    for cm in k.by_kind(docs, "ConfigMap"):
+        if "scheduler.flags" in cm.get("data", {}):
+            cm["data"]["scheduler.flags"] += f"--status_file={STATUS_FILE}\n"
+    (jobset,) = k.by_kind(docs, "JobSet")
+    for rj in jobset["spec"]["replicatedJobs"]:
+        spec = rj["template"]["spec"]["template"]["spec"]
+        for c in spec["containers"]:
+            if c["name"] == "scheduler":
+                c.setdefault("volumeMounts", []).append({"name": "tmp", "mountPath": "/tmp"})
+                spec.setdefault("volumes", []).append({"name": "tmp", "emptyDir": {}})
+
+
+def status_node(status, role, rank):
+    """The row of the job status `status` for the node of `role` ("server", "worker") and
+    `rank`."""
+    rows = [n for n in status["nodes"] if n["role"] == f"ROLE_{role.upper()}" and
+            n["rank"] == rank]
+    if len(rows) != 1:
+        raise AssertionError(f"no single {role} {rank} in the job status: {status}")
+    return rows[0]
 
 
 class Network:
@@ -192,6 +227,13 @@ class ContainerJob:
         self.configmaps = kp.configmaps(docs)
         self.secrets = secrets  # Secret name -> {key: bytes}
         self.pods = kp.pods(docs, ContainerPod, tmp=tmp)
+        # The JobSet's successPolicy (operator All): the replicated jobs whose every pod must
+        # succeed, None for all of them (no targetReplicatedJobs), or no policy (plain Jobs).
+        jobsets = k.by_kind(docs, "JobSet")
+        policy = jobsets[0]["spec"].get("successPolicy") if jobsets else None
+        if policy is not None and policy.get("operator", "All") != "All":
+            raise AssertionError(f"successPolicy operator {policy['operator']} not played")
+        self.success_policy = policy
         self.claims = {}  # PVC claimName -> directory
         for pod in self.pods:
             pod.new_attempt(network)
@@ -426,6 +468,8 @@ class JobRun:
                     break
             attempt.ended = time.monotonic()
             code = attempt.exit_code()
+            if code == 0:
+                self.check_success()
             if code == 0 or self.stop.is_set():
                 return
             backoff_limit, per_index, max_failed_indexes, fail_codes, fail_index_codes = \
@@ -451,6 +495,24 @@ class JobRun:
             if index_lost:
                 return  # the index failed; the Job runs its other indexes on
             pod.new_attempt(self.job.network)  # a new pod for the same index
+
+    def check_success(self):
+        """The JobSet controller: once its success policy is met, the JobSet has succeeded and
+        every Job still active is deleted, its pods killed (here: stop), whatever they were
+        doing."""
+        policy = self.job.success_policy
+        if policy is None:
+            return
+        targets = policy.get("targetReplicatedJobs")
+        label = "jobset.sigs.k8s.io/replicatedjob-name"
+        with self.lock:
+            for pod in self.job.pods:
+                if targets and pod.labels.get(label) not in targets:
+                    continue
+                attempts = self.attempts[pod.name]
+                if not attempts or attempts[-1].ended is None or attempts[-1].exit_code() != 0:
+                    return
+        self.stop.set()
 
     def start(self):
         for pod in self.job.pods:
@@ -562,7 +624,8 @@ class ContainerRunTest(unittest.TestCase):
                 self.assertTrue(probes_ok, f"{pod.name}/{container}: a probe never answered "
                                            f"200\n{run.dump()}")
             final[pod.name] = last
-        # successPolicy All of workers; then nothing may keep running.
+        # The JobSet's success (All of every replicated job) comes after the servers' dumps, and the
+        # scheduler and servers end soon after the workers.
         workers_done = max(final[p.name].ended for p in job.by_role("worker"))
         for p in job.by_role("scheduler") + job.by_role("server"):
             self.assertLess(final[p.name].ended - workers_done, LINGER_LIMIT_S,
@@ -645,11 +708,13 @@ class ContainerRunTest(unittest.TestCase):
     def run_with_kill(self, role, index, when, worker_args=(), scheduler_flags=()):
         """Runs cpu-small (with `scheduler_flags` added to its scheduler.flags), SIGKILLs the pod
         <role> <index> once `when(job)` (a path) exists, and checks that its replacement under the
-        same index finished the job with it."""
+        same index finished the job with it. Returns the replacement's output and the job's final
+        status (the scheduler's --status_file, a dict)."""
         docs = k.render(KUBECTL, "overlays/cpu-small")
         for cm in k.by_kind(docs, "ConfigMap"):
             if "scheduler.flags" in cm.get("data", {}):
                 cm["data"]["scheduler.flags"] += "".join(f"{f}\n" for f in scheduler_flags)
+        with_status_file(docs)
         with tempfile.TemporaryDirectory(prefix="sieve-containers-") as tmp:
             os.chmod(tmp, 0o755)
             network = Network(role)
@@ -672,7 +737,12 @@ class ContainerRunTest(unittest.TestCase):
                 print(f"job with {pod.name} killed took {time.monotonic() - start:.1f} s")
                 final, _ = self.check_job(run, timed_out, ACCURACY_FLOOR_AFTER_KILL)
                 self.assertEqual(len(run.attempts[pod.name]), 2, run.dump())
-                return final[pod.name].text()
+                scheduler = final[job.by_role("scheduler")[0].name]
+                with open(os.path.join(scheduler.dir, "emptydir-tmp",
+                                       os.path.basename(STATUS_FILE))) as f:
+                    status = json.load(f)
+                self.assertEqual(status["phase"], "JOB_FINISHED", status)
+                return final[pod.name].text(), status
             finally:
                 if job:
                     job.close()
@@ -683,9 +753,12 @@ class ContainerRunTest(unittest.TestCase):
         replaces it under index 1, and the new pod restores its shard from the checkpoint. The
         workers are slowed down as in the worker test, so that the kill (a podman command, slow
         on a loaded machine) lands well before the end."""
-        text = self.run_with_kill("server", 1, lambda job: os.path.join(
+        text, status = self.run_with_kill("server", 1, lambda job: os.path.join(
             checkpoint_dir(job), "server-1.ckpt"),
             worker_args=SLOW_WORKERS)
+        server = status_node(status, "server", 1)
+        self.assertEqual(server["restarts"], 1, server)
+        # The round it restored is only in its log: no data names it.
         m = re.search(r"restored shard .* at round (\d+)", text)
         self.assertIsNotNone(m, f"the new server 1 restored nothing\n{text[-3000:]}")
         print(f"the new server 1 restored round {m.group(1)}")
@@ -697,13 +770,19 @@ class ContainerRunTest(unittest.TestCase):
         the Job's replacement pod is rebuilt from the copies (no checkpoint restored into the
         shard it serves) and takes its shard back, and the replicas still equal the servers'
         dumps."""
-        text = self.run_with_kill("server", 1, lambda job: os.path.join(
+        _, status = self.run_with_kill("server", 1, lambda job: os.path.join(
             checkpoint_dir(job), "server-1.ckpt"),
             worker_args=SLOW_WORKERS, scheduler_flags=["--replication=1"])
-        self.assertRegex(text, r"rebuild: server 1 holds a copy of shard 1 again",
-                         f"the new server 1 was not rebuilt\n{text[-3000:]}")
-        self.assertRegex(text, r"handover: server 1 serves shard 1 again",
-                         f"the new server 1 did not take its shard back\n{text[-3000:]}")
+        # The job status at the end: the new server 1 (a restart of the rank) serves its shard
+        # again, which the shard's primary on server 0 hands back only to a rebuilt copy, and
+        # holds a copy of server 0's shard (rebuilt too); server 0 follows shard 1 as its backup.
+        new, other = status_node(status, "server", 1), status_node(status, "server", 0)
+        self.assertEqual(new["restarts"], 1, status)
+        self.assertEqual(new["primary_shards"], [1],
+                         f"the new server 1 did not take its shard back\n{status}")
+        self.assertEqual(new["backup_shards"], [0], f"the new server 1 was not rebuilt\n{status}")
+        self.assertEqual(other["primary_shards"], [0], status)
+        self.assertEqual(other["backup_shards"], [1], status)
 
     def test_worker_pod_killed_is_replaced_and_rejoins(self):
         """Worker 1's pod dies mid-run (after the servers' first checkpoint, round 100); the
@@ -711,15 +790,24 @@ class ContainerRunTest(unittest.TestCase):
         trains its share of the rest. The workers are slowed down (SLOW_WORKERS: 10 ms more a
         round, the epoch's 468 rounds about 12 s) so that the new pod, which takes a second or two
         to start, joins before the end."""
-        text = self.run_with_kill("worker", 1, lambda job: os.path.join(
+        _, status = self.run_with_kill("worker", 1, lambda job: os.path.join(
             checkpoint_dir(job), "server-0.ckpt"),
             worker_args=SLOW_WORKERS)
-        m = re.search(r"sieve-worker summary: rank=1 rounds=(\d+) first_round=(\d+)", text)
-        self.assertIsNotNone(m, f"the new worker 1 did not finish\n{text[-3000:]}")
-        rounds, first = int(m.group(1)), int(m.group(2))
-        print(f"the new worker 1 rejoined at round {first} of {rounds}")
-        self.assertGreater(first, 0)
-        self.assertLess(first, rounds, "the new worker joined after the end")
+        # The job status at the end: rank 1 was lost and taken again by one new process, which
+        # finished every round of the job; its report (its own counters) says it pushed, so it
+        # joined before the end.
+        worker = status_node(status, "worker", 1)
+        report = worker["worker"]
+        print(f"the new worker 1 rejoined (lost: {worker['lost_reason']}), reached round "
+              f"{report['round']} of {report['total_rounds']}, pushed {report['bytes_pushed']} "
+              "bytes")
+        self.assertEqual(worker["restarts"], 1, worker)
+        self.assertNotEqual(worker["lost_reason"], "", worker)
+        self.assertEqual(worker["state"], "NODE_FINISHED",
+                         f"the new worker 1 did not finish\n{status}")
+        self.assertGreater(int(report["total_rounds"]), 0, worker)
+        self.assertEqual(report["round"], report["total_rounds"], worker)
+        self.assertGreater(int(report["bytes_pushed"]), 0, "the new worker joined after the end")
 
 
 def main():

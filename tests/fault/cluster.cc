@@ -2,10 +2,14 @@
 
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 
+#include "proto/job_status_text.h"
 #include "tests/net/daemon_paths.h"
 
 namespace sieve::testing {
@@ -24,21 +28,65 @@ KeyValues Summary(Subprocess& p, const std::string& marker) {
   return {};
 }
 
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 }  // namespace
 
+const pb::JobNode* FindNode(const pb::JobStatus& status, pb::Role role, int rank) {
+  for (const pb::JobNode& n : status.nodes()) {
+    if (n.role() == role && n.rank() == rank) return &n;
+  }
+  return nullptr;
+}
+
+FaultCluster::~FaultCluster() {
+  scheduler_.reset();  // kills and reaps what still runs before its files go
+  servers_.clear();
+  workers_.clear();
+  std::error_code ignored;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+}
+
 bool FaultCluster::StartScheduler(int servers, int workers, const std::vector<std::string>& flags) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "sieve-fault-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    notes_ += "cluster: cannot create " + pattern + "\n";
+    return false;
+  }
+  dir_ = pattern;
+  const std::filesystem::path port_file = dir_ / "scheduler.port";
   std::vector<std::string> argv = {SchedulerBinary(),
                                    "--port=0",
                                    "--bind=127.0.0.1",
                                    "--host=127.0.0.1",
                                    "--num_servers=" + std::to_string(servers),
-                                   "--num_workers=" + std::to_string(workers)};
+                                   "--num_workers=" + std::to_string(workers),
+                                   "--port_file=" + port_file.string(),
+                                   "--status_file=" + (dir_ / "status.json").string()};
   argv.insert(argv.end(), flags.begin(), flags.end());
   scheduler_ = std::make_unique<Subprocess>(argv);
-  auto line = scheduler_->WaitFor("listening on ", milliseconds(10000));
-  if (!line) return false;
-  address_ = line->substr(line->find("listening on ") + 13);
-  return true;
+  // The file is replaced atomically: once there, it is the whole "HOST:PORT\n".
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+  for (;;) {
+    const std::string text = ReadFile(port_file);
+    if (!text.empty() && text.back() == '\n') {
+      address_ = text.substr(0, text.size() - 1);
+      return true;
+    }
+    // Wait() drains the scheduler's output and paces the poll.
+    if (auto st = scheduler_->Wait(milliseconds(20))) {
+      notes_ += "cluster: the scheduler exited (wait status " + std::to_string(*st) +
+                ") before writing its port file\n";
+      return false;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      notes_ += "cluster: the scheduler wrote no port file within 10 s\n";
+      return false;
+    }
+  }
 }
 
 Subprocess& FaultCluster::StartServer(int rank, const std::vector<std::string>& flags) {
@@ -106,6 +154,37 @@ KeyValues FaultCluster::WorkerSummary(int rank) {
   return Summary(worker(rank), "sieve-worker summary: ");
 }
 
+std::optional<pb::JobStatus> FaultCluster::JobStatus() const {
+  if (dir_.empty()) return std::nullopt;
+  const std::string json = ReadFile(dir_ / "status.json");
+  if (json.empty()) return std::nullopt;
+  auto status = JobStatusFromJson(json);
+  if (!status.ok()) return std::nullopt;
+  return *std::move(status);
+}
+
+std::optional<pb::JobStatus> FaultCluster::WaitForStatus(
+    const std::function<bool(const pb::JobStatus&)>& done, milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    // Whether the scheduler had exited before this read: then the file is its final status.
+    const bool exited = scheduler_ == nullptr || scheduler_->Wait(milliseconds(0)).has_value();
+    std::optional<pb::JobStatus> status = JobStatus();
+    if (status && done(*status)) return status;
+    if (exited) {
+      notes_ += "cluster: the scheduler exited before the awaited job status\n";
+      return std::nullopt;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      notes_ += "cluster: the awaited job status did not come within " +
+                std::to_string(timeout.count()) + " ms\n";
+      return std::nullopt;
+    }
+    Drain();
+    (void)scheduler_->Wait(milliseconds(20));  // paces the poll, draining its output
+  }
+}
+
 std::string FaultCluster::Log() const {
   std::string all;
   auto add = [&](const std::string& name, const Subprocess& p) {
@@ -118,7 +197,9 @@ std::string FaultCluster::Log() const {
   for (const auto& [rank, v] : workers_) {
     for (const auto& p : v) add("worker" + std::to_string(rank), *p);
   }
-  return all;
+  if (dir_.empty()) return all + notes_;
+  const std::string status = ReadFile(dir_ / "status.json");
+  return all + notes_ + (status.empty() ? "" : "job status: " + status + "\n");
 }
 
 }  // namespace sieve::testing

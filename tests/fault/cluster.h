@@ -5,11 +5,15 @@
 #define SIEVE_TESTS_FAULT_CLUSTER_H_
 
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "proto/sieve.pb.h"
 #include "tests/net/subprocess.h"
 #include "tests/net/summary_line.h"
 
@@ -18,10 +22,19 @@ namespace sieve::testing {
 // Whether Debian's dataset-fashion-mnist is installed (the real-process jobs train on it).
 bool HaveFashionMnist();
 
+// The row of `status` for the node of `role` and `rank`, or nullptr.
+const pb::JobNode* FindNode(const pb::JobStatus& status, pb::Role role, int rank);
+
 class FaultCluster {
  public:
-  // Starts the scheduler with `flags` (after the port/bind/count flags); false if it did not
-  // print its address within 10 s.
+  FaultCluster() = default;
+  ~FaultCluster();  // kills what still runs, then removes the scheduler's files
+  FaultCluster(const FaultCluster&) = delete;
+  FaultCluster& operator=(const FaultCluster&) = delete;
+
+  // Starts the scheduler with `flags` (after the port/bind/count flags, --port_file and
+  // --status_file in a directory of the cluster's own); false (with why in Log()) if it did not
+  // write its port file within 10 s.
   bool StartScheduler(int servers, int workers, const std::vector<std::string>& flags);
   // Starts a server / worker of `rank` with `flags` (scheduler, bind, host and rank are added).
   Subprocess& StartServer(int rank, const std::vector<std::string>& flags);
@@ -39,7 +52,16 @@ class FaultCluster {
   // The summary line (key=values) printed by the latest process of that role and rank.
   KeyValues ServerSummary(int rank);
   KeyValues WorkerSummary(int rank);
-  // Every line every process printed, prefixed by its name.
+  // The scheduler's job status (its --status_file, docs/protocol.md "Job status"): the latest
+  // one it wrote, or nullopt before the first. A running job's file is at most about a second
+  // old; the final status is written just before the scheduler exits.
+  std::optional<pb::JobStatus> JobStatus() const;
+  // Polls JobStatus() (draining every process's output) until `done` holds for it, and returns
+  // that status; nullopt when `timeout` passes first, or when the scheduler exited and its final
+  // status does not satisfy `done`.
+  std::optional<pb::JobStatus> WaitForStatus(const std::function<bool(const pb::JobStatus&)>& done,
+                                             std::chrono::milliseconds timeout);
+  // Every line every process printed, prefixed by its name, and the cluster's own notes.
   std::string Log() const;
   const std::string& address() const { return address_; }
 
@@ -47,6 +69,8 @@ class FaultCluster {
   std::unique_ptr<Subprocess> scheduler_;
   std::map<int, std::vector<std::unique_ptr<Subprocess>>> servers_, workers_;
   std::string address_;
+  std::filesystem::path dir_;  // the scheduler's port and status files
+  std::string notes_;          // what the cluster itself saw go wrong, for Log()
 };
 
 }  // namespace sieve::testing

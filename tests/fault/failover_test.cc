@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +36,16 @@ uint32_t Crc32(const std::string& bytes) {
   return static_cast<uint32_t>(crc32(crc32(0, nullptr, 0),
                                      reinterpret_cast<const Bytef*>(bytes.data()),
                                      static_cast<uInt>(bytes.size())));
+}
+
+bool Contains(const google::protobuf::RepeatedField<int32_t>& shards, int shard) {
+  return std::find(shards.begin(), shards.end(), shard) != shards.end();
+}
+
+// Whether server `rank`'s row of the job status names `shard` among its primary shards.
+bool Serves(const pb::JobStatus& st, int rank, int shard) {
+  const pb::JobNode* n = testing::FindNode(st, pb::ROLE_SERVER, rank);
+  return n != nullptr && Contains(n->primary_shards(), shard);
 }
 
 // Starts the 3-server job (`consistency`), kills server 1 once worker 0 reached epoch 10 and
@@ -75,7 +86,9 @@ struct KilledJob {
       return false;
     }
     c.server(1).Kill(SIGKILL);
-    if (!c.scheduler().WaitFor("failover: shard 1 is served by server 2", milliseconds(10000))) {
+    // The failover: server 2's row of the job status names shard 1 among its primary shards.
+    if (!c.WaitForStatus([](const pb::JobStatus& st) { return Serves(st, 2, 1); },
+                         milliseconds(10000))) {
       *why = "no failover: " + c.Log();
       return false;
     }
@@ -99,12 +112,20 @@ struct KilledJob {
   testing::FaultCluster c;
 };
 
-// The replacement of server 1 comes to hold copies of shard 1 (its own, served by server 2 now)
-// and of shard 0, and the job finishes with every process exiting 0 and every round done.
+// The replacement of server 1 comes to hold copies of shard 1 (its own, served by server 2 now,
+// until server 2 hands it back) and of shard 0, and the job finishes with every process exiting 0
+// and every round done. The copies are server 1's row of the job status: a process that took
+// the rank again (restarts), alive, with shard 0 among its backup shards and shard 1 among its
+// backup or (handed back) primary shards.
 void ExpectRebuiltAndFinished(testing::FaultCluster& c) {
-  ASSERT_TRUE(c.scheduler().WaitFor("server 1 holds a copy of shard", milliseconds(20000)))
-      << c.Log();
-  ASSERT_TRUE(c.scheduler().WaitFor("server 1 holds a copy of shard", milliseconds(20000)))
+  ASSERT_TRUE(c.WaitForStatus(
+      [](const pb::JobStatus& st) {
+        const pb::JobNode* n = testing::FindNode(st, pb::ROLE_SERVER, 1);
+        return n != nullptr && n->restarts() >= 1 && n->state() != pb::NODE_LOST &&
+               Contains(n->backup_shards(), 0) &&
+               (Contains(n->backup_shards(), 1) || Contains(n->primary_shards(), 1));
+      },
+      milliseconds(40000)))
       << c.Log();
   ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
   EXPECT_TRUE(c.AllExitedZero()) << c.Log();

@@ -123,13 +123,23 @@ class InstallTest(unittest.TestCase):
                              for n, _, _ in procs)
 
         try:
-            sched_log = start("scheduler", [ARGS.scheduler, "--num_servers=2", "--num_workers=1",
-                                            "--port=0", "--bind=127.0.0.1"])
+            port_file = os.path.join(logs, "scheduler.port")
+            start("scheduler", [ARGS.scheduler, "--num_servers=2", "--num_workers=1", "--port=0",
+                                "--bind=127.0.0.1", f"--port_file={port_file}"])
             deadline = time.monotonic() + DEADLINE_S
             port = None
             while port is None and time.monotonic() < deadline:
-                m = re.search(r"listening on [0-9.]+:(\d+)", open(sched_log).read())
-                port = m and m.group(1)
+                try:  # "HOST:PORT\n", replaced atomically: once there it is whole
+                    with open(port_file) as f:
+                        text = f.read()
+                except FileNotFoundError:
+                    text = ""
+                if text.endswith("\n"):
+                    port = text.strip().rsplit(":", 1)[1]
+                    break
+                code = procs[0][1].poll()
+                self.assertIsNone(code, f"the scheduler exited {code} before writing its port "
+                                        f"file\n" + cluster_log())
                 time.sleep(0.05)
             self.assertIsNotNone(port, cluster_log())
             address = f"127.0.0.1:{port}"

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -31,24 +33,52 @@ constexpr seconds kDeadline(60);
 std::string SchedulerBin() { return SchedulerBinary(); }
 std::string NodeBin() { return TestNodeBinary(); }
 
+// The HOST:PORT in the scheduler's --port_file, or "" while it is missing or incomplete (the
+// scheduler replaces it atomically, so a partial file is never seen).
+std::string ReadPortFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line) || in.eof()) return "";  // no line, or not yet its newline
+  return line;
+}
+
 struct Cluster {
   std::unique_ptr<Subprocess> scheduler;
   std::string address;
   std::vector<std::unique_ptr<Subprocess>> nodes;
+  std::filesystem::path dir;  // holds the scheduler's port file
 
+  ~Cluster() {
+    nodes.clear();  // kills what still runs
+    scheduler.reset();
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+  }
+
+  // Starts the scheduler and waits (bounded) for the address in its --port_file.
   void StartScheduler(int servers, int workers, const std::string& extra = "") {
+    std::string pattern = (std::filesystem::temp_directory_path() / "sieve-net-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir = pattern;
+    const std::filesystem::path port_file = dir / "scheduler.port";
     std::vector<std::string> argv = {SchedulerBin(),
                                      "--port=0",
                                      "--bind=127.0.0.1",
                                      "--host=127.0.0.1",
                                      "--num_servers=" + std::to_string(servers),
                                      "--num_workers=" + std::to_string(workers),
-                                     "--heartbeat_timeout_ms=1000"};
+                                     "--heartbeat_timeout_ms=1000",
+                                     "--port_file=" + port_file.string()};
     if (!extra.empty()) argv.push_back(extra);
     scheduler = std::make_unique<Subprocess>(argv);
-    auto line = scheduler->WaitFor("listening on", kDeadline);
-    ASSERT_TRUE(line.has_value()) << "scheduler did not start";
-    address = line->substr(line->rfind(' ') + 1);
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while ((address = ReadPortFile(port_file)).empty()) {
+      // Wait() drains the scheduler's output and paces the poll.
+      if (auto st = scheduler->Wait(milliseconds(20))) {
+        FAIL() << "scheduler exited (wait status " << *st << ") before writing its port file";
+      }
+      ASSERT_TRUE(std::chrono::steady_clock::now() < deadline) << "scheduler did not start";
+    }
   }
   Subprocess& StartNode(const std::string& role, std::vector<std::string> flags) {
     std::vector<std::string> argv = {NodeBin(), "--scheduler=" + address, "--role=" + role};

@@ -8,7 +8,8 @@ the job):
   - the error-feedback residual survived: its norm printed before the save and after the load is
     the same float (and not 0, so the load did restore it), as is the error feedback's momentum
     (state_dict()["sieve"]["momentum"]) and the StepLR learning rate;
-  - the fresh process rejoined at the job's round (after round 300), the servers counted one
+  - the fresh process rejoined at the job's round (after round 300): the scheduler's job status
+    (--status_file) shows the rank taken again once and finished, the servers counted one
     rejoin; its weights right after DistributedOptimizer are the servers' trained ones, not its
     own torch init (MLP_DUMP_DIR), and at the end every replica equals the servers' weights
     bitwise (--dump_weights, --dump_shard).
@@ -41,6 +42,20 @@ SAVE_ROUND = 300
 WAIT_ROUND = 320
 
 
+def check_rejoined(test, out_dir, rank):
+    """Asserts that the scheduler's final job status shows worker `rank` taken again by one new
+    process (lost, then rejoined or replaced) that finished, and the other rank never."""
+    status = cluster.read_status(out_dir)
+    test.assertEqual(status["phase"], "JOB_FINISHED", status)
+    row = cluster.status_node(status, "worker", rank)
+    other = cluster.status_node(status, "worker", 1 - rank)
+    test.assertEqual(row["restarts"], 1, row)
+    test.assertNotEqual(row["lost_reason"], "", row)
+    test.assertEqual(row["state"], "NODE_FINISHED", row)
+    test.assertEqual(other["restarts"], 0, other)
+    print(f"worker {rank} was lost ({row['lost_reason']}) and rejoined")
+
+
 def checkpoint_line(out, rank, what):
     m = re.search(rf"\[worker {rank}\] checkpoint {what}: residual_norm=(\S+) "
                   r"momentum_norm=(\S+) lr=(\S+) round=(\d+)", out)
@@ -52,13 +67,14 @@ class PythonCheckpointRejoin(unittest.TestCase):
         out_dir = tempfile.mkdtemp(prefix="sieve-ckpt-")
         path = os.path.join(out_dir, f"rank{rank}.pt")
         code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
-                                   cluster.dump_flags(out_dir),
+                                   [*cluster.dump_flags(out_dir), cluster.status_flag(out_dir)],
                                    launcher_flags=["--max_restarts=1"],
                                    env={"MLP_CKPT": f"{path}:{rank}:{SAVE_ROUND}",
                                         "MLP_REJOINED": f"{out_dir}/rejoined:{WAIT_ROUND}",
                                         "MLP_DUMP_DIR": out_dir})
         cluster.check_finished(self, code, out, cluster.USER_SCRIPT_ROUNDS, min_test_acc=0.80)
         self.assertIn(f"restarting worker {rank} (exited with code 3)", out)
+        check_rejoined(self, out_dir, rank)
         saved = checkpoint_line(out, rank, "saved")
         loaded = checkpoint_line(out, rank, "loaded")
         self.assertIsNotNone(saved, out[-4000:])
@@ -93,11 +109,13 @@ class PythonCheckpointRejoin(unittest.TestCase):
         returns (output, the round at which the restarted rank 1 loaded its checkpoint)."""
         out_dir = tempfile.mkdtemp(prefix="sieve-ckpt-rank1-")
         code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
+                                   [cluster.status_flag(out_dir)],
                                    launcher_flags=["--max_restarts=1"],
                                    env={"MLP_CKPT": f"{out_dir}/rank1.pt:1:{SAVE_ROUND}",
                                         **env(out_dir)})
         cluster.check_finished(self, code, out, cluster.USER_SCRIPT_ROUNDS, min_test_acc=0.80)
         self.assertIn("restarting worker 1 (exited with code 3)", out)
+        check_rejoined(self, out_dir, 1)
         loaded = checkpoint_line(out, 1, "loaded")
         self.assertIsNotNone(loaded, out[-4000:])
         return out, loaded[3]

@@ -6,7 +6,6 @@ with a message naming what is missing only when torch or the built module is abs
 """
 
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -54,18 +53,27 @@ class Cluster:
         self.env = worker_env(build)
         self.num_workers = num_workers
         sched_log = open(os.path.join(self.dir, "scheduler.log"), "w+")
+        port_file = self.path("scheduler.port")
         self.scheduler = self._spawn(
             [os.path.join(build, "scheduler", "sieve-scheduler"), f"--num_servers={num_servers}",
              f"--num_workers={num_workers}", "--port=0", "--bind=127.0.0.1",
-             "--host=127.0.0.1"], sched_log)
-        port = None
-        while port is None:
-            if time.monotonic() > self.deadline or self.scheduler.poll() is not None:
+             "--host=127.0.0.1", f"--port_file={port_file}"], sched_log)
+        while True:  # the file is replaced atomically: once there it is whole
+            try:
+                with open(port_file) as f:
+                    address = f.read()
+            except FileNotFoundError:
+                address = ""
+            if address.endswith("\n"):
+                break
+            code = self.scheduler.poll()
+            if code is not None:
+                raise RuntimeError(f"the scheduler exited {code} before writing its port file:\n"
+                                   + self.log("scheduler"))
+            if time.monotonic() > self.deadline:
                 raise RuntimeError("the scheduler did not start:\n" + self.log("scheduler"))
-            m = re.search(r"listening on [0-9.]+:(\d+)", self.log("scheduler"))
-            port = m and m.group(1)
             time.sleep(0.05)
-        self.address = f"127.0.0.1:{port}"
+        self.address = address.strip()
         self.servers = [self._spawn(
             [os.path.join(build, "server", "sieve-server"), f"--scheduler={self.address}",
              f"--rank={r}", "--bind=127.0.0.1", "--host=127.0.0.1", *server_flags],
@@ -160,6 +168,27 @@ def read_jsonl(path):
     import json
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def status_flag(out_dir):
+    """The routed flag that makes the scheduler write its job status to OUT_DIR/status.json."""
+    return f"--status_file={out_dir}/status.json"
+
+
+def read_status(out_dir):
+    """The job status the scheduler wrote (status_flag; docs/protocol.md, "Job status") as a
+    dict: after the job, its final status."""
+    import json
+    with open(os.path.join(out_dir, "status.json")) as f:
+        return json.load(f)
+
+
+def status_node(status, role, rank):
+    """The row of `status` for the node of `role` ("server" or "worker") and `rank`, or None."""
+    for n in status["nodes"]:
+        if n["role"] == f"ROLE_{role.upper()}" and n["rank"] == rank:
+            return n
+    return None
 
 
 # tests/python/user_script/mlp.py's model (784-128-10) and its rounds in 1 epoch on 2 workers

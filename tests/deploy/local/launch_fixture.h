@@ -1,8 +1,8 @@
 // Test fixture of the `sieve launch` end-to-end tests: runs the `sieve` binary (SIEVE_BINARY) in a
 // temporary directory, with stand-in daemons (STANDIN_BINARY, standin_daemon.cc) linked into a
 // --bin_dir for Launch(), or the real daemons of the build tree for RunSieve({"launch", ...}).
-// Every wait is bounded by a deadline; synchronization is by reading the launcher's output, never
-// by sleeping.
+// Every wait is bounded by a deadline; synchronization is by reading the launcher's output or the
+// scheduler's job status (ReadJobStatus), never by sleeping.
 #ifndef SIEVE_TESTS_DEPLOY_LOCAL_LAUNCH_FIXTURE_H_
 #define SIEVE_TESTS_DEPLOY_LOCAL_LAUNCH_FIXTURE_H_
 
@@ -23,8 +23,11 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "proto/job_status_text.h"
 
 extern char** environ;
 
@@ -73,7 +76,8 @@ class LauncherIntegration : public ::testing::Test {
   }
 
   // Runs `sieve <args>`; `on_output` sees the launcher's pid and all its output so far after each
-  // read. The run is killed after `limit` (a bound on hangs only).
+  // read, and at least every 100 ms while none comes (so that it can poll a file). The run is
+  // killed after `limit` (a bound on hangs only).
   RunResult RunSieve(const std::vector<std::string>& args, std::vector<std::string> env = {},
                      const std::function<void(pid_t, const std::string&)>& on_output = {},
                      std::chrono::seconds limit = std::chrono::seconds(20)) {
@@ -110,7 +114,10 @@ class LauncherIntegration : public ::testing::Test {
         break;
       }
       pollfd fd{p[0], POLLIN, 0};
-      if (poll(&fd, 1, static_cast<int>(left.count())) <= 0) continue;
+      if (poll(&fd, 1, static_cast<int>(std::min<int64_t>(left.count(), 100))) <= 0) {
+        if (on_output) on_output(pid, result.output);
+        continue;
+      }
       ssize_t n = read(p[0], buf, sizeof(buf));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
@@ -120,6 +127,26 @@ class LauncherIntegration : public ::testing::Test {
     close(p[0]);
     waitpid(pid, &result.wait_status, 0);
     return result;
+  }
+
+  // The job status the scheduler last wrote to `path` (its --status_file; docs/protocol.md, "Job
+  // status"), or nullopt while there is none. A running job's is at most about a second old; the
+  // final one is written just before the scheduler exits.
+  static std::optional<pb::JobStatus> ReadJobStatus(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    const std::string json((std::istreambuf_iterator<char>(in)), {});
+    if (json.empty()) return std::nullopt;
+    auto status = JobStatusFromJson(json);
+    if (!status.ok()) return std::nullopt;
+    return *std::move(status);
+  }
+
+  // The row of `status` for the node of `role` and `rank`, or nullptr.
+  static const pb::JobNode* NodeOf(const pb::JobStatus& status, pb::Role role, int rank) {
+    for (const pb::JobNode& n : status.nodes()) {
+      if (n.role() == role && n.rank() == rank) return &n;
+    }
+    return nullptr;
   }
 
   static int CountOf(const std::string& text, const std::string& needle) {

@@ -49,9 +49,13 @@ daemon=(--model=synthetic --num_params=20000 --compressor=topk --density=0.01 --
 case "$test_case" in
   tiny_job)
     rc=0
-    "${job[@]}" --link=1gbit --timeout=90 -- "${daemon[@]}" --rounds_per_epoch=5 --epochs=1 || rc=$?
+    # --port_file goes to the scheduler only (the one daemon that defines it).
+    "${job[@]}" --link=1gbit --timeout=90 -- "${daemon[@]}" --rounds_per_epoch=5 --epochs=1 \
+      --port_file="$logs/scheduler.port" || rc=$?
     [ $rc = 0 ] || { tail -n 20 "$logs"/*.log; fail "job exited with $rc"; }
-    grep -q "listening on $subnet.1:9310" "$logs/scheduler.log" || fail "scheduler not on $subnet.1"
+    # The job is over: the scheduler wrote its port file ("HOST:PORT\n") once bound.
+    [ "$(cat "$logs/scheduler.port" 2>/dev/null)" = "$subnet.1:9310" ] ||
+      fail "scheduler not on $subnet.1 (port file: $(cat "$logs/scheduler.port" 2>&1))"
     for r in 0 1; do
       grep -q "sieve-worker summary: rank=$r rounds=5 " "$logs/worker$r.log" || fail "worker $r summary"
     done
