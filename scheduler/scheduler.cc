@@ -862,6 +862,7 @@ bool Scheduler::FailOver(int rank) {
     }
     shard_primary_[shard] = to;
     moved = true;
+    if (Entry* promoted = Find(ServerNodeId(to))) ++promoted->promotions;
     event_log_.Warn([&](std::ostream& os) {
       os << "failover: shard " << shard << " is served by server " << to << " (its backup)";
     });

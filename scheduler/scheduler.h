@@ -141,6 +141,7 @@ class Scheduler {
     // came (a new process after the rank was lost, or one that replaced a live holder), and why
     // the rank was last declared dead.
     uint32_t restarts = 0;
+    uint32_t promotions = 0;  // a server: failovers that gave it another's shard
     pb::NodeState comeback = pb::NODE_ALIVE;
     bool replaced = false;  // declared dead because a new process took its rank
     std::string lost_reason;

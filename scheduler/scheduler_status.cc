@@ -80,6 +80,7 @@ pb::JobStatus Scheduler::BuildStatus(pb::JobPhase phase) {
     n->set_address(e.info.host() + ":" + std::to_string(e.info.port()));
     n->set_heartbeat_age_ms(age_ms(e));
     n->set_restarts(e.restarts);
+    n->set_promotions(e.promotions);
     n->set_lost_reason(e.lost_reason);
     pb::NodeState state = e.restarts > 0 ? e.comeback : pb::NODE_ALIVE;
     if (e.info.role() == pb::ROLE_SERVER) {

@@ -253,8 +253,9 @@ class HostedShards {
 // replication this thread also ticks the services every 100 ms (resends to backups), behind the
 // same gate. The gate (shared with the handlers, so it outlives any call still in flight) turns
 // them off at the end; while it is open only one thread at a time touches the services.
-// The job status's report of this server (Node::SetReport): its own shard's counters.
-pb::Heartbeat ServerReportOf(const ShardServer& shard) {
+// The job status's report of this server (Node::SetReport): its own shard's counters and the
+// round of the checkpoint it restored (-1: none).
+pb::Heartbeat ServerReportOf(const ShardServer& shard, const ShardCheckpointer& checkpointer) {
   const ShardServerStats& st = shard.stats();
   pb::Heartbeat h;
   pb::ServerReport* r = h.mutable_server();
@@ -263,6 +264,7 @@ pb::Heartbeat ServerReportOf(const ShardServer& shard) {
   r->set_pushes_applied(st.pushes_applied);
   r->set_rejected(st.rejected);
   r->set_duplicates(st.duplicates);
+  r->set_restored_round(checkpointer.restored_round());
   return h;
 }
 
@@ -303,7 +305,8 @@ Status Serve(Node& node, HostedShards& shards, DaemonMetrics& metrics, bool refr
     if (gate->serving && ticking) shards.OnTick();
     if (gate->serving && std::chrono::steady_clock::now() >= next_report) {
       next_report = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      node.SetReport(ServerReportOf(*shards.all().front()->server));
+      const HostedShard& own = *shards.all().front();
+      node.SetReport(ServerReportOf(*own.server, own.checkpointer));
     }
   } while (end.code() == StatusCode::kDeadlineExceeded);
   node.set_on_data(nullptr);  // from here on no data handler runs
