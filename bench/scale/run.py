@@ -4,11 +4,13 @@
 
 For each cell (W, S, D) it starts the real daemons the way `sieve launch` does (sieve-scheduler,
 then the port in its --port_file, then S sieve-server and W sieve-worker processes), samples every
-process from /proc while the job runs, reaps each one with wait4() (its rusage), and reports:
+process from /proc while the job runs, reaps each one with wait4() (its rusage), reads the
+scheduler's job status (its --status_file, docs/protocol.md "Job status"), and reports:
 
-  formed_s           first process start -> the scheduler's "node table sent" line (every node
-                     registered), as read by the harness; formed_glog_s: the same from that line's
-                     glog timestamp
+  formed_s           first process start -> the harness first read a job status of phase
+                     JOB_RUNNING (every node registered, the node table sent: the scheduler
+                     rewrites its status file at once on that change; the file is polled every
+                     STATUS_POLL_S)
   start_barrier_s    first process start -> the last worker past the start barrier: each worker's
                      summary line is read at T and its `seconds` is the training loop's time, whose
                      clock starts right after the start barrier (worker/trainer/trainer.cc), so the
@@ -37,8 +39,8 @@ process from /proc while the job runs, reaps each one with wait4() (its rusage),
                      server_cpu_per_round_s likewise for each server, times round_s (max over
                      servers)
   heartbeats_per_s_nominal  (W + S) * 1000 / --heartbeat_interval_ms: what the nodes send;
-                     heartbeats_received / heartbeats_per_s: the scheduler's count (its last
-                     line's heartbeats=) and that over the scheduler's lifetime
+                     heartbeats_received / heartbeats_per_s: the scheduler's count (`heartbeats`
+                     of its final job status) and that over the scheduler's lifetime
 
 Checks (a failed one fails the cell, and the script exits 1): every daemon exited 0; every worker
 and server printed its summary line; every worker ran --rounds rounds (and --barrier_probe
@@ -79,6 +81,7 @@ import threading
 import time
 
 TICK = os.sysconf("SC_CLK_TCK")
+STATUS_POLL_S = 0.005  # the job status file while the job forms (a stat() each)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netns  # noqa: E402 (bench/scale/netns.py)
 
@@ -173,15 +176,6 @@ def proc_tcp_addrs(pid):
     except (OSError, StopIteration, ValueError):
         return None
     return local, peer
-
-
-def glog_time(line):
-    """The wall-clock time of a glog line (I20261202 18:49:54.690271 ...), local time."""
-    m = re.match(r"^[IWEF](\d{8}) (\d\d:\d\d:\d\d)(\.\d+)", line)
-    if not m:
-        return None
-    return time.mktime(time.strptime(m.group(1) + " " + m.group(2), "%Y%m%d %H:%M:%S")) + \
-        float(m.group(3))
 
 
 def summary(line, marker):
@@ -279,6 +273,55 @@ class Daemon:
                 pass
 
 
+class StatusWatch:
+    """The scheduler's job status file (--status_file; JSON, replaced atomically: at once on a
+    change of phase, at most once a second while running, last with the final status). A thread
+    polls it every STATUS_POLL_S until it shows phase JOB_RUNNING and keeps when it first did
+    (running_at); final() reads it once the scheduler is gone."""
+
+    def __init__(self, path):
+        self.path = path
+        self.running_at = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def read(self):
+        """The status now (a dict), or None while there is none."""
+        try:
+            with open(self.path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def _run(self):
+        seen = None
+        while not self.stop.is_set():
+            try:
+                st = os.stat(self.path)
+                version = (st.st_ino, st.st_mtime_ns, st.st_size)
+            except OSError:
+                version = None
+            if version is not None and version != seen:
+                seen = version
+                t = time.time()
+                status = self.read()
+                if status is not None and status.get("phase") == "JOB_RUNNING":
+                    self.running_at = t
+                    return
+            self.stop.wait(STATUS_POLL_S)
+
+    def final(self):
+        """The scheduler's last status (call after it exited): its final one when it ended the
+        job (phase JOB_FINISHED or JOB_FAILED), else None."""
+        self.stop.set()
+        self.thread.join(timeout=5)
+        status = self.read()
+        if status is None or status.get("phase") not in ("JOB_FINISHED", "JOB_FAILED"):
+            return None
+        return status
+
+
 def summaries(procs, marker, problems):
     """{name: the key=value words of its summary line, and _read_at: when it was read}."""
     out = {}
@@ -314,9 +357,10 @@ def parse_ds(text):
     return out
 
 
-def start_job(a, w, s, d, hosts=None):
+def start_job(a, w, s, d, job_dir, hosts=None):
     """The job's daemons: on loopback, or with hosts (netns.Hosts) node i (0 the scheduler, then
-    the servers, then the workers) in namespace i, bound to and advertising its address."""
+    the servers, then the workers) in namespace i, bound to and advertising its address. The
+    scheduler writes its port file and its job status (status.json) in job_dir."""
     b = a.build
     token = "scale-" + secrets.token_hex(8)
     hb = [f"--heartbeat_interval_ms={a.heartbeat_interval_ms}"]
@@ -327,17 +371,14 @@ def start_job(a, w, s, d, hosts=None):
         ip = hosts.ip(i)
         return Daemon(role, rank, hosts.wrap(i, [*argv[:1], *where(ip), *argv[1:]]), ip)
 
-    port_dir = tempfile.mkdtemp(prefix="sieve-scale-")
-    port_file = os.path.join(port_dir, "scheduler.port")
+    port_file = os.path.join(job_dir, "scheduler.port")
     sched = daemon("scheduler", None, 0, [
         f"{b}/scheduler/sieve-scheduler", f"--num_servers={s}", f"--num_workers={w}",
-        f"--num_params={d}", f"--job_token={token}", f"--port_file={port_file}"],
+        f"--num_params={d}", f"--job_token={token}", f"--port_file={port_file}",
+        f"--status_file={os.path.join(job_dir, 'status.json')}"],
         lambda ip: ["--port=0", f"--bind={ip}", f"--host={ip}"])
     procs = [sched]
-    try:
-        addr = sched.wait_port_file(port_file, 30)
-    finally:
-        shutil.rmtree(port_dir, ignore_errors=True)  # written once, before the address is used
+    addr = sched.wait_port_file(port_file, 30)
     if addr is None:
         if not sched.alive():
             return procs, f"the scheduler exited {sched.exit} before writing its port file"
@@ -388,17 +429,21 @@ def at_middle(p, lo, hi):
 
 
 def run_cell(a, w, s, d):
-    if not a.netns:
-        return run_cell_on(a, w, s, d, None)
-    cc = None if a.tcp_cc == "default" else a.tcp_cc
-    upload = None if a.upload_queue == "same" else a.upload_queue
-    with netns.Hosts(w + s + 1, a.link or None, queue=a.link_queue, cc=cc,
-                     upload_queue=upload) as hosts:
-        print(f"scale: {w + s + 1} namespaces {hosts.prefix}-n0..n{w + s} on "
-              f"{hosts.subnet}.0/24, link {a.link or 'unshaped'}", flush=True)
-        cell = run_cell_on(a, w, s, d, hosts)
-    cell["netns"] = hosts.describe()
-    return cell
+    job_dir = tempfile.mkdtemp(prefix="sieve-scale-")  # the scheduler's port and status files
+    try:
+        if not a.netns:
+            return run_cell_on(a, w, s, d, None, job_dir)
+        cc = None if a.tcp_cc == "default" else a.tcp_cc
+        upload = None if a.upload_queue == "same" else a.upload_queue
+        with netns.Hosts(w + s + 1, a.link or None, queue=a.link_queue, cc=cc,
+                         upload_queue=upload) as hosts:
+            print(f"scale: {w + s + 1} namespaces {hosts.prefix}-n0..n{w + s} on "
+                  f"{hosts.subnet}.0/24, link {a.link or 'unshaped'}", flush=True)
+            cell = run_cell_on(a, w, s, d, hosts, job_dir)
+        cell["netns"] = hosts.describe()
+        return cell
+    finally:
+        shutil.rmtree(job_dir, ignore_errors=True)
 
 
 class LinkSampler:
@@ -440,11 +485,12 @@ class LinkSampler:
         return x[which] if x else None
 
 
-def run_cell_on(a, w, s, d, hosts):
+def run_cell_on(a, w, s, d, hosts, job_dir):
     print(f"scale: cell W={w} S={s} D={d:g} rounds={a.rounds} ...", flush=True)
     t0 = time.time()
     links = LinkSampler(hosts, s, a.link_sample_s) if hosts is not None and hosts.rate else None
-    procs, err = start_job(a, w, s, d, hosts)
+    status = StatusWatch(os.path.join(job_dir, "status.json"))
+    procs, err = start_job(a, w, s, d, job_dir, hosts)
     deadline = t0 + a.timeout_s
     timed_out = False
     # --netns: the congestion controls of server 0's and worker 0's connections, read once both
@@ -491,18 +537,11 @@ def run_cell_on(a, w, s, d, hosts):
             problems.append(f"TCP congestion control {cc_seen} on the nodes' connections, "
                             f"expected {want}")
 
-    formed = sched.find("node table sent")
-    formed_s = formed[0] - t0 if formed else None
-    g = glog_time(formed[1]) if formed else None
-    formed_glog_s = g - t0 if g is not None else None
-
-    # The scheduler's last line, "job finished (heartbeats=H foreign=N impostors=M)": H HEARTBEATs
-    # received (and echoed) over its life.
-    fin = sched.find("job finished (")
-    heartbeats = None
-    if fin:
-        hb = summary(fin[1].replace("(", " ").replace(")", " "), "job finished").get("heartbeats")
-        heartbeats = int(hb) if hb is not None and hb.isdigit() else None
+    formed_s = status.running_at - t0 if status.running_at is not None else None
+    # The scheduler's final job status: the HEARTBEATs it received (and echoed) over its life (a
+    # 64-bit count, a string in the JSON).
+    final = status.final()
+    heartbeats = int(final["heartbeats"]) if final is not None else None
     sched_life = (sched.t_exit - sched.t_start) if sched.t_exit else None
 
     wsum = summaries(workers, "sieve-worker summary:", problems)
@@ -644,7 +683,7 @@ def run_cell_on(a, w, s, d, hosts):
         "compute": a.compute, "density": a.density,
         "heartbeat_interval_ms": a.heartbeat_interval_ms,
         "wall_s": wall,
-        "formed_s": formed_s, "formed_glog_s": formed_glog_s,
+        "formed_s": formed_s,
         "start_barrier_s": barrier_last - t0 if barrier_last is not None else None,
         "start_barrier_min_s": min(barrier_at) - t0 if barrier_at else None,
         "round_s": rs, "mean_round_s": median(mean_round),

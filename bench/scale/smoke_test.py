@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run  # noqa: E402 (the harness next to this file)
 CELL_FIELDS = [
-    "workers", "servers", "num_params", "rounds", "wall_s", "formed_s", "formed_glog_s",
+    "workers", "servers", "num_params", "rounds", "wall_s", "formed_s",
     "start_barrier_s", "start_barrier_min_s", "round_s", "mean_round_s", "steady_window_s",
     "scheduler_cpu_per_s", "server_cpu_per_round_s", "heartbeats_per_s_nominal",
     "heartbeats_received", "heartbeats_per_s", "union_pairs_per_reply", "union_of_wk",

@@ -185,6 +185,11 @@ std::optional<pb::JobStatus> FaultCluster::WaitForStatus(
   }
 }
 
+bool FaultCluster::WaitForRunning(milliseconds timeout) {
+  return WaitForStatus([](const pb::JobStatus& s) { return s.phase() == pb::JOB_RUNNING; }, timeout)
+      .has_value();
+}
+
 std::string FaultCluster::Log() const {
   std::string all;
   auto add = [&](const std::string& name, const Subprocess& p) {

@@ -61,6 +61,10 @@ class FaultCluster {
   // status does not satisfy `done`.
   std::optional<pb::JobStatus> WaitForStatus(const std::function<bool(const pb::JobStatus&)>& done,
                                              std::chrono::milliseconds timeout);
+  // WaitForStatus until the job runs (phase JOB_RUNNING: every node registered and the node table
+  // went out; the scheduler rewrites its status file at once on that change): false when
+  // `timeout` passes first or the job ended before it was seen running.
+  bool WaitForRunning(std::chrono::milliseconds timeout);
   // Every line every process printed, prefixed by its name, and the cluster's own notes.
   std::string Log() const;
   const std::string& address() const { return address_; }

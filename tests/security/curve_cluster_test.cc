@@ -277,7 +277,7 @@ TEST(CurveClusterTest, AnAllowListedKeyCannotSpeakForAnotherNode) {
   ASSERT_TRUE(peer.Connect(2, "127.0.0.1", worker_port).ok());
   // Node ids: 0 scheduler, 1 server 0, 2 worker 0. The takeover starts once the job runs (a
   // REGISTER before the start would squat the rank: docs/security.md).
-  ASSERT_TRUE(c.scheduler().WaitFor("node table sent", milliseconds(60000))) << c.Log();
+  ASSERT_TRUE(c.WaitForRunning(milliseconds(60000))) << c.Log();
   std::atomic<bool> stop{false};
   std::thread attack([&] {
     for (uint64_t round = 0; !stop; round = (round + 1) % kRounds) {
@@ -449,7 +449,7 @@ TEST(CurveClusterTest, AnUnboundKeyTakesNoBoundRankBeforeTheStartOrAfterADeath) 
                 {curve, "--model=synthetic", "--num_params=1000", "--heartbeat_interval_ms=200"});
   c.StartWorker(0, TwoWorkerFlags(curve, 0, kRounds));
   c.StartWorker(1, TwoWorkerFlags(curve, 1, kRounds));
-  ASSERT_TRUE(c.scheduler().WaitFor("node table sent", milliseconds(60000))) << c.Log();
+  ASSERT_TRUE(c.WaitForRunning(milliseconds(60000))) << c.Log();
   c.worker(1).Kill(SIGKILL);
   ASSERT_TRUE(c.scheduler().WaitFor("worker 1 (node 3) is dead", milliseconds(60000))) << c.Log();
 

@@ -29,7 +29,7 @@ TEST(ReflectedErrorTest, AFloodOfReflectedErrorsIsLoggedInBoundedLines) {
   c.StartServer(0, {"--model=synthetic", "--num_params=1000"});
   c.StartWorker(0, {"--model=synthetic", "--num_params=1000", "--rounds_per_epoch=20000",
                     "--epochs=1", "--compressor=topk", "--density=0.1", "--progress=log"});
-  ASSERT_TRUE(c.scheduler().WaitFor("node table sent", milliseconds(60000))) << c.Log();
+  ASSERT_TRUE(c.WaitForRunning(milliseconds(60000))) << c.Log();
 
   TransportOptions o;
   o.bind_host = "127.0.0.1";

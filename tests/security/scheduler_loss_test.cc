@@ -91,7 +91,7 @@ void ExpectNodesStopAfterTheSchedulersDeath(const std::vector<Frames>& messages)
                                      "--progress=log"};
   worker.insert(worker.end(), heartbeats.begin(), heartbeats.end());
   c.StartWorker(0, worker);
-  ASSERT_TRUE(c.scheduler().WaitFor("node table sent", milliseconds(60000))) << c.Log();
+  ASSERT_TRUE(c.WaitForRunning(milliseconds(60000))) << c.Log();
   ASSERT_TRUE(c.server(0).WaitFor("owns [0, 1000)", milliseconds(60000))) << c.Log();
   ASSERT_TRUE(c.worker(0).WaitFor("worker 0 of 1", milliseconds(60000))) << c.Log();
 

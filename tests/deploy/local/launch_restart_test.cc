@@ -1,7 +1,8 @@
 // `sieve launch --max_restarts` with the real daemons of the build tree (no stand-ins): a job of
 // --model=synthetic (no data set) in which the test kills worker 1 with SIGKILL mid-run. With one
 // restart allowed the launcher restarts it under its rank, it rejoins, and the job ends with exit
-// 0; with none the job fails.
+// 0; with none the job fails. The job's end is read from the scheduler's job status
+// (--status_file).
 #include "tests/deploy/local/launch_fixture.h"
 
 namespace sieve {
@@ -16,9 +17,12 @@ class LaunchRestart : public LauncherIntegration {
         {"launch", "--num_servers=1", "--num_workers=2",
          "--max_restarts=" + std::to_string(max_restarts), "--progress=off", "--",
          "--model=synthetic", "--num_params=20000", "--epochs=20", "--rounds_per_epoch=100",
-         "--compressor=topk", "--density=0.01", "--heartbeat_interval_ms=200"},
+         "--compressor=topk", "--density=0.01", "--heartbeat_interval_ms=200",
+         "--status_file=" + StatusPath().string()},
         killed, std::chrono::seconds(120));
   }
+
+  fs::path StatusPath() const { return root_ / "status.json"; }
 };
 
 TEST_F(LaunchRestart, KilledWorkerIsRestartedRejoinsAndTheJobSucceeds) {
@@ -31,7 +35,16 @@ TEST_F(LaunchRestart, KilledWorkerIsRestartedRejoinsAndTheJobSucceeds) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("restart 1 of 1"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("rejoined a running job"), std::string::npos) << r.output;
+  // The scheduler's final status: a second process took worker 1's rank, rejoined the running
+  // job and finished it.
+  const std::optional<pb::JobStatus> status = ReadJobStatus(StatusPath());
+  ASSERT_TRUE(status.has_value()) << "no job status in " << StatusPath() << "\n" << r.output;
+  EXPECT_EQ(status->phase(), pb::JOB_FINISHED) << JobStatusToJson(*status);
+  const pb::JobNode* w1 = NodeOf(*status, pb::ROLE_WORKER, 1);
+  ASSERT_NE(w1, nullptr) << JobStatusToJson(*status);
+  EXPECT_EQ(w1->restarts(), 1u) << JobStatusToJson(*status);
+  EXPECT_EQ(w1->state(), pb::NODE_FINISHED) << JobStatusToJson(*status);
+  EXPECT_EQ(status->workers_finished(), 2u) << JobStatusToJson(*status);
   // Both workers (the restarted one included) finished the whole run.
   EXPECT_EQ(CountOf(r.output, "sieve-worker summary: "), 2) << r.output;
 }

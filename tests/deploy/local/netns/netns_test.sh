@@ -49,9 +49,9 @@ daemon=(--model=synthetic --num_params=20000 --compressor=topk --density=0.01 --
 case "$test_case" in
   tiny_job)
     rc=0
-    # --port_file goes to the scheduler only (the one daemon that defines it).
+    # --port_file and --status_file go to the scheduler only (the one daemon that defines them).
     "${job[@]}" --link=1gbit --timeout=90 -- "${daemon[@]}" --rounds_per_epoch=5 --epochs=1 \
-      --port_file="$logs/scheduler.port" || rc=$?
+      --port_file="$logs/scheduler.port" --status_file="$logs/status.json" || rc=$?
     [ $rc = 0 ] || { tail -n 20 "$logs"/*.log; fail "job exited with $rc"; }
     # The job is over: the scheduler wrote its port file ("HOST:PORT\n") once bound.
     [ "$(cat "$logs/scheduler.port" 2>/dev/null)" = "$subnet.1:9310" ] ||
@@ -61,8 +61,15 @@ case "$test_case" in
     done
     grep -q "sieve-server summary: rank=0 .*rounds=5 applied=10 " "$logs/server0.log" ||
       fail "server summary"
-    grep -q "registered from $subnet.4:9500" "$logs/scheduler.log" ||
-      fail "worker 1 did not register from its namespace address $subnet.4"
+    # The scheduler's final job status (docs/protocol.md, "Job status"): worker 1's row has the
+    # address it registered with.
+    address=$(/usr/bin/python3 -c '
+import json, sys
+nodes = json.load(open(sys.argv[1]))["nodes"]
+print(*[n["address"] for n in nodes if n["role"] == "ROLE_WORKER" and n["rank"] == 1])' \
+      "$logs/status.json" 2>&1) || true
+    [ "$address" = "$subnet.4:9500" ] ||
+      fail "worker 1 did not register from its namespace address $subnet.4 (status: $address)"
     leftovers
     ;;
   interrupt)
