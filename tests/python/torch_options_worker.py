@@ -238,7 +238,10 @@ def misc(job, rank):
     for bad, words in (({"perplexity": float("nan")}, "not a finite number"),
                        ({"rounds": 3}, "a field of the summary line"),
                        ({"bleu": torch.ones(2)}, "one number"),
-                       ({"bleu": "high"}, "one number")):
+                       ({"bleu": "high"}, "one number"),
+                       ({"m" * 65: 1.0}, "at most 64"),
+                       ({f"m{i}": 1.0 for i in range(16)}, "at most 16 metrics"),
+                       ({"test_acc": 1.5}, "an accuracy is in [0, 1]")):
         expect_value_error(words, lambda: opt.record(**bad))
     line = opt.summary_line()
     assert f"perplexity={last:.6g}" in line and "bleu" not in line, line
