@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <glog/logging.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -80,6 +81,14 @@ SignalWatcher::SignalWatcher(std::function<void(int)> on_signal)
     pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
     unsigned char signals[64];
     for (;;) {
+      // poll() before read(): a signal that lands on this thread while it sleeps in poll() is
+      // handled at once (also under ThreadSanitizer, which runs a handler only at such a blocking
+      // call, not in the middle of a read()).
+      pollfd ready{read_fd_, POLLIN, 0};
+      if (poll(&ready, 1, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
       const ssize_t n = read(read_fd_, signals, sizeof(signals));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return;  // end of file: the destructor closed the write end

@@ -1,7 +1,7 @@
 // SignalWatcher turns SIGINT/SIGTERM into a callback on a dedicated thread.
 //
 // While it exists, both signals have a handler whose only job is to write the signal number to a
-// pipe the watcher owns; the watcher thread sleeps in read() on that pipe (no periodic wake-ups:
+// pipe the watcher owns; the watcher thread sleeps in poll() on that pipe (no periodic wake-ups:
 // an idle daemon costs no CPU) and calls the callback, on that thread, once per signal the handler
 // ran for, in order. So it does not matter which thread the kernel picks for a process-directed
 // signal: threads that existed before the watcher with the signals unblocked (for example a
