@@ -8,13 +8,13 @@ latency of `sieve status` against the running job.
 BASE_BUILD is a build of the tree without the job status (e.g. a git worktree of the commit
 before it, built with `cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 -DSIEVE_BUILD_TESTS=OFF -DSIEVE_BUILD_BENCH=OFF && ninja -C build sieve sieve-scheduler
-sieve-server sieve-worker`). Each repeat runs the cell on both builds (the order alternates) with
-`sieve launch`: synthetic model of D parameters, Top-k at density 0.001, BSP, each worker's compute
+sieve-server sieve-worker`). Each repeat runs the cell three times (the order alternates): on the base build, on this
+build ("new", the same flags), and on this build with the metrics ports on and `sieve status`
+polled ("polled"), with `sieve launch`: synthetic model of D parameters, Top-k at density 0.001, BSP, each worker's compute
 an emulated 2 ms (--straggler=delay:2ms, as bench/scale/run.py), one BLAS and kernel thread.
 Round time: from every worker's --metrics_out lines (a documented file), the mean time of the
-rounds after the first 10 % (t_wall), the median over the workers. On the new build the
-scheduler also serves its metrics port, and `sieve status --json` is timed every 0.5 s while the
-job runs (wall time of the whole command: start, HTTP GET, parse, print). The bytes a report adds
+rounds after the first 10 % (t_wall), the median over the workers. In the polled run every
+daemon serves its metrics port, and `sieve status --json` is timed every 0.5 s while the job runs (wall time of the whole command: start, HTTP GET, parse, print). The bytes a report adds
 to a HEARTBEAT come from bench_heartbeat_bytes. Prints the ratios and writes
 results/bench/status-overhead-<timestamp>.json.
 """
@@ -32,10 +32,23 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """A base port P with P..P+n-1 free now (`sieve launch --metrics_port=P` gives each of the
+    job's n daemons one of them)."""
+    for base in range(20000, 60000 - n, n + 7):
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("0.0.0.0", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    sys.exit("overhead: no free range of ports for the daemons' metrics")
 
 
 def round_time(metrics_dir, workers):
@@ -83,7 +96,7 @@ def time_status(sieve, port, stop, out):
 def run_job(build, w, s, d, rounds, with_status, label):
     sieve = os.path.join(build, "deploy", "sieve")
     with tempfile.TemporaryDirectory(prefix="status-ab-") as tmp:
-        port = free_port()
+        port = free_ports(1 + s + w)
         argv = [sieve, "launch", f"--num_servers={s}", f"--num_workers={w}", "--progress=off",
                 f"--log_dir={tmp}/logs"]
         if with_status:
@@ -107,7 +120,7 @@ def run_job(build, w, s, d, rounds, with_status, label):
         if p.returncode != 0:
             sys.exit(f"{label}: sieve launch exited {p.returncode}:\n{p.stderr[-3000:]}")
         rt = round_time(tmp, w)
-        print(f"  {label:5s} round {rt * 1e3:8.3f} ms  job {wall:6.1f} s" +
+        print(f"  {label:6s} round {rt * 1e3:8.3f} ms  job {wall:6.1f} s" +
               (f"  sieve status: {len(latencies)} calls, median {statistics.median(latencies) * 1e3:.1f}"
                f" ms, max {max(latencies) * 1e3:.1f} ms" if latencies else ""), flush=True)
         return {"round_s": rt, "wall_s": wall, "status_latency_s": latencies}
@@ -135,7 +148,9 @@ def main():
         print(f"cell {w}x{s}, D={d}, {a.rounds} rounds:", flush=True)
         runs = []
         for r in range(a.repeats):
-            order = [("base", a.base, False), ("new", a.build, True)]
+            # new: the same job; polled: the same again with the scheduler's metrics port on and
+            # `sieve status` run every 0.5 s (so every daemon's metrics endpoint is on too).
+            order = [("base", a.base, False), ("new", a.build, False), ("polled", a.build, True)]
             if r % 2:
                 order.reverse()
             pair = {}
@@ -144,14 +159,18 @@ def main():
             runs.append(pair)
         ratios = [p["new"]["round_s"] / p["base"]["round_s"] for p in runs
                   if p["new"]["round_s"] and p["base"]["round_s"]]
-        lat = [x for p in runs for x in p["new"]["status_latency_s"]]
+        polled = [p["polled"]["round_s"] / p["base"]["round_s"] for p in runs
+                  if p["polled"]["round_s"] and p["base"]["round_s"]]
+        lat = [x for p in runs for x in p["polled"]["status_latency_s"]]
         summary = {"W": w, "S": s, "D": d, "rounds": a.rounds, "runs": runs,
                    "round_ratio_new_over_base": ratios,
+                   "round_ratio_polled_over_base": polled,
                    "status_latency_median_s": statistics.median(lat) if lat else None,
                    "status_latency_max_s": max(lat) if lat else None}
         result["cells"].append(summary)
         print(f"  round time new/base: " + ", ".join(f"{x:.3f}" for x in ratios) +
               (f" (mean {statistics.mean(ratios):.3f})" if ratios else "") +
+              "; polled/base: " + ", ".join(f"{x:.3f}" for x in polled) +
               (f"; sieve status median {summary['status_latency_median_s'] * 1e3:.1f} ms, max "
                f"{summary['status_latency_max_s'] * 1e3:.1f} ms over {len(lat)} calls" if lat else ""))
     out = a.out or os.path.join(ROOT, "results", "bench",
