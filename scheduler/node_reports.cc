@@ -97,9 +97,13 @@ Status NodeReports::Accept(int id, pb::Role role, uint64_t instance, const pb::H
   } else if (hb.has_server() && role != pb::ROLE_SERVER) {
     s = InvalidArgumentError("a server's report from a node that is not a server");
   } else if (hb.has_worker()) {
+    // Only a process's first report is held to the job's furthest round: the scan over every
+    // node is skipped for the others (every heartbeat of every worker comes through here).
     uint64_t job_round = 0;
-    for (const auto& [other, n] : nodes_) {
-      if (n.has_worker) job_round = std::max(job_round, n.worker.round());
+    if (same == nullptr || !same->has_worker) {
+      for (const auto& [other, n] : nodes_) {
+        if (n.has_worker) job_round = std::max(job_round, n.worker.round());
+      }
     }
     s = CheckWorker(hb.worker(), same, job_round);
   } else if (hb.has_server()) {
