@@ -15,4 +15,14 @@ std::string ExpandRankPattern(const std::string& path, int rank) {
   return out;
 }
 
+std::string ExpandRolePattern(const std::string& path, std::string_view role, int rank) {
+  static constexpr std::string_view kRole = "{role}";
+  std::string out = path;
+  for (size_t pos = out.find(kRole); pos != std::string::npos; pos = out.find(kRole, pos)) {
+    out.replace(pos, kRole.size(), role);
+    pos += role.size();
+  }
+  return ExpandRankPattern(out, rank);
+}
+
 }  // namespace sieve

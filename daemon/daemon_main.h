@@ -46,8 +46,8 @@ int ExitWith(int exit_code, std::string_view daemon, std::string_view message);
 std::unique_ptr<DaemonMetrics> StartMetrics(std::string_view daemon,
                                             const DaemonMetricsOptions& options);
 
-// Prints `line` and a newline to stdout and flushes it (the `<daemon> summary:` lines the tests
-// and `sieve launch` parse, and the "listening on" line).
+// Prints `line` and a newline to stdout and flushes it: the `<daemon> summary:` lines for people
+// (programs read --summary_out's JSON) and the "listening on" line.
 void PrintSummaryLine(const std::string& line);
 
 // SIGINT/SIGTERM stop the daemon's current target (a Scheduler, Node or PsClient, which exists

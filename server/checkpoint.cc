@@ -126,8 +126,7 @@ Status WriteCheckpoint(const std::string& path, const Checkpoint& ckpt) {
   return s;
 }
 
-StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, uint64_t expected_config_hash,
-                                    uint64_t expected_lo, uint64_t expected_hi) {
+StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path) {
   if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
     return NotFoundError("no checkpoint at " + path);
   }
@@ -167,6 +166,14 @@ StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, uint64_t expected_c
   if (Crc(bytes.data(), bytes.size() - 4) != stored) {
     return DataLossError("checkpoint " + path + " is corrupt (CRC mismatch)");
   }
+  c.weights.resize(count);
+  std::memcpy(c.weights.data(), bytes.data() + kHeaderBytes, count * sizeof(float));
+  return c;
+}
+
+StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, uint64_t expected_config_hash,
+                                    uint64_t expected_lo, uint64_t expected_hi) {
+  SIEVE_ASSIGN_OR_RETURN(Checkpoint c, ReadCheckpointFile(path));
   if (c.config_hash != expected_config_hash) {
     return FailedPreconditionError("checkpoint " + path +
                                    " belongs to another configuration (model, D, shard, "
@@ -178,8 +185,6 @@ StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, uint64_t expected_c
                                    std::to_string(expected_lo) + ", " +
                                    std::to_string(expected_hi) + ")");
   }
-  c.weights.resize(count);
-  std::memcpy(c.weights.data(), bytes.data() + kHeaderBytes, count * sizeof(float));
   return c;
 }
 

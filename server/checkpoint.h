@@ -53,6 +53,12 @@ std::string CheckpointPath(const std::string& dir, int rank);
 // Unavailable (the file system refused: open, write, fsync, rename).
 Status WriteCheckpoint(const std::string& path, const Checkpoint& ckpt);
 
+// Reads `path` and verifies the file itself (size, magic, version, CRC, sizes), not what it
+// belongs to: for tools that learn the shard's range and configuration hash from the file (`sieve
+// export`). Errors: NotFound (no file), DataLoss (truncated, wrong magic or version, CRC
+// mismatch, inconsistent sizes), Unavailable (read error).
+StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path);
+
 // Reads and verifies `path`. Errors: NotFound (no file), DataLoss (truncated, wrong magic or
 // version, CRC mismatch, inconsistent sizes), FailedPrecondition (config hash or range differs
 // from the expected ones: a checkpoint of another job or shard), Unavailable (read error).

@@ -17,6 +17,7 @@
 
 #include "base/mutex.h"
 #include "base/rank_pattern.h"
+#include "base/summary_record.h"
 #include "base/thread_annotations.h"
 #include "daemon/daemon_main.h"
 #include "kernels/model/param_init.h"
@@ -35,6 +36,8 @@ namespace sieve {
 namespace {
 
 constexpr char kName[] = "sieve-server";
+constexpr char kSummaryPrefix[] = "sieve-server summary:";
+constexpr char kShardSummaryPrefix[] = "sieve-server shard summary:";
 
 // --dump_shard: the shard's weights as raw little-endian float32, or why they could not be written
 // (the path, and the system's reason).
@@ -323,113 +326,121 @@ uint32_t Crc32Of(std::span<const float> w) {
                                      static_cast<uInt>(w.size_bytes())));
 }
 
-// The summary's backup-worker fields: missed= (rounds x workers closed without a push),
-// late_pushes= (applied in a later round, or refused), late_workers= naming every worker that
-// missed BspShard::kNamedMissRun rounds or more in a row as rank:missed/longest-run ("-" for
-// none), open_round_pushes= (aggregated into a round that never completed: late pushes of the
-// job's last round).
-std::string BackupWorkerFields(const ShardServerStats& st, uint32_t open_round_pushes) {
-  std::string named;
+std::string Crc32Text(std::span<const float> w) {
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "%08x", Crc32Of(w));
+  return crc;
+}
+
+// The server's summary (main.cc's header lists the fields; docs/protocol.md, "Run summaries").
+// The backup-worker fields: missed (rounds x workers closed without a push), late_pushes (applied
+// in a later round, or refused), late_workers naming every worker that missed
+// BspShard::kNamedMissRun rounds or more in a row as rank:missed/longest-run, open_round_pushes
+// (aggregated into a round that never completed: late pushes of the job's last round).
+SummaryRecord ServerSummaryRecord(int rank, ShardRange range, const ShardServer& shard,
+                                  const ShardCheckpointer& checkpointer, const Node& node) {
+  using Show = SummaryRecord::Show;
+  const auto& st = shard.stats();
+  std::string late_workers;
   for (size_t w = 0; w < st.longest_miss_run.size(); ++w) {
     if (st.longest_miss_run[w] < BspShard::kNamedMissRun) continue;
-    if (!named.empty()) named += ',';
-    named += std::to_string(w) + ':' + std::to_string(st.missed_by_worker[w]) + '/' +
-             std::to_string(st.longest_miss_run[w]);
+    if (!late_workers.empty()) late_workers += ',';
+    late_workers.append(std::to_string(w))
+        .append(":")
+        .append(std::to_string(st.missed_by_worker[w]))
+        .append("/")
+        .append(std::to_string(st.longest_miss_run[w]));
   }
-  return " missed=" + std::to_string(st.missed) + " late_pushes=" + std::to_string(st.late_pushes) +
-         " late_workers=" + (named.empty() ? std::string("-") : named) +
-         " open_round_pushes=" + std::to_string(open_round_pushes);
+  const int64_t restored = checkpointer.restored_round();
+  SummaryRecord r;
+  r.Int("rank", rank, Show::kAlways)
+      .Uint("lo", range.lo, Show::kAlways)
+      .Uint("hi", range.hi, Show::kAlways)
+      .Uint("rounds", st.rounds_completed, Show::kAlways)
+      .Uint("applied", st.pushes_applied, Show::kAlways)
+      .Uint("duplicates", st.duplicates)
+      .Uint("rejected", st.rejected)
+      .Uint("dropped", node.rejected_messages())
+      .Int("max_staleness", st.max_staleness)
+      .Uint("staleness_sum", st.staleness_sum)
+      .Uint("released", st.released_replies)
+      .Uint("push_staleness_sum", st.push_staleness_sum)
+      .Uint("max_push_staleness", st.max_push_staleness)
+      .Uint("reply_pairs", st.reply_pairs_sum)
+      .Real("pushed_sum", st.pushed_sum, 9)
+      .Text("checksum", Crc32Text(shard.weights()), Show::kAlways)
+      .Uint("resync", st.resync_replies)
+      .Uint("checkpoints", checkpointer.written())
+      .Int("restored_round", restored, restored >= 0 ? Show::kAlways : Show::kHidden)
+      .Uint("rejoins", st.rejoins)
+      .Uint("auth_accepted", node.auth_accepted())
+      .Uint("auth_denied", node.auth_denied())
+      .Uint("errors_dropped", node.errors_dropped())
+      .Uint("replies_dropped", node.replies_dropped())
+      .Uint("foreign", node.foreign_messages())
+      .Uint("impostors", node.impostor_messages())
+      .Uint("fd_limit_refused", node.refused_at_fd_limit())
+      .Uint("missed", st.missed)
+      .Uint("late_pushes", st.late_pushes)
+      .Text("late_workers", late_workers)
+      .Uint("open_round_pushes", shard.open_round_pushes());
+  return r;
 }
 
-// The `sieve-server summary:` line (main.cc's header; tests/net/summary_line.cc parses it).
-std::string SummaryLine(int rank, ShardRange range, const ShardServer& shard,
-                        const ShardCheckpointer& checkpointer, const Node& node) {
-  const auto& st = shard.stats();
-  char line[2048];
-  std::snprintf(
-      line, sizeof line,
-      "sieve-server summary: rank=%d lo=%lu hi=%lu rounds=%lu applied=%lu duplicates=%lu "
-      "rejected=%lu "
-      "dropped=%lu max_staleness=%d staleness_sum=%lu released=%lu push_staleness_sum=%lu "
-      "max_push_staleness=%lu reply_pairs=%lu pushed_sum=%.9g checksum=%08x "
-      "resync=%lu checkpoints=%lu restored_round=%ld rejoins=%lu auth_accepted=%lu "
-      "auth_denied=%lu errors_dropped=%lu replies_dropped=%lu foreign=%lu impostors=%lu "
-      "fd_limit_refused=%lu",
-      rank, static_cast<unsigned long>(range.lo), static_cast<unsigned long>(range.hi),
-      static_cast<unsigned long>(st.rounds_completed),
-      static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
-      static_cast<unsigned long>(st.rejected), static_cast<unsigned long>(node.rejected_messages()),
-      st.max_staleness, static_cast<unsigned long>(st.staleness_sum),
-      static_cast<unsigned long>(st.released_replies),
-      static_cast<unsigned long>(st.push_staleness_sum),
-      static_cast<unsigned long>(st.max_push_staleness),
-      static_cast<unsigned long>(st.reply_pairs_sum), st.pushed_sum, Crc32Of(shard.weights()),
-      static_cast<unsigned long>(st.resync_replies),
-      static_cast<unsigned long>(checkpointer.written()),
-      static_cast<long>(checkpointer.restored_round()), static_cast<unsigned long>(st.rejoins),
-      static_cast<unsigned long>(node.auth_accepted()),
-      static_cast<unsigned long>(node.auth_denied()),
-      static_cast<unsigned long>(node.errors_dropped()),
-      static_cast<unsigned long>(node.replies_dropped()),
-      static_cast<unsigned long>(node.foreign_messages()),
-      static_cast<unsigned long>(node.impostor_messages()),
-      static_cast<unsigned long>(node.refused_at_fd_limit()));
-  return line + BackupWorkerFields(st, shard.open_round_pushes());
-}
-
-// The summary's replication fields: replication= (the job's r), backups= (live backups of this
-// server's own shard at the end), replicated= (events sent to them), resent=, replayed= (events
-// this server replayed on its copies of other shards), held_replies= (replies that waited for
-// acknowledgements), promoted= (shards this server took over at failover, "-" for none), copies=
-// (shard:checksum of every other shard this server holds a copy of, its weights' CRC-32 as in
-// checksum=, "-" for none: at the end of a job each equals that shard's primary's).
-std::string ReplicationFields(const Node& node, HostedShards& shards) {
+// The summary's replication fields: replication (the job's r), backups (live backups of this
+// server's own shard at the end), replicated (events sent to them), resent, replayed (events
+// this server replayed on its copies of other shards), held_replies (replies that waited for
+// acknowledgements), promoted (shards this server took over at failover, comma-separated),
+// copies (shard:checksum of every other shard this server holds a copy of, its weights' CRC-32
+// as in checksum: at the end of a job each equals that shard's primary's).
+void AddReplicationFields(const Node& node, HostedShards& shards, SummaryRecord* r) {
   uint64_t events = 0, resent = 0, replayed = 0, held = 0;
   size_t backups = 0;
   std::string promoted, copies;
   for (auto& h : shards.all()) {
     if (h->shard != node.rank()) {
-      char crc[16];
-      std::snprintf(crc, sizeof crc, "%08x", Crc32Of(h->server->weights()));
       if (!copies.empty()) copies += ',';
-      copies += std::to_string(h->shard);
-      copies += ':';
-      copies += crc;
+      copies.append(std::to_string(h->shard)).append(":").append(Crc32Text(h->server->weights()));
     }
-    const ReplicationStats& r = h->service->replication();
-    events += r.events;
-    resent += r.resent;
-    replayed += r.replayed;
-    held += r.held_replies;
+    const ReplicationStats& rs = h->service->replication();
+    events += rs.events;
+    resent += rs.resent;
+    replayed += rs.replayed;
+    held += rs.held_replies;
     if (h->shard == node.rank()) backups = h->service->backups().size();
-    if (!r.promoted) continue;
+    if (!rs.promoted) continue;
     if (!promoted.empty()) promoted += ',';
     promoted += std::to_string(h->shard);
   }
-  return " replication=" + std::to_string(node.replication()) +
-         " backups=" + std::to_string(backups) + " replicated=" + std::to_string(events) +
-         " resent=" + std::to_string(resent) + " replayed=" + std::to_string(replayed) +
-         " held_replies=" + std::to_string(held) +
-         " promoted=" + (promoted.empty() ? std::string("-") : promoted) +
-         " copies=" + (copies.empty() ? std::string("-") : copies);
+  r->Int("replication", node.replication())
+      .Uint("backups", backups)
+      .Uint("replicated", events)
+      .Uint("resent", resent)
+      .Uint("replayed", replayed)
+      .Uint("held_replies", held)
+      .Text("promoted", promoted)
+      .Text("copies", copies);
 }
 
-// `sieve-server shard summary:` for a shard this server took over at failover (its weights and
-// the stats of its whole history: the replayed events and those served since).
-std::string PromotedShardLine(int rank, const HostedShard& h) {
+// A shard this server took over at failover (its weights and the stats of its whole history:
+// the replayed events and those served since): the `sieve-server shard summary:` line and an
+// element of the JSON summary's "shards".
+SummaryRecord PromotedShardRecord(int rank, const HostedShard& h) {
+  using Show = SummaryRecord::Show;
   const auto& st = h.server->stats();
-  char line[512];
-  std::snprintf(
-      line, sizeof line,
-      "sieve-server shard summary: rank=%d shard=%d lo=%lu hi=%lu rounds=%lu "
-      "applied=%lu duplicates=%lu rejected=%lu pushed_sum=%.9g checksum=%08x "
-      "promoted_round=%lu",
-      rank, h.shard, static_cast<unsigned long>(h.range.lo), static_cast<unsigned long>(h.range.hi),
-      static_cast<unsigned long>(st.rounds_completed),
-      static_cast<unsigned long>(st.pushes_applied), static_cast<unsigned long>(st.duplicates),
-      static_cast<unsigned long>(st.rejected), st.pushed_sum, Crc32Of(h.server->weights()),
-      static_cast<unsigned long>(h.service->replication().promoted_round));
-  return line;
+  SummaryRecord r;
+  r.Int("rank", rank, Show::kAlways)
+      .Int("shard", h.shard, Show::kAlways)
+      .Uint("lo", h.range.lo, Show::kAlways)
+      .Uint("hi", h.range.hi, Show::kAlways)
+      .Uint("rounds", st.rounds_completed, Show::kAlways)
+      .Uint("applied", st.pushes_applied, Show::kAlways)
+      .Uint("duplicates", st.duplicates)
+      .Uint("rejected", st.rejected)
+      .Real("pushed_sum", st.pushed_sum, 9)
+      .Text("checksum", Crc32Text(h.server->weights()), Show::kAlways)
+      .Uint("promoted_round", h.service->replication().promoted_round, Show::kAlways);
+  return r;
 }
 
 // Whether a replicated shard of these options is copied by its rounds' results
@@ -500,7 +511,7 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
 StatusOr<std::unique_ptr<TraceWriter>> OpenTrace(const ServerDaemonOptions& o, int rank) {
   if (o.trace_out.empty()) return std::unique_ptr<TraceWriter>();
   TraceWriterOptions to;
-  to.path = ExpandTracePath(o.trace_out, "server", rank);
+  to.path = ExpandRolePattern(o.trace_out, "server", rank);
   to.role = "server";
   to.rank = rank;
   to.rounds = o.trace_rounds;
@@ -565,17 +576,24 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
   Status dumped;
   if (!o.dump_shard.empty())
     dumped = DumpShard(ExpandRankPattern(o.dump_shard, rank), mine.server->weights());
-  PrintSummaryLine(SummaryLine(rank, mine.range, *mine.server, mine.checkpointer, node) +
-                   ReplicationFields(node, shards));
+  SummaryRecord summary = ServerSummaryRecord(rank, mine.range, *mine.server, mine.checkpointer, node);
+  AddReplicationFields(node, shards, &summary);
+  std::vector<SummaryRecord> promoted;
   for (auto& h : shards.all()) {
-    if (h->service->replication().promoted) PrintSummaryLine(PromotedShardLine(rank, *h));
+    if (h->service->replication().promoted) promoted.push_back(PromotedShardRecord(rank, *h));
   }
+  PrintSummaryLine(summary.Line(kSummaryPrefix));
+  for (const SummaryRecord& p : promoted) PrintSummaryLine(p.Line(kShardSummaryPrefix));
+  summary.List("shards", std::move(promoted));
+  const Status summarized =
+      o.summary_out.empty() ? Status::Ok() : WriteSummaryFile(o.summary_out, "server", rank, summary);
   if (!end.ok()) return ExitWith(kExitFailure, kName, "ended: " + end.ToString());
   // The summary above still reports the job; a shard asked for that is not on disk fails the run.
   if (!dumped.ok())
     return ExitWith(kExitFailure, kName, "--dump_shard failed: " + dumped.ToString());
   if (!traced.ok())
     return ExitWith(kExitFailure, kName, "--trace_out failed: " + traced.ToString());
+  if (!summarized.ok()) return ExitWith(kExitFailure, kName, summarized.ToString());
   return kExitSuccess;
 }
 

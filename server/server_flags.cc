@@ -46,6 +46,11 @@ DEFINE_string(dump_shard, "",
 DEFINE_string(checkpoint_dir, "", "Directory of this shard's checkpoint (empty = no checkpoints)");
 DEFINE_uint64(checkpoint_every, 0, "BSP: checkpoint every N completed rounds (0 = off)");
 DEFINE_double(checkpoint_every_s, 0, "Checkpoint every S seconds, any consistency (0 = off)");
+DEFINE_string(summary_out, "",
+              "Write this server's end-of-run summary here as JSON (every field of the "
+              "`sieve-server summary:` line and the shards taken over at failover; "
+              "docs/protocol.md, \"Run summaries\"); {rank} becomes the rank, {role} becomes "
+              "server (one path for servers and workers: DIR/{role}-{rank}.json); empty = none");
 DEFINE_string(trace_out, "",
               "Write a timeline of this server's pushes and replies here at the end: Chrome "
               "trace-event JSON for Perfetto / chrome://tracing; {rank} becomes the rank, {role} "
@@ -187,7 +192,7 @@ ProgramInfo ServerProgram() {
            {"Failure handling",
             {"heartbeat_interval_ms", "heartbeat_timeout_ms", "checkpoint_dir", "checkpoint_every",
              "checkpoint_every_s", "restore"}},
-           {"Output and metrics", {"dump_shard", "trace_out", "trace_rounds", "metrics_port"}}}};
+           {"Output and metrics", {"dump_shard", "summary_out", "trace_out", "trace_rounds", "metrics_port"}}}};
 }
 
 StatusOr<ServerDaemonOptions> FlagsToServerOptions() {
@@ -209,6 +214,7 @@ StatusOr<ServerDaemonOptions> FlagsToServerOptions() {
                   FLAGS_restore, false};
   o.dump_shard = FLAGS_dump_shard;
   o.trace_out = FLAGS_trace_out;
+  o.summary_out = FLAGS_summary_out;
   auto trace_rounds = ParseTraceRounds(FLAGS_trace_rounds);
   if (!trace_rounds.ok()) {
     return InvalidArgumentError("--trace_rounds: " + trace_rounds.status().message());

@@ -44,6 +44,7 @@ DECLARE_uint32(server_threads);
 DECLARE_string(reply_values);
 DECLARE_uint64(reply_part_pairs);
 DECLARE_string(trace_out);
+DECLARE_string(summary_out);
 DECLARE_string(trace_rounds);
 
 namespace sieve {
@@ -64,6 +65,7 @@ struct ServerDaemonOptions {
   std::string dump_shard;                     // --dump_shard ({rank} not yet expanded)
   std::string trace_out;     // --trace_out ({role} and {rank} not yet expanded); empty = none
   TraceRounds trace_rounds;  // --trace_rounds
+  std::string summary_out;   // --summary_out ({role} and {rank} not yet expanded); empty = none
 };
 
 // --server_threads=0: the cores beside the node's I/O thread, max(1, hardware threads - 1).

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "base/staged_file.h"
-#include "trace/json_text.h"
+#include "base/json_text.h"
 
 namespace sieve {
 namespace {

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "base/rank_pattern.h"
-#include "trace/json_text.h"
+#include "base/json_text.h"
 
 namespace sieve {
 namespace {
@@ -57,16 +57,6 @@ void TraceValue::AppendJson(std::string* out) const {
       AppendJsonString(s_, out);
       return;
   }
-}
-
-std::string ExpandTracePath(const std::string& pattern, std::string_view role, int rank) {
-  static constexpr std::string_view kRole = "{role}";
-  std::string out = pattern;
-  for (size_t pos = out.find(kRole); pos != std::string::npos; pos = out.find(kRole, pos)) {
-    out.replace(pos, kRole.size(), role);
-    pos += role.size();
-  }
-  return ExpandRankPattern(out, rank);
 }
 
 StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const TraceWriterOptions& options) {

@@ -87,16 +87,12 @@ struct TraceArg {
 };
 
 struct TraceWriterOptions {
-  std::string path;  // the file to write (patterns already expanded: ExpandTracePath)
+  std::string path;  // the file to write (patterns already expanded: ExpandRolePattern)
   std::string role;  // "worker" or "server": the process is named "<role> <rank>"
   int rank = 0;
   TraceRounds rounds;                    // the rounds recorded
   size_t flush_bytes = size_t{1} << 20;  // buffered event text appended to PATH.tmp beyond this
 };
-
-// `pattern` with every "{role}" replaced by `role` and every "{rank}" by the decimal rank
-// (base/rank_pattern.h).
-std::string ExpandTracePath(const std::string& pattern, std::string_view role, int rank);
 
 class TraceWriter {
  public:

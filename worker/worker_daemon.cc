@@ -62,6 +62,11 @@ int Train(const WorkerDaemonOptions& o, PsClient& c) {
     return ExitWith(kExitFailure, kName, "training failed: " + summary.status().ToString());
   }
   PrintSummaryLine(FormatSummaryLine(*summary));
+  if (!o.summary_out.empty()) {
+    const Status written =
+        WriteSummaryFile(o.summary_out, "worker", summary->rank, WorkerSummaryRecord(*summary));
+    if (!written.ok()) return ExitWith(kExitFailure, kName, written.ToString());
+  }
   if (summary->near_chance()) {
     std::fprintf(stderr,
                  "sieve-worker: warning: test accuracy %.4f is near chance (0.10 for 10 "

@@ -83,6 +83,11 @@ DEFINE_string(histogram_rounds, "",
 DEFINE_string(dump_weights, "",
               "After training, write the replica as D raw little-endian float32 values "
               "({rank} in the path is replaced by the worker rank)");
+DEFINE_string(summary_out, "",
+              "Write this worker's end-of-run summary here as JSON (every field of the "
+              "`sieve-worker summary:` line; docs/protocol.md, \"Run summaries\"); {rank} "
+              "becomes the rank, {role} becomes worker (one path for servers and workers: "
+              "DIR/{role}-{rank}.json); empty = none");
 DEFINE_string(trace_out, "",
               "Write a timeline of this worker's rounds here at the end: Chrome trace-event JSON "
               "for Perfetto / chrome://tracing; {rank} becomes the rank, {role} becomes worker "
@@ -235,6 +240,7 @@ StatusOr<WorkerDaemonOptions> FlagsToOptionsButDevice() {
   d.shutdown_timeout = std::chrono::milliseconds(FLAGS_shutdown_timeout_ms);
   d.blas_threads = FLAGS_blas_threads;
   d.kernel_threads = FLAGS_kernel_threads;
+  d.summary_out = FLAGS_summary_out;
   return d;
 }
 
@@ -262,7 +268,7 @@ ProgramInfo WorkerProgram() {
              "shutdown_timeout_ms"}},
            {"Output and metrics",
             {"progress", "eval_every", "eval_every_rounds", "eval_deferred", "metrics_out",
-             "metrics_every", "contraction_every", "histogram_rounds", "dump_weights", "trace_out",
+             "metrics_every", "contraction_every", "histogram_rounds", "dump_weights", "summary_out", "trace_out",
              "trace_rounds", "metrics_port", "barrier_probe"}}}};
 }
 

@@ -57,6 +57,7 @@ DECLARE_string(histogram_rounds);
 DECLARE_string(dump_weights);
 DECLARE_string(progress);
 DECLARE_string(trace_out);
+DECLARE_string(summary_out);
 DECLARE_string(trace_rounds);
 DECLARE_int32(round_timeout_ms);
 DECLARE_int32(shutdown_timeout_ms);
@@ -77,6 +78,7 @@ struct WorkerDaemonOptions {
   std::chrono::milliseconds shutdown_timeout{600000};  // >= 1 ms
   int blas_threads = 1;                                // >= 1
   int kernel_threads = 1;                              // >= 1
+  std::string summary_out;  // --summary_out ({role} and {rank} not yet expanded); empty = none
 };
 
 // sieve-worker's name, summary, usage and --help groups (base/flags.h).

@@ -6,6 +6,7 @@
 
 #include "base/version.h"
 #include "deploy/local/compare_command.h"
+#include "deploy/local/export_command.h"
 #include "deploy/local/keygen_command.h"
 #include "deploy/local/launch_command.h"
 #include "deploy/local/status_command.h"
@@ -16,7 +17,7 @@ namespace {
 
 std::vector<const sieve::Subcommand*> AllSubcommands() {
   return {&sieve::LaunchSubcommand(), &sieve::CompareSubcommand(), &sieve::KeygenSubcommand(),
-          &sieve::StatusSubcommand(), &sieve::TraceSubcommand()};
+          &sieve::StatusSubcommand(), &sieve::TraceSubcommand(),   &sieve::ExportSubcommand()};
 }
 
 void PrintUsage(FILE* out) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/rank_pattern.h"
 #include "tests/base/temp_dir.h"
 #include "tests/trace/trace_json.h"
 #include "trace/trace_writer.h"
@@ -136,7 +137,7 @@ TEST(TraceMerge, MergesWhatTheWriterWrites) {
   for (int rank : {0, 1}) {
     for (const char* role : {"worker", "server"}) {
       TraceWriterOptions o;
-      o.path = ExpandTracePath((dir.path() / "{role}-{rank}.json").string(), role, rank);
+      o.path = ExpandRolePattern((dir.path() / "{role}-{rank}.json").string(), role, rank);
       o.role = role;
       o.rank = rank;
       auto w = TraceWriter::Open(o);

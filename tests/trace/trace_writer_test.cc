@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "base/rank_pattern.h"
 #include "base/staged_file.h"
 #include "tests/base/temp_dir.h"
 #include "tests/trace/trace_json.h"
@@ -64,9 +65,9 @@ TEST(TraceRounds, RefusesWhatIsNotARange) {
 }
 
 TEST(TraceWriter, ExpandsRoleAndRank) {
-  EXPECT_EQ(ExpandTracePath("d/{role}-{rank}.json", "server", 1), "d/server-1.json");
-  EXPECT_EQ(ExpandTracePath("{role}/{rank}/{role}{rank}", "worker", 12), "worker/12/worker12");
-  EXPECT_EQ(ExpandTracePath("plain.json", "worker", 0), "plain.json");
+  EXPECT_EQ(ExpandRolePattern("d/{role}-{rank}.json", "server", 1), "d/server-1.json");
+  EXPECT_EQ(ExpandRolePattern("{role}/{rank}/{role}{rank}", "worker", 12), "worker/12/worker12");
+  EXPECT_EQ(ExpandRolePattern("plain.json", "worker", 0), "plain.json");
 }
 
 TEST(TraceWriter, WritesTraceEventJsonOfTheRecordedRoundsOnly) {

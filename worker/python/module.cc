@@ -805,11 +805,12 @@ PYBIND11_MODULE(_core, m) {
   m.def("expand_rank_pattern", &ExpandRankPattern, py::arg("path"), py::arg("rank"));
 
   m.def(
-      "format_summary_line",
+      "worker_summary",
       [](int rank, uint64_t rounds, uint64_t first_round, uint64_t epochs,
          std::optional<double> test_acc, double loss, uint64_t bytes_up, uint64_t bytes_down,
          uint64_t dense_bytes, double seconds, double pushed_sum, uint64_t skipped_rounds,
-         uint64_t missed_slices, double returned_sum, double max_pushpull_s) {
+         uint64_t missed_slices, double returned_sum, double max_pushpull_s,
+         std::vector<std::pair<std::string, double>> metrics, const std::string& summary_out) {
         TrainSummary s;
         s.rank = rank;
         s.rounds = rounds;
@@ -826,13 +827,20 @@ PYBIND11_MODULE(_core, m) {
         s.missed_slices = missed_slices;
         s.returned_sum = returned_sum;
         s.max_pushpull_s = max_pushpull_s;
-        return FormatSummaryLine(s);
+        s.metrics = std::move(metrics);
+        const SummaryRecord record = WorkerSummaryRecord(s);
+        if (!summary_out.empty()) Check(WriteSummaryFile(summary_out, "worker", rank, record));
+        return record.Line(kSummaryPrefix);
       },
       py::arg("rank"), py::arg("rounds"), py::arg("first_round"), py::arg("epochs"),
       py::arg("test_acc"), py::arg("loss"), py::arg("bytes_up"), py::arg("bytes_down"),
       py::arg("dense_bytes"), py::arg("seconds"), py::arg("pushed_sum") = 0.0,
       py::arg("skipped_rounds") = 0, py::arg("missed_slices") = 0, py::arg("returned_sum") = 0.0,
-      py::arg("max_pushpull_s") = 0.0, "sieve-worker's end-of-run summary line");
+      py::arg("max_pushpull_s") = 0.0,
+      py::arg("metrics") = std::vector<std::pair<std::string, double>>{},
+      py::arg("summary_out") = "",
+      "sieve-worker's end-of-run summary line; with summary_out, also its JSON file there "
+      "({role} = worker, {rank} expanded)");
   m.def(
       "format_progress_line",
       [](uint64_t epoch, uint64_t epochs, uint64_t round, uint64_t rounds, double loss,

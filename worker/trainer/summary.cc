@@ -6,48 +6,43 @@
 
 namespace sieve {
 
-std::string FormatSummaryLine(const TrainSummary& s) {
-  char buf[512];
-  std::string out = kSummaryPrefix;
-  std::snprintf(buf, sizeof(buf), " rank=%d rounds=%llu first_round=%llu epochs=%llu", s.rank,
-                static_cast<unsigned long long>(s.rounds),
-                static_cast<unsigned long long>(s.first_round),
-                static_cast<unsigned long long>(s.epochs));
-  out += buf;
-  if (s.test_acc) {
-    std::snprintf(buf, sizeof(buf), " test_acc=%.4f", *s.test_acc);
-    out += buf;
-    if (s.near_chance()) out += " near_chance=1";
-  }
+SummaryRecord WorkerSummaryRecord(const TrainSummary& s) {
+  using Show = SummaryRecord::Show;
   const double ratio =
       s.dense_bytes ? static_cast<double>(s.bytes_up) / static_cast<double>(s.dense_bytes) : 0.0;
-  std::snprintf(buf, sizeof(buf),
-                " loss=%.6g bytes_up=%llu bytes_down=%llu dense_bytes=%llu ratio=%.6g"
-                " mean_round_s=%.6g max_pushpull_s=%.6g seconds=%.3f pushed_sum=%.9g",
-                s.loss, static_cast<unsigned long long>(s.bytes_up),
-                static_cast<unsigned long long>(s.bytes_down),
-                static_cast<unsigned long long>(s.dense_bytes), ratio, s.mean_round_s(),
-                s.max_pushpull_s, s.seconds, s.pushed_sum);
-  out += buf;
-  if (s.skipped_rounds > 0 || s.missed_slices > 0) {
-    std::snprintf(buf, sizeof(buf), " skipped_rounds=%llu missed_slices=%llu returned_sum=%.9g",
-                  static_cast<unsigned long long>(s.skipped_rounds),
-                  static_cast<unsigned long long>(s.missed_slices), s.returned_sum);
-    out += buf;
+  SummaryRecord r;
+  r.Int("rank", s.rank, Show::kAlways)
+      .Uint("rounds", s.rounds, Show::kAlways)
+      .Uint("first_round", s.first_round)
+      .Uint("epochs", s.epochs, Show::kAlways);
+  if (s.test_acc) {
+    r.Fixed("test_acc", *s.test_acc, 4, Show::kAlways);
+    if (s.near_chance()) r.Uint("near_chance", 1);
   }
-  if (s.barrier_probes > 0) {
-    std::snprintf(buf, sizeof(buf),
-                  " barrier_probes=%llu barrier_p50_ms=%.4g barrier_p99_ms=%.4g"
-                  " barrier_probe_s=%.3f",
-                  static_cast<unsigned long long>(s.barrier_probes), s.barrier_p50_ms,
-                  s.barrier_p99_ms, s.barrier_probe_s);
-    out += buf;
-  }
-  if (!s.straggler.empty()) {
-    std::snprintf(buf, sizeof(buf), " straggle_s=%.3f", s.straggle_seconds);
-    out += " straggler=" + s.straggler + buf;
-  }
-  return out;
+  r.Real("loss", s.loss, 6, Show::kAlways)
+      .Uint("bytes_up", s.bytes_up)
+      .Uint("bytes_down", s.bytes_down)
+      .Uint("dense_bytes", s.dense_bytes)
+      .Real("ratio", ratio)
+      .Real("mean_round_s", s.mean_round_s())
+      .Real("max_pushpull_s", s.max_pushpull_s)
+      .Fixed("seconds", s.seconds, 3, Show::kAlways)
+      .Real("pushed_sum", s.pushed_sum, 9)
+      .Uint("skipped_rounds", s.skipped_rounds)
+      .Uint("missed_slices", s.missed_slices)
+      .Real("returned_sum", s.returned_sum, 9)
+      .Uint("barrier_probes", s.barrier_probes)
+      .Real("barrier_p50_ms", s.barrier_p50_ms, 4)
+      .Real("barrier_p99_ms", s.barrier_p99_ms, 4)
+      .Fixed("barrier_probe_s", s.barrier_probe_s, 3)
+      .Text("straggler", s.straggler)
+      .Fixed("straggle_s", s.straggle_seconds, 3);
+  for (const auto& [name, value] : s.metrics) r.Real(name, value);
+  return r;
+}
+
+std::string FormatSummaryLine(const TrainSummary& s) {
+  return WorkerSummaryRecord(s).Line(kSummaryPrefix);
 }
 
 WorkerProgress WorkerProgressOf(const TrainSummary& s, uint64_t rounds_done, uint64_t total_rounds,

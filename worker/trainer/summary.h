@@ -1,26 +1,30 @@
-// The one-line end-of-run summary every worker prints, for people and for scripts:
-//   sieve-worker summary: rank=R rounds=N first_round=F epochs=E [test_acc=0.xxxx] loss=L
-//       bytes_up=B bytes_down=B dense_bytes=B ratio=X mean_round_s=S max_pushpull_s=S seconds=S
-// (rounds = the job's round count the worker reached; first_round = where it started: 0, or the
-// join round of a worker that rejoined a running job)
-// (one line; test_acc only when the worker evaluated, i.e. rank 0 on a real model). bytes_* are
-// totals over the run; dense_bytes = 4·D·rounds (what dense fp32 pushes would have sent); ratio =
-// bytes_up / dense_bytes; max_pushpull_s = the longest push-to-last-UPDATE wait of a round (a
-// server failover's stall shows there). A worker slowed by --straggler adds `straggler=SPEC
-// straggle_s=S` (its spec as written and the seconds it added to its compute in all). Every field
-// is `key=value` with no spaces inside a value. A test accuracy under twice chance (0.2 for
-// Fashion-MNIST's 10 classes) adds `near_chance=1`: the model did not learn. A worker of a job with
-// backup workers that missed a round adds `skipped_rounds=N missed_slices=M returned_sum=X`
-// (TrainSummary). A worker run with
-// --barrier_probe=N adds `barrier_probes=N barrier_p50_ms=X barrier_p99_ms=Y barrier_probe_s=T`
-// (barrier_probe.h). Thread-safety: pure.
+// The end-of-run summary every worker gives, one record (base/summary_record.h) in two forms:
+//   a line for people, `sieve-worker summary: rank=R rounds=N epochs=E [test_acc=0.xxxx] loss=L
+//       ... seconds=S` followed by the fields that are not zero;
+//   with --summary_out=PATH, a JSON object of every field, for programs (docs/protocol.md,
+//       "Run summaries"). Programs read the file, never the line.
+// Fields: rank; rounds (the job's round count the worker reached); first_round (0, or the join
+// round of a worker that rejoined a running job); epochs; test_acc (only when the worker
+// evaluated: rank 0 on a real model) and near_chance=1 under twice chance (0.2 for 10 classes:
+// the model did not learn); loss (mean training loss of the last epoch); bytes_up, bytes_down
+// (totals); dense_bytes = 4·D·rounds (what dense fp32 pushes would have sent); ratio = bytes_up /
+// dense_bytes; mean_round_s; max_pushpull_s (the longest push-to-last-UPDATE wait of a round: a
+// server failover's stall shows there); seconds (wall time of the training loop); pushed_sum (Σ of
+// every value pushed, fp64, for conservation checks); with backup workers skipped_rounds,
+// missed_slices, returned_sum (TrainSummary); with --barrier_probe barrier_probes,
+// barrier_p50_ms, barrier_p99_ms, barrier_probe_s (barrier_probe.h); with --straggler straggler
+// (the spec as written) and straggle_s (the seconds it added); then a Python script's record()
+// metrics by their names. Thread-safety: pure.
 #ifndef SIEVE_WORKER_TRAINER_SUMMARY_H_
 #define SIEVE_WORKER_TRAINER_SUMMARY_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "base/summary_record.h"
 #include "worker/client/worker_progress.h"
 
 namespace sieve {
@@ -55,6 +59,8 @@ struct TrainSummary {
   double barrier_p50_ms = 0.0;
   double barrier_p99_ms = 0.0;
   double barrier_probe_s = 0.0;
+  // A Python script's own metrics (sieve.torch record()): the last value of each, in order.
+  std::vector<std::pair<std::string, double>> metrics;
   // Under twice the chance accuracy of 10 classes.
   bool near_chance() const { return test_acc.has_value() && *test_acc < 0.2; }
   double mean_round_s() const {
@@ -62,6 +68,8 @@ struct TrainSummary {
   }
 };
 
+SummaryRecord WorkerSummaryRecord(const TrainSummary& s);
+// WorkerSummaryRecord(s).Line(kSummaryPrefix).
 std::string FormatSummaryLine(const TrainSummary& s);
 
 // This worker's part of the job's status (PsClient::Report): `rounds_done` of `total_rounds`, in

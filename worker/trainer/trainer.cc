@@ -12,6 +12,7 @@
 #include <span>
 #include <sstream>
 
+#include "base/rank_pattern.h"
 #include "kernels/model/param_init.h"
 #include "kernels/selection.h"
 #include "worker/client/worker_start.h"
@@ -523,7 +524,7 @@ Status Trainer::RunRound(uint64_t step, EpochState* ep, RunState* run) {
 Status Trainer::OpenTrace() {
   if (options_.trace_out.empty()) return Status::Ok();
   TraceWriterOptions o;
-  o.path = ExpandTracePath(options_.trace_out, "worker", rank_);
+  o.path = ExpandRolePattern(options_.trace_out, "worker", rank_);
   o.role = "worker";
   o.rank = rank_;
   o.rounds = options_.trace_rounds;

@@ -21,7 +21,6 @@ from ._core import (  # noqa: F401
     epoch_batch_order,
     expand_rank_pattern,
     format_progress_line,
-    format_summary_line,
     init_params,
     k_for_density,
     learning_rate,
@@ -30,6 +29,7 @@ from ._core import (  # noqa: F401
     parse_compressor,
     partition_range,
     steps_per_epoch,
+    worker_summary,
 )
 
 COMPRESSORS = ("none", "topk", "gaussiank", "gaussiank_paper", "dgc", "randomk")

@@ -67,7 +67,7 @@ WRAPPER_FLAGS = ("scheduler", "rank", "bind", "host", "port", "curve_dir", "curv
                  "round_timeout_ms", "shutdown_timeout_ms", "compressor", "density",
                  "density_warmup", "wire_values", "wire", "fp16", "checksum", "seed",
                  "metrics_out", "metrics_every",
-                 "dump_weights", "metrics_port", "device", "blas_threads")
+                 "dump_weights", "summary_out", "metrics_port", "device", "blas_threads")
 
 def flat_size(model_or_params):
     """D: the number of trainable (requires_grad) parameter values a model, an optimizer (its
@@ -400,6 +400,7 @@ class _Sieve:
         s.round_timeout_ms = round_timeout_ms
         s.shutdown_timeout_ms = flags.shutdown_timeout_ms
         s.dump_weights = flags.dump_weights
+        s.summary_out = flags.summary_out
 
         # The trainable parameters, in param_groups order (the same on every rank); frozen ones
         # (requires_grad=False) are left out of D and never changed.
@@ -801,17 +802,17 @@ class _Sieve:
         """A copy of the error-feedback residual r (a torch tensor on the CPU)."""
         return torch.from_numpy(self._read_state()[1])
 
-    def summary_line(self):
-        """sieve-worker's summary line (worker/trainer/summary.h) for this run so far."""
+    def summary_line(self, summary_out=""):
+        """sieve-worker's summary line (worker/trainer/summary.h) for this run so far, with the
+        script's own record() metrics; with `summary_out` (a --summary_out pattern) also writes
+        the summary as JSON there."""
         s = self._sieve
         loss = s.last_epoch_loss if s.epoch_rounds == 0 else s.epoch_loss / s.epoch_rounds
-        line = _core.format_summary_line(s.rank, s.round, s.first_round, s.epochs, s.test_acc,
-                                         loss, s.bytes_up, s.bytes_down, s.dense_bytes,
-                                         time.perf_counter() - s.start, s.pushed_sum,
-                                         s.skipped_rounds, s.missed_slices, s.returned_sum,
-                                         s.max_pushpull_s)
-        # The script's own metrics (record(perplexity=...)): the last value of each.
-        return line + "".join(f" {name}={value:.6g}" for name, value in s.recorded.items())
+        return _core.worker_summary(s.rank, s.round, s.first_round, s.epochs, s.test_acc,
+                                    loss, s.bytes_up, s.bytes_down, s.dense_bytes,
+                                    time.perf_counter() - s.start, s.pushed_sum,
+                                    s.skipped_rounds, s.missed_slices, s.returned_sum,
+                                    s.max_pushpull_s, list(s.recorded.items()), summary_out)
 
     def dump_weights(self, path):
         """Writes the replica as raw little-endian fp32 (sieve-worker's --dump_weights)."""
@@ -831,8 +832,9 @@ class _Sieve:
             self.dump_weights(s.dump_weights)
         self._flush_metrics()
         s.metrics.close()
+        line = self.summary_line(s.summary_out)
         if print_summary:
-            print(self.summary_line(), flush=True)
+            print(line, flush=True)
         self._status_report()
         s.client.finish()
         s.client.wait_shutdown(s.shutdown_timeout_ms)

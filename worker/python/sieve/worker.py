@@ -63,6 +63,7 @@ WORKER_FLAGS = {
     "metrics_out": (str, "", "JSON lines per round ({rank} is replaced)"),
     "metrics_every": (int, 1, "A metrics line every n rounds"),
     "dump_weights": (str, "", "Write the final replica as raw fp32 ({rank} is replaced)"),
+    "summary_out": (str, "", "Write the end-of-run summary as JSON ({role}, {rank} replaced)"),
     "blas_threads": (int, 1, "torch intra-op threads"),
     "kernel_threads": (int, 1, "ignored (sieve-worker's OpenMP threads)"),
     "progress": (str, "auto", "ignored (progress lines are printed when stdout is no TTY)"),

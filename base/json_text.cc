@@ -1,4 +1,4 @@
-#include "trace/json_text.h"
+#include "base/json_text.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,5 +1,5 @@
-// JSON text pieces shared by the trace writer and the trace merge: string literals, numbers and
-// nanosecond times written as microseconds. They append to a caller's string.
+// JSON text pieces shared by the trace writer, the trace merge and the run summaries: string
+// literals, numbers and nanosecond times written as microseconds. They append to a caller's string.
 //
 // Contract: every function appends valid JSON text for one value. AppendJsonString escapes '"',
 // '\\' and control characters and replaces bytes that are not well-formed UTF-8 with U+FFFD, so
@@ -9,8 +9,8 @@
 // AppendMicros writes a count of nanoseconds as microseconds with exactly three decimals
 // ("-1.500", "12.000"): the trace-event format's unit, at the steady clock's resolution.
 // Thread-safety: pure functions.
-#ifndef SIEVE_TRACE_JSON_TEXT_H_
-#define SIEVE_TRACE_JSON_TEXT_H_
+#ifndef SIEVE_BASE_JSON_TEXT_H_
+#define SIEVE_BASE_JSON_TEXT_H_
 
 #include <cstdint>
 #include <string>
@@ -24,4 +24,4 @@ void AppendMicros(int64_t ns, std::string* out);
 
 }  // namespace sieve
 
-#endif  // SIEVE_TRACE_JSON_TEXT_H_
+#endif  // SIEVE_BASE_JSON_TEXT_H_
