@@ -755,9 +755,9 @@ class RenderTest(unittest.TestCase):
 
     def test_256_workers_names_fit(self):
         """A job of 256 workers and 64 servers, named as long as such a job can be (43
-        characters): the counts follow, and every object name, label value, pod hostname (with
-        the pod name's random suffix) and DNS label fits in 63 characters; one character more
-        in the name is caught."""
+        characters): the counts follow, every object name, label value, pod hostname (with the
+        pod name's random suffix) and DNS label fits in 63 characters (one character more in the
+        name is caught), retries are per index and every Job has the deadline."""
         def problems(docs):
             out = []
             for d in docs:
@@ -783,6 +783,16 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(check_counts(docs), {"scheduler": 1, "server": 64, "worker": 256})
         self.assertEqual(problems(docs), [])
         self.assertTrue(all(len(p.dns) == 4 for p in kp.pods(docs)))
+        # At that size too: retries per index (3 for each of the 256 workers, not a Job-wide
+        # budget shared by all), and a deadline on every Job.
+        deadline = int(k.knobs_of("overlays/cpu-small")["deadline_s"])
+        for rj in k.one(docs, "JobSet")["spec"]["replicatedJobs"]:
+            spec = rj["template"]["spec"]
+            self.assertEqual(spec["activeDeadlineSeconds"], deadline, rj["name"])
+            if rj["name"] != "scheduler":
+                self.assertEqual((spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]),
+                                 (RETRIES_PER_INDEX, 0), rj["name"])
+                self.assertNotIn("backoffLimit", spec, rj["name"])
         longer = k.render_with_knobs(KUBECTL, "cpu-small", name=name + "x", servers=64,
                                      workers=256)
         self.assertIn(f"pod {name}x-workers-0-255", problems(longer))
@@ -906,6 +916,51 @@ class RenderTest(unittest.TestCase):
             "../../components/job, ../../components/no-queue]"), "JobSet")
         self.assertNotIn(label, out["metadata"]["labels"])
         self.assertEqual(out["metadata"]["labels"]["app.kubernetes.io/component"], "job")
+
+    def test_scheduler_leaves_its_result_as_termination_message(self):
+        """In every overlay the scheduler writes how the job ended (--termination_message_file)
+        to its container's terminationMessagePath, read as a File (kept in the pod's status after
+        it exited), under the job's name (--job_name)."""
+        for overlay in k.OVERLAYS:
+            with self.subTest(overlay=overlay):
+                docs = k.render(KUBECTL, f"overlays/{overlay}")
+                name = k.knobs_of(f"overlays/{overlay.removesuffix('-plain')}")["name"]
+                (sched,) = [p for p in kp.pods(docs) if p.role == "scheduler"]
+                c = main_container(sched)
+                flags = flags_of(sched, c, docs)
+                self.assertEqual(c["terminationMessagePath"], "/dev/termination-log")
+                self.assertEqual(c["terminationMessagePolicy"], "File")
+                self.assertEqual(flags["termination_message_file"], c["terminationMessagePath"])
+                self.assertEqual(flags["job_name"], name)
+
+    def test_images_pin_by_digest(self):
+        """An overlay whose `images:` entries give a digest (what `kustomize edit set image
+        sieve=<registry>/sieve@sha256:<digest>` writes where the image is built) runs every
+        container, init containers and python-cpu's workers included, by that digest: no
+        container is left on a tag that can move under a running job."""
+        digest = "sha256:" + "0123456789abcdef" * 4
+        py_digest = "sha256:" + "fedcba9876543210" * 4
+
+        def pin(directory):
+            path = os.path.join(directory, "kustomization.yaml")
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            self.assertIn("    newTag: 0.1.0-cpu\n", text)
+            text = text.replace("    newTag: 0.1.0-cpu\n", f"    digest: {digest}\n")
+            text = text.replace("    newTag: 0.1.0-cpu-python\n", f"    digest: {py_digest}\n")
+            self.assertNotIn("newTag", text)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        for overlay in ("cpu-small", "python-cpu"):
+            with self.subTest(overlay=overlay):
+                images = {(p.role, c["name"]): c["image"]
+                          for p in kp.pods(k.render_edited(KUBECTL, overlay, pin))
+                          for c in p.containers()}
+                self.assertEqual(len(images), 1 + 2 * 2)  # scheduler; servers', workers' 2 each
+                for (role, container), image in images.items():
+                    python_worker = overlay == "python-cpu" and container == "worker"
+                    self.assertEqual(image, "ghcr.io/sieve/sieve@" +
+                                     (py_digest if python_worker else digest), (role, container))
 
 
 if __name__ == "__main__":
