@@ -25,7 +25,8 @@ constexpr char kName[] = "sieve-scheduler";
 // The daemon from the scheduler's creation on; `signals` (constructed before any of its threads)
 // stops the scheduler once it runs.
 int RunScheduler(const SchedulerDaemonOptions& options, StopOnSignal& signals) {
-  StatusFiles files(options.status_file, options.termination_message_file);
+  StatusFiles files(options.status_file, options.termination_message_file,
+                    options.status_file_interval);
   SchedulerOptions so = options.scheduler;
   so.on_status = [&files](const pb::JobStatus& status) { files.Take(status); };
   auto scheduler = Scheduler::Create(so);

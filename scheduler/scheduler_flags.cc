@@ -35,8 +35,12 @@ DEFINE_int32(server_restart_timeout_ms, 60000,
 DEFINE_string(job_name, "sieve", "The job's name in its status (GET /v1/job, --status_file)");
 DEFINE_string(status_file, "",
               "Write the job's status (JSON, docs/protocol.md \"Job status\") to this file, "
-              "atomically: at every change of phase, at most once a second while running, and "
-              "the final status last");
+              "atomically: at every change of phase, at most every --status_file_interval_ms "
+              "while running, and the final status last");
+DEFINE_int32(
+    status_file_interval_ms, 1000,
+    "While the job runs, rewrite --status_file at most this often (the status itself is "
+    "rebuilt every 250 ms at most): lower for a harness that acts on it, in [250, 3600000]");
 DEFINE_string(termination_message_file, "",
               "Write one line on how the job ended (phase, rounds, loss, test accuracy, failure) "
               "to this file when it ends: a Kubernetes pod's terminationMessagePath");
@@ -51,21 +55,21 @@ DEFINE_string(
 namespace sieve {
 
 ProgramInfo SchedulerProgram() {
-  return {
-      "sieve-scheduler",
-      "the sieve scheduler: admits servers and workers, assigns ranks and shards, runs "
-      "barriers, watches heartbeats and ends the job.",
-      "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
-      {{"Cluster",
-        {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir",
-         "curve_key", "allow_unbound_keys"}},
-       {"Job identity", {"job_token_file", "job_token"}},
-       {"Failure handling",
-        {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "replication",
-         "server_failure", "server_restart_timeout_ms"}},
-       {"Job status",
-        {"job_name", "status_file", "termination_message_file", "port_file", "status_linger_ms"}},
-       {"Metrics", {"metrics_port"}}}};
+  return {"sieve-scheduler",
+          "the sieve scheduler: admits servers and workers, assigns ranks and shards, runs "
+          "barriers, watches heartbeats and ends the job.",
+          "sieve-scheduler --num_servers=S --num_workers=W [--num_params=D] [--port=P]",
+          {{"Cluster",
+            {"num_servers", "num_workers", "num_params", "port", "bind", "host", "curve_dir",
+             "curve_key", "allow_unbound_keys"}},
+           {"Job identity", {"job_token_file", "job_token"}},
+           {"Failure handling",
+            {"min_workers", "heartbeat_timeout_ms", "startup_timeout_ms", "replication",
+             "server_failure", "server_restart_timeout_ms"}},
+           {"Job status",
+            {"job_name", "status_file", "status_file_interval_ms", "termination_message_file",
+             "port_file", "status_linger_ms"}},
+           {"Metrics", {"metrics_port"}}}};
 }
 
 StatusOr<SchedulerDaemonOptions> FlagsToSchedulerOptions() {
@@ -99,6 +103,10 @@ StatusOr<SchedulerDaemonOptions> FlagsToSchedulerOptions() {
   d.metrics.port = listen->metrics_port;
   opt.job_name = FLAGS_job_name;
   d.status_file = FLAGS_status_file;
+  if (FLAGS_status_file_interval_ms < 250 || FLAGS_status_file_interval_ms > 3600000) {
+    return InvalidArgumentError("--status_file_interval_ms must be in [250, 3600000]");
+  }
+  d.status_file_interval = std::chrono::milliseconds(FLAGS_status_file_interval_ms);
   d.termination_message_file = FLAGS_termination_message_file;
   d.port_file = FLAGS_port_file;
   if (FLAGS_status_linger_ms < 0 || FLAGS_status_linger_ms > 600000) {

@@ -32,6 +32,7 @@ DECLARE_string(server_failure);
 DECLARE_int32(server_restart_timeout_ms);
 DECLARE_string(job_name);
 DECLARE_string(status_file);
+DECLARE_int32(status_file_interval_ms);
 DECLARE_string(termination_message_file);
 DECLARE_string(port_file);
 DECLARE_int32(status_linger_ms);
@@ -51,6 +52,7 @@ struct SchedulerDaemonOptions {
   std::string port_file;
   // With metrics: how long the final status stays served after the job's end.
   std::chrono::milliseconds status_linger{2000};
+  std::chrono::milliseconds status_file_interval{1000};  // --status_file_interval_ms
 };
 
 // sieve-scheduler's name, summary, usage and --help groups (base/flags.h).

@@ -41,7 +41,7 @@ Status StatusFiles::Check(const pb::JobStatus& initial) {
 void StatusFiles::Take(const pb::JobStatus& status) {
   const bool final = status.phase() == pb::JOB_FINISHED || status.phase() == pb::JOB_FAILED;
   const auto now = Clock::now();
-  if (!final && status.phase() == last_phase_ && now - last_write_ < std::chrono::seconds(1)) {
+  if (!final && status.phase() == last_phase_ && now - last_write_ < interval_) {
     return;
   }
   last_phase_ = status.phase();

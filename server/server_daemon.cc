@@ -576,7 +576,8 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
   Status dumped;
   if (!o.dump_shard.empty())
     dumped = DumpShard(ExpandRankPattern(o.dump_shard, rank), mine.server->weights());
-  SummaryRecord summary = ServerSummaryRecord(rank, mine.range, *mine.server, mine.checkpointer, node);
+  SummaryRecord summary =
+      ServerSummaryRecord(rank, mine.range, *mine.server, mine.checkpointer, node);
   AddReplicationFields(node, shards, &summary);
   std::vector<SummaryRecord> promoted;
   for (auto& h : shards.all()) {
@@ -585,8 +586,9 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
   PrintSummaryLine(summary.Line(kSummaryPrefix));
   for (const SummaryRecord& p : promoted) PrintSummaryLine(p.Line(kShardSummaryPrefix));
   summary.List("shards", std::move(promoted));
-  const Status summarized =
-      o.summary_out.empty() ? Status::Ok() : WriteSummaryFile(o.summary_out, "server", rank, summary);
+  const Status summarized = o.summary_out.empty()
+                                ? Status::Ok()
+                                : WriteSummaryFile(o.summary_out, "server", rank, summary);
   if (!end.ok()) return ExitWith(kExitFailure, kName, "ended: " + end.ToString());
   // The summary above still reports the job; a shard asked for that is not on disk fails the run.
   if (!dumped.ok())

@@ -192,7 +192,8 @@ ProgramInfo ServerProgram() {
            {"Failure handling",
             {"heartbeat_interval_ms", "heartbeat_timeout_ms", "checkpoint_dir", "checkpoint_every",
              "checkpoint_every_s", "restore"}},
-           {"Output and metrics", {"dump_shard", "summary_out", "trace_out", "trace_rounds", "metrics_port"}}}};
+           {"Output and metrics",
+            {"dump_shard", "summary_out", "trace_out", "trace_rounds", "metrics_port"}}}};
 }
 
 StatusOr<ServerDaemonOptions> FlagsToServerOptions() {

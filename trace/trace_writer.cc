@@ -7,8 +7,8 @@
 #include <ctime>
 #include <utility>
 
-#include "base/rank_pattern.h"
 #include "base/json_text.h"
+#include "base/rank_pattern.h"
 
 namespace sieve {
 namespace {

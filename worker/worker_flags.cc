@@ -268,8 +268,8 @@ ProgramInfo WorkerProgram() {
              "shutdown_timeout_ms"}},
            {"Output and metrics",
             {"progress", "eval_every", "eval_every_rounds", "eval_deferred", "metrics_out",
-             "metrics_every", "contraction_every", "histogram_rounds", "dump_weights", "summary_out", "trace_out",
-             "trace_rounds", "metrics_port", "barrier_probe"}}}};
+             "metrics_every", "contraction_every", "histogram_rounds", "dump_weights",
+             "summary_out", "trace_out", "trace_rounds", "metrics_port", "barrier_probe"}}}};
 }
 
 StatusOr<WorkerDaemonOptions> FlagsToWorkerOptions() {

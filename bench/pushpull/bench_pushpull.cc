@@ -64,6 +64,7 @@
 #include "kernels/sparse_ops.h"
 #include "kernels/value_precision.h"
 #include "tests/net/subprocess.h"
+#include "tests/net/summary_file.h"
 #include "worker/client/ps_client.h"
 
 namespace sieve {
@@ -173,13 +174,6 @@ double ProcessCpuSeconds(pid_t pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // Pool of selections: k distinct ascending indices in [0, d) and dyadic nonzero values.
 std::vector<Selection> MakePool(size_t k, uint64_t d, int n, uint64_t seed) {
   std::vector<Selection> pool(n);
@@ -263,13 +257,15 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
   for (int s = 0; s < cfg.servers; ++s) {
     server_logs.push_back(cfg.log_dir + "/pushpull-server" + std::to_string(s) + "-" + tag +
                           ".log");
-    std::vector<std::string> args = {"--scheduler=127.0.0.1:" + std::to_string(port),
-                                     "--bind=127.0.0.1",
-                                     "--host=127.0.0.1",
-                                     "--model=synthetic",
-                                     "--num_params=" + std::to_string(cfg.num_params),
-                                     "--consistency=" + cell.consistency,
-                                     "--server_compressor=none"};
+    std::vector<std::string> args = {
+        "--scheduler=127.0.0.1:" + std::to_string(port),
+        "--bind=127.0.0.1",
+        "--host=127.0.0.1",
+        "--model=synthetic",
+        "--num_params=" + std::to_string(cfg.num_params),
+        "--consistency=" + cell.consistency,
+        "--server_compressor=none",
+        "--summary_out=" + cfg.log_dir + "/pushpull-server{rank}-" + tag + ".summary.json"};
     // A variant's flags go last: gflags keeps the last value of a repeated flag.
     args.insert(args.end(), cell.server_flags.begin(), cell.server_flags.end());
     servers.push_back(Spawn(bin_dir + "/server/sieve-server", args, server_logs.back()));
@@ -505,28 +501,23 @@ CellResult RunCell(const Config& cfg, const Cell& cell, const std::vector<Select
     }
   };
   // With --replication, every copy of a shard ends with its primary's bytes: each server's
-  // summary has its rank= (the scheduler's, not the order the servers were started in), its own
-  // shard's checksum= and copies=shard:checksum,... of the others it holds.
+  // summary (its --summary_out, named by the rank the scheduler gave it) has its own shard's
+  // checksum and copies=shard:checksum,... of the others it holds.
+  for (int s = 0; s < cfg.servers; ++s)
+    check_exit(*servers[s], "server " + std::to_string(s), server_logs[s]);
   std::vector<std::string> own_crc(cfg.servers);
   std::vector<std::pair<int, std::string>> copies;  // (shard, checksum) as its copies report
-  auto word = [](const std::string& log, const std::string& key) {
-    const size_t line = log.find("sieve-server summary:");
-    if (line == std::string::npos) return std::string();
-    const size_t at = log.find(" " + key, line);
-    if (at == std::string::npos) return std::string();
-    const size_t from = at + 1 + key.size();
-    return log.substr(from, log.find_first_of(" \n", from) - from);
-  };
-  for (int s = 0; s < cfg.servers; ++s) {
-    check_exit(*servers[s], "server " + std::to_string(s), server_logs[s]);
-    const std::string log = ReadFile(server_logs[s]);
-    if (log.find("rejected=0 ") == std::string::npos) {
-      fail("server " + std::to_string(s) + " rejected messages (log: " + server_logs[s] + ")");
+  for (int rank = 0; rank < cfg.servers; ++rank) {
+    const std::string path =
+        cfg.log_dir + "/pushpull-server" + std::to_string(rank) + "-" + tag + ".summary.json";
+    const testing::KeyValues summary = testing::ReadSummaryFile(path);
+    if (summary.empty()) fail("server " + std::to_string(rank) + " wrote no summary " + path);
+    if (summary.count("rejected") == 1 && summary.at("rejected") != "0") {
+      fail("server " + std::to_string(rank) + " rejected messages (" + path + ")");
     }
-    const int rank = std::atoi(word(log, "rank=").c_str());
-    if (rank >= 0 && rank < cfg.servers) own_crc[rank] = word(log, "checksum=");
-    std::string list = word(log, "copies=");
-    for (size_t at = 0; !list.empty() && list != "-" && at < list.size();) {
+    own_crc[rank] = summary.count("checksum") == 1 ? summary.at("checksum") : "";
+    const std::string list = summary.count("copies") == 1 ? summary.at("copies") : "";
+    for (size_t at = 0; !list.empty() && at < list.size();) {
       const size_t end = std::min(list.find(',', at), list.size());
       const std::string entry = list.substr(at, end - at);
       const size_t colon = entry.find(':');

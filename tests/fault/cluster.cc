@@ -21,13 +21,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-KeyValues Summary(Subprocess& p, const std::string& marker) {
-  for (const std::string& line : p.lines()) {
-    if (line.find(marker) != std::string::npos) return ParseSummary(line, marker);
-  }
-  return {};
-}
-
 std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -90,16 +83,26 @@ bool FaultCluster::StartScheduler(int servers, int workers, const std::vector<st
 }
 
 Subprocess& FaultCluster::StartServer(int rank, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {ServerBinary(), "--scheduler=" + address_, "--bind=127.0.0.1",
-                                   "--host=127.0.0.1", "--rank=" + std::to_string(rank)};
+  std::vector<std::string> argv = {
+      ServerBinary(),
+      "--scheduler=" + address_,
+      "--bind=127.0.0.1",
+      "--host=127.0.0.1",
+      "--rank=" + std::to_string(rank),
+      "--summary_out=" + SummaryPath("server", rank, servers_[rank].size())};
   argv.insert(argv.end(), flags.begin(), flags.end());
   servers_[rank].push_back(std::make_unique<Subprocess>(argv));
   return *servers_[rank].back();
 }
 
 Subprocess& FaultCluster::StartWorker(int rank, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {WorkerBinary(), "--scheduler=" + address_, "--bind=127.0.0.1",
-                                   "--host=127.0.0.1", "--rank=" + std::to_string(rank)};
+  std::vector<std::string> argv = {
+      WorkerBinary(),
+      "--scheduler=" + address_,
+      "--bind=127.0.0.1",
+      "--host=127.0.0.1",
+      "--rank=" + std::to_string(rank),
+      "--summary_out=" + SummaryPath("worker", rank, workers_[rank].size())};
   argv.insert(argv.end(), flags.begin(), flags.end());
   workers_[rank].push_back(std::make_unique<Subprocess>(argv));
   return *workers_[rank].back();
@@ -146,12 +149,22 @@ bool FaultCluster::AllExitedZero() {
   return true;
 }
 
+std::string FaultCluster::SummaryPath(std::string_view role, int rank, size_t process) const {
+  return (dir_ / (std::string(role) + "-" + std::to_string(rank) + "." + std::to_string(process) +
+                  ".json"))
+      .string();
+}
+
 KeyValues FaultCluster::ServerSummary(int rank) {
-  return Summary(server(rank), "sieve-server summary: ");
+  return ReadSummaryFile(SummaryPath("server", rank, servers_.at(rank).size() - 1));
 }
 
 KeyValues FaultCluster::WorkerSummary(int rank) {
-  return Summary(worker(rank), "sieve-worker summary: ");
+  return ReadSummaryFile(SummaryPath("worker", rank, workers_.at(rank).size() - 1));
+}
+
+std::vector<KeyValues> FaultCluster::ShardSummaries(int rank) {
+  return ReadShardSummaries(SummaryPath("server", rank, servers_.at(rank).size() - 1));
 }
 
 std::optional<pb::JobStatus> FaultCluster::JobStatus() const {

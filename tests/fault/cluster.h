@@ -11,11 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "proto/sieve.pb.h"
 #include "tests/net/subprocess.h"
-#include "tests/net/summary_line.h"
+#include "tests/net/summary_file.h"
 
 namespace sieve::testing {
 
@@ -36,7 +37,8 @@ class FaultCluster {
   // --status_file in a directory of the cluster's own); false (with why in Log()) if it did not
   // write its port file within 10 s.
   bool StartScheduler(int servers, int workers, const std::vector<std::string>& flags);
-  // Starts a server / worker of `rank` with `flags` (scheduler, bind, host and rank are added).
+  // Starts a server / worker of `rank` with `flags` (scheduler, bind, host, rank and a
+  // --summary_out of its own in the cluster's directory are added).
   Subprocess& StartServer(int rank, const std::vector<std::string>& flags);
   Subprocess& StartWorker(int rank, const std::vector<std::string>& flags);
   // Reads whatever output is ready from every process (so no pipe fills up).
@@ -49,9 +51,12 @@ class FaultCluster {
   Subprocess& scheduler() { return *scheduler_; }
   Subprocess& server(int rank) { return *servers_.at(rank).back(); }
   Subprocess& worker(int rank) { return *workers_.at(rank).back(); }
-  // The summary line (key=values) printed by the latest process of that role and rank.
+  // The run summary (--summary_out's JSON fields, tests/net/summary_file.h) of the latest process
+  // of that role and rank; empty when it wrote none (it was killed, or still runs).
   KeyValues ServerSummary(int rank);
   KeyValues WorkerSummary(int rank);
+  // The shards the latest server of `rank` took over at failover (its summary's "shards").
+  std::vector<KeyValues> ShardSummaries(int rank);
   // The scheduler's job status (its --status_file, docs/protocol.md "Job status"): the latest
   // one it wrote, or nullopt before the first. A running job's file is at most about a second
   // old; the final status is written just before the scheduler exits.
@@ -72,6 +77,8 @@ class FaultCluster {
  private:
   std::unique_ptr<Subprocess> scheduler_;
   std::map<int, std::vector<std::unique_ptr<Subprocess>>> servers_, workers_;
+  std::string SummaryPath(std::string_view role, int rank, size_t process) const;
+
   std::string address_;
   std::filesystem::path dir_;  // the scheduler's port and status files
   std::string notes_;          // what the cluster itself saw go wrong, for Log()

@@ -132,18 +132,13 @@ void ExpectRebuiltAndFinished(testing::FaultCluster& c) {
   for (int w = 0; w < 2; ++w) EXPECT_EQ(c.WorkerSummary(w).at("rounds"), "4000") << c.Log();
 }
 
-// The checksum of shard `shard` in server `server`'s shard summary ("" when it has none).
+// The checksum of shard `shard` in server `server`'s summary of the shards it took over ("" when
+// it took over none).
 std::string SummaryChecksum(testing::FaultCluster& c, int server, int shard) {
-  const std::string key = "sieve-server shard summary: rank=" + std::to_string(server) +
-                          " shard=" + std::to_string(shard) + " ";
-  std::string checksum;
-  for (const std::string& line : c.server(server).lines()) {
-    const size_t at = line.find(key);
-    if (at == std::string::npos) continue;
-    const size_t k = line.find("checksum=", at);
-    if (k != std::string::npos) checksum = line.substr(k + 9, 8);
+  for (const testing::KeyValues& s : c.ShardSummaries(server)) {
+    if (s.at("shard") == std::to_string(shard)) return s.at("checksum");
   }
-  return checksum;
+  return "";
 }
 
 // Shard 1 ends where it is served (server 2's promoted copy, or server 1 after a hand-back) with

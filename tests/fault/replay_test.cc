@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "tests/net/hand_driven_job.h"
-#include "tests/net/summary_line.h"
+#include "tests/net/summary_file.h"
 
 namespace sieve {
 namespace {
@@ -53,11 +53,7 @@ TEST_F(ReplayTest, AReplayedPushIsAppliedOnce) {
   EXPECT_EQ(job_->PullShard(1), expect);
 
   ASSERT_TRUE(job_->FinishAndWaitForServer().has_value());
-  testing::KeyValues summary;
-  for (const auto& l : job_->server().lines()) {
-    if (l.find("sieve-server summary: ") != std::string::npos)
-      summary = testing::ParseSummary(l, "sieve-server summary: ");
-  }
+  testing::KeyValues summary = job_->ServerSummary();
   const uint32_t crc = static_cast<uint32_t>(
       crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(expect.data()),
             static_cast<uInt>(expect.size() * sizeof(float))));

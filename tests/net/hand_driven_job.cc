@@ -34,7 +34,8 @@ StatusOr<std::unique_ptr<HandDrivenJob>> HandDrivenJob::Start(
                                 "--host=127.0.0.1",
                                 "--model=softmax",
                                 "--seed=3",
-                                "--heartbeat_interval_ms=0"};
+                                "--heartbeat_interval_ms=0",
+                                "--summary_out=" + job->summary_path()};
   argv.insert(argv.end(), server_flags.begin(), server_flags.end());
   job->server_ = std::make_unique<Subprocess>(std::move(argv));
   job->workers_.resize(num_workers);
@@ -117,5 +118,7 @@ std::optional<int> HandDrivenJob::FinishAndWaitForServer() {
   }
   return server_->Wait(std::chrono::seconds(20));
 }
+
+KeyValues HandDrivenJob::ServerSummary() const { return ReadSummaryFile(summary_path()); }
 
 }  // namespace sieve::testing

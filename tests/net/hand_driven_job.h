@@ -19,7 +19,9 @@
 #include "base/status.h"
 #include "net/node.h"
 #include "scheduler/scheduler.h"
+#include "tests/base/temp_dir.h"
 #include "tests/net/subprocess.h"
+#include "tests/net/summary_file.h"
 
 namespace sieve::testing {
 
@@ -56,8 +58,15 @@ class HandDrivenJob {
   // nullopt when it did not exit.
   std::optional<int> FinishAndWaitForServer();
 
+  // The server's run summary (its --summary_out, tests/net/summary_file.h) once it exited; empty
+  // before.
+  KeyValues ServerSummary() const;
+
  private:
   HandDrivenJob() = default;
+  std::string summary_path() const { return (dir_.path() / "server.json").string(); }
+
+  TempDir dir_;  // the server's summary file
 
   std::unique_ptr<Scheduler> scheduler_;
   std::thread scheduler_thread_;

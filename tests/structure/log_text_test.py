@@ -13,8 +13,9 @@ fragments such as "waiting for" are words, not a message's identity). A line of 
 (comments are prose, not readings) is a failure, named with the line and the message. The message texts themselves may appear where they
 are produced (the daemons' sources) and in this test.
 
-The summary lines (`sieve-worker summary:`, `sieve-server summary:`) are not in the list yet:
-tests and benches still read them (docs/architecture.md, "The job status").
+The run summaries' line prefixes (`sieve-worker summary:`, `sieve-server summary:`,
+`sieve-server shard summary:`, the constants k...SummaryPrefix) are in the list too: programs
+read a run's summary from the daemons' --summary_out files (docs/protocol.md, "Run summaries").
 """
 import os
 import re
@@ -34,6 +35,7 @@ LOG_LITERAL = re.compile(
     re.S)
 LAMBDA_LITERAL = re.compile(r'\bos\s*<<\s*"((?:[^"\\]|\\.)*)"')
 SUMMARY_LITERAL = re.compile(r'PrintSummaryLine\([^;]*?"((?:[^"\\]|\\.)*)"', re.S)
+SUMMARY_PREFIX = re.compile(r'k\w*SummaryPrefix\[\]\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 def core(text):
@@ -58,6 +60,8 @@ def messages():
                         msg = core(m.group(1))
                         if len(msg) >= least and " summary" not in msg:
                             out.setdefault(msg, os.path.relpath(path, ROOT))
+                for m in SUMMARY_PREFIX.finditer(text):
+                    out.setdefault(core(m.group(1)), os.path.relpath(path, ROOT))
     return out
 
 
@@ -76,6 +80,9 @@ class NoConsumerReadsLogText(unittest.TestCase):
         found = messages()
         self.assertIn("every worker finished; shutting down", found)
         self.assertIn("listening on", " ".join(found))
+        for prefix in ("sieve-worker summary", "sieve-server summary",
+                       "sieve-server shard summary"):
+            self.assertIn(prefix, found)
         self.assertGreater(len(found), 30, found)
 
     def test_no_consumer_matches_a_log_message(self):

@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "tests/deploy/local/launch_fixture.h"
-#include "tests/net/summary_line.h"
+#include "tests/net/summary_file.h"
 
 namespace sieve {
 namespace {
@@ -30,40 +30,34 @@ class LaunchFailover : public LauncherIntegration {
   // counts the kills). The scheduler writes its job status to StatusPath(tag).
   RunResult Run(const std::string& tag, bool kill, const std::vector<std::string>& extra,
                 int* killed, int restarts = 0) {
-    std::vector<std::string> args = {"launch",
-                                     "--num_servers=2",
-                                     "--num_workers=4",
-                                     "--progress=off",
-                                     "--max_restarts=" + std::to_string(restarts),
-                                     "--",
-                                     "--replication=1",
-                                     "--model=synthetic",
-                                     "--num_params=20000",
-                                     "--epochs=" + std::to_string(kEpochs),
-                                     "--rounds_per_epoch=100",
-                                     "--compressor=topk",
-                                     "--density=0.01",
-                                     "--heartbeat_interval_ms=100",
-                                     "--heartbeat_timeout_ms=1000",
-                                     "--dump_weights=" + (root_ / (tag + "-w{rank}.bin")).string(),
-                                     "--status_file=" + StatusPath(tag).string()};
+    std::vector<std::string> args = {
+        "launch", "--num_servers=2", "--num_workers=4", "--progress=off",
+        "--max_restarts=" + std::to_string(restarts), "--", "--replication=1", "--model=synthetic",
+        "--num_params=20000", "--epochs=" + std::to_string(kEpochs), "--rounds_per_epoch=100",
+        "--compressor=topk", "--density=0.01", "--heartbeat_interval_ms=100",
+        "--heartbeat_timeout_ms=1000",
+        // At least 1 ms a round: the kills, paced by the job status
+        // (rewritten every 250 ms), land well inside the job.
+        "--straggler=delay:1ms", "--dump_weights=" + (root_ / (tag + "-w{rank}.bin")).string(),
+        "--status_file=" + StatusPath(tag).string(), "--status_file_interval_ms=250",
+        "--summary_out=" + (root_ / (tag + "-{role}-{rank}.json")).string()};
     args.insert(args.end(), extra.begin(), extra.end());
     *killed = 0;
-    // Each worker logs every epoch's end ("epoch E/T: loss ...").
-    const std::string half =
-        "] epoch " + std::to_string(kEpochs / 2) + "/" + std::to_string(kEpochs) + ": loss";
     return RunSieve(
         args, {},
-        [&](pid_t launcher, const std::string& output) {
-          if (!kill || output.find(half) == std::string::npos) return;
+        [&](pid_t launcher, const std::string&) {
+          if (!kill) return;
+          const std::optional<pb::JobStatus> status = ReadJobStatus(StatusPath(tag));
+          if (!status) return;
+          // The first kill half-way through (the slowest worker's round, at most a second old).
+          if (*killed == 0 && status->progress().round() < 100 * kEpochs / 2) return;
           if (*killed == 0) {
             const pid_t server = ChildPid(launcher, "sieve-server", 0);
             if (server > 0 && ::kill(server, SIGKILL) == 0) *killed = 1;
             return;
           }
           if (*killed != 1 || restarts == 0) return;
-          const std::optional<pb::JobStatus> status = ReadJobStatus(StatusPath(tag));
-          if (status && Rebuilt(*status, 0) && Serves(*status, 0, 0)) {
+          if (Rebuilt(*status, 0) && Serves(*status, 0, 0)) {
             // Server 0's new process holds copies of both shards and shard 0 was handed back.
             const pid_t server = ChildPid(launcher, "sieve-server", 1);
             if (server > 0 && ::kill(server, SIGKILL) == 0) *killed = 2;
@@ -140,25 +134,32 @@ class LaunchFailover : public LauncherIntegration {
     }
   }
 
+  // The run summary (--summary_out) of the last process of `role` and `rank` in the run `tag`;
+  // empty when it wrote none.
+  testing::KeyValues Summary(const std::string& tag, const std::string& role, int rank) const {
+    return testing::ReadSummaryFile(
+        (root_ / (tag + "-" + role + "-" + std::to_string(rank) + ".json")).string());
+  }
+
+  // The shard `shard` that server `rank` took over at failover in the run `tag` (its summary's
+  // "shards"); empty when it took over none.
+  testing::KeyValues ShardSummary(const std::string& tag, int rank, int shard) const {
+    for (const testing::KeyValues& s : testing::ReadShardSummaries(
+             (root_ / (tag + "-server-" + std::to_string(rank) + ".json")).string())) {
+      if (s.at("shard") == std::to_string(shard)) return s;
+    }
+    return {};
+  }
+
   // Σ of the values the 4 workers pushed (their summaries' pushed_sum); NaN when one is missing.
-  static double WorkersPushed(const std::string& output) {
+  double WorkersPushed(const std::string& tag) const {
     double pushed = 0;
     for (int w = 0; w < 4; ++w) {
-      const testing::KeyValues kv =
-          Summary(output, "[worker " + std::to_string(w) + "] sieve-worker summary: ");
+      const testing::KeyValues kv = Summary(tag, "worker", w);
       if (kv.count("pushed_sum") != 1) return std::nan("");
       pushed += std::stod(kv.at("pushed_sum"));
     }
     return pushed;
-  }
-
-  // The key=value words of the line of `output` that holds `marker` (empty when none does).
-  static testing::KeyValues Summary(const std::string& output, const std::string& marker) {
-    const size_t at = output.find(marker);
-    if (at == std::string::npos) return {};
-    const size_t begin = output.rfind('\n', at) == std::string::npos ? 0 : output.rfind('\n', at);
-    const size_t end = output.find('\n', at);
-    return testing::ParseSummary(output.substr(begin, end - begin), marker);
   }
 };
 
@@ -188,7 +189,7 @@ TEST_F(LaunchFailover, BspKillOfAServerLosesNothingAndEndsBitwiseAsWithoutTheKil
   EXPECT_EQ(s1->state(), pb::NODE_PROMOTED) << JobStatusToJson(status);
   EXPECT_EQ(s1->promotions(), 1u) << JobStatusToJson(status);
   EXPECT_TRUE(Serves(status, 1, 0)) << JobStatusToJson(status);
-  const testing::KeyValues shard0 = Summary(run.output, "sieve-server shard summary: ");
+  const testing::KeyValues shard0 = ShardSummary("kill", 1, 0);
   ASSERT_EQ(shard0.count("promoted_round"), 1u) << run.output;
   EXPECT_EQ(shard0.at("shard"), "0");
   const uint64_t promoted = std::stoull(shard0.at("promoted_round"));
@@ -212,9 +213,9 @@ TEST_F(LaunchFailover, AspKillOfAServerLosesNoPush) {
   ASSERT_FALSE(run.timed_out) << run.output;
   ASSERT_EQ(killed, 1) << run.output;
   EXPECT_EQ(ExitCode(run), 0) << run.output;
-  const double pushed = WorkersPushed(run.output);
-  const testing::KeyValues server1 = Summary(run.output, "[server 1] sieve-server summary: ");
-  const testing::KeyValues shard0 = Summary(run.output, "sieve-server shard summary: ");
+  const double pushed = WorkersPushed("asp");
+  const testing::KeyValues server1 = Summary("asp", "server", 1);
+  const testing::KeyValues shard0 = ShardSummary("asp", 1, 0);
   ASSERT_EQ(server1.count("pushed_sum"), 1u) << run.output;
   ASSERT_EQ(shard0.count("pushed_sum"), 1u) << run.output;
   EXPECT_EQ(server1.at("promoted"), "0");
@@ -263,11 +264,11 @@ TEST_P(LaunchFailoverTwice, ASecondKillAfterTheRebuildLosesNoPushEither) {
   // it.
   ExpectPromoted(std::string("twice-") + (GetParam()[2] == 'c' ? "asp" : "bw"), 0);
   ExpectFailedOverAndRebuilt(std::string("twice-") + (GetParam()[2] == 'c' ? "asp" : "bw"));
-  const double pushed = WorkersPushed(run.output);
-  const testing::KeyValues server0 = Summary(run.output, "[server 0] sieve-server summary: ");
-  const testing::KeyValues server1 = Summary(run.output, "[server 1] sieve-server summary: ");
-  const testing::KeyValues shard1 =
-      Summary(run.output, "sieve-server shard summary: rank=0 shard=1");
+  const std::string tag = std::string("twice-") + (GetParam()[2] == 'c' ? "asp" : "bw");
+  const double pushed = WorkersPushed(tag);
+  const testing::KeyValues server0 = Summary(tag, "server", 0);
+  const testing::KeyValues server1 = Summary(tag, "server", 1);
+  const testing::KeyValues shard1 = ShardSummary(tag, 0, 1);
   ASSERT_EQ(server0.count("pushed_sum"), 1u) << run.output;
   ASSERT_EQ(server1.count("pushed_sum"), 1u) << run.output;
   ASSERT_EQ(shard1.count("pushed_sum"), 1u) << run.output;

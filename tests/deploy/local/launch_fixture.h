@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "proto/job_status_text.h"
+#include "tests/net/summary_file.h"
 
 extern char** environ;
 
@@ -257,17 +258,37 @@ class LauncherIntegration : public ::testing::Test {
 
   // Runs `sieve <args>` (a launch with the real daemons and --progress=off) and kills worker 1
   // with SIGKILL once it printed its first progress line; `killed` tells whether it was sent.
-  RunResult RunKillingWorker1(const std::vector<std::string>& args, bool* killed,
+  RunResult RunKillingWorker1(std::vector<std::string> args, bool* killed,
                               std::chrono::seconds limit) {
+    // `args` end with the daemons' flags: the scheduler's status file and every daemon's summary
+    // file join them.
+    args.push_back("--status_file=" + KillStatusPath().string());
+    args.push_back("--status_file_interval_ms=250");
+    args.push_back("--summary_out=" + (root_ / "{role}-{rank}.json").string());
     *killed = false;
     return RunSieve(
         args, {},
-        [&](pid_t launcher, const std::string& output) {
-          if (*killed || output.find("[worker 1] progress: ") == std::string::npos) return;
+        [&](pid_t launcher, const std::string&) {
+          if (*killed) return;
+          const std::optional<pb::JobStatus> status = ReadJobStatus(KillStatusPath());
+          if (!status || status->progress().round() < 1) return;
           const pid_t worker = WorkerPid(launcher, 1);
           if (worker > 0 && kill(worker, SIGKILL) == 0) *killed = true;
         },
         limit);
+  }
+
+  // The job status file of RunKillingWorker1's run.
+  fs::path KillStatusPath() const { return root_ / "status.json"; }
+
+  // How many workers of ranks 0..workers-1 wrote a run summary (RunKillingWorker1's
+  // --summary_out): those that finished the job; a killed process writes none.
+  int WorkerSummaries(int workers) const {
+    int n = 0;
+    for (int w = 0; w < workers; ++w) {
+      n += fs::exists(root_ / ("worker-" + std::to_string(w) + ".json")) ? 1 : 0;
+    }
+    return n;
   }
 
   // The pid of the launcher's child running sieve-worker with --rank=`rank`, or -1.

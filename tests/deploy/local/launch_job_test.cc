@@ -37,7 +37,7 @@ TEST_F(LaunchJob, MinWorkersAcceptsAWorkerKilledMidJob) {
   EXPECT_EQ(ExitCode(r), 0) << r.output;
   EXPECT_NE(r.output.find("sieve launch: lost worker 1 (killed by signal 9"), std::string::npos)
       << r.output;
-  EXPECT_EQ(CountOf(r.output, "sieve-worker summary: "), 3) << r.output;
+  EXPECT_EQ(WorkerSummaries(4), 3) << r.output;
   const std::string last = LastLine(r.output);
   EXPECT_EQ(last.rfind("sieve launch: job finished: rounds=10000 time=", 0), 0) << r.output;
   EXPECT_NE(last.find(" pushed="), std::string::npos) << last;
@@ -70,23 +70,25 @@ TEST_F(LaunchJob, WorkerCommandStartedFromTheEnvironmentAloneTrains) {
                                      std::string("--worker_cmd=") + ENV_WORKER_CMD,
                                      "--",
                                      "--epochs=2",
-                                     "--straggler=1:x2"};
+                                     "--straggler=1:x2",
+                                     "--summary_out=" + (root_ / "{role}-{rank}.json").string()};
     args.insert(args.end(), kJobFlags.begin(), kJobFlags.end());
     if (curve) args.push_back("--curve_dir=" + keys);
     RunResult r = RunSieve(args, {std::string("SIEVE_WORKER_BIN=") + SIEVE_WORKER_BINARY}, {},
                            std::chrono::seconds(120));
     ASSERT_FALSE(r.timed_out) << r.output;
     EXPECT_EQ(ExitCode(r), 0) << "curve " << curve << "\n" << r.output;
-    EXPECT_NE(r.output.find("straggler=x2"), std::string::npos) << r.output;  // worker 1's flag
+    // Worker 1's routed flag, as its summary reports it.
+    EXPECT_EQ(testing::ReadSummaryFile((root_ / "worker-1.json").string())["straggler"], "x2")
+        << r.output;
     EXPECT_EQ(LastLine(r.output).rfind("sieve launch: job finished: rounds=200 time=", 0), 0)
         << r.output;
     EXPECT_NE(LastLine(r.output).find(" workers=2/2"), std::string::npos) << r.output;
     // Under CURVE the server accepted the workers' handshakes (their keys from SIEVE_CURVE_KEY).
-    const size_t server = r.output.find("sieve-server summary: ");
-    ASSERT_NE(server, std::string::npos) << r.output;
-    const std::string summary = r.output.substr(server, r.output.find('\n', server) - server);
-    EXPECT_EQ(summary.find(" auth_accepted=0 ") != std::string::npos, !curve) << summary;
-    EXPECT_NE(summary.find(" auth_denied=0 "), std::string::npos) << summary;
+    const testing::KeyValues summary = testing::ReadSummaryFile((root_ / "server-0.json").string());
+    ASSERT_FALSE(summary.empty()) << r.output;
+    EXPECT_EQ(summary.at("auth_accepted") == "0", !curve) << r.output;
+    EXPECT_EQ(summary.at("auth_denied"), "0") << r.output;
   }
 }
 

@@ -10,19 +10,21 @@ namespace {
 
 class LaunchRestart : public LauncherIntegration {
  protected:
-  // Runs a 2-worker synthetic BSP job and kills worker 1 once it printed its first progress
-  // line; returns the run, with `killed` set when the kill was sent.
+  // Runs a 2-worker synthetic BSP job and kills worker 1 once the job status shows a round done;
+  // returns the run, with `killed` set when the kill was sent.
   RunResult RunKillingWorker1(int max_restarts, bool* killed) {
     return LauncherIntegration::RunKillingWorker1(
         {"launch", "--num_servers=1", "--num_workers=2",
          "--max_restarts=" + std::to_string(max_restarts), "--progress=off", "--",
          "--model=synthetic", "--num_params=20000", "--epochs=20", "--rounds_per_epoch=100",
          "--compressor=topk", "--density=0.01", "--heartbeat_interval_ms=200",
-         "--status_file=" + StatusPath().string()},
+         // At least 2 ms a round, so that the kill (paced by the job status, rewritten every
+         // 250 ms) lands well inside the job.
+         "--straggler=delay:2ms"},
         killed, std::chrono::seconds(120));
   }
 
-  fs::path StatusPath() const { return root_ / "status.json"; }
+  fs::path StatusPath() const { return KillStatusPath(); }
 };
 
 TEST_F(LaunchRestart, KilledWorkerIsRestartedRejoinsAndTheJobSucceeds) {
@@ -46,7 +48,7 @@ TEST_F(LaunchRestart, KilledWorkerIsRestartedRejoinsAndTheJobSucceeds) {
   EXPECT_EQ(w1->state(), pb::NODE_FINISHED) << JobStatusToJson(*status);
   EXPECT_EQ(status->workers_finished(), 2u) << JobStatusToJson(*status);
   // Both workers (the restarted one included) finished the whole run.
-  EXPECT_EQ(CountOf(r.output, "sieve-worker summary: "), 2) << r.output;
+  EXPECT_EQ(WorkerSummaries(2), 2) << r.output;
 }
 
 TEST_F(LaunchRestart, WithoutRestartsTheKilledWorkerFailsTheJob) {
