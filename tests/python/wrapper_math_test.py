@@ -20,6 +20,9 @@ decay is not added into it, as in torch), and the reference is fed that gradient
   - The same with two param groups whose learning rates differ in rounds 30-59 only (a LambdaLR
     per group): plain SGD's path changes from fused to general and back, and its momentum moves
     along (before the fix the pairs differed from round 30 on); the reference in torch.
+  - Weight decay on the weight matrices only (two groups, one lr and momentum), as the workload
+    scripts train: plain SGD keeps the fused path (the decay added per group) and pushes what
+    the reference in torch computes.
   - Adam (lr 1e-3): r += u, u = the update a plain torch Adam makes from the same gradients (a
     reference Adam stepping a zero vector: u = -its result).
   - AdamW (lr 1e-3, decoupled weight decay 1e-2): r += w - step(w), a reference AdamW stepping a
@@ -119,6 +122,33 @@ class GroupsRule(SgdRule):
         return self.r.numpy()
 
 
+class DecayGroupsRule(GroupsRule):
+    """sieve-worker's round with the usual two groups: weight decay WD on the weight matrices, none
+    on the biases, one lr and momentum: plain SGD stays on the fused path (the decay added per
+    group) and pushes what the reference in torch computes: m = mu*m + (g + wd_i*w);
+    r += lr*m."""
+
+    expect_fused = True
+
+    def optimizer(self, cls, model):
+        params = list(model.parameters())
+        weights = [p for p in params if p.ndim > 1]
+        biases = [p for p in params if p.ndim <= 1]
+        # The flat vector follows param_groups: the weights, then the biases.
+        self.n_decayed = sum(p.numel() for p in weights)
+        return cls([{"params": weights, "weight_decay": WD},
+                    {"params": biases, "weight_decay": 0.0}], lr=LR, momentum=MU)
+
+    def scheduler(self, opt):
+        return torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=0.5)
+
+    def feed(self, r, grad, w):
+        g = grad.clone()
+        g[:self.n_decayed].add_(w[:self.n_decayed], alpha=WD)  # torch SGD's g + wd * w
+        self.m = self.m * MU + g
+        self.r = self.r + lr_at(LR, r) * self.m
+
+
 class TorchRule(SgdRule):
     """r += u, u = what a plain torch optimizer (Adam, AdamW) subtracts from the weights."""
 
@@ -155,13 +185,15 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
         model = torch.nn.Sequential(
             torch.nn.Linear(784, 200), torch.nn.ReLU(), torch.nn.Linear(200, 200),
             torch.nn.ReLU(), torch.nn.Linear(200, 10))
-        own_init = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
         c = cluster.Cluster(BUILD, num_servers=1, num_workers=1)
         try:
             sieve.torch.init(scheduler=c.address, rank=0, bind="127.0.0.1", host="127.0.0.1")
-            opt = sieve.torch.DistributedOptimizer(rule.optimizer(optimizer_class, model), model,
-                                                   compressor="topk", density=DENSITY,
-                                                   steps_per_epoch=ROUNDS)
+            base = rule.optimizer(optimizer_class, model)
+            # The flat vector follows param_groups.
+            own_init = torch.cat([p.detach().reshape(-1).clone()
+                                  for g in base.param_groups for p in g["params"]])
+            opt = sieve.torch.DistributedOptimizer(base, model, compressor="topk",
+                                                   density=DENSITY, steps_per_epoch=ROUNDS)
             sched = rule.scheduler(opt)
             self.assertIsInstance(opt, optimizer_class)
             s = opt._sieve
@@ -189,10 +221,11 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
                     grad = None
                 else:
                     opt.record(loss=closure())
-                    grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+                    grad = torch.cat([p.grad.reshape(-1) for p in s.params])
                     opt.step()
                 sched.step()
-                after = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+                # In the flat vector's order (param_groups'), which the reference follows.
+                after = torch.cat([p.grad.reshape(-1) for p in s.params])
                 if grad is not None:
                     self.assertTrue(torch.equal(after, grad),
                                     f"round {r}: step() changed .grad (torch's optimizers do not)")
@@ -211,6 +244,8 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
                 expect[got_i] -= got_v
                 self.assertTrue(np.array_equal(s.flat.numpy(), expect),
                                 f"round {r}: the replica is not w - pushed")
+            if getattr(rule, "expect_fused", False):
+                self.assertIs(s.fused, True, "plain SGD left the fused path")
             # The residuals agree too: the wrapper's r is the reference's.
             self.assertTrue(np.allclose(opt.residual().numpy(), rule.residual(), rtol=1e-6,
                                         atol=1e-12))
@@ -231,6 +266,9 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
 
     def test_param_groups_whose_lr_diverge_and_meet_again(self):
         self.run_rounds(torch.optim.SGD, GroupsRule())
+
+    def test_a_weight_decay_per_group_stays_fused(self):
+        self.run_rounds(torch.optim.SGD, DecayGroupsRule())
 
     def test_adam(self):
         self.run_rounds(torch.optim.Adam, TorchRule(torch.optim.Adam, lr=ADAM_LR))

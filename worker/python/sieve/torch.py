@@ -475,6 +475,13 @@ class _Sieve:
                 p.grad = s.flat_grad[offset:offset + n].view_as(p)
                 s.views.append((offset, n))
                 offset += n
+        # Each group's trainable parameters are one slice of the flat vector (a weight decay per
+        # group on the fused path).
+        s.group_slices, offset = [], 0
+        for mine in groups_params:
+            n = sum(p.numel() for p in mine)
+            s.group_slices.append(slice(offset, offset + n))
+            offset += n
         # The error feedback: one over D, or with per-group settings (a sieve_* key in any
         # group) one per group with trainable parameters, each over its slice.
         s.per_group = any(d is not None or c is not None for d, c in group_settings)
@@ -1039,8 +1046,10 @@ class _Sieve:
     def _fused_sgd(self):
         """[(lr, momentum, weight_decay)] per part when fused C++ calls compute the update: the
         wrapped optimizer is torch.optim.SGD itself (not a subclass), no group has dampening,
-        Nesterov or maximize, and (one error feedback over D) every group has the same lr,
-        momentum and weight decay; with per-group settings each group has its own. Else None."""
+        Nesterov or maximize, and (one error feedback over D) every group has the same lr and
+        momentum; with per-group settings each group has its own. weight_decay is one number,
+        or, when the groups' decays differ (the usual no decay on biases and norms), the list
+        of each group's. Else None."""
         s = self._sieve
         if s.base is not torch.optim.SGD:
             return None
@@ -1050,9 +1059,11 @@ class _Sieve:
         keys = [(g["lr"], g["momentum"], g["weight_decay"]) for g in self.param_groups]
         if s.per_group:
             return [keys[part.group] for part in s.parts]
-        if any(key != keys[0] for key in keys):
+        if any(key[:2] != keys[0][:2] for key in keys):
             return None
-        return keys[:1]
+        if all(key[2] == keys[0][2] for key in keys):
+            return keys[:1]
+        return [(keys[0][0], keys[0][1], [key[2] for key in keys])]
 
     def _move_momentum(self, fused):
         """SGD's momentum lives in sieve's m on the fused path and in torch's momentum buffers on
@@ -1092,7 +1103,14 @@ class _Sieve:
         if fused is not None:
             for part, (lr, momentum, weight_decay) in zip(s.parts, fused):
                 grad = s.flat_grad[part.slice]
-                if weight_decay:  # torch's own g + wd * w, leaving .grad as backward() left it
+                if isinstance(weight_decay, list):  # one part over D, a decay per group
+                    with torch.no_grad():
+                        grad = s.backup[part.slice]
+                        grad.copy_(s.flat_grad[part.slice])
+                        for group, wd in zip(s.group_slices, weight_decay):
+                            if wd:
+                                grad[group].add_(s.flat[group], alpha=wd)
+                elif weight_decay:  # torch's own g + wd * w, leaving .grad as backward() left it
                     with torch.no_grad():
                         grad = torch.add(grad, s.flat[part.slice], alpha=weight_decay,
                                          out=s.backup[part.slice])
