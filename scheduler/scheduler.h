@@ -2,9 +2,9 @@
 // ranks and balanced shard ranges once the expected counts are in, broadcasts the NODE_TABLE,
 // releases barriers, tracks heartbeats (declaring silent nodes dead and telling the others), and
 // ends the job with SHUTDOWN when every worker has FINISHED. A worker that dies is dropped from
-// the job. A dead server is waited for (SchedulerOptions::server_failure): a restarted process
-// registering under its rank is re-admitted and the new table goes to everyone; if none comes
-// within server_restart_timeout, or with the `fail` policy, the job fails. A REGISTER that
+// the job. A dead server is waited for (SchedulerOptions::wait_for_server_restart): a restarted
+// process registering under its rank is re-admitted and the new table goes to everyone; if none
+// comes within server_restart_timeout, or with the `fail` policy, the job fails. A REGISTER that
 // requests the rank of a live node of its role after the start replaces that node (it is declared
 // dead first): a restarted process need not wait for its predecessor's heartbeat timeout. Under
 // CURVE it must come with the client key the live node registered with, else it is refused with

@@ -21,8 +21,10 @@
 //  SSP  ASP, but a worker's reply (which lets it start its next round) is held back while its
 //       clock (rounds pushed) is more than `staleness` ahead of the slowest live worker's.
 //  A push repeated for a (worker, round) already applied is never applied again: BSP resends the
-//  round's reply, ASP/SSP answer with every change the worker has not been sent yet. Pushes for any
-//  other round get kUnknownRound. Errors change no state.
+//  round's reply, ASP/SSP answer with every change the worker has not been sent yet. Under BSP
+//  without backup workers a push for any other round gets kUnknownRound (with backup workers a
+//  late push is merged or refused as above; ASP/SSP have no open round to miss). Errors change no
+//  state.
 //
 // Objects: ShardServer (this header) is the interface the service drives and the state both modes
 // share (shard_server.cc: the common checks, pulls, INIT, deaths and re-admissions, Restore);
