@@ -6,7 +6,8 @@
 #               Skipped with a message when not root. Per cell: the steady round time (mean over
 #               the workers of their per-round compute + select + comm from the metrics files,
 #               rounds >= 2: round 0 carries the start-up's dense pull) and the workers'
-#               summary mean_round_s (all rounds), with the load average at the cell's start.
+#               mean_round_s (all rounds; their summaries, --summary_out files in the cell's
+#               directory), with the load average at the cell's start.
 #   server_cpu: bench/e2e/server_cpu.sh: server CPU time per round (slope over the steady rounds)
 #               and peak RSS of servers and workers vs D in {1e6, 1e7, 1e8} at fixed k = 1e4
 #               (topk, BSP, 1 server, 2 workers, loopback).
@@ -56,9 +57,6 @@ rows="$out/rows.jsonl"
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 tcp_record=${tcp_cc:-default:$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)}
 
-# Worker summary field: summary_field LOG KEY -> value of the first `sieve-worker summary:` line.
-summary_field() { sed -n "s/.*sieve-worker summary: .* $2=\([^ ]*\).*/\1/p" "$1" | head -1; }
-
 if [[ ",$parts," == *,round,* ]]; then
   if [ "$(id -u)" != 0 ]; then
     echo "e2e round: skipped (needs root for network namespaces)" >&2
@@ -88,16 +86,16 @@ if [[ ",$parts," == *,round,* ]]; then
             --log_dir="$logs" --quiet --timeout=1200 -- "${mflags[@]}" --compressor="$comp" \
             --density="$density" --progress=log --heartbeat_timeout_ms=120000 \
             --wire="$wire" --wire_values="$values" \
-            --metrics_out="$PWD/$logs/metrics-{rank}.jsonl" || rc=$?
+            --metrics_out="$PWD/$logs/metrics-{rank}.jsonl" \
+            --summary_out="$PWD/$logs/{role}-{rank}.json" || rc=$?
           /usr/bin/python3 - "$logs" "$model" "$link" "$comp" "$rc" "$load" "$density" "$wire" \
             "$values" "$tcp_record" >>"$rows" <<'PY'
-import glob, json, re, sys
+import glob, json, sys
 logs, model, link, comp, rc, load, density, wire, values, tcp_cc = sys.argv[1:]
 rounds, per_worker = 0, []
-for f in sorted(glob.glob(logs + "/worker*.log")):
-    m = re.search(r"sieve-worker summary: .*rounds=(\d+) .*mean_round_s=([0-9.e+-]+)", open(f).read())
-    if m:
-        rounds = int(m.group(1)); per_worker.append(float(m.group(2)))
+for f in sorted(glob.glob(logs + "/worker-*.json")):  # the workers' summaries
+    s = json.load(open(f))
+    rounds = s["rounds"]; per_worker.append(s["mean_round_s"])
 parts = {"t_compute": [], "t_select": [], "t_comm": [], "bytes_up": [], "bytes_down": []}
 for line in open(logs + "/metrics-0.jsonl") if glob.glob(logs + "/metrics-0.jsonl") else []:
     r = json.loads(line)

@@ -4,10 +4,11 @@
 Runs `sieve launch` jobs of --model=synthetic (2 servers, 4 workers, BSP, the scheduler's
 --replication=1, no restarts, no checkpoint directory) and kills server 0 with SIGKILL once a
 worker logged the end of the middle epoch. The stall is the longest push/pull of the job
-(every worker's summary `max_pushpull_s=`: the round in flight at the kill waits for the
-failover); it is printed beside the scheduler's --heartbeat_timeout_ms (the issue's target:
-stall <= 2 x the heartbeat timeout), with the rounds the failed-over shard completed (it must
-complete every round: 0 lost) and an undisturbed run's longest push/pull, measured in the same
+(every worker's summary `max_pushpull_s`, from the summary files --summary_out writes: the round
+in flight at the kill waits for the failover); it is printed beside the scheduler's
+--heartbeat_timeout_ms (the target: stall <= 2 x the heartbeat timeout), with the rounds the
+failed-over shard completed (the shard in the `shards` of the server that took it over: it must
+complete every round, 0 lost) and an undisturbed run's longest push/pull, measured in the same
 run.
 
 Usage: /usr/bin/python3 bench/failover/stall.py [--build build] [--timeouts 1000,2000]
@@ -15,12 +16,14 @@ Usage: /usr/bin/python3 bench/failover/stall.py [--build build] [--timeouts 1000
 Exit status: 0 when every job ended with exit 0 and lost no round, else 1.
 """
 import argparse
+import glob
 import json
 import os
-import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 EPOCHS = 40
@@ -47,13 +50,27 @@ def server_pid(launcher_pid, rank):
     return None
 
 
+def read_summaries(directory, role):
+    """The summaries (dicts) the servers or workers (`role`) wrote to DIRECTORY/{role}-{rank}.json,
+    in rank order; a killed process wrote none."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, f"{role}-*.json")),
+                       key=lambda p: int(os.path.basename(p)[len(role) + 1:-len(".json")])):
+        with open(path) as f:
+            out.append(json.load(f))
+    return out
+
+
 def run(build, timeout_ms, kill):
-    """One job; returns its worker summaries, shard summary and exit code."""
+    """One job; returns its worker summaries, the summary of the shard a server took over (its
+    entry in that server's `shards`; {} when none did) and its exit code."""
+    out_dir = tempfile.mkdtemp(prefix="sieve-stall-")
     args = [os.path.join(build, "deploy", "sieve"), "launch", "--num_servers=2", "--num_workers=4",
             "--progress=off", "--", "--replication=1", "--ordered_rounds", "--model=synthetic",
             "--num_params=20000", f"--epochs={EPOCHS}", f"--rounds_per_epoch={ROUNDS_PER_EPOCH}",
             "--compressor=topk", "--density=0.01", "--heartbeat_interval_ms=100",
-            f"--heartbeat_timeout_ms={timeout_ms}", "--round_timeout_ms=60000"]
+            f"--heartbeat_timeout_ms={timeout_ms}", "--round_timeout_ms=60000",
+            f"--summary_out={out_dir}/{{role}}-{{rank}}.json"]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     half = f"] epoch {EPOCHS // 2}/{EPOCHS}: loss"
     out, killed_at = [], None
@@ -65,13 +82,11 @@ def run(build, timeout_ms, kill):
                 os.kill(pid, signal.SIGKILL)
                 killed_at = time.monotonic()
     code = p.wait()
-    text = "".join(out)
-    workers = [dict(re.findall(r"(\w+)=(\S+)", m)) for m in
-               re.findall(r"sieve-worker summary: (.*)", text)]
-    shard = re.search(r"sieve-server shard summary: (.*)", text)
+    workers = read_summaries(out_dir, "worker")
+    shards = [s for server in read_summaries(out_dir, "server") for s in server["shards"]]
+    shutil.rmtree(out_dir, ignore_errors=True)
     return {"code": code, "killed": killed_at is not None, "workers": workers,
-            "shard": dict(re.findall(r"(\w+)=(\S+)", shard.group(1))) if shard else {},
-            "log": text}
+            "shard": shards[0] if shards else {}, "log": "".join(out)}
 
 
 def main():
@@ -90,12 +105,12 @@ def main():
             r = run(a.build, timeout, kill=True)
             total = EPOCHS * ROUNDS_PER_EPOCH
             good = (base["code"] == 0 and r["code"] == 0 and r["killed"] and
-                    len(r["workers"]) == 4 and r["shard"].get("rounds") == str(total))
+                    len(r["workers"]) == 4 and r["shard"].get("rounds") == total)
             if not good:
                 ok = False
                 sys.stderr.write(r["log"][-4000:])
-            stall = max(float(w["max_pushpull_s"]) for w in r["workers"]) if r["workers"] else -1
-            calm = max(float(w["max_pushpull_s"]) for w in base["workers"]) if base["workers"] else -1
+            stall = max(w["max_pushpull_s"] for w in r["workers"]) if r["workers"] else -1
+            calm = max(w["max_pushpull_s"] for w in base["workers"]) if base["workers"] else -1
             row = {"heartbeat_timeout_ms": timeout, "stall_s": stall,
                    "stall_over_timeout": stall / (timeout / 1000.0), "undisturbed_s": calm,
                    "shard_rounds": r["shard"].get("rounds"),

@@ -11,11 +11,12 @@ scheduler's job status (its --status_file, docs/protocol.md "Job status"), and r
                      JOB_RUNNING (every node registered, the node table sent: the scheduler
                      rewrites its status file at once on that change; the file is polled every
                      STATUS_POLL_S)
-  start_barrier_s    first process start -> the last worker past the start barrier: each worker's
-                     summary line is read at T and its `seconds` is the training loop's time, whose
-                     clock starts right after the start barrier (worker/trainer/trainer.cc), so the
-                     worker passed it at T - seconds - barrier_probe_s; start_barrier_min_s: the
-                     first worker
+  start_barrier_s    first process start -> the last worker past the start barrier: each worker
+                     writes its summary (--summary_out, a file in the job's directory) at T, the
+                     file's mtime, as its training loop ends, and its `seconds` is that loop's
+                     time, whose clock starts right after the start barrier
+                     (worker/trainer/trainer.cc), so the worker passed it at
+                     T - seconds - barrier_probe_s; start_barrier_min_s: the first worker
   barrier_p50_ms     --barrier_probe=N (default 100) more workers' barriers right after the start
   barrier_p99_ms     barrier, each timed on every worker from its Barrier() call to its return
                      (sieve-worker --barrier_probe, worker/trainer/barrier_probe.h): the largest
@@ -23,7 +24,7 @@ scheduler's job status (its --status_file, docs/protocol.md "Job status"), and r
                      waited longest: the first to enter waits for the last); barrier_p50_ms_median
                      the median over the workers of their p50; barrier_probes: N, checked on every
                      worker
-  round_s            median over workers of seconds / rounds (summary line); mean_round_s: median
+  round_s            median over workers of seconds / rounds (summary); mean_round_s: median
                      of the workers' own mean_round_s
   per process        exit status; peak RSS: ru_maxrss of wait4 where it exceeds the harness's own
                      RSS at the fork (ru_maxrss survives exec, so below that it is the harness's),
@@ -34,7 +35,7 @@ scheduler's job status (its --status_file, docs/protocol.md "Job status"), and r
                      state (the sample nearest the middle of the steady window) and their maximum
                      over the run
   steady state       from the last worker's start barrier plus 10 % of the training time to the
-                     first worker's summary line; scheduler_cpu_per_s = the scheduler's CPU time
+                     first worker's summary; scheduler_cpu_per_s = the scheduler's CPU time
                      (ns, /proc/<pid>/task/*/schedstat) gained over the window / its wall time;
                      server_cpu_per_round_s likewise for each server, times round_s (max over
                      servers)
@@ -43,7 +44,7 @@ scheduler's job status (its --status_file, docs/protocol.md "Job status"), and r
                      of its final job status) and that over the scheduler's lifetime
 
 Checks (a failed one fails the cell, and the script exits 1): every daemon exited 0; every worker
-and server printed its summary line; every worker ran --rounds rounds (and --barrier_probe
+and server wrote its summary; every worker ran --rounds rounds (and --barrier_probe
 barriers) and every server completed --rounds rounds; every server applied exactly W * rounds
 pushes (each worker pushes to every shard every round); the servers' pushed_sum adds up to the
 workers' pushed_sum (float sums of the same values in another order: relative difference <= 1e-5).
@@ -178,15 +179,6 @@ def proc_tcp_addrs(pid):
     return local, peer
 
 
-def summary(line, marker):
-    kv = {}
-    for word in line[line.index(marker) + len(marker):].split():
-        if "=" in word:
-            k, v = word.split("=", 1)
-            kv[k] = v
-    return kv
-
-
 class Daemon:
     """One process: output lines with the time the harness read them, and its wait4() result."""
 
@@ -225,12 +217,6 @@ class Daemon:
 
     def alive(self):
         return self.exit is None
-
-    def find(self, needle):
-        for t, line in self.lines:
-            if needle in line:
-                return t, line
-        return None
 
     def wait_port_file(self, path, timeout):
         """The HOST:PORT this scheduler wrote to its --port_file `path` (replaced atomically:
@@ -322,15 +308,29 @@ class StatusWatch:
         return status
 
 
-def summaries(procs, marker, problems):
-    """{name: the key=value words of its summary line, and _read_at: when it was read}."""
+def summary_path(job_dir, role, rank):
+    """Where a server's or worker's --summary_out (summary_flag) puts its summary."""
+    return os.path.join(job_dir, f"{role}-{rank}.json")
+
+
+def summary_flag(job_dir):
+    return "--summary_out=" + summary_path(job_dir, "{role}", "{rank}")
+
+
+def summaries(procs, job_dir, problems):
+    """{name: its summary's fields (the JSON file it wrote), and _written_at: the file's mtime,
+    when it was written (at the end of a worker's training loop)}."""
     out = {}
     for p in procs:
-        hit = p.find(marker)
-        if hit is None:
-            problems.append(f"{p.name}: no summary line")
+        path = summary_path(job_dir, p.role, p.rank)
+        try:
+            with open(path) as f:
+                fields = json.load(f)
+            written_at = os.stat(path).st_mtime_ns * 1e-9
+        except (OSError, ValueError):
+            problems.append(f"{p.name}: no summary")
             continue
-        out[p.name] = {**summary(hit[1], marker), "_read_at": hit[0]}
+        out[p.name] = {**fields, "_written_at": written_at}
     return out
 
 
@@ -360,7 +360,8 @@ def parse_ds(text):
 def start_job(a, w, s, d, job_dir, hosts=None):
     """The job's daemons: on loopback, or with hosts (netns.Hosts) node i (0 the scheduler, then
     the servers, then the workers) in namespace i, bound to and advertising its address. The
-    scheduler writes its port file and its job status (status.json) in job_dir."""
+    scheduler writes its port file and its job status (status.json) in job_dir, the servers and
+    workers their summaries (summary_path)."""
     b = a.build
     token = "scale-" + secrets.token_hex(8)
     hb = [f"--heartbeat_interval_ms={a.heartbeat_interval_ms}"]
@@ -390,14 +391,15 @@ def start_job(a, w, s, d, job_dir, hosts=None):
     for r in range(s):
         procs.append(daemon("server", r, 1 + r, [
             f"{b}/server/sieve-server", *common, *hb, f"--rank={r}", "--consistency=bsp",
-            "--server_threads=1"], where))
+            "--server_threads=1", summary_flag(job_dir)], where))
     for r in range(w):
         procs.append(daemon("worker", r, 1 + s + r, [
             f"{b}/worker/sieve-worker", *common, *hb, f"--rank={r}", "--device=cpu",
             "--compressor=topk", f"--density={a.density}", f"--rounds_per_epoch={a.rounds}",
             "--epochs=1", "--eval_every=0", "--progress=log", "--blas_threads=1",
             "--kernel_threads=1", *([f"--straggler=delay:{a.compute}"] if a.compute else []),
-            *([f"--barrier_probe={a.barrier_probe}"] if a.barrier_probe else [])], where))
+            *([f"--barrier_probe={a.barrier_probe}"] if a.barrier_probe else []),
+            summary_flag(job_dir)], where))
     return procs, None
 
 
@@ -429,7 +431,7 @@ def at_middle(p, lo, hi):
 
 
 def run_cell(a, w, s, d):
-    job_dir = tempfile.mkdtemp(prefix="sieve-scale-")  # the scheduler's port and status files
+    job_dir = tempfile.mkdtemp(prefix="sieve-scale-")  # port, status and summary files
     try:
         if not a.netns:
             return run_cell_on(a, w, s, d, None, job_dir)
@@ -544,14 +546,14 @@ def run_cell_on(a, w, s, d, hosts, job_dir):
     heartbeats = int(final["heartbeats"]) if final is not None else None
     sched_life = (sched.t_exit - sched.t_start) if sched.t_exit else None
 
-    wsum = summaries(workers, "sieve-worker summary:", problems)
-    ssum = summaries(servers, "sieve-server summary:", problems)
+    wsum = summaries(workers, job_dir, problems)
+    ssum = summaries(servers, job_dir, problems)
     barrier_at, round_s, mean_round, probe_p50, probe_p99 = [], [], [], [], []
     for name, kv in wsum.items():
-        secs, rounds = float(kv.get("seconds", "nan")), int(kv.get("rounds", "-1"))
+        secs, rounds = float(kv.get("seconds", "nan")), int(kv.get("rounds", -1))
         # The training loop's clock starts after the barrier probe (worker/trainer/trainer.cc).
-        barrier_at.append(kv["_read_at"] - secs - float(kv.get("barrier_probe_s", "0")))
-        if int(kv.get("barrier_probes", "0")) != a.barrier_probe:
+        barrier_at.append(kv["_written_at"] - secs - float(kv.get("barrier_probe_s", 0)))
+        if int(kv.get("barrier_probes", 0)) != a.barrier_probe:
             problems.append(f"{name}: barrier_probes={kv.get('barrier_probes', 0)}, expected "
                             f"{a.barrier_probe}")
         elif a.barrier_probe:
@@ -564,9 +566,9 @@ def run_cell_on(a, w, s, d, hosts, job_dir):
         if rounds != a.rounds:
             problems.append(f"{name}: rounds={rounds}, expected {a.rounds}")
     for name, kv in ssum.items():
-        if int(kv.get("rounds", "-1")) != a.rounds:
+        if int(kv.get("rounds", -1)) != a.rounds:
             problems.append(f"{name}: rounds={kv.get('rounds')}, expected {a.rounds}")
-        if int(kv.get("applied", "-1")) != w * a.rounds:
+        if int(kv.get("applied", -1)) != w * a.rounds:
             problems.append(f"{name}: applied={kv.get('applied')}, expected W*rounds = "
                             f"{w * a.rounds}")
     exit_ok = all(p.exit == 0 for p in procs)
@@ -595,7 +597,7 @@ def run_cell_on(a, w, s, d, hosts, job_dir):
         problems.append(f"union per reply {union} outside [k, W*k] = [{k}, {w * k}]")
 
     barrier_last = max(barrier_at) if barrier_at else None
-    first_summary = min((kv["_read_at"] for kv in wsum.values()), default=None)
+    first_summary = min((kv["_written_at"] for kv in wsum.values()), default=None)
     lo = hi = None
     if barrier_last is not None and first_summary is not None:
         lo = barrier_last + 0.1 * (first_summary - barrier_last)
@@ -718,9 +720,9 @@ def run_cell_on(a, w, s, d, hosts, job_dir):
                    "pushed_sum_match": pushed_ok, "barrier_probes": probes_ok},
         "pushed_sum_workers": pushed_w, "pushed_sum_servers": pushed_s,
         "server_checksums": {k: v.get("checksum") for k, v in ssum.items()},
-        "worker_summaries": {k: {x: y for x, y in v.items() if x != "_read_at"}
+        "worker_summaries": {k: {x: y for x, y in v.items() if x != "_written_at"}
                              for k, v in wsum.items()},
-        "server_summaries": {k: {x: y for x, y in v.items() if x != "_read_at"}
+        "server_summaries": {k: {x: y for x, y in v.items() if x != "_written_at"}
                              for k, v in ssum.items()},
         **link_cell,
         **cc_cell,

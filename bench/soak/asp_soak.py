@@ -8,7 +8,8 @@ warm-up by at most --tolerance_mb. Also reports each process's RSS slope (least 
 over the post-warm-up samples.
 
 The run length is set by calibration: a 2-epoch job with the same cluster measures the training
-loop's seconds per epoch (worker 0's summary `seconds`, start-up excluded), then the soak runs
+loop's seconds per epoch (`seconds` of worker 0's summary, the file its --summary_out wrote;
+start-up excluded), then the soak runs
 ceil(minutes·60 / that) epochs, so it ends on its own (a clean finish
 is part of the test). Results: a table on stdout and JSON under results/bench/.
 
@@ -75,8 +76,10 @@ class Proc:
         return None
 
 
-def read_status(path):
-    """The scheduler's job status (its --status_file, docs/protocol.md "Job status"), or None."""
+def read_json(path):
+    """A file a daemon wrote for programs, or None when there is none: the scheduler's job status
+    (its --status_file, docs/protocol.md "Job status"), a worker's end-of-run summary (its
+    --summary_out)."""
     try:
         with open(path) as f:
             return json.load(f)
@@ -107,13 +110,14 @@ def start_cluster(a, epochs, work_dir):
         procs.append(Proc(f"worker{w}", [f"{b}/worker/sieve-worker", *common, f"--rank={w}",
                                          "--compressor=topk", "--density=0.01", "--lr=0.05",
                                          "--batch_size=32", f"--epochs={epochs}",
-                                         "--eval_every=0", "--progress=log"]))
+                                         "--eval_every=0", "--progress=log",
+                                         f"--summary_out={work_dir}/worker-{{rank}}.json"]))
     return procs
 
 
 def run(a, epochs, sample_s):
-    """Runs one job; returns its processes, RSS samples, wall time and the scheduler's final job
-    status (None when it wrote none)."""
+    """Runs one job; returns its processes, RSS samples, wall time, the scheduler's final job
+    status (None when it wrote none) and worker 0's summary (None when it wrote none)."""
     work_dir = tempfile.mkdtemp(prefix="sieve-soak-")
     procs = start_cluster(a, epochs, work_dir)
     t0 = time.time()
@@ -132,9 +136,10 @@ def run(a, epochs, sample_s):
             sys.exit("soak: the job ran 3x longer than planned; killed")
     for p in procs:
         p.t.join(timeout=5)
-    status = read_status(os.path.join(work_dir, "status.json"))
+    status = read_json(os.path.join(work_dir, "status.json"))
+    summary = read_json(os.path.join(work_dir, "worker-0.json"))
     shutil.rmtree(work_dir, ignore_errors=True)
-    return procs, samples, time.time() - t0, status
+    return procs, samples, time.time() - t0, status, summary
 
 
 def failure(status):
@@ -177,20 +182,18 @@ def main():
     if not os.path.exists(DATA):
         sys.exit(f"soak: {DATA} missing (Debian package dataset-fashion-mnist)")
 
-    procs, _, _, status = run(a, 2, 1)
+    procs, _, _, status, summary = run(a, 2, 1)
     if any(p.p.returncode != 0 for p in procs):
         sys.exit(f"soak: calibration job failed ({failure(status)}):\n" + "\n".join(
             f"[{p.name}] {l}" for p in procs for l in p.lines[-5:]))
-    summary = [l for l in procs[1 + a.servers].lines if "sieve-worker summary:" in l]
-    m = re.search(r" seconds=([0-9.]+)", summary[-1]) if summary else None
-    if m is None:
-        sys.exit("soak: no worker summary in the calibration job")
-    per_epoch = float(m.group(1)) / 2
+    if summary is None:
+        sys.exit("soak: worker 0 wrote no summary in the calibration job")
+    per_epoch = summary["seconds"] / 2
     epochs = max(1, math.ceil(a.minutes * 60 / per_epoch))
     print(f"calibration: {per_epoch:.1f} s per epoch -> {epochs} epochs for ~{a.minutes:g} min",
           flush=True)
 
-    procs, samples, wall, status = run(a, epochs, a.sample_s)
+    procs, samples, wall, status, _ = run(a, epochs, a.sample_s)
     phase = status.get("phase") if status else None
     ok = phase == "JOB_FINISHED"
     if not ok:

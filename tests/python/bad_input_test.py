@@ -187,9 +187,9 @@ class PythonBadInput(unittest.TestCase):
             c.kill()
         self.assertEqual(set(codes.values()), {0}, c.logs())
         self.assertTrue(np.array_equal(np.fromfile(c.path("shard.bin"), dtype=np.float32), init))
-        server_summary = [l for l in c.log("server-0").splitlines() if "summary:" in l][-1]
-        self.assertIn(" rounds=0 applied=0 ", server_summary)
-        self.assertIn(" rejected=0 ", server_summary)
+        server = c.summary("server-0")
+        self.assertIsNotNone(server, c.logs())
+        self.assertEqual((server["rounds"], server["applied"], server["rejected"]), (0, 0, 0))
 
 
 if __name__ == "__main__":

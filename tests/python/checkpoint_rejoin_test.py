@@ -67,7 +67,8 @@ class PythonCheckpointRejoin(unittest.TestCase):
         out_dir = tempfile.mkdtemp(prefix="sieve-ckpt-")
         path = os.path.join(out_dir, f"rank{rank}.pt")
         code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
-                                   [*cluster.dump_flags(out_dir), cluster.status_flag(out_dir)],
+                                   [*cluster.dump_flags(out_dir), cluster.status_flag(out_dir),
+                                    cluster.summary_flag(out_dir)],
                                    launcher_flags=["--max_restarts=1"],
                                    env={"MLP_CKPT": f"{path}:{rank}:{SAVE_ROUND}",
                                         "MLP_REJOINED": f"{out_dir}/rejoined:{WAIT_ROUND}",
@@ -88,10 +89,10 @@ class PythonCheckpointRejoin(unittest.TestCase):
         self.assertEqual(loaded[1], saved[1], "the momentum's norm changed across the restart")
         self.assertEqual(loaded[2], saved[2])
         self.assertGreater(loaded[3], SAVE_ROUND)  # rejoined where the job was
-        servers = [l for l in out.splitlines() if "sieve-server summary:" in l]
-        self.assertEqual(len(servers), 2, out[-4000:])
-        for line in servers:
-            self.assertIn(" rejoins=1 ", line)
+        servers = cluster.summaries(out_dir, "server")
+        self.assertEqual(sorted(servers), [0, 1], out[-4000:])
+        for s in servers.values():
+            self.assertEqual(s["rejoins"], 1)
         # The fresh process got the servers' trained weights, not its own init (rank 0's
         # offer of its init is for the job's start only), and ends with the servers' weights.
         own = torch.load(f"{out_dir}/init-{rank}.pt")

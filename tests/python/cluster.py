@@ -1,11 +1,16 @@
 """Helpers of the Python* tests: a local job started process by process (scheduler, servers,
-workers of any command), the build's paths, and the skip rule.
+workers of any command), the build's paths, the skip rule, and the files a run leaves for
+programs: the servers' and workers' end-of-run summaries (--summary_out), the scheduler's job
+status (--status_file).
 
 Each test script takes the build directory as its first argument. It exits 77 (ctest: skipped)
 with a message naming what is missing only when torch or the built module is absent.
 """
 
+import glob
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,7 +47,9 @@ def source_dir():
 
 
 class Cluster:
-    """A scheduler and servers on loopback; workers are started with start_worker()."""
+    """A scheduler and servers on loopback; workers are started with start_worker(). Servers and
+    workers write their end-of-run summaries into the cluster's directory (summary_flag):
+    summary("server-0") reads one."""
 
     def __init__(self, build, num_servers, num_workers, server_flags=(), timeout_s=300):
         self.build = build
@@ -76,7 +83,8 @@ class Cluster:
         self.address = address.strip()
         self.servers = [self._spawn(
             [os.path.join(build, "server", "sieve-server"), f"--scheduler={self.address}",
-             f"--rank={r}", "--bind=127.0.0.1", "--host=127.0.0.1", *server_flags],
+             f"--rank={r}", "--bind=127.0.0.1", "--host=127.0.0.1", summary_flag(self.dir),
+             *server_flags],
             open(os.path.join(self.dir, f"server-{r}.log"), "w+")) for r in range(num_servers)]
         self.workers = {}
 
@@ -94,16 +102,22 @@ class Cluster:
         with open(self.path(name + ".log")) as f:
             return f.read()
 
+    def summary(self, name):
+        """The end-of-run summary of process `name` ("server-0", "worker-1") as a dict, or None
+        when it wrote none (it did not end normally)."""
+        return read_summary(self.path(name + ".json"))
+
     def start_worker(self, rank, argv, env_only=False):
         """argv: the worker's command. The job goes in the environment, as `sieve launch` passes
-        it (SIEVE_SCHEDULER, SIEVE_RANK, ...), and, unless env_only, also as the arguments
-        --scheduler --rank --bind --host appended to argv."""
+        it (SIEVE_SCHEDULER, SIEVE_RANK, ..., and --summary_out in SIEVE_WORKER_FLAGS), and,
+        unless env_only, also as the arguments --scheduler --rank --bind --host --summary_out
+        appended to argv."""
         env = dict(self.env, SIEVE_SCHEDULER=self.address, SIEVE_RANK=str(rank),
                    SIEVE_NUM_WORKERS=str(self.num_workers), SIEVE_BIND="127.0.0.1",
-                   SIEVE_HOST="127.0.0.1")
+                   SIEVE_HOST="127.0.0.1", SIEVE_WORKER_FLAGS=summary_flag(self.dir))
         if not env_only:
             argv = argv + [f"--scheduler={self.address}", f"--rank={rank}", "--bind=127.0.0.1",
-                           "--host=127.0.0.1"]
+                           "--host=127.0.0.1", summary_flag(self.dir)]
         log = open(self.path(f"worker-{rank}.log"), "w+")
         self.files.append(log)
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.dir)
@@ -156,16 +170,34 @@ def capture(errors, fn, *args):
         errors.append(e)
 
 
-def summary(text):
-    """The fields of the last `sieve-worker summary:` line of a log, as a dict of strings."""
-    lines = [l for l in text.splitlines() if l.startswith("sieve-worker summary:")]
-    if not lines:
+def summary_flag(out_dir):
+    """The routed flag that makes every server and worker write its end-of-run summary to
+    OUT_DIR/{role}-{rank}.json (docs/protocol.md, "Run summaries")."""
+    return f"--summary_out={out_dir}/{{role}}-{{rank}}.json"
+
+
+def read_summary(path):
+    """One --summary_out file as a dict (JSON numbers as ints and floats, text as str), or None
+    when there is none (a killed process writes none)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
         return None
-    return dict(f.split("=", 1) for f in lines[-1].split()[2:] if "=" in f)
+
+
+def summaries(out_dir, role):
+    """{rank: summary} of the summaries of `role` ("server" or "worker") that processes given
+    summary_flag(out_dir) wrote."""
+    out = {}
+    for path in glob.glob(os.path.join(out_dir, f"{role}-*.json")):
+        m = re.fullmatch(rf"{role}-(\d+)\.json", os.path.basename(path))
+        if m:
+            out[int(m.group(1))] = read_summary(path)
+    return out
 
 
 def read_jsonl(path):
-    import json
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
@@ -178,7 +210,6 @@ def status_flag(out_dir):
 def read_status(out_dir):
     """The job status the scheduler wrote (status_flag; docs/protocol.md, "Job status") as a
     dict: after the job, its final status."""
-    import json
     with open(os.path.join(out_dir, "status.json")) as f:
         return json.load(f)
 

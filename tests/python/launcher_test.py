@@ -8,10 +8,10 @@
     result line says workers=1/2 and names the lost worker, rank 0 did all 937 rounds, and each
     server applied exactly 937 + 300 pushes (rank 1's rounds 0-299, none after);
   - a script that never calls opt.finish() (MLP_NO_FINISH): sieve.torch finishes at exit, each
-    worker prints its summary line after all 937 rounds, the job finishes (exit 0, 2/2); the
-    worker flags routed to it (--density=0.02 --metrics_out=... --wire_values=bf16 --wire=v4)
-    win over the script's density=0.01: every round of both ranks pushed k = round(0.02 * D)
-    pairs in 6 bytes each (raw indices, bf16 values);
+    worker writes its summary (--summary_out) after all 937 rounds, the job finishes (exit 0,
+    2/2); the worker flags routed to it (--density=0.02 --metrics_out=... --wire_values=bf16
+    --wire=v4) win over the script's density=0.01: every round of both ranks pushed
+    k = round(0.02 * D) pairs in 6 bytes each (raw indices, bf16 values);
   - an uncaught exception in rank 1's script at round 100 (MLP_RAISE=1:100) fails the job:
     exit 1, the result line names worker 1, the server applied no round past 100;
   - rank 1's model has another D (MLP_WIDEN=1: 129 hidden units): the job fails (exit 1) with
@@ -21,7 +21,6 @@ usage: launcher_test.py BUILD_DIR
 """
 
 import os
-import re
 import sys
 import tempfile
 import unittest
@@ -45,23 +44,27 @@ class PythonLauncher(unittest.TestCase):
         self.assertIsNone(cluster.job_result(out))
 
     def test_min_workers_lets_a_killed_worker_go(self):
+        out_dir = tempfile.mkdtemp(prefix="sieve-launcher-")
         code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
-                                   ["--min_workers=1"], env={"MLP_KILL": f"1:{KILL_ROUND}"})
+                                   ["--min_workers=1", cluster.summary_flag(out_dir)],
+                                   env={"MLP_KILL": f"1:{KILL_ROUND}"})
         cluster.check_finished(self, code, out, ROUNDS, workers="1/2", min_test_acc=0.75)
         self.assertIn("lost worker 1 (killed by signal 9", out)
         final = out.rstrip().splitlines()[-1]
         self.assertRegex(final, r"workers=1/2; lost worker 1 \(killed by signal 9")
-        s0 = [l for l in out.splitlines() if "sieve-worker summary: rank=0 " in l]
-        self.assertEqual(len(s0), 1, out[-4000:])
-        self.assertIn(f" rounds={ROUNDS} ", s0[0])
-        applied = [int(a) for a in re.findall(r"sieve-server summary: .* applied=(\d+) ", out)]
-        self.assertEqual(applied, [ROUNDS + KILL_ROUND] * 2)
+        workers = cluster.summaries(out_dir, "worker")
+        self.assertEqual(sorted(workers), [0], out[-4000:])  # the killed rank 1 wrote none
+        self.assertEqual(workers[0]["rounds"], ROUNDS)
+        servers = cluster.summaries(out_dir, "server")
+        self.assertEqual([servers[r]["applied"] for r in sorted(servers)],
+                         [ROUNDS + KILL_ROUND] * 2)
 
     def test_finish_at_exit_and_routed_flags(self):
         out_dir = tempfile.mkdtemp(prefix="sieve-launcher-")
         code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
                                    ["--density=0.02", f"--metrics_out={out_dir}/m-{{rank}}.jsonl",
-                                    "--wire_values=bf16", "--wire=v4"],
+                                    "--wire_values=bf16", "--wire=v4",
+                                    cluster.summary_flag(out_dir)],
                                    num_servers=1, env={"MLP_NO_FINISH": "1"})
         self.assertEqual(code, 0, out[-4000:])
         k = round(0.02 * D)
@@ -74,21 +77,23 @@ class PythonLauncher(unittest.TestCase):
             for x in m:
                 self.assertGreaterEqual(x["bytes_up"], 6 * k, f"rank {r}")
                 self.assertLess(x["bytes_up"], 6 * k + 256, f"rank {r}")
+        workers = cluster.summaries(out_dir, "worker")
+        self.assertEqual(sorted(workers), [0, 1], out[-4000:])
         for r in (0, 1):
-            lines = [l for l in out.splitlines() if f"sieve-worker summary: rank={r} " in l]
-            self.assertEqual(len(lines), 1, out[-4000:])
-            self.assertIn(f" rounds={ROUNDS} ", lines[0])
+            self.assertEqual(workers[r]["rounds"], ROUNDS, f"rank {r}")
         cluster.check_finished(self, code, out, ROUNDS)
 
     def test_uncaught_exception_fails_the_job(self):
+        out_dir = tempfile.mkdtemp(prefix="sieve-launcher-")
         code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
-                                   num_servers=1, env={"MLP_RAISE": "1:100"})
+                                   [cluster.summary_flag(out_dir)], num_servers=1,
+                                   env={"MLP_RAISE": "1:100"})
         self.assertEqual(code, 1, out[-4000:])
         self.assertIn("RuntimeError: MLP_RAISE: rank 1 fails at round 100", out)
         final = out.rstrip().splitlines()[-1]
         self.assertRegex(final, r"^sieve launch: job FAILED: worker 1 .*exited with code 1")
         self.assertIsNone(cluster.job_result(out))
-        rounds = [int(a) for a in re.findall(r"sieve-server summary: .* rounds=(\d+) ", out)]
+        rounds = [s["rounds"] for s in cluster.summaries(out_dir, "server").values()]
         self.assertTrue(all(r <= 101 for r in rounds), rounds)
 
     def test_workers_of_different_d_fail_the_job_naming_both(self):

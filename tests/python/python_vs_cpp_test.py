@@ -34,7 +34,8 @@ def launch(out_dir, worker_cmd=None):
             "--num_workers=2", "--progress=off", f"--log_dir={out_dir}"]
     if worker_cmd:
         argv.append(f"--worker_cmd={worker_cmd}")
-    argv += ["--"] + FLAGS + [f"--metrics_out={out_dir}/metrics-{{rank}}.jsonl"]
+    argv += ["--"] + FLAGS + [f"--metrics_out={out_dir}/metrics-{{rank}}.jsonl",
+                              cluster.summary_flag(out_dir)]
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        env=cluster.worker_env(BUILD), timeout=400, cwd=cluster.source_dir())
     if r.returncode != 0:
@@ -72,9 +73,10 @@ class PythonMatchesCppWorker(unittest.TestCase):
               f"{py_acc[-1]:.4f} ({100 * (py_acc[-1] - cpp_acc[-1]):+.2f} pp)")
         self.assertGreater(cpp_acc[-1], 0.75)
         self.assertLessEqual(abs(py_acc[-1] - cpp_acc[-1]), 0.003)
-        # Both print sieve-worker's summary line; the pairs pushed add up to the same bytes.
-        s_cpp = cluster.summary(open(f"{cpp_dir}/worker-0.log").read())
-        s_py = cluster.summary(open(f"{py_dir}/worker-0.log").read())
+        # Both write sieve-worker's summary; the pairs pushed add up to the same bytes.
+        s_cpp = cluster.read_summary(f"{cpp_dir}/worker-0.json")
+        s_py = cluster.read_summary(f"{py_dir}/worker-0.json")
+        self.assertIsNotNone(s_cpp)
         self.assertIsNotNone(s_py, py_out[-3000:])
         self.assertEqual(s_py["rounds"], s_cpp["rounds"])
         self.assertEqual(s_py["dense_bytes"], s_cpp["dense_bytes"])

@@ -30,8 +30,8 @@ reference computed here from what the workers saved:
     server's.
   - misc (a Linear(100, 10), D = 1010): without steps_per_epoch the workers print progress
     lines (epochs and rounds 0); density_warmup_steps=4 pushes k = round(0.1 ** (t / 4) * D) in
-    round t < 4 (all D in round 0), then round(0.1 * D); record(perplexity=...) shows in the
-    summary line; bad record() calls raise; torch.save of one parameter writes the whole flat
+    round t < 4 (all D in round 0), then round(0.1 * D); record(perplexity=...) is in the
+    worker's summary (exactly); bad record() calls raise; torch.save of one parameter writes the whole flat
     buffer, of clones only their own values.
 
 usage: torch_options_test.py BUILD_DIR
@@ -218,9 +218,9 @@ class PythonTorchOptions(unittest.TestCase):
             self.assertTrue(progress, log[-2000:])
             self.assertTrue(all(l.startswith("progress: epoch 0/0 round ") for l in progress),
                             progress)
-            summary = cluster.summary(log)
+            summary = c.summary(f"worker-{r}")
             self.assertIsNotNone(summary, log[-2000:])
-            self.assertEqual(summary["perplexity"], f"{saved[r]['perplexity']:.6g}")
+            self.assertEqual(summary["perplexity"], saved[r]["perplexity"])
             sizes = saved[r]["sizes"]
             self.assertGreaterEqual(sizes["bias"], 4 * d)  # the whole flat buffer
             self.assertLess(sizes["bias_clone"], 4 * d)

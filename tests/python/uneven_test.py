@@ -7,7 +7,6 @@ values; the same values in another order: within 1e-9 relative).
 """
 
 import os
-import re
 import sys
 import time
 
@@ -15,12 +14,6 @@ import cluster
 
 build = cluster.setup(sys.argv)
 script = os.path.join(cluster.source_dir(), "tests", "python", "uneven_worker.py")
-
-
-def server_summary(text):
-    lines = [l for l in text.splitlines() if "sieve-server summary:" in l]
-    assert lines, text
-    return dict(re.findall(r"(\w+)=(\S+)", lines[-1]))
 
 
 for style in ("join", "finish"):
@@ -34,12 +27,13 @@ for style in ("join", "finish"):
         assert all(code == 0 for code in codes.values()), f"{style}: {codes}\n" + c.logs()
         pushed = 0.0
         for r in range(2):
-            s = cluster.summary(c.log(f"worker-{r}"))
+            s = c.summary(f"worker-{r}")
             assert s is not None, c.logs()
-            pushed += float(s["pushed_sum"])
-        server = server_summary(c.log("server-0"))
-        assert server["rounds"] == "30", (style, server["rounds"], c.logs())
-        applied = float(server["pushed_sum"])
+            pushed += s["pushed_sum"]
+        server = c.summary("server-0")
+        assert server is not None, c.logs()
+        assert server["rounds"] == 30, (style, server["rounds"], c.logs())
+        applied = server["pushed_sum"]
         assert abs(applied - pushed) <= 1e-9 * max(1.0, abs(pushed)), (style, applied, pushed)
         print(f"{style}: exit 0 in {took:.1f} s, 30 rounds, pushed {pushed:.9g} = "
               f"applied {applied:.9g}")

@@ -1,9 +1,11 @@
 """sieve compare's runner and cache: the command of each run (`sieve launch`, or
 deploy/local/netns/run for emulated links), its cache key (key.json: flags, launcher settings,
 SHA-256 of the programs and of worker_cmd's files) and whether a finished run is reusable, the
-run itself with its progress line, and its summary (cell.json) read back from its metrics and
-log."""
+run itself with its progress line, and its summary (cell.json) read back from its metrics files
+and the servers' and workers' end-of-run summaries (--summary_out, summary-{role}-{rank}.json in
+the run's directory)."""
 
+import glob
 import hashlib
 import json
 import os
@@ -19,11 +21,18 @@ from .table import mean
 PROGRAMS = [("deploy", "sieve")] + DAEMONS
 
 
+def summary_pattern(cell_dir):
+    """The --summary_out of a run: its servers' and workers' summaries in its directory."""
+    return os.path.join(os.path.abspath(cell_dir), "summary-{role}-{rank}.json")
+
+
 def run_command(cfg, run, cell_dir, build, repo):
     """The command line of one run: `sieve launch` (loopback) or deploy/local/netns/run."""
     cell = run["cell"]
     servers = int(cfg.get("servers", 1))
-    words = flag_words(run_flags(cfg, run, cell_dir))
+    flags = run_flags(cfg, run, cell_dir)
+    flags["summary_out"] = summary_pattern(cell_dir)  # where, not what: not in the cache key
+    words = flag_words(flags)
     if is_local(cell["link"]):
         cmd = [os.path.join(build, "deploy", "sieve"), "launch", f"--num_servers={servers}",
                f"--num_workers={cell['workers']}"]
@@ -178,7 +187,7 @@ def run_one(cmd, cell_dir, label, timeout, epochs, progress_every):
     """Runs one job, printing a progress line every progress_every seconds; (exit code, s)."""
     os.makedirs(cell_dir, exist_ok=True)
     for old in os.listdir(cell_dir):
-        if old.startswith("metrics-") or old == "cell.json":
+        if old.startswith(("metrics-", "summary-")) or old == "cell.json":
             os.remove(os.path.join(cell_dir, old))
     print(f"sieve compare: running {label}", flush=True)
     tail = MetricsTail(os.path.join(cell_dir, "metrics-0.jsonl"))
@@ -224,19 +233,20 @@ def read_metrics(path):
     return rows
 
 
-def log_summaries(cell_dir, program):
-    """rank -> key=value pairs of every `<program> summary:` line in the run's logs."""
+def summaries(cell_dir, role):
+    """rank -> the end-of-run summary (a dict of its JSON fields) of every server or worker
+    (`role`) of the run that wrote one (summary_pattern); a process that did not end normally
+    wrote none."""
     out = {}
-    for root, _, files in os.walk(cell_dir):
-        for name in sorted(files):
-            if not (name.endswith(".txt") or name.endswith(".log")):
-                continue
-            with open(os.path.join(root, name), errors="replace") as fh:
-                for line in fh:
-                    m = re.search(re.escape(program) + r" summary: (rank=.*)", line)
-                    if m:
-                        kv = dict(w.split("=", 1) for w in m.group(1).split() if "=" in w)
-                        out[kv["rank"]] = kv
+    for path in glob.glob(os.path.join(cell_dir, f"summary-{role}-*.json")):
+        m = re.fullmatch(rf"summary-{role}-(\d+)\.json", os.path.basename(path))
+        if not m:
+            continue
+        try:
+            with open(path) as f:
+                out[int(m.group(1))] = json.load(f)
+        except (OSError, ValueError):
+            pass  # unreadable: as if none
     return out
 
 
@@ -282,8 +292,8 @@ def _float(kv, key):
 def summarize(run, cell_dir, rc, wall, target):
     cell = run["cell"]
     rows = read_metrics(os.path.join(cell_dir, "metrics-0.jsonl"))
-    s = log_summaries(cell_dir, "sieve-worker").get("0", {})
-    mx, mn = staleness(log_summaries(cell_dir, "sieve-server"))
+    s = summaries(cell_dir, "worker").get(0, {})
+    mx, mn = staleness(summaries(cell_dir, "server"))
     accs = [r["test_acc"] for r in rows if r.get("test_acc") is not None]
     out = {k: cell[k] for k in GRID_KEYS}
     out.update({
@@ -297,7 +307,7 @@ def summarize(run, cell_dir, rc, wall, target):
         "mean_round_s": _float(s, "mean_round_s"),
         "bytes_up_per_round": mean([r.get("bytes_up") for r in rows]),
         "bytes_down_per_round": mean([r.get("bytes_down") for r in rows]),
-        "push_ratio": _float(s, "ratio"), "near_chance": s.get("near_chance") == "1",
+        "push_ratio": _float(s, "ratio"), "near_chance": s.get("near_chance") == 1,
         "max_staleness": mx, "mean_staleness": mn,
         "t_compute_ms": _ms(mean([r.get("t_compute") for r in rows])),
         "t_select_ms": _ms(mean([r.get("t_select") for r in rows])),

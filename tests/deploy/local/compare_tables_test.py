@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Unit tests of `sieve compare`'s pure parts (deploy/local/compare/, no daemons): the table's
 aggregation (mean ± sample std, time to target, deltas against the BSP dense cell, staleness)
-against hand-computed values, the cache key, the config check and the flag check.
+against hand-computed values, a run's summary read back from the servers' and workers' summary
+files (--summary_out, faked here), the cache key, the config check and the flag check.
 Exit 77 (skipped) when python3-yaml is missing (scripts/setup installs it)."""
 import contextlib
 import io
+import json
 import math
 import os
 import sys
@@ -41,6 +43,13 @@ def run_summary(c, seed, status="ok", **values):
 def touch(path):
     with open(path, "w") as f:
         f.write("{}")
+
+
+def write_summary(cell_dir, role, rank, **fields):
+    """A run's end-of-run summary file as a server or worker writes it (--summary_out, here
+    runner.summary_pattern), with these fields."""
+    with open(runner.summary_pattern(cell_dir).format(role=role, rank=rank), "w") as f:
+        json.dump(dict(rank=rank, **fields), f)
 
 
 def exit_code_and_stderr(fn, *args):
@@ -120,11 +129,16 @@ class AggregateTest(unittest.TestCase):
                 run_summary(c, 2, test_acc=0.85, near_chance=False)]
         rows = table.aggregate([c], runs, 0.85)
         self.assertEqual(rows[0]["status"], "ok, near chance (1 of 2)")
-        with tempfile.TemporaryDirectory() as d:  # from the worker's summary line
-            with open(os.path.join(d, "log.txt"), "w") as f:
-                f.write("[worker 0] sieve-worker summary: rank=0 test_acc=0.1000 near_chance=1\n")
+        with tempfile.TemporaryDirectory() as d:  # from worker 0's summary
             run = config.runs_of({"name": "x"}, [c])[0]
-            self.assertTrue(runner.summarize(run, d, 0, 1.0, 0.85)["near_chance"])
+            write_summary(d, "worker", 1, test_acc=0.1, near_chance=1)
+            self.assertFalse(runner.summarize(run, d, 0, 1.0, 0.85)["near_chance"])
+            write_summary(d, "worker", 0, test_acc=0.1, near_chance=1)
+            s = runner.summarize(run, d, 0, 1.0, 0.85)
+            self.assertTrue(s["near_chance"])
+            self.assertEqual(s["test_acc"], 0.1)
+            write_summary(d, "worker", 0, test_acc=0.85)  # near_chance is there only when 1
+            self.assertFalse(runner.summarize(run, d, 0, 1.0, 0.85)["near_chance"])
 
 
 class MetricsTest(unittest.TestCase):
@@ -148,17 +162,32 @@ class MetricsTest(unittest.TestCase):
 
     def test_staleness_from_server_summaries(self):
         with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "log.txt"), "w") as f:
-                f.write("[server 0] sieve-server summary: rank=0 lo=0 hi=5 max_staleness=3 "
-                        "staleness_sum=10 released=20 pushed_sum=1\n"
-                        "[worker 0] sieve-worker summary: rank=0 rounds=30 seconds=16.5\n"
-                        "[server 1] sieve-server summary: rank=1 lo=5 hi=9 max_staleness=5 "
-                        "staleness_sum=30 released=20 pushed_sum=1\n")
-            servers = runner.log_summaries(d, "sieve-server")
-            self.assertEqual(sorted(servers), ["0", "1"])
+            write_summary(d, "server", 0, lo=0, hi=5, max_staleness=3, staleness_sum=10,
+                          released=20, pushed_sum=1.0)
+            write_summary(d, "worker", 0, rounds=30, seconds=16.5)
+            write_summary(d, "server", 1, lo=5, hi=9, max_staleness=5, staleness_sum=30,
+                          released=20, pushed_sum=1.0)
+            with open(os.path.join(d, "log.txt"), "w") as f:  # logs are not read
+                f.write("[server 2] rank=2 max_staleness=9\n")
+            servers = runner.summaries(d, "server")
+            self.assertEqual(sorted(servers), [0, 1])
             self.assertEqual(runner.staleness(servers), (5, 1.0))
-            self.assertEqual(runner.log_summaries(d, "sieve-worker")["0"]["seconds"], "16.5")
-        self.assertEqual(runner.staleness({"0": {"max_staleness": "0"}}), (0, None))
+            self.assertEqual(runner.summaries(d, "worker")[0]["seconds"], 16.5)
+            run = config.runs_of({"name": "x"}, [cell("asp", "topk")])[0]
+            s = runner.summarize(run, d, 0, 20.0, 0.85)
+            self.assertEqual((s["train_s"], s["max_staleness"], s["mean_staleness"]),
+                             (16.5, 5, 1.0))
+        # BSP: every server reports max_staleness 0 and releases nothing.
+        bsp = {0: {"max_staleness": 0, "staleness_sum": 0, "released": 0}}
+        self.assertEqual(runner.staleness(bsp), (0, None))
+
+    def test_runs_write_their_summaries_into_their_directory(self):
+        cfg = {"name": "t", "flags": {"model": "synthetic"}}
+        run = config.runs_of(cfg, [cell("bsp", "topk")])[0]
+        cmd = runner.run_command(cfg, run, "/x/cells/c", "/b", "/r")
+        self.assertIn("--summary_out=/x/cells/c/summary-{role}-{rank}.json", cmd)
+        # Where the summaries go does not define the run: the same key from another directory.
+        self.assertNotIn("summary_out", runner.key_inputs(cfg, run, "/x", {})["flags"])
 
     def test_accuracy_points_and_their_mean_over_seeds(self):
         pts = plots.accuracy_points(self.ROWS)

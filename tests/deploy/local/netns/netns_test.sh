@@ -49,18 +49,23 @@ daemon=(--model=synthetic --num_params=20000 --compressor=topk --density=0.01 --
 case "$test_case" in
   tiny_job)
     rc=0
-    # --port_file and --status_file go to the scheduler only (the one daemon that defines them).
+    # --port_file and --status_file go to the scheduler only (the one daemon that defines them),
+    # --summary_out to the servers and workers.
     "${job[@]}" --link=1gbit --timeout=90 -- "${daemon[@]}" --rounds_per_epoch=5 --epochs=1 \
-      --port_file="$logs/scheduler.port" --status_file="$logs/status.json" || rc=$?
+      --port_file="$logs/scheduler.port" --status_file="$logs/status.json" \
+      --summary_out="$logs/{role}-{rank}.json" || rc=$?
     [ $rc = 0 ] || { tail -n 20 "$logs"/*.log; fail "job exited with $rc"; }
     # The job is over: the scheduler wrote its port file ("HOST:PORT\n") once bound.
     [ "$(cat "$logs/scheduler.port" 2>/dev/null)" = "$subnet.1:9310" ] ||
       fail "scheduler not on $subnet.1 (port file: $(cat "$logs/scheduler.port" 2>&1))"
-    for r in 0 1; do
-      grep -q "sieve-worker summary: rank=$r rounds=5 " "$logs/worker$r.log" || fail "worker $r summary"
-    done
-    grep -q "sieve-server summary: rank=0 .*rounds=5 applied=10 " "$logs/server0.log" ||
-      fail "server summary"
+    # The run summaries (docs/protocol.md, "Run summaries"): both workers did the 5 rounds, the
+    # server applied their 10 pushes.
+    summary=$(/usr/bin/python3 -c '
+import json, sys
+s = [json.load(open(f"{sys.argv[1]}/{name}.json")) for name in ("worker-0", "worker-1", "server-0")]
+print(*[(x["rank"], x["rounds"]) for x in s[:2]], s[2]["rounds"], s[2]["applied"])' "$logs" 2>&1) ||
+      true
+    [ "$summary" = "(0, 5) (1, 5) 5 10" ] || fail "summaries: $summary"
     # The scheduler's final job status (docs/protocol.md, "Job status"): worker 1's row has the
     # address it registered with.
     address=$(/usr/bin/python3 -c '
