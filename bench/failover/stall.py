@@ -2,9 +2,9 @@
 """The stall of a server failover: kill -9 of a server to the first completed round after it.
 
 Runs `sieve launch` jobs of --model=synthetic (2 servers, 4 workers, BSP, the scheduler's
---replication=1, no restarts, no checkpoint directory) and kills server 0 with SIGKILL once a
-worker logged the end of the middle epoch. The stall is the longest push/pull of the job
-(every worker's summary `max_pushpull_s`, from the summary files --summary_out writes: the round
+--replication=1, no restarts, no checkpoint directory) and kills server 0 with SIGKILL once the
+job status (the scheduler's --status_file) shows the middle round. The stall is the longest
+push/pull of the job (every worker's summary `max_pushpull_s`, from the summary files --summary_out writes: the round
 in flight at the kill waits for the failover); it is printed beside the scheduler's
 --heartbeat_timeout_ms (the target: stall <= 2 x the heartbeat timeout), with the rounds the
 failed-over shard completed (the shard in the `shards` of the server that took it over: it must
@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 EPOCHS = 40
@@ -70,18 +71,29 @@ def run(build, timeout_ms, kill):
             "--num_params=20000", f"--epochs={EPOCHS}", f"--rounds_per_epoch={ROUNDS_PER_EPOCH}",
             "--compressor=topk", "--density=0.01", "--heartbeat_interval_ms=100",
             f"--heartbeat_timeout_ms={timeout_ms}", "--round_timeout_ms=60000",
-            f"--summary_out={out_dir}/{{role}}-{{rank}}.json"]
+            f"--summary_out={out_dir}/{{role}}-{{rank}}.json",
+            f"--status_file={out_dir}/status.json", "--status_file_interval_ms=250"]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    half = f"] epoch {EPOCHS // 2}/{EPOCHS}: loss"
-    out, killed_at = [], None
-    for line in p.stdout:
-        out.append(line)
-        if kill and killed_at is None and half in line:
+    out = []
+    reader = threading.Thread(target=lambda: out.extend(p.stdout), daemon=True)
+    reader.start()
+    # The kill half-way through, by the job status (the slowest worker's round, rewritten every
+    # 250 ms), never by a log line.
+    half, killed_at = EPOCHS * ROUNDS_PER_EPOCH // 2, None
+    while kill and killed_at is None and p.poll() is None:
+        time.sleep(0.02)
+        try:
+            with open(os.path.join(out_dir, "status.json")) as f:
+                status = json.load(f)
+        except (OSError, ValueError):
+            continue  # not written yet (or replaced just now)
+        if int(status.get("progress", {}).get("round", 0)) >= half:
             pid = server_pid(p.pid, 0)
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
                 killed_at = time.monotonic()
     code = p.wait()
+    reader.join()
     workers = read_summaries(out_dir, "worker")
     shards = [s for server in read_summaries(out_dir, "server") for s in server["shards"]]
     shutil.rmtree(out_dir, ignore_errors=True)

@@ -82,15 +82,25 @@ print(*[n["address"] for n in nodes if n["role"] == "ROLE_WORKER" and n["rank"] 
     set -m
     "${job[@]}" --timeout=50 --tcp_cc=reno --link=1gbit --upload_queue=host -- "${daemon[@]}" \
       --rounds_per_epoch=100000 \
-      --epochs=1 &
+      --epochs=1 --status_file="$logs/status.json" &
     pid=$!
     set +m
+    # Training started: the job status (the scheduler's status file) shows a round done.
+    training() {
+      /usr/bin/python3 -c '
+import json, sys
+try:
+    status = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(1)
+sys.exit(0 if int(status.get("progress", {}).get("round", 0)) >= 1 else 1)' "$logs/status.json"
+    }
     for _ in $(seq 1 300); do
-      grep -qs "worker 0 of 2" "$logs/worker0.log" && break
+      training && break
       kill -0 $pid 2>/dev/null || fail "harness exited before training started"
       sleep 0.2
     done
-    grep -qs "worker 0 of 2" "$logs/worker0.log" || fail "training did not start within 60 s"
+    training || fail "training did not start within 60 s"
     # The congestion control of the server's (accepted) and worker 0's connections: each ss info
     # line starts with its name.
     for n in 1 2; do
