@@ -55,6 +55,10 @@ pb::Header::BodyCase ExpectedBody(pb::MsgType t) {
     case pb::MSG_COLLECTIVE:
     case pb::MSG_COLLECTIVE_RESULT:
       return pb::Header::kCollective;
+    case pb::MSG_STATUS_QUERY:
+      return pb::Header::kStatusQuery;
+    case pb::MSG_STATUS:
+      return pb::Header::kJobStatus;
     default:
       return pb::Header::BODY_NOT_SET;
   }

@@ -33,6 +33,9 @@
 
 namespace sieve {
 
+// 14: MSG_STATUS_QUERY / MSG_STATUS: a status client without a node id (`sieve status
+// --scheduler`) asks the scheduler for the job status, answered at the address it names (a
+// scheduler of 13 would drop the query).
 // 13: HEARTBEAT carries the node's report (Heartbeat.worker / .server) and FINISHED a worker's
 // last one: the scheduler's job status (JobStatus) is built from them (a node of 12 reports
 // nothing, so its row would never move).
@@ -60,7 +63,7 @@ namespace sieve {
 // (CURVE keys bound to node ids). 3: a sparse UPDATE may be split into parts (Header.part/parts);
 // 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
 // different versions reject each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 13;
+inline constexpr uint32_t kProtocolVersion = 14;
 // Most values one COLLECTIVE may carry (256 KiB of fp32: well within the scheduler's 1 MiB frame).
 inline constexpr uint32_t kMaxCollectiveValues = 65536;
 // Most parts one UPDATE may be split into (Header.parts).

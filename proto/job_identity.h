@@ -33,14 +33,16 @@ uint64_t JobInstanceDigest(uint64_t job, uint64_t instance);
 // knows the job instance do:
 //  - a node before its first node table accepts the scheduler's answers to its REGISTER
 //    (REGISTER_ACK, REGISTER_CHALLENGE, ERROR) and that table (NODE_TABLE), and nothing else;
-//  - the scheduler accepts a REGISTER (a node not yet in the table, or restarted), and nothing
-//    else;
+//  - the scheduler accepts a REGISTER (a node not yet in the table, or restarted) and a
+//    STATUS_QUERY (a status client, which never learns the instance), and nothing else;
+//  - a status client accepts the STATUS it asked for;
 //  - a node that has its table accepts none: every message after it carries the instance.
 // The scheduler stamps a message of a type in kTokenStampedToNode with the token's digest only
 // while its recipient has not been sent the node table (scheduler/scheduler.h, JobFor).
 inline constexpr pb::MsgType kTokenStampedToNode[] = {
-    pb::MSG_REGISTER_ACK, pb::MSG_REGISTER_CHALLENGE, pb::MSG_NODE_TABLE, pb::MSG_ERROR};
-inline constexpr pb::MsgType kTokenStampedToScheduler[] = {pb::MSG_REGISTER};
+    pb::MSG_REGISTER_ACK, pb::MSG_REGISTER_CHALLENGE, pb::MSG_NODE_TABLE, pb::MSG_ERROR,
+    pb::MSG_STATUS};
+inline constexpr pb::MsgType kTokenStampedToScheduler[] = {pb::MSG_REGISTER, pb::MSG_STATUS_QUERY};
 
 // Whether `type` is one of `types` (one of the lists above).
 bool IsOneOf(std::span<const pb::MsgType> types, int type);

@@ -170,6 +170,9 @@ void Scheduler::Handle(Frames frames) {
     case pb::MSG_REGISTER:
       HandleRegister(h, key);
       return;
+    case pb::MSG_STATUS_QUERY:
+      AnswerStatusQuery(h);
+      return;
     case pb::MSG_HEARTBEAT:
       if (Find(h.sender()) != nullptr) {
         heartbeats_.fetch_add(1, std::memory_order_relaxed);
@@ -973,17 +976,30 @@ void Scheduler::SendChallenge(const pb::Header& to, uint64_t challenge) {
 
 void Scheduler::SendToRegisteringPeer(const pb::Register& r, const pb::Header& h,
                                       LogLimiter* limiter) {
-  if (r.host().empty() || r.port() == 0 || r.port() > 65535) return;
   for (const Entry& e : pending_) {
     if (e.info.instance() == r.instance()) return SendTo(e.info.id(), h);
   }
+  SendToAddress(r.host(), r.port(), h, limiter);
+}
+
+void Scheduler::SendToAddress(const std::string& host, uint32_t port, const pb::Header& h,
+                              LogLimiter* limiter) {
+  if (host.empty() || host.size() > 255 || port == 0 || port > 65535) return;
   uint64_t held_back = 0;
   if (!limiter->Allow(LogLimiter::Clock::now(), &held_back)) return;
   const int temp = next_temp_id_--;
-  if (transport_->Connect(temp, r.host(), static_cast<uint16_t>(r.port())).ok()) {
+  if (transport_->Connect(temp, host, static_cast<uint16_t>(port)).ok()) {
     SendTo(temp, h);
     transport_->Disconnect(temp);  // ZeroMQ's linger still delivers the queued message
   }
+}
+
+void Scheduler::AnswerStatusQuery(const pb::Header& query) {
+  const pb::StatusQuery& q = query.status_query();
+  pb::Header h = MakeHeader(pb::MSG_STATUS, kSchedulerId, kNoRecipient);
+  h.set_round(q.nonce());
+  *h.mutable_job_status() = status();
+  SendToAddress(q.host(), q.port(), h, &status_replies_);
 }
 
 void Scheduler::Broadcast(const pb::Header& h, int except) {

@@ -224,6 +224,14 @@ class Scheduler {
   // Sends `h` to a node without an id at the address its REGISTER `r` names, over a connection
   // of its own, if `limiter` allows. Pending nodes are answered on their connection.
   void SendToRegisteringPeer(const pb::Register& r, const pb::Header& h, LogLimiter* limiter);
+  // Sends `h` to `host`:`port` over a connection of its own (closed at once; ZeroMQ's linger
+  // delivers the message), if the address is well-formed and `limiter` allows.
+  void SendToAddress(const std::string& host, uint32_t port, const pb::Header& h,
+                     LogLimiter* limiter);
+  // A STATUS_QUERY: the published status as STATUS at the address it names (status_replies_'s
+  // rate); a malformed address is ignored. Never an ERROR: a client without a node id is only
+  // ever answered with what it asked for.
+  void AnswerStatusQuery(const pb::Header& query);
   void Broadcast(const pb::Header& h, int except = -1);
   void ShutdownAll(const std::string& reason, bool failed);
   pb::NodeTable BuildTable() const;
@@ -263,6 +271,9 @@ class Scheduler {
   // budget is 4 per expected node + 16 per 10 s (a replayer can make the scheduler connect to
   // that many addresses, not more).
   LogLimiter challenge_replies_;
+  // STATUS answers to `sieve status --scheduler`: at most 50 per 10 s (five clients watching
+  // every second), so that a peer cannot make the scheduler connect out at its rate.
+  LogLimiter status_replies_{50, std::chrono::seconds(10)};
   SipKey challenge_secret_;  // drawn at Create; the challenges' key (proto/register_proof.h)
   uint64_t num_params_ = 0;
   bool started_ = false;

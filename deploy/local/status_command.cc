@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -14,31 +15,44 @@
 #include <vector>
 
 #include "deploy/local/http_get.h"
+#include "deploy/local/status_query.h"
 #include "deploy/local/status_screen.h"
+#include "proto/job_identity.h"
 #include "proto/job_status_text.h"
 
 namespace sieve {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: sieve status --metrics=HOST:PORT | --status_file=PATH [--json] [--watch[=SECONDS]]\n"
-    "                    [--timeout_ms=N]\n"
+    "usage: sieve status --scheduler=HOST:PORT | --metrics=HOST:PORT | --status_file=PATH\n"
+    "                    [--json] [--watch[=SECONDS]] [--timeout_ms=N]\n"
     "\n"
     "Shows a sieve job's status: phase, progress, and a row per server and worker (state,\n"
-    "heartbeat age, round, loss, counters). It is read from the scheduler's metrics endpoint\n"
-    "(GET /v1/job on sieve-scheduler --metrics_port; `sieve launch --metrics_port=P` puts the\n"
-    "scheduler's on P) or from the file sieve-scheduler --status_file writes.\n"
+    "heartbeat age, round, loss, counters). It is asked of the scheduler itself (its --port, the\n"
+    "address every node is given as --scheduler), read from its metrics endpoint (GET /v1/job on\n"
+    "sieve-scheduler --metrics_port; `sieve launch --metrics_port=P` puts the scheduler's on P) "
+    "or\n"
+    "from the file sieve-scheduler --status_file writes.\n"
     "\n"
-    "  --metrics=HOST:PORT    the scheduler's metrics address\n"
+    "  --scheduler=HOST:PORT  the scheduler's address: the answer comes back to a socket of this\n"
+    "                         command's own, which the scheduler must be able to reach\n"
+    "  --job_token_file=PATH  with --scheduler: the job's token (a job started with one)\n"
+    "  --host=HOST            with --scheduler: the address the scheduler answers to (default: "
+    "this\n"
+    "                         machine's first non-loopback address, or 127.0.0.1)\n"
+    "  --metrics=HOST:PORT    the scheduler's metrics address instead\n"
     "  --status_file=PATH     the scheduler's status file instead\n"
     "  --json                 print the status as JSON (the scheduler's own form) instead\n"
     "  --watch[=SECONDS]      print it again every SECONDS (default 1) until the job ends\n"
-    "  --timeout_ms=N         bound on one read of the endpoint (default 5000)\n"
+    "  --timeout_ms=N         bound on one read or query (default 5000)\n"
     "\n"
     "Exit status: 0 shown (with --watch: the job finished), 1 not readable (with --watch: the job\n"
     "failed or its scheduler went away first), 2 usage error.\n";
 
 struct Options {
+  std::string scheduler;
+  std::string job_token_file;
+  std::string host;
   std::string metrics;
   std::string status_file;
   bool json = false;
@@ -68,6 +82,12 @@ std::optional<int> Parse(const std::vector<std::string>& args, Options* o) {
     if (name == "--help" || name == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
+    } else if (name == "--scheduler" && value && !value->empty()) {
+      o->scheduler = *value;
+    } else if (name == "--job_token_file" && value && !value->empty()) {
+      o->job_token_file = *value;
+    } else if (name == "--host" && value && !value->empty()) {
+      o->host = *value;
     } else if (name == "--metrics" && value && !value->empty()) {
       o->metrics = *value;
     } else if (name == "--status_file" && value && !value->empty()) {
@@ -89,13 +109,42 @@ std::optional<int> Parse(const std::vector<std::string>& args, Options* o) {
       return Usage("unknown or malformed argument '" + a + "'");
     }
   }
-  if (o->metrics.empty() == o->status_file.empty()) {
-    return Usage("give either --metrics=HOST:PORT or --status_file=PATH");
+  const int sources = !o->scheduler.empty() + !o->metrics.empty() + !o->status_file.empty();
+  if (sources != 1) {
+    return Usage("give one of --scheduler=HOST:PORT, --metrics=HOST:PORT, --status_file=PATH");
+  }
+  if (o->scheduler.empty() && (!o->job_token_file.empty() || !o->host.empty())) {
+    return Usage("--job_token_file and --host go with --scheduler");
   }
   return std::nullopt;
 }
 
-StatusOr<pb::JobStatus> Read(const Options& o) {
+// --scheduler's querier (the job's token read first); nullptr with the exit code in *code.
+std::unique_ptr<StatusQuerier> MakeQuerier(const Options& o, int* code) {
+  StatusQueryOptions q;
+  q.scheduler = o.scheduler;
+  q.host = o.host;
+  q.timeout = o.timeout;
+  if (!o.job_token_file.empty()) {
+    auto token = ReadJobTokenFile(o.job_token_file);
+    if (!token.ok()) {
+      *code = Usage("--job_token_file: " + token.status().ToString());
+      return nullptr;
+    }
+    q.job_token = *token;
+  }
+  auto querier = StatusQuerier::Create(q);
+  if (!querier.ok()) {
+    const bool usage = querier.status().code() == StatusCode::kInvalidArgument;
+    std::fprintf(stderr, "sieve status: %s\n", querier.status().ToString().c_str());
+    *code = usage ? 2 : 1;
+    return nullptr;
+  }
+  return std::move(querier).value();
+}
+
+StatusOr<pb::JobStatus> Read(const Options& o, StatusQuerier* querier) {
+  if (querier != nullptr) return querier->Query();
   std::string json;
   if (!o.metrics.empty()) {
     SIEVE_ASSIGN_OR_RETURN(json, HttpGet(o.metrics, "/v1/job", o.timeout));
@@ -130,9 +179,15 @@ int RunStatus(const std::vector<std::string>& args) {
   Options o;
   if (std::optional<int> code = Parse(args, &o)) return *code;
   const bool redraw = o.watch && !o.json && isatty(STDOUT_FILENO) != 0;
+  std::unique_ptr<StatusQuerier> querier;
+  if (!o.scheduler.empty()) {
+    int code = 0;
+    querier = MakeQuerier(o, &code);
+    if (querier == nullptr) return code;
+  }
   std::optional<pb::JobStatus> last;
   for (;;) {
-    StatusOr<pb::JobStatus> st = Read(o);
+    StatusOr<pb::JobStatus> st = Read(o, querier.get());
     if (!st.ok()) {
       if (!last) {
         std::fprintf(stderr, "sieve status: %s\n", st.status().ToString().c_str());

@@ -1,7 +1,9 @@
 // `sieve status`: a job's status (JobStatus, docs/protocol.md "Job status") for a person or a
-// program, from the scheduler's metrics endpoint (GET /v1/job on its --metrics_port) or from its
-// --status_file.
+// program, asked of the scheduler over the protocol (status_query.h), read from its metrics
+// endpoint (GET /v1/job on its --metrics_port) or from its --status_file.
 //
+//   sieve status --scheduler=HOST:PORT [--job_token_file=PATH] [--host=HOST] [--json]
+//                [--watch[=SECONDS]] [--timeout_ms=N]
 //   sieve status --metrics=HOST:PORT [--json] [--watch[=SECONDS]] [--timeout_ms=N]
 //   sieve status --status_file=PATH [--json] [--watch[=SECONDS]]
 //

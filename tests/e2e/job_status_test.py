@@ -13,6 +13,9 @@ Cases, each a job of a few seconds on loopback:
   server, the job still finishes;
 - a job whose only server is killed (--server_failure=fail): JOB_FAILED with the failure naming
   the server; and the same kill under `sieve launch`, whose status file must end JOB_FAILED too;
+- `sieve status --scheduler`: the status asked of the scheduler over the protocol equals the one
+  it serves on /v1/job; a query without the job's token (or with another) is dropped, counted as
+  foreign and never answered, and the command exits 1 after its timeout;
 - every key of the JSON (and of the .proto messages) documented in the "Job status" section.
 
 Deadlines only bound a hang; nothing here asserts on timing.
@@ -337,6 +340,60 @@ class JobStatusTest(unittest.TestCase):
         self.assertEqual(final["failure"]["code"], "ABORTED", final)
         self.assertEqual(final["failure"]["node_id"], -1, final)
         self.assertTrue(final["failure"]["message"], final)
+
+    def sieve_status(self, *args):
+        """`sieve status ARGS`: (exit code, stdout, stderr)."""
+        r = subprocess.run([SIEVE, "status", *args], capture_output=True, text=True,
+                           timeout=HANG_S)
+        return r.returncode, r.stdout, r.stderr
+
+    def test_status_asked_of_the_scheduler(self):
+        token = os.path.join(self.tmp, "token")
+        with open(token, "w", encoding="utf-8") as f:
+            f.write("a-token-of-this-job\n")
+        scheduler, port, address = self.start_scheduler(
+            ["--num_servers=1", "--num_workers=2", f"--job_token_file={token}"])
+        self.poll(port, lambda s: True, "a first status", scheduler)
+        self.procs.start("server", [SERVER, f"--scheduler={address}", "--rank=0",
+                                    "--bind=127.0.0.1", "--host=127.0.0.1",
+                                    f"--job_token_file={token}"])
+        self.poll(port, lambda s: s["servers_registered"] == 1, "the server's registration",
+                  scheduler)
+        # The status over the protocol is the one GET /v1/job serves.
+        code, out, err = self.sieve_status(f"--scheduler={address}", f"--job_token_file={token}",
+                                           "--host=127.0.0.1", "--json")
+        self.assertEqual(code, 0, err)
+        asked = json.loads(out)
+        self.check_documented(asked)
+        served = fetch(port)
+        self.assertEqual(without_moving_fields(asked), without_moving_fields(served))
+        self.assertEqual(asked["servers_registered"], 1)
+        # The screen for a person, from the same answer.
+        code, out, err = self.sieve_status(f"--scheduler={address}", f"--job_token_file={token}",
+                                           "--host=127.0.0.1")
+        self.assertEqual(code, 0, err)
+        self.assertIn("FORMING", out)
+        self.assertRegex(out, r"server\s+0\s+REGISTERED")
+        # Without the job's token, or with another, the query is another job's: dropped and
+        # counted, never answered; the command says so and exits 1 once its timeout passed.
+        wrong = os.path.join(self.tmp, "wrong")
+        with open(wrong, "w", encoding="utf-8") as f:
+            f.write("another-token\n")
+        before = fetch(port)["foreign_messages"]
+        for extra in ([], [f"--job_token_file={wrong}"]):
+            code, out, err = self.sieve_status(f"--scheduler={address}", "--host=127.0.0.1",
+                                               "--timeout_ms=300", *extra)
+            self.assertEqual((code, out), (1, ""), err)
+            self.assertIn("DEADLINE_EXCEEDED: no status from the scheduler at " + address, err)
+            self.assertIn("--job_token_file", err)
+        self.poll(port, lambda s: int(s["foreign_messages"]) >= int(before) + 2,
+                  "the dropped queries counted as foreign", scheduler)
+        # Usage errors: exit 2 before anything is sent.
+        for args in ([f"--scheduler={address}", "--metrics=127.0.0.1:1"],
+                     [f"--job_token_file={token}", f"--status_file={self.status_path}"],
+                     ["--scheduler=no-port"]):
+            code, _, err = self.sieve_status(*args)
+            self.assertEqual(code, 2, f"{args}: {err}")
 
     def test_every_field_present_while_forming(self):
         scheduler, port, _ = self.start_scheduler(["--num_servers=1", "--num_workers=1"])

@@ -133,6 +133,57 @@ TEST(NetSchedulerTest, VersionMismatchGetsErrorAndSchedulerKeepsServing) {
   EXPECT_EQ((*w)->num_params(), 10u);
 }
 
+// A STATUS_QUERY from `peer` naming `host`:`port` for the answer, with `nonce`.
+void SendStatusQuery(Transport& peer, const std::string& host, uint32_t port, uint64_t nonce) {
+  pb::Header h = MakeHeader(pb::MSG_STATUS_QUERY, -1, kSchedulerId);
+  h.mutable_status_query()->set_host(host);
+  h.mutable_status_query()->set_port(port);
+  h.mutable_status_query()->set_nonce(nonce);
+  auto frames = EncodeControl(std::move(h));
+  ASSERT_TRUE(frames.ok());
+  ASSERT_TRUE(peer.Send(0, std::move(frames).value()).ok());
+}
+
+// Whether `peer` receives anything within `wait`.
+bool AnythingWithin(Transport& peer, std::chrono::milliseconds wait) {
+  Frames frames;
+  auto got = peer.Recv(&frames, wait);
+  return got.ok() && *got;
+}
+
+TEST(NetSchedulerTest, StatusQueriesAreAnsweredAtTheirAddressWhenWellFormedAndWithinTheRate) {
+  const std::string token = "status-query-token";
+  RunningScheduler sched(1, 2, 10, token);
+  std::unique_ptr<Transport> peer = RawPeer(sched.address(), token);
+  ASSERT_NE(peer, nullptr);
+  // Malformed addresses are never answered (nor with an ERROR: the peer has no node id).
+  ASSERT_NO_FATAL_FAILURE(SendStatusQuery(*peer, peer->host(), 0, 1));
+  ASSERT_NO_FATAL_FAILURE(SendStatusQuery(*peer, peer->host(), 70000, 2));
+  ASSERT_NO_FATAL_FAILURE(SendStatusQuery(*peer, "", peer->port(), 3));
+  ASSERT_NO_FATAL_FAILURE(SendStatusQuery(*peer, std::string(300, 'h'), peer->port(), 4));
+  // A query without its body does not decode: dropped.
+  auto bare = EncodeControl(MakeHeader(pb::MSG_STATUS_QUERY, -1, kSchedulerId));
+  ASSERT_TRUE(bare.ok());
+  ASSERT_TRUE(peer->Send(0, std::move(bare).value()).ok());
+  // A well-formed one is answered with the status and its nonce, stamped with the token's digest.
+  ASSERT_NO_FATAL_FAILURE(SendStatusQuery(*peer, peer->host(), peer->port(), 5));
+  const Message m = Reply(*peer, token);
+  ASSERT_EQ(m.type(), pb::MSG_STATUS);
+  EXPECT_EQ(m.header.round(), 5u);
+  EXPECT_EQ(m.header.job_status().num_servers(), 1u);
+  EXPECT_EQ(m.header.job_status().num_workers(), 2u);
+  EXPECT_EQ(m.header.job_status().phase(), pb::JOB_FORMING);
+  EXPECT_FALSE(AnythingWithin(*peer, std::chrono::milliseconds(300)))
+      << "a malformed query was answered";
+  // At most 50 answers per 10 s: a flood of 60 more gets at most the 49 left.
+  for (uint64_t n = 100; n < 160; ++n)
+    ASSERT_NO_FATAL_FAILURE(SendStatusQuery(*peer, peer->host(), peer->port(), n));
+  int answered = 0;
+  while (AnythingWithin(*peer, std::chrono::milliseconds(1000))) ++answered;
+  EXPECT_GE(answered, 1);
+  EXPECT_LE(answered, 49);
+}
+
 TEST(NetSchedulerTest, RegistrationBeyondExpectedCountIsRefused) {
   RunningScheduler sched(1, 1, 10);
   std::thread server([&] {
