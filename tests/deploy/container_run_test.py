@@ -36,9 +36,10 @@ What stands in for Kubernetes:
   mounted at that path; after the container ended the test reads it as the kubelet would (the
   terminated state's message, terminationMessagePolicy File);
 - resource requests and limits are not applied (this kind's cgroup setup does not allow them).
-The one addition to the manifests: each worker also gets --dump_weights=/tmp/replica-{rank}.f32
-(its /tmp emptyDir), so that the replicas can be compared with the servers' final shards (and,
-in the worker-kill test, a straggler delay). The kill tests also give the scheduler an emptyDir
+The additions to the manifests: each worker also gets --dump_weights=/tmp/replica-{rank}.f32
+and --summary_out=/tmp/summary-{role}-{rank}.json (its /tmp emptyDir), so that the replicas can
+be compared with the servers' final shards and its end-of-run summary read (and, in the kill
+tests, a straggler delay). The kill tests also give the scheduler an emptyDir
 at /tmp and --status_file=/tmp/status.json: the job status (docs/protocol.md, "Job status") tells
 where the shards and the nodes ended.
 
@@ -47,9 +48,10 @@ Tests (the image built once; the jobs back to back):
   a read-only root file system as an arbitrary non-root user, size (printed) at most 250 MB;
 - two jobs, cpu-small and the same overlay rendered with another name, train at the same time on
   one network: every pod exits 0, probes answer, each scheduler reports its job finished, test
-  accuracy >= 0.65 (0.7298 measured), each job's replicas equal its own servers' shards; a
-  stray worker of the second job (its token) pointed at the first job's scheduler is refused:
-  it never registers, and the first scheduler counts its messages as foreign;
+  accuracy >= 0.65 (0.7298 measured), each job's replicas equal its own servers' shards and
+  every worker wrote its summary; a stray worker of the second job (its token) pointed at the
+  first job's scheduler is refused: it never registers (it exits non-zero with no summary
+  written), and the first scheduler counts its messages as foreign;
 - a server pod is killed (SIGKILL) once its first checkpoint is on the volume; its replacement
   under the same index restores the checkpoint and the job finishes with the same checks
   (accuracy >= 0.50: the replayed rounds move the result; the workers get
@@ -99,6 +101,8 @@ SLOW_WORKERS = ["--straggler=delay:10ms"]
 LINGER_LIMIT_S = 30
 IMAGE_SIZE_LIMIT = 250 * 1000 * 1000
 SKIP = 77
+# Each worker's end-of-run summary (docs/protocol.md, "Run summaries"), in its /tmp emptyDir.
+WORKER_SUMMARY_ARGS = ["--summary_out=/tmp/summary-{role}-{rank}.json"]
 
 
 def podman(*args, check=True, timeout=120, **kwargs):
@@ -122,6 +126,14 @@ def checkpoint_dir(job):
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def worker_summaries(pod_dir):
+    """The summary files (WORKER_SUMMARY_ARGS) a worker pod's container wrote in its /tmp
+    emptyDir: a worker writes one as its training ends, none when it never trained."""
+    tmp = os.path.join(pod_dir, "emptydir-tmp")
+    return sorted(f for f in os.listdir(tmp) if f.startswith("summary-")) \
+        if os.path.isdir(tmp) else []
 
 
 # Where the kill tests' scheduler writes its job status (with_status_file).
@@ -434,7 +446,8 @@ class JobRun:
 
     def extra_args(self, pod, container):
         if pod.role == "worker" and container["name"] == "worker":
-            return ["--dump_weights=/tmp/replica-{rank}.f32"] + self.worker_args
+            return ["--dump_weights=/tmp/replica-{rank}.f32", *WORKER_SUMMARY_ARGS,
+                    *self.worker_args]
         return []
 
     def policy(self, pod):
@@ -647,6 +660,8 @@ class ContainerRunTest(unittest.TestCase):
             replica = read_bytes(os.path.join(final[w.name].dir, "emptydir-tmp",
                                               f"replica-{w.index}.f32"))
             self.assertEqual(replica, shards, f"{w.name}: replica differs from the servers")
+            self.assertEqual(worker_summaries(final[w.name].dir),
+                             [f"summary-worker-{w.index}.json"], f"{w.name}\n{run.dump()}")
         return final, int(fields.get("foreign", "0"))
 
     def test_two_jobs_train_side_by_side(self):
@@ -682,8 +697,9 @@ class ContainerRunTest(unittest.TestCase):
                 stray_attempt = Attempt(stray)
                 stray_container = stray.spec["containers"][0]
                 stray_thread = threading.Thread(target=lambda: stray_attempt.results.update(
-                    {c["name"]: stray_job.run_container(stray, c, stray_attempt.log,
-                                                        runs[0].stop)
+                    {c["name"]: stray_job.run_container(
+                        stray, c, stray_attempt.log, runs[0].stop,
+                        WORKER_SUMMARY_ARGS if c["name"] == "worker" else ())
                      for c in stray.containers()}))
                 stray_thread.start()
                 timed_out = [run.wait(deadline) for run in runs]
@@ -694,7 +710,7 @@ class ContainerRunTest(unittest.TestCase):
                 stray_text = stray_attempt.text()
                 print(f"stray worker: {stray_attempt.results}; scheduler of {job_a.name}: "
                       f"foreign={foreign_a}, of {job_b.name}: foreign={foreign_b}")
-                self.assertNotIn("sieve-worker summary:", stray_text)
+                self.assertEqual(worker_summaries(stray_attempt.dir), [], stray_text)
                 self.assertNotEqual(stray_attempt.results.get(stray_container["name"],
                                                               (0,))[0], 0, stray_text)
                 self.assertGreater(foreign_a, 0, "job a's scheduler counted nothing foreign")

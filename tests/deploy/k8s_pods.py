@@ -6,8 +6,8 @@ containers).
   <jobset>-R-<j>, each Indexed with `completions` pods; an Indexed Job's `completions` pods. Each
   pod has the hostname <job>-<index> and the subdomain of its JobSet (spec.network.subdomain, by
   default the JobSet's name) or of its pod template, the completion-index annotation and label,
-  and for a JobSet the labels its controller adds. A Deployment or StatefulSet fails: sieve's
-  daemons end with the job;
+  and for a JobSet the labels its controller adds and the volumes of its volumeClaimPolicies
+  (claim_volumes()). A Deployment or StatefulSet fails: sieve's daemons end with the job;
 - dns_names(): the names under which a pod is found (<hostname>.<subdomain>[.<ns>[.svc[.cluster.
   local]]]), when the rendering publishes them: a JobSet with enableDNSHostnames, or a headless
   Service named like the subdomain whose selector picks the pod and that publishes not-ready
@@ -18,6 +18,7 @@ containers).
 - write_configmap(): a configMap volume as a directory of the ConfigMap's files.
 """
 
+import copy
 import os
 import re
 import uuid
@@ -92,6 +93,45 @@ class Pod:
                 for v in self.spec.get("volumes", []) if "persistentVolumeClaim" in v}
 
 
+def claim_name(template_name, jobset_name):
+    """The name the JobSet controller gives the claim it makes from a volumeClaimPolicies
+    template: <template>-<jobset>."""
+    return f"{template_name}-{jobset_name}"
+
+
+def mounts_volume(pod_spec, name):
+    return any(m["name"] == name for c in pod_spec.get("initContainers", []) +
+               pod_spec.get("containers", []) for m in c.get("volumeMounts", []))
+
+
+def claim_volumes(js):
+    """{replicated job name: its Job's spec} with what the JobSet controller adds to each Job
+    from spec.volumeClaimPolicies: for every claim template a container or init container of the
+    Job mounts by the template's name, a volume of that name on the claim <template>-<jobset>.
+    Raises AssertionError where the JobSet's webhook refuses the JobSet: a template no container
+    of any replicated job mounts, a pod template that declares a volume of a template's name."""
+    name = js["metadata"]["name"]
+    specs = {rj["name"]: copy.deepcopy(rj["template"]["spec"])
+             for rj in js["spec"]["replicatedJobs"]}
+    for policy in js["spec"].get("volumeClaimPolicies", []):
+        for template in policy.get("templates", []):
+            claim = template["metadata"]["name"]
+            mounted = False
+            for rj, spec in specs.items():
+                pod = spec["template"]["spec"]
+                if any(v["name"] == claim for v in pod.get("volumes", [])):
+                    raise AssertionError(f"{name}: replicated job {rj} declares a volume "
+                                         f"{claim}, the name of a claim template")
+                if mounts_volume(pod, claim):
+                    mounted = True
+                    pod.setdefault("volumes", []).append(
+                        {"name": claim,
+                         "persistentVolumeClaim": {"claimName": claim_name(claim, name)}})
+            if not mounted:
+                raise AssertionError(f"{name}: no container mounts the claim template {claim}")
+    return specs
+
+
 def indexed_job_pods(job_name, job_spec, subdomain, pod_class, kwargs, **extra):
     if job_spec.get("completionMode") != "Indexed":
         raise AssertionError(f"Job {job_name} must be Indexed (the index is the rank)")
@@ -117,10 +157,11 @@ def pods(docs, pod_class=Pod, **kwargs):
         jobset_uid = str(uuid.uuid4())  # one run: every pod of this JobSet, as its controller
         network = js["spec"].get("network", {})
         subdomain = network.get("subdomain") or name
+        job_specs = claim_volumes(js)
         for rj in js["spec"]["replicatedJobs"]:
             for j in range(rj.get("replicas", 1)):
                 job = f"{name}-{rj['name']}-{j}"
-                new = indexed_job_pods(job, rj["template"]["spec"], subdomain, pod_class,
+                new = indexed_job_pods(job, job_specs[rj["name"]], subdomain, pod_class,
                                        kwargs, jobset=name, replicated_job=rj["name"],
                                        jobset_uid=jobset_uid, job_uid=str(uuid.uuid4()))
                 if network.get("enableDNSHostnames"):

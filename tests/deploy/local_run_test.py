@@ -11,7 +11,9 @@ What stands in for Kubernetes:
   env values, command and args are expanded as the kubelet does ($$ escapes, unknown names stay);
 - the image: PATH holds one wrapper per binary (sieve-scheduler, sieve-server, sieve-worker,
   sieve) that records its argv and execs the build's binary; nothing else from this shell's
-  environment is passed on;
+  environment is passed on. The wrappers of sieve-server and sieve-worker append one flag of the
+  test's own, --summary_out=<the pod's directory>/summary-{role}-{rank}.json: the end-of-run
+  summary each writes for programs (docs/protocol.md, "Run summaries"), which the checks read;
 - networking: every containerPort of every pod gets its own free local port (`--<x>port=N` flags
   are rewritten), and every DNS name the rendering publishes for a pod
   (<hostname>.<subdomain>[.<ns>[.svc[.cluster.local]]]) with a port resolves to 127.0.0.1 and
@@ -24,13 +26,17 @@ What stands in for Kubernetes:
 Checks: every recorded daemon argv and every flagfile it reads (recursively) names only flags the
 daemon defines (`--helpxml`; the daemons also exit 2 on one, this names the manifest), every
 container's readiness and liveness probe answers HTTP 200 while it runs, every process exits 0,
-every worker prints its summary line, the scheduler reports the job finished, and the servers
-wrote their checkpoints and final shards to the checkpoint volume (PVC).
+every server and worker wrote its summary (each server its pod's index as its rank), the
+scheduler reports the job finished, the servers
+wrote their checkpoints and final shards to the checkpoint volume (PVC), and `sieve export` of
+the run's directory gives the servers' final shards in rank order, byte for byte.
 
 usage: local_run_test.py KUBECTL SCHEDULER SERVER WORKER LAUNCHER
 """
 
 import base64
+import glob
+import json
 import os
 import re
 import shlex
@@ -95,11 +101,25 @@ class LocalCluster:
         os.makedirs(self.argv_dir)
         for program, path in BINARIES.items():
             wrapper = os.path.join(self.bin_dir, program)
+            extra = ""
+            if program in ("sieve-server", "sieve-worker"):  # the test's own: not recorded
+                extra = ' "--summary_out=$PWD/summary-{role}-{rank}.json"'  # $PWD: the pod's
             with open(wrapper, "w", encoding="utf-8") as f:
                 f.write("#!/bin/sh\n"
                         f"printf '%s\\n' \"$@\" > {shlex.quote(self.argv_dir)}/{program}.$$\n"
-                        f"exec {shlex.quote(path)} \"$@\"\n")
+                        f"exec {shlex.quote(path)} \"$@\"{extra}\n")
             os.chmod(wrapper, 0o755)
+
+    @staticmethod
+    def summary(pod):
+        """The end-of-run summary the server or worker of `pod` wrote (in the pod's directory),
+        as a dict, or None when it wrote none."""
+        paths = glob.glob(os.path.join(pod.dir, f"summary-{pod.role}-*.json"))
+        assert len(paths) <= 1, paths
+        if not paths:
+            return None
+        with open(paths[0], encoding="utf-8") as f:
+            return json.load(f)
 
     @staticmethod
     def assertion(ok, message):
@@ -229,6 +249,38 @@ def read_file(path):
         return f.read()
 
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def flag_values(args, known_file_reader):
+    """name -> value of an argv's flags, flagfiles read in place, the last one winning (as
+    gflags does)."""
+    values = {}
+    for a in args:
+        if not a.startswith("-"):
+            continue
+        name, _, value = a.lstrip("-").partition("=")
+        if name == "flagfile":
+            for path in value.split(","):
+                values.update(flag_values(k.parse_flagfile(known_file_reader(path)),
+                                          known_file_reader))
+        else:
+            values[name] = value
+    return values
+
+
+def npy_data(blob):
+    """The data bytes of a .npy file of one float32 vector, after checking its header."""
+    assert blob[:8] == b"\x93NUMPY\x01\x00", blob[:8]
+    length = int.from_bytes(blob[8:10], "little")
+    header = blob[10:10 + length].decode("latin-1")
+    assert header.startswith("{'descr': '<f4', 'fortran_order': False, 'shape': ("), header
+    assert (10 + length) % 64 == 0 and header.endswith("\n"), header
+    return blob[10 + length:]
+
+
 class LocalRunTest(unittest.TestCase):
 
     def run_overlay(self, overlay, tmp, secrets=None, pvc_root=None):
@@ -305,12 +357,14 @@ class LocalRunTest(unittest.TestCase):
 
         workers = [p for p in cluster.pods if p.role == "worker"]
         for w in workers:
-            self.assertIn("sieve-worker summary:", logs[(w.name, "worker")])
+            self.assertIsNotNone(cluster.summary(w), w.name)
         sched = next(p for p in cluster.pods if p.role == "scheduler")
         self.assertIn("sieve-scheduler: job finished", logs[(sched.name, "scheduler")])
         servers = [p for p in cluster.pods if p.role == "server"]
         for s in servers:
-            self.assertIn(f"rank={s.index}", logs[(s.name, "server")])
+            summary = cluster.summary(s)
+            self.assertIsNotNone(summary, s.name)
+            self.assertEqual(summary["rank"], s.index, s.name)
         (claim,) = {c for s in servers for c in s.claims().values()}
         # This run's directory (run-<the JobSet's UID>, or the servers' Job's without a JobSet).
         (run,) = {s.labels.get("jobset.sigs.k8s.io/jobset-uid") or
@@ -320,6 +374,64 @@ class LocalRunTest(unittest.TestCase):
                        for d, _, names in os.walk(run_dir) for f in names)
         self.assertEqual(files, sorted([f"server-{s.index}.ckpt" for s in servers] +
                                        [f"shard-{s.index}.f32" for s in servers]))
+        self.check_export(cluster, run_dir, servers)
+
+    def check_export(self, cluster, run_dir, servers):
+        """`sieve export` of the run's directory, as docs/deploy.md tells an operator to run it
+        (the servers' --model, --consistency and --seed, read here from what they were started
+        with): the .npy file's values are the servers' final shards in rank order, byte for byte;
+        the checkpoints export too (--source=checkpoint), D values; a file of the run cut short
+        is refused with exit 1 and nothing written."""
+        server_argv = [read_file(os.path.join(cluster.argv_dir, r)).splitlines()
+                       for r in os.listdir(cluster.argv_dir) if r.startswith("sieve-server.")]
+        (job,) = {tuple(flag_values(a, read_file).get(f, "") for f in ("model", "consistency",
+                                                                     "seed"))
+                  for a in server_argv}
+        model, consistency, seed = job
+        flags = [f"--model={model}", f"--consistency={consistency or 'bsp'}",
+                 f"--seed={seed or 1}"]
+        out = os.path.join(cluster.tmp, "weights.npy")
+        proc = subprocess.run([BINARIES["sieve"], "export", f"--from={run_dir}", f"--out={out}"] +
+                              flags, capture_output=True, text=True, timeout=60, check=False)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn(f"from the final shards of {len(servers)} servers", proc.stdout)
+        with open(out, "rb") as f:
+            exported = npy_data(f.read())
+        shards = b"".join(read_bytes(os.path.join(run_dir, f"shard-{i}.f32"))
+                          for i in range(len(servers)))
+        self.assertEqual(exported, shards)
+        try:
+            import numpy  # pylint: disable=import-outside-toplevel
+        except ImportError:
+            numpy = None
+        if numpy is not None:
+            loaded = numpy.load(out)
+            self.assertEqual((loaded.dtype.str, loaded.shape), ("<f4", (len(shards) // 4,)))
+            self.assertEqual(loaded.tobytes(), shards)
+
+        raw = os.path.join(cluster.tmp, "checkpoint.f32")
+        proc = subprocess.run([BINARIES["sieve"], "export", f"--from={run_dir}", f"--out={raw}",
+                               "--source=checkpoint"] + flags,
+                              capture_output=True, text=True, timeout=60, check=False)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("from the checkpoints, round", proc.stdout)
+        self.assertEqual(os.path.getsize(raw), len(shards))
+
+        # A copy of the run with its last shard cut short: refused, nothing written.
+        cut = os.path.join(cluster.tmp, "cut-run")
+        os.makedirs(cut)
+        for name in os.listdir(run_dir):
+            data = read_bytes(os.path.join(run_dir, name))
+            if name == f"shard-{len(servers) - 1}.f32":
+                data = data[:-4]
+            with open(os.path.join(cut, name), "wb") as f:
+                f.write(data)
+        refused = os.path.join(cluster.tmp, "refused.npy")
+        proc = subprocess.run([BINARIES["sieve"], "export", f"--from={cut}", f"--out={refused}"] +
+                              flags, capture_output=True, text=True, timeout=60, check=False)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("truncated", proc.stderr)
+        self.assertFalse(os.path.exists(refused))
 
     def test_cpu_small_trains_to_completion(self):
         with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
@@ -334,11 +446,9 @@ class LocalRunTest(unittest.TestCase):
         with tempfile.TemporaryDirectory(prefix="sieve-deploy-") as tmp:
             pvc = os.path.join(tmp, "pvc")
             first, _ = self.run_overlay("cpu-small", os.path.join(tmp, "1"), pvc_root=pvc)
-            second, logs = self.run_overlay("cpu-small", os.path.join(tmp, "2"), pvc_root=pvc)
+            second, _ = self.run_overlay("cpu-small", os.path.join(tmp, "2"), pvc_root=pvc)
             for s in (p for p in second.pods if p.role == "server"):
-                summary = re.search(r"sieve-server summary:.*", logs[(s.name, "server")])
-                self.assertIsNotNone(summary, s.name)
-                self.assertIn(" restored_round=-1 ", summary.group(0) + " ", s.name)
+                self.assertEqual(second.summary(s)["restored_round"], -1, s.name)
             (claim,) = set(first.claims.values())
             self.assertEqual(set(second.claims.values()), {claim})
             runs = sorted(os.listdir(claim))
@@ -361,14 +471,14 @@ class LocalRunTest(unittest.TestCase):
                             "--workers=2", "--per_role"], check=True, timeout=60)
             secrets = {f"cpu-secure-curve-{r}": os.path.join(keys, r)
                        for r in ("scheduler", "servers", "workers")}
-            cluster, logs = self.run_overlay("cpu-secure", tmp, secrets)
+            cluster, _ = self.run_overlay("cpu-secure", tmp, secrets)
             for s in (p for p in cluster.pods if p.role == "server"):
-                text = logs[(s.name, "server")]
+                summary = cluster.summary(s)
                 # The scheduler and both workers connected, each through a CURVE handshake with
                 # an allow-listed key; nothing was refused, nothing came from another job.
-                self.assertRegex(text, r"auth_accepted=[3-9]", s.name)
+                self.assertIn(summary["auth_accepted"], range(3, 10), s.name)
                 for counter in ("auth_denied", "foreign", "impostors"):
-                    self.assertIn(f" {counter}=0", text, f"{s.name}: {counter}")
+                    self.assertEqual(summary[counter], 0, f"{s.name}: {counter}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
 """DeployKustomizeRender: every overlay renders offline with `kubectl kustomize`, and the rendered
 objects describe one training job that ends, named and sized by its job.yaml:
 
-- names: every object is <name> or <name>-<what>, carries app.kubernetes.io/instance=<name>, and
-  a second job rendered with another name shares no object name and no DNS name with it;
+- names: every object is <name> or <name>-<what> (the checkpoint claim checkpoints-<name>, the
+  JobSet controller's name for it), carries app.kubernetes.io/instance=<name>, and a second job
+  rendered with another name shares no object name and no DNS name with it;
+- checkpoints: the servers' checkpoint claim is the JobSet's (a volumeClaimPolicies template
+  with whenDeleted: Delete, so that it goes with the job), mounted by the servers only; a claim
+  object of the rendering only in the documented variants (components/plain,
+  components/checkpoint-pvc); components/retain-checkpoints keeps it (Retain);
 - pods (as the JobSet or Job controller makes them, tests/deploy/k8s_pods.py): 1 scheduler, S
   servers, W workers, Indexed; each server's and worker's --rank and SIEVE_RANK are its index;
   the scheduler's --num_servers/--num_workers (command line and flag files) equal S and W, and
@@ -138,6 +143,74 @@ def check_counts(docs):
             if env.get(var) != str(count[role]):
                 raise AssertionError(f"{p.name}: {var}={env.get(var)}, {count[role]} started")
     return count
+
+
+CHECKPOINT_CLAIM = "checkpoints"  # the claim template's name, the servers' volume's name
+CHECKPOINT_MOUNT = "/var/lib/sieve/checkpoints"
+
+
+def checkpoint_problems(docs, name, when_deleted="Delete", standalone=False,
+                        template_spec=None):
+    """What is wrong with the servers' checkpoint volume of a rendering of job `name`: [] when
+    every server pod (as the controllers make it, with the volumes the JobSet controller adds)
+    mounts the claim checkpoints-<name> at CHECKPOINT_MOUNT and no other pod mounts a claim, and
+    - with a JobSet (standalone False): the claim is the JobSet's, its one volumeClaimPolicies
+      template, with the recommended labels and `retentionPolicy.whenDeleted` written out as
+      `when_deleted` (the controller makes the JobSet the claim's owner only for an explicit
+      Delete), and no PersistentVolumeClaim object is rendered;
+    - standalone (components/plain, components/checkpoint-pvc): no volumeClaimPolicies, one
+      PersistentVolumeClaim checkpoints-<name> of the rendering, owned by nothing (no static
+      owner reference can name an owner's UID), whose spec is `template_spec` when given."""
+    out = []
+    claim = kp.claim_name(CHECKPOINT_CLAIM, name)
+    try:
+        pods = kp.pods(docs)
+    except AssertionError as e:  # what the JobSet webhook refuses
+        return [str(e)]
+    for p in pods:
+        want = {CHECKPOINT_CLAIM: claim} if p.role == "server" else {}
+        if p.claims() != want:
+            out.append(f"{p.name}: claims {p.claims()}, not {want}")
+        if p.role == "server":
+            mounts = {m["name"]: m["mountPath"] for m in main_container(p)["volumeMounts"]}
+            if mounts.get(CHECKPOINT_CLAIM) != CHECKPOINT_MOUNT:
+                out.append(f"{p.name}: {CHECKPOINT_CLAIM} mounted at "
+                           f"{mounts.get(CHECKPOINT_CLAIM)}")
+    pvcs = k.by_kind(docs, "PersistentVolumeClaim")
+    policies = [js["spec"].get("volumeClaimPolicies") for js in k.by_kind(docs, "JobSet")]
+    if not standalone:
+        if pvcs:
+            out.append(f"claim objects in the rendering: {[d['metadata']['name'] for d in pvcs]}")
+        if len(policies) != 1 or not policies[0] or len(policies[0]) != 1:
+            return out + [f"not one volumeClaimPolicy: {policies}"]
+        (policy,) = policies[0]
+        templates = policy.get("templates", [])
+        if [t["metadata"]["name"] for t in templates] != [CHECKPOINT_CLAIM]:
+            out.append(f"claim templates {[t['metadata']['name'] for t in templates]}")
+        for t in templates:
+            labels = t["metadata"].get("labels", {})
+            want = {"app.kubernetes.io/name": "sieve", INSTANCE: name,
+                    "app.kubernetes.io/component": "server", "app.kubernetes.io/part-of": "sieve",
+                    "app.kubernetes.io/managed-by": "kustomize",
+                    "app.kubernetes.io/version": "0.1.0"}
+            if {key: labels.get(key) for key in RECOMMENDED} != want:
+                out.append(f"claim template labels {labels}")
+            if "namespace" in t["metadata"]:
+                out.append("a namespace in the claim template")
+        if policy.get("retentionPolicy") != {"whenDeleted": when_deleted}:
+            out.append(f"retentionPolicy {policy.get('retentionPolicy')}, not whenDeleted: "
+                       f"{when_deleted} written out")
+        return out
+    if any(p is not None for p in policies):
+        out.append(f"volumeClaimPolicies beside the claim object: {policies}")
+    if [d["metadata"]["name"] for d in pvcs] != [claim]:
+        return out + [f"claim objects {[d['metadata']['name'] for d in pvcs]}, not [{claim}]"]
+    (pvc,) = pvcs
+    if pvc["metadata"].get("ownerReferences"):
+        out.append("a static owner reference")
+    if template_spec is not None and pvc["spec"] != template_spec:
+        out.append(f"claim spec {pvc['spec']}, not the template's {template_spec}")
+    return out
 
 
 def selects(selector, labels):
@@ -279,8 +352,11 @@ class RenderTest(unittest.TestCase):
         gpu = overlay.endswith("-gpu")
         curve = gpu or overlay == "cpu-secure"
         kinds = sorted(d["kind"] for d in docs)
-        want = ["ConfigMap", "NetworkPolicy", "PersistentVolumeClaim", "PodDisruptionBudget"]
-        want += ["Job", "Job", "Job", "Service"] if plain else ["JobSet"]
+        want = ["ConfigMap", "NetworkPolicy", "PodDisruptionBudget"]
+        # The checkpoint claim is the JobSet's (volumeClaimPolicies); only without a JobSet is
+        # it an object of the rendering.
+        want += ["Job", "Job", "Job", "Service", "PersistentVolumeClaim"] if plain else [
+            "JobSet"]
         self.assertEqual(kinds, sorted(want), overlay)
 
         # Names: everything derives from the job's name. Labels: the recommended ones on every
@@ -288,7 +364,9 @@ class RenderTest(unittest.TestCase):
         for d in docs:
             what = f"{overlay}: {d['kind']} {d['metadata']['name']}"
             self.assertTrue(d["metadata"]["name"] == name
-                            or d["metadata"]["name"].startswith(name + "-"), what)
+                            or d["metadata"]["name"].startswith(name + "-")
+                            or (d["kind"] == "PersistentVolumeClaim" and d["metadata"]["name"]
+                                == kp.claim_name(CHECKPOINT_CLAIM, name)), what)
             labels = d["metadata"]["labels"]
             component = (role_of_job(d["metadata"]["name"]) if d["kind"] == "Job"
                          else COMPONENT[d["kind"]])
@@ -344,7 +422,8 @@ class RenderTest(unittest.TestCase):
             if p.role == "server":
                 self.assertEqual(flags["consistency"], knobs["consistency"], p.name)
                 claims = p.claims()
-                self.assertEqual(claims, {"checkpoints": f"{name}-checkpoints"}, p.name)
+                self.assertEqual(claims, {CHECKPOINT_CLAIM: kp.claim_name(CHECKPOINT_CLAIM, name)},
+                                 p.name)
                 mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
                 # One directory per run, for every attempt of it (restored by a restarted set's
                 # servers): the JobSet's UID, or without a JobSet the servers' Job's UID; a job
@@ -367,8 +446,7 @@ class RenderTest(unittest.TestCase):
                 self.assertEqual(env["SIEVE_CURVE_DIR"], flags["curve_dir"], p.name)
                 self.assertEqual(env["SIEVE_CURVE_KEY"],
                                  f"{flags['curve_dir']}/{p.role}-{p.index}.key", p.name)
-        pvc = k.one(docs, "PersistentVolumeClaim")
-        self.assertEqual(pvc["metadata"]["name"], f"{name}-checkpoints")
+        self.assertEqual(checkpoint_problems(docs, name, standalone=plain), [], overlay)
 
         # Job semantics.
         if not plain:
@@ -525,7 +603,8 @@ class RenderTest(unittest.TestCase):
 
     def test_jobset_renders(self):
         docs = k.render(KUBECTL, "jobset")
-        self.assertEqual(len(docs), 5)
+        self.assertEqual(len(docs), 4)
+        self.assertEqual(checkpoint_problems(docs, "sieve"), [])
         check_counts(docs)
 
     def test_bsp_gpu(self):
@@ -588,11 +667,94 @@ class RenderTest(unittest.TestCase):
 
         for n, p in plain.items():
             self.assertEqual(p.dns, jobset[n].dns, n)
+            # The same claim, checkpoints-<job>: the plain variant's own object.
+            self.assertEqual(p.claims(), jobset[n].claims(), n)
             self.assertEqual(without_run(p), without_run(jobset[n]), n)
             if p.role == "server":
                 self.assertEqual(run_ids(p), [run_ref["plain"]], n)
                 self.assertEqual(run_ids(jobset[n]), [run_ref["jobset"]], n)
             self.assertEqual(p.spec["subdomain"], "cpu-small")
+
+    def test_checkpoints_go_with_the_job(self):
+        """The servers' checkpoint volume goes with the job: in every overlay with a JobSet it is
+        the JobSet's own claim, its volumeClaimPolicies template `checkpoints` with
+        `whenDeleted: Delete` written out (the controller then makes the JobSet the claim's
+        owner: deleting the JobSet, by its TTL or by hand, deletes the claim), which the JobSet
+        controller names checkpoints-<job> and mounts in the servers' pods; no claim object is
+        rendered. Only where documented is it an object of the rendering, named the same and
+        with the template's spec: components/plain (cpu-small-plain) and components/checkpoint-pvc
+        (a JobSet controller older than v0.11.0). components/retain-checkpoints turns Delete into
+        Retain and changes nothing else. Each kind of mistake is caught."""
+        for overlay in k.OVERLAYS:
+            with self.subTest(overlay=overlay):
+                docs = k.render(KUBECTL, f"overlays/{overlay}")
+                name = k.knobs_of(f"overlays/{overlay.removesuffix('-plain')}")["name"]
+                plain = overlay.endswith("-plain")
+                spec = None
+                if plain:
+                    (policy,) = k.one(k.render(KUBECTL, f"overlays/{overlay[:-6]}"),
+                                      "JobSet")["spec"]["volumeClaimPolicies"]
+                    spec = policy["templates"][0]["spec"]
+                self.assertEqual(checkpoint_problems(docs, name, standalone=plain,
+                                                     template_spec=spec), [])
+
+        small = k.render(KUBECTL, "overlays/cpu-small")
+        (policy,) = k.one(small, "JobSet")["spec"]["volumeClaimPolicies"]
+        self.assertEqual(policy["templates"][0]["spec"]["accessModes"], ["ReadWriteMany"])
+
+        def with_components(*extra):
+            return k.render_with_knobs(
+                KUBECTL, "cpu-small", "components: [../../components/cpu-small, "
+                "../../components/job" + "".join(f", ../../components/{c}" for c in extra) + "]")
+
+        kept = with_components("retain-checkpoints")
+        self.assertEqual(checkpoint_problems(kept, "cpu-small", when_deleted="Retain"), [])
+        self.assertNotEqual(checkpoint_problems(kept, "cpu-small"), [])
+        retained = copy.deepcopy(kept)
+        k.one(retained, "JobSet")["spec"]["volumeClaimPolicies"][0]["retentionPolicy"] = \
+            policy["retentionPolicy"]
+        self.assertEqual(retained, small)  # nothing else moved
+
+        older = with_components("checkpoint-pvc")
+        self.assertEqual(checkpoint_problems(older, "cpu-small", standalone=True,
+                                             template_spec=policy["templates"][0]["spec"]), [])
+        self.assertEqual({p.name: p.containers() for p in kp.pods(older)},
+                         {p.name: p.containers() for p in kp.pods(small)})
+        # Retained, then made an object of the rendering (plain on top of it): one claim.
+        both = with_components("retain-checkpoints", "checkpoint-pvc")
+        self.assertEqual(checkpoint_problems(both, "cpu-small", standalone=True), [])
+
+        def jobset(d):
+            return k.one(d, "JobSet")["spec"]
+
+        def servers_pod(d):
+            return jobset(d)["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+
+        for what, mutate in (
+                ("the policy left to the default", lambda d: jobset(d)["volumeClaimPolicies"][0]
+                 .pop("retentionPolicy")),
+                ("the claim retained", lambda d: jobset(d)["volumeClaimPolicies"][0]
+                 ["retentionPolicy"].__setitem__("whenDeleted", "Retain")),
+                ("a claim object beside the template", lambda d: d.append(
+                    {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": "checkpoints-cpu-small"}, "spec": {}})),
+                ("the servers' volume declared too", lambda d: servers_pod(d)["volumes"].append(
+                    {"name": "checkpoints",
+                     "persistentVolumeClaim": {"claimName": "checkpoints-cpu-small"}})),
+                ("a template no container mounts", lambda d: jobset(d)["volumeClaimPolicies"][0]
+                 ["templates"][0]["metadata"].__setitem__("name", "ckpt")),
+                ("no template", lambda d: jobset(d).pop("volumeClaimPolicies")),
+                ("the workers mount it too", lambda d: jobset(d)["replicatedJobs"][2]["template"]
+                 ["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].append(
+                     {"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}))):
+            with self.subTest(what):
+                broken = copy.deepcopy(small)
+                mutate(broken)
+                self.assertNotEqual(checkpoint_problems(broken, "cpu-small"), [])
+        owned = copy.deepcopy(older)
+        k.one(owned, "PersistentVolumeClaim")["metadata"]["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "cpu-small-servers-0", "uid": "x"}]
+        self.assertNotEqual(checkpoint_problems(owned, "cpu-small", standalone=True), [])
 
     def test_knobs_each_set_once(self):
         """One value in job.yaml changes every place that depends on it."""
@@ -767,6 +929,12 @@ class RenderTest(unittest.TestCase):
                 out += [f"{d['kind']} label {v}" for v in meta.get("labels", {}).values()
                         if len(v) > 63]
             for js in k.by_kind(docs, "JobSet"):
+                # The claims its controller makes, <template>-<jobset> (its webhook: 63 at most).
+                for policy in js["spec"].get("volumeClaimPolicies", []):
+                    for t in policy["templates"]:
+                        claim = kp.claim_name(t["metadata"]["name"], js["metadata"]["name"])
+                        if len(claim) > 63:
+                            out.append(f"claim {claim}")
                 for rj in js["spec"]["replicatedJobs"]:
                     job = f"{js['metadata']['name']}-{rj['name']}-{rj.get('replicas', 1) - 1}"
                     if len(job) > 63:

@@ -1,8 +1,10 @@
 """DeployOpenApiValidate: every object rendered from every overlay validates offline: built-in kinds
 against the Kubernetes OpenAPI schemas of the npm package kubernetes-models, the JobSet against
 the subset of its API that the manifests use (jobset_schema.js, written from the JobSet API
-reference; its replicated jobs' templates as batch/v1 Jobs), the Kueue queue label included
-(validate_objects.js).
+reference; its replicated jobs' templates as batch/v1 Jobs, its volume claim templates as core/v1
+PersistentVolumeClaims), the Kueue queue label included (validate_objects.js). The JobSet also
+against the API of the oldest JobSet release docs/deploy.md says it needs (and must fail against
+the release before it, while components/checkpoint-pvc makes it valid there).
 
 The package is installed once into NODE_DIR (an ignored build folder) with the ordinary npm
 client and reused while its version matches; when npm cannot install it the test fails. A
@@ -14,6 +16,7 @@ usage: validate_test.py KUBECTL NODE_DIR
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +29,8 @@ VERSION = "4.5.1"
 KUBECTL = None
 NODE_DIR = None
 VALIDATOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "validate_objects.js")
+# The release before the first with spec.volumeClaimPolicies (the JobSet changelog of v0.11.0).
+JOBSET_BEFORE_CLAIM_POLICIES = "v0.10.0"
 
 
 SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
@@ -65,14 +70,30 @@ def ensure_package():
             f"npm install {PACKAGE}@{VERSION} failed:\n{proc.stdout}{proc.stderr}")
 
 
-def validate(objects):
+def validate(objects, jobset_version=None):
+    """(exit status, output) of validate_objects.js; against the API of the JobSet release
+    `jobset_version` (vX.Y.Z) when given, else the newest."""
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
         raise RuntimeError("node not found")
     env = dict(os.environ, NODE_PATH=os.path.join(NODE_DIR, "node_modules"))
+    env.pop("JOBSET_VERSION", None)
+    if jobset_version:
+        env["JOBSET_VERSION"] = jobset_version
     proc = subprocess.run([node, VALIDATOR], input=json.dumps(objects), capture_output=True,
                           text=True, timeout=120, env=env, check=False)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def documented_minimum_jobset():
+    """The JobSet release docs/deploy.md says the manifests need at least: its line
+    `**JobSet vX.Y.Z or later.**`."""
+    with open(os.path.join(k.REPO, "docs", "deploy.md"), encoding="utf-8") as f:
+        found = set(re.findall(r"\*\*JobSet (v\d+\.\d+\.\d+) or later\.\*\*", f.read()))
+    if len(found) != 1:
+        raise AssertionError("docs/deploy.md states the minimum JobSet release "
+                             f"{found or 'nowhere'}")
+    return found.pop()
 
 
 class ValidateTest(unittest.TestCase):
@@ -93,6 +114,33 @@ class ValidateTest(unittest.TestCase):
             with self.subTest(overlay=overlay):
                 self.check(f"overlays/{overlay}")
 
+    def test_minimum_jobset_release(self):
+        """Every overlay's JobSet validates against the API of the JobSet release docs/deploy.md
+        names as the minimum, and needs nothing newer; against the release before
+        volumeClaimPolicies it fails on that field (what a strict `kubectl apply` against that
+        release's CRD reports), and components/checkpoint-pvc, documented for such clusters,
+        makes it valid there."""
+        minimum = documented_minimum_jobset()
+        for overlay in k.OVERLAYS:
+            with self.subTest(overlay=overlay):
+                docs = k.render(KUBECTL, f"overlays/{overlay}")
+                if not k.by_kind(docs, "JobSet"):
+                    continue  # the plain variant: no JobSet
+                rc, out = validate(docs, minimum)
+                self.assertEqual(rc, 0, out)
+                self.assertIn(f"(needs JobSet {minimum} or later)", out)
+                rc, out = validate(docs, JOBSET_BEFORE_CLAIM_POLICIES)
+                self.assertNotEqual(rc, 0, out)
+                self.assertIn(f"JobSet.spec.volumeClaimPolicies: unknown field in JobSet "
+                              f"{JOBSET_BEFORE_CLAIM_POLICIES}", out)
+        older = k.render_with_knobs(
+            KUBECTL, "cpu-small", "components: [../../components/cpu-small, "
+            "../../components/job, ../../components/checkpoint-pvc]")
+        rc, out = validate(older, JOBSET_BEFORE_CLAIM_POLICIES)
+        self.assertEqual(rc, 0, out)
+        self.assertIn(f"{len(older)}/{len(older)} objects valid", out)
+        self.assertIn(f"(nothing newer than JobSet {JOBSET_BEFORE_CLAIM_POLICIES})", out)
+
     def test_kueue_queue_label(self):
         docs = k.render_with_knobs(KUBECTL, "cpu-small", queue="team-a")
         rc, out = validate(docs)
@@ -107,6 +155,9 @@ class ValidateTest(unittest.TestCase):
 
         def pod(d, name):
             return replicated(d, name)["template"]["spec"]["template"]["spec"]
+
+        def claim_policy(d):
+            return k.one(d, "JobSet")["spec"]["volumeClaimPolicies"][0]
 
         for what, mutate in (
                 ("a port as a string",
@@ -165,7 +216,27 @@ class ValidateTest(unittest.TestCase):
                  lambda d: k.one(d, "NetworkPolicy")["spec"]["egress"][1]["ports"][0]
                  .__setitem__("port", {"n": 53})),
                 ("an immutable ConfigMap flag as a string",
-                 lambda d: k.one(d, "ConfigMap").__setitem__("immutable", "true"))):
+                 lambda d: k.one(d, "ConfigMap").__setitem__("immutable", "true")),
+                ("a retention policy that does not exist",
+                 lambda d: claim_policy(d)["retentionPolicy"].__setitem__("whenDeleted", "Keep")),
+                ("a misspelt retention policy field",
+                 lambda d: claim_policy(d).__setitem__("retentionPolicy",
+                                                       {"whenDelete": "Delete"})),
+                ("a claim template with a namespace",
+                 lambda d: claim_policy(d)["templates"][0]["metadata"]
+                 .__setitem__("namespace", "sieve")),
+                ("a claim template's access modes as a string",
+                 lambda d: claim_policy(d)["templates"][0]["spec"]
+                 .__setitem__("accessModes", "ReadWriteMany")),
+                ("a claim template no container mounts",
+                 lambda d: claim_policy(d)["templates"][0]["metadata"]
+                 .__setitem__("name", "ckpt")),
+                ("a pod volume named like a claim template",
+                 lambda d: pod(d, "servers")["volumes"].append(
+                     {"name": "checkpoints", "emptyDir": {}})),
+                ("a claim name longer than 63",
+                 lambda d: claim_policy(d)["templates"][0]["metadata"]
+                 .__setitem__("name", "c" * 60))):
             with self.subTest(what):
                 broken = copy.deepcopy(docs)
                 mutate(broken)
