@@ -78,8 +78,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare.config import (DEFAULT_TARGET, cells_of, check_flags, fail, is_local,  # noqa: E402
-                            load_config, runs_of)
+from compare.config import (DEFAULT_TARGET, ConfigError, cells_of, check_flags,  # noqa: E402
+                            is_local, load_config, runs_of)
 from compare.plots import compact_png, plot  # noqa: E402
 from compare.runner import (key_inputs, program_ids, reusable, run_command, run_one,  # noqa: E402
                             summarize, write_key)
@@ -87,6 +87,19 @@ from compare.table import aggregate, fmt, write_tables  # noqa: E402
 
 
 def main():
+    """The command: a ConfigError (a usage error, or daemons that cannot be asked for their flags)
+    is printed as `sieve compare: MESSAGE` lines on stderr and ends it with its exit status (2 or
+    1); argparse exits 2 on bad arguments itself."""
+    a = parse_args()
+    try:
+        return compare(a)
+    except ConfigError as e:
+        for message in e.messages:
+            print("sieve compare: " + message, file=sys.stderr)
+        return e.exit_status
+
+
+def parse_args():
     p = argparse.ArgumentParser(prog="sieve compare", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("config")
@@ -101,9 +114,14 @@ def main():
     p.add_argument("--figures_out", help="also write compact copies of the plots here")
     p.add_argument("--progress_every", type=float, default=5.0,
                    help="seconds between progress lines of a running cell (default 5)")
-    a = p.parse_args()
+    return p.parse_args()
+
+
+def compare(a):
+    """Runs the grid of the parsed arguments `a`; returns the exit status (1 when a run failed).
+    ConfigError before anything runs when the config or a flag is bad."""
     if a.progress_every <= 0:
-        fail("--progress_every must be > 0")
+        raise ConfigError("--progress_every must be > 0")
     cfg = load_config(a.config)
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out_dir = a.out or os.path.join("results", str(cfg["name"]))

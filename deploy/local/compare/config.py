@@ -1,7 +1,8 @@
 """sieve compare's grid and config: the YAML's keys and their checks, the grid's cells (ids, the
 `exclude` entries, the defaults), the runs of each cell (seeds), the daemon flags a run passes,
 and the check of every flag against the daemons' own (--helpxml) before anything runs. Errors
-are usage errors: fail() prints them and exits 2."""
+raise ConfigError (nothing here prints them or exits: `sieve compare` does, with exit status 2
+for a usage error, 1 when the daemons cannot be asked for their flags)."""
 
 import difflib
 import itertools
@@ -9,7 +10,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 
 import yaml
 
@@ -38,9 +38,15 @@ def read_words(path):
         return []
 
 
-def fail(msg):
-    print("sieve compare: " + msg, file=sys.stderr)
-    sys.exit(2)
+class ConfigError(ValueError):
+    """What makes a grid unrunnable: `messages` (one or more lines, each naming what is wrong)
+    and the exit status `sieve compare` ends with (2: a usage error, the default; 1: the daemons
+    cannot be asked for their flags)."""
+
+    def __init__(self, messages, exit_status=2):
+        self.messages = [messages] if isinstance(messages, str) else list(messages)
+        self.exit_status = exit_status
+        super().__init__("\n".join(self.messages))
 
 
 def as_list(v):
@@ -53,75 +59,82 @@ def did_you_mean(word, known):
 
 
 def check_config(cfg, path):
-    """Returns cfg or exits 2 naming what is wrong (unknown keys, bad types)."""
+    """Returns cfg; ConfigError naming what is wrong (unknown keys, bad types)."""
     if not isinstance(cfg, dict) or "name" not in cfg:
-        fail(f"{path}: expected a mapping with at least 'name'")
+        raise ConfigError(f"{path}: expected a mapping with at least 'name'")
     for k in cfg:
         if k not in TOP_KEYS:
-            fail(f"{path}: unknown key '{k}'{did_you_mean(str(k), TOP_KEYS)}; "
-                 f"known keys: {', '.join(TOP_KEYS)}")
+            raise ConfigError(f"{path}: unknown key '{k}'{did_you_mean(str(k), TOP_KEYS)}; "
+                              f"known keys: {', '.join(TOP_KEYS)}")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(cfg["name"])):
-        fail("name may only hold letters, digits, '_', '.', '-'")
+        raise ConfigError("name may only hold letters, digits, '_', '.', '-'")
     grid = cfg.get("grid") or {}
     if not isinstance(grid, dict):
-        fail("'grid' must be a mapping of grid key -> list of values")
+        raise ConfigError("'grid' must be a mapping of grid key -> list of values")
     for k in grid:
         if k not in GRID_KEYS:
-            fail(f"unknown grid key '{k}'{did_you_mean(str(k), GRID_KEYS)}; known: {GRID_KEYS}")
+            raise ConfigError(f"unknown grid key '{k}'{did_you_mean(str(k), GRID_KEYS)}; "
+                              f"known: {GRID_KEYS}")
     exclude = cfg.get("exclude") or []
     if not isinstance(exclude, list) or not all(isinstance(e, dict) and e for e in exclude):
-        fail("'exclude' must be a list of mappings grid key -> value")
+        raise ConfigError("'exclude' must be a list of mappings grid key -> value")
     for e in exclude:
         for k in e:
             if k not in GRID_KEYS:
-                fail(f"unknown grid key '{k}' in 'exclude'{did_you_mean(str(k), GRID_KEYS)}")
+                raise ConfigError(f"unknown grid key '{k}' in 'exclude'"
+                                  f"{did_you_mean(str(k), GRID_KEYS)}")
     flags = cfg.get("flags") or {}
     if not isinstance(flags, dict):
-        fail("'flags' must be a mapping of daemon flag -> value")
+        raise ConfigError("'flags' must be a mapping of daemon flag -> value")
     for k in ("consistency", "compressor", "density", "metrics_out", "num_workers", "num_servers",
               "straggler"):
         if k in flags:
-            fail(f"flag '{k}' is set per cell by the grid/driver; remove it from 'flags'")
+            raise ConfigError(f"flag '{k}' is set per cell by the grid/driver; remove it from "
+                              "'flags'")
     repeats = cfg.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        fail(f"'repeats' must be an integer >= 1, got {repeats!r}")
+        raise ConfigError(f"'repeats' must be an integer >= 1, got {repeats!r}")
     if repeats > 1 and "seed" in flags and not isinstance(flags["seed"], int):
-        fail("'flags: seed' must be an integer when repeats > 1")
+        raise ConfigError("'flags: seed' must be an integer when repeats > 1")
     target = cfg.get("target_accuracy", DEFAULT_TARGET)
     if not isinstance(target, (int, float)) or isinstance(target, bool) or not 0 < target <= 1:
-        fail(f"'target_accuracy' must be a number in (0, 1], got {target!r}")
+        raise ConfigError(f"'target_accuracy' must be a number in (0, 1], got {target!r}")
     if "staleness" in flags and any(str(c).startswith("ssp:") for c in
                                     as_list(grid.get("consistency", []))):
-        fail("'flags: staleness' and a consistency ssp:N both set the SSP bound; keep one")
+        raise ConfigError("'flags: staleness' and a consistency ssp:N both set the SSP bound; "
+                          "keep one")
     if "staleness_lr" in flags and any(str(c).endswith(INVERSE) for c in
                                        as_list(grid.get("consistency", []))):
-        fail("'flags: staleness_lr' and a consistency ...+inverse both set it; keep one")
+        raise ConfigError("'flags: staleness_lr' and a consistency ...+inverse both set it; "
+                          "keep one")
     if "backup_workers" in flags and any(BACKUP in str(c) for c in
                                          as_list(grid.get("consistency", []))):
-        fail("'flags: backup_workers' and a consistency bsp+backup:N both set it; keep one")
+        raise ConfigError("'flags: backup_workers' and a consistency bsp+backup:N both set it; "
+                          "keep one")
     tcp_cc, available = cfg.get("tcp_cc"), read_words(AVAILABLE_CC)
     if tcp_cc is not None and (not isinstance(tcp_cc, str) or tcp_cc not in available):
-        fail(f"'tcp_cc': {tcp_cc!r} is not a TCP congestion control this kernel has "
-             f"({' '.join(available) or AVAILABLE_CC + ' unreadable'})")
+        raise ConfigError(f"'tcp_cc': {tcp_cc!r} is not a TCP congestion control this kernel has "
+                          f"({' '.join(available) or AVAILABLE_CC + ' unreadable'})")
     upload_queue = cfg.get("upload_queue")
     if upload_queue is not None and not (
             isinstance(upload_queue, str) and
             re.fullmatch(r"host|\d+(?:\.\d+)?(?:us|ms|s)", upload_queue)):
-        fail(f"'upload_queue': {upload_queue!r} is not a queue (a time such as 100ms or 1s, "
-             "or host)")
+        raise ConfigError(f"'upload_queue': {upload_queue!r} is not a queue (a time such as "
+                          "100ms or 1s, or host)")
     worker_cmd = cfg.get("worker_cmd")
     if worker_cmd is not None:
         if not isinstance(worker_cmd, str) or not worker_cmd.strip():
-            fail(f"'worker_cmd' must be a command line (a string), got {worker_cmd!r}")
+            raise ConfigError(f"'worker_cmd' must be a command line (a string), got "
+                              f"{worker_cmd!r}")
         try:
             shlex.split(worker_cmd)
         except ValueError as e:
-            fail(f"'worker_cmd': {e}")
+            raise ConfigError(f"'worker_cmd': {e}")
     for c in cells_of(cfg):
         check_cell(c)
         if worker_cmd is not None and not is_local(c["link"]):
-            fail(f"cell {c['id']}: worker_cmd runs only on local links (sieve launch), not on "
-                 f"link {c['link']}")
+            raise ConfigError(f"cell {c['id']}: worker_cmd runs only on local links (sieve "
+                              f"launch), not on link {c['link']}")
     return cfg
 
 
@@ -171,28 +184,30 @@ def split_consistency(value):
 
 
 def check_cell(c):
-    """Exits 2 naming the cell and the value when a grid value cannot be run."""
+    """ConfigError naming the cell and the value when a grid value cannot be run."""
     cons = c["consistency"]
     parts = split_consistency(cons)
     if parts is None:
-        fail(f"cell {c['id']}: unknown consistency '{cons}' (expected bsp, bsp+backup:N, "
-             f"bsp+backup:N+return, asp, ssp or ssp:N, asp and ssp optionally +inverse)")
+        raise ConfigError(f"cell {c['id']}: unknown consistency '{cons}' (expected bsp, "
+                          "bsp+backup:N, bsp+backup:N+return, asp, ssp or ssp:N, asp and ssp "
+                          "optionally +inverse)")
     if parts[1] is not None and parts[1] < 1:
-        fail(f"cell {c['id']}: the staleness bound of '{cons}' must be >= 1")
+        raise ConfigError(f"cell {c['id']}: the staleness bound of '{cons}' must be >= 1")
     if parts[3] is not None and not 1 <= parts[3] < c["workers"]:
-        fail(f"cell {c['id']}: '{cons}' needs 1 <= backup workers < the cell's "
-             f"{c['workers']} workers")
+        raise ConfigError(f"cell {c['id']}: '{cons}' needs 1 <= backup workers < the cell's "
+                          f"{c['workers']} workers")
     if c["straggler"] != "none":
         why = per_rank_items(c["straggler"], STRAGGLER_SPEC, "straggler spec", c["workers"])
         if why:
-            fail(f"cell {c['id']}: {why} (SPEC: none, delay:T, xF, exp:T; T like 5ms)")
+            raise ConfigError(f"cell {c['id']}: {why} (SPEC: none, delay:T, xF, exp:T; T like "
+                              "5ms)")
     if not is_local(c["link"]):
         why = per_rank_items(c["link"], RATE, "link rate", c["workers"])
         if why:
-            fail(f"cell {c['id']}: {why} (a rate: 1gbit, 500mbit, ...)")
+            raise ConfigError(f"cell {c['id']}: {why} (a rate: 1gbit, 500mbit, ...)")
     elif "," in c["link"] or ":" in c["link"]:
-        fail(f"cell {c['id']}: link '{c['link']}': per-worker links need the netns harness "
-             f"(a rate such as 10gbit,3:1gbit), not loopback")
+        raise ConfigError(f"cell {c['id']}: link '{c['link']}': per-worker links need the netns "
+                          "harness (a rate such as 10gbit,3:1gbit), not loopback")
 
 
 def load_config(path):
@@ -200,7 +215,7 @@ def load_config(path):
         with open(path) as f:
             cfg = yaml.safe_load(f)
     except (OSError, yaml.YAMLError) as e:
-        fail(f"cannot read {path}: {e}")
+        raise ConfigError(f"cannot read {path}: {e}")
     return check_config(cfg, path)
 
 
@@ -322,20 +337,19 @@ def parse_helpxml(xml):
 
 
 def daemon_flags(build):
-    """{program: {flag: type}} from each daemon's --helpxml; exits 1 when one cannot be asked."""
+    """{program: {flag: type}} from each daemon's --helpxml; ConfigError (exit status 1) when
+    one cannot be asked."""
     out = {}
     for sub, name in DAEMONS:
         path = os.path.join(build, sub, name)
         try:
             p = subprocess.run([path, "--helpxml"], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as e:
-            print(f"sieve compare: cannot ask {path} for its flags: {e} (build it, or pass "
-                  f"--build=DIR)", file=sys.stderr)
-            sys.exit(1)
+            raise ConfigError(f"cannot ask {path} for its flags: {e} (build it, or pass "
+                              f"--build=DIR)", exit_status=1) from e
         flags = parse_helpxml(p.stdout)
         if not flags:
-            print(f"sieve compare: {path} --helpxml listed no flags", file=sys.stderr)
-            sys.exit(1)
+            raise ConfigError(f"{path} --helpxml listed no flags", exit_status=1)
         out[name] = flags
     return out
 
@@ -381,6 +395,4 @@ def check_flags(cfg, runs, out_dir, build):
         errors += flag_errors(r["id"], run_flags(cfg, r, os.path.join(out_dir, "cells", r["id"])),
                               known)
     if errors:
-        for e in errors:
-            print("sieve compare: " + e, file=sys.stderr)
-        sys.exit(2)
+        raise ConfigError(errors)

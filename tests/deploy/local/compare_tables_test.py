@@ -53,12 +53,16 @@ def write_summary(cell_dir, role, rank, **fields):
 
 
 def exit_code_and_stderr(fn, *args):
+    """The exit status and stderr `sieve compare` ends with when fn(*args) raises the library's
+    config.ConfigError (its main() prints each message as below); (None, stderr) otherwise."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
             fn(*args)
-        except SystemExit as e:
-            return e.code, err.getvalue()
+        except config.ConfigError as e:
+            for message in e.messages:
+                print("sieve compare: " + message, file=sys.stderr)
+            return e.exit_status, err.getvalue()
     return None, err.getvalue()
 
 

@@ -41,6 +41,7 @@ an nn.Embedding with sparse=True.
 
 import atexit
 import contextlib
+import dataclasses
 import math
 import numbers
 import os
@@ -330,120 +331,277 @@ class _Part:
         return slice(self.offset, self.offset + self.n)
 
 
-class _Sieve:
-    """The methods a wrapped optimizer gains (mixed in before its own class)."""
+@dataclasses.dataclass
+class _Arguments:
+    """DistributedOptimizer's arguments (its docstring says what each means). resolve() lets the
+    flags `sieve launch` routes (SIEVE_WORKER_FLAGS) win over them, so that `sieve compare` can
+    vary a script's settings; check() raises ValueError for a bad one. Both run before anything
+    connects."""
 
-    def _sieve_setup(self, model, compressor, density, density_warmup, steps_per_epoch, epochs,
-                     seed, metrics_out, metrics_every, round_timeout_ms, progress, job,
-                     wire_values=None, wire=None, density_warmup_steps=0, clip_norm=None,
-                     clip="local", buffers="local"):
+    compressor: str
+    density: float
+    density_warmup: object  # densities of epochs 0, 1, ... (a sequence)
+    steps_per_epoch: object  # None: unknown
+    epochs: int
+    seed: int
+    metrics_out: str
+    metrics_every: int
+    round_timeout_ms: int
+    progress: object  # None: when stdout is not a terminal
+    wire_values: object  # None: init()'s
+    wire: object  # None: init()'s
+    density_warmup_steps: int
+    clip_norm: object  # None: no clipping
+    clip: str
+    buffers: str
+
+    def resolve(self, job):
+        """The wire (sieve-worker's --wire_values / --wire): routed flags win, then these
+        arguments, then init()'s; fixed once the job's client is connected. Every other routed
+        flag replaces its argument."""
         flags = job.flags
         given = flags.explicit
-        # The wire (sieve-worker's --wire_values / --wire): routed flags win, then these
-        # arguments, then init()'s; fixed once the job's client is connected.
-        for name, value in (("wire_values", wire_values), ("wire", wire)):
+        for name in ("wire_values", "wire"):
+            value = getattr(self, name)
             if value is not None and name not in given:
                 if job.client is not None and getattr(flags, name) != value:
                     raise ValueError(f"{name}={value!r}: this job's client is already connected "
                                      f"with {name}={getattr(flags, name)!r}")
                 setattr(flags, name, value)
         _worker.wire_values(flags)  # a bad name raises before anything connects
-        # Flags routed by `sieve launch` (SIEVE_WORKER_FLAGS) set the job; they win over the
-        # script's arguments, so `sieve compare` can vary them.
         if "compressor" in given:
-            compressor = flags.compressor
+            self.compressor = flags.compressor
         if "density" in given:
-            density = flags.density
+            self.density = flags.density
         if "density_warmup" in given:  # replaces the script's warm-up, of either kind
-            density_warmup = flags.float_list("density_warmup")
-            density_warmup_steps = 0
-        if "seed" in given:
-            seed = flags.seed
-        if "metrics_out" in given:
-            metrics_out = flags.metrics_out
-        if "metrics_every" in given:
-            metrics_every = flags.metrics_every
-        if "round_timeout_ms" in given:
-            round_timeout_ms = flags.round_timeout_ms
-        s = self._sieve = type("SieveState", (), {})()
-        s.compressor = _core.parse_compressor(compressor)
-        for name, value in (("density", density),) + tuple(
-                (f"density_warmup[{i}]", d) for i, d in enumerate(density_warmup)):
+            self.density_warmup = flags.float_list("density_warmup")
+            self.density_warmup_steps = 0
+        for name in ("seed", "metrics_out", "metrics_every", "round_timeout_ms"):
+            if name in given:
+                setattr(self, name, getattr(flags, name))
+
+    def check(self):
+        """ValueError naming the first bad argument (the compressor is parsed before)."""
+        for name, value in (("density", self.density),) + tuple(
+                (f"density_warmup[{i}]", d) for i, d in enumerate(self.density_warmup)):
             if not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
-        if (isinstance(density_warmup_steps, bool) or
-                not isinstance(density_warmup_steps, numbers.Integral) or
-                density_warmup_steps < 0):
-            raise ValueError(f"density_warmup_steps must be an int >= 0, got "
-                             f"{density_warmup_steps!r}")
-        if density_warmup and density_warmup_steps:
+        steps = self.density_warmup_steps
+        if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 0:
+            raise ValueError(f"density_warmup_steps must be an int >= 0, got {steps!r}")
+        if self.density_warmup and steps:
             raise ValueError("give density_warmup (densities per epoch) or density_warmup_steps "
                              "(a ramp over rounds), not both")
-        if steps_per_epoch is None and density_warmup:
+        if self.steps_per_epoch is None and self.density_warmup:
             raise ValueError("density_warmup needs steps_per_epoch (or use "
                              "density_warmup_steps=N, which does not)")
-        if metrics_every < 1:
+        if self.metrics_every < 1:
             raise ValueError("metrics_every must be >= 1")
-        if clip not in ("local", "dgc"):
-            raise ValueError(f"clip must be 'local' or 'dgc', got {clip!r}")
-        if clip_norm is not None and (isinstance(clip_norm, bool) or
-                                      not isinstance(clip_norm, numbers.Real) or
-                                      not 0.0 < clip_norm < math.inf):
-            raise ValueError(f"clip_norm must be a finite number > 0 (or None), got "
-                             f"{clip_norm!r}")
-        group_settings = _group_settings(self.param_groups)
-        s.density, s.density_warmup = density, list(density_warmup)
-        s.density_warmup_steps = int(density_warmup_steps)
-        s.clip_norm = None if clip_norm is None else float(clip_norm)
-        s.clip = clip
-        s.steps_per_epoch, s.epochs = steps_per_epoch, epochs
-        s.round_timeout_ms = round_timeout_ms
-        s.shutdown_timeout_ms = flags.shutdown_timeout_ms
-        s.dump_weights = flags.dump_weights
-        s.summary_out = flags.summary_out
+        if self.clip not in ("local", "dgc"):
+            raise ValueError(f"clip must be 'local' or 'dgc', got {self.clip!r}")
+        norm = self.clip_norm
+        if norm is not None and (isinstance(norm, bool) or not isinstance(norm, numbers.Real) or
+                                 not 0.0 < norm < math.inf):
+            raise ValueError(f"clip_norm must be a finite number > 0 (or None), got {norm!r}")
 
-        # The trainable parameters, in param_groups order (the same on every rank); frozen ones
-        # (requires_grad=False) are left out of D and never changed.
-        params, frozen, seen = [], [], set()
-        groups_params = []  # per group: its trainable parameters
-        for group in self.param_groups:
-            mine = []
-            for p in group["params"]:
-                if id(p) in seen:
-                    continue
-                seen.add(id(p))
-                if p.requires_grad:
-                    params.append(p)
-                    mine.append(p)
-                else:
-                    frozen.append(p)
-            groups_params.append(mine)
+
+class _SieveState:
+    """Everything a wrapped optimizer keeps for sieve (its `_sieve`). The settings, parameters,
+    job, flat buffers and error feedback are set once, when it is wrapped (by the steps of
+    _Sieve._sieve_setup each group's comment names); the counters and the reports change with
+    every step()."""
+
+    def __init__(self):
+        # The settings (DistributedOptimizer's arguments after the routed flags; configure()).
+        self.compressor = None  # the optimizer's compressor (a parsed name)
+        self.density = None  # k = round(density * D) past the warm-up
+        self.density_warmup = []  # densities of epochs 0, 1, ...
+        self.density_warmup_steps = 0  # N > 0: the geometric ramp over rounds 0..N
+        self.clip_norm = None  # c > 0 clips the gradient to global norm c; None: no clipping
+        self.clip = "local"  # "local" (c) or "dgc" (c / sqrt(num_workers))
+        self.steps_per_epoch = None  # None: unknown (no epochs in the metrics and progress)
+        self.epochs = 1
+        self.round_timeout_ms = 0  # a push/pull's and a collective's wait
+        self.shutdown_timeout_ms = 0  # finish()'s wait for the job's end
+        self.dump_weights = ""  # --dump_weights pattern, written at finish()
+        self.summary_out = ""  # --summary_out pattern, written at finish()
+
+        # The parameters (_collect_parameters).
+        self.base = None  # the wrapped optimizer's own class
+        self.device = None  # the parameters' torch.device (one for all)
+        self.params = []  # the trainable parameters, in param_groups order
+        self.frozen = []  # the parameters with requires_grad=False: not in D, never changed
+        self.names = {}  # id(parameter) -> its name in errors
+        self.d = 0  # D: the trainable parameters' values
+
+        # The job (_connect, _enter_job).
+        self.job = None  # the Job this worker is in
+        self.client = None  # the job's sieve.Client
+        self.rank = -1
+        self.num_workers = 0
+        self.seed_key = None  # the selection's random stream of this rank (randomk, dgc)
+        self.first_round = 0  # the round this worker entered the job at
+        self.round = 0  # the round this worker pushes next
+        self.rejoined = False  # whether a restarted worker rejoined a running job
+
+        # The flat buffers (_flatten): the parameters and gradients are views of them.
+        self.flat = None  # the weights over D
+        self.flat_grad = None  # the gradients over D
+        self.backup = None  # scratch over D (the weights around a step, g + wd * w)
+        self.views = []  # per trainable parameter: (offset, numel) in the flat vector
+        self.group_slices = []  # per param group: the slice of its trainable parameters
+        self.flat_momentum = None  # SGD's momentum buffers as views of one buffer (masking)
+        self.fused = None  # whether the last step took the fused SGD path (_move_momentum)
+
+        # The error feedback and selection (_build_error_feedback).
+        self.per_group = False  # whether a group carries sieve_* settings (a _Part per group)
+        self.parts = []  # the _Parts: one over D, or one per group with trainable parameters
+        self.combiner = None  # the error feedback the push returns unapplied pairs into
+        self.comb_m = None  # per group: zeros over D (the combiner's momentum)
+        self.comb_r = None  # per group: the groups' selected values over D, zeros elsewhere
+        self.selection = None  # the selection pushed each round
+
+        # The model's buffers (_setup_buffers).
+        self.buffers_mode = "local"  # "local", "broadcast" or "average"
+        self.buffers = []  # the buffers exchanged after each step ([] for "local")
+
+        # The counters (the summary line, the job status, /metrics).
+        self.bytes_up = 0
+        self.bytes_down = 0
+        self.dense_bytes = 0  # what dense pushes of D would have sent
+        self.pairs_up = 0
+        self.pushed_sum = 0.0  # the sum of the pushed values
+        self.max_pushpull_s = 0.0  # the longest push/pull (a server failover's stall)
+        self.returned_sum = 0.0  # backup workers: pushed, never applied, back in the residual
+        self.missed_slices = 0  # backup workers: shards that closed the round without the push
+        self.skipped_rounds = 0  # backup workers: rounds that closed without this worker
+        self.steps_past_end = 0  # step() calls after the job's last round (skipped or rejoined)
+
+        # The reports: metrics lines, progress lines, record() (_open_reports, _report).
+        self.metrics = None  # the metrics_out writer (_core.MetricsWriter)
+        self.metrics_every = 1  # a metrics line every n rounds (and the last)
+        self.progress = False  # whether progress lines are printed
+        self.loss = None  # record(loss=): the loss of the round the next step() completes
+        self.test_acc = None  # the last record(test_acc=)
+        self.last_loss = None  # the last round's loss when finite and >= 0 (the job status)
+        self.recorded = {}  # record(name=value): the last value of each, for the summary line
+        self.pending = None  # (metrics line of the last round, whether it is due), see _report
+        self.epoch_loss = 0.0  # the sum of this epoch's losses so far
+        self.epoch_rounds = 0  # this epoch's rounds so far
+        self.last_epoch_loss = 0.0  # the mean loss of the last full epoch
+        self.last_progress = 0.0  # when the last progress line was printed
+        self.start = 0.0  # when the worker entered the job (perf_counter)
+        self.round_start = 0.0  # when this round's compute began (zero_grad, or the last step)
+        self.overhead_seconds = 0.0  # the time spent in step()
+
+        # The end.
+        self.finished = False  # finish() or abort() ran
+        self.failed = None  # an uncaught exception ("Kind: message"): abort at exit
+
+    def configure(self, args, flags):
+        """The settings from the resolved arguments and the job's flags."""
+        self.density, self.density_warmup = args.density, list(args.density_warmup)
+        self.density_warmup_steps = int(args.density_warmup_steps)
+        self.clip_norm = None if args.clip_norm is None else float(args.clip_norm)
+        self.clip = args.clip
+        self.steps_per_epoch, self.epochs = args.steps_per_epoch, args.epochs
+        self.round_timeout_ms = args.round_timeout_ms
+        self.shutdown_timeout_ms = flags.shutdown_timeout_ms
+        self.dump_weights = flags.dump_weights
+        self.summary_out = flags.summary_out
+
+
+def _trainable_parameters(param_groups):
+    """(trainable, frozen, per group its trainable parameters): each parameter once, in
+    param_groups order (the same on every rank)."""
+    params, frozen, seen = [], [], set()
+    groups_params = []
+    for group in param_groups:
+        mine = []
+        for p in group["params"]:
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if p.requires_grad:
+                params.append(p)
+                mine.append(p)
+            else:
+                frozen.append(p)
+        groups_params.append(mine)
+    return params, frozen, groups_params
+
+
+def _check_parameters(params, frozen, names):
+    """ValueError for no trainable parameter, or one that is not float32 or not contiguous."""
+    if not params:
+        raise ValueError("the optimizer has no trainable parameters (requires_grad=True)"
+                         if frozen else "the optimizer has no parameters")
+    for i, p in enumerate(params):
+        name = names.get(id(p), f"param_groups parameter {i}")
+        if p.dtype != torch.float32:
+            raise ValueError(f"parameter {name} is {p.dtype}; sieve trains float32 "
+                             "parameters (model.float())")
+        if not p.is_contiguous():
+            raise ValueError(f"parameter {name} is not contiguous; sieve keeps parameters "
+                             "as views of one flat buffer")
+
+
+def _check_model(model, held):
+    """ValueError for a trainable parameter of the model the optimizer does not hold (`held`:
+    the ids of the optimizer's parameters), or an embedding with sparse gradients."""
+    missing = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in held]
+    if missing:
+        raise ValueError("the optimizer does not hold these parameters of the model: " +
+                         ", ".join(missing[:5]))
+    for mname, module in model.named_modules():
+        if (isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and
+                module.sparse and module.weight.requires_grad):
+            raise ValueError(
+                f"module {mname or '(the model)'} ({type(module).__name__}) has "
+                "sparse=True: sieve.torch does not support sparse gradients; use "
+                "sparse=False (to send the embedding every round, give its param group "
+                "sieve_density=1.0)")
+
+
+class _Sieve:
+    """The methods a wrapped optimizer gains (mixed in before its own class). Its state is
+    `self._sieve`, a _SieveState."""
+
+    def _sieve_setup(self, model, job, args):
+        """Makes this optimizer a worker of `job` (DistributedOptimizer), in this order: the
+        arguments and the parameters are checked (ValueError before anything connects); the
+        worker connects (a failed connect leaves the model as it was); the parameters become
+        views of one flat buffer; the error feedback is built; the worker enters the job (start
+        barrier); then the metrics file, the buffers' check (before anything is pushed) and the
+        exit hooks."""
+        args.resolve(job)
+        s = self._sieve = _SieveState()
+        s.compressor = _core.parse_compressor(args.compressor)
+        args.check()
+        group_settings = _group_settings(self.param_groups)
+        s.configure(args, job.flags)
+        groups_params = self._collect_parameters(model)
+        self._connect(job)
+        self._flatten(groups_params)
+        self._build_error_feedback(groups_params, group_settings)
+        self._enter_job(args.seed)
+        self._open_reports(args.metrics_out, args.metrics_every, args.progress)
+        self._setup_buffers(model, args.buffers)  # before anything is pushed
+        s.start = time.perf_counter()
+        s.round_start = s.start
+        job.serve_health()  # already serving when init() made the job
+        self._install_exit_hooks()
+
+    def _collect_parameters(self, model):
+        """The trainable parameters into the state, frozen ones (requires_grad=False) apart: left
+        out of D and never changed. ValueError for a bad parameter (_check_parameters,
+        _check_model, _device_of). Returns each group's trainable parameters."""
+        s = self._sieve
+        params, frozen, groups_params = _trainable_parameters(self.param_groups)
         names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
-        if not params:
-            raise ValueError("the optimizer has no trainable parameters (requires_grad=True)"
-                             if frozen else "the optimizer has no parameters")
-        for i, p in enumerate(params):
-            name = names.get(id(p), f"param_groups parameter {i}")
-            if p.dtype != torch.float32:
-                raise ValueError(f"parameter {name} is {p.dtype}; sieve trains float32 "
-                                 "parameters (model.float())")
-            if not p.is_contiguous():
-                raise ValueError(f"parameter {name} is not contiguous; sieve keeps parameters "
-                                 "as views of one flat buffer")
+        _check_parameters(params, frozen, names)
         if model is not None:
-            missing = [n for n, p in model.named_parameters()
-                       if p.requires_grad and id(p) not in seen]
-            if missing:
-                raise ValueError("the optimizer does not hold these parameters of the model: " +
-                                 ", ".join(missing[:5]))
-            for mname, module in model.named_modules():
-                if (isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and
-                        module.sparse and module.weight.requires_grad):
-                    raise ValueError(
-                        f"module {mname or '(the model)'} ({type(module).__name__}) has "
-                        "sparse=True: sieve.torch does not support sparse gradients; use "
-                        "sparse=False (to send the embedding every round, give its param group "
-                        "sieve_density=1.0)")
+            _check_model(model, {id(p) for p in params + frozen})
         s.base = type(self).__mro__[2]  # (this class, _Sieve, the wrapped optimizer's class)
         s.device = _device_of(params)
         s.params = params
@@ -451,8 +609,12 @@ class _Sieve:
         s.names = {id(p): names.get(id(p), f"param_groups parameter {i}")
                    for i, p in enumerate(params + frozen)}
         s.d = sum(p.numel() for p in params)
+        return groups_params
 
-        # The job (before anything is flattened: a failed connect leaves the model as it was).
+    def _connect(self, job):
+        """Registers with the job, declaring D (before anything is flattened: a failed connect
+        leaves the model as it was). ValueError when the job has another D."""
+        s = self._sieve
         client = job.connect(s.d)
         if client.num_params != s.d:  # a job connected before, for another model
             raise ValueError(f"the job has D = {client.num_params} parameters but the model has "
@@ -460,62 +622,66 @@ class _Sieve:
         s.job, s.client = job, client
         s.rank, s.num_workers = client.rank, client.num_workers
 
-        # One flat buffer; the parameters (and their gradients) become views of it, in
-        # param_groups order, so each group's trainable parameters are one slice.
+    def _flatten(self, groups_params):
+        """One flat buffer; the parameters (and their gradients) become views of it, in
+        param_groups order, so each group's trainable parameters are one slice."""
+        s = self._sieve
         with torch.no_grad():
             s.flat = torch.empty(s.d, dtype=torch.float32, device=s.device)
             s.flat_grad = torch.zeros(s.d, dtype=torch.float32, device=s.device)
             s.backup = torch.empty_like(s.flat)
             s.views = []
             offset = 0
-            for p in params:
+            for p in s.params:
                 n = p.numel()
                 s.flat[offset:offset + n].copy_(p.reshape(-1))
                 p.data = s.flat[offset:offset + n].view_as(p)
                 p.grad = s.flat_grad[offset:offset + n].view_as(p)
                 s.views.append((offset, n))
                 offset += n
-        # Each group's trainable parameters are one slice of the flat vector (a weight decay per
-        # group on the fused path).
+        # A weight decay per group on the fused path reads these slices.
         s.group_slices, offset = [], 0
         for mine in groups_params:
             n = sum(p.numel() for p in mine)
             s.group_slices.append(slice(offset, offset + n))
             offset += n
-        # The error feedback: one over D, or with per-group settings (a sieve_* key in any
-        # group) one per group with trainable parameters, each over its slice.
+
+    def _build_error_feedback(self, groups_params, group_settings):
+        """One error feedback over D, or with per-group settings (a sieve_* key in any group) one
+        per group with trainable parameters, each over its slice, and a combiner over D."""
+        s = self._sieve
         s.per_group = any(d is not None or c is not None for d, c in group_settings)
         device = s.device.type
-        if s.per_group:
-            view_of = {id(p): view for p, view in zip(params, s.views)}
-            s.parts, offset = [], 0
-            for i, (mine, (g_density, g_compressor)) in enumerate(zip(groups_params,
-                                                                      group_settings)):
-                n = 0
-                for p in mine:  # the group's parameters follow each other in the flat vector
-                    assert view_of[id(p)][0] == offset + n, "a param group is not one slice"
-                    n += p.numel()
-                if n == 0:
-                    continue
-                s.parts.append(_Part(i, offset, n, g_density, g_compressor, device))
-                offset += n
-            assert offset == s.d
-            # The groups' selections are combined into the one pushed (host memory).
-            s.combiner = _core.ErrorFeedback(s.d, "cpu")
-            s.comb_m = np.zeros(s.d, dtype=np.float32)
-            s.comb_r = np.zeros(s.d, dtype=np.float32)
-            s.selection = _core.Selection()
-        else:
+        if not s.per_group:
             s.parts = [_Part(None, 0, s.d, None, None, device)]
             s.combiner = s.parts[0].ef
             s.selection = s.parts[0].selection
-        s.flat_momentum = None  # SGD's momentum buffers as views of one flat buffer (masking)
-        s.fused = None  # whether the last step took the fused SGD path (see _move_momentum)
-        s.seed_key = _core.counter_hash(seed, 0x5E1EC70000 + s.rank)
+            return
+        view_of = {id(p): view for p, view in zip(s.params, s.views)}
+        s.parts, offset = [], 0
+        for i, (mine, (g_density, g_compressor)) in enumerate(zip(groups_params,
+                                                                  group_settings)):
+            n = 0
+            for p in mine:  # the group's parameters follow each other in the flat vector
+                assert view_of[id(p)][0] == offset + n, "a param group is not one slice"
+                n += p.numel()
+            if n == 0:
+                continue
+            s.parts.append(_Part(i, offset, n, g_density, g_compressor, device))
+            offset += n
+        assert offset == s.d
+        # The groups' selections are combined into the one pushed (host memory).
+        s.combiner = _core.ErrorFeedback(s.d, "cpu")
+        s.comb_m = np.zeros(s.d, dtype=np.float32)
+        s.comb_r = np.zeros(s.d, dtype=np.float32)
+        s.selection = _core.Selection()
 
-        # Enter the job: rank 0 offers its own weights (the model's init), the start barrier,
-        # the servers' weights; or the rejoin of a restarted worker (worker/client/worker_start).
-        started = client.start(s.flat, round_timeout_ms)
+    def _enter_job(self, seed):
+        """Enters the job: rank 0 offers its own weights (the model's init), the start barrier,
+        the servers' weights; or the rejoin of a restarted worker (worker/client/worker_start)."""
+        s = self._sieve
+        s.seed_key = _core.counter_hash(seed, 0x5E1EC70000 + s.rank)
+        started = s.client.start(s.flat, s.round_timeout_ms)
         s.first_round = started["first_round"]
         # A worker that rejoins a job the others have finished (its join round lies past the
         # last one) has no round left to push, as sieve-worker: its round is the job's end.
@@ -524,32 +690,20 @@ class _Sieve:
             s.round = min(s.round, s.steps_per_epoch * s.epochs)
         s.rejoined = started["rejoined"]
 
+    def _open_reports(self, metrics_out, metrics_every, progress):
+        """The metrics file (rank 0's, or every rank's with {rank} in the pattern) and whether
+        progress lines are printed (default: when stdout is not a terminal)."""
+        s = self._sieve
         s.metrics = _core.MetricsWriter()
         if metrics_out and (s.rank == 0 or "{rank}" in metrics_out):
             s.metrics.open(_core.expand_rank_pattern(metrics_out, s.rank))
         s.metrics_every = metrics_every
         s.progress = (not sys.stdout.isatty()) if progress is None else progress
-        s.bytes_up = s.bytes_down = s.dense_bytes = s.pairs_up = 0
-        self._setup_buffers(model, buffers)  # before anything is pushed
-        s.pushed_sum = 0.0
-        s.max_pushpull_s = 0.0  # the longest push/pull (a server failover's stall)
-        s.returned_sum = 0.0  # backup workers: pushed, never applied, back in the residual
-        s.missed_slices = 0
-        s.skipped_rounds = 0
-        s.steps_past_end = 0  # step() calls after the job's last round (skipped or rejoined)
-        s.loss = None
-        s.test_acc = None
-        s.last_loss = None
-        s.recorded = {}  # record(name=value): the last value of each, for the summary line
-        s.pending = None  # (metrics line of the last round, whether it is due), see _report
-        s.epoch_loss, s.epoch_rounds, s.last_epoch_loss = 0.0, 0, 0.0
-        s.last_progress = 0.0
-        s.start = time.perf_counter()
-        s.round_start = s.start
-        s.overhead_seconds = 0.0
-        s.finished = False
-        s.failed = None
-        job.serve_health()  # already serving when init() made the job
+
+    def _install_exit_hooks(self):
+        """finish() at exit; an uncaught exception makes that an abort (the job is told this
+        worker failed)."""
+        s = self._sieve
         atexit.register(self._sieve_at_exit)
         previous_hook = sys.excepthook
 
@@ -1294,13 +1448,13 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
         raise ValueError("an lr scheduler already wraps this optimizer's step(): create the "
                          "torch.optim.lr_scheduler after DistributedOptimizer")
     job = job if job is not None else _job()
+    args = _Arguments(compressor, density, density_warmup, steps_per_epoch, epochs, seed,
+                      metrics_out, metrics_every, round_timeout_ms, progress, wire_values, wire,
+                      density_warmup_steps, clip_norm, clip, buffers)
     base = type(optimizer)
     optimizer.__class__ = type(base.__name__, (_Sieve, base), {"__module__": base.__module__})
     try:
-        optimizer._sieve_setup(model, compressor, density, density_warmup, steps_per_epoch,
-                               epochs, seed, metrics_out, metrics_every, round_timeout_ms,
-                               progress, job, wire_values, wire, density_warmup_steps,
-                               clip_norm, clip, buffers)
+        optimizer._sieve_setup(model, job, args)
     except BaseException:
         optimizer.__class__ = base
         raise
