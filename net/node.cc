@@ -389,12 +389,14 @@ void Node::Dispatch(Frames frames, std::string key) {
   HandleControl(std::move(msg));
 }
 
-void Node::HandleControl(Message msg) {
-  const pb::Header& h = msg.header;
-  // Only a message that decoded, is of this job and comes from the scheduler (under CURVE with
-  // its key: FromClaimedSender) shows that the scheduler lives; garbage, other jobs' messages and
-  // impostors were dropped before this point and refresh nothing.
-  switch (h.type()) {
+namespace {
+
+// Whether a control message of `type` shows that the scheduler lives. Only a message that
+// decoded, is of this job and comes from the scheduler (under CURVE with its key:
+// FromClaimedSender) reaches HandleControl; garbage, other jobs' messages and impostors were
+// dropped before and refresh nothing.
+bool ShowsSchedulerAlive(pb::MsgType type) {
+  switch (type) {
     case pb::MSG_REGISTER_ACK:
     case pb::MSG_REGISTER_CHALLENGE:
     case pb::MSG_NODE_TABLE:
@@ -404,11 +406,17 @@ void Node::HandleControl(Message msg) {
     case pb::MSG_ERROR:
     case pb::MSG_HEARTBEAT:
     case pb::MSG_COLLECTIVE_RESULT:
-      last_from_scheduler_ = Clock::now();
-      break;
+      return true;
     default:
-      break;
+      return false;
   }
+}
+
+}  // namespace
+
+void Node::HandleControl(Message msg) {
+  const pb::Header& h = msg.header;
+  if (ShowsSchedulerAlive(h.type())) last_from_scheduler_ = Clock::now();
   switch (h.type()) {
     case pb::MSG_REGISTER_ACK: {
       MutexLock lock(&mu_);
@@ -419,81 +427,24 @@ void Node::HandleControl(Message msg) {
     case pb::MSG_REGISTER_CHALLENGE:
       AnswerChallenge(h.register_challenge());
       break;
-    case pb::MSG_NODE_TABLE: {
-      InstallTable(h.node_table());
-      std::vector<EarlyMessage> early;
-      if (HaveTableOnIoThread()) early.swap(before_table_);
-      for (EarlyMessage& m : early) Dispatch(std::move(m.frames), std::move(m.key));
+    case pb::MSG_NODE_TABLE:
+      OnNodeTable(h.node_table());
       break;
-    }
-    case pb::MSG_BARRIER_RELEASE: {
-      MutexLock lock(&mu_);
-      const uint32_t g = h.barrier().group();
-      if (g < barrier_released_.size() && h.barrier().seq() > barrier_released_[g]) {
-        barrier_released_[g] = h.barrier().seq();
-      }
-      cv_.NotifyAll();
+    case pb::MSG_BARRIER_RELEASE:
+      OnBarrierRelease(h.barrier());
       break;
-    }
-    case pb::MSG_NODE_DEAD: {
-      const int dead = h.node_dead().id();
-      if (dead < 1 || static_cast<size_t>(dead) > current_.size()) {  // current_: this thread's
-        rejected_++;
-        reject_log_.Warn([&](std::ostream& os) {
-          os << "ignored NODE_DEAD for node " << dead << ", which is not in the node table";
-        });
-        break;
-      }
-      std::function<void(const pb::NodeDead&)> fn;
-      {
-        MutexLock lock(&mu_);
-        dead_.insert(h.node_dead().id());
-        fn = on_node_dead_;
-      }
-      event_log_.Warn([&](std::ostream& os) { os << DeadPeerMessage(h.node_dead()); });
-      if (fn) fn(h.node_dead());
+    case pb::MSG_NODE_DEAD:
+      OnNodeDead(h.node_dead());
       break;
-    }
-    case pb::MSG_SHUTDOWN: {
-      MutexLock lock(&mu_);
-      if (shutdown_) break;  // the first SHUTDOWN counts (and is logged), repeats change nothing
-      shutdown_ = true;
-      shutdown_failed_ = h.shutdown().failed();
-      LOG(INFO) << "shutdown from scheduler: " << h.shutdown().reason();
-      cv_.NotifyAll();
+    case pb::MSG_SHUTDOWN:
+      OnShutdown(h.shutdown());
       break;
-    }
-    case pb::MSG_COLLECTIVE_RESULT: {
-      MutexLock lock(&mu_);
-      if (h.collective().seq() != collective_seq_ || collective_answered_) {
-        rejected_++;
-        reject_log_.Warn([&](std::ostream& os) {
-          os << "dropped the result of collective " << h.collective().seq()
-             << ", which this node does not wait for";
-        });
-        break;
-      }
-      collective_result_.values.assign(h.collective().values().begin(),
-                                       h.collective().values().end());
-      collective_result_.contributors = h.collective().contributors();
-      collective_answered_ = true;
-      cv_.NotifyAll();
+    case pb::MSG_COLLECTIVE_RESULT:
+      OnCollectiveResult(h.collective());
       break;
-    }
-    case pb::MSG_ERROR: {
-      MutexLock lock(&mu_);
-      if (h.error().rejected_type() == pb::MSG_COLLECTIVE && h.round() == collective_seq_ &&
-          !collective_answered_) {
-        collective_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
-        collective_answered_ = true;
-        cv_.NotifyAll();
-      }
-      if (!have_table_)
-        register_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
-      event_log_.Error([&](std::ostream& os) { os << "scheduler error: " << h.error().message(); });
-      cv_.NotifyAll();
+    case pb::MSG_ERROR:
+      OnSchedulerError(h);
       break;
-    }
     case pb::MSG_HEARTBEAT:
       break;  // liveness already recorded
     default:
@@ -502,6 +453,80 @@ void Node::HandleControl(Message msg) {
         os << "unexpected " << MsgTypeName(h.type()) << " from the scheduler";
       });
   }
+}
+
+void Node::OnNodeTable(const pb::NodeTable& table) {
+  InstallTable(table);
+  std::vector<EarlyMessage> early;
+  if (HaveTableOnIoThread()) early.swap(before_table_);
+  for (EarlyMessage& m : early) Dispatch(std::move(m.frames), std::move(m.key));
+}
+
+void Node::OnBarrierRelease(const pb::Barrier& barrier) {
+  MutexLock lock(&mu_);
+  const uint32_t g = barrier.group();
+  if (g < barrier_released_.size() && barrier.seq() > barrier_released_[g]) {
+    barrier_released_[g] = barrier.seq();
+  }
+  cv_.NotifyAll();
+}
+
+void Node::OnNodeDead(const pb::NodeDead& dead_node) {
+  const int dead = dead_node.id();
+  if (dead < 1 || static_cast<size_t>(dead) > current_.size()) {  // current_: this thread's
+    rejected_++;
+    reject_log_.Warn([&](std::ostream& os) {
+      os << "ignored NODE_DEAD for node " << dead << ", which is not in the node table";
+    });
+    return;
+  }
+  std::function<void(const pb::NodeDead&)> fn;
+  {
+    MutexLock lock(&mu_);
+    dead_.insert(dead_node.id());
+    fn = on_node_dead_;
+  }
+  event_log_.Warn([&](std::ostream& os) { os << DeadPeerMessage(dead_node); });
+  if (fn) fn(dead_node);
+}
+
+void Node::OnShutdown(const pb::Shutdown& shutdown) {
+  MutexLock lock(&mu_);
+  if (shutdown_) return;  // the first SHUTDOWN counts (and is logged), repeats change nothing
+  shutdown_ = true;
+  shutdown_failed_ = shutdown.failed();
+  LOG(INFO) << "shutdown from scheduler: " << shutdown.reason();
+  cv_.NotifyAll();
+}
+
+void Node::OnCollectiveResult(const pb::Collective& collective) {
+  MutexLock lock(&mu_);
+  if (collective.seq() != collective_seq_ || collective_answered_) {
+    rejected_++;
+    reject_log_.Warn([&](std::ostream& os) {
+      os << "dropped the result of collective " << collective.seq()
+         << ", which this node does not wait for";
+    });
+    return;
+  }
+  collective_result_.values.assign(collective.values().begin(), collective.values().end());
+  collective_result_.contributors = collective.contributors();
+  collective_answered_ = true;
+  cv_.NotifyAll();
+}
+
+void Node::OnSchedulerError(const pb::Header& h) {
+  MutexLock lock(&mu_);
+  if (h.error().rejected_type() == pb::MSG_COLLECTIVE && h.round() == collective_seq_ &&
+      !collective_answered_) {
+    collective_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
+    collective_answered_ = true;
+    cv_.NotifyAll();
+  }
+  if (!have_table_)
+    register_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
+  event_log_.Error([&](std::ostream& os) { os << "scheduler error: " << h.error().message(); });
+  cv_.NotifyAll();
 }
 
 void Node::InstallTable(const pb::NodeTable& table) {

@@ -216,7 +216,20 @@ class Node {
   // table's job_instance, the first must list this process, an ERROR before the table must answer
   // this process's REGISTER. I/O thread only.
   bool OfThisJobInstance(const Message& msg) const;
+  // A control message from the scheduler (I/O thread): records its liveness, then one step per
+  // type below.
   void HandleControl(Message msg) EXCLUDES(mu_);
+  // The table installed, then the peers' messages that came before the first one dispatched.
+  void OnNodeTable(const pb::NodeTable& table) EXCLUDES(data_mu_, mu_);
+  void OnBarrierRelease(const pb::Barrier& barrier) EXCLUDES(mu_);
+  // A peer of the table is dead: recorded, logged, and on_node_dead_ called (outside mu_).
+  void OnNodeDead(const pb::NodeDead& dead_node) EXCLUDES(mu_);
+  void OnShutdown(const pb::Shutdown& shutdown) EXCLUDES(mu_);  // the first one counts
+  // The result of the collective this node waits for; any other is dropped.
+  void OnCollectiveResult(const pb::Collective& collective) EXCLUDES(mu_);
+  // The scheduler's ERROR: the answer to the collective waited for, or before the table the
+  // refusal of the registration; logged either way.
+  void OnSchedulerError(const pb::Header& h) EXCLUDES(mu_);
   // A REGISTER_CHALLENGE for this process: the REGISTER gets the challenge and its proof (with a
   // job key) and is sent again by Register() at once. I/O thread.
   void AnswerChallenge(const pb::RegisterChallenge& challenge) EXCLUDES(mu_);

@@ -518,58 +518,12 @@ bool BspShard::ApplyUnion(float n, ReplyBuffer* buf,
   // arrays are in place before any part goes out, so the arrays ZeroMQ reads never move.
   const size_t m = UnionSize();
   const bool one_part = union_count_ == 1;
-  buf->values.resize(m);
-  if (one_part) {
-    buf->indices.swap(union_parts_[0].idx);
-  } else {
-    buf->indices.resize(m);
-  }
-  union_offsets_.resize(union_count_ + 1);
-  union_offsets_[0] = 0;
-  for (uint32_t s = 0; s < union_count_; ++s)
-    union_offsets_[s + 1] = union_offsets_[s] + union_parts_[s].sum.size();
-  uint32_t parts = 1;
-  const uint64_t per = options_.reply_part_pairs;
-  bool whole_only = dense_next_reply_;
-  for (uint32_t w = 0; w < options_.num_workers; ++w)
-    whole_only |= members_[w].live && workers_[w].dense_reply_to;
-  if (per > 0 && m > per && !whole_only) {
-    parts = static_cast<uint32_t>(std::min<uint64_t>((m + per - 1) / per, kMaxReplyParts));
-  }
-  const size_t step = (m + parts - 1) / parts;
-  if (parts > 1) parts = static_cast<uint32_t>((m + step - 1) / step);  // none empty
-  uint32_t* const idx = buf->indices.data();
-  float* const vals = buf->values.data();
-  float* const w = w_.data();
-  // Pairs [from, to) of the union: the parts they lie in, piece by piece.
-  auto apply = [&](size_t from, size_t to) {
-    uint32_t s =
-        static_cast<uint32_t>(std::upper_bound(union_offsets_.begin(), union_offsets_.end(), from) -
-                              union_offsets_.begin() - 1);
-    for (size_t pos = from; pos < to; ++s) {
-      const size_t end = std::min(to, union_offsets_[s + 1]), at = pos - union_offsets_[s];
-      const float* const sum = union_parts_[s].sum.data() + at;
-      if (one_part) {
-        ApplyPairs<false>(idx + pos, sum, end - pos, n, w, nullptr, vals + pos);
-      } else {
-        ApplyPairs<true>(union_parts_[s].idx.data() + at, sum, end - pos, n, w, idx + pos,
-                         vals + pos);
-      }
-      pos = end;
-    }
-  };
-  auto emit = [&](uint32_t p) {
-    for (uint32_t v = 0; v < options_.num_workers; ++v) {
-      if (!members_[v].live) continue;
-      Reply r = RoundUpdate(static_cast<int>(v), false, shared);
-      r.part = p;
-      r.parts = parts;
-      r.begin = p * step;
-      r.end = std::min(m, (p + 1) * step);
-      out->push_back(std::move(r));
-    }
-    if (part_sink_) part_sink_(out);
-  };
+  LayOutUnionReply(m, one_part, buf);
+  const UnionReplySplit split = SplitUnionReply(m);
+  const uint32_t parts = split.parts;
+  const size_t step = split.step;
+  auto apply = [&](size_t from, size_t to) { ApplyUnionPairs(from, to, n, one_part, buf); };
+  auto emit = [&](uint32_t p) { EmitUnionReplyPart(p, split, m, shared, out); };
   // The work in chunks: the reply's parts when it is split (each goes out as soon as it is
   // done), else kPartsPerThread chunks per thread.
   const uint32_t threads = team_->ThreadsFor(m, options_.parallel_min_pairs);
@@ -607,6 +561,67 @@ bool BspShard::ApplyUnion(float n, ReplyBuffer* buf,
     }
   });
   return parts > 1;
+}
+
+void BspShard::LayOutUnionReply(size_t m, bool one_part, ReplyBuffer* buf) {
+  buf->values.resize(m);
+  if (one_part) {
+    buf->indices.swap(union_parts_[0].idx);
+  } else {
+    buf->indices.resize(m);
+  }
+  union_offsets_.resize(union_count_ + 1);
+  union_offsets_[0] = 0;
+  for (uint32_t s = 0; s < union_count_; ++s)
+    union_offsets_[s + 1] = union_offsets_[s] + union_parts_[s].sum.size();
+}
+
+BspShard::UnionReplySplit BspShard::SplitUnionReply(size_t m) const {
+  uint32_t parts = 1;
+  const uint64_t per = options_.reply_part_pairs;
+  bool whole_only = dense_next_reply_;
+  for (uint32_t w = 0; w < options_.num_workers; ++w)
+    whole_only |= members_[w].live && workers_[w].dense_reply_to;
+  if (per > 0 && m > per && !whole_only) {
+    parts = static_cast<uint32_t>(std::min<uint64_t>((m + per - 1) / per, kMaxReplyParts));
+  }
+  const size_t step = (m + parts - 1) / parts;
+  if (parts > 1) parts = static_cast<uint32_t>((m + step - 1) / step);  // none empty
+  return UnionReplySplit{parts, step};
+}
+
+void BspShard::ApplyUnionPairs(size_t from, size_t to, float n, bool one_part, ReplyBuffer* buf) {
+  uint32_t* const idx = buf->indices.data();
+  float* const vals = buf->values.data();
+  float* const w = w_.data();
+  uint32_t s =
+      static_cast<uint32_t>(std::upper_bound(union_offsets_.begin(), union_offsets_.end(), from) -
+                            union_offsets_.begin() - 1);
+  for (size_t pos = from; pos < to; ++s) {
+    const size_t end = std::min(to, union_offsets_[s + 1]), at = pos - union_offsets_[s];
+    const float* const sum = union_parts_[s].sum.data() + at;
+    if (one_part) {
+      ApplyPairs<false>(idx + pos, sum, end - pos, n, w, nullptr, vals + pos);
+    } else {
+      ApplyPairs<true>(union_parts_[s].idx.data() + at, sum, end - pos, n, w, idx + pos,
+                       vals + pos);
+    }
+    pos = end;
+  }
+}
+
+void BspShard::EmitUnionReplyPart(uint32_t p, const UnionReplySplit& split, size_t m,
+                                  const std::shared_ptr<const ReplyBuffer>& shared, Outbox* out) {
+  for (uint32_t v = 0; v < options_.num_workers; ++v) {
+    if (!members_[v].live) continue;
+    Reply r = RoundUpdate(static_cast<int>(v), false, shared);
+    r.part = p;
+    r.parts = split.parts;
+    r.begin = p * split.step;
+    r.end = std::min(m, (p + 1) * split.step);
+    out->push_back(std::move(r));
+  }
+  if (part_sink_) part_sink_(out);
 }
 
 }  // namespace sieve

@@ -169,6 +169,23 @@ class BspShard : public ShardServer {
   // parts.
   bool ApplyUnion(float n, ReplyBuffer* buf, const std::shared_ptr<const ReplyBuffer>& shared,
                   Outbox* out);
+  // ApplyUnion's steps. How a union reply of m pairs goes out: `parts` parts (1 = whole) of
+  // `step` pairs each (the last may be shorter).
+  struct UnionReplySplit {
+    uint32_t parts = 1;
+    size_t step = 0;
+  };
+  // Sizes `buf` for the m pairs of the union (one part: the union's indices become its indices)
+  // and sets union_offsets_ (where each part of the union starts among the pairs).
+  void LayOutUnionReply(size_t m, bool one_part, ReplyBuffer* buf);
+  // Whole (a worker gets the whole shard this round) or in parts of reply_part_pairs.
+  UnionReplySplit SplitUnionReply(size_t m) const;
+  // w[i] -= a[i]/n for the union's pairs [from, to) into buf's values (and, with several union
+  // parts, its indices). Threads may run it on disjoint ranges.
+  void ApplyUnionPairs(size_t from, size_t to, float n, bool one_part, ReplyBuffer* buf);
+  // Part p of the split reply (`shared`, m pairs) to every live worker, through part_sink_.
+  void EmitUnionReplyPart(uint32_t p, const UnionReplySplit& split, size_t m,
+                          const std::shared_ptr<const ReplyBuffer>& shared, Outbox* out);
 
   // Joiners and resync (bsp_shard_rejoin.cc).
   void HoldJoinPush(int worker, uint64_t round, std::span<const uint32_t> indices,

@@ -155,61 +155,19 @@ void ShardService::OnData(Message msg) {
       break;
     case pb::MSG_PUSH:
     case pb::MSG_INIT:
-    case pb::MSG_PULL_DENSE: {
+    case pb::MSG_PULL_DENSE:
       if (!from_worker) {
         (void)link_->SendError(sender, pb::ERROR_UNEXPECTED_TYPE, "only workers push or pull",
                                msg.type(), round, options_.rank);
-        break;
-      }
-      if (msg.header.shard() != options_.rank) {
+      } else if (msg.header.shard() != options_.rank) {
         (void)link_->SendError(sender, pb::ERROR_WRONG_SHARD,
                                "this is server " + std::to_string(options_.rank) +
                                    ", message is for shard " + std::to_string(msg.header.shard()),
                                msg.type(), round, options_.rank);
-        break;
-      }
-      if (msg.type() == pb::MSG_PULL_DENSE) {
-        shard_->OnPullDense(worker, &out_);
-        break;
-      }
-      std::span<const float> values = msg.values;
-      if (!msg.values16().empty()) {
-        unpacked_.resize(msg.values16().size());
-        (void)Unpack16(msg.values16(), msg.values16_type(), unpacked_);  // sizes equal: no error
-        values = unpacked_;
-      }
-      if (msg.type() == pb::MSG_INIT) {
-        Replicate(pb::REPLICA_INIT, worker, 0, {}, values, true);
-        const bool was_awaiting = shard_->awaiting_initial_weights();
-        shard_->OnInit(worker, values, &out_);
-        if (was_awaiting && !shard_->awaiting_initial_weights()) {
-          LOG(INFO) << "shard " << options_.rank << " starts from worker 0's initial weights";
-        }
-        break;
-      }
-      const auto push_start = Clock::now();
-      const uint64_t before = shard_->round();
-      if (!options_.replicate_rounds) {
-        Replicate(pb::REPLICA_PUSH, worker, round, msg.indices, values, msg.dense());
-      }
-      shard_->OnPush(worker, round, msg.indices, values, msg.dense(), &out_);
-      ReplicateCompletedRound(before);
-      if (trace_ != nullptr && trace_->Wants(round)) {
-        trace_->AddSpan("aggregate", trace_tid(), round, push_start, Clock::now(),
-                        {{"worker", worker},
-                         {"bytes", FrameBytes(msg.storage)},
-                         {"pairs", msg.header.count()},
-                         {"completed_round", options_.bsp && shard_->round() != before}});
-      }
-      if (metrics_ != nullptr) {
-        const ShardServerStats& st = shard_->stats();
-        metrics_->ObservePushLatency(SecondsSince(push_start));
-        metrics_->AddBytes(FrameBytes(msg.storage), 0);
-        metrics_->SetRoundsTotal(options_.bsp ? st.rounds_completed : st.pushes_applied);
-        metrics_->SetStaleness(st.max_staleness);
+      } else {
+        OnWorkerData(msg, worker);
       }
       break;
-    }
     case pb::MSG_ERROR:
       peer_log_.Warn([&](std::ostream& os) {
         os << "error from node " << sender << ": " << msg.header.error().message();
@@ -222,6 +180,58 @@ void ShardService::OnData(Message msg) {
           std::string("a server does not accept ") + std::string(MsgTypeName(msg.type())),
           msg.type(), round, options_.rank);
   }
+  FinishDataMessage();
+}
+
+void ShardService::OnWorkerData(const Message& msg, int worker) {
+  if (msg.type() == pb::MSG_PULL_DENSE) {
+    shard_->OnPullDense(worker, &out_);
+    return;
+  }
+  std::span<const float> values = msg.values;
+  if (!msg.values16().empty()) {
+    unpacked_.resize(msg.values16().size());
+    (void)Unpack16(msg.values16(), msg.values16_type(), unpacked_);  // sizes equal: no error
+    values = unpacked_;
+  }
+  if (msg.type() == pb::MSG_INIT) {
+    Replicate(pb::REPLICA_INIT, worker, 0, {}, values, true);
+    const bool was_awaiting = shard_->awaiting_initial_weights();
+    shard_->OnInit(worker, values, &out_);
+    if (was_awaiting && !shard_->awaiting_initial_weights()) {
+      LOG(INFO) << "shard " << options_.rank << " starts from worker 0's initial weights";
+    }
+    return;
+  }
+  OnWorkerPush(msg, worker, values);
+}
+
+void ShardService::OnWorkerPush(const Message& msg, int worker, std::span<const float> values) {
+  const uint64_t round = msg.header.round();
+  const auto push_start = Clock::now();
+  const uint64_t before = shard_->round();
+  if (!options_.replicate_rounds) {
+    Replicate(pb::REPLICA_PUSH, worker, round, msg.indices, values, msg.dense());
+  }
+  shard_->OnPush(worker, round, msg.indices, values, msg.dense(), &out_);
+  ReplicateCompletedRound(before);
+  if (trace_ != nullptr && trace_->Wants(round)) {
+    trace_->AddSpan("aggregate", trace_tid(), round, push_start, Clock::now(),
+                    {{"worker", worker},
+                     {"bytes", FrameBytes(msg.storage)},
+                     {"pairs", msg.header.count()},
+                     {"completed_round", options_.bsp && shard_->round() != before}});
+  }
+  if (metrics_ != nullptr) {
+    const ShardServerStats& st = shard_->stats();
+    metrics_->ObservePushLatency(SecondsSince(push_start));
+    metrics_->AddBytes(FrameBytes(msg.storage), 0);
+    metrics_->SetRoundsTotal(options_.bsp ? st.rounds_completed : st.pushes_applied);
+    metrics_->SetStaleness(st.max_staleness);
+  }
+}
+
+void ShardService::FinishDataMessage() {
   const bool replies = !out_.empty();
   const auto flush_start = Clock::now();
   Flush();

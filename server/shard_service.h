@@ -59,6 +59,7 @@
 #include <memory>
 #include <set>
 #include <span>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -164,6 +165,12 @@ class ShardService {
   static constexpr int kMaxRefusals = 3;
 
  private:
+  // OnData's steps for a worker's PUSH, INIT or PULL_DENSE admitted for this shard: the event on
+  // the shard (replicated first), its replies into out_; OnWorkerPush also traces and measures it.
+  void OnWorkerData(const Message& msg, int worker);
+  void OnWorkerPush(const Message& msg, int worker, std::span<const float> values);
+  // After each data message: the replies flushed (or held), the checkpoint and the snapshots due.
+  void FinishDataMessage();
   void Flush();
   // Sends every reply of `replies` (ERRORs, acks, UPDATE/DENSE whole or in parts).
   void Send(const Outbox& replies);
@@ -178,6 +185,16 @@ class ShardService {
   // shard's round before the event, is now behind) as a REPLICA_ROUND.
   void ReplicateCompletedRound(uint64_t before);
   void OnReplicate(const Message& msg);
+  // OnReplicate's steps (a mirror): the ERROR_NOT_REPLICA refusal and the acknowledgement (both
+  // of seq_ as it is then) to `sender`; whether the event and origin fit each other (fp32
+  // values only); a snapshot part (head, residual, a death or re-admission within it); one
+  // worker event or round result replayed on the shard (its replies into replayed_out_), an
+  // error only for a round result the shard cannot apply.
+  void RefuseReplicate(int sender, const std::string& why);
+  void AckReplicate(int sender);
+  bool WellFormedReplicate(const Message& msg) const;
+  void OnReplicatedSnapshotPart(const Message& msg, pb::ReplicaEvent ev);
+  Status ReplayEvent(const Message& msg, pb::ReplicaEvent ev);
   void OnReplicateAck(const Message& msg);
   // A backup refused a REPLICATE (ERROR_NOT_REPLICA). A gap is closed by the next resend; a backup
   // that refuses kMaxRefusals times in a row without acknowledging anything in between holds a

@@ -297,87 +297,122 @@ void ShardService::OnReplicaRefused(int backup) {
   OnServerDead(backup);
 }
 
-void ShardService::OnReplicate(const Message& msg) {
+void ShardService::RefuseReplicate(int sender, const std::string& why) {
+  (void)link_->SendError(sender, pb::ERROR_NOT_REPLICA, why, pb::MSG_REPLICATE, seq_,
+                         options_.rank);
+}
+
+void ShardService::AckReplicate(int sender) {
+  pb::Header h = MakeDataHeader(pb::MSG_REPLICATE_ACK, link_->id(), sender, options_.rank, 0);
+  h.set_seq(seq_);
+  auto frames = EncodeControl(h);
+  if (frames.ok()) (void)link_->Reply(sender, std::move(frames).value());
+}
+
+bool ShardService::WellFormedReplicate(const Message& msg) const {
   const int sender = msg.header.sender();
-  const uint64_t seq = msg.header.seq();
-  auto refuse = [&](const std::string& why) {
-    (void)link_->SendError(sender, pb::ERROR_NOT_REPLICA, why, pb::MSG_REPLICATE, seq_,
-                           options_.rank);
-  };
-  if (!mirror_ || sender != link_->ServerId(following_)) {
-    return refuse("server " + std::to_string(server_rank()) + " holds no copy of shard " +
-                  std::to_string(options_.rank) + " that node " + std::to_string(sender) +
-                  " replicates");
-  }
   const uint32_t event = msg.header.event();
   const int origin = msg.header.origin();
   // A round's result and a snapshot come from no worker: origin -1.
   const bool round_event = event == pb::REPLICA_ROUND || event == pb::REPLICA_SNAPSHOT ||
                            event == pb::REPLICA_SNAPSHOT_RESIDUAL;
   const bool to_server = event == pb::REPLICA_HANDOVER;  // origin: a server's rank
-  if (!pb::ReplicaEvent_IsValid(static_cast<int>(event)) ||
-      (round_event ? origin != -1
-       : to_server ? origin < 0 || origin == sender - 1
-                   : origin < 0 || origin >= static_cast<int>(options_.num_workers)) ||
-      !msg.values16().empty()) {
-    return refuse("REPLICATE with event " + std::to_string(event) + ", origin " +
-                  std::to_string(origin) + " (fp32 values only)");
+  return pb::ReplicaEvent_IsValid(static_cast<int>(event)) &&
+         !(round_event ? origin != -1
+           : to_server ? origin < 0 || origin == sender - 1
+                       : origin < 0 || origin >= static_cast<int>(options_.num_workers)) &&
+         msg.values16().empty();
+}
+
+void ShardService::OnReplicate(const Message& msg) {
+  const int sender = msg.header.sender();
+  const uint64_t seq = msg.header.seq();
+  if (!mirror_ || sender != link_->ServerId(following_)) {
+    return RefuseReplicate(sender, "server " + std::to_string(server_rank()) +
+                                       " holds no copy of shard " + std::to_string(options_.rank) +
+                                       " that node " + std::to_string(sender) + " replicates");
   }
-  auto ack = [&] {
-    pb::Header h = MakeDataHeader(pb::MSG_REPLICATE_ACK, link_->id(), sender, options_.rank, 0);
-    h.set_seq(seq_);
-    auto frames = EncodeControl(h);
-    if (frames.ok()) (void)link_->Reply(sender, std::move(frames).value());
-  };
+  const uint32_t event = msg.header.event();
+  const int origin = msg.header.origin();
+  if (!WellFormedReplicate(msg)) {
+    return RefuseReplicate(sender, "REPLICATE with event " + std::to_string(event) + ", origin " +
+                                       std::to_string(origin) + " (fp32 values only)");
+  }
   const auto ev = static_cast<pb::ReplicaEvent>(event);
-  const bool snapshot_part = ev == pb::REPLICA_SNAPSHOT || ev == pb::REPLICA_SNAPSHOT_DEAD ||
-                             ev == pb::REPLICA_SNAPSHOT_REJOINED;
-  if (ev == pb::REPLICA_SNAPSHOT_RESIDUAL) {  // kept for the head that follows; not acknowledged
-    if (!awaiting_snapshot_ || !msg.dense()) {
-      return refuse("a snapshot's residual out of place for shard " +
-                    std::to_string(options_.rank));
-    }
-    snapshot_residual_.assign(msg.values.begin(), msg.values.end());
-    return;
-  }
-  if (snapshot_part) {
-    const bool head = ev == pb::REPLICA_SNAPSHOT;
-    if (head ? !awaiting_snapshot_ || !msg.dense() : awaiting_snapshot_ || seq != seq_) {
-      return refuse("a snapshot part out of place for shard " + std::to_string(options_.rank));
-    }
-    if (head) {
-      InstallSnapshot(msg);
-      if (awaiting_snapshot_) return refuse("the snapshot does not fit the shard");
-    } else if (ev == pb::REPLICA_SNAPSHOT_DEAD) {
-      shard_->OnWorkerDead(origin, &replayed_out_);
-    } else {
-      shard_->OnWorkerRejoined(origin);
-    }
-    replayed_out_.clear();
-    return ack();
+  if (ev == pb::REPLICA_SNAPSHOT_RESIDUAL || ev == pb::REPLICA_SNAPSHOT ||
+      ev == pb::REPLICA_SNAPSHOT_DEAD || ev == pb::REPLICA_SNAPSHOT_REJOINED) {
+    return OnReplicatedSnapshotPart(msg, ev);
   }
   if (awaiting_snapshot_) {
-    return refuse("server " + std::to_string(server_rank()) + " waits for the snapshot of shard " +
-                  std::to_string(options_.rank));
+    return RefuseReplicate(sender, "server " + std::to_string(server_rank()) +
+                                       " waits for the snapshot of shard " +
+                                       std::to_string(options_.rank));
   }
-  if (seq <= seq_) return ack();  // a resend: applied once already
+  if (seq <= seq_) return AckReplicate(sender);  // a resend: applied once already
   if (seq != seq_ + 1) {
-    return refuse("REPLICATE " + std::to_string(seq) + " of shard " +
-                  std::to_string(options_.rank) + " after " + std::to_string(seq_) +
-                  ": events in between are missing");
+    return RefuseReplicate(sender, "REPLICATE " + std::to_string(seq) + " of shard " +
+                                       std::to_string(options_.rank) + " after " +
+                                       std::to_string(seq_) + ": events in between are missing");
   }
-  if (static_cast<pb::ReplicaEvent>(event) == pb::REPLICA_INIT && !msg.dense()) {
-    return refuse("REPLICATE of an INIT without FLAG_DENSE");
+  if (ev == pb::REPLICA_INIT && !msg.dense()) {
+    return RefuseReplicate(sender, "REPLICATE of an INIT without FLAG_DENSE");
   }
   if (ev == pb::REPLICA_HANDOVER) {  // origin: the server that serves the shard from now on
     if (origin == server_rank()) return TakeOver(sender - 1, seq);
     following_ = origin;
     seq_ = seq;
     ++repl_.replayed;
-    return ack();
+    return AckReplicate(sender);
   }
+  if (Status s = ReplayEvent(msg, ev); !s.ok()) {
+    replayed_out_.clear();
+    return RefuseReplicate(
+        sender, "REPLICATE of round " + std::to_string(msg.header.round()) + ": " + s.ToString());
+  }
+  seq_ = seq;
+  ++repl_.replayed;
+  // The replier answers the workers before it acknowledges: once the primary has the ack, the
+  // replies are on their way.
+  if (msg.header.replier() == server_rank()) {
+    repl_.replies_sent += replayed_out_.size();
+    Send(replayed_out_);
+  }
+  replayed_out_.clear();
+  AckReplicate(sender);
+}
+
+void ShardService::OnReplicatedSnapshotPart(const Message& msg, pb::ReplicaEvent ev) {
+  const int sender = msg.header.sender();
+  const int origin = msg.header.origin();
+  if (ev == pb::REPLICA_SNAPSHOT_RESIDUAL) {  // kept for the head that follows; not acknowledged
+    if (!awaiting_snapshot_ || !msg.dense()) {
+      return RefuseReplicate(
+          sender, "a snapshot's residual out of place for shard " + std::to_string(options_.rank));
+    }
+    snapshot_residual_.assign(msg.values.begin(), msg.values.end());
+    return;
+  }
+  const bool head = ev == pb::REPLICA_SNAPSHOT;
+  if (head ? !awaiting_snapshot_ || !msg.dense() : awaiting_snapshot_ || msg.header.seq() != seq_) {
+    return RefuseReplicate(
+        sender, "a snapshot part out of place for shard " + std::to_string(options_.rank));
+  }
+  if (head) {
+    InstallSnapshot(msg);
+    if (awaiting_snapshot_) return RefuseReplicate(sender, "the snapshot does not fit the shard");
+  } else if (ev == pb::REPLICA_SNAPSHOT_DEAD) {
+    shard_->OnWorkerDead(origin, &replayed_out_);
+  } else {
+    shard_->OnWorkerRejoined(origin);
+  }
+  replayed_out_.clear();
+  AckReplicate(sender);
+}
+
+Status ShardService::ReplayEvent(const Message& msg, pb::ReplicaEvent ev) {
+  const int origin = msg.header.origin();
   const uint64_t round = msg.header.round();
-  switch (static_cast<pb::ReplicaEvent>(event)) {
+  switch (ev) {
     case pb::REPLICA_PUSH:
       shard_->OnPush(origin, round, msg.indices, msg.values, msg.dense(), &replayed_out_);
       break;
@@ -394,26 +429,11 @@ void ShardService::OnReplicate(const Message& msg) {
       shard_->OnWorkerRejoined(origin);
       break;
     case pb::REPLICA_ROUND:
-      if (Status s =
-              shard_->ApplyRound(round, msg.indices, msg.values, msg.dense(), &replayed_out_);
-          !s.ok()) {
-        replayed_out_.clear();
-        return refuse("REPLICATE of round " + std::to_string(round) + ": " + s.ToString());
-      }
-      break;
-    default:  // ReplicaEvent_IsValid above
+      return shard_->ApplyRound(round, msg.indices, msg.values, msg.dense(), &replayed_out_);
+    default:  // WellFormedReplicate checked it is valid; the others are handled before
       break;
   }
-  seq_ = seq;
-  ++repl_.replayed;
-  // The replier answers the workers before it acknowledges: once the primary has the ack, the
-  // replies are on their way.
-  if (msg.header.replier() == server_rank()) {
-    repl_.replies_sent += replayed_out_.size();
-    Send(replayed_out_);
-  }
-  replayed_out_.clear();
-  ack();
+  return Status::Ok();
 }
 
 void ShardService::OnServerDead(int rank) {

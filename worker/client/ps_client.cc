@@ -116,6 +116,25 @@ class PsClient::Impl {
                  bool any_round = false,
                  const std::function<bool(int, const Message&)>& stream = nullptr,
                  const std::vector<bool>* arrived = nullptr);
+  // One Collect's bookkeeping, by server: answered, ERRORs answered with a resend, refused with
+  // ERROR_NOT_PRIMARY since the last resend check; and how many have not answered.
+  struct CollectWait {
+    std::vector<bool> done;
+    std::vector<int> error_retries;
+    std::vector<bool> not_primary;
+    uint32_t left = 0;
+    void Done(int server) {
+      done[server] = true;
+      --left;
+    }
+  };
+  // Collect's resend check: resend(s) for every server still missing when `always` or a new node
+  // table came since the last send, else only for those that refused as not primary.
+  void ResendToMissing(CollectWait* w, const std::function<void(int)>& resend, bool always);
+  // An ERROR that came during Collect: OK when the wait goes on (not for this request or round,
+  // a late push's, not primary, or answered with resend(server)); else the wait's failure.
+  Status OnCollectError(const Message& msg, int server, pb::MsgType type, uint64_t round,
+                        bool any_round, const std::function<void(int)>& resend, CollectWait* w);
   // Adds an UPDATE (or one part of a split one, docs/protocol.md "Split replies") to `server`'s
   // stream: applied (apply(server, msg), once per distinct part) when it belongs to the stream's
   // next round, ignored otherwise (stale, a duplicate part, another server's shard).
@@ -144,6 +163,41 @@ class PsClient::Impl {
     std::vector<uint32_t> relative;  // shard-relative indices
     std::vector<uint16_t> packed;    // 16-bit values (push_values fp16 / bf16)
   };
+  // One round of PushPullWith: the state its steps (below, in the order they run) share.
+  struct PushPullRound {
+    uint64_t round = 0;
+    Selection* sel = nullptr;
+    std::shared_ptr<SendBuffers> lent;  // the round's send buffers, lent to ZeroMQ
+    bool packed = false;                // values go as 16-bit (push_values fp16 / bf16)
+    RoundStats stats;
+    // By server: its UPDATE of the round came before the push (the round closed without us);
+    // the round's UPDATE was flagged FLAG_PUSH_MISSED; flagged FLAG_PUSH_LATE.
+    std::vector<bool> arrived, missed, late;
+  };
+  // Moves the selection's arrays into r->lent (its indices split by shard first) and packs the
+  // values when they go as 16-bit. An error may leave the selection's arrays moved.
+  Status FillSendBuffers(PushPullRound* r);
+  // Sizes the per-server state for r->round and reads what each UPDATE stream already holds.
+  void StartUpdateStreams(PushPullRound* r);
+  // After a new node table, sends every shard's held late pushes again (before the round's push).
+  void SendHeldLatePushesAfterNewTable();
+  // [from, to) of server s's slice in the round's send buffers.
+  std::pair<size_t, size_t> SliceOf(const PushPullRound& r, uint32_t s) const;
+  // Sends server s its slice of the round's push, counted in r->stats.
+  Status PushSlice(PushPullRound* r, uint32_t s);
+  // One UPDATE (or part) of the round's streams: counted, its flags recorded, then apply(s, m).
+  void TakeRoundUpdate(PushPullRound* r, int s, const Message& m,
+                       const std::function<void(int, const Message&)>& apply);
+  // Waits for every server's UPDATE of the round, resending the slice where Collect says so.
+  Status CollectRoundUpdates(PushPullRound* r, std::chrono::milliseconds timeout,
+                             const std::function<void(int, const Message&)>& take);
+  // Keeps the slices of the pushes the round's UPDATEs flagged late until the shard acks them.
+  void HoldLatePushes(const PushPullRound& r);
+  // The slices the round closed without (flagged missed) into r->stats' missed_*.
+  void RecordMissedSlices(PushPullRound* r);
+  // Gives the send buffers back to the pool and their arrays to `sel`, unless ZeroMQ still holds
+  // them (then sel's arrays are left empty).
+  void ReturnSendBuffers(std::shared_ptr<SendBuffers> lent, Selection* sel);
 
   const PsClientOptions options_;
   const ValuePrecision push_values_;  // options_.push_values, or kFp16 for options_.fp16
@@ -323,7 +377,7 @@ void PsClient::RequestStop(const std::string& reason) { impl_->node().RequestSto
 namespace {
 
 // ERROR codes a peer can provoke for a request this client validated before sending: corruption in
-// transit, a forged copy of it, or a forged ERROR (see PsClient::Impl::Collect).
+// transit, a forged copy of it, or a forged ERROR (see PsClient::Impl::OnCollectError).
 bool PeerCausable(pb::ErrorCode code) {
   switch (code) {
     case pb::ERROR_MALFORMED_HEADER:
@@ -341,7 +395,84 @@ bool PeerCausable(pb::ErrorCode code) {
   }
 }
 
+// How long Collect's next receive may wait: until `deadline` or, with `next_resend`, just past
+// that resend check; 1 ms while the deadline is still ahead. Not positive: the deadline passed.
+std::chrono::milliseconds ReceiveWait(Clock::time_point deadline,
+                                      const Clock::time_point* next_resend) {
+  using std::chrono::milliseconds;
+  auto remaining = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+  if (next_resend != nullptr) {
+    const auto to_resend = std::chrono::duration_cast<milliseconds>(*next_resend - Clock::now());
+    remaining = std::min(remaining, to_resend + milliseconds(1));
+  }
+  if (remaining <= milliseconds::zero() && Clock::now() < deadline) remaining = milliseconds(1);
+  return remaining;
+}
+
+// Collect's failure when `left` of `servers` did not answer within `timeout`.
+Status CollectTimeout(pb::MsgType type, uint64_t round, uint32_t left, uint32_t servers,
+                      std::chrono::milliseconds timeout) {
+  return DeadlineExceededError(std::string("no ") + std::string(MsgTypeName(type)) + " for round " +
+                               std::to_string(round) + " from " + std::to_string(left) + " of " +
+                               std::to_string(servers) + " servers within " +
+                               std::to_string(timeout.count()) + " ms");
+}
+
 }  // namespace
+
+void PsClient::Impl::ResendToMissing(CollectWait* w, const std::function<void(int)>& resend,
+                                     bool always) {
+  const uint32_t servers = node_->num_servers();
+  // A new node table means a peer was re-admitted (e.g. a restarted server): what was sent
+  // to its predecessor is lost, so send again to every server still missing.
+  const uint64_t tables = node_->tables_installed();
+  if (always || tables != tables_at_send_) {
+    tables_at_send_ = tables;
+    for (uint32_t s = 0; s < servers; ++s) {
+      if (!w->done[s]) resend(static_cast<int>(s));
+    }
+  } else {
+    for (uint32_t s = 0; s < servers; ++s) {
+      if (w->not_primary[s] && !w->done[s]) resend(static_cast<int>(s));
+    }
+  }
+  std::fill(w->not_primary.begin(), w->not_primary.end(), false);
+}
+
+Status PsClient::Impl::OnCollectError(const Message& msg, int server, pb::MsgType type,
+                                      uint64_t round, bool any_round,
+                                      const std::function<void(int)>& resend, CollectWait* w) {
+  const pb::MsgType rejected = msg.header.error().rejected_type();
+  if (rejected != pb::MSG_UNSPECIFIED && rejected != RequestFor(type)) return Status::Ok();
+  // A late push's refusal: the round's UPDATE (flagged) already said so.
+  if (msg.header.error().code() == pb::ERROR_LATE_PUSH) return Status::Ok();
+  // A server that does not serve the shard in its table (a failover the tables do not agree
+  // on yet): asked again at the next resend check, by then under the table that names the
+  // shard's server.
+  if (msg.header.error().code() == pb::ERROR_NOT_PRIMARY) {
+    if (resend && !w->done[server]) w->not_primary[server] = true;
+    return Status::Ok();
+  }
+  if (!any_round && msg.header.round() != round) return Status::Ok();
+  const std::string what = "server " + std::to_string(server) + " rejected " +
+                           std::string(MsgTypeName(msg.header.error().rejected_type())) + ": " +
+                           pb::ErrorCode_Name(msg.header.error().code()) + ": " +
+                           msg.header.error().message();
+  // The one refusal a caller recovers from by asking again later (Trainer's join retry).
+  if (msg.header.error().code() == pb::ERROR_JOIN_TOO_LATE) return OutOfRangeError(what);
+  if (resend && PeerCausable(msg.header.error().code()) && !w->done[server] &&
+      w->error_retries[server] < kErrorRetries) {
+    ++w->error_retries[server];
+    ++errors_retried_;
+    peer_log_.Warn([&](std::ostream& os) {
+      os << what << " (round " << round << "); sending it again (" << w->error_retries[server]
+         << " of " << kErrorRetries << ")";
+    });
+    resend(server);
+    return Status::Ok();
+  }
+  return FailedPreconditionError(what);
+}
 
 template <typename Fn>
 Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::milliseconds timeout,
@@ -350,10 +481,11 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
                                const std::function<bool(int, const Message&)>& stream,
                                const std::vector<bool>* arrived) {
   const uint32_t servers = node_->num_servers();
-  std::vector<bool> done = arrived != nullptr ? *arrived : std::vector<bool>(servers, false);
-  std::vector<int> error_retries(servers, 0);
-  std::vector<bool> not_primary(servers, false);  // refused with ERROR_NOT_PRIMARY: resend later
-  uint32_t left = static_cast<uint32_t>(std::count(done.begin(), done.end(), false));
+  CollectWait w;
+  w.done = arrived != nullptr ? *arrived : std::vector<bool>(servers, false);
+  w.error_retries.assign(servers, 0);
+  w.not_primary.assign(servers, false);
+  w.left = static_cast<uint32_t>(std::count(w.done.begin(), w.done.end(), false));
   using std::chrono::milliseconds;
   const auto deadline = Clock::now() + timeout;
   const bool resending = resend && options_.resend_check > milliseconds::zero();
@@ -362,36 +494,15 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
   const bool always = always_resend > milliseconds::zero();
   milliseconds interval = always ? always_resend : options_.resend_check;
   auto next_resend = Clock::now() + interval;
-  while (left > 0) {
+  while (w.left > 0) {
     if (resending && Clock::now() >= next_resend) {
-      // A new node table means a peer was re-admitted (e.g. a restarted server): what was sent
-      // to its predecessor is lost, so send again to every server still missing.
-      const uint64_t tables = node_->tables_installed();
-      if (always || tables != tables_at_send_) {
-        tables_at_send_ = tables;
-        for (uint32_t s = 0; s < servers; ++s) {
-          if (!done[s]) resend(static_cast<int>(s));
-        }
-      } else {
-        for (uint32_t s = 0; s < servers; ++s) {
-          if (not_primary[s] && !done[s]) resend(static_cast<int>(s));
-        }
-      }
-      std::fill(not_primary.begin(), not_primary.end(), false);
+      ResendToMissing(&w, resend, always);
       if (always) interval = std::min(2 * interval, kMaxResendInterval);
       next_resend = Clock::now() + interval;
     }
-    auto remaining = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    if (resending) {
-      const auto to_resend = std::chrono::duration_cast<milliseconds>(next_resend - Clock::now());
-      remaining = std::min(remaining, to_resend + milliseconds(1));
-    }
-    if (remaining <= milliseconds::zero() && Clock::now() < deadline) remaining = milliseconds(1);
+    const milliseconds remaining = ReceiveWait(deadline, resending ? &next_resend : nullptr);
     if (remaining <= milliseconds::zero()) {
-      return DeadlineExceededError(std::string("no ") + std::string(MsgTypeName(type)) +
-                                   " for round " + std::to_string(round) + " from " +
-                                   std::to_string(left) + " of " + std::to_string(servers) +
-                                   " servers within " + std::to_string(timeout.count()) + " ms");
+      return CollectTimeout(type, round, w.left, servers, timeout);
     }
     Message msg;
     SIEVE_ASSIGN_OR_RETURN(auto got, node_->Receive(&msg, remaining));
@@ -403,47 +514,16 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
       continue;
     }
     if (msg.type() == pb::MSG_ERROR) {
-      const pb::MsgType rejected = msg.header.error().rejected_type();
-      if (rejected != pb::MSG_UNSPECIFIED && rejected != RequestFor(type)) continue;
-      // A late push's refusal: the round's UPDATE (flagged) already said so.
-      if (msg.header.error().code() == pb::ERROR_LATE_PUSH) continue;
-      // A server that does not serve the shard in its table (a failover the tables do not agree
-      // on yet): asked again at the next resend check, by then under the table that names the
-      // shard's server.
-      if (msg.header.error().code() == pb::ERROR_NOT_PRIMARY) {
-        if (resend && !done[server]) not_primary[server] = true;
-        continue;
-      }
-      if (!any_round && msg.header.round() != round) continue;
-      const std::string what = "server " + std::to_string(server) + " rejected " +
-                               std::string(MsgTypeName(msg.header.error().rejected_type())) + ": " +
-                               pb::ErrorCode_Name(msg.header.error().code()) + ": " +
-                               msg.header.error().message();
-      // The one refusal a caller recovers from by asking again later (Trainer's join retry).
-      if (msg.header.error().code() == pb::ERROR_JOIN_TOO_LATE) return OutOfRangeError(what);
-      if (resend && PeerCausable(msg.header.error().code()) && !done[server] &&
-          error_retries[server] < kErrorRetries) {
-        ++error_retries[server];
-        ++errors_retried_;
-        peer_log_.Warn([&](std::ostream& os) {
-          os << what << " (round " << round << "); sending it again (" << error_retries[server]
-             << " of " << kErrorRetries << ")";
-        });
-        resend(server);
-        continue;
-      }
-      return FailedPreconditionError(what);
+      SIEVE_RETURN_IF_ERROR(OnCollectError(msg, server, type, round, any_round, resend, &w));
+      continue;
     }
     if (stream && msg.type() == type) {  // UPDATEs: each server's stream takes them in order,
       // also a later round's from a server already answered (backup workers: a round that
       // closed without us), which is never sent again.
-      if (stream(server, msg) && !done[server]) {
-        done[server] = true;
-        --left;
-      }
+      if (stream(server, msg) && !w.done[server]) w.Done(server);
       continue;
     }
-    if (msg.type() != type || (!any_round && msg.header.round() != round) || done[server])
+    if (msg.type() != type || (!any_round && msg.header.round() != round) || w.done[server])
       continue;  // stale or duplicate
     if (msg.header.shard() != server) {
       peer_log_.Warn([&](std::ostream& os) {
@@ -452,8 +532,7 @@ Status PsClient::Impl::Collect(pb::MsgType type, uint64_t round, std::chrono::mi
       continue;
     }
     apply(server, msg);
-    done[server] = true;
-    --left;
+    w.Done(server);
   }
   return Status::Ok();
 }
@@ -713,148 +792,199 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
         "selection sizes do not match (dense: D values; sparse: one value per index)");
   }
   const auto t0 = Clock::now();
-  std::shared_ptr<SendBuffers> lent = buffers_.Get();
-  SendBuffers& b = *lent;
+  PushPullRound r;
+  r.round = round;
+  r.sel = sel;
+  r.lent = buffers_.Get();
+  SIEVE_RETURN_IF_ERROR(FillSendBuffers(&r));
+  Status status;
+  const uint32_t servers = num_servers();
+  StartUpdateStreams(&r);
+  tables_at_send_ = node_->tables_installed();
+  SendHeldLatePushesAfterNewTable();
+  // Every server gets the slice, also one whose UPDATE of the round is already here: with backup
+  // workers it applies a late push in a later round (--late_pushes=apply) or refuses it.
+  for (uint32_t s = 0; s < servers && status.ok(); ++s) status = PushSlice(&r, s);
+  r.stats.push_seconds = Since(t0);
+  const auto t1 = Clock::now();
+  const std::function<void(int, const Message&)> take = [&](int s, const Message& m) {
+    TakeRoundUpdate(&r, s, m, apply);
+  };
+  if (status.ok()) status = CollectRoundUpdates(&r, timeout, take);
+  if (status.ok()) status = DrainUpdates(take);
+  if (status.ok()) {
+    uint64_t all_through = streams_[0].next;
+    for (const UpdateStream& st : streams_) all_through = std::min(all_through, st.next);
+    r.stats.rounds_skipped = all_through - (round + 1);
+    HoldLatePushes(r);
+    RecordMissedSlices(&r);
+  }
+  r.stats.wait_seconds = Since(t1);
+  ReturnSendBuffers(std::move(r.lent), sel);
+  if (stats != nullptr) *stats = std::move(r.stats);
+  return status;
+}
+
+Status PsClient::Impl::FillSendBuffers(PushPullRound* r) {
+  SendBuffers& b = *r->lent;
+  Selection* const sel = r->sel;
   if (!sel->dense) {
     SIEVE_RETURN_IF_ERROR(SplitByShard(sel->indices, bounds_, &offsets_, &b.relative));
   }
   b.indices.swap(sel->indices);
   b.values.swap(sel->values);
-  const bool packed = push_values_ != ValuePrecision::kFp32;
-  if (packed) {
+  r->packed = push_values_ != ValuePrecision::kFp32;
+  if (r->packed) {
     b.packed.resize(b.values.size());
     SIEVE_RETURN_IF_ERROR(PackSaturating(b.values, push_values_, b.packed));
   }
-  RoundStats local;
-  Status status;
+  return Status::Ok();
+}
+
+void PsClient::Impl::StartUpdateStreams(PushPullRound* r) {
+  const uint64_t round = r->round;
   const uint32_t servers = num_servers();
   // Where each server's UPDATE stream stands: a caller that moved on (a pull, a join) starts at
   // `round`; a stream already past it (backup workers: the round closed without us) is answered.
   streams_.resize(servers);
-  std::vector<bool> arrived(servers, false), missed(servers, false), late(servers, false);
+  r->arrived.assign(servers, false);
+  r->missed.assign(servers, false);
+  r->late.assign(servers, false);
   late_held_.resize(servers);
   for (uint32_t s = 0; s < servers; ++s) {
     UpdateStream& st = streams_[s];
     if (st.next < round) st = UpdateStream{round, {}, 0, {}, {}};
-    arrived[s] = st.next > round;
-    missed[s] = std::find(st.flagged.begin(), st.flagged.end(), round) != st.flagged.end();
-    std::erase_if(st.flagged, [&](uint64_t r) { return r <= round; });
-    late[s] = std::find(st.late.begin(), st.late.end(), round) != st.late.end();
-    std::erase_if(st.late, [&](uint64_t r) { return r <= round; });
+    r->arrived[s] = st.next > round;
+    r->missed[s] = std::find(st.flagged.begin(), st.flagged.end(), round) != st.flagged.end();
+    std::erase_if(st.flagged, [&](uint64_t f) { return f <= round; });
+    r->late[s] = std::find(st.late.begin(), st.late.end(), round) != st.late.end();
+    std::erase_if(st.late, [&](uint64_t f) { return f <= round; });
   }
-  tables_at_send_ = node_->tables_installed();
-  auto slice = [&](uint32_t s) -> std::pair<size_t, size_t> {
-    return sel->dense ? std::pair<size_t, size_t>{bounds_[s], bounds_[s + 1]}
-                      : std::pair<size_t, size_t>{offsets_[s], offsets_[s + 1]};
-  };
-  auto push_to = [&](uint32_t s) -> Status {
-    const auto [from, to] = slice(s);
-    const std::span<const uint32_t> indices =
-        sel->dense ? std::span<const uint32_t>()
-                   : std::span<const uint32_t>(b.relative).subspan(from, to - from);
-    const std::span<const std::byte> values =
-        packed ? std::as_bytes(std::span<const uint16_t>(b.packed).subspan(from, to - from))
-               : std::as_bytes(std::span<const float>(b.values).subspan(from, to - from));
-    SIEVE_ASSIGN_OR_RETURN(const uint64_t bytes,
-                           SendPush(static_cast<int>(s), round, sel->dense, indices, values, lent));
-    local.bytes_up += bytes;
-    local.pairs_up += to - from;
-    return Status::Ok();
-  };
+}
+
+void PsClient::Impl::SendHeldLatePushesAfterNewTable() {
   // A new node table (a failover) since the held late pushes went: they go again first, so each
   // arrives before this round's push at the shard's server now.
   if (node_->tables_installed() != late_tables_) {
     late_tables_ = node_->tables_installed();
-    for (uint32_t s = 0; s < servers; ++s) SendHeldLatePushes(static_cast<int>(s));
+    for (uint32_t s = 0; s < num_servers(); ++s) SendHeldLatePushes(static_cast<int>(s));
   }
-  // Every server gets the slice, also one whose UPDATE of the round is already here: with backup
-  // workers it applies a late push in a later round (--late_pushes=apply) or refuses it.
-  for (uint32_t s = 0; s < servers && status.ok(); ++s) status = push_to(s);
-  local.push_seconds = Since(t0);
-  const auto t1 = Clock::now();
-  const std::function<void(int, const Message&)> take = [&](int s, const Message& m) {
-    local.bytes_down += FrameBytes(m.storage);
-    local.pairs_down += m.header.count();
-    if (m.header.flags() & pb::FLAG_PUSH_LATE) {
-      if (m.header.round() == round) {
-        late[s] = true;
-      } else if (streams_[s].late.empty() || streams_[s].late.back() != m.header.round()) {
-        streams_[s].late.push_back(m.header.round());  // a later round's, for its PushPull
-      }
-    }
-    if (m.header.flags() & pb::FLAG_PUSH_MISSED) {
-      if (m.header.round() == round) {
-        missed[s] = true;
-      } else if (streams_[s].flagged.empty() || streams_[s].flagged.back() != m.header.round()) {
-        streams_[s].flagged.push_back(m.header.round());  // a later round's, for its PushPull
-      }
-    }
-    apply(s, m);
-  };
-  if (status.ok()) {
-    status = Collect(
-        pb::MSG_UPDATE, round, timeout, take,
-        [&](int s) {
-          ++resends_;
-          SendHeldLatePushes(s);  // before the round's push: the shard takes them in order
-          Status r = push_to(static_cast<uint32_t>(s));
-          if (!r.ok()) {
-            peer_log_.Warn([&](std::ostream& os) {
-              os << "resend of round " << round << " to server " << s << ": " << r.ToString();
-            });
-          }
-        },
-        std::chrono::milliseconds::zero(), /*any_round=*/false,
-        [&](int s, const Message& m) {
-          TakeUpdate(s, m, take);
-          return streams_[s].next > round;
-        },
-        &arrived);
-  }
-  if (status.ok()) status = DrainUpdates(take);
-  if (status.ok()) {
-    uint64_t all_through = streams_[0].next;
-    for (const UpdateStream& st : streams_) all_through = std::min(all_through, st.next);
-    local.rounds_skipped = all_through - (round + 1);
-    for (uint32_t s = 0; s < servers; ++s) {
-      if (!late[s]) continue;
-      const auto [from, to] = slice(s);
-      HeldLatePush h;
-      h.round = round;
-      h.dense = sel->dense;
-      if (!sel->dense) h.indices.assign(b.relative.begin() + from, b.relative.begin() + to);
-      if (packed) {
-        h.packed.assign(b.packed.begin() + from, b.packed.begin() + to);
-      } else {
-        h.values.assign(b.values.begin() + from, b.values.begin() + to);
-      }
-      std::deque<HeldLatePush>& held = late_held_[s];
-      // Its acknowledgement may have come already (the UPDATE and the ack cross).
-      if (std::find(acked_late_.begin(), acked_late_.end(), std::pair<int, uint64_t>(s, round)) ==
-          acked_late_.end()) {
-        held.push_back(std::move(h));
-      }
-      if (held.size() > kMaxHeldLatePushes) {
-        peer_log_.Warn([&](std::ostream& os) {
-          os << "shard " << s << " has not acknowledged " << held.size()
-             << " late pushes; the push of round " << held.front().round
-             << " is no longer kept for a failover";
-        });
-        held.pop_front();
-      }
-    }
-    acked_late_.clear();
-    for (uint32_t s = 0; s < servers; ++s) {
-      if (!missed[s]) continue;
-      const auto [from, to] = slice(s);
-      ++local.missed_shards;
-      local.missed_values.insert(local.missed_values.end(), b.values.begin() + from,
-                                 b.values.begin() + to);
-      for (size_t j = from; j < to; ++j)
-        local.missed_indices.push_back(sel->dense ? static_cast<uint32_t>(j) : b.indices[j]);
+}
+
+std::pair<size_t, size_t> PsClient::Impl::SliceOf(const PushPullRound& r, uint32_t s) const {
+  return r.sel->dense ? std::pair<size_t, size_t>{bounds_[s], bounds_[s + 1]}
+                      : std::pair<size_t, size_t>{offsets_[s], offsets_[s + 1]};
+}
+
+Status PsClient::Impl::PushSlice(PushPullRound* r, uint32_t s) {
+  const SendBuffers& b = *r->lent;
+  const bool dense = r->sel->dense;
+  const auto [from, to] = SliceOf(*r, s);
+  const std::span<const uint32_t> indices =
+      dense ? std::span<const uint32_t>()
+            : std::span<const uint32_t>(b.relative).subspan(from, to - from);
+  const std::span<const std::byte> values =
+      r->packed ? std::as_bytes(std::span<const uint16_t>(b.packed).subspan(from, to - from))
+                : std::as_bytes(std::span<const float>(b.values).subspan(from, to - from));
+  SIEVE_ASSIGN_OR_RETURN(const uint64_t bytes,
+                         SendPush(static_cast<int>(s), r->round, dense, indices, values, r->lent));
+  r->stats.bytes_up += bytes;
+  r->stats.pairs_up += to - from;
+  return Status::Ok();
+}
+
+void PsClient::Impl::TakeRoundUpdate(PushPullRound* r, int s, const Message& m,
+                                     const std::function<void(int, const Message&)>& apply) {
+  const uint64_t round = r->round;
+  r->stats.bytes_down += FrameBytes(m.storage);
+  r->stats.pairs_down += m.header.count();
+  if (m.header.flags() & pb::FLAG_PUSH_LATE) {
+    if (m.header.round() == round) {
+      r->late[s] = true;
+    } else if (streams_[s].late.empty() || streams_[s].late.back() != m.header.round()) {
+      streams_[s].late.push_back(m.header.round());  // a later round's, for its PushPull
     }
   }
-  local.wait_seconds = Since(t1);
+  if (m.header.flags() & pb::FLAG_PUSH_MISSED) {
+    if (m.header.round() == round) {
+      r->missed[s] = true;
+    } else if (streams_[s].flagged.empty() || streams_[s].flagged.back() != m.header.round()) {
+      streams_[s].flagged.push_back(m.header.round());  // a later round's, for its PushPull
+    }
+  }
+  apply(s, m);
+}
+
+Status PsClient::Impl::CollectRoundUpdates(PushPullRound* r, std::chrono::milliseconds timeout,
+                                           const std::function<void(int, const Message&)>& take) {
+  const uint64_t round = r->round;
+  return Collect(
+      pb::MSG_UPDATE, round, timeout, take,
+      [&](int s) {
+        ++resends_;
+        SendHeldLatePushes(s);  // before the round's push: the shard takes them in order
+        Status st = PushSlice(r, static_cast<uint32_t>(s));
+        if (!st.ok()) {
+          peer_log_.Warn([&](std::ostream& os) {
+            os << "resend of round " << round << " to server " << s << ": " << st.ToString();
+          });
+        }
+      },
+      std::chrono::milliseconds::zero(), /*any_round=*/false,
+      [&](int s, const Message& m) {
+        TakeUpdate(s, m, take);
+        return streams_[s].next > round;
+      },
+      &r->arrived);
+}
+
+void PsClient::Impl::HoldLatePushes(const PushPullRound& r) {
+  const SendBuffers& b = *r.lent;
+  for (uint32_t s = 0; s < num_servers(); ++s) {
+    if (!r.late[s]) continue;
+    const auto [from, to] = SliceOf(r, s);
+    HeldLatePush h;
+    h.round = r.round;
+    h.dense = r.sel->dense;
+    if (!r.sel->dense) h.indices.assign(b.relative.begin() + from, b.relative.begin() + to);
+    if (r.packed) {
+      h.packed.assign(b.packed.begin() + from, b.packed.begin() + to);
+    } else {
+      h.values.assign(b.values.begin() + from, b.values.begin() + to);
+    }
+    std::deque<HeldLatePush>& held = late_held_[s];
+    // Its acknowledgement may have come already (the UPDATE and the ack cross).
+    if (std::find(acked_late_.begin(), acked_late_.end(), std::pair<int, uint64_t>(s, r.round)) ==
+        acked_late_.end()) {
+      held.push_back(std::move(h));
+    }
+    if (held.size() > kMaxHeldLatePushes) {
+      peer_log_.Warn([&](std::ostream& os) {
+        os << "shard " << s << " has not acknowledged " << held.size()
+           << " late pushes; the push of round " << held.front().round
+           << " is no longer kept for a failover";
+      });
+      held.pop_front();
+    }
+  }
+  acked_late_.clear();
+}
+
+void PsClient::Impl::RecordMissedSlices(PushPullRound* r) {
+  const SendBuffers& b = *r->lent;
+  RoundStats& local = r->stats;
+  for (uint32_t s = 0; s < num_servers(); ++s) {
+    if (!r->missed[s]) continue;
+    const auto [from, to] = SliceOf(*r, s);
+    ++local.missed_shards;
+    local.missed_values.insert(local.missed_values.end(), b.values.begin() + from,
+                               b.values.begin() + to);
+    for (size_t j = from; j < to; ++j)
+      local.missed_indices.push_back(r->sel->dense ? static_cast<uint32_t>(j) : b.indices[j]);
+  }
+}
+
+void PsClient::Impl::ReturnSendBuffers(std::shared_ptr<SendBuffers> lent, Selection* sel) {
   // Hand the arrays back unless ZeroMQ still holds frames pointing into them.
   const SendBuffers* const mine = lent.get();
   lent.reset();
@@ -866,8 +996,6 @@ Status PsClient::Impl::PushPullWith(uint64_t round, Selection* sel,
     sel->indices.clear();
     sel->values.clear();
   }
-  if (stats != nullptr) *stats = std::move(local);
-  return status;
 }
 
 }  // namespace sieve

@@ -572,23 +572,16 @@ py::dict LayoutDict(const ModelLayout& l) {
   return out;
 }
 
-}  // namespace
-}  // namespace sieve
-
-PYBIND11_MODULE(_core, m) {
-  using namespace sieve;
-  m.doc() = "sieve's C++ core: push/pull client, error feedback and selection (docs/worker-api.md)";
+// sieve.Error and sieve.TimeoutError, which Raise throws (their `code`: a StatusCode name).
+void BindErrors(py::module_& m) {
   py::register_exception<SieveError>(m, "Error", PyExc_RuntimeError);
   py::register_exception<SieveTimeout>(m, "TimeoutError", PyExc_TimeoutError);
   m.attr("Error").attr("code") = "UNKNOWN";
   m.attr("TimeoutError").attr("code") = "DEADLINE_EXCEEDED";
-  m.attr("cuda_compiled") = CudaBackendCompiled();
-  // The client logs through glog (node events, a job's end): to stderr, like the daemons.
-  if (!google::IsGoogleLoggingInitialized()) {
-    FLAGS_logtostderr = true;
-    google::InitGoogleLogging("sieve-python");
-  }
+}
 
+// Selection: the pairs ErrorFeedback.select chose, viewed without copies.
+void BindSelection(py::module_& m) {
   py::class_<Selection>(m, "Selection", "The pairs chosen by ErrorFeedback.select (host memory).")
       .def(py::init<>())
       .def_readonly("dim", &Selection::dim)
@@ -619,7 +612,10 @@ PYBIND11_MODULE(_core, m) {
         for (float v : s.values) sum += v;
         return sum;
       });
+}
 
+// ErrorFeedback: momentum, residual and selection on a Device.
+void BindErrorFeedback(py::module_& m) {
   py::class_<PyErrorFeedback>(m, "ErrorFeedback",
                               "Momentum m and residual r of length d in cpu or cuda memory.")
       .def(py::init<size_t, const std::string&>(), py::arg("d"), py::arg("device") = "cpu")
@@ -646,7 +642,10 @@ PYBIND11_MODULE(_core, m) {
       .def("read_state", &PyErrorFeedback::ReadState, "(m, r) as NumPy copies")
       .def("write_state", &PyErrorFeedback::WriteState, py::arg("momentum"), py::arg("residual"),
            "Replaces (m, r) with host float32 arrays of length d (a checkpoint's state)");
+}
 
+// Client: a PsClient whose blocking calls release the GIL.
+void BindClient(py::module_& m) {
   const PsClientOptions kClientDefaults;
   py::class_<PyClient>(m, "Client", "A worker of a sieve job (PsClient).")
       // The defaults are PsClientOptions' (sieve-worker's flags' defaults, defined once there;
@@ -704,7 +703,10 @@ PYBIND11_MODULE(_core, m) {
            py::arg("metrics"),
            "This worker's part of the job's status: sent on the next heartbeat and with FINISHED")
       .def("close", &PyClient::Close);
+}
 
+// The schedules' and the data order's pure functions, as sieve-worker computes them.
+void BindSchedules(py::module_& m) {
   m.def(
       "k_for_density", [](double density, uint64_t d) { return KForDensity(density, d); },
       py::arg("density"), py::arg("d"));
@@ -748,6 +750,10 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("round"), py::arg("steps_per_epoch"), py::arg("lr"), py::arg("lr_steps"),
       py::arg("lr_gamma"), py::arg("lr_warmup_epochs"));
+}
+
+// The Fashion-MNIST loader, the models' layouts and initial weights.
+void BindDataAndModels(py::module_& m) {
   m.def(
       "load_fashion_mnist",
       [](const std::string& split, const std::string& dir) {
@@ -773,7 +779,10 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("model"), py::arg("seed") = 1, py::arg("num_params") = 0,
       "The initial weights servers start from for (model, seed)");
+}
 
+// The per-round metrics and their JSON lines writer (--metrics_out).
+void BindMetrics(py::module_& m) {
   py::class_<RoundMetrics>(m, "RoundMetrics")
       .def(py::init<>())
       .def_readwrite("round", &RoundMetrics::round)
@@ -803,7 +812,10 @@ PYBIND11_MODULE(_core, m) {
       .def("write", [](MetricsWriter& w, const RoundMetrics& r) { Check(w.Write(r)); })
       .def("close", [](MetricsWriter& w) { Check(w.Close()); });
   m.def("expand_rank_pattern", &ExpandRankPattern, py::arg("path"), py::arg("rank"));
+}
 
+// The end-of-run summary line (and file) and the progress line `sieve launch` reads.
+void BindSummaryLines(py::module_& m) {
   m.def(
       "worker_summary",
       [](int rank, uint64_t rounds, uint64_t first_round, uint64_t epochs,
@@ -849,4 +861,26 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("epoch"), py::arg("epochs"), py::arg("round"), py::arg("rounds"), py::arg("loss"),
       py::arg("bytes_up"), "The progress line `sieve launch` reads from a worker's stdout");
+}
+
+}  // namespace
+}  // namespace sieve
+
+PYBIND11_MODULE(_core, m) {
+  using namespace sieve;
+  m.doc() = "sieve's C++ core: push/pull client, error feedback and selection (docs/worker-api.md)";
+  BindErrors(m);
+  m.attr("cuda_compiled") = CudaBackendCompiled();
+  // The client logs through glog (node events, a job's end): to stderr, like the daemons.
+  if (!google::IsGoogleLoggingInitialized()) {
+    FLAGS_logtostderr = true;
+    google::InitGoogleLogging("sieve-python");
+  }
+  BindSelection(m);
+  BindErrorFeedback(m);
+  BindClient(m);
+  BindSchedules(m);
+  BindDataAndModels(m);
+  BindMetrics(m);
+  BindSummaryLines(m);
 }
