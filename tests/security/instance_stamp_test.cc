@@ -107,8 +107,9 @@ TEST(InstanceStampTest, ANodeWithItsTableTakesNoTypeStampedWithTheTokensDigest) 
   }
 }
 
-// The scheduler: every type but REGISTER stamped with the token's digest is foreign.
-TEST(InstanceStampTest, TheSchedulerTakesTheTokensDigestOnARegisterOnly) {
+// The scheduler: every type but REGISTER and STATUS_QUERY (a status client never learns the
+// instance) stamped with the token's digest is foreign.
+TEST(InstanceStampTest, TheSchedulerTakesTheTokensDigestOnARegisterOrAStatusQueryOnly) {
   InprocNetwork network;
   SchedulerOptions o;
   o.num_servers = 1;
@@ -131,7 +132,8 @@ TEST(InstanceStampTest, TheSchedulerTakesTheTokensDigestOnARegisterOnly) {
     StampJob(&*frames, JobDigest(kToken));
     const uint64_t before = scheduler.foreign_messages();
     scheduler.HandleMessage(std::move(frames).value());
-    EXPECT_EQ(scheduler.foreign_messages(), before + (type == pb::MSG_REGISTER ? 0 : 1))
+    const bool taken = type == pb::MSG_REGISTER || type == pb::MSG_STATUS_QUERY;
+    EXPECT_EQ(scheduler.foreign_messages(), before + (taken ? 0 : 1))
         << MsgTypeName(type) << " with the token's digest";
   }
 }

@@ -56,6 +56,32 @@ TEST_F(LaunchJob, WithoutMinWorkersTheSameKillFailsTheJob) {
   EXPECT_EQ(r.output.find("lost worker"), std::string::npos) << r.output;
 }
 
+// The launcher's progress and result come from the job's data (the port file, the status file),
+// never from the daemons' logs: with every daemon's glog silenced (--minloglevel=3) it still
+// prints its progress lines and the job's result, and no daemon log line reaches the output.
+TEST_F(LaunchJob, ProgressAndResultWithoutTheDaemonsLogs) {
+  std::vector<std::string> args = {
+      "launch", "--num_servers=1", "--num_workers=2",        "--progress=lines",
+      "--",     "--epochs=12",     "--straggler=delay:10ms", "--minloglevel=3"};
+  args.insert(args.end(), kJobFlags.begin(), kJobFlags.end());
+  RunResult r = RunSieve(args, {}, {}, std::chrono::seconds(120));
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(ExitCode(r), 0) << r.output;
+  // At least 12 s of training: the 10-second progress line came.
+  EXPECT_GE(CountOf(r.output, "sieve launch: epoch "), 1) << r.output;
+  EXPECT_EQ(LastLine(r.output).rfind("sieve launch: job finished: rounds=1200 time=", 0), 0)
+      << r.output;
+  EXPECT_NE(LastLine(r.output).find(" workers=2/2"), std::string::npos) << r.output;
+  // glog's line format: severity letter, then the date (e.g. "[worker 0] I20261207 ...").
+  for (const char* prefix : {"[scheduler] ", "[server 0] ", "[worker 0] ", "[worker 1] "}) {
+    for (const char* severity : {"I2", "W2", "E2"}) {
+      EXPECT_EQ(r.output.find(std::string(prefix) + severity), std::string::npos)
+          << prefix << severity << " in\n"
+          << r.output;
+    }
+  }
+}
+
 // A worker command started from the environment alone (env_worker.sh runs sieve-worker with
 // the SIEVE_* variables as its flags) trains the job, CURVE keys and a routed worker flag
 // included: the environment carries everything a worker needs.
