@@ -60,8 +60,16 @@ Tests (the image built once; the jobs back to back):
   before its end (the job status: the rank taken again once, finished, having pushed; the workers
   get --straggler=delay:10ms there, so that the epoch outlasts a new pod's start) and the job
   finishes with the same checks.
+- a worker pod's first attempt runs as on a node whose GPU is not visible (--device=cuda, the
+  build tree's sieve-worker with the CUDA backend mounted over the image's CPU-only one; without
+  such a build, emulated at the pod level): it exits 75, which the workers' podFailurePolicy
+  counts as one retry of its index (not FailJob, as it would a usage error's 2); the replacement
+  under the same index runs as rendered and the job finishes with the same checks.
 
-usage: container_run_test.py PODMAN_BUILD KUBECTL VERSION
+usage: container_run_test.py PODMAN_BUILD KUBECTL VERSION [unittest arguments, e.g. a test's
+name: ContainerRunTest.test_image]
+SIEVE_BUILD_DIR: the build tree whose sieve-worker the no-GPU test mounts (default: the one the
+test runs in, else <source>/build).
 Skips (exit 77) only inside a chroot (/ not a mount point), where podman cannot import or run an
 image; anywhere else a plain Debian container that cannot run is a failure (scripts/setup
 installs what it needs).
@@ -101,6 +109,10 @@ SLOW_WORKERS = ["--straggler=delay:10ms"]
 LINGER_LIMIT_S = 30
 IMAGE_SIZE_LIMIT = 250 * 1000 * 1000
 SKIP = 77
+# sieve-worker's exit for --device=cuda without a usable GPU (kExitDeviceUnavailable,
+# worker/worker_flags.h): the manifests retry the index.
+EXIT_DEVICE_UNAVAILABLE = 75
+SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # Each worker's end-of-run summary (docs/protocol.md, "Run summaries"), in its /tmp emptyDir.
 WORKER_SUMMARY_ARGS = ["--summary_out=/tmp/summary-{role}-{rank}.json"]
 
@@ -112,6 +124,27 @@ def podman(*args, check=True, timeout=120, **kwargs):
         raise AssertionError(f"podman {' '.join(args)} failed ({proc.returncode}):\n"
                              f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
     return proc
+
+
+def build_worker():
+    """The sieve-worker of this source tree's build tree (the binaries under test), None when
+    none is found: $SIEVE_BUILD_DIR, else the build tree this test runs in (ctest runs it in
+    <build>/tests/deploy), else <source>/build; a tree counts when its CMakeCache.txt names this
+    source tree."""
+    candidates = [os.environ["SIEVE_BUILD_DIR"]] if os.environ.get("SIEVE_BUILD_DIR") else []
+    here = os.getcwd()
+    while os.path.dirname(here) != here:
+        candidates.append(here)
+        here = os.path.dirname(here)
+    candidates.append(os.path.join(SOURCE_DIR, "build"))
+    for build in candidates:
+        cache = os.path.join(build, "CMakeCache.txt")
+        worker = os.path.join(build, "worker", "sieve-worker")
+        if os.path.isfile(cache) and os.path.isfile(worker):
+            with open(cache, encoding="utf-8", errors="replace") as f:
+                if f"CMAKE_HOME_DIRECTORY:INTERNAL={SOURCE_DIR}\n" in f.read():
+                    return worker
+    return None
 
 
 def checkpoint_dir(job):
@@ -315,10 +348,15 @@ class ContainerJob:
             os.chown(path, 0, pod.fs_group if pod.fs_group is not None else 0)
             os.chmod(path, volume.get("defaultMode", 0o644))
 
-    def run_args(self, pod, container, extra_args=()):
-        """The `podman run` command line of one manifest container."""
+    def run_args(self, pod, container, extra_args=(), fault=None):
+        """The `podman run` command line of one manifest container; `fault` (argv -> (podman
+        arguments, argv)) changes it where the test puts a node's fault into this attempt."""
         env = kp.container_env(container, pod, pod.ip)
         argv = kp.container_argv(container, env, f"{pod.name}/{container['name']}")
+        argv += list(extra_args)
+        fault_args = []
+        if fault is not None:
+            fault_args, argv = fault(argv)
         args = ["run", "--rm", "--name", self.container_name(pod, container),
                 "--network", self.network.name, "--ip", pod.ip, "--hostname", pod.hostname,
                 "--pull=never"]
@@ -349,7 +387,7 @@ class ContainerJob:
             args += ["-v", f"{host}:{path}" + (":ro" if read_only else "")]
         for name, value in env.items():
             args += ["-e", f"{name}={value}"]
-        return args + [IMAGE] + argv + list(extra_args)
+        return args + list(fault_args) + [IMAGE] + argv
 
     @staticmethod
     def probes(pod, container):
@@ -362,12 +400,13 @@ class ContainerJob:
                 out.append((kind, f"http://{pod.ip}:{port}{get['path']}"))
         return out
 
-    def run_container(self, pod, container, log_path, stop, extra_args=()):
+    def run_container(self, pod, container, log_path, stop, extra_args=(), fault=None):
         """Runs one container to its end; returns (exit code, probes that answered 200)."""
         name = self.container_name(pod, container)
         probes, seen = self.probes(pod, container), set()
         with open(log_path, "a", encoding="utf-8") as log:
-            proc = subprocess.Popen(["podman", *self.run_args(pod, container, extra_args)],
+            proc = subprocess.Popen(["podman", *self.run_args(pod, container, extra_args,
+                                                              fault)],
                                     env=ENV, stdout=log, stderr=subprocess.STDOUT)
             with self.lock:
                 self.procs[name] = proc
@@ -427,16 +466,21 @@ class Attempt:
 
 class JobRun:
     """The Job controllers of one job: runs every pod, replaces failed pods under their index
-    (backoffLimit, podFailurePolicy FailJob on exit codes), decides success as the JobSet does."""
+    (backoffLimit, backoffLimitPerIndex, the podFailurePolicy's rules on exit codes), decides
+    success as the JobSet does. `faults`: {(pod name, attempt): f(argv) -> (podman arguments,
+    argv)}, a node's fault the test puts into that attempt's container (ContainerJob.run_args)."""
 
-    def __init__(self, job, stop=None, worker_args=()):
+    def __init__(self, job, stop=None, worker_args=(), faults=None):
         self.job = job
         self.worker_args = list(worker_args)
+        self.faults = dict(faults or {})
         self.stop = stop or threading.Event()
         self.attempts = {}  # pod name -> [Attempt]
         self.failures = {}  # replicated job (Job) name, or (Job, index) per index -> failed pods
         self.failed_indexes = {}  # Job name -> indexes out of retries
         self.killed = set()  # (pod name, attempt) the test killed
+        # (pod name, attempt, exit code, the podFailurePolicy's action) of every failed pod
+        self.decisions = []
         self.failed_job = None
         self.threads = []
         self.lock = threading.Lock()
@@ -450,31 +494,46 @@ class JobRun:
                     *self.worker_args]
         return []
 
-    def policy(self, pod):
-        """(backoffLimit, backoffLimitPerIndex or None, maxFailedIndexes or None, exit codes that
-        fail the Job, exit codes that fail the index) of the pod's Job."""
+    @staticmethod
+    def policy(pod):
+        """(backoffLimit, backoffLimitPerIndex or None, maxFailedIndexes or None) of the pod's
+        Job."""
         spec = pod.job_spec
-        fail_codes, fail_index_codes = set(), set()
-        for rule in spec.get("podFailurePolicy", {}).get("rules", []):
-            if rule["action"] in ("FailJob", "FailIndex") and "onExitCodes" in rule:
-                if rule["onExitCodes"]["operator"] != "In":
-                    raise AssertionError(f"{pod.job}: onExitCodes operator "
-                                         f"{rule['onExitCodes']['operator']} not played")
-                (fail_codes if rule["action"] == "FailJob" else fail_index_codes).update(
-                    rule["onExitCodes"]["values"])
         per_index = spec.get("backoffLimitPerIndex")
         # With backoffLimitPerIndex the Job-wide limit defaults to the largest int32.
         limit = spec.get("backoffLimit", 6 if per_index is None else 2 ** 31 - 1)
-        return limit, per_index, spec.get("maxFailedIndexes"), fail_codes, fail_index_codes
+        return limit, per_index, spec.get("maxFailedIndexes")
+
+    @staticmethod
+    def failure_action(pod, code):
+        """What the pod's Job's podFailurePolicy does with the pod that failed with exit `code`,
+        as the Job controller decides it: the action of the first rule whose onExitCodes
+        matches (Count, FailJob, FailIndex, Ignore), else Count. A pod here has no
+        DisruptionTarget condition (the test's kills are counted failures), so the
+        onPodConditions rules never match."""
+        for rule in pod.job_spec.get("podFailurePolicy", {}).get("rules", []):
+            codes = rule.get("onExitCodes")
+            if codes is None:
+                continue
+            if codes["operator"] not in ("In", "NotIn") or "containerName" in codes:
+                raise AssertionError(f"{pod.job}: onExitCodes {codes} not played")
+            if rule["action"] not in ("Count", "FailJob", "FailIndex", "Ignore"):
+                raise AssertionError(f"{pod.job}: action {rule['action']} not played")
+            if (code in codes["values"]) == (codes["operator"] == "In"):
+                return rule["action"]
+        return "Count"
 
     def run_pod(self, pod):
         while True:
             attempt = Attempt(pod)
             with self.lock:
                 self.attempts[pod.name].append(attempt)
+            fault = self.faults.get((pod.name, pod.attempt))
             for c in pod.containers():
+                main = c["name"] == pod.spec["containers"][0]["name"]
                 result = self.job.run_container(pod, c, attempt.log, self.stop,
-                                                self.extra_args(pod, c))
+                                                self.extra_args(pod, c),
+                                                fault if main else None)
                 attempt.results[c["name"]] = result
                 if result[0] != 0:
                     break
@@ -484,24 +543,33 @@ class JobRun:
                 self.check_success()
             if code == 0 or self.stop.is_set():
                 return
-            backoff_limit, per_index, max_failed_indexes, fail_codes, fail_index_codes = \
-                self.policy(pod)
+            backoff_limit, per_index, max_failed_indexes = self.policy(pod)
+            action = self.failure_action(pod, code)
+            with self.lock:
+                self.decisions.append((pod.name, attempt.attempt, code, action))
+            if action == "FailJob":
+                self.failed_job = (pod.job, code, action)
+                self.stop.set()  # the Job failed: the JobSet's failure policy takes over
+                return
+            if action == "Ignore":  # replaced, counted nowhere
+                pod.new_attempt(self.job.network)
+                continue
             with self.lock:
                 failed = self.failures.get(pod.job, 0) + 1
                 self.failures[pod.job] = failed
                 index_failed = self.failures.get((pod.job, pod.index), 0) + 1
                 self.failures[(pod.job, pod.index)] = index_failed
                 index_lost = per_index is not None and (index_failed > per_index or
-                                                        code in fail_index_codes)
+                                                        action == "FailIndex")
                 if index_lost:
                     self.failed_indexes.setdefault(pod.job, set()).add(pod.index)
                 lost = len(self.failed_indexes.get(pod.job, ()))
             # An index out of retries fails the Job once more indexes failed than
             # maxFailedIndexes allows (unset: when the other indexes end; here at once, since
             # sieve cannot finish without every rank).
-            if (code in fail_codes or failed > backoff_limit or
+            if (failed > backoff_limit or
                     (index_lost and (max_failed_indexes is None or lost > max_failed_indexes))):
-                self.failed_job = (pod.job, code, failed)
+                self.failed_job = (pod.job, code, f"{failed} failed pods")
                 self.stop.set()  # the Job failed: the JobSet's failure policy takes over
                 return
             if index_lost:
@@ -552,7 +620,7 @@ class JobRun:
                 out.append(f"--- {name} attempt {a.attempt} {a.results}\n{a.text()[-3000:]}")
         if self.failed_job:
             out.append(f"--- Job {self.failed_job[0]} failed (exit {self.failed_job[1]}, "
-                       f"{self.failed_job[2]} failed pods)")
+                       f"{self.failed_job[2]})")
         return "\n".join(out)
 
 
@@ -627,8 +695,8 @@ class ContainerRunTest(unittest.TestCase):
         final = {}
         for pod in job.pods:
             attempts = run.attempts[pod.name]
-            for a in attempts[:-1]:  # only the pods the test killed were replaced
-                self.assertIn((pod.name, a.attempt), run.killed,
+            for a in attempts[:-1]:  # only the pods the test killed or faulted were replaced
+                self.assertIn((pod.name, a.attempt), run.killed | set(run.faults),
                               f"{pod.name} attempt {a.attempt} failed\n{run.dump()}")
             last = attempts[-1]
             for container, (code, probes_ok) in last.results.items():
@@ -824,6 +892,100 @@ class ContainerRunTest(unittest.TestCase):
         self.assertGreater(int(report["total_rounds"]), 0, worker)
         self.assertEqual(report["round"], report["total_rounds"], worker)
         self.assertGreater(int(report["bytes_pushed"]), 0, "the new worker joined after the end")
+
+    def no_gpu_fault(self, tmp):
+        """(fault, real) for a worker's container on a node whose GPU is not visible (JobRun's
+        faults): what the GPU overlays' worker does there, `--device=cuda` (their worker.flags;
+        appended, it wins over cpu-small's --device=cpu), run by sieve-worker built with the CUDA
+        backend. The cpu image's own sieve-worker has no CUDA backend and refuses --device=cuda
+        as a usage error (2, checked here), so the fault mounts the build tree's sieve-worker
+        (build_worker()) over the image's where that one has the CUDA backend (nvcc found at
+        build time; the CUDA runtime is linked statically, so it needs no library the image
+        lacks): a container here has no GPU device and no driver, so it exits 75 as on such a
+        node (real=True). Without a CUDA build the fault is emulated at the pod level: the
+        container exits 75 with the worker's message, nothing of sieve run (real=False,
+        printed)."""
+        usage = podman("run", "--rm", IMAGE, "sieve-worker", "--device=cuda", check=False)
+        self.assertEqual(usage.returncode, 2, "the cpu image's worker and --device=cuda: "
+                                              f"{usage.stderr}")
+        self.assertIn("without the CUDA backend", usage.stderr)
+        worker = build_worker()
+        if worker is not None:
+            binary = os.path.join(tmp, "cuda-bin", "sieve-worker")
+            os.makedirs(os.path.dirname(binary))
+            os.chmod(os.path.dirname(binary), 0o755)
+            shutil.copy(worker, binary)  # a copy: a rebuild of the tree cannot change it mid-test
+            os.chmod(binary, 0o755)
+            mount = ["-v", f"{binary}:/opt/sieve/bin/sieve-worker:ro"]
+            probe = podman("run", "--rm", *mount, IMAGE, "sieve-worker", "--device=cuda",
+                           check=False)
+            if probe.returncode == EXIT_DEVICE_UNAVAILABLE:
+                print(f"no-GPU fault: {worker} (the CUDA build) in the image, --device=cuda")
+                return (lambda argv: (mount, argv + ["--device=cuda"])), True
+            self.assertIn("without the CUDA backend", probe.stderr,
+                          f"{worker} and --device=cuda in the image: exit {probe.returncode}")
+        print("no-GPU fault EMULATED at the pod level: no sieve-worker with the CUDA backend in "
+              "the build tree (SIEVE_BUILD_DIR)")
+        message = "sieve-worker: --device: device 'cuda' requested but no GPU is visible"
+        return (lambda argv: ([], ["sh", "-c", f"echo \"{message}\" >&2; "
+                                               f"exit {EXIT_DEVICE_UNAVAILABLE}"])), False
+
+    def test_worker_without_a_visible_gpu_is_retried_not_failed(self):
+        """Worker 1's first pod runs on a node whose GPU is not visible: its sieve-worker, with
+        --device=cuda, exits 75 (no_gpu_fault: the real daemon, built with the CUDA backend). The
+        workers' Job counts it as one failure of index 1 (the podFailurePolicy's Count rule for
+        75, within backoffLimitPerIndex), not FailJob, and replaces it under index 1; the new pod
+        runs as rendered, the job finishes, and every pod's final attempt exits 0."""
+        docs = k.render(KUBECTL, "overlays/cpu-small")
+        with tempfile.TemporaryDirectory(prefix="sieve-containers-") as tmp:
+            os.chmod(tmp, 0o755)
+            fault, real = self.no_gpu_fault(tmp)
+            network = Network("nogpu")
+            job = None
+            try:
+                job = self.start_job(docs, tmp, network)
+                pod = job.by_role("worker")[1]
+                # The contrast, decided by the same emulation from the same rendered policy: the
+                # same pod exiting 2 (a usage error, as the cpu image's own worker answers
+                # --device=cuda above) fails its Job at once (FailJob), and so the JobSet. Not
+                # run as a job here: the rules themselves are checked on every overlay by
+                # tests/deploy/render_test.py (exit_code_violations in check_overlay, e.g.
+                # RenderTest.test_cpu_small; they are broken on purpose in
+                # RenderTest.test_exit_code_check_catches_a_fatal_gpu_fault).
+                self.assertEqual(JobRun.failure_action(pod, 2), "FailJob")
+                self.assertEqual(JobRun.failure_action(pod, EXIT_DEVICE_UNAVAILABLE), "Count")
+                _, per_index, max_failed_indexes = JobRun.policy(pod)
+                self.assertIsNotNone(per_index, "the workers' Job has no backoffLimitPerIndex")
+                self.assertGreaterEqual(per_index, 1)
+                run = JobRun(job, faults={(pod.name, 0): fault})
+                start = time.monotonic()
+                run.start()
+                timed_out = run.wait(start + JOB_TIMEOUT_S)
+                print(f"job with {pod.name}'s first pod on a node without a GPU took "
+                      f"{time.monotonic() - start:.1f} s")
+                first, *rest = run.attempts[pod.name]
+                text = first.text()
+                self.assertEqual(first.exit_code(), EXIT_DEVICE_UNAVAILABLE,
+                                 f"{first.results}\n{run.dump()}")
+                self.assertIn("requested but no GPU is visible", text)
+                if real:  # the message ends the daemon's own output: it connected nowhere
+                    self.assertTrue(text.rstrip().endswith("no GPU is visible"), text)
+                self.assertEqual(worker_summaries(first.dir), [], text)
+                # One Count of index 1 against its own budget; nothing else failed.
+                self.assertEqual(run.decisions, [(pod.name, 0, EXIT_DEVICE_UNAVAILABLE, "Count")],
+                                 run.dump())
+                self.assertEqual(run.failures.get((pod.job, pod.index)), 1)  # <= per_index
+                self.assertEqual(run.failed_indexes.get(pod.job, set()), set())
+                self.assertEqual(len(rest), 1, run.dump())
+                final, _ = self.check_job(run, timed_out, ACCURACY_FLOOR)
+                self.assertEqual(final[pod.name].attempt, 1)
+                print(f"{pod.name}: attempt 0 exit {EXIT_DEVICE_UNAVAILABLE} (Count, "
+                      f"{'real daemon' if real else 'EMULATED'}), attempt 1 exit 0; "
+                      f"backoffLimitPerIndex {per_index}, maxFailedIndexes {max_failed_indexes}")
+            finally:
+                if job:
+                    job.close()
+                network.close()
 
 
 def main():
