@@ -61,6 +61,9 @@ run is reused on the next invocation only when its key is unchanged; otherwise i
 change is printed. --force reruns everything. While a run goes, a progress line (epoch, round,
 loss, test accuracy so far) is printed every --progress_every seconds (default 5).
 
+Each run's directory keeps its daemons' run summaries (summary-{role}-{rank}.json, their
+--summary_out: docs/protocol.md "Run summaries"), which the tables are made from.
+
 Outputs: summary.csv (one row per cell: means, sample stds, deltas against the BSP dense cell of
 the same scenario: workers, link and straggler), runs.csv (one row per run), summary.md, and the plots that have data:
 accuracy_vs_time.png (wall-clock since training started) and accuracy_vs_epoch.png (with

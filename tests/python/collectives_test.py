@@ -3,7 +3,9 @@ a model: D is the script's): every worker gets the element-wise sum in fp64 roun
 test sums both ranks' inputs itself), the mean, rank 1's tensor for a broadcast from root 1 and
 the OR of a flag; too many values, a NaN, an unknown op and a call before connecting raise
 ValueError before anything is sent; model.load_state_dict after wrapping raises ValueError
-naming the remedy; both workers then train a step and the job ends cleanly.
+naming the remedy; broadcast_parameters of a state_dict with a buffer, a tensor larger than one
+collective and a non-contiguous one makes them rank 0's on both workers, bitwise, and leaves
+the trained parameters; both workers then train a step and the job ends cleanly.
 """
 
 import json
@@ -38,7 +40,16 @@ try:
         assert "65536" in g["too_big"], g["too_big"]
         assert "finite" in g["nan"], g["nan"]
         assert "'max'" in g["bad_op"], g["bad_op"]
+        # broadcast_parameters: the 3 extra tensors are rank 0's, bitwise; the trained
+        # parameters of the state_dict were left as they are.
+        assert g["broadcast_count"] == 3, (r, g["broadcast_count"])
+        assert g["broadcast_extra"] == got[0]["broadcast_extra"], r
+        assert g["trained_unchanged"] is True, r
         assert "load the weights before wrapping" in g["load_after_wrap"], g["load_after_wrap"]
+    rank0 = got[0]["broadcast_extra"]
+    assert rank0["buffer"] == [1.0, 1.0, 1.0], rank0["buffer"]
+    assert rank0["frozen"] == [float(i) for i in range(70000)], "frozen"
+    assert rank0["transposed"] == torch.arange(12.0).reshape(3, 4).t().reshape(-1).tolist()
     print("collectives: sum, mean, broadcast, flag and the refusals as computed here, both ranks")
 finally:
     c.kill()

@@ -51,6 +51,17 @@ try:
     record["bad_op"] = "no error"
 except ValueError as e:
     record["bad_op"] = str(e)
+# broadcast_parameters: a buffer, a frozen tensor larger than one collective and a non-contiguous
+# one become rank 0's; the parameters the optimizer trains (in the state_dict too) are left.
+extra = {"buffer": torch.full((3,), rank + 1.0),
+         "frozen": torch.arange(70000, dtype=torch.float32) * (rank + 1),
+         "transposed": (torch.arange(12.0).reshape(3, 4) * (rank + 1)).t()}
+trained_before = [p.detach().clone() for p in model.parameters()]
+state = dict(model.state_dict(), **extra)
+record["broadcast_count"] = sieve.torch.broadcast_parameters(state, root=0)
+record["broadcast_extra"] = {k: v.reshape(-1).tolist() for k, v in extra.items()}
+record["trained_unchanged"] = all(torch.equal(a, p.detach())
+                                  for a, p in zip(trained_before, model.parameters()))
 # A training step still works after the collectives.
 opt.zero_grad()
 model(torch.ones(4, 2)).sum().backward()

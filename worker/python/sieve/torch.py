@@ -55,7 +55,8 @@ from . import _core
 from . import worker as _worker
 
 __all__ = ["DistributedOptimizer", "Job", "init", "rank", "num_workers", "flat_size",
-           "default_device", "allreduce", "broadcast", "barrier", "WRAPPER_FLAGS"]
+           "default_device", "allreduce", "broadcast", "barrier", "broadcast_parameters",
+           "WRAPPER_FLAGS"]
 
 # The most elements one collective carries (proto/codec.h, kMaxCollectiveValues).
 MAX_COLLECTIVE_ELEMENTS = 65536
@@ -108,6 +109,7 @@ class Job:
         self.num_workers = num_workers
         self.num_servers = num_servers
         self.client = None  # set when an optimizer connects
+        self.trained = None  # the optimizer's flat buffer: the parameters the job trains
         # What /metrics shows (the optimizer updates it); /healthz answers from init() on, so
         # that Kubernetes probes pass while the job forms (model building, data, registration).
         self.progress = {"sieve_worker_rounds_total": 0, "sieve_worker_bytes_up_total": 0}
@@ -247,6 +249,58 @@ def broadcast(tensor, root=0, timeout_ms=120000):
     worker's shape, dtype and device; the same rules as allreduce."""
     out, _ = _collective("broadcast", tensor, root, timeout_ms, "broadcast")
     return out
+
+
+def broadcast_parameters(params, root=0, timeout_ms=120000):
+    """Horovod's broadcast_parameters: each tensor of `params` (a state_dict, named_parameters(),
+    or tensors) becomes worker `root`'s on every worker, in place: exactly for float32 (and for
+    integers up to 2^24, e.g. BatchNorm's num_batches_tracked; the values travel as float32). For what the job does not keep equal by itself: buffers (BatchNorm statistics),
+    frozen parameters, any other tensor. The parameters a DistributedOptimizer trains are the
+    servers' weights, the same on every worker, and are left as they are, so the usual
+    `broadcast_parameters(model.state_dict(), root=0)` after wrapping does what it does under
+    Horovod. The values go through the scheduler, at most MAX_COLLECTIVE_ELEMENTS per collective
+    (a large tensor takes several): meant for buffers, not for a whole model. Every worker must
+    call it with tensors of the same sizes in the same order, after its DistributedOptimizer
+    (collectives need the job). Returns how many tensors were broadcast. Errors: ValueError
+    before anything is sent (no DistributedOptimizer yet; on `root`, a non-finite value: the
+    other workers then time out with sieve.Error), TypeError for a value that is not a tensor."""
+    if isinstance(params, dict):
+        tensors = list(params.values())
+    else:
+        tensors = [t[1] if isinstance(t, tuple) else t for t in params]
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"broadcast_parameters takes tensors, got {type(t).__name__}")
+    client = _connected_client("broadcast_parameters")
+    trained = _job().trained
+
+    def is_trained(t):
+        if trained is None or t.device != trained.device or t.numel() == 0:
+            return False
+        begin = trained.data_ptr()
+        return begin <= t.data_ptr() < begin + trained.numel() * trained.element_size()
+
+    chosen = [t for t in tensors if not is_trained(t) and t.numel() > 0]
+    is_root = client.rank == root
+    if is_root:
+        for t in chosen:
+            if not bool(torch.isfinite(t.detach().float()).all()):
+                raise ValueError("broadcast_parameters: every value must be finite")
+    with torch.no_grad():
+        for t in chosen:
+            src = t.detach()
+            flat = src.contiguous().reshape(-1)  # src itself when contiguous
+            for begin in range(0, flat.numel(), MAX_COLLECTIVE_ELEMENTS):
+                part = flat[begin:begin + MAX_COLLECTIVE_ELEMENTS]
+                # Only the root's values count: the others send zeros (their own may not even
+                # be finite).
+                sent = part if is_root else torch.zeros_like(part)
+                got = broadcast(sent, root=root, timeout_ms=timeout_ms)
+                if not is_root:
+                    part.copy_(got)
+            if not is_root and flat.data_ptr() != src.data_ptr():
+                src.copy_(flat.view(src.shape))
+    return len(chosen)
 
 
 def barrier(timeout_ms=120000):
@@ -639,6 +693,7 @@ class _Sieve:
                 p.grad = s.flat_grad[offset:offset + n].view_as(p)
                 s.views.append((offset, n))
                 offset += n
+        s.job.trained = s.flat
         # A weight decay per group on the fused path reads these slices.
         s.group_slices, offset = [], 0
         for mine in groups_params:
