@@ -63,7 +63,7 @@ namespace sieve {
 // (CURVE keys bound to node ids). 3: a sparse UPDATE may be split into parts (Header.part/parts);
 // 2: the data-frame checksum is CRC-32C (proto/crc32c.h); version 1 used zlib's CRC-32. Peers of
 // different versions reject each other's messages with ERROR_VERSION_MISMATCH.
-inline constexpr uint32_t kProtocolVersion = 14;
+inline constexpr uint32_t kProtocolVersion = 15;
 // Most values one COLLECTIVE may carry (256 KiB of fp32: well within the scheduler's 1 MiB frame).
 inline constexpr uint32_t kMaxCollectiveValues = 65536;
 // Most parts one UPDATE may be split into (Header.parts).

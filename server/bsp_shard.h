@@ -34,6 +34,9 @@
 //        is dense as well, so every worker's replica of the shard equals the server's again.
 //        Updates to the shard between the checkpoint and the restart are lost (at most the
 //        checkpoint interval).
+//  Idle  when every worker died and rejoined (each counted from a round past the servers'),
+//        nobody pushes the rounds before the earliest join round: they pass empty
+//        (PassIdleRounds), a resync included.
 //
 // Thread-safety: as ShardServer (one driving thread; the team's helpers are internal).
 #ifndef SIEVE_SERVER_BSP_SHARD_H_
@@ -69,6 +72,8 @@ class BspShard : public ShardServer {
   ShardSnapshot TakeSnapshot() const override;
   Status InstallSnapshot(ShardSnapshot snapshot) override;
   bool SnapshotReady() const override;
+  std::optional<uint64_t> IdleUntil() const override;
+  void PassIdleRounds(Outbox* out) override;
 
  protected:
   void Push(int worker, uint64_t round, std::span<const uint32_t> indices,

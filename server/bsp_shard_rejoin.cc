@@ -1,6 +1,7 @@
 // BspShard's joiners and its resync after Restore: who is counted for a round, and from when
 // (server/bsp_shard.h states the rules).
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "server/bsp_shard.h"
@@ -88,6 +89,37 @@ void BspShard::AdmitJoiners(Outbox* out) {
     std::swap(h, workers_[w].join_push);
     if (h.held) RoundPush(static_cast<int>(w), h.round, h.indices, h.values, h.dense, out);
   }
+}
+
+std::optional<uint64_t> BspShard::IdleUntil() const {
+  if (live_count_ > 0 || contributions_ > 0) return std::nullopt;
+  std::optional<uint64_t> first;
+  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+    const int64_t join = workers_[w].join_round;
+    if (!members_[w].rejoined || join < 0) continue;
+    const uint64_t at = static_cast<uint64_t>(join);
+    if (at < round_ || (at == round_ && !resync_)) continue;  // too late / admitted when round_
+    if (!first || at < *first) first = at;
+  }
+  return first;
+}
+
+void BspShard::PassIdleRounds(Outbox* out) {
+  const std::optional<uint64_t> until = IdleUntil();
+  if (!until) return;
+  // Nothing from the rounds passed survives: no push of them was counted, no worker holds them.
+  resync_ = false;
+  for (WorkerState& ws : workers_) {
+    ws.held = HeldPush{};
+    ws.ordered = HeldPush{};
+    ws.arrived = false;
+    ws.counted_last = false;
+  }
+  ClearUnion();
+  last_reply_.reset();
+  stats_.idle_rounds += *until - round_;
+  round_ = *until;
+  AdmitJoiners(out);
 }
 
 void BspShard::Uncount(int worker, Outbox* out) {

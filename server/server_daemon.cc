@@ -370,6 +370,7 @@ SummaryRecord ServerSummaryRecord(int rank, ShardRange range, const ShardServer&
       .Real("pushed_sum", st.pushed_sum, 9)
       .Text("checksum", Crc32Text(shard.weights()), Show::kAlways)
       .Uint("resync", st.resync_replies)
+      .Uint("idle_rounds", st.idle_rounds)
       .Uint("checkpoints", checkpointer.written())
       .Int("restored_round", restored, restored >= 0 ? Show::kAlways : Show::kHidden)
       .Uint("rejoins", st.rejoins)

@@ -55,6 +55,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -118,6 +119,7 @@ struct ShardServerStats {
   uint64_t duplicates = 0;
   uint64_t rejected = 0;
   uint64_t rounds_completed = 0;  // BSP rounds
+  uint64_t idle_rounds = 0;       // BSP rounds passed with no live worker (PassIdleRounds)
   // Pairs (index, value) of the UPDATEs sent, a dense one counting the whole shard: BSP one per
   // completed round (the union; mean = / rounds_completed), ASP/SSP one per released reply
   // (mean = / released_replies). Answers to replayed pushes and the resync's dense UPDATEs to
@@ -250,6 +252,16 @@ class ShardServer {
   virtual std::shared_ptr<const ReplyBuffer> last_round_reply(bool* /*dense*/) const {
     return nullptr;
   }
+  // Idle rounds (BSP): with no live worker and no push in the open round, nobody will ever push
+  // it, while a re-admitted worker waits to be counted from a later round (every worker restarted
+  // at once: each joined a few rounds past the servers'). IdleUntil: that earliest join round
+  // (>= round(); round() itself only during a resync, which has nobody left to wait for), or
+  // nothing. PassIdleRounds: the rounds up to it pass empty (no weight changes, no UPDATE, counted
+  // in idle_rounds, not rounds_completed), then the joiners are counted and their held pushes
+  // aggregated (which may complete that round). Both depend on the shard's state alone, so a copy
+  // that replays the primary's events passes the same rounds. A no-op outside BSP.
+  virtual std::optional<uint64_t> IdleUntil() const { return std::nullopt; }
+  virtual void PassIdleRounds(Outbox* /*out*/) {}
   virtual Status ApplyRound(uint64_t round, std::span<const uint32_t> indices,
                             std::span<const float> values, bool dense, Outbox* out);
   // The rebuild of a replacement server's copy (ShardSnapshot above). TakeSnapshot: the state a

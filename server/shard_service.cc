@@ -110,6 +110,7 @@ void ShardService::OnWorkerDead(int rank) {
   Replicate(pb::REPLICA_WORKER_DEAD, rank, 0, {}, {}, false);
   shard_->OnWorkerDead(rank, &out_);
   ReplicateCompletedRound(before);
+  PassIdleRounds();
   Flush();
   SendPendingSnapshots();  // the death may have ended the round
 }
@@ -151,6 +152,7 @@ void ShardService::OnData(Message msg) {
         Replicate(pb::REPLICA_JOIN, worker, round, {}, {}, false);
         shard_->OnJoin(worker, round, &out_);
         ReplicateCompletedRound(before);
+        PassIdleRounds();
       }
       break;
     case pb::MSG_PUSH:

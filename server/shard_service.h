@@ -184,6 +184,9 @@ class ShardService {
   // replicate_rounds: after an event of the primary, the round it completed (if `before`, the
   // shard's round before the event, is now behind) as a REPLICA_ROUND.
   void ReplicateCompletedRound(uint64_t before);
+  // After a JOIN or a death on the primary: the rounds nobody will push pass at once
+  // (ShardServer::IdleUntil), as REPLICA_IDLE to copies replicated by results.
+  void PassIdleRounds();
   void OnReplicate(const Message& msg);
   // OnReplicate's steps (a mirror): the ERROR_NOT_REPLICA refusal and the acknowledgement (both
   // of seq_ as it is then) to `sender`; whether the event and origin fit each other (fp32

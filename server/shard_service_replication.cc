@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -41,6 +42,18 @@ void ShardService::ReplicateCompletedRound(uint64_t before) {
       << "shard " << options_.rank << " went from round " << before << " to " << now;
   Replicate(pb::REPLICA_ROUND, -1, before, dense ? std::span<const uint32_t>() : reply->indices,
             reply->values, dense);
+}
+
+void ShardService::PassIdleRounds() {
+  const std::optional<uint64_t> until = shard_->IdleUntil();
+  if (!until) return;
+  LOG(INFO) << "shard " << options_.rank << " has no live worker: rounds " << shard_->round()
+            << " to " << *until << " pass empty, the rejoined workers are counted from round "
+            << *until;
+  // A copy replicated by pushes replays the same events and passes the same rounds itself.
+  if (options_.replicate_rounds) Replicate(pb::REPLICA_IDLE, -1, *until, {}, {}, false);
+  shard_->PassIdleRounds(&out_);
+  ReplicateCompletedRound(*until);  // a joiner's held push may have completed it
 }
 
 void ShardService::SendEvent(int backup, uint64_t index) {
@@ -315,7 +328,7 @@ bool ShardService::WellFormedReplicate(const Message& msg) const {
   const int origin = msg.header.origin();
   // A round's result and a snapshot come from no worker: origin -1.
   const bool round_event = event == pb::REPLICA_ROUND || event == pb::REPLICA_SNAPSHOT ||
-                           event == pb::REPLICA_SNAPSHOT_RESIDUAL;
+                           event == pb::REPLICA_SNAPSHOT_RESIDUAL || event == pb::REPLICA_IDLE;
   const bool to_server = event == pb::REPLICA_HANDOVER;  // origin: a server's rank
   return pb::ReplicaEvent_IsValid(static_cast<int>(event)) &&
          !(round_event ? origin != -1
@@ -421,9 +434,21 @@ Status ShardService::ReplayEvent(const Message& msg, pb::ReplicaEvent ev) {
       break;
     case pb::REPLICA_JOIN:
       shard_->OnJoin(origin, round, &replayed_out_);
+      if (!options_.replicate_rounds) shard_->PassIdleRounds(&replayed_out_);  // as the primary
       break;
     case pb::REPLICA_WORKER_DEAD:
       shard_->OnWorkerDead(origin, &replayed_out_);
+      if (!options_.replicate_rounds) shard_->PassIdleRounds(&replayed_out_);
+      break;
+    case pb::REPLICA_IDLE:
+      // Replicated by results, this copy cannot tell alone whether the open round had pushes.
+      if (shard_->IdleUntil() == round) {
+        shard_->PassIdleRounds(&replayed_out_);
+      } else if (shard_->round() != round) {
+        return FailedPreconditionError("idle rounds up to " + std::to_string(round) +
+                                       " for a copy at round " + std::to_string(shard_->round()) +
+                                       " with a live worker or no joiner there");
+      }
       break;
     case pb::REPLICA_WORKER_REJOINED:
       shard_->OnWorkerRejoined(origin);

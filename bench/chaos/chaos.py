@@ -32,6 +32,7 @@ import glob
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -43,6 +44,10 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "soak"))
 from asp_soak import read_json, rss_kb, failure  # noqa: E402  (the soak's /proc and file helpers)
+
+# A daemon's glog ERROR / FATAL line or its exit message ("sieve-worker: ..."), as the launcher
+# prefixes it: printed with a failed run, for a person to read (nothing acts on it).
+SEVERE = re.compile(r"^\[[a-z]+ ?\d*\] ([EF]\d{8} |sieve-[a-z]+: )")
 
 KINDS = ["kill_worker", "kill_server", "double_kill_server", "pause_short", "pause_long",
          "ckpt_unwritable", "kill_scheduler", "term_scheduler"]
@@ -222,6 +227,7 @@ class Job:
         self.status_path = os.path.join(run_dir, "status.json")
         self.lines_per_s = {}  # "role rank" -> {second: lines}
         self.tail = []
+        self.severe = []  # the first error lines and daemon exit messages, for a failure report
         self.pids = {}  # pid -> [role, rank, first_seen_s, last_seen_s]
         self.rss = {}  # pid -> [[t, kB], ...]
         self.code = None
@@ -282,6 +288,8 @@ class Job:
             self.tail.append(line)
             if len(self.tail) > 400:
                 del self.tail[:200]
+            if SEVERE.match(line) and len(self.severe) < 40:
+                self.severe.append(line)
         self.out.close()
 
     def _tail_metrics(self):

@@ -267,6 +267,8 @@ def main():
         json.dump(inj.record, f, indent=1)
     code = finish(out, schedule, inj.record, job.end_s, a.tamper, bounds)
     if code:
+        if job.severe:
+            print("first error lines of the chaos run:\n" + "".join(job.severe[:20]))
         print("last output lines of the chaos run:\n" + "".join(job.tail[-20:]))
     return code
 

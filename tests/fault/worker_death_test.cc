@@ -48,13 +48,28 @@ bool WaitForCheckpoint(FaultCluster& c, const fs::path& dir, int64_t round, mill
   return false;
 }
 
+// The workers' flags: softmax, Top-k 5 %, `epochs` epochs, weights dumped to dir/w{rank}.bin.
+std::vector<std::string> WorkerFlags(const fs::path& dir, int epochs) {
+  return {"--model=softmax",
+          "--seed=3",
+          "--compressor=topk",
+          "--density=0.05",
+          "--batch_size=32",
+          "--lr=0.01",
+          "--epochs=" + std::to_string(epochs),
+          "--eval_every=0",
+          "--progress=log",
+          "--heartbeat_interval_ms=200",
+          "--dump_weights=" + (dir / "w{rank}.bin").string()};
+}
+
 // Starts the scheduler (2 servers, 2 workers, short heartbeat timeout) and two softmax servers
 // checkpointing every round into `dir`; false if the scheduler did not come up.
 // --min_workers=1: the job may lose a worker (these tests kill one) and still succeed.
-bool StartSchedulerAndServers(FaultCluster& c, const fs::path& dir) {
-  if (!c.StartScheduler(
-          2, 2,
-          {"--heartbeat_timeout_ms=" + std::to_string(kHeartbeatTimeoutMs), "--min_workers=1"})) {
+bool StartSchedulerAndServers(FaultCluster& c, const fs::path& dir, int replication = 0) {
+  if (!c.StartScheduler(2, 2,
+                        {"--heartbeat_timeout_ms=" + std::to_string(kHeartbeatTimeoutMs),
+                         "--min_workers=1", "--replication=" + std::to_string(replication)})) {
     return false;
   }
   for (int s = 0; s < 2; ++s) {
@@ -113,18 +128,7 @@ TEST(WorkerDeathTest, RestartedWorkerRejoinsAndTrainingFinishes) {
   fs::create_directories(dir);
   FaultCluster c;
   ASSERT_TRUE(StartSchedulerAndServers(c, dir)) << c.Log();
-  const std::vector<std::string> worker_flags = {
-      "--model=softmax",
-      "--seed=3",
-      "--compressor=topk",
-      "--density=0.05",
-      "--batch_size=32",
-      "--lr=0.01",
-      "--epochs=4",
-      "--eval_every=0",
-      "--progress=log",
-      "--heartbeat_interval_ms=200",
-      "--dump_weights=" + (dir / "w{rank}.bin").string()};
+  const std::vector<std::string> worker_flags = WorkerFlags(dir, 4);
   for (int w = 0; w < 2; ++w) c.StartWorker(w, worker_flags);
   ASSERT_TRUE(WaitForCheckpoint(c, dir, 100, milliseconds(60000))) << c.Log();
   c.worker(1).Kill(SIGKILL);
@@ -165,6 +169,65 @@ TEST(WorkerDeathTest, RestartedWorkerRejoinsAndTrainingFinishes) {
   std::error_code ec;
   fs::remove_all(dir, ec);
 }
+
+// Every worker killed at once (a lost node) and restarted: each rejoins a few rounds past the
+// servers', and nobody is left to push the rounds in between. The servers pass them empty (their
+// summaries count idle_rounds) instead of waiting for ever; the job finishes with both workers and
+// equal replicas. With --replication=1 the copies, replicated by round results, pass the same
+// rounds: the copies' checksums equal their primaries'.
+class EveryWorkerDies : public ::testing::TestWithParam<int> {};
+
+TEST_P(EveryWorkerDies, RestartedTogetherTheyRejoinAndTrainingFinishes) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not installed";
+  const int replication = GetParam();
+  const fs::path dir = fs::temp_directory_path() / ("sieve-wall-" + std::to_string(replication) +
+                                                    "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  FaultCluster c;
+  ASSERT_TRUE(StartSchedulerAndServers(c, dir, replication)) << c.Log();
+  const std::vector<std::string> worker_flags = WorkerFlags(dir, 2);
+  for (int w = 0; w < 2; ++w) c.StartWorker(w, worker_flags);
+  ASSERT_TRUE(WaitForCheckpoint(c, dir, 100, milliseconds(60000))) << c.Log();
+  for (int w = 0; w < 2; ++w) c.worker(w).Kill(SIGKILL);
+  const int64_t at_kill = CheckpointRound(dir, 0);
+  for (int w = 0; w < 2; ++w) c.StartWorker(w, worker_flags);
+  ASSERT_TRUE(c.WaitAll(milliseconds(240000))) << c.Log();
+  auto st = c.scheduler().Wait(milliseconds(1));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << c.Log();
+  const std::string total = std::to_string(2 * 937);
+  for (int w = 0; w < 2; ++w) {
+    testing::KeyValues summary = c.WorkerSummary(w);
+    EXPECT_EQ(summary["rounds"], total) << c.Log();
+    EXPECT_GT(std::stoll(summary["first_round"]), at_kill) << c.Log();
+  }
+  uint64_t idle = 0;
+  for (int s = 0; s < 2; ++s) {
+    testing::KeyValues server = c.ServerSummary(s);
+    EXPECT_EQ(server["rejoins"], "2") << c.Log();
+    idle += server.count("idle_rounds") ? std::stoull(server["idle_rounds"]) : 0;
+    if (replication > 0) {
+      // "copies" is "shard:checksum": the copy this server holds of the other server's shard.
+      const std::string other = c.ServerSummary(1 - s)["checksum"];
+      EXPECT_EQ(server["copies"], std::to_string(1 - s) + ":" + other) << c.Log();
+    }
+  }
+  std::printf("workers killed at round %ld; the servers passed %lu idle rounds\n",
+              static_cast<long>(at_kill), static_cast<unsigned long>(idle));
+  EXPECT_GE(idle, 2u);  // at least the join margin, on each server
+  const std::vector<char> w0 = ReadFile(dir / "w0.bin"), w1 = ReadFile(dir / "w1.bin");
+  EXPECT_EQ(w0.size(), 7850u * 4);
+  EXPECT_TRUE(w0 == w1) << "replicas differ after the rejoin";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+INSTANTIATE_TEST_SUITE_P(Replication, EveryWorkerDies, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return i.param == 0 ? "NoCopies" : "CopiesByRoundResults";
+                         });
 
 }  // namespace
 }  // namespace sieve

@@ -295,6 +295,85 @@ TEST_P(ShardReplicationModes, MirrorHoldsThePrimarysBytesThroughBspRounds) {
   EXPECT_TRUE(UpdatesTo(&p.primary, 0).empty());
 }
 
+// Every worker dies (worker 0 after its push of round 3, which completes round 3 with it) and
+// rejoins a few rounds ahead: the primary passes the rounds nobody will push, and the copy passes
+// the same ones (replicated by pushes: replaying the JOIN; by results: told with REPLICA_IDLE),
+// then both follow the rounds the joiners push. Reference: a shard without replication fed the
+// same events.
+TEST_P(ShardReplicationModes, RoundsNobodyWillPushPassOnTheCopyToo) {
+  const bool by_result = GetParam();
+  Pair p(Bsp(3), by_result);
+  std::mt19937 rng(11);
+  auto push = [&](int w, uint64_t round) {
+    auto [idx, val] = RandomPush(&rng);
+    p.PushBoth(w, round, idx, val);
+  };
+  auto event = [&](const std::function<void(ShardService*)>& e) {
+    e(p.primary.service.get());
+    e(p.plain.service.get());
+  };
+  for (uint64_t round = 0; round < 3; ++round) {
+    for (int w : {0, 1, 2}) push(w, round);
+  }
+  push(0, 3);
+  for (int w : {1, 2, 0}) event([w](ShardService* s) { s->OnWorkerDead(w); });
+  for (int w : {0, 1, 2}) event([w](ShardService* s) { s->OnWorkerRejoined(w); });
+  p.Carry();
+  EXPECT_EQ(p.mirror.shard->round(), 4u);
+  EXPECT_EQ(p.mirror.Weights(), p.plain.Weights());
+  for (int w = 0; w < 3; ++w) UpdatesTo(&p.mirror, w);  // rounds 0 to 3's, answered
+  for (auto [w, join] : {std::pair{1, 7}, {2, 7}, {0, 8}}) {
+    event([w = w, join = join](ShardService* s) {
+      s->OnData(Control(w, pb::MSG_JOIN, static_cast<uint64_t>(join)));
+    });
+  }
+  p.Carry();
+  for (Replica* r : {&p.primary, &p.mirror, &p.plain}) {
+    EXPECT_EQ(r->shard->round(), 7u);
+    EXPECT_EQ(r->shard->stats().idle_rounds, 3u);  // rounds 4, 5 and 6
+    EXPECT_TRUE(r->shard->counts(1));
+    EXPECT_TRUE(r->shard->counts(2));
+    EXPECT_FALSE(r->shard->counts(0));
+  }
+  EXPECT_TRUE(UpdatesTo(&p.mirror, 1).empty());  // no UPDATE for a round that passed empty
+  for (uint64_t round = 7; round < 10; ++round) {
+    for (int w : {2, 1, 0}) {
+      if (round > 7 || w != 0) push(w, round);
+    }
+    p.Carry();
+    ASSERT_EQ(p.mirror.Weights(), p.plain.Weights()) << "round " << round;
+    ASSERT_EQ(p.primary.Weights(), p.plain.Weights()) << "round " << round;
+  }
+  EXPECT_EQ(p.mirror.shard->round(), 10u);
+  // The joiners' UPDATEs come from the copy (the replier): the first one the whole shard.
+  auto u0 = UpdatesTo(&p.mirror, 0), u1 = UpdatesTo(&p.mirror, 1);
+  ASSERT_EQ(u0.size(), 2u);
+  ASSERT_EQ(u1.size(), 3u);
+  EXPECT_TRUE(u0[0].dense());
+  EXPECT_EQ(u0[0].header.round(), 8u);
+  EXPECT_TRUE(u1[0].dense());
+  EXPECT_EQ(u1[0].header.round(), 7u);
+  EXPECT_FALSE(u1[1].dense());
+}
+
+// A copy replicated by results refuses REPLICA_IDLE for rounds its own state does not have idle
+// (here a round event edited into one: live workers, nobody waiting to join).
+TEST(ShardReplicationTest, AnIdleRoundsEventTheCopyCannotConfirmIsRefused) {
+  Pair p(Bsp(1), true);
+  p.primary.service->OnData(Push(0, 0, {2}, {1.0f}));
+  auto events = p.primary.Take(kMirrorId);
+  ASSERT_EQ(events.size(), 1u);
+  p.mirror.service->OnData(Edited(std::move(events[0]), [](pb::Header* h) {
+    h->set_event(pb::REPLICA_IDLE);
+    h->set_round(5);
+  }));
+  ASSERT_EQ(p.mirror.link.errors.size(), 1u);
+  EXPECT_EQ(p.mirror.link.errors[0].code, pb::ERROR_NOT_REPLICA);
+  EXPECT_EQ(p.mirror.Weights(), Init());
+  EXPECT_EQ(p.mirror.shard->round(), 0u);
+  EXPECT_TRUE(p.mirror.shard->counts(0));
+}
+
 // The replies of a replicated round come from the backup (the event's replier), once it applied
 // the round; the primary sends none of them. A reply to an event that is not replicated (a
 // PULL_DENSE) comes from the primary, once the backup acknowledged what it reflects.

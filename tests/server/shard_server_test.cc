@@ -35,6 +35,20 @@ std::unique_ptr<ShardServer> Make(ShardServerOptions o, std::vector<float> init)
   return std::move(s).value();
 }
 
+// Worker `w`'s sparse push of round `round`: the single pair (i, v).
+void PushOne(ShardServer* s, int w, uint64_t round, uint32_t i, float v, Outbox* out) {
+  std::vector<uint32_t> idx = {i};
+  std::vector<float> val = {v};
+  s->OnPush(w, round, idx, val, false, out);
+}
+
+// A BSP shard of `n` zeros for `workers` workers.
+std::unique_ptr<ShardServer> ZeroBsp(uint32_t workers, uint32_t n) {
+  ShardServerOptions o;
+  o.num_workers = workers;
+  return Make(o, std::vector<float>(n, 0.0f));
+}
+
 std::vector<float> Iota(size_t n) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = 0.01f * static_cast<float>(i);
@@ -376,14 +390,10 @@ TEST(ServerShardTest, BspJoinRetryMovesAnUnpushedJoinerToTheLaterRound) {
   // Worker 1 died and rejoins; this server accepted its join round 1, another refused it, so it
   // retries at round 3. Reference: a dense replay of exactly the pushes each round must count.
   const uint32_t n = 8;
-  ShardServerOptions o;
-  o.num_workers = 2;
-  auto s = Make(o, std::vector<float>(n, 0.0f));
+  auto s = ZeroBsp(2, n);
   std::vector<float> ref(n, 0.0f);
   auto push = [&](int w, uint64_t round, uint32_t i, float v, Outbox* out) {
-    std::vector<uint32_t> idx = {i};
-    std::vector<float> val = {v};
-    s->OnPush(w, round, idx, val, false, out);
+    PushOne(s.get(), w, round, i, v, out);
   };
   Outbox out;
   s->OnWorkerDead(1, &out);
@@ -444,6 +454,92 @@ TEST(ServerShardTest, BspJoinRetryMovesAnUnpushedJoinerToTheLaterRound) {
   ASSERT_EQ(out.size(), 2u);
   std::vector<float> w(s->weights().begin(), s->weights().end());
   EXPECT_EQ(w, ref);  // every value is exact in binary: equality, not tolerance
+}
+
+// Every worker died and rejoined, each counted from a round past the server's (a few rounds
+// ahead, as PULL_DENSE + margin makes it): nobody will push the rounds in between, so they pass
+// empty at the earliest join round, and training goes on from there. Reference: a dense replay of
+// exactly the pushes each counted round holds (every value exact in binary).
+TEST(ServerShardTest, BspRoundsNobodyWillPushPassEmptyUpToTheEarliestJoin) {
+  const uint32_t n = 8;
+  auto s = ZeroBsp(3, n);
+  std::vector<float> ref(n, 0.0f);
+  Outbox out;
+  for (int w = 0; w < 3; ++w) PushOne(s.get(), w, 0, static_cast<uint32_t>(w), 3.0f, &out);
+  for (uint32_t i = 0; i < 3; ++i) ref[i] -= 1.0f;
+  ASSERT_EQ(out.size(), 3u);
+  out.clear();
+  EXPECT_FALSE(s->IdleUntil().has_value());  // live workers push round 1
+  PushOne(s.get(), 0, 1, 5, 4.0f,
+          &out);  // worker 0 pushed round 1 before it died: round 1 completes with it
+  for (int w = 0; w < 3; ++w) s->OnWorkerDead(w, &out);
+  ref[5] -= 4.0f;
+  EXPECT_TRUE(out.empty());  // nobody live to answer
+  EXPECT_EQ(s->round(), 2u);
+  EXPECT_FALSE(s->IdleUntil().has_value());  // nobody waits to be counted
+  s->PassIdleRounds(&out);                   // a no-op then
+  EXPECT_EQ(s->round(), 2u);
+
+  for (int w = 0; w < 3; ++w) s->OnWorkerRejoined(w);
+  s->OnJoin(1, 5, &out);
+  s->OnJoin(0, 4, &out);
+  ASSERT_EQ(out.size(), 2u);  // two JOIN_ACKs, nothing counted yet
+  out.clear();
+  PushOne(s.get(), 0, 4, 6, 2.0f, &out);  // held until round 4
+  EXPECT_TRUE(out.empty());
+  ASSERT_TRUE(s->IdleUntil().has_value());
+  EXPECT_EQ(*s->IdleUntil(), 4u);
+  s->PassIdleRounds(&out);    // rounds 2 and 3 pass; worker 0 counted at 4, its held push with it
+  EXPECT_EQ(s->round(), 5u);  // round 4 had only worker 0 to wait for
+  ref[6] -= 2.0f;
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].worker, 0);
+  EXPECT_EQ(out[0].round, 4u);
+  EXPECT_TRUE(out[0].dense);  // a joiner's first UPDATE: the whole shard
+  out.clear();
+  EXPECT_EQ(s->stats().idle_rounds, 2u);
+  EXPECT_EQ(s->stats().rounds_completed, 3u);  // 0, 1 and 4
+  EXPECT_FALSE(s->IdleUntil().has_value());
+  s->OnJoin(2, 5, &out);  // joins the round the server is at: counted at once
+  ASSERT_EQ(out.size(), 1u);
+  out.clear();
+  PushOne(s.get(), 0, 5, 7, 1.0f, &out);
+  PushOne(s.get(), 2, 5, 7, 5.0f, &out);
+  EXPECT_TRUE(out.empty());  // round 5 waits for worker 1, counted from it
+  PushOne(s.get(), 1, 5, 7, 3.0f, &out);
+  ref[7] -= 3.0f;
+  ASSERT_EQ(out.size(), 3u);
+  for (const Reply& r : out) EXPECT_EQ(r.dense, r.worker != 0);  // 1 and 2 joined at 5
+  std::vector<float> w(s->weights().begin(), s->weights().end());
+  EXPECT_EQ(w, ref);
+}
+
+// A restored shard whose workers all died before its resync finished has nobody to wait for: the
+// resync ends when a rejoined worker is to be counted, even at the restored round itself.
+TEST(ServerShardTest, BspResyncWithNoLiveWorkerEndsAtTheJoinRound) {
+  ShardServerOptions o;
+  o.num_workers = 2;
+  auto s = Make(o, std::vector<float>(4, 0.0f));
+  ASSERT_TRUE(s->Restore(7, {1.0f, 2.0f, 3.0f, 4.0f}).ok());
+  EXPECT_TRUE(s->resyncing());
+  Outbox out;
+  for (int w = 0; w < 2; ++w) s->OnWorkerDead(w, &out);
+  s->OnWorkerRejoined(0);
+  s->OnJoin(0, 7, &out);
+  ASSERT_EQ(out.size(), 1u);
+  out.clear();
+  ASSERT_TRUE(s->IdleUntil().has_value());
+  EXPECT_EQ(*s->IdleUntil(), 7u);
+  s->PassIdleRounds(&out);
+  EXPECT_FALSE(s->resyncing());
+  EXPECT_EQ(s->stats().idle_rounds, 0u);
+  std::vector<uint32_t> idx = {0};
+  std::vector<float> val = {1.0f};
+  s->OnPush(0, 7, idx, val, false, &out);  // counted at once, no longer held by a resync
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].round, 7u);
+  EXPECT_TRUE(out[0].dense);
+  EXPECT_FLOAT_EQ(s->weights()[0], 0.0f);
 }
 
 TEST(ServerShardTest, AspRejoinedWorkerContinuesPastTheSlowestClock) {
