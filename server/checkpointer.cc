@@ -4,11 +4,31 @@
 
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 namespace sieve {
 
 Status ShardCheckpointer::Init(const CheckpointerOptions& options, const CheckpointConfig& config,
                                int rank, ShardServer* shard) {
+  SIEVE_RETURN_IF_ERROR(OpenAndRestore(options, config, rank, shard));
+  if (!options.rejoining || options.copy || restored_round_ >= 0 ||
+      shard->awaiting_initial_weights()) {
+    return Status::Ok();
+  }
+  LOG(WARNING) << "server restarted in a running job without a checkpoint of shard [" << config.lo
+               << ", " << config.hi
+               << "): it starts again from its initial weights, as of round 0; every update the "
+                  "shard had is lost";
+  std::vector<float> initial(shard->weights().begin(), shard->weights().end());
+  SIEVE_RETURN_IF_ERROR(shard->Restore(0, std::move(initial)));
+  restored_round_ = 0;
+  last_round_ = 0;
+  return Status::Ok();
+}
+
+Status ShardCheckpointer::OpenAndRestore(const CheckpointerOptions& options,
+                                         const CheckpointConfig& config, int rank,
+                                         ShardServer* shard) {
   options_ = options;
   if (options.restore != "auto" && options.restore != "always" && options.restore != "never") {
     return InvalidArgumentError("--restore must be auto, always or never, not '" + options.restore +
@@ -35,7 +55,7 @@ Status ShardCheckpointer::Init(const CheckpointerOptions& options, const Checkpo
   if (!restore) return Status::Ok();
   auto ckpt = ReadCheckpoint(path_, config_hash_, lo_, hi_);
   if (ckpt.status().code() == StatusCode::kNotFound) {
-    LOG(WARNING) << "no checkpoint at " << path_ << "; the shard starts from its initial weights";
+    LOG(WARNING) << "no checkpoint at " << path_;
     return Status::Ok();
   }
   if (!ckpt.ok()) return ckpt.status();

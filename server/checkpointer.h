@@ -28,13 +28,19 @@ struct CheckpointerOptions {
   double every_seconds = 0;   // 0 = not by time
   std::string restore = "auto";
   bool rejoining = false;  // the node table this server got is not the job's first
+  bool copy = false;       // a copy of a shard, whose state comes from its primary's snapshot
 };
 
 class ShardCheckpointer {
  public:
-  // Validates the options, creates `dir`, and restores `shard` when the policy says so. Errors:
-  // InvalidArgument (bad policy, an interval without a directory), Unavailable (cannot create
-  // the directory), and those of ReadCheckpoint except NotFound.
+  // Validates the options, creates `dir`, and restores `shard` when the policy says so. A server
+  // rejoining a running job that restores no checkpoint (none written yet, no `dir`, or the
+  // policy "never") restarts the shard from its initial weights as a checkpoint of round 0, so
+  // that it resynchronizes with the workers (BspShard's resync) instead of refusing their rounds;
+  // every update the shard had is lost, and restored_round() is 0. Not for a copy, nor for a
+  // shard that awaits its initial weights from worker 0. Errors: InvalidArgument (bad policy, an
+  // interval without a directory), Unavailable (cannot create the directory), and those of
+  // ReadCheckpoint except NotFound.
   Status Init(const CheckpointerOptions& options, const CheckpointConfig& config, int rank,
               ShardServer* shard);
 
@@ -48,6 +54,9 @@ class ShardCheckpointer {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // Init's steps: the options, the directory and a restore from the file.
+  Status OpenAndRestore(const CheckpointerOptions& options, const CheckpointConfig& config,
+                        int rank, ShardServer* shard);
   CheckpointerOptions options_;
   std::string path_;
   uint64_t config_hash_ = 0;

@@ -124,7 +124,7 @@ int InitialWeights(const ServerDaemonOptions& o, Node& node, ShardRange range, b
 // copy's checkpointer has the same intervals; its ShardService writes only while the copy serves
 // the shard (promoted, or handed back), so one process at a time writes a shard's file.
 int RestoreShard(const ServerDaemonOptions& o, Node& node, int shard_rank, ShardRange range,
-                 ShardServer* shard, ShardCheckpointer* checkpointer) {
+                 bool copy, ShardServer* shard, ShardCheckpointer* checkpointer) {
   CheckpointConfig cc;
   cc.model = o.model;
   cc.num_params = node.num_params();
@@ -134,6 +134,7 @@ int RestoreShard(const ServerDaemonOptions& o, Node& node, int shard_rank, Shard
   cc.seed = o.seed;
   CheckpointerOptions co = o.checkpoint;
   co.rejoining = node.table().generation() > 1;
+  co.copy = copy;
   Status restored = checkpointer->Init(co, cc, shard_rank, shard);
   if (!restored.ok()) {
     return StopJob(node, kExitFailure, restored.ToString(), "checkpoint: " + restored.message());
@@ -474,8 +475,8 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
     return nullptr;
   }
   h->server = std::move(created).value();
-  if ((*code = RestoreShard(o, node, shard_rank, h->range, h->server.get(), &h->checkpointer)) !=
-      0) {
+  if ((*code = RestoreShard(o, node, shard_rank, h->range, mirror, h->server.get(),
+                            &h->checkpointer)) != 0) {
     return nullptr;
   }
   ShardServiceOptions sso;
