@@ -412,6 +412,7 @@ void Scheduler::Readmit(const pb::Header& h, const std::string& key) {
     pb::Header t = MakeHeader(pb::MSG_NODE_TABLE, kSchedulerId);
     *t.mutable_node_table() = BuildTable();
     Broadcast(t);
+    if (r.role() == pb::ROLE_SERVER) RetellDepartures(id);
     return;
   }
   if (dead_bound_elsewhere > 0) {
@@ -648,6 +649,20 @@ void Scheduler::AnnounceDeparture(const Entry& e) {
   Broadcast(h, e.info.id());
   CheckBarriers();
   CheckCollectives();
+}
+
+void Scheduler::RetellDepartures(int to) {
+  for (const auto& [id, e] : nodes_) {
+    if (e.info.role() != pb::ROLE_WORKER || !(e.dead || e.finished)) continue;
+    pb::Header h = MakeHeader(pb::MSG_NODE_DEAD, kSchedulerId);
+    auto* d = h.mutable_node_dead();
+    d->set_id(id);
+    d->set_role(e.info.role());
+    d->set_rank(e.info.rank());
+    d->set_reason(e.dead ? e.lost_reason : "finished its training before the others");
+    d->set_finished(!e.dead);
+    SendTo(to, h);
+  }
 }
 
 void Scheduler::HandleCollective(Entry& from, const pb::Collective& c) {

@@ -197,6 +197,10 @@ class Scheduler {
   // Tells every other live node that worker `e` finished before the others (NODE_DEAD with
   // finished set) and re-checks the barriers and collectives, which no longer wait for it.
   void AnnounceDeparture(const Entry& e);
+  // A re-admitted server process knows nothing of what happened before it: every worker that is
+  // dead (and not re-admitted) or finished is announced again to node `to` alone, after its
+  // table, so that its shards' rounds do not wait for them.
+  void RetellDepartures(int to);
   // The seq worker `id` numbers the job's collective `seq` with (Entry::collective_offset).
   uint64_t WorkerSeq(int id, uint64_t seq);
   // Answers every collective whose parts are all in (or whose broadcast root died).

@@ -294,6 +294,21 @@ Status Serve(Node& node, HostedShards& shards, DaemonMetrics& metrics, bool refr
     MutexLock lock(&gate->mu);
     if (gate->serving) shards.OnData(std::move(msg));
   });
+  {
+    // The deaths announced before the handlers were in place (to a restarted server, the
+    // scheduler retells the dead and finished workers right after its table). One that also
+    // reached the handler is applied twice, which changes nothing.
+    MutexLock lock(&gate->mu);
+    for (int id : node.dead_nodes()) {
+      const int worker = node.WorkerRankOf(id);
+      if (worker < 0) continue;
+      pb::NodeDead d;
+      d.set_id(id);
+      d.set_role(pb::ROLE_WORKER);
+      d.set_rank(worker);
+      shards.OnNodeDead(d);
+    }
+  }
 
   // This thread only waits for the end; once a second it gives the node its report for the job's
   // status (its own shard's counters) and, with --metrics_port, refreshes the auth gauges; with

@@ -10,6 +10,11 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "server/checkpoint.h"
 #include "tests/fault/cluster.h"
@@ -149,6 +154,60 @@ TEST_F(ServerRestartTest, KilledServerRestartsFromItsCheckpointAndTheJobComplete
   RecordProperty("acc_base", std::to_string(base.test_acc));
   RecordProperty("acc_restart", std::to_string(hit.test_acc));
   EXPECT_NEAR(hit.test_acc, base.test_acc, 0.005) << hit.log;
+}
+
+// A server and a worker lost together (one node): the scheduler declares both dead while the
+// server is down, so the restarted server never hears of the worker's death from a NODE_DEAD
+// broadcast; the scheduler tells it again after its table. Its resync then does not wait for the
+// lost worker, worker 0 trains on alone, and the worker restarted later rejoins at a round
+// boundary. The job finishes with both workers' replicas equal.
+TEST_F(ServerRestartTest, AWorkerLostWhileTheServerWasDownIsNotWaitedForAndRejoins) {
+  testing::FaultCluster c;
+  ASSERT_TRUE(c.StartScheduler(
+      2, 2,
+      {"--heartbeat_timeout_ms=1500", "--server_failure=wait", "--server_restart_timeout_ms=30000",
+       "--min_workers=1", "--status_file_interval_ms=250"}))
+      << c.Log();
+  for (int s = 0; s < 2; ++s) c.StartServer(s, ServerFlags(dir_));
+  std::vector<std::string> worker_flags = WorkerFlags();
+  worker_flags.push_back("--dump_weights=" + (dir_ / "w{rank}.bin").string());
+  for (int w = 0; w < 2; ++w) c.StartWorker(w, worker_flags);
+  auto running = [](const pb::JobStatus& st) { return st.progress().round() >= 50; };
+  ASSERT_TRUE(c.WaitForStatus(running, milliseconds(60000)).has_value()) << c.Log();
+  c.server(1).Kill(SIGKILL);
+  c.worker(1).Kill(SIGKILL);
+  auto both_lost = [](const pb::JobStatus& st) {
+    const pb::JobNode* s1 = testing::FindNode(st, pb::ROLE_SERVER, 1);
+    const pb::JobNode* w1 = testing::FindNode(st, pb::ROLE_WORKER, 1);
+    return s1 != nullptr && w1 != nullptr && s1->state() == pb::NODE_LOST &&
+           w1->state() == pb::NODE_LOST;
+  };
+  ASSERT_TRUE(c.WaitForStatus(both_lost, milliseconds(30000)).has_value()) << c.Log();
+  c.StartServer(1, ServerFlags(dir_));
+  // Worker 0 goes on alone with the restarted server: rounds move again.
+  const std::optional<pb::JobStatus> before = c.JobStatus();
+  ASSERT_TRUE(before.has_value()) << c.Log();
+  const uint64_t at = before->progress().round();
+  auto moved = [at](const pb::JobStatus& st) { return st.progress().round() >= at + 20; };
+  ASSERT_TRUE(c.WaitForStatus(moved, milliseconds(30000)).has_value())
+      << "rounds did not move on without the lost worker\n"
+      << c.Log();
+  c.StartWorker(1, worker_flags);
+  ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
+  auto st = c.scheduler().Wait(milliseconds(1));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << c.Log();
+  testing::KeyValues w0 = c.WorkerSummary(0), w1 = c.WorkerSummary(1);
+  EXPECT_EQ(w0["rounds"], w1["rounds"]) << c.Log();
+  EXPECT_GT(std::stoull(w1["first_round"]), at) << c.Log();
+  testing::KeyValues s1 = c.ServerSummary(1);
+  EXPECT_GE(std::stoll(s1["restored_round"]), 0) << c.Log();
+  EXPECT_EQ(s1["rejoins"], "1") << c.Log();
+  std::ifstream a(dir_ / "w0.bin", std::ios::binary), b(dir_ / "w1.bin", std::ios::binary);
+  const std::string ra((std::istreambuf_iterator<char>(a)), std::istreambuf_iterator<char>());
+  const std::string rb((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(ra.size(), 7850u * 4);
+  EXPECT_TRUE(ra == rb) << "replicas differ after the rejoin";
 }
 
 }  // namespace
