@@ -454,6 +454,13 @@ Status ShardService::ReplayEvent(const Message& msg, pb::ReplicaEvent ev) {
       shard_->OnWorkerRejoined(origin);
       break;
     case pb::REPLICA_ROUND:
+#ifdef SIEVE_TESTING_DROP_REPLICATED_ROUND
+      // A deliberately broken build, for the chaos harness's self-test (tests/chaos): this copy
+      // loses the values of the round it replays as its SIEVE_TESTING_DROP_REPLICATED_ROUND-th
+      // event, and answers the workers with that empty round.
+      if (repl_.replayed + 1 == SIEVE_TESTING_DROP_REPLICATED_ROUND)
+        return shard_->ApplyRound(round, {}, {}, false, &replayed_out_);
+#endif
       return shard_->ApplyRound(round, msg.indices, msg.values, msg.dense(), &replayed_out_);
     default:  // WellFormedReplicate checked it is valid; the others are handled before
       break;

@@ -3,7 +3,8 @@ d = 128 (--width; 4 heads, feed-forward 4d, learned positions, dropout 0.1) over
 contexts, trained with AdamW (lr 1e-3 after a 100-step linear warm-up, then cosine; betas 0.9 and
 0.99; weight decay 0.1, not on biases and LayerNorm) and with sieve Top-k 0.1 % after a density
 warm-up of 1.5625 % and 0.4 % in the first two epochs. The metric is the validation loss (nats
-per character).
+per character). --dense_embeddings keeps the embedding, the positions and the 1-D tensors dense
+(a param_groups entry with sieve_density=1.0 each) and compresses the other matrices only.
 
 The corpus and its split by books are lstm_lm.py's (Debian's bible-kjv-text, read with bible-kjv;
 workload_common.kjv_split): the verses joined by newlines, case and punctuation kept, the
@@ -69,6 +70,10 @@ class CharTransformerWorkload(common.Workload):
         parser.add_argument("--heads", type=int, default=4, help="attention heads")
         parser.add_argument("--context", type=int, default=128, help="characters per window")
         parser.add_argument("--dropout", type=float, default=0.1, help="dropout probability")
+        parser.add_argument("--dense_embeddings", action="store_true",
+                            help="sieve: the embedding, the positions and every 1-D tensor "
+                                 "synchronized dense (param_groups' sieve_density=1.0), the "
+                                 "--compressor on the other matrices only")
 
     def check_data(self, args):
         common.check_kjv(args.corpus)
@@ -86,8 +91,17 @@ class CharTransformerWorkload(common.Workload):
                                args.context, args.dropout)
 
     def optimizer(self, model, args):
-        return torch.optim.AdamW(common.decay_groups(model, args.weight_decay), lr=args.lr,
-                                 betas=(0.9, 0.99))
+        groups = common.decay_groups(model, args.weight_decay)
+        if args.dense_embeddings:
+            # Three groups: the compressed matrices, then the embedding and the positions (weight
+            # decay, dense), then the 1-D tensors (no decay, dense).
+            embedded = [model.embed.weight, model.position]
+            groups[0]["params"] = [p for p in groups[0]["params"]
+                                   if all(p is not e for e in embedded)]
+            groups.insert(1, {"params": embedded, "weight_decay": args.weight_decay,
+                              "sieve_density": 1.0})
+            groups[2]["sieve_density"] = 1.0
+        return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.99))
 
     def loss(self, model, epoch, index):
         x, y = self.train.batch(index)

@@ -134,6 +134,40 @@ class PythonWorkloadCharTransformer(WorkloadCase, unittest.TestCase):
     METRICS = ("val_loss",)
 
 
+class PythonWorkloadCharTransformerGroups(unittest.TestCase):
+    """--dense_embeddings: the embedding and the positions (weight decay) and the 1-D tensors (no
+    decay) in groups of their own with sieve_density=1.0; the other matrices, without the key,
+    take the job's compressor. Every trainable parameter is in exactly one group."""
+
+    def groups(self, *flags):
+        import char_transformer
+        w = char_transformer.CharTransformerWorkload()
+        args = workload_common.make_parser(w, "").parse_args(
+            ["--width=16", "--layers=1", "--heads=2", "--context=8", *flags])
+        w.alphabet = ["a", "b", "c"]
+        model = w.build_model(args)
+        return model, w.optimizer(model, args).param_groups
+
+    def test_dense_embeddings(self):
+        model, groups = self.groups("--dense_embeddings", "--weight_decay=0.1")
+        self.assertEqual(len(groups), 3)
+        ids = [[id(p) for p in g["params"]] for g in groups]
+        self.assertNotIn("sieve_density", groups[0])
+        self.assertTrue(all(p.ndim == 2 for p in groups[0]["params"]))
+        self.assertEqual(groups[0]["weight_decay"], 0.1)
+        self.assertEqual(set(ids[1]), {id(model.embed.weight), id(model.position)})
+        self.assertEqual((groups[1]["sieve_density"], groups[1]["weight_decay"]), (1.0, 0.1))
+        self.assertTrue(all(p.ndim == 1 for p in groups[2]["params"]))
+        self.assertEqual((groups[2]["sieve_density"], groups[2]["weight_decay"]), (1.0, 0.0))
+        every = [i for g in ids for i in g]
+        self.assertEqual(sorted(every), sorted(id(p) for p in model.parameters()))
+
+    def test_default_is_two_groups_without_the_key(self):
+        _, groups = self.groups()
+        self.assertEqual(len(groups), 2)
+        self.assertFalse(any("sieve_density" in g for g in groups))
+
+
 class PythonWorkloadCorpus(unittest.TestCase):
     def test_split_is_the_documented_one(self):
         splits = workload_common.kjv_split()
