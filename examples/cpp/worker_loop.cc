@@ -23,12 +23,12 @@
 #include <string_view>
 #include <vector>
 
-#include "base/status.h"
-#include "base/version.h"
-#include "kernels/compressor.h"
-#include "kernels/selection.h"
-#include "worker/client/ps_client.h"
-#include "worker/client/worker_start.h"
+#include "sieve/base/status.h"
+#include "sieve/base/version.h"
+#include "sieve/kernels/compressor.h"
+#include "sieve/kernels/selection.h"
+#include "sieve/worker/client/ps_client.h"
+#include "sieve/worker/client/worker_start.h"
 
 namespace {
 

@@ -1,13 +1,16 @@
 """InstallFindPackage: the C++ client as an installed library (docs/worker-api.md).
 
 1. `cmake --install BUILD --prefix TMP/prefix`.
-2. The installed headers stand alone: each compiles with only TMP/prefix/include/sieve on the
-   include path, includes only the C++ standard library and other installed headers, and names no
-   ZeroMQ, protobuf, glog or node-runtime type.
+2. The installed headers stand alone: each compiles with only TMP/prefix/include on the include
+   path, includes only the C++ standard library and other installed headers (as "sieve/...", so
+   that a project's own base/status.h cannot be taken for sieve's), and names no ZeroMQ, protobuf,
+   glog or node-runtime type.
 3. examples/cpp (a CMake project of its own: find_package(sieve REQUIRED), sieve::client,
    -Wall -Wextra -Werror) configures and builds out of tree against that prefix alone: the package
    found is the installed one and no compile line points into the source or build tree.
-4. The example runs: --version prints project(VERSION), and as the one worker of a real job
+4. pkg-config: the same example compiled and linked by one compiler line from `pkg-config
+   --cflags --libs sieve` (PKG_CONFIG_PATH the prefix's lib/.../pkgconfig alone) runs.
+5. The example runs: --version prints project(VERSION), and as the one worker of a real job
    (sieve-scheduler and two sieve-servers of this build, synthetic model, BSP) it trains its toy
    objective for 200 rounds of Top-k: it exits 0, pushed exactly rounds·k pairs, the loss fell at
    least tenfold, and the scheduler and servers exit 0 after the job.
@@ -43,7 +46,8 @@ class InstallTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="sieve-install-")
         cls.prefix = os.path.join(cls.tmp, "prefix")
         run([ARGS.cmake, "--install", ARGS.build_dir, "--prefix", cls.prefix])
-        cls.include = os.path.join(cls.prefix, "include", "sieve")
+        cls.include_root = os.path.join(cls.prefix, "include")
+        cls.include = os.path.join(cls.include_root, "sieve")
         cls.example_build = os.path.join(cls.tmp, "example")
         run([ARGS.cmake, "-S", ARGS.example_dir, "-B", cls.example_build, "-G", ARGS.generator,
              f"-DCMAKE_CXX_COMPILER={ARGS.cxx}", "-DCMAKE_BUILD_TYPE=Release",
@@ -84,10 +88,24 @@ class InstallTest(unittest.TestCase):
             for inc in re.findall(r'#include\s+<([^>]+)>', code):
                 self.assertRegex(inc, r"^[a-z_]+$", f"{h} includes <{inc}>, not the standard library")
             for inc in re.findall(r'#include\s+"([^"]+)"', code):
-                self.assertTrue(os.path.exists(os.path.join(self.include, inc)),
+                self.assertTrue(inc.startswith("sieve/"), f"{h} includes \"{inc}\"")
+                self.assertTrue(os.path.exists(os.path.join(self.include_root, inc)),
                                 f"{h} includes \"{inc}\", which is not installed")
             run([ARGS.cxx, "-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
-                 "-I", self.include, "-x", "c++", h])
+                 "-I", self.include_root, "-x", "c++", h])
+
+    def test_a_projects_own_headers_do_not_collide(self):
+        # A project with its own base/status.h (another Status) includes sieve's client.
+        own = os.path.join(self.tmp, "own")
+        os.makedirs(os.path.join(own, "base"), exist_ok=True)
+        with open(os.path.join(own, "base", "status.h"), "w") as f:
+            f.write("#pragma once\nnamespace app { struct Status { int code; }; }\n")
+        src = os.path.join(own, "main.cc")
+        with open(src, "w") as f:
+            f.write('#include "base/status.h"\n#include <sieve/worker/client/ps_client.h>\n'
+                    "int main() { app::Status a{0}; sieve::Status b; return a.code + !b.ok(); }\n")
+        run([ARGS.cxx, "-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+             "-I", own, "-I", self.include_root, src])
 
     def test_example_built_against_the_prefix(self):
         with open(os.path.join(self.example_build, "CMakeCache.txt")) as f:
@@ -100,9 +118,21 @@ class InstallTest(unittest.TestCase):
         self.assertIn("-Werror", cmd)
         tree = os.path.realpath(os.path.join(ARGS.example_dir, "..", ".."))  # source and build
         includes = [os.path.realpath(f) for f in re.findall(r"(?:-I|-isystem\s+)(\S+)", cmd)]
-        self.assertIn(os.path.realpath(self.include), includes, cmd)
+        self.assertIn(os.path.realpath(self.include_root), includes, cmd)
         for path in includes:
             self.assertFalse(path.startswith(tree + os.sep), f"{cmd}\nreaches into {tree}")
+
+    def test_pkg_config(self):
+        pcs = [r for r, _, files in os.walk(self.prefix) if "sieve.pc" in files]
+        self.assertEqual(len(pcs), 1, pcs)
+        env = dict(os.environ, PKG_CONFIG_PATH=pcs[0])
+        flags = run(["pkg-config", "--cflags", "--libs", "sieve"], env=env).split()
+        self.assertIn("-I" + os.path.realpath(self.include_root),
+                      [f if not f.startswith("-I") else "-I" + os.path.realpath(f[2:])
+                       for f in flags])
+        exe = os.path.join(self.tmp, "worker_loop_pc")
+        run([ARGS.cxx, os.path.join(ARGS.example_dir, "worker_loop.cc"), "-o", exe, *flags])
+        self.assertEqual(run([exe, "--version"]).strip(), f"worker_loop (sieve {ARGS.version})")
 
     def test_version(self):
         self.assertEqual(run([self.example, "--version"]).strip(),
