@@ -1,5 +1,5 @@
-"""Chaos harness library: a `sieve launch` job under a random schedule of faults, and the invariants
-checked at its end.
+"""Chaos harness library: a sieve job (`sieve launch`, or deploy/local/netns/run) under a random
+schedule of faults, and the invariants checked at its end.
 
 Contract
 --------
@@ -7,8 +7,9 @@ Contract
   same config gives the same schedule on any machine). A schedule is a JSON-ready dict: the job's
   config and `events`, each `{"i", "at", "kind", "role", "rank", "hold"}`: `at` is seconds after
   the job started (a lower bound: an event waits until the job is healthy again after the
-  previous one, see `Injector`), `hold` the seconds a pause or a blocked checkpoint directory
-  lasts. `run.py` writes it to OUT/schedule.json before the job starts; `--replay` reads it back.
+  previous one, see `Injector`), `hold` the seconds a pause, a blocked checkpoint directory, a
+  partition or a slow link lasts. `run.py` writes it to OUT/schedule.json before the job starts;
+  `--replay` reads it back.
 * Fault kinds (`KINDS`): kill_worker, kill_server (SIGKILL; `sieve launch --max_restarts` starts
   a new process under the rank: a worker rejoins, a server is rebuilt from its backup copies under
   --replication or restores its checkpoint), double_kill_server (the new process killed again
@@ -17,12 +18,23 @@ Contract
   be written for `hold` seconds: chmod 0500 as a normal user; as root, where permissions do not
   stop writes, the directory is moved aside and a plain file put at its path, so every write
   there fails with ENOTDIR), kill_scheduler / term_scheduler (SIGKILL / SIGTERM of the scheduler:
-  the job must fail and every process exit within a bound; always the last event). partition and
-  slow_link need one network namespace per node and are skipped on loopback (`SKIPPED_KINDS`).
-* `Job` runs one `sieve launch` and collects: its exit code, the scheduler's job status
-  (--status_file, read as data), per-process RSS samples (/proc/PID/status VmRSS), the number of
-  output lines per process per second (counted from the launcher's `[role rank]` prefixes; no
-  message text is ever matched), and the pid of every daemon it saw.
+  the job must fail and every process exit within a bound; always the last event), partition (a
+  server's or worker's link drops every packet both ways for `hold` seconds, 0.2-0.5 x the
+  heartbeat timeout: tc's blackhole qdisc on the node's eth0 and on its switch port) and
+  slow_link (the link limited to `SLOW_LINK_RATE` both ways for `hold` = 1-3 s: tc tbf); their
+  events record the commands (`how`) and the measured length (`held_s`). Both link kinds need
+  the netns mode (one network namespace per node); the loopback modes skip them
+  (`SKIPPED_KINDS`), the netns mode skips the kinds that need a restarted process
+  (`NETNS_SKIPPED_KINDS`); a schedule's `skipped_kinds` says which applied to it.
+* Modes (`MODES`): the daemon flags of the job and the kinds it draws from. The loopback modes run
+  `sieve launch`; the netns mode (`"launcher": "netns"`) runs deploy/local/netns/run, every node
+  in its own namespace (PREFIX-n0 the scheduler, PREFIX-n1.. the servers by rank, then the
+  workers; PREFIX-sw the switch with one port p<i> per node i), unshaped, restarting nothing.
+* `Job` runs one job and collects: its exit code, the scheduler's job status (--status_file, read
+  as data), per-process RSS samples (/proc/PID/status VmRSS), the number of output lines per
+  process per second (counted from the launcher's `[role rank]` prefixes, which netns/run prints
+  alike; no message text is ever matched), and the pid of every daemon it saw (the launcher's
+  children: `ip netns exec` execs the daemon, so under netns/run too).
 * `check(...)` returns the invariants as a list of `{"name", "ok", "detail"}`; `ok` is True,
   False (a violation) or None (not applicable to this run, with the reason in `detail`). Every
   check reads files the run left (summaries, dumps, metrics, status, samples), so a finished run's
@@ -30,6 +42,7 @@ Contract
 """
 import glob
 import json
+import math
 import os
 import random
 import re
@@ -50,10 +63,18 @@ from asp_soak import read_json, rss_kb, failure  # noqa: E402  (the soak's /proc
 SEVERE = re.compile(r"^\[[a-z]+ ?\d*\] ([EF]\d{8} |sieve-[a-z]+: )")
 
 KINDS = ["kill_worker", "kill_server", "double_kill_server", "pause_short", "pause_long",
-         "ckpt_unwritable", "kill_scheduler", "term_scheduler"]
-SKIPPED_KINDS = {"partition": "loopback: needs a network namespace per node (netns hosts)",
-                 "slow_link": "loopback: needs a network namespace per node (netns hosts)"}
+         "ckpt_unwritable", "kill_scheduler", "term_scheduler", "partition", "slow_link"]
+LINK_KINDS = ("partition", "slow_link")
+SKIPPED_KINDS = {k: "loopback: needs a network namespace per node (--mode=netns)"
+                 for k in LINK_KINDS}
+NETNS_SKIPPED_KINDS = {k: "netns mode: deploy/local/netns/run restarts no process"
+                       for k in ("kill_worker", "kill_server", "double_kill_server", "pause_long")}
 TERMINAL = {"kill_scheduler", "term_scheduler"}
+# A slow link's rate (tc tbf, both directions): a few times below what a worker's pushes and a
+# server's replies need per round at the default job shape, far above its heartbeats.
+SLOW_LINK_RATE = "1mbit"
+NETNS_RUN = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                          "deploy", "local", "netns", "run"))
 
 # The job shape of each mode (daemon flags after `sieve launch --`) and the faults it draws from.
 MODES = {
@@ -81,13 +102,64 @@ MODES = {
         "kinds": {"kill_worker": 1, "kill_server": 1, "pause_short": 1},
         "terminal": "kill_scheduler",
     },
+    # BSP, ordered rounds, no copies, every node in its own network namespace (netns/run): links
+    # cut for less than the heartbeat timeout, slowed, short pauses; all absorbed (bitwise).
+    # Heartbeat timeout 2 s: TCP resends a segment lost in a partition 0.2, 0.6, 1.4 s after it
+    # was sent, so a partition of P silences a node for up to ~2P + 0.2 s; cuts of 0.4-1.0 s end
+    # well before the 1.4 s resend. With 1 s, cuts of 0.2-0.5 s end within ~0.1 s of the 0.6 s
+    # one: a heal late by that much (a stalled machine) and the node is declared dead.
+    "netns": {
+        "flags": ["--ordered_rounds"],
+        "kinds": {"partition": 2, "slow_link": 2, "pause_short": 1},
+        "launcher": "netns",
+        "heartbeat_timeout_ms": 2000,
+        "mean_gap_s": 4.0,  # nothing to restart or rebuild: the job is healthy again in ~1-3 s
+    },
 }
 
 
-def absorbed(kind, config):
-    """Whether sieve promises that the fault leaves the final weights of a BSP --ordered_rounds job
-    bitwise those of the same job without faults. config["claim_absorbed"] (a harness self-test)
-    claims every fault is."""
+def node_index(config, role, rank):
+    """The node's index in netns/run: 0 the scheduler, 1 + rank a server, 1 + S + rank a
+    worker (its namespace PREFIX-n<i>, its switch port p<i>)."""
+    if role == "scheduler":
+        return 0
+    return 1 + rank if role == "server" else 1 + config["servers"] + rank
+
+
+def skipped_kinds(config):
+    """{kind: why} of the kinds the config's mode cannot inject."""
+    netns = MODES[config["mode"]].get("launcher") == "netns"
+    return dict(NETNS_SKIPPED_KINDS if netns else SKIPPED_KINDS)
+
+
+def netns_unusable():
+    """Why the netns mode cannot run here (not root, no iproute2, `ip netns` or the qdiscs the
+    link faults use not working), or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, tc)"
+    if not shutil.which("ip") or not shutil.which("tc"):
+        return "needs iproute2 (ip, tc)"
+    probe = f"sieve-chaos-probe-{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", probe], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode:
+        return "'ip netns add' does not work here"
+    try:
+        for argv in (["true"], ["ip", "link", "set", "lo", "up"],
+                     ["tc", "qdisc", "add", "dev", "lo", "root", "blackhole"],
+                     ["tc", "qdisc", "replace", "dev", "lo", "root", "tbf", "rate",
+                      SLOW_LINK_RATE, "burst", "8kb", "latency", "100ms"]):
+            if subprocess.run(["ip", "netns", "exec", probe, *argv], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode:
+                return f"'ip netns exec {probe} {' '.join(argv)}' does not work here"
+    finally:
+        subprocess.run(["ip", "netns", "del", probe], stderr=subprocess.DEVNULL)
+    return None
+
+
+def absorbed(kind, config, hold=None):
+    """Whether sieve promises that the fault (held `hold` seconds, when known) leaves the final
+    weights of a BSP --ordered_rounds job bitwise those of the same job without faults.
+    config["claim_absorbed"] (a harness self-test) claims every fault is."""
     if config.get("claim_absorbed"):
         return True
     replicated = config["replication"] > 0
@@ -95,8 +167,10 @@ def absorbed(kind, config):
         return replicated  # promoted backup; a checkpoint restore loses rounds
     if kind == "ckpt_unwritable":
         return True  # a checkpoint changes no weight; a failed write keeps the previous one
-    if kind == "pause_short":
+    if kind in ("pause_short", "slow_link"):
         return True
+    if kind == "partition":  # a stall, when shorter than the heartbeat timeout
+        return hold is None or hold < config["heartbeat_timeout_ms"] / 1000.0
     if kind == "kill_worker":
         return config.get("worker_kill_absorbed", False)
     return False
@@ -107,12 +181,13 @@ def make_schedule(config):
     rng = random.Random(config["seed"])
     mode = MODES[config["mode"]]
     kinds = dict(config.get("kinds") or mode["kinds"])
+    skipped = skipped_kinds(config)
     for k in list(kinds):
-        if k in SKIPPED_KINDS or (k == "ckpt_unwritable" and not config.get("checkpoints")):
+        if k in skipped or (k == "ckpt_unwritable" and not config.get("checkpoints")):
             del kinds[k]
     timeout_s = config["heartbeat_timeout_ms"] / 1000.0
     duration = config["duration"]
-    gap = config.get("mean_gap_s", max(3.0, 3 * timeout_s))
+    gap = config.get("mean_gap_s", mode.get("mean_gap_s", max(3.0, 3 * timeout_s)))
     events, t = [], min(2.0 + timeout_s, duration * 0.1)
     end = duration * 0.8
     names, weights = list(kinds), [kinds[k] for k in kinds]
@@ -126,11 +201,11 @@ def make_schedule(config):
             rng.choice(["worker", "server"])
         n = config["workers"] if role == "worker" else config["servers"]
         hold = 0.0
-        if kind == "pause_short":
+        if kind in ("pause_short", "partition"):
             hold = round(rng.uniform(0.2, 0.5) * timeout_s, 3)
         elif kind == "pause_long":
             hold = round(rng.uniform(1.5, 2.5) * timeout_s, 3)
-        elif kind == "ckpt_unwritable":
+        elif kind in ("ckpt_unwritable", "slow_link"):
             hold = round(rng.uniform(1.0, 3.0), 3)
         elif kind == "double_kill_server":
             hold = round(rng.uniform(0.05, 0.5), 3)  # the second kill, after the new process
@@ -142,7 +217,7 @@ def make_schedule(config):
                        "rank": 0, "hold": 0.0})
     for i, e in enumerate(events):
         e["i"] = i
-    return {"config": config, "events": events, "skipped_kinds": SKIPPED_KINDS}
+    return {"config": config, "events": events, "skipped_kinds": skipped}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,6 +258,13 @@ def daemons(launcher_pid):
     return out
 
 
+def namespaces(prefix):
+    """The network namespaces named PREFIX-*."""
+    r = subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE, text=True)
+    return [line.split()[0] for line in r.stdout.splitlines()
+            if line.split() and line.split()[0].startswith(prefix + "-")]
+
+
 def alive(pid):
     ppid, state, _ = _ppid_and_args(pid)
     return ppid is not None and state != "Z"
@@ -214,10 +296,21 @@ class CheckpointBlock:
 
 
 class Job:
-    """One `sieve launch` of `config` writing into `run_dir`; start(), then wait()."""
+    """One job of `config` writing into `run_dir` (`sieve launch`, or netns/run in the netns
+    mode, its namespaces named `netns`-*); start(), then wait()."""
 
-    def __init__(self, config, run_dir, build, faults=True, sample_s=0.5):
-        self.config, self.dir, self.build = config, os.path.abspath(run_dir), build
+    def __init__(self, config, run_dir, build, faults=True, sample_s=0.5, deadline_s=3600.0,
+                 bin_dir=None):
+        self.config, self.dir = config, os.path.abspath(run_dir)
+        self.build = os.path.abspath(build)
+        # `sieve launch --bin_dir`: where the daemons are (default: the build's); the harness's
+        # self-test points it at a deliberately broken sieve-server.
+        self.bin_dir = os.path.abspath(bin_dir) if bin_dir else None
+        self.deadline_s = deadline_s
+        # Namespace prefix: short (PREFIX-n<i> must stay a valid name), unique per run.
+        self.netns = None
+        if MODES[config["mode"]].get("launcher") == "netns":
+            self.netns = f"sc{os.getpid()}{'f' if faults else 'c'}"
         run_dir = self.dir
         self.sample_s = sample_s
         os.makedirs(run_dir, exist_ok=True)
@@ -238,10 +331,21 @@ class Job:
     def argv(self):
         c = self.config
         d = self.dir
-        argv = [os.path.join(self.build, "deploy", "sieve"), "launch",
-                f"--num_servers={c['servers']}", f"--num_workers={c['workers']}",
-                "--progress=off", f"--max_restarts={c['max_restarts'] if self.faults else 0}",
-                "--stop_timeout_ms=3000", "--"]
+        if self.netns:
+            # netns/run: no launcher flags of `sieve launch` (it restarts nothing, stops its
+            # daemons its own way); its --timeout ends a hung job with exit 124.
+            argv = [NETNS_RUN, f"--build={self.build}", f"--num_servers={c['servers']}",
+                    f"--num_workers={c['workers']}", f"--name={self.netns}",
+                    f"--timeout={math.ceil(self.deadline_s)}", "--"]
+        else:
+            argv = [os.path.join(self.build, "deploy", "sieve"), "launch",
+                    f"--num_servers={c['servers']}", f"--num_workers={c['workers']}",
+                    "--progress=off",
+                    f"--max_restarts={c['max_restarts'] if self.faults else 0}",
+                    "--stop_timeout_ms=3000"]
+            if self.bin_dir:
+                argv.append(f"--bin_dir={self.bin_dir}")
+            argv.append("--")
         argv += ["--model=synthetic", f"--num_params={c['num_params']}", f"--seed={c['seed']}",
                  f"--epochs={c['epochs']}", f"--rounds_per_epoch={c['rounds_per_epoch']}",
                  "--compressor=topk", f"--density={c['density']}",
@@ -334,16 +438,28 @@ class Job:
     def pid_of(self, role, rank):
         return daemons(self.p.pid).get((role, rank))
 
-    def wait(self, deadline_s):
-        """Waits for the launcher until `deadline_s` (job time); kills it (and, through
-        PR_SET_PDEATHSIG, its daemons) when it is still running then. Returns True when it exited
-        on its own."""
+    def wait(self, deadline_s=None):
+        """Waits for the launcher until `deadline_s` (job time; default the Job's); kills it (and,
+        through PR_SET_PDEATHSIG, its daemons) when it is still running then; netns/run gets
+        SIGTERM first (it stops its daemons and removes its namespaces), SIGKILL 20 s later.
+        Returns True when it exited on its own (netns/run's own --timeout, exit 124, is a
+        hang too)."""
+        if deadline_s is None:
+            deadline_s = self.deadline_s
         try:
             self.code = self.p.wait(timeout=max(0.1, deadline_s - self.now()))
-            hung = False
+            hung = bool(self.netns) and self.code == 124
         except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.code = self.p.wait()
+            if self.netns:
+                self.p.terminate()
+                try:
+                    self.code = self.p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    self.p.kill()
+                    self.code = self.p.wait()
+            else:
+                self.p.kill()
+                self.code = self.p.wait()
             hung = True
         self.end_s = self.now()
         self.hung = hung
@@ -361,6 +477,18 @@ class Job:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        if self.netns:
+            # netns/run removes its namespaces on any exit but SIGKILL: one left is reported,
+            # then removed (with whatever still runs in it).
+            for ns in namespaces(self.netns):
+                self.leftover.append(("namespace", ns, None))
+                for pid in subprocess.run(["ip", "netns", "pids", ns], stdout=subprocess.PIPE,
+                                          text=True).stdout.split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except (OSError, ValueError):
+                        pass
+                subprocess.run(["ip", "netns", "del", ns])
         return not hung
 
     def save(self):
@@ -370,7 +498,7 @@ class Job:
                        "lines_per_s": self.lines_per_s, "code": self.code, "end_s": self.end_s,
                        "hung": self.hung,
                        "comm_s": {str(r): c for r, c in sorted(self.comm.items())},
-                       "leftover": self.leftover}, f)
+                       "leftover": self.leftover, "netns": self.netns}, f)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -521,12 +649,78 @@ class Injector:
                 time.sleep(e["hold"])
             finally:
                 self.block.restore()
+        elif kind in LINK_KINDS:
+            self._link(e, rec)
         elif kind in TERMINAL:
             pid = self._pid("scheduler", 0)
             os.kill(pid, signal.SIGKILL if kind == "kill_scheduler" else signal.SIGTERM)
             rec["pids"] = [pid]
         else:
             raise RuntimeError(f"unknown fault kind {kind}")
+
+    @staticmethod
+    def _tc(ns, args):
+        """`ip netns exec NS tc ARGS...`: its output; RuntimeError when it fails."""
+        argv = ["ip", "netns", "exec", ns, "tc", *args]
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode:
+            raise RuntimeError(f"{' '.join(argv)}: exit {p.returncode}: {p.stdout.strip()}")
+        return p.stdout
+
+    def _link(self, e, rec):
+        """partition / slow_link of node i: a root qdisc on both ends of its link (eth0 in its
+        namespace: what it sends; its switch port: what it receives), both removed after `hold`
+        seconds, in a `finally`. The netns mode runs unshaped: each end must have the kernel's
+        default root qdisc (handle 0:) before, so deleting ours restores it. Each end's commands
+        go to one `tc -batch -` started in its namespace before the fault: adding and removing
+        the qdisc is then a line written to a waiting process, not a process to start (which
+        takes up to ~0.7 s on a loaded machine, and would lengthen the fault). `held_s`: from the
+        first line written to both processes gone (an upper bound of the fault's length)."""
+        prefix = self.job.netns
+        if not prefix:
+            raise RuntimeError(f"{e['kind']} needs the netns mode (a namespace per node)")
+        i = node_index(self.config, e["role"], e["rank"])
+        ends = [(f"{prefix}-n{i}", "eth0"), (f"{prefix}-sw", f"p{i}")]
+        qdisc = "blackhole" if e["kind"] == "partition" else \
+            f"tbf rate {SLOW_LINK_RATE} burst 8kb latency 100ms"
+        rec["node"], rec["how"] = i, []
+        for ns, dev in ends:
+            words = self._tc(ns, ["qdisc", "show", "dev", dev]).split()
+            if "root" in words and words[words.index("root") - 1] != "0:":
+                raise RuntimeError(f"{ns} {dev} is shaped already: {' '.join(words)}")
+        batches = [subprocess.Popen(["ip", "netns", "exec", ns, "tc", "-batch", "-"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True) for ns, _ in ends]
+
+        def send(line):
+            for p, (ns, dev) in zip(batches, ends):
+                rec["how"].append(f"ip netns exec {ns} tc -batch -: {line.format(dev=dev)}")
+                try:
+                    p.stdin.write(line.format(dev=dev) + "\n")
+                    p.stdin.flush()
+                except OSError:
+                    pass  # that tc ended (a failed line): its exit status says why
+
+        start = time.monotonic()
+        try:
+            send("qdisc add dev {dev} root " + qdisc)
+            time.sleep(e["hold"])
+        finally:
+            send("qdisc del dev {dev} root")
+            errors = []
+            for p, (ns, _) in zip(batches, ends):
+                try:
+                    p.stdin.close()
+                except OSError:
+                    pass
+                out = p.stdout.read()
+                if p.wait():
+                    errors.append(f"ip netns exec {ns} tc -batch -: exit {p.returncode}: "
+                                  f"{out.strip()}")
+            rec["held_s"] = round(time.monotonic() - start, 3)
+            # netns/run gone: so are its namespaces, with the qdiscs.
+            if errors and not self._finished():
+                raise RuntimeError("; ".join(errors))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -713,7 +907,7 @@ def check(run_dir, schedule, record, clean_dir=None, bounds=None):
         out.append(_inv("bitwise", None, "no clean run (--no_clean)"))
     else:
         outside = sorted({r["kind"] for r in record if r.get("injected") and
-                          not absorbed(r["kind"], config)})
+                          not absorbed(r["kind"], config, r.get("held_s", r.get("hold")))})
         if outside:
             out.append(_inv("bitwise", None, f"faults outside the bitwise promise: {outside}"))
         else:
@@ -775,7 +969,9 @@ def check(run_dir, schedule, record, clean_dir=None, bounds=None):
 def fault_costs(run_dir, record):
     """Per injected fault: the longest push/pull of any worker in the rounds from the fault to the
     next fault (the workers' --metrics_out `t_comm`, as the run read it while the files grew, and
-    the files left), beside the run's median."""
+    the files left), beside the run's median; and the rounds of that window whose push/pull took
+    more than 5x the median (`slow_rounds`, their median `slow_comm_s`: what a slow link costs
+    per round)."""
     samples = read_json(os.path.join(run_dir, "samples.json")) or {}
     comm = {int(r): c for r, c in samples.get("comm_s", {}).items()}
     for path in glob.glob(os.path.join(run_dir, "metrics-*.jsonl")):
@@ -799,6 +995,10 @@ def fault_costs(run_dir, record):
         window = [comm[x] for x in rounds if lo <= x <= hi]
         if window:
             r["stall_s"] = round(max(window), 4)
+            slow = [c for c in window if c > 5 * median]
+            r["slow_rounds"] = len(slow)
+            if slow:
+                r["slow_comm_s"] = round(statistics.median(slow), 4)
     return median
 
 

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Chaos run: a `sieve launch` job on loopback (synthetic model) under a random fault schedule drawn
-from --seed, then the invariants of bench/chaos/chaos.py checked at its end.
+from --seed, then the invariants of bench/chaos/chaos.py checked at its end. --mode=netns runs the
+job with deploy/local/netns/run instead, every node in its own network namespace, so that links can
+be cut (partition) and slowed (slow_link) for real; it needs root and iproute2 (exit 2 otherwise).
 
 Steps: the schedule (with the job's config) is written to OUT/schedule.json before anything runs;
 for a BSP mode a clean run of the same job (same seed, no faults, no emulated compute time) goes to
@@ -27,8 +29,9 @@ sieve absorbs (a checkpoint restore, which loses rounds, must then fail bitwise 
 --recheck=OUT checks a finished run's files again (with --tamper) without running a job.
 
 usage: run.py [--build=build] [--seed=1] [--duration=60] [--mode=bsp-replicated|asp|
-              bsp-checkpoint|scheduler] [--out=DIR] [--replay=schedule.json] [--servers=2]
-              [--workers=3] [--num_params=20000] [--heartbeat_timeout_ms=1000] [--compute=10ms]
+              bsp-checkpoint|scheduler|netns] [--out=DIR] [--replay=schedule.json] [--servers=2]
+              [--workers=3] [--num_params=20000] [--heartbeat_timeout_ms=1000 (netns: 2000)]
+              [--compute=10ms]
               [--kinds=kill_server,pause_short,...] [--no_clean] [--tamper=...]
               [--claim_absorbed] [--recheck=OUT]
 Exit status: 0 every invariant held, 1 a violation (named on stdout and in result.json), 2 usage.
@@ -68,13 +71,14 @@ def make_config(a):
             if k not in chaos.KINDS and k not in chaos.SKIPPED_KINDS:
                 raise SystemExit(f"run.py: unknown fault kind {k!r} (known: {chaos.KINDS})")
             kinds[k] = 1
+    timeout_ms = a.heartbeat_timeout_ms or mode.get("heartbeat_timeout_ms", 1000)
     replicated = any(f.startswith("--replication=") for f in mode["flags"])
     checkpoints = any(f.startswith("--checkpoint_every") for f in mode["flags"])
     config = {
         "seed": a.seed, "mode": a.mode, "duration": a.duration, "servers": a.servers,
         "workers": a.workers, "num_params": a.num_params, "density": a.density,
-        "heartbeat_interval_ms": max(50, a.heartbeat_timeout_ms // 10),
-        "heartbeat_timeout_ms": a.heartbeat_timeout_ms, "compute": a.compute,
+        "heartbeat_interval_ms": max(50, timeout_ms // 10),
+        "heartbeat_timeout_ms": timeout_ms, "compute": a.compute,
         "epochs": math.ceil(rounds / rpe), "rounds_per_epoch": rpe,
         "replication": 1 if replicated else 0, "checkpoints": checkpoints, "kinds": kinds,
         "worker_kill_absorbed": a.worker_kill_absorbed, "claim_absorbed": a.claim_absorbed,
@@ -99,7 +103,8 @@ def print_result(result):
             print(f"{r['i']:>3} {r['kind']:<19} {target:<9} not injected: "
                   f"{r.get('not_injected') or r.get('error')}")
             continue
-        print(f"{r['i']:>3} {r['kind']:<19} {target:<9} {r['t']:>6.1f} {r['hold']:>6.2f} "
+        hold = r.get("held_s", r["hold"])  # a link fault's measured length
+        print(f"{r['i']:>3} {r['kind']:<19} {target:<9} {r['t']:>6.1f} {hold:>6.2f} "
               f"{str(r.get('round_at')):>6} {str(r.get('recovery_s', '-')):>10} "
               f"{str(r.get('stall_s', '-')):>8}")
     print(f"median push/pull of the run: {result.get('median_comm_s')}")
@@ -198,7 +203,8 @@ def main():
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--num_params", type=int, default=20000)
     ap.add_argument("--density", type=float, default=0.01)
-    ap.add_argument("--heartbeat_timeout_ms", type=int, default=1000)
+    ap.add_argument("--heartbeat_timeout_ms", type=int,
+                    help="default 1000; 2000 in the netns mode (see chaos.MODES)")
     ap.add_argument("--compute", default="10ms", help="emulated compute per round (--straggler)")
     ap.add_argument("--kinds", help="comma-separated fault kinds (default: the mode's)")
     ap.add_argument("--terminal", choices=sorted(chaos.TERMINAL),
@@ -209,6 +215,8 @@ def main():
     ap.add_argument("--claim_absorbed", action="store_true",
                     help="self-test: treat every fault as absorbed by sieve")
     ap.add_argument("--tamper", help="self-test: weights, pushed_sum, copies or log_lines")
+    ap.add_argument("--bin_dir", help="the daemons to run (sieve launch --bin_dir; loopback "
+                                      "modes only; default: the build's)")
     ap.add_argument("--gate_s", type=float, default=45.0)
     ap.add_argument("--exit_bound_s", type=float, default=15.0)
     ap.add_argument("--lines_per_s", type=int, default=50)
@@ -235,6 +243,11 @@ def main():
     else:
         schedule = make_config(a)
     config = schedule["config"]
+    if chaos.MODES[config["mode"]].get("launcher") == "netns":
+        why = chaos.netns_unusable()
+        if why:
+            print(f"run.py: --mode={config['mode']}: {why}", file=sys.stderr)
+            return 2
     out = a.out or time.strftime(f"results/bench/chaos-{config['mode']}-s{config['seed']}-"
                                  "%Y%m%d-%H%M%S")
     build = os.path.abspath(a.build)
@@ -249,14 +262,16 @@ def main():
 
     deadline = config["duration"] * 4 + 120
     if config["mode"] != "asp" and not a.no_clean:
-        clean = chaos.Job(config, os.path.join(out, "clean"), build, faults=False)
+        clean = chaos.Job(config, os.path.join(out, "clean"), build, faults=False,
+                          deadline_s=deadline)
         clean.start()
         if not clean.wait(deadline) or clean.code != 0:
             print(f"chaos: the clean run failed (exit {clean.code}):\n" + "".join(clean.tail[-30:]))
             return 1
         print(f"chaos: clean run {clean.end_s:.1f} s", flush=True)
 
-    job = chaos.Job(config, os.path.join(out, "run"), build)
+    job = chaos.Job(config, os.path.join(out, "run"), build, deadline_s=deadline,
+                    bin_dir=a.bin_dir)
     job.start()
     inj = chaos.Injector(job, schedule, gate_s=a.gate_s)
     inj.start()

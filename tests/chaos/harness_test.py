@@ -4,6 +4,8 @@
 - A schedule is a function of the seed (same seed, same events; another seed, other events);
   kinds that need network namespaces are never drawn on loopback; a scheduler fault is last.
 - --replay of a run's schedule.json runs the same events against the same job.
+- A deliberately broken build (sieve-server-drops-a-round: a copy loses one replicated round's
+  values and answers the workers with that round empty) fails bitwise.
 - Broken runs fail the named invariant and exit 1: a worker's dumped weights with one bit flipped
   (bitwise, replicas), a server's copy checksum altered (replicas), a server's pushed_sum off by
   1e-7 (conservation), a log flood (log_rate), and a fault outside sieve's promises, a server
@@ -19,11 +21,9 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHAOS = os.path.join(HERE, "..", "..", "bench", "chaos")
-RUN = os.path.join(CHAOS, "run.py")
-sys.path.insert(0, CHAOS)
-import chaos  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chaos_tests  # noqa: E402
+from chaos_tests import RUN, chaos  # noqa: E402
 
 BUILD = None
 
@@ -41,10 +41,8 @@ def result(out):
 
 
 def config(seed, mode="bsp-replicated", **kw):
-    c = {"seed": seed, "mode": mode, "duration": 60, "servers": 2, "workers": 3,
-         "heartbeat_timeout_ms": 1000, "replication": 1, "checkpoints": True}
-    c.update(kw)
-    return c
+    return chaos_tests.config(seed, mode, **{"heartbeat_timeout_ms": 1000, "replication": 1,
+                                             "checkpoints": True, **kw})
 
 
 class Schedule(unittest.TestCase):
@@ -127,6 +125,25 @@ class Runs(unittest.TestCase):
         first, again = result(self.bsp)[1], result(out)[1]
         key = [(e["kind"], e.get("role"), e.get("rank")) for e in first["events"]]
         self.assertEqual(key, [(e["kind"], e.get("role"), e.get("rank")) for e in again["events"]])
+
+    def test_a_broken_build_fails_bitwise(self):
+        # A deliberately broken sieve-server (tests/chaos/CMakeLists.txt: a copy loses the values
+        # of one replicated round and answers the workers with that round empty), run through
+        # `sieve launch --bin_dir` beside this build's scheduler and worker.
+        bins = os.path.join(self.root, "broken-bin")
+        os.makedirs(bins)
+        for name, path in (("sieve-scheduler", "scheduler/sieve-scheduler"),
+                           ("sieve-worker", "worker/sieve-worker"),
+                           ("sieve-server", "tests/chaos/sieve-server-drops-a-round")):
+            os.symlink(os.path.join(BUILD, path), os.path.join(bins, name))
+        out = os.path.join(self.root, "broken")
+        code, log = run("--mode=bsp-replicated", "--seed=206", "--duration=8",
+                        "--kinds=pause_short", f"--bin_dir={bins}", f"--out={out}")
+        ok, _ = result(out)
+        self.assertEqual(code, 1, log)
+        # The workers trained on replicas that missed a round; the copy itself heals, as later
+        # rounds write the same indices' values again. The clean run used this build's server.
+        self.assertIs(ok["bitwise"], False, log)
 
     def test_a_checkpoint_restore_claimed_absorbed_fails_bitwise(self):
         # Without copies a killed server restores its checkpoint: the rounds since are lost, a
