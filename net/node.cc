@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "net/address.h"
+#include "net/loop_stall.h"
 #include "proto/job_identity.h"
 #include "proto/messages.h"
 #include "proto/register_proof.h"
@@ -211,6 +212,10 @@ void Node::IoLoop() {
           : kUnregisteredPoll;
   std::chrono::milliseconds wait = unregistered_poll;
   bool scheduler_lost = false;  // this thread's copy of scheduler_lost_ (only it sets that)
+  // A pass waits at most a heartbeat interval (or the unregistered poll) before it looks again.
+  LoopStall stall(
+      std::max<std::chrono::milliseconds>(options_.heartbeat_interval, unregistered_poll) +
+      std::chrono::milliseconds(250));
   while (!io_stop_) {
     Frames frames;
     auto got = transport_->Recv(&frames, wait);
@@ -230,6 +235,9 @@ void Node::IoLoop() {
       continue;
     }
     const auto now = Clock::now();
+    // Time this process did not run is not the scheduler's silence: its messages of that time
+    // are still queued (net/loop_stall.h).
+    last_from_scheduler_ += stall.Pass(now);
     bool registered, have_table;
     {
       MutexLock lock(&mu_);

@@ -792,7 +792,11 @@ uint64_t Scheduler::WorkerSeq(int id, uint64_t seq) {
 void Scheduler::CheckHeartbeats() {
   if (options_.heartbeat_timeout <= std::chrono::milliseconds::zero()) return;
   const auto now = Clock::now();
+  // Time the scheduler itself did not run is not the nodes' silence: their heartbeats of that
+  // time are still queued (net/loop_stall.h).
+  const Clock::duration stalled = loop_stall_.Pass(now);
   for (auto& [id, e] : nodes_) {
+    if (!e.dead && !e.finished) e.last_seen += stalled;
     if (e.dead && e.info.role() == pb::ROLE_SERVER && !e.failed_over && failure_.ok() &&
         now - e.dead_since > options_.server_restart_timeout) {
       failure_node_ = id;

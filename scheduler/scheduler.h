@@ -40,6 +40,7 @@
 #include "base/status.h"
 #include "base/thread_annotations.h"
 #include "net/inbound_filter.h"
+#include "net/loop_stall.h"
 #include "net/rejection_log.h"
 #include "net/transport.h"
 #include "proto/codec.h"
@@ -250,6 +251,8 @@ class Scheduler {
 
   const SchedulerOptions options_;
   const Clock::time_point created_;
+  // RunJob's passes: a receive of at most 100 ms, one message's handling, the status file.
+  LoopStall loop_stall_{std::chrono::milliseconds(350)};
   // This job instance's random id (NodeTable.job_instance) and the digest every message after the
   // table carries (JobInstanceDigest of the token's digest and the id; 0 without a token).
   uint64_t job_instance_ = 0;
