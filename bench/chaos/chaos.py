@@ -62,6 +62,10 @@ from asp_soak import read_json, rss_kb, failure  # noqa: E402  (the soak's /proc
 # prefixes it: printed with a failed run, for a person to read (nothing acts on it).
 SEVERE = re.compile(r"^\[[a-z]+ ?\d*\] ([EF]\d{8} |sieve-[a-z]+: )")
 
+# --model=fnn3: Fashion-MNIST's 60000 training images, split between the workers, in batches of
+# this many (run.py sizes the job's epochs from it).
+FNN3_TRAIN, FNN3_BATCH = 60000, 32
+
 KINDS = ["kill_worker", "kill_server", "double_kill_server", "pause_short", "pause_long",
          "ckpt_unwritable", "kill_scheduler", "term_scheduler", "partition", "slow_link"]
 LINK_KINDS = ("partition", "slow_link")
@@ -346,8 +350,12 @@ class Job:
             if self.bin_dir:
                 argv.append(f"--bin_dir={self.bin_dir}")
             argv.append("--")
-        argv += ["--model=synthetic", f"--num_params={c['num_params']}", f"--seed={c['seed']}",
-                 f"--epochs={c['epochs']}", f"--rounds_per_epoch={c['rounds_per_epoch']}",
+        if c.get("model", "synthetic") == "synthetic":
+            argv += ["--model=synthetic", f"--num_params={c['num_params']}",
+                     f"--rounds_per_epoch={c['rounds_per_epoch']}"]
+        else:  # a real model: its epoch is the workers' part of the data, in batches
+            argv += [f"--model={c['model']}", f"--batch_size={FNN3_BATCH}"]
+        argv += [f"--seed={c['seed']}", f"--epochs={c['epochs']}",
                  "--compressor=topk", f"--density={c['density']}",
                  f"--heartbeat_interval_ms={c['heartbeat_interval_ms']}",
                  f"--heartbeat_timeout_ms={c['heartbeat_timeout_ms']}",

@@ -30,7 +30,7 @@ sieve absorbs (a checkpoint restore, which loses rounds, must then fail bitwise 
 
 usage: run.py [--build=build] [--seed=1] [--duration=60] [--mode=bsp-replicated|asp|
               bsp-checkpoint|scheduler|netns] [--out=DIR] [--replay=schedule.json] [--servers=2]
-              [--workers=3] [--num_params=20000] [--heartbeat_timeout_ms=1000 (netns: 2000)]
+              [--workers=3] [--model=synthetic|fnn3] [--num_params=20000] [--heartbeat_timeout_ms=1000 (netns: 2000)]
               [--compute=10ms]
               [--kinds=kill_server,pause_short,...] [--no_clean] [--tamper=...]
               [--claim_absorbed] [--recheck=OUT]
@@ -63,7 +63,8 @@ def make_config(a):
     compute_s = parse_ms(a.compute) if a.compute not in ("", "0") else 0.0
     # ~2 ms of push/pull per round on a loaded 2-core machine beside the emulated compute.
     rounds = max(200, int(a.duration / (compute_s + 0.002)))
-    rpe = 100
+    # A real model's epoch is the workers' part of the data (sieve-worker --model=fnn3).
+    rpe = 100 if a.model == "synthetic" else chaos.FNN3_TRAIN // a.workers // chaos.FNN3_BATCH
     kinds = None
     if a.kinds:
         kinds = {}
@@ -76,7 +77,8 @@ def make_config(a):
     checkpoints = any(f.startswith("--checkpoint_every") for f in mode["flags"])
     config = {
         "seed": a.seed, "mode": a.mode, "duration": a.duration, "servers": a.servers,
-        "workers": a.workers, "num_params": a.num_params, "density": a.density,
+        "workers": a.workers, "model": a.model, "num_params": a.num_params,
+        "density": a.density,
         "heartbeat_interval_ms": max(50, timeout_ms // 10),
         "heartbeat_timeout_ms": timeout_ms, "compute": a.compute,
         "epochs": math.ceil(rounds / rpe), "rounds_per_epoch": rpe,
@@ -201,6 +203,8 @@ def main():
     ap.add_argument("--recheck")
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--model", default="synthetic", choices=("synthetic", "fnn3"),
+                    help="synthetic (D = --num_params) or FNN-3 on Fashion-MNIST (D = 199210)")
     ap.add_argument("--num_params", type=int, default=20000)
     ap.add_argument("--density", type=float, default=0.01)
     ap.add_argument("--heartbeat_timeout_ms", type=int,
