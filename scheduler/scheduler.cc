@@ -635,18 +635,24 @@ void Scheduler::CheckBarriers() {
   }
 }
 
-void Scheduler::AnnounceDeparture(const Entry& e) {
-  // A worker that ran out of data before the others (uneven inputs): the servers close rounds
-  // without it and the barriers and collectives stop waiting for it, so the others are not held
-  // up until their round timeout.
+// The NODE_DEAD announcing node `e`: dead for `reason`, or, `finished`, gone with its training
+// done.
+pb::Header Scheduler::NodeDeadMessage(const Entry& e, const std::string& reason, bool finished) {
   pb::Header h = MakeHeader(pb::MSG_NODE_DEAD, kSchedulerId);
   auto* d = h.mutable_node_dead();
   d->set_id(e.info.id());
   d->set_role(e.info.role());
   d->set_rank(e.info.rank());
-  d->set_reason("finished its training before the others");
-  d->set_finished(true);
-  Broadcast(h, e.info.id());
+  d->set_reason(reason);
+  d->set_finished(finished);
+  return h;
+}
+
+void Scheduler::AnnounceDeparture(const Entry& e) {
+  // A worker that ran out of data before the others (uneven inputs): the servers close rounds
+  // without it and the barriers and collectives stop waiting for it, so the others are not held
+  // up until their round timeout.
+  Broadcast(NodeDeadMessage(e, kFinishedReason, /*finished=*/true), e.info.id());
   CheckBarriers();
   CheckCollectives();
 }
@@ -654,14 +660,7 @@ void Scheduler::AnnounceDeparture(const Entry& e) {
 void Scheduler::RetellDepartures(int to) {
   for (const auto& [id, e] : nodes_) {
     if (e.info.role() != pb::ROLE_WORKER || !(e.dead || e.finished)) continue;
-    pb::Header h = MakeHeader(pb::MSG_NODE_DEAD, kSchedulerId);
-    auto* d = h.mutable_node_dead();
-    d->set_id(id);
-    d->set_role(e.info.role());
-    d->set_rank(e.info.rank());
-    d->set_reason(e.dead ? e.lost_reason : "finished its training before the others");
-    d->set_finished(!e.dead);
-    SendTo(to, h);
+    SendTo(to, NodeDeadMessage(e, e.dead ? e.lost_reason : kFinishedReason, !e.dead));
   }
 }
 
@@ -820,13 +819,7 @@ void Scheduler::DeclareDead(Entry& e, const std::string& reason) {
     os << RoleName(e.info.role()) << " " << e.info.rank() << " (node " << e.info.id()
        << ") is dead: " << reason;
   });
-  pb::Header h = MakeHeader(pb::MSG_NODE_DEAD, kSchedulerId);
-  auto* d = h.mutable_node_dead();
-  d->set_id(e.info.id());
-  d->set_role(e.info.role());
-  d->set_rank(e.info.rank());
-  d->set_reason(reason);
-  Broadcast(h, e.info.id());
+  Broadcast(NodeDeadMessage(e, reason, /*finished=*/false), e.info.id());
   e.dead_since = Clock::now();
   if (e.info.role() == pb::ROLE_SERVER) {
     if (options_.replication > 0 && FailOver(e.info.rank())) {

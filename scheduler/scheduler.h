@@ -202,6 +202,8 @@ class Scheduler {
   // dead (and not re-admitted) or finished is announced again to node `to` alone, after its
   // table, so that its shards' rounds do not wait for them.
   void RetellDepartures(int to);
+  static pb::Header NodeDeadMessage(const Entry& e, const std::string& reason, bool finished);
+  static constexpr char kFinishedReason[] = "finished its training before the others";
   // The seq worker `id` numbers the job's collective `seq` with (Entry::collective_offset).
   uint64_t WorkerSeq(int id, uint64_t seq);
   // Answers every collective whose parts are all in (or whose broadcast root died).
