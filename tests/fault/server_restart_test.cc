@@ -171,6 +171,10 @@ TEST_F(ServerRestartTest, AWorkerLostWhileTheServerWasDownIsNotWaitedForAndRejoi
   for (int s = 0; s < 2; ++s) c.StartServer(s, ServerFlags(dir_));
   std::vector<std::string> worker_flags = WorkerFlags();
   worker_flags.push_back("--dump_weights=" + (dir_ / "w{rank}.bin").string());
+  // Rounds paced at 3 ms of emulated compute: worker 0 alone would otherwise run the job's last
+  // ~1300 rounds in under a second, and a slow machine could finish the job before the restarted
+  // worker 1 has registered, leaving nothing to rejoin.
+  worker_flags.push_back("--straggler=delay:3ms");
   for (int w = 0; w < 2; ++w) c.StartWorker(w, worker_flags);
   auto running = [](const pb::JobStatus& st) { return st.progress().round() >= 50; };
   ASSERT_TRUE(c.WaitForStatus(running, milliseconds(60000)).has_value()) << c.Log();
@@ -200,6 +204,7 @@ TEST_F(ServerRestartTest, AWorkerLostWhileTheServerWasDownIsNotWaitedForAndRejoi
   testing::KeyValues w0 = c.WorkerSummary(0), w1 = c.WorkerSummary(1);
   EXPECT_EQ(w0["rounds"], w1["rounds"]) << c.Log();
   EXPECT_GT(std::stoull(w1["first_round"]), at) << c.Log();
+  EXPECT_LT(std::stoull(w1["first_round"]), std::stoull(w1["rounds"])) << c.Log();
   testing::KeyValues s1 = c.ServerSummary(1);
   EXPECT_GE(std::stoll(s1["restored_round"]), 0) << c.Log();
   EXPECT_EQ(s1["rejoins"], "1") << c.Log();
