@@ -45,7 +45,9 @@ Launcher flags:
                            --checkpoint_dir (it restores its shard from there; without one the
                            job stops), or in a job with --replication (it is rebuilt from its
                            shards' copies); a worker restarts under its --rank and rejoins the
-                           running job. The scheduler is not restarted.
+                           running job. The scheduler is not restarted. A process that
+                           failed within 10 s of its start is restarted after 0.5 s, then 1,
+                           2, 4, up to 8 s for each such failure in a row.
   --worker_cmd=CMD         run CMD (split into words like a shell, no expansions) as each
                            worker instead of sieve-worker, e.g.
                            --worker_cmd="/usr/bin/python3 mlp.py". Its argv is CMD's words

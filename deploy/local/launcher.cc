@@ -5,8 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -22,6 +24,7 @@
 #include "deploy/local/job_result.h"
 #include "deploy/local/launch_plan.h"
 #include "deploy/local/private_dir.h"
+#include "deploy/local/restart_backoff.h"
 #include "deploy/local/supervisor.h"
 #include "deploy/local/worker_env.h"
 #include "proto/job_status_text.h"
@@ -162,6 +165,14 @@ class LaunchedJob {
 
  private:
   using Progress = LaunchOptions::Progress;
+  // A restart decided and counted, waiting for its backoff.
+  struct PendingRestart {
+    size_t child;        // the failed process
+    int status;          // its wait status
+    int rank_if_worker;  // -1 for a server
+    int number;          // 1 for the job's first restart
+    Clock::time_point at;
+  };
 
   // Every line is relayed but a worker's progress lines while the launcher shows the job's
   // progress (from the scheduler's status, which says the same for the whole job).
@@ -186,6 +197,7 @@ class LaunchedJob {
 
   Status Start(const ChildSpec& spec, int rank_if_worker) {
     SIEVE_ASSIGN_OR_RETURN(auto index, sup_.Start(spec));
+    started_at_[index] = Clock::now();
     if (rank_if_worker >= 0) {
       worker_rank_[index] = rank_if_worker;
       latest_[rank_if_worker] = index;
@@ -297,8 +309,10 @@ class LaunchedJob {
       while (exits_seen_ < sup_.exit_order().size()) {
         if (JobEnd end = HandleExit(sup_.exit_order()[exits_seen_++])) return *end;
       }
+      if (JobEnd end = StartDueRestarts()) return *end;
       if (!sup_.AnyRunning()) return Finished();
       int timeout = static_cast<int>(kIdlePoll.count());
+      if (!pending_.empty()) timeout = std::min(timeout, MillisUntil(pending_.front().at));
       if (JobEnd end = AwaitFinishGrace(&timeout)) return *end;
       sup_.Pump(milliseconds(timeout));
       ShowProgress();
@@ -308,9 +322,14 @@ class LaunchedJob {
   // Workers whose latest process runs or exited 0: those the job can still finish with.
   int WorkersLeft() const {
     int left = 0;
-    for (const auto& [rank, index] : latest_)
-      left += sup_.running(index) || !Failed(sup_.wait_status(index));
+    for (const auto& [rank, index] : latest_) {
+      left += sup_.running(index) || !Failed(sup_.wait_status(index)) || RestartPending(rank);
+    }
     return left;
+  }
+  bool RestartPending(int rank) const {
+    return std::any_of(pending_.begin(), pending_.end(),
+                       [rank](const PendingRestart& p) { return p.rank_if_worker == rank; });
   }
 
   // Child i exited: a failed server or worker is restarted while the job runs and restarts are
@@ -385,14 +404,44 @@ class LaunchedJob {
     return Fail(FailureCode(status), Failure(i));
   }
 
-  // The same command line again (rank_if_worker: the worker's rank, -1 for a server).
+  // The same command line again (rank_if_worker: the worker's rank, -1 for a server), at once
+  // or, when it failed soon after it started, after the backoff (restart_backoff.h). The restart
+  // is counted now.
   JobEnd Restart(size_t i, int status, int rank_if_worker) {
-    ++restarts_;
-    say_.Say("restarting " + sup_.name(i) + " (" + DescribeWaitStatus(status) + "), restart " +
-             std::to_string(restarts_) + " of " + std::to_string(o_.max_restarts));
-    if (Status s = Start(sup_.spec(i), rank_if_worker); !s.ok()) {
+    PendingRestart p{i, status, rank_if_worker, ++restarts_, Clock::now()};
+    const auto ran_for = std::chrono::duration_cast<milliseconds>(Clock::now() - started_at_[i]);
+    const milliseconds delay = backoff_.Failed(sup_.name(i), ran_for);
+    if (delay.count() == 0) return StartRestart(p);
+    p.at += delay;
+    char ran[32];
+    std::snprintf(ran, sizeof(ran), "%.1f", static_cast<double>(ran_for.count()) / 1000);
+    say_.Say(sup_.name(i) + " failed " + ran + " s after it started; restarting it in " +
+             std::to_string(delay.count()) + " ms");
+    pending_.push_back(p);
+    std::stable_sort(pending_.begin(), pending_.end(),
+                     [](const PendingRestart& a, const PendingRestart& b) { return a.at < b.at; });
+    return std::nullopt;
+  }
+  JobEnd StartRestart(const PendingRestart& p) {
+    say_.Say("restarting " + sup_.name(p.child) + " (" + DescribeWaitStatus(p.status) +
+             "), restart " + std::to_string(p.number) + " of " + std::to_string(o_.max_restarts));
+    if (Status s = Start(sup_.spec(p.child), p.rank_if_worker); !s.ok()) {
       say_.Say(s.message());
       return Fail(kExitFailure, s.message());
+    }
+    return std::nullopt;
+  }
+  // Restarts whose backoff has passed. Once the scheduler has exited nothing is restarted: the
+  // scheduler decided the job without the process (its exit is the job's).
+  JobEnd StartDueRestarts() {
+    while (!pending_.empty() && (!sup_.running(0) || Clock::now() >= pending_.front().at)) {
+      const PendingRestart p = pending_.front();
+      pending_.erase(pending_.begin());
+      if (!sup_.running(0)) {
+        say_.Say(sup_.name(p.child) + " is not restarted: the scheduler has exited");
+        continue;
+      }
+      if (JobEnd end = StartRestart(p)) return end;
     }
     return std::nullopt;
   }
@@ -441,6 +490,9 @@ class LaunchedJob {
   std::optional<Clock::time_point> finish_deadline_;
   size_t exits_seen_ = 0;
   int restarts_ = 0;
+  std::map<size_t, Clock::time_point> started_at_;  // child index -> when it was started
+  RestartBackoff backoff_;
+  std::vector<PendingRestart> pending_;  // by `at`
 };
 
 // Step 1's files: the log directory and the private directory (removed when *dir goes) with,

@@ -25,7 +25,11 @@
 //    were made in this job, print "restarting worker 1 (killed by signal 9 (Killed)), restart 1
 //    of 3" and start it again with the same command line (same --rank: a server restores its
 //    checkpoint, and is not restarted without --checkpoint_dir; a worker rejoins the running
-//    job). A worker that is not restarted (or dies once the scheduler has exited), when the
+//    job). A process that failed less than 10 s after its start waits for its restart
+//    (restart_backoff.h: 0.5 s doubling per such failure in a row, at most 8 s; "server 1 failed
+//    0.1 s after it started; restarting it in 500 ms" first, the "restarting" line when it
+//    starts); the restart is counted when decided, and none is started once the scheduler has
+//    exited. A worker that is not restarted (or dies once the scheduler has exited), when the
 //    scheduler has --min_workers=M and at least M workers still run or exited 0, is let go:
 //    "lost worker 1 (...)"; the scheduler decides the job (its exit is the launcher's). Otherwise a
 //    failed process stops all others (SIGTERM, then SIGKILL after stop_timeout): print which one

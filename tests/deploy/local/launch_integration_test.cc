@@ -223,6 +223,13 @@ TEST_F(LauncherIntegration, RestartsAreBoundedPerJob) {
       << r.output;
   EXPECT_NE(r.output.find("restart 2 of 2\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no restarts left (2 used)"), std::string::npos) << r.output;
+  // It failed at once every time: each restart waited, the second twice as long as the first.
+  const size_t first = r.output.find("restarting it in 500 ms\n");
+  const size_t second = r.output.find("restarting it in 1000 ms\n");
+  EXPECT_NE(first, std::string::npos) << r.output;
+  EXPECT_NE(second, std::string::npos) << r.output;
+  EXPECT_LT(first, r.output.find("restart 1 of 2\n")) << r.output;
+  EXPECT_LT(second, r.output.find("restart 2 of 2\n")) << r.output;
   ExpectNoStandinAlive();
 }
 
