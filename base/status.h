@@ -1,5 +1,8 @@
 // Status and StatusOr<T>: the error-as-value types used at every boundary of sieve (peers, files,
-// flags, caller arguments). A Status is either OK or carries a code and a human-readable message.
+// flags, caller arguments). A Status is either OK or carries a code and a human-readable message;
+// an error a peer reported on the wire, or one a received message caused, also carries the
+// protocol's error code (wire_code(), a pb::ErrorCode value; proto/error_code.h maps between the
+// two), so a caller tells such errors apart by value, never by their text.
 // Both are plain values: copyable, movable, and safe to use from any thread (no shared state).
 // glog CHECK is reserved for sieve's own invariants; anything a peer, a file or a user can get
 // wrong is reported through these types instead.
@@ -40,12 +43,27 @@ class [[nodiscard]] Status {
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The protocol's error code (pb::ErrorCode) of a wire error; 0 (ERROR_NONE) for any other.
+  int wire_code() const { return wire_code_; }
+  // This status with `code` as its wire code (an OK status stays OK, with none).
+  Status WithWireCode(int code) const {
+    Status s = *this;
+    if (!s.ok()) s.wire_code_ = code;
+    return s;
+  }
+  // This status with `context` put before its message; code and wire code kept.
+  Status Prefixed(std::string_view context) const {
+    Status s = *this;
+    if (!s.ok()) s.message_ = std::string(context) + s.message_;
+    return s;
+  }
   // "OK" or "<CODE_NAME>: <message>".
   std::string ToString() const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  int wire_code_ = 0;
 };
 
 inline Status InvalidArgumentError(std::string m) {

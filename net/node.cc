@@ -9,6 +9,7 @@
 
 #include "net/address.h"
 #include "net/loop_stall.h"
+#include "proto/error_code.h"
 #include "proto/job_identity.h"
 #include "proto/messages.h"
 #include "proto/register_proof.h"
@@ -142,11 +143,10 @@ Status Node::Register() {
     // A challenge (a job with a token) is answered at once, with the proof.
     cv_.WaitFor(&mu_, options_.register_retry, [&] {
       mu_.AssertHeld();
-      return acked_ || have_table_ || challenged_ || !register_error_.empty() ||
+      return acked_ || have_table_ || challenged_ || !register_error_.ok() ||
              !StopStatusLocked().ok();
     });
-    if (!register_error_.empty())
-      return FailedPreconditionError("scheduler refused registration: " + register_error_);
+    if (!register_error_.ok()) return register_error_.Prefixed("scheduler refused registration: ");
     SIEVE_RETURN_IF_ERROR(StopStatusLocked());
   }
   if (!acked_ && !have_table_) {
@@ -158,10 +158,9 @@ Status Node::Register() {
   }
   const bool got = cv_.WaitFor(&mu_, options_.startup_timeout, [&] {
     mu_.AssertHeld();
-    return have_table_ || !register_error_.empty() || !StopStatusLocked().ok();
+    return have_table_ || !register_error_.ok() || !StopStatusLocked().ok();
   });
-  if (!register_error_.empty())
-    return FailedPreconditionError("scheduler refused registration: " + register_error_);
+  if (!register_error_.ok()) return register_error_.Prefixed("scheduler refused registration: ");
   SIEVE_RETURN_IF_ERROR(StopStatusLocked());
   if (!got) {
     return DeadlineExceededError("registered, but no node table within " +
@@ -329,7 +328,6 @@ void Node::Dispatch(Frames frames, std::string key) {
     for (const auto& f : frames) copy.emplace_back(f.data(), f.size());
   }
   Message msg;
-  pb::ErrorCode code;
   Status s;
   {
     // shard_lengths_ is only written by this thread (InstallTable), so reading it here is safe.
@@ -340,8 +338,9 @@ void Node::Dispatch(Frames frames, std::string key) {
     // the table on, every message carries the instance's and nothing else is believed.
     limits.token_job = options_.transport.job;
     if (!HaveTableOnIoThread()) limits.token_types = kTokenStampedToNode;
-    s = Decode(std::move(frames), limits, &msg, &code);
+    s = Decode(std::move(frames), limits, &msg);
   }
+  const pb::ErrorCode code = WireCodeOf(s);
   const int sender = msg.header.sender();
   if (!HaveTableOnIoThread() && sender > 0) {  // checked (job included) when dispatched again
     if (before_table_.size() < kMaxMessagesBeforeTable) {
@@ -527,12 +526,11 @@ void Node::OnSchedulerError(const pb::Header& h) {
   MutexLock lock(&mu_);
   if (h.error().rejected_type() == pb::MSG_COLLECTIVE && h.round() == collective_seq_ &&
       !collective_answered_) {
-    collective_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
+    collective_error_ = WireError(h.error().code(), h.error().message());
     collective_answered_ = true;
     cv_.NotifyAll();
   }
-  if (!have_table_)
-    register_error_ = pb::ErrorCode_Name(h.error().code()) + ": " + h.error().message();
+  if (!have_table_) register_error_ = WireError(h.error().code(), h.error().message());
   event_log_.Error([&](std::ostream& os) { os << "scheduler error: " << h.error().message(); });
   cv_.NotifyAll();
 }
@@ -613,7 +611,7 @@ void Node::InstallFirstTableLocked(const pb::NodeTable& table) {
     }
   }
   if (id_ < 0) {
-    register_error_ = "node table does not list this node";
+    register_error_ = FailedPreconditionError("node table does not list this node");
   } else {
     have_table_ = true;
     job_ = JobInstanceDigest(options_.transport.job, table.job_instance());
@@ -716,7 +714,7 @@ StatusOr<Node::CollectiveResult> Node::Collective(pb::CollectiveOp op, int root,
     seq = ++collective_seq_;
     collective_answered_ = false;
     collective_result_ = {};
-    collective_error_.clear();
+    collective_error_ = Status::Ok();
   }
   c->set_seq(seq);
   SIEVE_ASSIGN_OR_RETURN(auto frames, EncodeControl(h));
@@ -727,7 +725,7 @@ StatusOr<Node::CollectiveResult> Node::Collective(pb::CollectiveOp op, int root,
     return collective_answered_ || !StopStatusLocked().ok();
   });
   if (collective_answered_) {
-    if (!collective_error_.empty()) return FailedPreconditionError(collective_error_);
+    if (!collective_error_.ok()) return collective_error_;
     if (collective_result_.values.size() != values.size()) {
       return FailedPreconditionError("collective " + std::to_string(seq) + ": the scheduler sent " +
                                      std::to_string(collective_result_.values.size()) +

@@ -263,7 +263,7 @@ class Node {
   uint64_t collective_seq_ GUARDED_BY(mu_) = 0;
   bool collective_answered_ GUARDED_BY(mu_) = false;
   CollectiveResult collective_result_ GUARDED_BY(mu_);
-  std::string collective_error_ GUARDED_BY(mu_);
+  Status collective_error_ GUARDED_BY(mu_);
   RejectionLog reject_log_;  // warnings on rejected and dropped messages (I/O thread only)
   InboundFilter filter_{&reject_log_};  // foreign and impostor drops (I/O thread; counters: any)
   // What the scheduler tells this node that a peer can cause (NODE_DEAD, its ERRORs); I/O thread.
@@ -285,7 +285,7 @@ class Node {
   bool acked_ GUARDED_BY(mu_) = false;
   // Written by the I/O thread only (which also reads it without mu_: HaveTableOnIoThread).
   bool have_table_ GUARDED_BY(mu_) = false;
-  std::string register_error_ GUARDED_BY(mu_);
+  Status register_error_ GUARDED_BY(mu_);
   bool shutdown_ GUARDED_BY(mu_) = false;
   bool shutdown_failed_ GUARDED_BY(mu_) = false;
   std::string stop_reason_ GUARDED_BY(mu_);

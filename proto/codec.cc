@@ -7,6 +7,7 @@
 #include <string>
 
 #include "proto/crc32c.h"
+#include "proto/error_code.h"
 #include "proto/job_identity.h"
 
 namespace sieve {
@@ -64,10 +65,7 @@ pb::Header::BodyCase ExpectedBody(pb::MsgType t) {
   }
 }
 
-Status Fail(pb::ErrorCode code, pb::ErrorCode* out, StatusCode status, std::string msg) {
-  *out = code;
-  return Status(status, std::string(pb::ErrorCode_Name(code)) + ": " + msg);
-}
+Status Fail(pb::ErrorCode code, const std::string& msg) { return WireError(code, msg); }
 
 // Non-finite (Inf or NaN): every exponent bit set.
 bool Fp16Finite(uint16_t h) { return (h & 0x7C00u) != 0x7C00u; }
@@ -310,7 +308,7 @@ StatusOr<Frames> EncodeData(pb::Header header, const DataPayload& payload_in,
 namespace {
 
 // Decode's steps, in the order docs/protocol.md ("Validation") lists them. Each fails through
-// Fail (setting *error) and returns OK when its checks hold.
+// Fail (a wire error) and returns OK when its checks hold.
 
 // Empties every field of *out (a failed Decode leaves no data views).
 void ClearMessage(Message* out) {
@@ -327,41 +325,39 @@ void ClearMessage(Message* out) {
 
 // Checks shared by every type: the header frame parses into *h, is of this job, speaks this
 // protocol version, names a known type and is split only as a sparse UPDATE may be.
-Status CheckHeader(const Frames& frames, const DecodeLimits& limits, pb::Header* h,
-                   pb::ErrorCode* error) {
+Status CheckHeader(const Frames& frames, const DecodeLimits& limits, pb::Header* h) {
   if (frames.empty()) {
-    return Fail(pb::ERROR_BAD_FRAME_COUNT, error, StatusCode::kInvalidArgument, "empty message");
+    return Fail(pb::ERROR_BAD_FRAME_COUNT, "empty message");
   }
   if (frames[0].size() > (1u << 24) ||
       !h->ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size()))) {
     h->Clear();
-    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+    return Fail(pb::ERROR_MALFORMED_HEADER,
                 "header frame of " + std::to_string(frames[0].size()) + " bytes does not parse");
   }
   // Another job's message is refused before anything in it is believed, the version included.
   if (h->job() != limits.job &&
       !(h->job() == limits.token_job && IsOneOf(limits.token_types, h->type()))) {
-    return Fail(pb::ERROR_FOREIGN_JOB, error, StatusCode::kFailedPrecondition,
-                "message of another job (job " + std::to_string(h->job()) + ", this node's " +
-                    std::to_string(limits.job) + ")");
+    return Fail(pb::ERROR_FOREIGN_JOB, "message of another job (job " + std::to_string(h->job()) +
+                                           ", this node's " + std::to_string(limits.job) + ")");
   }
   if (h->version() != kProtocolVersion) {
-    return Fail(pb::ERROR_VERSION_MISMATCH, error, StatusCode::kFailedPrecondition,
-                "peer speaks protocol version " + std::to_string(h->version()) + ", this node " +
-                    std::to_string(kProtocolVersion));
+    return Fail(pb::ERROR_VERSION_MISMATCH, "peer speaks protocol version " +
+                                                std::to_string(h->version()) + ", this node " +
+                                                std::to_string(kProtocolVersion));
   }
   const pb::MsgType type = h->type();
   if (!pb::MsgType_IsValid(type) || type == pb::MSG_UNSPECIFIED) {
-    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+    return Fail(pb::ERROR_MALFORMED_HEADER,
                 "unknown message type " + std::to_string(static_cast<int>(type)));
   }
   if (h->parts() > 1 || h->part() != 0) {
     const bool split_update = type == pb::MSG_UPDATE && !(h->flags() & pb::FLAG_DENSE);
     if (!split_update || h->parts() > kMaxReplyParts || h->part() >= h->parts()) {
-      return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
-                  "part " + std::to_string(h->part()) + " of " + std::to_string(h->parts()) +
-                      " (only a sparse UPDATE is split, into at most " +
-                      std::to_string(kMaxReplyParts) + " parts)");
+      return Fail(pb::ERROR_MALFORMED_HEADER, "part " + std::to_string(h->part()) + " of " +
+                                                  std::to_string(h->parts()) +
+                                                  " (only a sparse UPDATE is split, into at most " +
+                                                  std::to_string(kMaxReplyParts) + " parts)");
     }
   }
   return Status::Ok();
@@ -369,40 +365,35 @@ Status CheckHeader(const Frames& frames, const DecodeLimits& limits, pb::Header*
 
 // A control message: one frame, the body its type requires, and (PULL_DENSE, REPLICATE_ACK) a
 // known shard.
-Status CheckControl(const Frames& frames, const pb::Header& h, const DecodeLimits& limits,
-                    pb::ErrorCode* error) {
+Status CheckControl(const Frames& frames, const pb::Header& h, const DecodeLimits& limits) {
   const pb::MsgType type = h.type();
   if (frames.size() != 1) {
-    return Fail(
-        pb::ERROR_BAD_FRAME_COUNT, error, StatusCode::kInvalidArgument,
-        std::string(MsgTypeName(type)) + " takes 1 frame, got " + std::to_string(frames.size()));
+    return Fail(pb::ERROR_BAD_FRAME_COUNT, std::string(MsgTypeName(type)) + " takes 1 frame, got " +
+                                               std::to_string(frames.size()));
   }
   const auto body = ExpectedBody(type);
   if (body != pb::Header::BODY_NOT_SET && h.body_case() != body) {
-    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+    return Fail(pb::ERROR_MALFORMED_HEADER,
                 std::string(MsgTypeName(type)) + " without its payload");
   }
   if ((type == pb::MSG_PULL_DENSE || type == pb::MSG_REPLICATE_ACK) &&
       (h.shard() < 0 || static_cast<size_t>(h.shard()) >= limits.shard_lengths.size())) {
-    return Fail(pb::ERROR_WRONG_SHARD, error, StatusCode::kInvalidArgument,
-                "unknown shard " + std::to_string(h.shard()));
+    return Fail(pb::ERROR_WRONG_SHARD, "unknown shard " + std::to_string(h.shard()));
   }
   if (type == pb::MSG_COLLECTIVE || type == pb::MSG_COLLECTIVE_RESULT) {
     const pb::Collective& c = h.collective();
     if (!pb::CollectiveOp_IsValid(c.op()) || c.seq() == 0) {
-      return Fail(
-          pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
-          "collective with op " + std::to_string(c.op()) + ", seq " + std::to_string(c.seq()));
+      return Fail(pb::ERROR_MALFORMED_HEADER, "collective with op " + std::to_string(c.op()) +
+                                                  ", seq " + std::to_string(c.seq()));
     }
     if (c.values_size() > static_cast<int>(kMaxCollectiveValues)) {
-      return Fail(pb::ERROR_BAD_COUNT, error, StatusCode::kOutOfRange,
-                  "collective of " + std::to_string(c.values_size()) + " values (at most " +
-                      std::to_string(kMaxCollectiveValues) + ")");
+      return Fail(pb::ERROR_BAD_COUNT, "collective of " + std::to_string(c.values_size()) +
+                                           " values (at most " +
+                                           std::to_string(kMaxCollectiveValues) + ")");
     }
     for (const float v : c.values()) {
       if (!std::isfinite(v)) {
-        return Fail(pb::ERROR_NON_FINITE, error, StatusCode::kInvalidArgument,
-                    "collective value is not finite");
+        return Fail(pb::ERROR_NON_FINITE, "collective value is not finite");
       }
     }
   }
@@ -422,37 +413,33 @@ struct DataShape {
 
 // A data message's flags: only known bits, one value type, at most one index coding and only on a
 // sparse message, FLAG_DENSE where the type is always dense. Fills flags, dense and format.
-Status CheckDataFlags(const pb::Header& h, pb::ErrorCode* error, DataShape* shape) {
+Status CheckDataFlags(const pb::Header& h, DataShape* shape) {
   const pb::MsgType type = h.type();
   const uint32_t flags = h.flags();
   if (flags & ~uint32_t{pb::FLAG_FP16 | pb::FLAG_BF16 | pb::FLAG_DENSE | pb::FLAG_CHECKSUM |
                         pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP | pb::FLAG_PUSH_MISSED |
                         pb::FLAG_PUSH_LATE}) {
-    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
-                "unknown flag bits");
+    return Fail(pb::ERROR_MALFORMED_HEADER, "unknown flag bits");
   }
   if ((flags & pb::FLAG_PUSH_MISSED) && type != pb::MSG_UPDATE) {
-    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+    return Fail(pb::ERROR_MALFORMED_HEADER,
                 "FLAG_PUSH_MISSED on " + std::string(MsgTypeName(type)) + " (UPDATE only)");
   }
   if ((flags & pb::FLAG_PUSH_LATE) && (type != pb::MSG_UPDATE || (flags & pb::FLAG_PUSH_MISSED))) {
-    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
-                "FLAG_PUSH_LATE on " + std::string(MsgTypeName(type)) +
-                    " (UPDATE only, not with FLAG_PUSH_MISSED)");
+    return Fail(pb::ERROR_MALFORMED_HEADER, "FLAG_PUSH_LATE on " + std::string(MsgTypeName(type)) +
+                                                " (UPDATE only, not with FLAG_PUSH_MISSED)");
   }
   if ((flags & pb::FLAG_FP16) && (flags & pb::FLAG_BF16)) {
-    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
-                "FLAG_FP16 and FLAG_BF16 together");
+    return Fail(pb::ERROR_MALFORMED_HEADER, "FLAG_FP16 and FLAG_BF16 together");
   }
   const bool dense = (flags & pb::FLAG_DENSE) || AlwaysDense(type);
   const uint32_t coding = flags & (pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP);
   if (coding == (pb::FLAG_INDEX_DELTA | pb::FLAG_INDEX_BITMAP) || (dense && coding != 0)) {
-    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
+    return Fail(pb::ERROR_MALFORMED_HEADER,
                 "index coding flags: at most one, and only on a sparse message");
   }
   if (AlwaysDense(type) && !(flags & pb::FLAG_DENSE)) {
-    return Fail(pb::ERROR_MALFORMED_HEADER, error, StatusCode::kInvalidArgument,
-                std::string(MsgTypeName(type)) + " without FLAG_DENSE");
+    return Fail(pb::ERROR_MALFORMED_HEADER, std::string(MsgTypeName(type)) + " without FLAG_DENSE");
   }
   shape->flags = flags;
   shape->dense = dense;
@@ -466,36 +453,32 @@ Status CheckDataFlags(const pb::Header& h, pb::ErrorCode* error, DataShape* shap
 // A data message's frames: their number, a known shard, a count the shard allows, and frame sizes
 // that match the count. Fills shard_len, count and vsize.
 Status CheckDataSizes(const Frames& frames, const pb::Header& h, const DecodeLimits& limits,
-                      pb::ErrorCode* error, DataShape* shape) {
+                      DataShape* shape) {
   const bool dense = shape->dense;
   const size_t want_frames = dense ? 2 : 3;
   if (frames.size() != want_frames) {
-    return Fail(pb::ERROR_BAD_FRAME_COUNT, error, StatusCode::kInvalidArgument,
+    return Fail(pb::ERROR_BAD_FRAME_COUNT,
                 std::string(MsgTypeName(h.type())) + (dense ? " (dense)" : "") + " takes " +
                     std::to_string(want_frames) + " frames, got " + std::to_string(frames.size()));
   }
   if (h.shard() < 0 || static_cast<size_t>(h.shard()) >= limits.shard_lengths.size()) {
-    return Fail(pb::ERROR_WRONG_SHARD, error, StatusCode::kInvalidArgument,
-                "unknown shard " + std::to_string(h.shard()));
+    return Fail(pb::ERROR_WRONG_SHARD, "unknown shard " + std::to_string(h.shard()));
   }
   const uint64_t shard_len = limits.shard_lengths[static_cast<size_t>(h.shard())];
   const uint64_t count = h.count();
   if (dense ? count != shard_len : count > shard_len) {
-    return Fail(pb::ERROR_BAD_COUNT, error, StatusCode::kOutOfRange,
-                "count " + std::to_string(count) + (dense ? " != " : " > ") + "shard length " +
-                    std::to_string(shard_len));
+    return Fail(pb::ERROR_BAD_COUNT, "count " + std::to_string(count) + (dense ? " != " : " > ") +
+                                         "shard length " + std::to_string(shard_len));
   }
   const size_t vsize = ValueSize(shape->flags);
   const zmq::message_t& vframe = frames.back();
   if (vframe.size() != count * vsize) {
-    return Fail(pb::ERROR_BAD_FRAME_SIZE, error, StatusCode::kInvalidArgument,
-                "values frame has " + std::to_string(vframe.size()) + " bytes, expected " +
-                    std::to_string(count * vsize));
+    return Fail(pb::ERROR_BAD_FRAME_SIZE, "values frame has " + std::to_string(vframe.size()) +
+                                              " bytes, expected " + std::to_string(count * vsize));
   }
   if (shape->raw_indices && frames[1].size() != count * 4) {
-    return Fail(pb::ERROR_BAD_FRAME_SIZE, error, StatusCode::kInvalidArgument,
-                "indices frame has " + std::to_string(frames[1].size()) + " bytes, expected " +
-                    std::to_string(count * 4));
+    return Fail(pb::ERROR_BAD_FRAME_SIZE, "indices frame has " + std::to_string(frames[1].size()) +
+                                              " bytes, expected " + std::to_string(count * 4));
   }
   shape->shard_len = shard_len;
   shape->count = count;
@@ -553,7 +536,7 @@ SweepResult Sweep(const Frames& frames, const DataShape& shape, const DataViews&
 // Decodes a compactly coded index frame into *decoded; the decoder validates structure, order and
 // range.
 Status DecodeCompactIndices(const zmq::message_t& frame, const DataShape& shape,
-                            pb::ErrorCode* error, std::unique_ptr<uint32_t[]>* decoded) {
+                            std::unique_ptr<uint32_t[]>* decoded) {
   const uint64_t count = shape.count;
   decoded->reset(new uint32_t[std::max<uint64_t>(count, 1)]);
   std::string why;
@@ -564,30 +547,27 @@ Status DecodeCompactIndices(const zmq::message_t& frame, const DataShape& shape,
     case IndexFault::kNone:
       break;
     case IndexFault::kEncoding:
-      return Fail(pb::ERROR_BAD_ENCODING, error, StatusCode::kInvalidArgument,
-                  std::string(IndexFormatName(shape.format)) + ": " + why);
+      return Fail(pb::ERROR_BAD_ENCODING, std::string(IndexFormatName(shape.format)) + ": " + why);
     case IndexFault::kOrder:
-      return Fail(pb::ERROR_INDEX_ORDER, error, StatusCode::kInvalidArgument, why);
+      return Fail(pb::ERROR_INDEX_ORDER, why);
     case IndexFault::kRange:
-      return Fail(pb::ERROR_INDEX_RANGE, error, StatusCode::kOutOfRange, why);
+      return Fail(pb::ERROR_INDEX_RANGE, why);
   }
   return Status::Ok();
 }
 
 // After the sweep found a fault: the exact element-by-element checks, naming the first offending
 // index, then the first non-finite value.
-Status NameFirstFault(const DataShape& shape, const DataViews& v, const SweepResult& sweep,
-                      pb::ErrorCode* error) {
+Status NameFirstFault(const DataShape& shape, const DataViews& v, const SweepResult& sweep) {
   const uint64_t count = shape.count;
   const uint64_t shard_len = shape.shard_len;
   for (uint64_t j = 0; !sweep.indices_ok && j < count; ++j) {
     if (v.idx[j] >= shard_len) {
-      return Fail(
-          pb::ERROR_INDEX_RANGE, error, StatusCode::kOutOfRange,
-          "index " + std::to_string(v.idx[j]) + " >= shard length " + std::to_string(shard_len));
+      return Fail(pb::ERROR_INDEX_RANGE, "index " + std::to_string(v.idx[j]) + " >= shard length " +
+                                             std::to_string(shard_len));
     }
     if (j > 0 && v.idx[j] <= v.idx[j - 1]) {
-      return Fail(pb::ERROR_INDEX_ORDER, error, StatusCode::kInvalidArgument,
+      return Fail(pb::ERROR_INDEX_ORDER,
                   "indices not strictly increasing at position " + std::to_string(j));
     }
   }
@@ -596,36 +576,35 @@ Status NameFirstFault(const DataShape& shape, const DataViews& v, const SweepRes
                         : (shape.flags & pb::FLAG_BF16) ? Bf16Finite(v.vals16[j])
                                                         : Fp16Finite(v.vals16[j]);
     if (!finite) {
-      return Fail(pb::ERROR_NON_FINITE, error, StatusCode::kInvalidArgument,
-                  "non-finite value at position " + std::to_string(j));
+      return Fail(pb::ERROR_NON_FINITE, "non-finite value at position " + std::to_string(j));
     }
   }
   return Status::Ok();
 }
 
 // A data message (PUSH, UPDATE, DENSE, INIT) whose header CheckHeader accepted.
-Status DecodeData(Frames frames, const DecodeLimits& limits, Message* out, pb::ErrorCode* error) {
+Status DecodeData(Frames frames, const DecodeLimits& limits, Message* out) {
   const pb::Header& h = out->header;
   DataShape shape;
-  if (Status s = CheckDataFlags(h, error, &shape); !s.ok()) return s;
-  if (Status s = CheckDataSizes(frames, h, limits, error, &shape); !s.ok()) return s;
+  if (Status s = CheckDataFlags(h, &shape); !s.ok()) return s;
+  if (Status s = CheckDataSizes(frames, h, limits, &shape); !s.ok()) return s;
   std::vector<uint32_t> scratch;
   DataViews views = ViewData(frames, shape, &scratch);
   // The checksum is judged first, as its failure makes the rest meaningless.
   const bool verify = (shape.flags & pb::FLAG_CHECKSUM) && limits.verify_checksum;
   const SweepResult sweep = Sweep(frames, shape, views, verify);
   if (verify && sweep.crc != h.checksum()) {
-    return Fail(pb::ERROR_CHECKSUM, error, StatusCode::kDataLoss, "data frames fail their CRC-32C");
+    return Fail(pb::ERROR_CHECKSUM, "data frames fail their CRC-32C");
   }
   if (!shape.dense && !shape.raw_indices) {
     // Decoded only after the checksum held.
     std::unique_ptr<uint32_t[]> decoded;
-    if (Status s = DecodeCompactIndices(frames[1], shape, error, &decoded); !s.ok()) return s;
+    if (Status s = DecodeCompactIndices(frames[1], shape, &decoded); !s.ok()) return s;
     views.idx = {decoded.get(), shape.count};
     out->decoded = std::move(decoded);
     out->index_format = shape.format;
   }
-  if (Status s = NameFirstFault(shape, views, sweep, error); !s.ok()) return s;
+  if (Status s = NameFirstFault(shape, views, sweep); !s.ok()) return s;
   // Scratch (if used) holds copies; its heap buffer, and the frames' heap buffers, do not move
   // when the vectors are moved into *out, so the spans stay valid.
   out->realigned = std::move(scratch);
@@ -642,12 +621,11 @@ Status DecodeData(Frames frames, const DecodeLimits& limits, Message* out, pb::E
 
 }  // namespace
 
-Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::ErrorCode* error) {
-  *error = pb::ERROR_NONE;
+Status Decode(Frames frames, const DecodeLimits& limits, Message* out) {
   ClearMessage(out);
-  if (Status s = CheckHeader(frames, limits, &out->header, error); !s.ok()) return s;
-  if (IsDataType(out->header.type())) return DecodeData(std::move(frames), limits, out, error);
-  if (Status s = CheckControl(frames, out->header, limits, error); !s.ok()) return s;
+  if (Status s = CheckHeader(frames, limits, &out->header); !s.ok()) return s;
+  if (IsDataType(out->header.type())) return DecodeData(std::move(frames), limits, out);
+  if (Status s = CheckControl(frames, out->header, limits); !s.ok()) return s;
   out->storage = std::move(frames);
   return Status::Ok();
 }

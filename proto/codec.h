@@ -186,10 +186,10 @@ struct DecodeLimits {
 void StampJob(Frames* frames, uint64_t job);
 
 // Validates and decodes `frames`. On success returns OK and fills *out. On failure returns a
-// non-OK Status, sets *error to the wire error code, leaves out->header holding whatever header
-// could be parsed (so the receiver can answer the sender) and no data views. Never crashes on any
-// byte content.
-Status Decode(Frames frames, const DecodeLimits& limits, Message* out, pb::ErrorCode* error);
+// non-OK Status carrying the wire error code to answer with (WireCodeOf, proto/error_code.h), and
+// leaves out->header holding whatever header could be parsed (so the receiver can answer the
+// sender) and no data views. Never crashes on any byte content.
+Status Decode(Frames frames, const DecodeLimits& limits, Message* out);
 
 // Element size of the values frame for a header's flags (2 for FP16 or BF16, else 4).
 inline size_t ValueSize(uint32_t flags) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "proto/error_code.h"
 #include "proto/job_identity.h"
 #include "proto/messages.h"
 #include "proto/node_ids.h"
@@ -131,13 +132,13 @@ Status Scheduler::RunJob() {
 void Scheduler::Handle(Frames frames) {
   const std::string key = PeerKey(frames);  // empty without CURVE
   Message msg;
-  pb::ErrorCode code;
   DecodeLimits limits;
   limits.job = instance_job_;
   // A REGISTER comes before its node knows the instance; nothing else may carry the token's digest.
   limits.token_job = options_.transport.job;
   limits.token_types = kTokenStampedToScheduler;
-  Status s = Decode(std::move(frames), limits, &msg, &code);
+  const Status s = Decode(std::move(frames), limits, &msg);
+  const pb::ErrorCode code = WireCodeOf(s);
   const pb::Header& h = msg.header;
   const Entry* claimed = Find(h.sender());
   const bool key_matches =

@@ -146,8 +146,7 @@ Result RunSieve(size_t k, int workers, int rounds, bool checksum) {
     Frames in;
     auto got = t.Recv(&in, std::chrono::milliseconds(30000));
     if (!got.ok() || !*got) return false;
-    pb::ErrorCode err;
-    return Decode(std::move(in), limits, m, &err).ok() && m->values.size() == k;
+    return Decode(std::move(in), limits, m).ok() && m->values.size() == k;
   };
   std::thread server_thread([&] {
     for (int n = 0; n < total && !failed; ++n) {

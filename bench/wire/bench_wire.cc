@@ -181,8 +181,7 @@ Row Measure(const std::string& name, const std::shared_ptr<Arrays>& a, uint64_t 
     t0 = CpuNs();
     for (int i = 0; i < inner; ++i) {
       Message m;
-      pb::ErrorCode code;
-      Status s = Decode(std::move(copies[static_cast<size_t>(i)]), limits, &m, &code);
+      Status s = Decode(std::move(copies[static_cast<size_t>(i)]), limits, &m);
       if (!s.ok()) Die(name + ": " + s.ToString());
       sink += m.indices.back();
       if (i == 0) r.format = IndexFormatName(m.index_format);
@@ -197,8 +196,7 @@ Row Measure(const std::string& name, const std::shared_ptr<Arrays>& a, uint64_t 
   r.decode_ns = Median(dec);
   // The decoded message is the encoded one.
   Message m;
-  pb::ErrorCode code;
-  if (!Decode(Copy(sample), limits, &m, &code).ok() ||
+  if (!Decode(Copy(sample), limits, &m).ok() ||
       !std::equal(m.indices.begin(), m.indices.end(), a->indices.begin(), a->indices.end())) {
     Die(name + ": round trip differs");
   }

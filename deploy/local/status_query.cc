@@ -59,10 +59,9 @@ StatusOr<pb::JobStatus> StatusQuerier::Query() {
     if (!got.ok()) return got.status();
     if (!*got) break;
     Message msg;
-    pb::ErrorCode code;
     // Anything else arriving here (an answer to an earlier query, bytes of another job) is not
     // this query's answer.
-    if (!Decode(std::move(in), limits, &msg, &code).ok()) continue;
+    if (!Decode(std::move(in), limits, &msg).ok()) continue;
     if (msg.header.type() != pb::MSG_STATUS || msg.header.round() != nonce) continue;
     return msg.header.job_status();
   }

@@ -29,6 +29,7 @@
 #include "net/inproc_transport.h"
 #include "net/node.h"
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "scheduler/scheduler.h"
 #include "server/shard_server.h"
 
@@ -134,8 +135,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.shard_lengths = kShardLengths;
   limits.verify_checksum = false;
   sieve::Message msg;
-  sieve::pb::ErrorCode code = sieve::pb::ERROR_NONE;
-  sieve::Status s = sieve::Decode(std::move(frames), limits, &msg, &code);
+  const sieve::Status s = sieve::Decode(std::move(frames), limits, &msg);
+  const sieve::pb::ErrorCode code = WireCodeOf(s);
   if (!s.ok()) {
     if (code == sieve::pb::ERROR_NONE) std::abort();  // a failure must name its code
     return 0;

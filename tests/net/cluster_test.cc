@@ -290,8 +290,7 @@ TEST(NetClusterTest, SchedulerLogsAFloodOfRefusalsInBoundedLines) {
     ASSERT_TRUE(got.ok());
     if (!*got) break;
     Message msg;
-    pb::ErrorCode code;
-    ASSERT_TRUE(Decode(std::move(frames), DecodeLimits{}, &msg, &code).ok());
+    ASSERT_TRUE(Decode(std::move(frames), DecodeLimits{}, &msg).ok());
     EXPECT_EQ(msg.type(), pb::MSG_ERROR);
     ++answered;
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "tests/proto/test_util.h"
 
 namespace sieve {
@@ -34,10 +35,11 @@ class ProtoCodecMalformedTest : public ::testing::Test {
     std::vector<float> stale = {1.0f};
     msg.values = stale;
     msg.indices = std::span<const uint32_t>(reinterpret_cast<const uint32_t*>(stale.data()), 1);
-    pb::ErrorCode code = pb::ERROR_NONE;
-    Status s = Decode(std::move(frames), limits, &msg, &code);
+    const Status s = Decode(std::move(frames), limits, &msg);
+    const pb::ErrorCode code = WireCodeOf(s);
     EXPECT_FALSE(s.ok());
     EXPECT_EQ(code, want) << "got " << pb::ErrorCode_Name(code) << ": " << s.ToString();
+    EXPECT_EQ(s.code(), StatusCodeOf(want)) << s.ToString();
     EXPECT_NE(s.message().find(pb::ErrorCode_Name(want)), std::string::npos) << s.ToString();
     EXPECT_TRUE(msg.indices.empty());
     EXPECT_TRUE(msg.values.empty());
@@ -62,8 +64,8 @@ class ProtoCodecMalformedTest : public ::testing::Test {
 
   void ExpectOk(Frames frames) {
     Message msg;
-    pb::ErrorCode code;
-    Status s = Decode(std::move(frames), Limits(), &msg, &code);
+    const Status s = Decode(std::move(frames), Limits(), &msg);
+    const pb::ErrorCode code = WireCodeOf(s);
     EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(code, pb::ERROR_NONE);
   }
@@ -98,8 +100,8 @@ TEST_F(ProtoCodecMalformedTest, UnparsableHeader) {
   };
   for (const std::string& bytes : garbage) {
     Message msg;
-    pb::ErrorCode code;
-    Status s = Decode(One(testing::StringFrame(bytes)), Limits(), &msg, &code);
+    const Status s = Decode(One(testing::StringFrame(bytes)), Limits(), &msg);
+    const pb::ErrorCode code = WireCodeOf(s);
     EXPECT_FALSE(s.ok());
     EXPECT_EQ(code, pb::ERROR_MALFORMED_HEADER) << s.ToString();
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -112,8 +114,8 @@ TEST_F(ProtoCodecMalformedTest, WrongVersion) {
     pb::Header h = Control(pb::MSG_HEARTBEAT);
     h.set_version(version);
     Message msg;
-    pb::ErrorCode code;
-    Status s = Decode(One(testing::HeaderFrame(h)), Limits(), &msg, &code);
+    const Status s = Decode(One(testing::HeaderFrame(h)), Limits(), &msg);
+    const pb::ErrorCode code = WireCodeOf(s);
     EXPECT_EQ(code, pb::ERROR_VERSION_MISMATCH);
     EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
     // The parsed header stays readable so the receiver can answer the sender.
@@ -146,8 +148,8 @@ TEST_F(ProtoCodecMalformedTest, PushMissedOnlyOnAnUpdate) {
   pb::Header u = DataHeader(pb::MSG_UPDATE, 0, 1);
   u.set_flags(pb::FLAG_PUSH_MISSED);
   Message msg;
-  pb::ErrorCode code = pb::ERROR_NONE;
-  ASSERT_TRUE(Decode(RawData(u, &idx, val), Limits(), &msg, &code).ok()) << code;
+  const Status s = Decode(RawData(u, &idx, val), Limits(), &msg);
+  ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(msg.header.flags() & pb::FLAG_PUSH_MISSED);
 }
 
@@ -165,8 +167,8 @@ TEST_F(ProtoCodecMalformedTest, PushLateOnlyOnAnUpdateAndNotWithPushMissed) {
   pb::Header u = DataHeader(pb::MSG_UPDATE, 0, 1);
   u.set_flags(pb::FLAG_PUSH_LATE);
   Message msg;
-  pb::ErrorCode code = pb::ERROR_NONE;
-  ASSERT_TRUE(Decode(RawData(u, &idx, val), Limits(), &msg, &code).ok()) << code;
+  const Status s = Decode(RawData(u, &idx, val), Limits(), &msg);
+  ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(msg.header.flags() & pb::FLAG_PUSH_LATE);
 }
 
@@ -522,9 +524,7 @@ TEST_F(ProtoCodecMalformedTest, BadChecksum) {
   Frames again = encode();
   reinterpret_cast<unsigned char*>(keep->data())[0] ^= 0x80;
   Message msg;
-  pb::ErrorCode code;
-  ASSERT_TRUE(Decode(std::move(again), Limits(/*verify_checksum=*/false), &msg, &code).ok());
-  EXPECT_EQ(code, pb::ERROR_NONE);
+  ASSERT_TRUE(Decode(std::move(again), Limits(/*verify_checksum=*/false), &msg).ok());
   EXPECT_EQ(msg.values[0], (*keep)[0]);
   // An index byte changed in transit.
   Frames idx_frames = encode();
@@ -572,8 +572,7 @@ TEST_F(ProtoCodecMalformedTest, MisalignedFramesAreRealigned) {
     ASSERT_NE(reinterpret_cast<uintptr_t>(f[1].data()) % 4, 0u);
     ASSERT_NE(reinterpret_cast<uintptr_t>(f[2].data()) % 4, 0u);
     Message msg;
-    pb::ErrorCode code;
-    Status s = Decode(std::move(f), Limits(), &msg, &code);
+    Status s = Decode(std::move(f), Limits(), &msg);
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(msg.indices.size(), count);
     ASSERT_EQ(msg.values.size(), count);
@@ -598,8 +597,7 @@ TEST_F(ProtoCodecMalformedTest, MisalignedFramesAreRealigned) {
   f16.emplace_back(buf.data() + 1, 6, nullptr, nullptr);
   shard_lengths_ = {3};
   Message msg;
-  pb::ErrorCode code;
-  ASSERT_TRUE(Decode(std::move(f16), Limits(), &msg, &code).ok());
+  ASSERT_TRUE(Decode(std::move(f16), Limits(), &msg).ok());
   ASSERT_EQ(msg.values_fp16.size(), 3u);
   EXPECT_EQ(msg.values_fp16[0], 0x3C00);
   EXPECT_EQ(msg.values_fp16[2], 0xC000);

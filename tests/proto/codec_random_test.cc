@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "tests/proto/test_util.h"
 
 namespace sieve {
@@ -118,9 +119,9 @@ struct Tally {
 void DecodeAndCheck(const RawMessage& raw, bool misalign, Tally* tally) {
   std::vector<std::string> backing;
   Message msg;
-  pb::ErrorCode code = pb::ERROR_NONE;
-  Status s =
-      Decode(ToFrames(raw, misalign, &backing), DecodeLimits{kShardLengths, true}, &msg, &code);
+  const Status s =
+      Decode(ToFrames(raw, misalign, &backing), DecodeLimits{kShardLengths, true}, &msg);
+  const pb::ErrorCode code = WireCodeOf(s);
   if (s.ok()) {
     ASSERT_EQ(code, pb::ERROR_NONE);
     ASSERT_NO_FATAL_FAILURE(ExpectValid(msg, raw));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "tests/proto/test_util.h"
 
 namespace sieve {
@@ -44,8 +45,8 @@ void ExpectControlRoundTrip(const pb::Header& h) {
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   ASSERT_EQ(frames->size(), 1u);
   Message msg;
-  pb::ErrorCode code = pb::ERROR_CHECKSUM;
-  Status s = Decode(std::move(frames).value(), Limits(), &msg, &code);
+  const Status s = Decode(std::move(frames).value(), Limits(), &msg);
+  const pb::ErrorCode code = WireCodeOf(s);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(code, pb::ERROR_NONE);
   pb::Header want = h;
@@ -86,9 +87,8 @@ TEST(ProtoCodecTest, PrecomputedChecksumEqualsTheComputedOne) {
   const std::vector<uint64_t> shard_lengths = {100};
   DecodeLimits limits{shard_lengths, true};
   Message ma, mb;
-  pb::ErrorCode code;
-  ASSERT_TRUE(Decode(std::move(a).value(), limits, &ma, &code).ok());
-  ASSERT_TRUE(Decode(std::move(b).value(), limits, &mb, &code).ok());
+  ASSERT_TRUE(Decode(std::move(a).value(), limits, &ma).ok());
+  ASSERT_TRUE(Decode(std::move(b).value(), limits, &mb).ok());
   EXPECT_EQ(ma.header.checksum(), crc);
   EXPECT_EQ(mb.header.checksum(), crc);
   const uint32_t wrong = crc ^ 1u;
@@ -96,8 +96,9 @@ TEST(ProtoCodecTest, PrecomputedChecksumEqualsTheComputedOne) {
   auto c = EncodeData(h, p, given);
   ASSERT_TRUE(c.ok());
   Message mc;
-  EXPECT_FALSE(Decode(std::move(c).value(), limits, &mc, &code).ok());
-  EXPECT_EQ(code, pb::ERROR_CHECKSUM);
+  const Status s = Decode(std::move(c).value(), limits, &mc);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(WireCodeOf(s), pb::ERROR_CHECKSUM);
 }
 
 TEST(ProtoCodecTest, RegisterRoundTrip) {
@@ -288,8 +289,8 @@ TEST(ProtoCodecTest, SparsePushFp32RoundTripIsZeroCopy) {
 
   {
     Message msg;
-    pb::ErrorCode code;
-    Status s = Decode(std::move(frames).value(), Limits(), &msg, &code);
+    const Status s = Decode(std::move(frames).value(), Limits(), &msg);
+    const pb::ErrorCode code = WireCodeOf(s);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(code, pb::ERROR_NONE);
     const uint32_t crc =
@@ -340,8 +341,7 @@ TEST(ProtoCodecTest, ReceivedCopiesAreViewedInPlace) {
   const std::vector<float> val = RandomValues(500, 4);
   pb::Header h = testing::DataHeader(pb::MSG_PUSH, 1, 500);
   Message msg;
-  pb::ErrorCode code;
-  Status s = Decode(testing::RawData(h, &idx, val), Limits(), &msg, &code);
+  Status s = Decode(testing::RawData(h, &idx, val), Limits(), &msg);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(static_cast<const void*>(msg.indices.data()), msg.storage[1].data());
   EXPECT_EQ(static_cast<const void*>(msg.values.data()), msg.storage.back().data());
@@ -373,8 +373,7 @@ TEST(ProtoCodecTest, SparsePushFp16RoundTrip) {
   EXPECT_EQ((*frames)[2].size(), 300u * 2);
   EXPECT_EQ((*frames)[2].data(), static_cast<const void*>(arrays->halves.data()));
   Message msg;
-  pb::ErrorCode code;
-  Status s = Decode(std::move(frames).value(), Limits(), &msg, &code);
+  Status s = Decode(std::move(frames).value(), Limits(), &msg);
   ASSERT_TRUE(s.ok()) << s.ToString();
   const uint32_t crc =
       ExpectedCrc(std::as_bytes(std::span(arrays->indices)), Bytes(arrays->halves));
@@ -401,8 +400,7 @@ TEST(ProtoCodecTest, DensePushRoundTrip) {
   EXPECT_EQ((*frames)[1].data(), static_cast<const void*>(arrays->values.data()));
   EXPECT_EQ(arrays.use_count(), 3);  // one borrowed frame
   Message msg;
-  pb::ErrorCode code;
-  Status s = Decode(std::move(frames).value(), Limits(), &msg, &code);
+  Status s = Decode(std::move(frames).value(), Limits(), &msg);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ExpectDataHeader(msg.header, h, 1000, pb::FLAG_DENSE | pb::FLAG_CHECKSUM,
                    ExpectedCrc({}, Bytes(arrays->values)));
@@ -424,8 +422,7 @@ TEST(ProtoCodecTest, SparseUpdateRoundTrip) {
   auto frames = EncodeData(h, p, kRawIndices);
   ASSERT_TRUE(frames.ok());
   Message msg;
-  pb::ErrorCode code;
-  Status s = Decode(std::move(frames).value(), Limits(), &msg, &code);
+  Status s = Decode(std::move(frames).value(), Limits(), &msg);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ExpectDataHeader(msg.header, h, 4, pb::FLAG_CHECKSUM,
                    ExpectedCrc(std::as_bytes(std::span(arrays->indices)), Bytes(arrays->values)));
@@ -448,8 +445,7 @@ TEST(ProtoCodecTest, DenseRoundTripSetsDenseFlag) {
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   ASSERT_EQ(frames->size(), 2u);
   Message msg;
-  pb::ErrorCode code;
-  Status s = Decode(std::move(frames).value(), Limits(), &msg, &code);
+  Status s = Decode(std::move(frames).value(), Limits(), &msg);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ExpectDataHeader(msg.header, h, 999, pb::FLAG_DENSE, 0);
   EXPECT_TRUE(msg.dense());
@@ -465,8 +461,7 @@ TEST(ProtoCodecTest, DenseFp16RoundTrip) {
   auto frames = EncodeData(testing::DataHeader(pb::MSG_DENSE, 2, 0), p, kRawIndices);
   ASSERT_TRUE(frames.ok());
   Message msg;
-  pb::ErrorCode code;
-  Status s = Decode(std::move(frames).value(), Limits(), &msg, &code);
+  Status s = Decode(std::move(frames).value(), Limits(), &msg);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(msg.header.flags(), pb::FLAG_DENSE | pb::FLAG_FP16 | pb::FLAG_CHECKSUM);
   ASSERT_EQ(msg.values_fp16.size(), 7u);
@@ -481,8 +476,7 @@ TEST(ProtoCodecTest, EmptySparsePush) {
   EXPECT_EQ((*frames)[1].size(), 0u);
   EXPECT_EQ((*frames)[2].size(), 0u);
   Message msg;
-  pb::ErrorCode code;
-  Status s = Decode(std::move(frames).value(), Limits(), &msg, &code);
+  Status s = Decode(std::move(frames).value(), Limits(), &msg);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(msg.header.count(), 0u);
   EXPECT_EQ(msg.header.checksum(), 0u);  // CRC-32C of no bytes
@@ -504,8 +498,7 @@ TEST(ProtoCodecTest, CallerFlagsOtherThanDataBitsAreReplaced) {
   ASSERT_TRUE(frames.ok());
   ASSERT_EQ(frames->size(), 3u);
   Message msg;
-  pb::ErrorCode code;
-  ASSERT_TRUE(Decode(std::move(frames).value(), Limits(), &msg, &code).ok());
+  ASSERT_TRUE(Decode(std::move(frames).value(), Limits(), &msg).ok());
   EXPECT_EQ(msg.header.flags(), 0u);
   EXPECT_EQ(msg.header.checksum(), 0u);
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "proto/messages.h"
 #include "tests/proto/test_util.h"
 
@@ -167,8 +168,7 @@ TEST(IndexCodingTest, MessagesRoundTripForEveryValueType) {
       const std::string index_frame(static_cast<const char*>(frames[1].data()), frames[1].size());
       const std::string value_frame(static_cast<const char*>(frames[2].data()), frames[2].size());
       Message m;
-      pb::ErrorCode code;
-      Status s = Decode(std::move(frames), {lengths, true}, &m, &code);
+      Status s = Decode(std::move(frames), {lengths, true}, &m);
       ASSERT_TRUE(s.ok()) << s.ToString();
       std::vector<uint32_t> reference;
       ASSERT_TRUE(
@@ -203,8 +203,7 @@ TEST(IndexCodingTest, EveryTruncationAndBitFlipIsRefused) {
           t[f] = zmq::message_t(valid[f].data(), cut);
           for (bool verify : {true, false}) {
             Message m;
-            pb::ErrorCode code;
-            EXPECT_FALSE(Decode(Copy(t), {lengths, verify}, &m, &code).ok())
+            EXPECT_FALSE(Decode(Copy(t), {lengths, verify}, &m).ok())
                 << "frame " << f << " cut to " << cut;
             ++checked;
           }
@@ -213,14 +212,14 @@ TEST(IndexCodingTest, EveryTruncationAndBitFlipIsRefused) {
           Frames t = Copy(valid);
           static_cast<uint8_t*>(t[f].data())[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
           Message m;
-          pb::ErrorCode code;
-          Status s = Decode(Copy(t), {lengths, true}, &m, &code);
+          const Status s = Decode(Copy(t), {lengths, true}, &m);
+          const pb::ErrorCode code = WireCodeOf(s);
           EXPECT_FALSE(s.ok()) << "frame " << f << " bit " << bit;
           EXPECT_EQ(code, pb::ERROR_CHECKSUM);
           ++checked;
           if (f != 1) continue;
           Message unverified;
-          if (Decode(Copy(t), {lengths, false}, &unverified, &code).ok()) {
+          if (Decode(Copy(t), {lengths, false}, &unverified).ok()) {
             std::vector<uint32_t> reference;
             const std::string bytes(static_cast<const char*>(t[1].data()), t[1].size());
             ASSERT_TRUE(testing::ReferenceDecodeIndices(unverified.index_format, bytes,

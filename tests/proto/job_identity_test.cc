@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "proto/messages.h"
 
 namespace sieve {
@@ -34,9 +35,7 @@ pb::ErrorCode DecodeCode(Frames frames, uint64_t job, Message* msg) {
   DecodeLimits limits;
   limits.shard_lengths = lengths;
   limits.job = job;
-  pb::ErrorCode code = pb::ERROR_NONE;
-  (void)Decode(std::move(frames), limits, msg, &code);
-  return code;
+  return WireCodeOf(Decode(std::move(frames), limits, msg));
 }
 
 TEST(JobIdentityTest, DigestIsZeroOnlyWithoutAToken) {

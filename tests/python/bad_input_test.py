@@ -10,7 +10,7 @@ Client.push_pull refuses bad replicas and a selection of another size, each with
 naming the problem and the model untouched.
 Afterwards the servers' weights are still their initial values (pulled, and the server's
 --dump_shard), and the server applied no push. Two workers declaring different D: the second
-gets sieve.Error (code FAILED_PRECONDITION) naming both values.
+gets sieve.Error (code INVALID_ARGUMENT, wire_code ERROR_BAD_REGISTRATION) naming both values.
 
 usage: bad_input_test.py BUILD_DIR
 """
@@ -106,7 +106,9 @@ class PythonBadInput(unittest.TestCase):
                                                  small, job=second)
             self.assertIn("7850", str(e.exception))
             self.assertIn(str(D), str(e.exception))
-            self.assertEqual(e.exception.code, "FAILED_PRECONDITION")
+            # The scheduler's refusal, by its codes (docs/protocol.md, "Errors").
+            self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+            self.assertEqual(e.exception.wire_code, "ERROR_BAD_REGISTRATION")
             for p, b in zip(small.parameters(), before):
                 self.assertTrue(torch.equal(p, b))
         finally:

@@ -18,6 +18,7 @@
 
 #include "net/address.h"
 #include "net/node.h"
+#include "proto/error_code.h"
 #include "proto/job_identity.h"
 #include "proto/messages.h"
 #include "proto/register_proof.h"
@@ -103,11 +104,10 @@ Message Reply(Transport& peer, const std::string& token = "") {
   auto got = peer.Recv(&reply, std::chrono::milliseconds(60000));
   EXPECT_TRUE(got.ok() && *got) << "no reply from the scheduler";
   Message m;
-  pb::ErrorCode code;
   if (got.ok() && *got) {
     DecodeLimits limits;
     limits.job = limits.token_job = JobDigest(token);
-    EXPECT_TRUE(Decode(std::move(reply), limits, &m, &code).ok());
+    EXPECT_TRUE(Decode(std::move(reply), limits, &m).ok());
   }
   return m;
 }
@@ -195,7 +195,8 @@ TEST(NetSchedulerTest, RegistrationBeyondExpectedCountIsRefused) {
   ASSERT_TRUE(w.ok());
   auto extra = Node::Start(NodeFor(sched.address(), pb::ROLE_WORKER));
   ASSERT_FALSE(extra.ok());
-  EXPECT_EQ(extra.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(WireCodeOf(extra.status()), pb::ERROR_REGISTRATION_FULL) << extra.status().ToString();
+  EXPECT_EQ(extra.status().code(), StatusCode::kAlreadyExists);
   EXPECT_NE(extra.status().message().find("REGISTRATION_FULL"), std::string::npos)
       << extra.status().ToString();
 }

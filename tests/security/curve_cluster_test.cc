@@ -24,6 +24,7 @@
 #include "net/curve.h"
 #include "net/transport.h"
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "proto/messages.h"
 #include "tests/fault/cluster.h"
 #include "tests/proto/test_util.h"
@@ -233,8 +234,7 @@ bool ReceivesError(Transport& peer, pb::ErrorCode code) {
     auto r = peer.Recv(&got, std::chrono::milliseconds(10000));
     if (!r.ok() || !*r) return false;
     Message m;
-    pb::ErrorCode decode_code;
-    if (Decode(std::move(got), {}, &m, &decode_code).ok() && m.type() == pb::MSG_ERROR &&
+    if (Decode(std::move(got), {}, &m).ok() && m.type() == pb::MSG_ERROR &&
         m.header.error().code() == code) {
       return true;
     }
@@ -408,8 +408,7 @@ std::vector<pb::MsgType> ReceivedUntilError(Transport& peer, pb::ErrorCode* erro
     auto r = peer.Recv(&got, std::chrono::milliseconds(10000));
     if (!r.ok() || !*r) return types;
     Message m;
-    pb::ErrorCode decode_code;
-    if (!Decode(std::move(got), {}, &m, &decode_code).ok()) continue;
+    if (!Decode(std::move(got), {}, &m).ok()) continue;
     types.push_back(m.type());
     if (m.type() == pb::MSG_ERROR) {
       *error = m.header.error().code();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "proto/messages.h"
 #include "server/checkpoint.h"
 #include "server/checkpointer.h"
@@ -89,8 +90,7 @@ class Link : public ServerLink {
 Message Decode(Frames frames) {
   const std::vector<uint64_t> lengths(kServers, kShardLen);
   Message m;
-  pb::ErrorCode code = pb::ERROR_NONE;
-  Status s = sieve::Decode(std::move(frames), {lengths, true}, &m, &code);
+  Status s = sieve::Decode(std::move(frames), {lengths, true}, &m);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return m;
 }

@@ -15,6 +15,7 @@
 
 #include "kernels/sparse_ops.h"
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "proto/messages.h"
 
 namespace sieve {
@@ -63,8 +64,7 @@ class RecordingLink : public ServerLink {
 Message DecodeOrDie(Frames frames) {
   const std::vector<uint64_t> lengths(kServers, kShardLen);
   Message m;
-  pb::ErrorCode code = pb::ERROR_NONE;
-  Status s = Decode(std::move(frames), {lengths, true}, &m, &code);
+  Status s = Decode(std::move(frames), {lengths, true}, &m);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return m;
 }

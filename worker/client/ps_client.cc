@@ -13,6 +13,7 @@
 #include "net/curve.h"
 #include "net/node.h"
 #include "net/rejection_log.h"
+#include "proto/error_code.h"
 #include "proto/job_identity.h"
 #include "proto/messages.h"
 #include "proto/register_proof.h"
@@ -454,12 +455,13 @@ Status PsClient::Impl::OnCollectError(const Message& msg, int server, pb::MsgTyp
     return Status::Ok();
   }
   if (!any_round && msg.header.round() != round) return Status::Ok();
-  const std::string what = "server " + std::to_string(server) + " rejected " +
-                           std::string(MsgTypeName(msg.header.error().rejected_type())) + ": " +
-                           pb::ErrorCode_Name(msg.header.error().code()) + ": " +
-                           msg.header.error().message();
+  const Status refused =
+      WireError(msg.header.error().code(), msg.header.error().message())
+          .Prefixed("server " + std::to_string(server) + " rejected " +
+                    std::string(MsgTypeName(msg.header.error().rejected_type())) + ": ");
+  const std::string& what = refused.message();
   // The one refusal a caller recovers from by asking again later (Trainer's join retry).
-  if (msg.header.error().code() == pb::ERROR_JOIN_TOO_LATE) return OutOfRangeError(what);
+  if (msg.header.error().code() == pb::ERROR_JOIN_TOO_LATE) return refused;
   if (resend && PeerCausable(msg.header.error().code()) && !w->done[server] &&
       w->error_retries[server] < kErrorRetries) {
     ++w->error_retries[server];
@@ -471,7 +473,7 @@ Status PsClient::Impl::OnCollectError(const Message& msg, int server, pb::MsgTyp
     resend(server);
     return Status::Ok();
   }
-  return FailedPreconditionError(what);
+  return refused;
 }
 
 template <typename Fn>

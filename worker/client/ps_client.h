@@ -132,11 +132,17 @@ struct RoundStats {
 using UpdateSink =
     std::function<void(uint64_t lo, std::span<const uint32_t> rel, std::span<const float> values)>;
 
+// A peer's refusal (a server's or the scheduler's ERROR) comes back as a Status whose wire_code()
+// is the protocol's error code (docs/protocol.md, "Error codes"; e.g. 9 = ERROR_UNKNOWN_ROUND,
+// 18 = ERROR_JOIN_TOO_LATE) and whose code() follows from it (InvalidArgument for a malformed
+// request, OutOfRange for a bound, AlreadyExists for a rank held, FailedPrecondition for a state
+// that does not allow it, DataLoss for a checksum): test those, never the message.
 class PsClient {
  public:
   // Registers with the scheduler and waits for the node table. Errors: Unavailable (bind failed,
-  // scheduler never answered), FailedPrecondition (the scheduler's ERROR, e.g. registration full
-  // or a version mismatch), DeadlineExceeded (no node table), those of a bad curve_dir.
+  // scheduler never answered), the scheduler's ERROR (e.g. registration full: AlreadyExists; a
+  // version mismatch: FailedPrecondition), DeadlineExceeded (no node table), those of a bad
+  // curve_dir.
   static StatusOr<std::unique_ptr<PsClient>> Connect(const PsClientOptions& options);
 
   ~PsClient();  // leaves the job's sockets (pending sends get 2 s to flush)
@@ -161,8 +167,8 @@ class PsClient {
   // worker should continue from; 0 at the start of a job). The request is sent again to servers
   // that have not answered when a new node table arrives; for a worker that joined late also
   // after 1 s, then at doubling intervals up to 8 s (each answer is a whole shard). Errors:
-  // InvalidArgument (wrong length), DeadlineExceeded, Aborted/Unavailable (job ended),
-  // FailedPrecondition with the server's ERROR message.
+  // InvalidArgument (wrong length), DeadlineExceeded, Aborted/Unavailable (job ended), the
+  // server's ERROR (with its wire code).
   Status PullDense(std::span<float> weights, std::chrono::milliseconds timeout,
                    uint64_t* at = nullptr);
 
@@ -170,16 +176,16 @@ class PsClient {
   // own initial weights, e.g. a torch model's init) to every server (MSG_INIT, each server its
   // slice; copied, the caller keeps its span). A server started without a model starts from
   // them; one with its own initial weights keeps those. Returns once every server acknowledged.
-  // Errors: InvalidArgument (wrong length, non-finite value), FailedPrecondition with a server's
-  // ERROR (e.g. this is not worker 0), DeadlineExceeded, Aborted/Unavailable.
+  // Errors: InvalidArgument (wrong length, non-finite value), a server's ERROR (e.g. this is not
+  // worker 0: wire code ERROR_NOT_INITIALIZED), DeadlineExceeded, Aborted/Unavailable.
   Status OfferInitialWeights(std::span<const float> weights, std::chrono::milliseconds timeout);
 
   // A worker admitted into a running job (joined_late()) asks every server to count it again
   // from `round` on (MSG_JOIN, resent like PullDense until acknowledged). After OK the worker
-  // pushes `round` next. Errors: OutOfRange when a server answered ERROR_JOIN_TOO_LATE (the job
-  // passed `round` there: pull again and join a later round; servers that accepted `round` move
-  // to the later one, see ShardServer::OnJoin), FailedPrecondition with any other ERROR,
-  // DeadlineExceeded, Aborted.
+  // pushes `round` next. Errors: a server's ERROR_JOIN_TOO_LATE (wire code 18, code OutOfRange:
+  // the job passed `round` there: pull again and join a later round; servers that accepted
+  // `round` move to the later one, see ShardServer::OnJoin), any other ERROR, DeadlineExceeded,
+  // Aborted.
   Status Join(uint64_t round, std::chrono::milliseconds timeout);
   bool joined_late() const;
 

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "proto/error_code.h"
+
 namespace sieve {
 
 StatusOr<WorkerStart> StartWorker(PsClient* client, std::span<float> weights,
@@ -43,10 +45,9 @@ StatusOr<WorkerStart> StartWorker(PsClient* client, std::span<float> weights,
       start.attempts = attempt;
       return start;
     }
-    if (joined.code() != StatusCode::kOutOfRange || attempt == kJoinAttempts) {
-      return Status(joined.code(), "rejoin at round " + std::to_string(join) + " failed after " +
-                                       std::to_string(attempt) +
-                                       " attempt(s): " + joined.message());
+    if (!HasWireCode(joined, pb::ERROR_JOIN_TOO_LATE) || attempt == kJoinAttempts) {
+      return joined.Prefixed("rejoin at round " + std::to_string(join) + " failed after " +
+                             std::to_string(attempt) + " attempt(s): ");
     }
     LOG(WARNING) << "join round " << join << " already passed (" << joined.message()
                  << "); pulling again and joining " << 2 * margin << " rounds ahead";

@@ -44,6 +44,7 @@
 #include "kernels/nn/nn_ops.h"
 #include "kernels/selection.h"
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "proto/job_identity.h"
 #include "worker/client/ps_client.h"
 #include "worker/client/worker_start.h"
@@ -68,14 +69,21 @@ struct SieveTimeout : std::runtime_error {
 };
 
 // Raises the exception of `s` with its code as attribute `code` (the StatusCode's name, e.g.
-// "OUT_OF_RANGE"), so callers test the code, never the message.
+// "OUT_OF_RANGE") and a peer's refusal's protocol code as `wire_code` (e.g.
+// "ERROR_UNKNOWN_ROUND"; None for any other error), so callers test codes, never the message. A
+// caller's bad argument is a ValueError; a peer's refusal never is.
 [[noreturn]] void Raise(const Status& s) {
-  if (s.code() == StatusCode::kInvalidArgument) throw py::value_error(s.message());
+  const pb::ErrorCode wire = WireCodeOf(s);
+  if (s.code() == StatusCode::kInvalidArgument && wire == pb::ERROR_NONE) {
+    throw py::value_error(s.message());
+  }
   py::gil_scoped_acquire gil;
   py::module_ core = py::module_::import("sieve._core");
   py::object type = core.attr(s.code() == StatusCode::kDeadlineExceeded ? "TimeoutError" : "Error");
   py::object exc = type(s.ToString());
   exc.attr("code") = std::string(StatusCodeName(s.code()));
+  exc.attr("wire_code") = wire == pb::ERROR_NONE ? py::object(py::none())
+                                                 : py::object(py::str(pb::ErrorCode_Name(wire)));
   PyErr_SetObject(type.ptr(), exc.ptr());
   throw py::error_already_set();
 }
@@ -572,12 +580,15 @@ py::dict LayoutDict(const ModelLayout& l) {
   return out;
 }
 
-// sieve.Error and sieve.TimeoutError, which Raise throws (their `code`: a StatusCode name).
+// sieve.Error and sieve.TimeoutError, which Raise throws (their `code`: a StatusCode name;
+// `wire_code`: a peer's protocol error code name or None).
 void BindErrors(py::module_& m) {
   py::register_exception<SieveError>(m, "Error", PyExc_RuntimeError);
   py::register_exception<SieveTimeout>(m, "TimeoutError", PyExc_TimeoutError);
   m.attr("Error").attr("code") = "UNKNOWN";
   m.attr("TimeoutError").attr("code") = "DEADLINE_EXCEEDED";
+  m.attr("Error").attr("wire_code") = py::none();
+  m.attr("TimeoutError").attr("wire_code") = py::none();
 }
 
 // Selection: the pairs ErrorFeedback.select chose, viewed without copies.

@@ -18,6 +18,7 @@
 #include "net/inproc_transport.h"
 #include "net/node.h"
 #include "proto/codec.h"
+#include "proto/error_code.h"
 #include "proto/messages.h"
 #include "scheduler/scheduler.h"
 #include "tests/proto/test_util.h"
@@ -229,9 +230,29 @@ TEST_F(PsClientTest, ARefusalFailsTheRoundNamingTheServerAndLeavesTheReplica) {
   ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
   const Status s = round.get();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_EQ(WireCodeOf(s), pb::ERROR_NOT_REGISTERED) << s.ToString();
   EXPECT_NE(s.message().find("server 0"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("ERROR_NOT_REGISTERED"), std::string::npos) << s.message();
   EXPECT_EQ(weights_, Expect({}));
+}
+
+// A refusal the client does not retry comes back carrying the server's code, with the status
+// code the one table gives it: a caller tells refusals apart by value.
+TEST_F(PsClientTest, ARefusalCarriesTheServersWireCode) {
+  const pb::ErrorCode codes[] = {pb::ERROR_NOT_INITIALIZED, pb::ERROR_WRONG_SHARD,
+                                 pb::ERROR_UNEXPECTED_TYPE, pb::ERROR_RANK_TAKEN};
+  uint64_t r = 1;
+  for (pb::ErrorCode code : codes) {
+    auto round = StartRound(r);
+    Message push = ServerNext(*server_);
+    SendError(*server_, push, r, code);
+    ASSERT_EQ(round.wait_for(kWait), std::future_status::ready);
+    const Status s = round.get();
+    EXPECT_EQ(WireCodeOf(s), code) << s.ToString();
+    EXPECT_TRUE(HasWireCode(s, code)) << s.ToString();
+    EXPECT_EQ(s.code(), StatusCodeOf(code)) << s.ToString();
+    ++r;
+  }
 }
 
 TEST_F(PsClientTest, SilenceEndsAtTheDeadlineNamingWhatIsMissing) {
