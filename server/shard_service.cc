@@ -82,12 +82,12 @@ ShardService::ShardService(const ShardServiceOptions& options, ShardServer* shar
       link_(link),
       metrics_(metrics),
       checkpointer_(checkpointer),
-      primary_(!options.mirror),
-      mirror_(options.mirror),
-      awaiting_snapshot_(options.mirror && options.awaiting_snapshot),
+      role_(!options.mirror             ? Role::kPrimary
+            : options.awaiting_snapshot ? Role::kRebuilding
+                                        : Role::kMirror),
       following_(options.mirror ? link->ShardPrimary(options.rank) : -1) {
   shard_->set_part_sink([this](Outbox*) { Flush(); });
-  if (primary_) backups_ = options.backups;
+  if (primary()) backups_ = options.backups;
   for (int b : backups_) {
     acked_[b] = 0;
     last_progress_[b] = Clock::now();
@@ -105,7 +105,7 @@ void ShardService::set_trace(TraceWriter* trace) {
 // A mirror follows its primary's events only; the deaths and re-admissions its primary did not
 // replicate are applied when it is promoted (Promote).
 void ShardService::OnWorkerDead(int rank) {
-  if (!primary_) return;
+  if (!primary()) return;
   const uint64_t before = shard_->round();
   Replicate(pb::REPLICA_WORKER_DEAD, rank, 0, {}, {}, false);
   shard_->OnWorkerDead(rank, &out_);
@@ -116,7 +116,7 @@ void ShardService::OnWorkerDead(int rank) {
 }
 
 void ShardService::OnWorkerRejoined(int rank) {
-  if (!primary_) return;
+  if (!primary()) return;
   LOG(INFO) << "worker " << rank << " was re-admitted; it may join shard " << options_.rank
             << " again";
   Replicate(pb::REPLICA_WORKER_REJOINED, rank, 0, {}, {}, false);
@@ -133,7 +133,7 @@ void ShardService::OnData(Message msg) {
   const uint64_t round = msg.header.round();
   const bool worker_request = msg.type() == pb::MSG_JOIN || msg.type() == pb::MSG_PUSH ||
                               msg.type() == pb::MSG_INIT || msg.type() == pb::MSG_PULL_DENSE;
-  if (worker_request && from_worker && !primary_) {
+  if (worker_request && from_worker && !primary()) {
     (void)link_->SendError(sender, pb::ERROR_NOT_PRIMARY,
                            "server " + std::to_string(server_rank()) + " does not serve shard " +
                                std::to_string(options_.rank) + " (server " +
@@ -240,7 +240,7 @@ void ShardService::FinishDataMessage() {
   if (replies && metrics_ != nullptr) metrics_->ObserveUpdateLatency(SecondsSince(flush_start));
   // Only the copy that serves the shard writes its checkpoint (a mirror's replay is the
   // primary's to write; a promoted or handed-back copy writes from then on).
-  if (checkpointer_ != nullptr && primary_) checkpointer_->MaybeWrite(*shard_);
+  if (checkpointer_ != nullptr && primary()) checkpointer_->MaybeWrite(*shard_);
   SendPendingSnapshots();
 }
 

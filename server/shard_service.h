@@ -154,9 +154,22 @@ class ShardService {
   // must outlive the calls that use it; null = none) and names its thread.
   void set_trace(TraceWriter* trace);
 
-  // Serves workers (primary), replays (mirror), or neither (a retired mirror).
-  bool primary() const { return primary_; }
-  bool mirror() const { return mirror_; }
+  // This server's one part in its shard's replication at a time.
+  enum class Role {
+    kPrimary,     // serves the workers and replicates to its backups
+    kRebuilding,  // a rebuilt copy waiting for its primary's snapshot (refuses other events)
+    kMirror,      // a copy replaying the events of the primary it follows
+    kHandedOver,  // a former primary now following the server it handed the shard back to,
+                  // until a node table says so (older tables are ignored meanwhile)
+    kRetired,     // a copy whose shard failed over to another copy: it neither serves nor replays
+  };
+  Role role() const { return role_; }
+  // Serves workers (primary), replays (a mirror: rebuilding, following or handed over), or
+  // neither (retired).
+  bool primary() const { return role_ == Role::kPrimary; }
+  bool mirror() const {
+    return role_ == Role::kRebuilding || role_ == Role::kMirror || role_ == Role::kHandedOver;
+  }
   const ReplicationStats& replication() const { return repl_; }
   // Live backups this primary replicates to.
   const std::vector<int>& backups() const { return backups_; }
@@ -258,18 +271,15 @@ class ShardService {
   std::map<SliceKey, CodedSlice> slices_;
 
   // Replication state.
-  bool primary_ = true;
-  bool mirror_ = false;
+  Role role_;
   std::vector<int> backups_;       // live backups (server ranks)
   std::map<int, uint64_t> acked_;  // backup -> highest seq it acknowledged
   std::map<int, int> refusals_;    // backup -> ERROR_NOT_REPLICA since its last acknowledgement
   std::map<int, uint64_t> snapshot_seq_;  // rebuilt backup -> its snapshot's seq, until it acked it
-  bool awaiting_snapshot_ = false;        // a rebuilt mirror before its snapshot
   std::vector<float> snapshot_residual_;  // its REPLICA_SNAPSHOT_RESIDUAL, until the head
   std::set<int> pending_snapshots_;       // a primary: replacements whose snapshot waits
   int following_ = -1;                    // a mirror: the primary whose events it replays
   int hand_back_to_ = -1;                 // a primary: the shard's own server, rebuilt
-  bool handed_over_ = false;              // a former primary whose node table does not say so yet
   std::map<int, std::chrono::steady_clock::time_point> last_progress_;  // backup -> last ack/send
   uint64_t seq_ = 0;  // events applied (primary: sent; mirror: replayed)
   // The events not yet acknowledged by every live backup, in seq order (seq = first_unacked_ + i).

@@ -17,7 +17,7 @@ namespace sieve {
 void ShardService::Replicate(pb::ReplicaEvent event, int worker, uint64_t round,
                              std::span<const uint32_t> indices, std::span<const float> values,
                              bool dense) {
-  if (!primary_ || backups_.empty()) return;
+  if (!primary() || backups_.empty()) return;
   ++seq_;
   // The queue holds events first_unacked_ .. seq_; empty, it starts at this one (seq_ also moves
   // without it: events replayed as a mirror, a snapshot).
@@ -32,7 +32,7 @@ void ShardService::Replicate(pb::ReplicaEvent event, int worker, uint64_t round,
 }
 
 void ShardService::ReplicateCompletedRound(uint64_t before) {
-  if (!options_.replicate_rounds || !primary_ || backups_.empty()) return;
+  if (!options_.replicate_rounds || !primary() || backups_.empty()) return;
   const uint64_t now = shard_->round();
   if (now == before) return;
   bool dense = false;
@@ -101,7 +101,7 @@ void ShardService::SendReplicate(int backup, uint64_t seq, pb::ReplicaEvent even
 }
 
 void ShardService::OnServerRejoined(int rank) {
-  if (!primary_ || !options_.rebuildable || rank == server_rank() ||
+  if (!primary() || !options_.rebuildable || rank == server_rank() ||
       std::find(options_.rebuild_into.begin(), options_.rebuild_into.end(), rank) ==
           options_.rebuild_into.end() ||
       std::find(backups_.begin(), backups_.end(), rank) != backups_.end()) {
@@ -114,7 +114,7 @@ void ShardService::OnServerRejoined(int rank) {
 }
 
 void ShardService::SendPendingSnapshots() {
-  if (pending_snapshots_.empty() || !primary_ || !shard_->SnapshotReady()) return;
+  if (pending_snapshots_.empty() || !primary() || !shard_->SnapshotReady()) return;
   const std::set<int> ranks = std::move(pending_snapshots_);
   pending_snapshots_.clear();
   for (int rank : ranks) SendSnapshot(rank);
@@ -199,7 +199,7 @@ void ShardService::InstallSnapshot(const Message& msg) {
                << ": the snapshot cannot be installed: " << s.ToString();
     return;
   }
-  awaiting_snapshot_ = false;
+  role_ = Role::kMirror;
   repl_.rebuilt = true;
   seq_ = msg.header.seq();
   LOG(WARNING) << "rebuild: server " << server_rank() << " holds a copy of shard " << options_.rank
@@ -230,7 +230,7 @@ void ShardService::Release() {
 void ShardService::OnReplicateAck(const Message& msg) {
   const int from = msg.header.sender() - 1;  // a server's rank
   auto it = acked_.find(from);
-  if (!primary_ || it == acked_.end() ||
+  if (!primary() || it == acked_.end() ||
       std::find(backups_.begin(), backups_.end(), from) == backups_.end()) {
     peer_log_.Warn([&](std::ostream& os) {
       os << "REPLICATE_ACK for shard " << options_.rank << " from node " << msg.header.sender()
@@ -265,7 +265,7 @@ void ShardService::OnReplicateAck(const Message& msg) {
 }
 
 void ShardService::MaybeHandBack() {
-  if (hand_back_to_ < 0 || !primary_ || !held_.empty() || MinAcked() < seq_) return;
+  if (hand_back_to_ < 0 || !primary() || !held_.empty() || MinAcked() < seq_) return;
   const int to = hand_back_to_;
   hand_back_to_ = -1;
   if (std::find(backups_.begin(), backups_.end(), to) == backups_.end()) return;  // it died
@@ -273,10 +273,8 @@ void ShardService::MaybeHandBack() {
   replier_ = -1;
   // From here on this copy follows `to`; the open round's pushes (not replicated) are the
   // workers' to send again, to the server their next node table names.
-  primary_ = false;
-  mirror_ = true;
+  role_ = Role::kHandedOver;
   following_ = to;
-  handed_over_ = true;
   backups_.clear();
   unacked_.clear();
   ++repl_.handovers;
@@ -288,8 +286,7 @@ void ShardService::MaybeHandBack() {
 }
 
 void ShardService::TakeOver(int from, uint64_t seq) {
-  mirror_ = false;
-  primary_ = true;
+  role_ = Role::kPrimary;
   seq_ = seq;
   first_unacked_ = seq + 1;
   backups_ = {from};  // the former primary holds every event so far
@@ -302,7 +299,7 @@ void ShardService::TakeOver(int from, uint64_t seq) {
 }
 
 void ShardService::OnReplicaRefused(int backup) {
-  if (!primary_ || std::find(backups_.begin(), backups_.end(), backup) == backups_.end()) return;
+  if (!primary() || std::find(backups_.begin(), backups_.end(), backup) == backups_.end()) return;
   if (++refusals_[backup] < kMaxRefusals) return;
   LOG(ERROR) << "server " << backup << " refused shard " << options_.rank << "'s events "
              << kMaxRefusals << " times without acknowledging any: its copy cannot follow, so "
@@ -340,7 +337,7 @@ bool ShardService::WellFormedReplicate(const Message& msg) const {
 void ShardService::OnReplicate(const Message& msg) {
   const int sender = msg.header.sender();
   const uint64_t seq = msg.header.seq();
-  if (!mirror_ || sender != link_->ServerId(following_)) {
+  if (!mirror() || sender != link_->ServerId(following_)) {
     return RefuseReplicate(sender, "server " + std::to_string(server_rank()) +
                                        " holds no copy of shard " + std::to_string(options_.rank) +
                                        " that node " + std::to_string(sender) + " replicates");
@@ -356,7 +353,7 @@ void ShardService::OnReplicate(const Message& msg) {
       ev == pb::REPLICA_SNAPSHOT_DEAD || ev == pb::REPLICA_SNAPSHOT_REJOINED) {
     return OnReplicatedSnapshotPart(msg, ev);
   }
-  if (awaiting_snapshot_) {
+  if (role_ == Role::kRebuilding) {
     return RefuseReplicate(sender, "server " + std::to_string(server_rank()) +
                                        " waits for the snapshot of shard " +
                                        std::to_string(options_.rank));
@@ -398,7 +395,7 @@ void ShardService::OnReplicatedSnapshotPart(const Message& msg, pb::ReplicaEvent
   const int sender = msg.header.sender();
   const int origin = msg.header.origin();
   if (ev == pb::REPLICA_SNAPSHOT_RESIDUAL) {  // kept for the head that follows; not acknowledged
-    if (!awaiting_snapshot_ || !msg.dense()) {
+    if (role_ != Role::kRebuilding || !msg.dense()) {
       return RefuseReplicate(
           sender, "a snapshot's residual out of place for shard " + std::to_string(options_.rank));
     }
@@ -406,13 +403,15 @@ void ShardService::OnReplicatedSnapshotPart(const Message& msg, pb::ReplicaEvent
     return;
   }
   const bool head = ev == pb::REPLICA_SNAPSHOT;
-  if (head ? !awaiting_snapshot_ || !msg.dense() : awaiting_snapshot_ || msg.header.seq() != seq_) {
+  if (head ? role_ != Role::kRebuilding || !msg.dense()
+           : role_ == Role::kRebuilding || msg.header.seq() != seq_) {
     return RefuseReplicate(
         sender, "a snapshot part out of place for shard " + std::to_string(options_.rank));
   }
   if (head) {
     InstallSnapshot(msg);
-    if (awaiting_snapshot_) return RefuseReplicate(sender, "the snapshot does not fit the shard");
+    if (role_ == Role::kRebuilding)
+      return RefuseReplicate(sender, "the snapshot does not fit the shard");
   } else if (ev == pb::REPLICA_SNAPSHOT_DEAD) {
     shard_->OnWorkerDead(origin, &replayed_out_);
   } else {
@@ -472,7 +471,7 @@ void ShardService::OnServerDead(int rank) {
   // The primary this copy follows died: a table that moved the shard already (a handover whose
   // REPLICA_HANDOVER never came, or the failover's table, installed before this event) applies
   // now.
-  if (mirror_ && rank == following_) return OnTable();
+  if (mirror() && rank == following_) return OnTable();
   pending_snapshots_.erase(rank);
   auto it = std::find(backups_.begin(), backups_.end(), rank);
   if (it == backups_.end()) return;
@@ -491,25 +490,24 @@ void ShardService::OnServerDead(int rank) {
 
 void ShardService::OnTable() {
   const int primary = link_->ShardPrimary(options_.rank);
-  if (!mirror_ || primary == following_) {
-    handed_over_ = false;  // the table caught up with a handover
+  if (!mirror() || primary == following_) {
+    if (role_ == Role::kHandedOver) role_ = Role::kMirror;  // the table caught up with it
     return;
   }
-  if (handed_over_) return;  // a table from before this server's handover
+  if (role_ == Role::kHandedOver) return;  // a table from before this server's handover
   // The table moved the shard away from the primary this copy follows. While that primary is
   // alive it is a handover, whose REPLICA_HANDOVER (on another connection than the table) is on
   // its way: the event moves this copy in order (TakeOver, or following the new primary). A
   // failover's primary is dead: the copy named goes on from what it has, the others retire.
   if (!link_->ServerDead(following_)) return;
-  if (primary == server_rank() && !awaiting_snapshot_) return Promote();
-  mirror_ = false;  // another copy took the shard over: this one is retired
+  if (primary == server_rank() && role_ != Role::kRebuilding) return Promote();
+  role_ = Role::kRetired;  // another copy took the shard over
   LOG(WARNING) << "shard " << options_.rank << " failed over to server " << primary
                << "; this server's copy of it is retired";
 }
 
 void ShardService::Promote() {
-  mirror_ = false;
-  primary_ = true;
+  role_ = Role::kPrimary;
   repl_.promoted = true;
   repl_.promoted_round = shard_->round();
   // The deaths and re-admissions the scheduler announced that the dead primary had not replicated.
