@@ -247,36 +247,11 @@ void Node::IoLoop() {
       wait = unregistered_poll;
       continue;
     }
-    if (now >= next_heartbeat && !have_table) {
-      // Before the node table the scheduler knows this node only by its registration, so the
-      // liveness signal is the (idempotent) REGISTER itself, which the scheduler acknowledges.
+    if (now >= next_heartbeat) {
       next_heartbeat = now + options_.heartbeat_interval;
-      Frames frames;
-      {
-        MutexLock lock(&mu_);
-        frames.emplace_back(register_bytes_.data(), register_bytes_.size());
-      }
-      (void)transport_->TrySend(kSchedulerId, std::move(frames));  // never waits on a peer
-    } else if (now >= next_heartbeat) {
-      next_heartbeat = now + options_.heartbeat_interval;
-      pb::Header h = MakeHeader(pb::MSG_HEARTBEAT, id_ >= 0 ? id_ : -1, kSchedulerId);
-      {
-        MutexLock lock(&mu_);
-        *h.mutable_heartbeat() = report_;
-      }
-      auto enc = EncodeControl(h);
-      if (enc.ok()) (void)transport_->TrySend(kSchedulerId, std::move(enc).value());
+      SendLiveness(have_table);
     }
-    if (now - last_from_scheduler_ > options_.heartbeat_timeout) {
-      MutexLock lock(&mu_);
-      if (!scheduler_lost_) {
-        LOG(ERROR) << "scheduler silent for more than " << options_.heartbeat_timeout.count()
-                   << " ms";
-        scheduler_lost_ = true;
-        scheduler_lost = true;
-        cv_.NotifyAll();
-      }
-    }
+    if (now - last_from_scheduler_ > options_.heartbeat_timeout) scheduler_lost |= LoseScheduler();
     const auto loss_check =
         last_from_scheduler_ + options_.heartbeat_timeout + std::chrono::milliseconds(1);
     const auto deadline = scheduler_lost ? next_heartbeat : std::min(next_heartbeat, loss_check);
@@ -284,6 +259,35 @@ void Node::IoLoop() {
     wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(until),
                       std::chrono::milliseconds(1), options_.heartbeat_interval);
   }
+}
+
+void Node::SendLiveness(bool have_table) {
+  Frames frames;
+  if (!have_table) {
+    // Before the node table the scheduler knows this node only by its registration, so the
+    // liveness signal is the (idempotent) REGISTER itself, which the scheduler acknowledges.
+    MutexLock lock(&mu_);
+    frames.emplace_back(register_bytes_.data(), register_bytes_.size());
+  } else {
+    pb::Header h = MakeHeader(pb::MSG_HEARTBEAT, id_ >= 0 ? id_ : -1, kSchedulerId);
+    {
+      MutexLock lock(&mu_);
+      *h.mutable_heartbeat() = report_;
+    }
+    auto enc = EncodeControl(h);
+    if (!enc.ok()) return;
+    frames = std::move(enc).value();
+  }
+  (void)transport_->TrySend(kSchedulerId, std::move(frames));  // never waits on a peer
+}
+
+bool Node::LoseScheduler() {
+  MutexLock lock(&mu_);
+  if (scheduler_lost_) return false;
+  LOG(ERROR) << "scheduler silent for more than " << options_.heartbeat_timeout.count() << " ms";
+  scheduler_lost_ = true;
+  cv_.NotifyAll();
+  return true;
 }
 
 bool Node::OfThisJobInstance(const Message& msg) const {

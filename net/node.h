@@ -206,6 +206,11 @@ class Node {
   explicit Node(const NodeOptions& options);
   Status Register() EXCLUDES(mu_);
   void IoLoop();
+  // IoLoop's steps. The liveness signal due to the scheduler (the REGISTER before the node table,
+  // a HEARTBEAT with the latest report after it), never waiting on the peer.
+  void SendLiveness(bool have_table) EXCLUDES(mu_);
+  // Marks the scheduler lost (once) and wakes the waiters; true when this call did.
+  bool LoseScheduler() EXCLUDES(mu_);
   // Handles one received message; `key` is the client key CURVE authenticated for it (PeerKey).
   void Dispatch(Frames frames, std::string key) EXCLUDES(data_mu_, mu_);
   // Under CURVE: whether `key` is the key of node `sender` (the scheduler's from the allow-list,
