@@ -46,7 +46,7 @@
 #include "base/thread_team.h"
 #include "bench/common/bench_end.h"
 #include "bench/common/flag_value.h"
-#include "server/shard_server.h"
+#include "server/shard/shard_server.h"
 
 namespace sieve {
 namespace {

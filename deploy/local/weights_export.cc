@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "proto/shards.h"
-#include "server/checkpoint.h"
+#include "server/checkpoint/checkpoint.h"
 
 namespace sieve {
 namespace {

@@ -1,7 +1,7 @@
 // The trained weights of one sieve job, put back together from what its servers left in one
 // directory (`sieve export`, export_command.h): the final shards `shard-<rank>.f32` that
 // sieve-server --dump_shard writes at the end (raw little-endian float32, no header) or the
-// checkpoints `server-<rank>.ckpt` of --checkpoint_dir (server/checkpoint.h).
+// checkpoints `server-<rank>.ckpt` of --checkpoint_dir (server/checkpoint/checkpoint.h).
 //
 // Contract of CollectWeights: it returns the model's full flat vector of D float32 values, bit
 // for bit what the files hold, or an error naming the file and the reason; never a partial or
@@ -40,7 +40,7 @@
 namespace sieve {
 
 // What the servers of the job were started with: the checkpoints' configuration hash
-// (server/checkpoint.h ConfigHash) is computed from it.
+// (server/checkpoint/checkpoint.h ConfigHash) is computed from it.
 struct ExportJob {
   std::string model;                // the servers' --model ("" when they took the workers' model)
   uint64_t num_params = 0;          // D

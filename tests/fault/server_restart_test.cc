@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "server/checkpoint.h"
+#include "server/checkpoint/checkpoint.h"
 #include "tests/fault/cluster.h"
 
 namespace sieve {

@@ -31,7 +31,7 @@
 #include "proto/codec.h"
 #include "proto/error_code.h"
 #include "scheduler/scheduler.h"
-#include "server/shard_server.h"
+#include "server/shard/shard_server.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // `sieve export` (deploy/local/weights_export.h, export_command.h): a job's weights are written
 // here as its servers would leave them (the checkpoints by the server's own writer,
-// server/checkpoint.h; the final shards as --dump_shard's raw float32, cut from one vector by
+// server/checkpoint/checkpoint.h; the final shards as --dump_shard's raw float32, cut from one vector by
 // the servers' own split, proto/shards.h), exported, and compared bit for bit with the vector
 // they came from; then every refusal (a gap, an overlap, a truncated or corrupt file, a file of
 // another job, an empty directory) and the command's exit statuses.
@@ -22,7 +22,7 @@
 
 #include "deploy/local/weights_export.h"
 #include "proto/shards.h"
-#include "server/checkpoint.h"
+#include "server/checkpoint/checkpoint.h"
 
 namespace sieve {
 namespace {

@@ -198,7 +198,7 @@ TEST_F(LaunchFailover, BspKillOfAServerLosesNothingAndEndsBitwiseAsWithoutTheKil
   EXPECT_LT(promoted, rounds);
   EXPECT_EQ(shard0.at("rounds"), std::to_string(rounds)) << "the shard skipped or replayed rounds";
   ExpectSameWeights("base", "kill");
-  // server/checkpoint.h's layout: the round after magic, version, reserved and config (24 bytes).
+  // server/checkpoint/checkpoint.h's layout: the round after magic, version, reserved and config (24 bytes).
   std::ifstream in(ckpt + "/server-0.ckpt", std::ios::binary);
   uint64_t ckpt_round = 0;
   in.seekg(24);
