@@ -24,12 +24,12 @@
 #include "metrics/daemon_metrics.h"
 #include "net/node.h"
 #include "proto/messages.h"
-#include "server/shard/bsp_shard.h"
 #include "server/checkpoint/checkpointer.h"
+#include "server/service/shard_service.h"
+#include "server/shard/bsp_shard.h"
 #include "server/shard/consistency.h"
 #include "server/shard/initial_weights.h"
 #include "server/shard/shard_server.h"
-#include "server/service/shard_service.h"
 #include "trace/trace_writer.h"
 
 namespace sieve {
@@ -524,6 +524,45 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
   return h;
 }
 
+// A server admitted late (a restart) whose table names it the primary of other shards than its
+// own: each failed over to it, then lost its last live copy while it was down, and waits for it.
+// It takes them up as their primary from their checkpoints, as it does its own shard. Then every
+// shard it serves after such a loss offers a snapshot to the live servers rebuilding copies of
+// it (replacements whose own shard is served elsewhere): the primary they wait for is this one.
+// ASP/SSP only: a BSP shard restored behind the workers resyncs by a jump of rounds that its
+// copies, replicated round by round, cannot follow (such a BSP job waits for ever; see
+// docs/architecture.md, "Failure handling"). 0, or the exit code.
+int AdoptWaitingShards(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics,
+                       NodeServerLink* link, HostedShards* shards) {
+  if (!node.joined_late() || node.replication() == 0 || o.shard.consistency == Consistency::kBsp) {
+    return 0;
+  }
+  const int rank = node.rank();
+  const int servers = static_cast<int>(node.num_servers());
+  bool adopted = false;
+  for (int s = 0; s < servers; ++s) {
+    if (s == rank || node.ShardPrimary(s) != rank) continue;
+    int code = 0;
+    auto h = HostShard(o, node, metrics, link, s, /*mirror=*/false, false, &code);
+    if (h == nullptr) return code;
+    LOG(WARNING) << "shard " << s << " lost every live copy while server " << rank
+                 << " was down and waited for it: server " << rank
+                 << " serves it from its checkpoint";
+    shards->Add(std::move(h));
+    adopted = true;
+  }
+  if (!adopted && node.ShardPrimary(rank) != rank) return 0;
+  for (auto& h : shards->all()) {
+    if (!h->service->primary()) continue;
+    for (int r = 0; r < servers; ++r) {
+      if (r != rank && !link->ServerDead(r) && node.ShardPrimary(r) != r) {
+        h->service->OnServerRejoined(r);
+      }
+    }
+  }
+  return 0;
+}
+
 // --trace_out's writer for server `rank`; null without the flag.
 StatusOr<std::unique_ptr<TraceWriter>> OpenTrace(const ServerDaemonOptions& o, int rank) {
   if (o.trace_out.empty()) return std::unique_ptr<TraceWriter>();
@@ -564,12 +603,18 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
   const int servers = static_cast<int>(node.num_servers());
   if (!node.joined_late() || rebuild) {
     for (int k = 1; k <= static_cast<int>(node.replication()); ++k) {
-      auto copy = HostShard(o, node, metrics, &link, ((rank - k) % servers + servers) % servers,
-                            /*mirror=*/true, rebuild, &code);
+      const int s = ((rank - k) % servers + servers) % servers;
+      // Adopted as its primary below (ASP/SSP).
+      if (node.joined_late() && node.ShardPrimary(s) == rank &&
+          o.shard.consistency != Consistency::kBsp) {
+        continue;
+      }
+      auto copy = HostShard(o, node, metrics, &link, s, /*mirror=*/true, rebuild, &code);
       if (copy == nullptr) return code;
       shards.Add(std::move(copy));
     }
   }
+  if ((code = AdoptWaitingShards(o, node, metrics, &link, &shards)) != 0) return code;
   const ShardServerOptions& so = mine.server->options();
   LOG(INFO) << "server " << rank << " owns [" << mine.range.lo << ", " << mine.range.hi
             << ") of D = " << node.num_params() << ", " << ConsistencyName(so.consistency) << ", "

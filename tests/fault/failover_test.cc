@@ -199,5 +199,65 @@ TEST(FailoverTest, BspWithBackupWorkersAKilledServersReplacementIsRebuiltAtARoun
   ExpectTheCopiesOfShard1Agree(job);
 }
 
+// Both servers of a 2-server job (ASP, BSP) with --replication=1 killed together, server 1
+// restarted at once and server 0 only after the scheduler declared it lost (the chaos soak's
+// schedule: `sieve launch` waited out its restart backoff). Server 1's replacement registers while
+// the scheduler still takes server 0 for alive, so shard 1 fails over to server 0, and server 1
+// comes back as a rebuilt copy waiting for server 0's snapshot; then server 0 is declared dead and
+// both shards wait for it. The restarted server 0 serves both from their checkpoints and rebuilds
+// server 1, and the job finishes. Before, server 0 came back serving only its own shard and
+// nobody served shard 1: every worker's round timed out, for ever.
+class BothServersDie : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BothServersDie, AShardWhoseCopiesAllDiedIsServedByItsPrimaryFromItsCheckpoint) {
+  const std::string consistency = GetParam();
+  const fs::path dir =
+      fs::temp_directory_path() / ("sieve-failover-both-" + consistency + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::vector<std::string> server = {
+      "--model=synthetic",
+      "--num_params=" + std::to_string(kD),
+      "--consistency=" + consistency,
+      "--heartbeat_interval_ms=100",
+      "--checkpoint_dir=" + (dir / "ckpt").string(),
+      consistency == "bsp" ? "--checkpoint_every=50" : "--checkpoint_every_s=1"};
+  testing::FaultCluster c;
+  ASSERT_TRUE(c.StartScheduler(
+      2, 2,
+      {"--replication=1", "--heartbeat_timeout_ms=3000", "--server_restart_timeout_ms=60000"}))
+      << c.Log();
+  for (int s = 0; s < 2; ++s) c.StartServer(s, server);
+  for (int w = 0; w < 2; ++w) {
+    c.StartWorker(
+        w, {"--model=synthetic", "--num_params=" + std::to_string(kD), "--epochs=40",
+            "--rounds_per_epoch=100", "--compressor=topk", "--density=0.01",
+            "--straggler=delay:5ms", "--heartbeat_interval_ms=100", "--round_timeout_ms=20000"});
+  }
+  ASSERT_TRUE(c.worker(0).WaitFor("epoch 10/40", milliseconds(60000))) << c.Log();
+  c.server(0).Kill(SIGKILL);
+  c.server(1).Kill(SIGKILL);
+  c.StartServer(1, server);
+  ASSERT_TRUE(c.WaitForStatus([](const pb::JobStatus& st) { return Serves(st, 0, 1); },
+                              milliseconds(10000)))
+      << "shard 1 did not fail over to server 0\n"
+      << c.Log();
+  ASSERT_TRUE(c.WaitForStatus(
+      [](const pb::JobStatus& st) {
+        const pb::JobNode* n = testing::FindNode(st, pb::ROLE_SERVER, 0);
+        return n != nullptr && n->state() == pb::NODE_LOST;
+      },
+      milliseconds(20000)))
+      << c.Log();
+  c.StartServer(0, server);
+  ExpectRebuiltAndFinished(c);
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+
+// Not BSP: its shard restored behind the workers resyncs by a jump of rounds that copies
+// replicated round by round cannot follow yet (docs/architecture.md, "Failure handling").
+INSTANTIATE_TEST_SUITE_P(Modes, BothServersDie, ::testing::Values("asp", "ssp"),
+                         [](const auto& info) { return std::string(info.param); });
+
 }  // namespace
 }  // namespace sieve
