@@ -93,4 +93,38 @@ StatusOr<ModelLayout> MakeModelLayout(std::string_view name, uint64_t synthetic_
   return std::move(b).Build();
 }
 
+StatusOr<std::vector<DenseLayerSpec>> MlpLayersOf(const ModelLayout& layout, int input_size,
+                                                  int num_classes) {
+  const std::vector<Segment>& segs = layout.segments;
+  if (segs.empty() || segs.size() % 2 != 0) {
+    return InvalidArgumentError(layout.name + ": not (weight, bias) pairs");
+  }
+  std::vector<DenseLayerSpec> layers;
+  int prev = input_size;
+  for (size_t i = 0; i < segs.size(); i += 2) {
+    const Segment& w = segs[i];
+    const Segment& b = segs[i + 1];
+    if (w.shape.size() != 2 || b.shape.size() != 1) {
+      return InvalidArgumentError(layout.name + ": " + w.name + " / " + b.name +
+                                  " are not a weight matrix and a bias vector");
+    }
+    DenseLayerSpec l;
+    l.out = static_cast<int>(w.shape[0]);
+    l.in = static_cast<int>(w.shape[1]);
+    if (l.in != prev) return InvalidArgumentError(layout.name + ": " + w.name + " does not chain");
+    if (b.shape[0] != l.out) {
+      return InvalidArgumentError(layout.name + ": " + b.name + " does not match " + w.name);
+    }
+    l.weight_offset = w.offset;
+    l.bias_offset = b.offset;
+    layers.push_back(l);
+    prev = l.out;
+  }
+  if (prev != num_classes) {
+    return InvalidArgumentError(layout.name + ": the last layer has " + std::to_string(prev) +
+                                " outputs, not " + std::to_string(num_classes));
+  }
+  return layers;
+}
+
 }  // namespace sieve

@@ -68,6 +68,21 @@ struct ModelLayout {
   const Segment* Find(std::string_view segment_name) const;
 };
 
+// One fully connected layer of an MLP layout: weight [out][in] at weight_offset, bias [out] at
+// bias_offset (global indices of the flat vector).
+struct DenseLayerSpec {
+  int in = 0;
+  int out = 0;
+  uint64_t weight_offset = 0;
+  uint64_t bias_offset = 0;
+};
+
+// The layers of `layout` read as an MLP: (weight [out][in], bias [out]) segment pairs, in order,
+// whose sizes chain from `input_size` to `num_classes`. InvalidArgument naming the segment when
+// the layout is not such a chain.
+StatusOr<std::vector<DenseLayerSpec>> MlpLayersOf(const ModelLayout& layout, int input_size,
+                                                  int num_classes);
+
 // Largest D accepted for the synthetic layout (2^40 parameters, 4 TiB of fp32).
 inline constexpr uint64_t kMaxSyntheticParams = uint64_t{1} << 40;
 

@@ -11,27 +11,13 @@ namespace sieve {
 
 MlpModel::MlpModel(ModelLayout layout, std::unique_ptr<NnOps> ops)
     : Model(std::move(ops)), layout_(std::move(layout)), delta_a_(context()), delta_b_(context()) {
-  const std::vector<Segment>& segs = layout_.segments;
-  CHECK(!segs.empty() && segs.size() % 2 == 0) << layout_.name << ": not (weight, bias) pairs";
-  int prev = input_size();
-  for (size_t i = 0; i < segs.size(); i += 2) {
-    const Segment& w = segs[i];
-    const Segment& b = segs[i + 1];
-    CHECK_EQ(w.shape.size(), 2u) << w.name;
-    CHECK_EQ(b.shape.size(), 1u) << b.name;
-    Layer l;
-    l.out = static_cast<int>(w.shape[0]);
-    l.in = static_cast<int>(w.shape[1]);
-    CHECK_EQ(l.in, prev) << w.name << " does not chain";
-    CHECK_EQ(b.shape[0], l.out) << b.name;
-    l.weight_offset = w.offset;
-    l.bias_offset = b.offset;
-    layers_.push_back(l);
+  auto layers = MlpLayersOf(layout_, input_size(), num_classes());
+  CHECK(layers.ok()) << layers.status().ToString();
+  layers_ = std::move(layers).value();
+  for (const Layer& l : layers_) {
     widest_ = std::max(widest_, l.out);
     activations_.emplace_back(context());
-    prev = l.out;
   }
-  CHECK_EQ(prev, num_classes()) << layout_.name;
 }
 
 Status MlpModel::Run(const float* params, const float* x, const uint8_t* labels, int batch,

@@ -27,12 +27,7 @@ class MlpModel : public Model {
              XentResult* out) override;
 
  private:
-  struct Layer {
-    int in = 0;
-    int out = 0;
-    uint64_t weight_offset = 0;
-    uint64_t bias_offset = 0;
-  };
+  using Layer = DenseLayerSpec;
   ModelLayout layout_;
   std::vector<Layer> layers_;
   int widest_ = 0;

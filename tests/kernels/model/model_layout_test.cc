@@ -153,5 +153,36 @@ TEST(WorkerModelLayout, CounterHashIsDeterministicAndSpreads) {
   EXPECT_EQ(seen.size(), 10000u);
 }
 
+// fnn3 as an MLP: three layers chaining 784 -> 200 -> 200 -> 10, each weight then its bias,
+// back to back from index 0 (offsets from the shapes by hand).
+TEST(WorkerModelLayout, MlpLayersOfFnn3ChainAtTheirOffsets) {
+  auto layers = MlpLayersOf(Layout("fnn3"), 784, 10);
+  ASSERT_TRUE(layers.ok()) << layers.status().ToString();
+  ASSERT_EQ(layers->size(), 3u);
+  const int dims[] = {784, 200, 200, 10};
+  uint64_t offset = 0;
+  for (int l = 0; l < 3; ++l) {
+    const DenseLayerSpec& d = (*layers)[static_cast<size_t>(l)];
+    EXPECT_EQ(d.in, dims[l]);
+    EXPECT_EQ(d.out, dims[l + 1]);
+    EXPECT_EQ(d.weight_offset, offset);
+    offset += static_cast<uint64_t>(dims[l]) * dims[l + 1];
+    EXPECT_EQ(d.bias_offset, offset);
+    offset += static_cast<uint64_t>(dims[l + 1]);
+  }
+  EXPECT_EQ(offset, 199210u);
+}
+
+TEST(WorkerModelLayout, MlpLayersOfRefusesWhatIsNotAChain) {
+  // Conv weights are 4-D: not an MLP.
+  EXPECT_EQ(MlpLayersOf(Layout("cnn"), 784, 10).status().code(), StatusCode::kInvalidArgument);
+  // The chain must start at the input and end at the classes.
+  EXPECT_FALSE(MlpLayersOf(Layout("fnn3"), 783, 10).ok());
+  EXPECT_FALSE(MlpLayersOf(Layout("fnn3"), 784, 9).ok());
+  ModelLayout odd = Layout("softmax");
+  odd.segments.pop_back();  // a weight without its bias
+  EXPECT_FALSE(MlpLayersOf(odd, 784, 10).ok());
+}
+
 }  // namespace
 }  // namespace sieve

@@ -12,25 +12,10 @@
 namespace sieve::cpu_reference {
 
 MlpModel::MlpModel(ModelLayout layout) : layout_(std::move(layout)) {
-  const std::vector<Segment>& segs = layout_.segments;
-  CHECK(!segs.empty() && segs.size() % 2 == 0) << layout_.name << ": not (weight, bias) pairs";
-  int prev = input_size();
-  for (size_t i = 0; i < segs.size(); i += 2) {
-    const Segment& w = segs[i];
-    const Segment& b = segs[i + 1];
-    CHECK_EQ(w.shape.size(), 2u) << w.name;
-    CHECK_EQ(b.shape.size(), 1u) << b.name;
-    Layer l;
-    l.out = static_cast<int>(w.shape[0]);
-    l.in = static_cast<int>(w.shape[1]);
-    CHECK_EQ(l.in, prev) << w.name << " does not chain";
-    CHECK_EQ(b.shape[0], l.out) << b.name;
-    l.weight_offset = w.offset;
-    l.bias_offset = b.offset;
-    layers_.push_back(l);
-    prev = l.out;
-  }
-  CHECK_EQ(prev, num_classes()) << layout_.name;
+  // The layout is read as the worker's model reads it; the arithmetic below is this reference's.
+  auto layers = MlpLayersOf(layout_, input_size(), num_classes());
+  CHECK(layers.ok()) << layers.status().ToString();
+  layers_ = std::move(layers).value();
   activations_.resize(layers_.size());
 }
 

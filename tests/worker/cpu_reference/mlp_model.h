@@ -28,12 +28,7 @@ class MlpModel : public Model {
             int64_t* correct) override;
 
  private:
-  struct Layer {
-    int in = 0;
-    int out = 0;
-    uint64_t weight_offset = 0;
-    uint64_t bias_offset = 0;
-  };
+  using Layer = DenseLayerSpec;
 
   ModelLayout layout_;
   std::vector<Layer> layers_;
