@@ -31,7 +31,8 @@ define a Workload (the model, its optimizer, the loss of one step, the evaluatio
   (test_acc for the image models, perplexity and val_loss for the LMs). On both backends rank 0
   then prints one line, `workload finished: backend=ddp workers=2 steps=20 time=5.1s
   eval_s=0.8 steps_per_s=4.67 test_acc=0.1234` (time: the training loop, evaluation included;
-  steps_per_s leaves evaluation out).
+  steps_per_s leaves evaluation out), and with `--result_json=PATH` writes the same as JSON for
+  programs (bench/workloads/run.py reads it; never the line).
 - **Data from Debian packages, nothing downloaded.** Fashion-MNIST from dataset-fashion-mnist
   (/usr/share/datasets/fashion-mnist, normalized as sieve-worker does); the King James Bible
   from bible-kjv-text (/usr/lib/bible.data), read through its reader `bible` (package
@@ -45,6 +46,7 @@ Only CPU tensors: both backends train on the CPU (`--threads` torch threads per 
 import argparse
 import gzip
 import hashlib
+import json
 import math
 import os
 import re
@@ -521,6 +523,9 @@ def make_parser(workload, description):
     p.add_argument("--eval_limit", type=int, default=0,
                    help="evaluate on the first N examples / tokens (0: all)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--result_json", default="",
+                   help="rank 0 writes the run's result here as JSON at the end (backend, "
+                        "workers, steps, time_s, eval_s, steps_per_s, metrics), atomically")
     workload.add_flags(p)
     p.set_defaults(**workload.defaults)
     return p
@@ -580,8 +585,22 @@ def train(workload, args, backend):
         print(f"workload finished: backend={backend.name} workers={world} steps={stop} "
               f"time={elapsed:.1f}s eval_s={eval_s:.1f} steps_per_s={rate:.3g} {fields}",
               flush=True)
+        if args.result_json:
+            write_result(args.result_json, {
+                "backend": backend.name, "workers": world, "steps": stop, "time_s": elapsed,
+                "eval_s": eval_s, "steps_per_s": rate,
+                "metrics": {k: float(v) for k, v in metrics.items()}})
     backend.finish()
     return 0
+
+
+def write_result(path, result):
+    """--result_json: the file appears whole or not at all (written beside it, then renamed)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 def _free_port():
