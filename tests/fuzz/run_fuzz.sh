@@ -34,6 +34,7 @@ if [ -f "$BUILD/kernels/libsieve_kernels_cuda.a" ]; then
 fi
 BIN="$OUT/decode_push_fuzzer"
 SRCS=("$HERE/decode_push_fuzzer.cc" "$ROOT/proto/codec.cc" "$ROOT/proto/crc32c.cc" "$ROOT/proto/shards.cc"
+      "$ROOT/proto/error_code.cc"
       "$ROOT/proto/index_coding.cc" "$ROOT/proto/stream_vbyte.cc" "$ROOT/proto/register_proof.cc"
       "$ROOT/proto/siphash.cc"
       "$ROOT/server/shard/shard_server.cc" "$ROOT/server/shard/bsp_shard.cc" "$ROOT/server/shard/bsp_shard_rejoin.cc"
