@@ -191,6 +191,11 @@ void Node::AnswerChallenge(const pb::RegisterChallenge& c) {
 
 Status Node::StopStatusLocked() const {
   if (!stop_reason_.empty()) return AbortedError(stop_reason_);
+  if (dropped_) {
+    return UnavailableError(
+        "the scheduler declared this process dead (silent for longer than its heartbeat timeout: "
+        "stopped or starved that long); a new process under the same rank rejoins the job");
+  }
   if (scheduler_lost_) {
     return UnavailableError("scheduler silent for more than " +
                             std::to_string(options_.heartbeat_timeout.count()) + " ms");
@@ -535,6 +540,13 @@ void Node::OnSchedulerError(const pb::Header& h) {
     cv_.NotifyAll();
   }
   if (!have_table_) register_error_ = WireError(h.error().code(), h.error().message());
+  // The answer to this process's HEARTBEAT once the scheduler declared it dead (it was stopped
+  // past the timeout: its own stall is not the scheduler's silence, net/loop_stall.h): the job
+  // went on without it, so it leaves, and whatever restarts it brings a new process.
+  if (have_table_ && h.error().code() == pb::ERROR_NOT_REGISTERED &&
+      h.error().rejected_type() == pb::MSG_HEARTBEAT) {
+    dropped_ = true;
+  }
   event_log_.Error([&](std::ostream& os) { os << "scheduler error: " << h.error().message(); });
   cv_.NotifyAll();
 }

@@ -295,6 +295,9 @@ class Node {
   bool shutdown_failed_ GUARDED_BY(mu_) = false;
   std::string stop_reason_ GUARDED_BY(mu_);
   bool scheduler_lost_ GUARDED_BY(mu_) = false;
+  // The scheduler answered this process's HEARTBEAT with ERROR_NOT_REGISTERED: it was declared
+  // dead (OnSchedulerError); StopStatusLocked says so.
+  bool dropped_ GUARDED_BY(mu_) = false;
   std::deque<Message> inbox_ GUARDED_BY(mu_);
   // Held while on_data_ runs or changes (taken before mu_, never while holding it): data
   // messages stay in order.

@@ -2,7 +2,8 @@
 // timeout, then continued, the scheduler first): nobody's own stall is taken for a peer's
 // silence (net/loop_stall.h). The scheduler declares no node dead, no node takes the scheduler
 // for lost, and the job finishes as if nothing had happened: every worker's replica equal, no
-// restart, no loss in the job status.
+// restart, no loss in the job status. And one server stopped alone that long is declared dead,
+// and leaves when it resumes.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,27 +26,38 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
+std::vector<std::string> ServerFlags() {
+  return {"--model=synthetic", "--num_params=20000", "--heartbeat_interval_ms=100",
+          "--heartbeat_timeout_ms=1000"};
+}
+
+// A 2-server, 2-worker synthetic job (1200 rounds of 5 ms emulated compute, heartbeat timeout
+// 1 s) with `scheduler_extra` and `worker_extra` flags, once it passed round 100. False when it
+// did not in time.
+bool StartJob(testing::FaultCluster& c, const std::vector<std::string>& scheduler_extra,
+              const std::vector<std::string>& worker_extra) {
+  std::vector<std::string> scheduler = {"--heartbeat_timeout_ms=1000",
+                                        "--status_file_interval_ms=250"};
+  scheduler.insert(scheduler.end(), scheduler_extra.begin(), scheduler_extra.end());
+  if (!c.StartScheduler(2, 2, scheduler)) return false;
+  for (int s = 0; s < 2; ++s) c.StartServer(s, ServerFlags());
+  std::vector<std::string> worker = ServerFlags();
+  for (const char* f : {"--epochs=4", "--rounds_per_epoch=300", "--compressor=topk",
+                        "--density=0.01", "--straggler=delay:5ms", "--eval_every=0"}) {
+    worker.push_back(f);
+  }
+  worker.insert(worker.end(), worker_extra.begin(), worker_extra.end());
+  for (int w = 0; w < 2; ++w) c.StartWorker(w, worker);
+  auto running = [](const pb::JobStatus& st) { return st.progress().round() >= 100; };
+  return c.WaitForStatus(running, milliseconds(60000)).has_value();
+}
+
 TEST(MachineStallTest, EveryProcessStoppedPastTheTimeoutResumesWithoutADeath) {
   const fs::path dir = fs::temp_directory_path() / ("sieve-stall-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   testing::FaultCluster c;
-  ASSERT_TRUE(
-      c.StartScheduler(2, 2, {"--heartbeat_timeout_ms=1000", "--status_file_interval_ms=250"}))
-      << c.Log();
-  const std::vector<std::string> common = {"--model=synthetic", "--num_params=20000",
-                                           "--heartbeat_interval_ms=100",
-                                           "--heartbeat_timeout_ms=1000"};
-  for (int s = 0; s < 2; ++s) c.StartServer(s, common);
-  std::vector<std::string> worker = common;
-  for (const char* f : {"--epochs=4", "--rounds_per_epoch=300", "--compressor=topk",
-                        "--density=0.01", "--straggler=delay:5ms", "--eval_every=0"}) {
-    worker.push_back(f);
-  }
-  worker.push_back("--dump_weights=" + (dir / "w{rank}.bin").string());
-  for (int w = 0; w < 2; ++w) c.StartWorker(w, worker);
-  auto running = [](const pb::JobStatus& st) { return st.progress().round() >= 100; };
-  ASSERT_TRUE(c.WaitForStatus(running, milliseconds(60000)).has_value()) << c.Log();
+  ASSERT_TRUE(StartJob(c, {}, {"--dump_weights=" + (dir / "w{rank}.bin").string()})) << c.Log();
 
   std::vector<testing::Subprocess*> all = {&c.scheduler(), &c.server(0), &c.server(1), &c.worker(0),
                                            &c.worker(1)};
@@ -70,6 +82,34 @@ TEST(MachineStallTest, EveryProcessStoppedPastTheTimeoutResumesWithoutADeath) {
   EXPECT_TRUE(ra == rb);
   std::error_code ec;
   fs::remove_all(dir, ec);
+}
+
+// One server stopped past the timeout (a long SIGSTOP, as the chaos harness's pause_long): the
+// scheduler declares it dead and its shard fails over to its copy (--replication=1). Resumed, the
+// process does not count its own stall against the scheduler, so it learns of its death from the
+// answer to its next HEARTBEAT (ERROR_NOT_REGISTERED) and exits non-zero instead of heartbeating
+// for ever as a node the job no longer has; the new process started under its rank is rebuilt
+// and the job finishes.
+TEST(MachineStallTest, AServerStoppedPastTheTimeoutLeavesWhenItResumes) {
+  testing::FaultCluster c;
+  ASSERT_TRUE(StartJob(c, {"--replication=1"}, {})) << c.Log();
+
+  c.server(1).Kill(SIGSTOP);
+  auto lost = [](const pb::JobStatus& st) {
+    const pb::JobNode* n = testing::FindNode(st, pb::ROLE_SERVER, 1);
+    return n != nullptr && n->state() == pb::NODE_LOST;
+  };
+  const bool declared = c.WaitForStatus(lost, milliseconds(20000)).has_value();
+  c.server(1).Kill(SIGCONT);
+  ASSERT_TRUE(declared) << c.Log();
+  const std::optional<int> left = c.server(1).Wait(milliseconds(15000));
+  ASSERT_TRUE(left.has_value()) << "the resumed server did not leave\n" << c.Log();
+  EXPECT_TRUE(WIFEXITED(*left) && WEXITSTATUS(*left) != 0 && WEXITSTATUS(*left) != 2) << *left;
+
+  c.StartServer(1, ServerFlags());
+  ASSERT_TRUE(c.WaitAll(milliseconds(120000))) << c.Log();
+  EXPECT_TRUE(c.AllExitedZero()) << c.Log();
+  for (int w = 0; w < 2; ++w) EXPECT_EQ(c.WorkerSummary(w)["rounds"], "1200") << c.Log();
 }
 
 }  // namespace
