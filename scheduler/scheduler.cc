@@ -660,7 +660,8 @@ void Scheduler::AnnounceDeparture(const Entry& e) {
 
 void Scheduler::RetellDepartures(int to) {
   for (const auto& [id, e] : nodes_) {
-    if (e.info.role() != pb::ROLE_WORKER || !(e.dead || e.finished)) continue;
+    if (id == to || !(e.dead || e.finished)) continue;
+    if (e.info.role() != pb::ROLE_WORKER && e.info.role() != pb::ROLE_SERVER) continue;
     SendTo(to, NodeDeadMessage(e, e.dead ? e.lost_reason : kFinishedReason, !e.dead));
   }
 }

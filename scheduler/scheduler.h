@@ -199,8 +199,9 @@ class Scheduler {
   // finished set) and re-checks the barriers and collectives, which no longer wait for it.
   void AnnounceDeparture(const Entry& e);
   // A re-admitted server process knows nothing of what happened before it: every worker that is
-  // dead (and not re-admitted) or finished is announced again to node `to` alone, after its
-  // table, so that its shards' rounds do not wait for them.
+  // dead (and not re-admitted) or finished, and every server that is dead, is announced again to
+  // node `to` alone, after its table, so that its shards' rounds do not wait for those workers
+  // and it offers no snapshot to a dead server (the server's restart is sent one).
   void RetellDepartures(int to);
   static pb::Header NodeDeadMessage(const Entry& e, const std::string& reason, bool finished);
   static constexpr char kFinishedReason[] = "finished its training before the others";

@@ -559,16 +559,16 @@ class Injector:
     def _finished(self):
         return self.job.p.poll() is not None
 
-    def _gate(self, since, since_round):
-        """Waits until the job is healthy in a status written after `since` (job time) with a
-        round past `since_round`. Returns (True, seconds) or (False, why)."""
+    def _gate(self, since, since_round, settle=0.0):
+        """Waits until the job is healthy in a status written after `since` + `settle` (job time)
+        with a round past `since_round`. Returns (True, seconds since `since`) or (False, why)."""
         start = self.job.now()
         while self.job.now() - start < self.gate_s:
             if self._finished():
                 return False, "job ended"
             st = self.job.status()
             try:
-                fresh = os.path.getmtime(self.job.status_path) > self.wall0 + since
+                fresh = os.path.getmtime(self.job.status_path) > self.wall0 + since + settle
             except OSError:
                 fresh = False
             r = job_round(st)
@@ -582,14 +582,14 @@ class Injector:
 
     def _run(self):
         self.wall0 = time.time() - self.job.now()
-        prev_end, prev_round = 0.0, None
+        prev_end, prev_round, settle = 0.0, None, 0.0
         for e in self.events:
             rec = {"i": e["i"], "kind": e["kind"], "role": e["role"], "rank": e["rank"],
                    "hold": e["hold"], "at": e["at"], "injected": False}
             self.record.append(rec)
             while self.job.now() < e["at"] and not self._finished():
                 time.sleep(0.05)
-            ok, how = self._gate(prev_end, prev_round)
+            ok, how = self._gate(prev_end, prev_round, settle)
             if prev_end and self.record[-2].get("injected"):
                 self.record[-2]["recovered"] = ok
                 self.record[-2]["recovery_s" if ok else "gate"] = round(how, 3) if ok else how
@@ -609,17 +609,28 @@ class Injector:
                 rec["error"] = str(err)
             rec["injected"] = "error" not in rec
             prev_end, prev_round = self.job.now(), job_round(self.job.status())
+            settle = self._settle(e["kind"])
             if e["kind"] in TERMINAL:
                 break
         else:
             if self.record and self.record[-1].get("injected") and \
                     self.record[-1]["kind"] not in TERMINAL:
-                ok, how = self._gate(prev_end, prev_round)
+                ok, how = self._gate(prev_end, prev_round, settle)
                 self.record[-1]["recovered"] = ok or how == "job ended"
                 if ok:
                     self.record[-1]["recovery_s"] = round(how, 3)
                 elif how != "job ended":
                     self.record[-1]["gate"] = how
+
+    def _settle(self, kind):
+        """Seconds after a fault before a status can show the job healthy again: after a kill, the
+        heartbeat timeout and half a second (until the scheduler declares the killed process dead,
+        a status shows it alive: the second kill of a double kill came after the first's restart
+        had registered and been rebuilt, and a status written before its death was noticed
+        passed the gate while the job was down a server); 0 for the other faults."""
+        if kind in ("kill_worker", "kill_server", "double_kill_server"):
+            return self.config["heartbeat_timeout_ms"] / 1000.0 + 0.5
+        return 0.0
 
     def _pid(self, role, rank, other_than=None, wait_s=10.0):
         end = self.job.now() + wait_s

@@ -407,11 +407,12 @@ SummaryRecord ServerSummaryRecord(int rank, ShardRange range, const ShardServer&
 // The summary's replication fields: replication (the job's r), backups (live backups of this
 // server's own shard at the end), replicated (events sent to them), resent, replayed (events
 // this server replayed on its copies of other shards), held_replies (replies that waited for
-// acknowledgements), promoted (shards this server took over at failover, comma-separated),
+// acknowledgements), rebases (round jumps of a restored BSP shard after which its copies were
+// sent a snapshot), promoted (shards this server took over at failover, comma-separated),
 // copies (shard:checksum of every other shard this server holds a copy of, its weights' CRC-32
 // as in checksum: at the end of a job each equals that shard's primary's).
 void AddReplicationFields(const Node& node, HostedShards& shards, SummaryRecord* r) {
-  uint64_t events = 0, resent = 0, replayed = 0, held = 0;
+  uint64_t events = 0, resent = 0, replayed = 0, held = 0, rebases = 0;
   size_t backups = 0;
   std::string promoted, copies;
   for (auto& h : shards.all()) {
@@ -424,6 +425,7 @@ void AddReplicationFields(const Node& node, HostedShards& shards, SummaryRecord*
     resent += rs.resent;
     replayed += rs.replayed;
     held += rs.held_replies;
+    rebases += rs.rebases;
     if (h->shard == node.rank()) backups = h->service->backups().size();
     if (!rs.promoted) continue;
     if (!promoted.empty()) promoted += ',';
@@ -435,6 +437,7 @@ void AddReplicationFields(const Node& node, HostedShards& shards, SummaryRecord*
       .Uint("resent", resent)
       .Uint("replayed", replayed)
       .Uint("held_replies", held)
+      .Uint("rebases", rebases)
       .Text("promoted", promoted)
       .Text("copies", copies);
 }
@@ -524,24 +527,27 @@ std::unique_ptr<HostedShard> HostShard(const ServerDaemonOptions& o, Node& node,
   return h;
 }
 
+// Whether this server, admitted late (a restart), takes up shard `shard` (not its own) as its
+// primary: its table names it so (AdoptWaitingShards).
+bool AdoptsShard(const Node& node, int shard) {
+  return node.joined_late() && node.replication() > 0 && shard != node.rank() &&
+         node.ShardPrimary(shard) == node.rank();
+}
+
 // A server admitted late (a restart) whose table names it the primary of other shards than its
 // own: each failed over to it, then lost its last live copy while it was down, and waits for it.
 // It takes them up as their primary from their checkpoints, as it does its own shard. Then every
 // shard it serves after such a loss offers a snapshot to the live servers rebuilding copies of
 // it (replacements whose own shard is served elsewhere): the primary they wait for is this one.
-// ASP/SSP only: a BSP shard restored behind the workers resyncs by a jump of rounds that its
-// copies, replicated round by round, cannot follow (such a BSP job waits for ever; see
-// docs/architecture.md, "Failure handling"). 0, or the exit code.
+// A BSP shard restored behind the workers resyncs by a jump of rounds; its copies are rebased on
+// a snapshot after it (ShardService::RebaseBackups). 0, or the exit code.
 int AdoptWaitingShards(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics,
                        NodeServerLink* link, HostedShards* shards) {
-  if (!node.joined_late() || node.replication() == 0 || o.shard.consistency == Consistency::kBsp) {
-    return 0;
-  }
   const int rank = node.rank();
   const int servers = static_cast<int>(node.num_servers());
   bool adopted = false;
   for (int s = 0; s < servers; ++s) {
-    if (s == rank || node.ShardPrimary(s) != rank) continue;
+    if (!AdoptsShard(node, s)) continue;
     int code = 0;
     auto h = HostShard(o, node, metrics, link, s, /*mirror=*/false, false, &code);
     if (h == nullptr) return code;
@@ -551,7 +557,10 @@ int AdoptWaitingShards(const ServerDaemonOptions& o, Node& node, DaemonMetrics& 
     shards->Add(std::move(h));
     adopted = true;
   }
-  if (!adopted && node.ShardPrimary(rank) != rank) return 0;
+  if (!adopted &&
+      (!node.joined_late() || node.replication() == 0 || node.ShardPrimary(rank) != rank)) {
+    return 0;
+  }
   for (auto& h : shards->all()) {
     if (!h->service->primary()) continue;
     for (int r = 0; r < servers; ++r) {
@@ -604,11 +613,7 @@ int ServeShard(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics)
   if (!node.joined_late() || rebuild) {
     for (int k = 1; k <= static_cast<int>(node.replication()); ++k) {
       const int s = ((rank - k) % servers + servers) % servers;
-      // Adopted as its primary below (ASP/SSP).
-      if (node.joined_late() && node.ShardPrimary(s) == rank &&
-          o.shard.consistency != Consistency::kBsp) {
-        continue;
-      }
+      if (AdoptsShard(node, s)) continue;  // taken up as its primary below
       auto copy = HostShard(o, node, metrics, &link, s, /*mirror=*/true, rebuild, &code);
       if (copy == nullptr) return code;
       shards.Add(std::move(copy));

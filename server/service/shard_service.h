@@ -122,6 +122,7 @@ struct ReplicationStats {
   bool rebuilt = false;         // this copy came from a snapshot (a replacement server)
   uint64_t handovers = 0;       // shards handed back to their own server (as primary) or taken
   uint64_t promoted_round = 0;  // the shard's round (BSP) when it did
+  uint64_t rebases = 0;         // round jumps (a resync) after which the copies got a snapshot
 };
 
 class ShardService {
@@ -145,7 +146,8 @@ class ShardService {
   // primary resends what a backup has not acknowledged).
   void OnServerDead(int rank);
   // Replication: server `rank` was re-admitted (a replacement process). A primary whose
-  // rebuild_into names it sends it a snapshot and counts it as a backup from then on.
+  // rebuild_into names it drops the rank's previous process as a backup (if it counted it),
+  // sends the new one a snapshot and counts it as a backup from then on.
   void OnServerRejoined(int rank);
   void OnTable();
   void OnTick();
@@ -226,6 +228,9 @@ class ShardService {
   // held); the server taking it becomes the primary (TakeOver) and this one its backup.
   void MaybeHandBack();
   void TakeOver(int from, uint64_t seq);
+  // A BSP shard replicated by rounds whose round jumped from `before` (a resync after a restore):
+  // every backup is sent a snapshot as of now (once SnapshotReady), its replies released at once.
+  void RebaseBackups(uint64_t before);
   // The rebuild: the snapshot to `backup` (primary), its installation (mirror).
   // SendPendingSnapshots: the snapshots waiting for the shard to be SnapshotReady (a BSP round
   // replicated by pushes in progress), once it is; called after every event.

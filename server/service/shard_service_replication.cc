@@ -1,6 +1,6 @@
-// ShardService's replication half (server/service/shard_service.h, "Replication"): the primary's event
-// stream to its backups and the holding of replies until they acknowledged it, a mirror's replay,
-// and the promotion of a mirror at failover.
+// ShardService's replication half (server/service/shard_service.h, "Replication"): the primary's
+// event stream to its backups and the holding of replies until they acknowledged it, a mirror's
+// replay, and the promotion of a mirror at failover.
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -37,9 +37,10 @@ void ShardService::ReplicateCompletedRound(uint64_t before) {
   if (now == before) return;
   bool dense = false;
   std::shared_ptr<const ReplyBuffer> reply = shard_->last_round_reply(&dense);
-  // One event completes at most one round; anything else would leave the copies behind.
-  CHECK(now == before + 1 && reply != nullptr)
-      << "shard " << options_.rank << " went from round " << before << " to " << now;
+  // One event completes one round, but for the resync of a shard restored from its checkpoint
+  // (every copy of it had died): that jumps from the checkpoint's round to the workers' at once,
+  // which no round event carries. The copies are rebased on a snapshot of the shard as of now.
+  if (now != before + 1 || reply == nullptr) return RebaseBackups(before);
   Replicate(pb::REPLICA_ROUND, -1, before, dense ? std::span<const uint32_t>() : reply->indices,
             reply->values, dense);
 }
@@ -103,13 +104,34 @@ void ShardService::SendReplicate(int backup, uint64_t seq, pb::ReplicaEvent even
 void ShardService::OnServerRejoined(int rank) {
   if (!primary() || !options_.rebuildable || rank == server_rank() ||
       std::find(options_.rebuild_into.begin(), options_.rebuild_into.end(), rank) ==
-          options_.rebuild_into.end() ||
-      std::find(backups_.begin(), backups_.end(), rank) != backups_.end()) {
+          options_.rebuild_into.end()) {
     return;
   }
+  // A new process under the rank holds none of this shard's events, whatever its predecessor
+  // held (a copy this server counted, or a snapshot sent to a server it had not been told was
+  // dead): that backup is gone, and the new one is rebuilt from a snapshot.
+  OnServerDead(rank);
   // A BSP round replicated by its pushes is in no snapshot: the snapshot waits for the round's
   // end (SendPendingSnapshots, after every event).
   pending_snapshots_.insert(rank);
+  SendPendingSnapshots();
+}
+
+void ShardService::RebaseBackups(uint64_t before) {
+  const std::vector<int> copies = std::move(backups_);
+  backups_.clear();
+  for (HeldReply& h : held_) {
+    if (std::find(copies.begin(), copies.end(), h.replier) != copies.end()) h.replier = -1;
+  }
+  for (int b : copies) {
+    snapshot_seq_.erase(b);
+    pending_snapshots_.insert(b);
+  }
+  ++repl_.rebases;
+  LOG(WARNING) << "shard " << options_.rank << " went from round " << before << " to "
+               << shard_->round() << " at once (the resync after a restore): its " << copies.size()
+               << " copies are sent a snapshot of it";
+  Release();
   SendPendingSnapshots();
 }
 
@@ -394,6 +416,11 @@ void ShardService::OnReplicate(const Message& msg) {
 void ShardService::OnReplicatedSnapshotPart(const Message& msg, pb::ReplicaEvent ev) {
   const int sender = msg.header.sender();
   const int origin = msg.header.origin();
+  // A snapshot's first part to a copy that follows its sender: the primary rebases it
+  // (RebaseBackups); the copy takes it as a rebuild.
+  const bool first_part = ev == pb::REPLICA_SNAPSHOT_RESIDUAL ||
+                          (ev == pb::REPLICA_SNAPSHOT && snapshot_residual_.empty());
+  if (first_part && role_ == Role::kMirror) role_ = Role::kRebuilding;
   if (ev == pb::REPLICA_SNAPSHOT_RESIDUAL) {  // kept for the head that follows; not acknowledged
     if (role_ != Role::kRebuilding || !msg.dense()) {
       return RefuseReplicate(

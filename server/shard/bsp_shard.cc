@@ -158,8 +158,11 @@ Status BspShard::ApplyRound(uint64_t round, std::span<const uint32_t> indices,
 }
 
 bool BspShard::SnapshotReady() const {
+  // Restored from a checkpoint behind the workers: the round it resumes at is the workers' (the
+  // resync), not the checkpoint's, so a copy waits for it.
+  if (resync_) return false;
   if (!ByPushes()) return true;  // the open round's result reaches the copy when it completes
-  if (contributions_ > 0 || resync_) return false;
+  if (contributions_ > 0) return false;
   for (const WorkerState& ws : workers_) {
     if (ws.held.held || ws.join_push.held || ws.ordered.held || ws.arrived) return false;
   }

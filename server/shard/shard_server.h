@@ -272,8 +272,9 @@ class ShardServer {
   // worker). ASP/SSP: the weights and clocks; each worker's next reply is the whole shard (the
   // copy has no change log from before the snapshot; the values are the same). Errors:
   // InvalidArgument (wrong length, clocks that do not fit the mode or the workers); no change.
-  // SnapshotReady: whether TakeSnapshot may be called now (BSP replicated by pushes: only at a
-  // round boundary with nothing held, which the round's completion always is; otherwise always).
+  // SnapshotReady: whether TakeSnapshot may be called now (BSP: not while it resyncs after a
+  // restore; replicated by pushes, only at a round boundary with nothing held, which the round's
+  // completion always is; otherwise always).
   virtual ShardSnapshot TakeSnapshot() const;
   virtual Status InstallSnapshot(ShardSnapshot snapshot) = 0;
   virtual bool SnapshotReady() const { return true; }

@@ -62,6 +62,62 @@ class Schedule(unittest.TestCase):
         self.assertIn("partition", s["skipped_kinds"])
 
 
+class FakeJob:
+    """What the Injector's gate reads of a job: its clock, its process and a status file."""
+
+    def __init__(self, status_path):
+        self.status_path, self.ckpt, self.t0 = status_path, status_path + ".ckpt", None
+        self.p = type("P", (), {"poll": staticmethod(lambda: None)})()
+
+    def now(self):
+        return 0.0 if self.t0 is None else __import__("time").time() - self.t0
+
+    def status(self):
+        with open(self.status_path) as f:
+            return json.load(f)
+
+
+def healthy_status(round_):
+    servers = [{"role": "ROLE_SERVER", "rank": r, "state": "NODE_ALIVE", "primary_shards": [r],
+                "backup_shards": [1 - r]} for r in range(2)]
+    workers = [{"role": "ROLE_WORKER", "rank": r, "state": "NODE_ALIVE"} for r in range(3)]
+    return {"phase": "JOB_RUNNING", "nodes": servers + workers, "progress": {"round": round_}}
+
+
+class Gate(unittest.TestCase):
+    """After a kill, a status written before the scheduler can have noticed the death (within
+    the heartbeat timeout) does not count as recovered: the double kill of the ASP soak passed
+    on one while the job was down a server."""
+
+    def setUp(self):
+        import time
+        self.dir = tempfile.mkdtemp(prefix="sieve-chaos-gate-")
+        self.path = os.path.join(self.dir, "status.json")
+        with open(self.path, "w") as f:
+            json.dump(healthy_status(10), f)
+        cfg = config(5, heartbeat_timeout_ms=400)
+        cfg.update(chaos.make_schedule(cfg)["config"])
+        self.job = FakeJob(self.path)
+        self.inj = chaos.Injector(self.job, {"events": [], "config": cfg}, gate_s=0.3)
+        self.job.t0 = time.time()
+        self.inj.wall0 = self.job.t0
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_a_kill_waits_out_the_heartbeat_timeout_other_faults_do_not(self):
+        import time
+        time.sleep(0.05)
+        with open(self.path, "w") as f:  # written just after the fault, healthy, round moved on
+            json.dump(healthy_status(11), f)
+        self.assertAlmostEqual(self.inj._settle("double_kill_server"), 0.9)
+        self.assertEqual(self.inj._settle("pause_short"), 0.0)
+        ok, why = self.inj._gate(0.01, 10, self.inj._settle("kill_server"))
+        self.assertFalse(ok, why)
+        ok, _ = self.inj._gate(0.01, 10, self.inj._settle("pause_short"))
+        self.assertTrue(ok)
+
+
 class Runs(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -629,6 +629,39 @@ TEST(ShardReplicationTest, ABackupThatKeepsRefusingIsDropped) {
   EXPECT_EQ(u[0].values[0], Init()[5] - 1.0f);
 }
 
+// A primary (rounds by their result) restored from an older checkpoint while its copy follows it
+// resyncs to the workers' round by a jump that no round event carries: the copy is sent a
+// snapshot after the jump and holds the primary's bytes and round again, then follows the next
+// rounds. Before, the jump stopped the server (a CHECK). The oracle: the primary's own weights.
+TEST(ShardReplicationTest, ARoundJumpAfterARestoreRebasesTheCopies) {
+  Pair p(Bsp(2), /*replicate_rounds=*/true);
+  std::mt19937 rng(11);
+  auto round = [&](uint64_t r) {
+    for (int w : {0, 1}) {
+      auto [idx, val] = RandomPush(&rng);
+      p.primary.service->OnData(Push(w, r, idx, val));
+    }
+    p.Carry();
+  };
+  for (uint64_t r = 0; r < 3; ++r) round(r);
+  const std::vector<float> at3 = p.primary.Weights();
+  for (uint64_t r = 3; r < 7; ++r) round(r);
+  ASSERT_EQ(p.mirror.Weights(), p.primary.Weights());
+  // The checkpoint of round 3; the workers push round 7.
+  ASSERT_TRUE(p.primary.shard->Restore(3, at3).ok());
+  round(7);
+  EXPECT_EQ(p.primary.service->replication().rebases, 1u);
+  EXPECT_EQ(p.primary.service->backups(), std::vector<int>{1});
+  EXPECT_EQ(p.mirror.shard->round(), p.primary.shard->round());
+  EXPECT_EQ(p.mirror.Weights(), p.primary.Weights());
+  EXPECT_TRUE(p.mirror.service->mirror());
+  for (uint64_t r = p.primary.shard->round(); r < 12; ++r) {
+    round(r);
+    ASSERT_EQ(p.mirror.Weights(), p.primary.Weights()) << "round " << r;
+    ASSERT_EQ(p.mirror.shard->round(), r + 1);
+  }
+}
+
 // The rebuild of a replacement: a primary (rounds by their result) that has lost its backup sends
 // the re-admitted server a snapshot in the middle of a round; the new copy then follows the
 // rounds with the primary's bytes, answers the workers as the replier, and once promoted answers
