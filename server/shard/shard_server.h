@@ -16,8 +16,8 @@
 //  ASP  each push is applied at once (w[i] -= scale·v) and answered with every index changed
 //       since that worker's previous reply and its current value: the update pass records the
 //       pushed indices' new values in a shared change log, and a reply merges the records the
-//       worker has not seen (server/shard/change_log.h), so it reads no weight at a scattered position;
-//       past half the shard of pending changes a worker gets a dense reply instead.
+//       worker has not seen (server/shard/change_log.h), so it reads no weight at a scattered
+//       position; past half the shard of pending changes a worker gets a dense reply instead.
 //  SSP  ASP, but a worker's reply (which lets it start its next round) is held back while its
 //       clock (rounds pushed) is more than `staleness` ahead of the slowest live worker's.
 //  A push repeated for a (worker, round) already applied is never applied again: BSP resends the
@@ -30,8 +30,8 @@
 // share (shard_server.cc: the common checks, pulls, INIT, deaths and re-admissions, Restore);
 // BspShard (server/shard/bsp_shard.h; bsp_shard.cc: the round's merge and completion,
 // bsp_shard_rejoin.cc: joiners and the resync after Restore) and AsyncShard
-// (server/shard/async_shard.h: the ASP/SSP clock and replies) each hold their mode's per-worker state.
-// The core speaks its own enums (server/shard/shard_reply.h), never the wire's.
+// (server/shard/async_shard.h: the ASP/SSP clock and replies) each hold their mode's per-worker
+// state. The core speaks its own enums (server/shard/shard_reply.h), never the wire's.
 //
 // Threads (options.threads = N): the shard owns a ThreadTeam (base/thread_team.h) of N - 1
 // helper threads, started in Create and joined in the destructor; they run only inside the event
@@ -186,9 +186,9 @@ struct ShardSnapshot {
 // The shard interface ShardService drives, and the state and events both modes share: the
 // weights, the reply pool, the thread team, the stats, and for each worker whether it is counted
 // (live), re-admitted after a death (rejoined) and its last DENSE. Create returns the object of the
-// configured mode: BspShard (server/shard/bsp_shard.h) or AsyncShard (server/shard/async_shard.h, ASP and SSP).
-// Every event validates what it can before it changes anything: a refusal is a kError reply and
-// changes no state.
+// configured mode: BspShard (server/shard/bsp_shard.h) or AsyncShard (server/shard/async_shard.h,
+// ASP and SSP). Every event validates what it can before it changes anything: a refusal is a kError
+// reply and changes no state.
 class ShardServer {
  public:
   // `initial` holds the shard's initial weights (length hi - lo >= 1). Errors: InvalidArgument
@@ -232,10 +232,10 @@ class ShardServer {
   void OnWorkerRejoined(int worker);
   void OnJoin(int worker, uint64_t round, Outbox* out);
 
-  // Restart from a checkpoint (server/checkpoint/checkpoint.h): the shard's weights become `weights` (size()
-  // values); `round` is the rounds completed at the snapshot (BSP: the earliest round the shard
-  // will aggregate, after a resync: BspShard::Restored). Call before any other event. Errors:
-  // InvalidArgument (wrong length), no change.
+  // Restart from a checkpoint (server/checkpoint/checkpoint.h): the shard's weights become
+  // `weights` (size() values); `round` is the rounds completed at the snapshot (BSP: the earliest
+  // round the shard will aggregate, after a resync: BspShard::Restored). Call before any other
+  // event. Errors: InvalidArgument (wrong length), no change.
   Status Restore(uint64_t round, std::vector<float> weights);
 
   // Called with the outbox right after each part of a split reply was appended, from inside the
