@@ -15,6 +15,11 @@ namespace {
 
 const char* RoleName(pb::Role r) { return r == pb::ROLE_SERVER ? "server" : "worker"; }
 
+// A refused REGISTER: `message` as it goes out in the ERROR of `code`.
+Status Refusal(pb::ErrorCode code, std::string message) {
+  return Status(StatusCodeOf(code), std::move(message)).WithWireCode(code);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options) {
@@ -244,12 +249,12 @@ void Scheduler::HandleRegister(const pb::Header& h, const std::string& key) {
 
 bool Scheduler::VetRegister(const pb::Header& h, const std::string& key) {
   const pb::Register& r = h.register_();
-  std::optional<Refusal> no = CheckRegisterFields(r);
+  Status no = CheckRegisterFields(r);
   // With a token: only a REGISTER answering this scheduler's challenge with the token's proof
   // counts (proto/register_proof.h); one recorded in another job is challenged again. Nothing
   // else is answered before the proof, so that a peer without the token cannot make the
   // scheduler send a refusal to the address (and instance) of a node that is registering.
-  if (!no && !IsZero(options_.job_key)) {
+  if (no.ok() && !IsZero(options_.job_key)) {
     const uint64_t challenge = RegisterChallenge(challenge_secret_, r);
     if (r.challenge() != challenge) {
       SendChallenge(h, challenge);
@@ -263,10 +268,10 @@ bool Scheduler::VetRegister(const pb::Header& h, const std::string& key) {
       return false;
     }
   }
-  if (!no) no = CheckRegisterVersion(r);
-  if (!no) no = CheckRegisterRank(r, key);
-  if (!no) return true;
-  ReplyError(h, no->code, no->message);
+  if (no.ok()) no = CheckRegisterVersion(r);
+  if (no.ok()) no = CheckRegisterRank(r, key);
+  if (no.ok()) return true;
+  ReplyError(h, WireCodeOf(no), no.message());
   return false;
 }
 
@@ -275,50 +280,49 @@ bool Scheduler::Proven(const pb::Register& r) const {
                                       r.proof() == RegisterProof(options_.job_key, r));
 }
 
-std::optional<Scheduler::Refusal> Scheduler::CheckRegisterFields(const pb::Register& r) const {
+Status Scheduler::CheckRegisterFields(const pb::Register& r) const {
   if (r.role() != pb::ROLE_SERVER && r.role() != pb::ROLE_WORKER) {
-    return Refusal{pb::ERROR_BAD_REGISTRATION, "role must be server or worker"};
+    return Refusal(pb::ERROR_BAD_REGISTRATION, "role must be server or worker");
   }
   if (r.host().empty() || r.port() == 0 || r.port() > 65535) {
-    return Refusal{pb::ERROR_BAD_REGISTRATION,
-                   "registration without a host:port to reach the node"};
+    return Refusal(pb::ERROR_BAD_REGISTRATION,
+                   "registration without a host:port to reach the node");
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
-std::optional<Scheduler::Refusal> Scheduler::CheckRegisterVersion(const pb::Register& r) const {
+Status Scheduler::CheckRegisterVersion(const pb::Register& r) const {
   if (r.protocol_version() != kProtocolVersion) {
-    return Refusal{pb::ERROR_VERSION_MISMATCH,
+    return Refusal(pb::ERROR_VERSION_MISMATCH,
                    "node speaks protocol version " + std::to_string(r.protocol_version()) +
-                       ", scheduler " + std::to_string(kProtocolVersion)};
+                       ", scheduler " + std::to_string(kProtocolVersion));
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
-std::optional<Scheduler::Refusal> Scheduler::CheckRegisterRank(const pb::Register& r,
-                                                               const std::string& key) const {
+Status Scheduler::CheckRegisterRank(const pb::Register& r, const std::string& key) const {
   const uint32_t expected = ExpectedOf(r.role());
   if (r.rank() < -1 || r.rank() >= static_cast<int>(expected)) {
-    return Refusal{pb::ERROR_BAD_REGISTRATION, std::string(RoleName(r.role())) + " rank " +
+    return Refusal(pb::ERROR_BAD_REGISTRATION, std::string(RoleName(r.role())) + " rank " +
                                                    std::to_string(r.rank()) + " outside [0, " +
-                                                   std::to_string(expected) + ")"};
+                                                   std::to_string(expected) + ")");
   }
   // A job whose keys are bound to nodes refuses keys bound to none (client.key), unless told to
   // admit them for the ranks bound to no key: no key ever gets a rank bound to another.
   const bool unbound_key = BoundJob() && options_.transport.curve.bindings.count(key) == 0;
   if (unbound_key && !options_.allow_unbound_keys) {
-    return Refusal{pb::ERROR_BAD_REGISTRATION,
+    return Refusal(pb::ERROR_BAD_REGISTRATION,
                    "this client key is bound to no node, and this job binds its nodes' keys "
                    "(allowed_clients); the scheduler's --allow_unbound_keys admits it for "
-                   "ranks bound to no key"};
+                   "ranks bound to no key");
   }
   // Keys bound to ranks in advance (allowed_clients `KEY worker 3`): no other key takes a bound
   // rank, before the start (squatting) or after it (a dead node's rank).
   if (Status b = CheckKeyBinding(options_.transport.curve, key, RoleName(r.role()), r.rank());
       !b.ok()) {
-    return Refusal{
+    return Refusal(
         b.code() == StatusCode::kAlreadyExists ? pb::ERROR_RANK_TAKEN : pb::ERROR_BAD_REGISTRATION,
-        b.message()};
+        b.message());
   }
   if (unbound_key && r.rank() == -1 && !started_) {
     // Room for it among the ranks bound to no key, besides the unbound keys already in.
@@ -331,19 +335,19 @@ std::optional<Scheduler::Refusal> Scheduler::CheckRegisterRank(const pb::Registe
                     options_.transport.curve.bindings.count(e.info.key()) == 0;
     }
     if (free_ranks <= 0) {
-      return Refusal{pb::ERROR_BAD_REGISTRATION,
+      return Refusal(pb::ERROR_BAD_REGISTRATION,
                      std::string("every ") + RoleName(r.role()) +
                          " rank left is bound to a key (allowed_clients), and this one is "
-                         "bound to no node"};
+                         "bound to no node");
     }
   }
   if (r.role() == pb::ROLE_WORKER && r.num_params() != 0 && num_params_ != 0 &&
       num_params_ != r.num_params()) {
-    return Refusal{pb::ERROR_BAD_REGISTRATION,
+    return Refusal(pb::ERROR_BAD_REGISTRATION,
                    "worker declares D = " + std::to_string(r.num_params()) +
-                       " but the job has D = " + std::to_string(num_params_)};
+                       " but the job has D = " + std::to_string(num_params_));
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 void Scheduler::Readmit(const pb::Header& h, const std::string& key) {

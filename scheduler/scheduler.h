@@ -30,7 +30,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -166,26 +165,23 @@ class Scheduler {
   pb::JobPhase CurrentPhase() const { return started_ ? pb::JOB_RUNNING : pb::JOB_FORMING; }
   // `key`: the client key CURVE authenticated for the REGISTER (empty without CURVE).
   void HandleRegister(const pb::Header& h, const std::string& key);
-  // A refused REGISTER: the ERROR that answers it.
-  struct Refusal {
-    pb::ErrorCode code;
-    std::string message;
-  };
   // HandleRegister's parts. VetRegister: every check a REGISTER passes before it may take a slot
   // (fields, the token's challenge and proof, version, rank, key bindings, D); it sends the
   // challenge, drops an unproven REGISTER unanswered (its address may be another node's) or
-  // answers a refusal itself, and returns false. CheckRegisterFields / CheckRegisterRank: the
-  // checks without the challenge, nullopt when they pass. Readmit: after the start, a resent
+  // answers a refusal itself, and returns false. CheckRegisterFields / CheckRegisterVersion /
+  // CheckRegisterRank: the checks without the challenge, OK when they pass; a refusal is a Status
+  // whose wire code (WireCodeOf, proto/error_code.h) and message are the ERROR that answers the
+  // REGISTER, its code StatusCodeOf(that wire code). Readmit: after the start, a resent
   // registration, a restart replacing its rank's holder, or a new process taking a dead node's
   // rank. AddPending: before the start, a registration counted towards the job.
   bool VetRegister(const pb::Header& h, const std::string& key);
   // Whether `r` answers this scheduler's challenge with the token's proof (always without a
   // token): only then may a REGISTER that failed to decode be answered at the address it names.
   bool Proven(const pb::Register& r) const;
-  std::optional<Refusal> CheckRegisterFields(const pb::Register& r) const;
+  Status CheckRegisterFields(const pb::Register& r) const;
   // The protocol version a REGISTER declares; checked only once the REGISTER is proven.
-  std::optional<Refusal> CheckRegisterVersion(const pb::Register& r) const;
-  std::optional<Refusal> CheckRegisterRank(const pb::Register& r, const std::string& key) const;
+  Status CheckRegisterVersion(const pb::Register& r) const;
+  Status CheckRegisterRank(const pb::Register& r, const std::string& key) const;
   void Readmit(const pb::Header& h, const std::string& key);
   void AddPending(const pb::Header& h, const std::string& key);
   uint32_t ExpectedOf(pb::Role role) const {

@@ -35,40 +35,6 @@ pb::MsgType WireType(ReplyType t) {
   return pb::MSG_ERROR;
 }
 
-pb::ErrorCode WireCode(ShardError e) {
-  switch (e) {
-    case ShardError::kNone:
-      return pb::ERROR_NONE;
-    case ShardError::kNotRegistered:
-      return pb::ERROR_NOT_REGISTERED;
-    case ShardError::kBadCount:
-      return pb::ERROR_BAD_COUNT;
-    case ShardError::kNotInitialized:
-      return pb::ERROR_NOT_INITIALIZED;
-    case ShardError::kUnknownRound:
-      return pb::ERROR_UNKNOWN_ROUND;
-    case ShardError::kJoinTooLate:
-      return pb::ERROR_JOIN_TOO_LATE;
-    case ShardError::kLatePush:
-      return pb::ERROR_LATE_PUSH;
-  }
-  return pb::ERROR_NONE;
-}
-
-pb::MsgType WireEvent(ShardEvent e) {
-  switch (e) {
-    case ShardEvent::kPush:
-      return pb::MSG_PUSH;
-    case ShardEvent::kPullDense:
-      return pb::MSG_PULL_DENSE;
-    case ShardEvent::kInit:
-      return pb::MSG_INIT;
-    case ShardEvent::kJoin:
-      return pb::MSG_JOIN;
-  }
-  return pb::MSG_PUSH;
-}
-
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -336,8 +302,7 @@ void ShardService::Send(const Outbox& replies) {
   for (const Reply& r : replies) {
     const int peer = link_->WorkerId(r.worker);
     if (r.type == ReplyType::kError) {
-      (void)link_->SendError(peer, WireCode(r.code), r.message, WireEvent(r.rejected), r.round,
-                             options_.rank);
+      (void)link_->SendError(peer, r.code, r.message, r.rejected, r.round, options_.rank);
       continue;
     }
     if (r.type == ReplyType::kJoinAck || r.type == ReplyType::kInitAck ||

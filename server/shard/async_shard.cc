@@ -158,8 +158,8 @@ void AsyncShard::Dead(int worker, Outbox* out) {
 
 void AsyncShard::Join(int worker, uint64_t round, Outbox* out) {
   if (!members_[worker].live && !members_[worker].rejoined) {
-    return Reject(worker, round, ShardError::kNotRegistered,
-                  "JOIN from a worker the scheduler has not re-admitted", out, ShardEvent::kJoin);
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
+                  "JOIN from a worker the scheduler has not re-admitted", out, pb::MSG_JOIN);
   }
   if (!members_[worker].live) {
     SetLive(worker, true);

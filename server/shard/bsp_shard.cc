@@ -81,7 +81,7 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
   }
   if (backups && round < round_) {  // the round closed without it: never applied
     ++stats_.late_pushes;
-    return Reject(worker, round, ShardError::kLatePush,
+    return Reject(worker, round, pb::ERROR_LATE_PUSH,
                   "BSP round " + std::to_string(round) +
                       " closed without this push (backup workers); its values were not applied, "
                       "the server is aggregating round " +
@@ -89,7 +89,7 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
                   out);
   }
   if (round != round_) {
-    return Reject(worker, round, ShardError::kUnknownRound,
+    return Reject(worker, round, pb::ERROR_UNKNOWN_ROUND,
                   "BSP server is aggregating round " + std::to_string(round_) + ", got round " +
                       std::to_string(round),
                   out);

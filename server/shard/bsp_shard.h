@@ -8,12 +8,12 @@
 // round's UPDATE.
 //
 // Backup workers: an UPDATE to a worker whose push the round closed without is flagged
-// push_missed; that push, when it comes, is refused (kLatePush, counted in late_pushes) and the
-// worker returns its values to its residual (PsClient's RoundStats::missed_*). Each server decides
-// alone: with several servers a worker may be counted in one shard's round and not in another's.
-// That needs no agreement, because no value crosses shards: each shard applies exactly the pushes
-// it counted, and every live worker gets every shard's UPDATE, so replicas stay equal to the
-// servers'. The resync after a Restore still waits for every live worker.
+// push_missed; that push, when it comes, is refused (ERROR_LATE_PUSH, counted in late_pushes) and
+// the worker returns its values to its residual (PsClient's RoundStats::missed_*). Each server
+// decides alone: with several servers a worker may be counted in one shard's round and not in
+// another's. That needs no agreement, because no value crosses shards: each shard applies exactly
+// the pushes it counted, and every live worker gets every shard's UPDATE, so replicas stay equal to
+// the servers'. The resync after a Restore still waits for every live worker.
 //
 // Joiners and the resync after Restore (bsp_shard_rejoin.cc) change who is counted and when:
 //  Join  a re-admitted worker is counted again from the boundary where round_ becomes its join

@@ -23,7 +23,7 @@ void BspShard::HoldJoinPush(int worker, uint64_t round, std::span<const uint32_t
                             std::span<const float> values, bool dense, Outbox* out) {
   const int64_t join_round = workers_[worker].join_round;
   if (round != static_cast<uint64_t>(join_round)) {
-    return Reject(worker, round, ShardError::kUnknownRound,
+    return Reject(worker, round, pb::ERROR_UNKNOWN_ROUND,
                   "a joining worker pushes its join round " + std::to_string(join_round) +
                       " first, got round " + std::to_string(round),
                   out);
@@ -53,14 +53,14 @@ void BspShard::Join(int worker, uint64_t round, Outbox* out) {
     return Uncount(worker, out);  // the round may have waited for this worker alone
   }
   if (!members_[worker].rejoined) {
-    return Reject(worker, round, ShardError::kNotRegistered,
-                  "JOIN from a worker the scheduler has not re-admitted", out, ShardEvent::kJoin);
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
+                  "JOIN from a worker the scheduler has not re-admitted", out, pb::MSG_JOIN);
   }
   if (round < round_) {
-    return Reject(worker, round, ShardError::kJoinTooLate,
+    return Reject(worker, round, pb::ERROR_JOIN_TOO_LATE,
                   "BSP server is already aggregating round " + std::to_string(round_) +
                       ", past join round " + std::to_string(round),
-                  out, ShardEvent::kJoin);
+                  out, pb::MSG_JOIN);
   }
   if (ws.join_round >= 0 && round < static_cast<uint64_t>(ws.join_round)) {
     return;  // stale: a resend of a JOIN that a retry for a later round has replaced

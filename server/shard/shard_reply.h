@@ -1,11 +1,13 @@
-// Reply: what a shard (server/shard/shard_server.h) asks its driver to send after an event, in the
-// shard core's own terms. The core does no I/O and knows nothing of the wire: ShardService maps a
-// ReplyType, a ShardError and a ShardEvent to the protocol's message types and error codes
-// (docs/protocol.md), so the core depends on no generated protobuf code.
+// Reply: what a shard (server/shard/shard_server.h) asks its driver to send after an event. The
+// core does no I/O: ShardService maps a ReplyType to the protocol's message type and encodes the
+// arrays; a refusal (kError) carries the protocol's own values, the pb::ErrorCode to send and the
+// pb::MsgType of the rejected message (docs/protocol.md), which ShardService passes through as
+// they are.
 //
-// Ownership: a Reply holds its arrays through a shared_ptr to a ReplyBuffer (server/shard/reply_pool.h)
-// that may be shared by every recipient of one round and by every part of a split reply; they are
-// never modified after the event that produced them returns. Thread-safety: a value type.
+// Ownership: a Reply holds its arrays through a shared_ptr to a ReplyBuffer
+// (server/shard/reply_pool.h) that may be shared by every recipient of one round and by every part
+// of a split reply; they are never modified after the event that produced them returns.
+// Thread-safety: a value type.
 #ifndef SIEVE_SERVER_SHARD_SHARD_REPLY_H_
 #define SIEVE_SERVER_SHARD_SHARD_REPLY_H_
 
@@ -16,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "proto/sieve.pb.h"
 #include "server/shard/reply_pool.h"
 
 namespace sieve {
@@ -29,21 +32,15 @@ enum class ReplyType {
   kLatePushAck,  // a late push (backup workers, kApply) is applied: MSG_LATE_PUSH_ACK
 };
 
-// Why the shard refused an event (the protocol's ERROR code of the same name).
-enum class ShardError {
-  kNone,
-  kNotRegistered,   // unknown rank, a dead worker, a JOIN without re-admission
-  kBadCount,        // the value count does not match the shard or the indices
-  kNotInitialized,  // the shard awaits worker 0's initial weights
-  kUnknownRound,    // a push for a round the shard does not aggregate
-  kJoinTooLate,     // BSP has passed the round a worker asked to join at
-  kLatePush,        // BSP with backup workers: the push's round closed without it
-};
-
-// The worker event a refusal answers (the rejected message's type).
-enum class ShardEvent { kPush, kPullDense, kInit, kJoin };
-
-// For UPDATE/DENSE, `buffer` holds the arrays; for kError, `code`, `message` and `rejected`. A part
+// For UPDATE/DENSE, `buffer` holds the arrays; for kError, `code`, `message` and `rejected`. The
+// codes a shard refuses with:
+//   ERROR_NOT_REGISTERED   unknown rank, a dead worker, a JOIN without re-admission
+//   ERROR_BAD_COUNT        the value count does not match the shard or the indices
+//   ERROR_NOT_INITIALIZED  the shard awaits worker 0's initial weights
+//   ERROR_UNKNOWN_ROUND    a push for a round the shard does not aggregate
+//   ERROR_JOIN_TOO_LATE    BSP has passed the round a worker asked to join at
+//   ERROR_LATE_PUSH        BSP with backup workers: the push's round closed without it
+// and the events it refuses: MSG_PUSH, MSG_PULL_DENSE, MSG_INIT, MSG_JOIN. A part
 // of a split sparse UPDATE (parts > 1) covers pairs [begin, end) of the buffer; otherwise the whole
 // buffer is meant.
 struct Reply {
@@ -52,9 +49,9 @@ struct Reply {
   uint64_t round = 0;
   bool dense = false;
   std::shared_ptr<const ReplyBuffer> buffer;
-  ShardError code = ShardError::kNone;
+  pb::ErrorCode code = pb::ERROR_NONE;  // kError: why the event was refused
   std::string message;
-  ShardEvent rejected = ShardEvent::kPush;  // kError: the kind of the rejected event
+  pb::MsgType rejected = pb::MSG_PUSH;  // kError: the type of the rejected message
   uint32_t part = 0;
   uint32_t parts = 1;
   size_t begin = 0;
@@ -82,8 +79,8 @@ struct Reply {
     return Make(worker, ReplyType::kLatePushAck, round, false, nullptr);
   }
   // A refusal of a `rejected` event of `round`.
-  static Reply Error(int worker, uint64_t round, ShardError code, std::string message,
-                     ShardEvent rejected) {
+  static Reply Error(int worker, uint64_t round, pb::ErrorCode code, std::string message,
+                     pb::MsgType rejected) {
     Reply r = Make(worker, ReplyType::kError, round, false, nullptr);
     r.code = code;
     r.message = std::move(message);

@@ -80,14 +80,14 @@ void ShardServer::AddBlockSums() {
   stats_.pushed_sum += s;
 }
 
-void ShardServer::Reject(int worker, uint64_t round, ShardError code, std::string message,
-                         Outbox* out, ShardEvent rejected) {
+void ShardServer::Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message,
+                         Outbox* out, pb::MsgType rejected) {
   ++stats_.rejected;
   out->push_back(Reply::Error(worker, round, code, std::move(message), rejected));
 }
 
 void ShardServer::RejectNotLive(int worker, uint64_t round, Outbox* out) {
-  Reject(worker, round, ShardError::kNotRegistered,
+  Reject(worker, round, pb::ERROR_NOT_REGISTERED,
          members_[worker].rejoined ? "a re-admitted worker sends JOIN before pushing"
                                    : "worker was declared dead",
          out);
@@ -112,14 +112,14 @@ void ShardServer::SetLive(int worker, bool live) {
 void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                          std::span<const float> values, bool dense, Outbox* out) {
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) {
-    return Reject(worker, round, ShardError::kNotRegistered,
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
                   "unknown worker rank " + std::to_string(worker), out);
   }
   if (dense ? values.size() != w_.size() : indices.size() != values.size()) {
-    return Reject(worker, round, ShardError::kBadCount, "push sizes do not match the shard", out);
+    return Reject(worker, round, pb::ERROR_BAD_COUNT, "push sizes do not match the shard", out);
   }
   if (awaiting_init_) {
-    return Reject(worker, round, ShardError::kNotInitialized, kAwaitingInit, out);
+    return Reject(worker, round, pb::ERROR_NOT_INITIALIZED, kAwaitingInit, out);
   }
   Push(worker, round, indices, values, dense, out);
 }
@@ -127,12 +127,11 @@ void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> i
 void ShardServer::OnPullDense(int worker, Outbox* out) {
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers) ||
       (!members_[worker].live && !members_[worker].rejoined)) {
-    return Reject(worker, 0, ShardError::kNotRegistered, "worker was declared dead", out,
-                  ShardEvent::kPullDense);
+    return Reject(worker, 0, pb::ERROR_NOT_REGISTERED, "worker was declared dead", out,
+                  pb::MSG_PULL_DENSE);
   }
   if (awaiting_init_) {
-    return Reject(worker, 0, ShardError::kNotInitialized, kAwaitingInit, out,
-                  ShardEvent::kPullDense);
+    return Reject(worker, 0, pb::ERROR_NOT_INITIALIZED, kAwaitingInit, out, pb::MSG_PULL_DENSE);
   }
   if (!members_[worker].dense_in_flight.expired()) {
     ++stats_.dense_pulls_dropped;
@@ -147,13 +146,13 @@ void ShardServer::OnPullDense(int worker, Outbox* out) {
 void ShardServer::OnInit(int worker, std::span<const float> values, Outbox* out) {
   if (worker != 0) {
     return Reject(
-        worker, 0, ShardError::kNotInitialized,
+        worker, 0, pb::ERROR_NOT_INITIALIZED,
         "only worker 0 offers the initial weights, got INIT from worker " + std::to_string(worker),
-        out, ShardEvent::kInit);
+        out, pb::MSG_INIT);
   }
   if (values.size() != w_.size()) {
-    return Reject(worker, 0, ShardError::kBadCount, "INIT sizes do not match the shard", out,
-                  ShardEvent::kInit);
+    return Reject(worker, 0, pb::ERROR_BAD_COUNT, "INIT sizes do not match the shard", out,
+                  pb::MSG_INIT);
   }
   if (awaiting_init_) {
     std::copy(values.begin(), values.end(), w_.begin());
@@ -171,8 +170,8 @@ void ShardServer::OnWorkerRejoined(int worker) {
 
 void ShardServer::OnJoin(int worker, uint64_t round, Outbox* out) {
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) {
-    return Reject(worker, round, ShardError::kNotRegistered,
-                  "unknown worker rank " + std::to_string(worker), out, ShardEvent::kJoin);
+    return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
+                  "unknown worker rank " + std::to_string(worker), out, pb::MSG_JOIN);
   }
   Join(worker, round, out);
 }

@@ -22,8 +22,8 @@
 //       clock (rounds pushed) is more than `staleness` ahead of the slowest live worker's.
 //  A push repeated for a (worker, round) already applied is never applied again: BSP resends the
 //  round's reply, ASP/SSP answer with every change the worker has not been sent yet. Under BSP
-//  without backup workers a push for any other round gets kUnknownRound (with backup workers a
-//  late push is merged or refused as above; ASP/SSP have no open round to miss). Errors change no
+//  without backup workers a push for any other round gets ERROR_UNKNOWN_ROUND (with backup workers
+//  a late push is merged or refused as above; ASP/SSP have no open round to miss). Errors change no
 //  state.
 //
 // Objects: ShardServer (this header) is the interface the service drives and the state both modes
@@ -31,7 +31,8 @@
 // BspShard (server/shard/bsp_shard.h; bsp_shard.cc: the round's merge and completion,
 // bsp_shard_rejoin.cc: joiners and the resync after Restore) and AsyncShard
 // (server/shard/async_shard.h: the ASP/SSP clock and replies) each hold their mode's per-worker
-// state. The core speaks its own enums (server/shard/shard_reply.h), never the wire's.
+// state. Replies (server/shard/shard_reply.h) are in the core's own ReplyType; a refusal carries
+// the protocol's pb::ErrorCode and the rejected pb::MsgType, which the service sends as they are.
 //
 // Threads (options.threads = N): the shard owns a ThreadTeam (base/thread_team.h) of N - 1
 // helper threads, started in Create and joined in the destructor; they run only inside the event
@@ -84,7 +85,7 @@ struct ShardServerOptions {
   //  kApply   merged into the round being aggregated as one more contribution (applied once, one
   //           or more rounds stale); its round's UPDATE to the worker is flagged push_late, and
   //           the push is answered with a kLatePushAck (also a resend of one applied already).
-  //  kReturn  refused (kLatePush) and never applied; the UPDATE of its round is flagged
+  //  kReturn  refused (ERROR_LATE_PUSH) and never applied; the UPDATE of its round is flagged
   //           push_missed for the worker, which returns the values to its residual.
   // Requires b < num_workers.
   uint32_t backup_workers = 0;
@@ -140,8 +141,8 @@ struct ShardServerStats {
   uint64_t selection_failures = 0;
   uint64_t dense_pulls_dropped = 0;  // PULL_DENSEs dropped: that worker's DENSE was in flight
   // BSP backup workers: Σ over completed rounds of the live workers the round closed without
-  // (missed), the late pushes (applied in a later round, or refused with kLatePush), and per worker
-  // rank the rounds it missed and the longest run of consecutive rounds it missed (sized
+  // (missed), the late pushes (applied in a later round, or refused with ERROR_LATE_PUSH), and per
+  // worker rank the rounds it missed and the longest run of consecutive rounds it missed (sized
   // num_workers when b > 0).
   uint64_t missed = 0;
   uint64_t late_pushes = 0;
@@ -207,7 +208,7 @@ class ShardServer {
   // Answers with a DENSE of the whole shard. Its round tells a (re)joining worker where the job
   // is: BSP, the round being aggregated; ASP/SSP, the slowest live worker's clock (or this
   // worker's own next round when larger). A worker that is dead and not re-admitted gets
-  // kNotRegistered. At most one DENSE per worker is in flight: while ZeroMQ still holds the
+  // ERROR_NOT_REGISTERED. At most one DENSE per worker is in flight: while ZeroMQ still holds the
   // previous one (its buffer is alive), a pull is dropped without a reply and counted
   // (dense_pulls_dropped): a whole-shard reply per 30-byte request would let a peer fill the
   // server's memory; the worker's resends are answered once the first reply has left.
@@ -215,7 +216,8 @@ class ShardServer {
   // Worker `worker`'s offer of the shard's initial weights (size() finite values, validated by
   // the codec). While the shard awaits them (options.await_initial_weights, before any Restore)
   // and worker is 0, they become the weights; every later or repeated INIT from worker 0 is only
-  // acknowledged (kInitAck either way). From another worker: kNotInitialized, no change.
+  // acknowledged (kInitAck either way). From another worker: ERROR_NOT_INITIALIZED, no
+  // change.
   void OnInit(int worker, std::span<const float> values, Outbox* out);
   bool awaiting_initial_weights() const { return awaiting_init_; }
 
@@ -226,9 +228,9 @@ class ShardServer {
   // Worker rejoin (docs/architecture.md, "Worker rejoin"). OnWorkerRejoined: the scheduler
   // re-admitted a dead worker's rank (a new process); it may now pull and send JOIN. Ignored for
   // a live worker. OnJoin(worker, round): the re-admitted worker asks to be counted from `round`
-  // on, answered with kJoinAck (also for a repeated JOIN), or kJoinTooLate when BSP has passed
-  // `round`, or kNotRegistered when the worker was not re-admitted. How each mode counts it:
-  // BspShard::Join and AsyncShard::Join.
+  // on, answered with kJoinAck (also for a repeated JOIN), or ERROR_JOIN_TOO_LATE when BSP has
+  // passed `round`, or ERROR_NOT_REGISTERED when the worker was not re-admitted. How each mode
+  // counts it: BspShard::Join and AsyncShard::Join.
   void OnWorkerRejoined(int worker);
   void OnJoin(int worker, uint64_t round, Outbox* out);
 
@@ -317,8 +319,9 @@ class ShardServer {
   virtual void ForgetJoin(int /*worker*/) {}
   virtual void Restored(uint64_t round) = 0;  // after Restore replaced the weights
 
-  void Reject(int worker, uint64_t round, ShardError code, std::string message, Outbox* out,
-              ShardEvent rejected = ShardEvent::kPush);
+  // A kError reply of `code` to `worker`'s `rejected` message; counted in stats().rejected.
+  void Reject(int worker, uint64_t round, pb::ErrorCode code, std::string message, Outbox* out,
+              pb::MsgType rejected = pb::MSG_PUSH);
   // The refusal of a push from a worker that is not counted.
   void RejectNotLive(int worker, uint64_t round, Outbox* out);
   // The whole shard in a pooled buffer.

@@ -86,7 +86,7 @@ TEST(BackupWorkersTest, ALatePushIsRefusedAndChangesNothing) {
   PushOf(s.get(), 2, 0, &out);  // worker 2's push of the closed round
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].type, ReplyType::kError);
-  EXPECT_EQ(out[0].code, ShardError::kLatePush);
+  EXPECT_EQ(out[0].code, pb::ERROR_LATE_PUSH);
   EXPECT_EQ(out[0].worker, 2);
   EXPECT_EQ(std::vector<float>(s->weights().begin(), s->weights().end()), before);
   EXPECT_EQ(s->stats().pushed_sum, stats.pushed_sum);
@@ -134,11 +134,11 @@ TEST(BackupWorkersTest, ZeroBackupsWaitsForEveryLiveWorkerAndFlagsNone) {
   PushOf(s.get(), 2, 0, &out);
   EXPECT_EQ(Updates(out, 0), (std::map<int, bool>{{0, false}, {1, false}, {2, false}}));
   EXPECT_TRUE(s->stats().missed_by_worker.empty());
-  // An old round is kUnknownRound as before, not kLatePush.
+  // An old round is ERROR_UNKNOWN_ROUND as before, not ERROR_LATE_PUSH.
   out.clear();
   PushOf(s.get(), 0, 5, &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, ShardError::kUnknownRound);
+  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
 }
 
 // b = 0 is today's BSP: the same pushes (random, overlapping, in the same order) into a shard
@@ -220,7 +220,7 @@ TEST(BackupWorkersTest, ARejoinedWorkerIsCountedAgainAndItsFirstUpdateIsWhole) {
   out.clear();
   PushOf(s.get(), 2, 3, &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, ShardError::kLatePush);
+  EXPECT_EQ(out[0].code, pb::ERROR_LATE_PUSH);
   out.clear();
   PushEach(s.get(), {2, 0}, 4, &out);
   EXPECT_EQ(Updates(out, 4), (std::map<int, bool>{{0, false}, {1, true}, {2, false}}));

@@ -229,12 +229,12 @@ TEST(ServerShardTest, BspUnknownRoundIsRejectedWithoutChange) {
   s->OnPush(0, 3, idx, val, false, &out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].type, ReplyType::kError);
-  EXPECT_EQ(out[0].code, ShardError::kUnknownRound);
+  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
   for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(s->weights()[i], Iota(8)[i]);
   out.clear();
   s->OnPush(7, 0, idx, val, false, &out);  // no such worker
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, ShardError::kNotRegistered);
+  EXPECT_EQ(out[0].code, pb::ERROR_NOT_REGISTERED);
 }
 
 TEST(ServerShardTest, BspDeadWorkerNoLongerBlocksTheRound) {
@@ -295,12 +295,12 @@ TEST(ServerShardTest, BspRejoinedWorkerIsCountedFromItsJoinRound) {
 
   s->OnPullDense(2, &out);  // dead and not re-admitted: refused
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, ShardError::kNotRegistered);
-  EXPECT_EQ(out[0].rejected, ShardEvent::kPullDense);
+  EXPECT_EQ(out[0].code, pb::ERROR_NOT_REGISTERED);
+  EXPECT_EQ(out[0].rejected, pb::MSG_PULL_DENSE);
   out.clear();
   s->OnJoin(2, 4, &out);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, ShardError::kNotRegistered);
+  EXPECT_EQ(out[0].code, pb::ERROR_NOT_REGISTERED);
   out.clear();
 
   s->OnWorkerRejoined(2);
@@ -311,7 +311,7 @@ TEST(ServerShardTest, BspRejoinedWorkerIsCountedFromItsJoinRound) {
   out.clear();
   s->OnJoin(2, 1, &out);  // already passed: refused, nothing changes
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, ShardError::kJoinTooLate);
+  EXPECT_EQ(out[0].code, pb::ERROR_JOIN_TOO_LATE);
   out.clear();
   s->OnJoin(2, 4, &out);
   ASSERT_EQ(out.size(), 1u);
@@ -321,7 +321,7 @@ TEST(ServerShardTest, BspRejoinedWorkerIsCountedFromItsJoinRound) {
   SparsePush early = RandomPush(rng, n, 6);
   s->OnPush(2, 3, early.idx, early.val, false, &out);  // not its join round
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, ShardError::kUnknownRound);
+  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
   out.clear();
   s->OnPush(2, 4, early.idx, early.val, false, &out);  // held until round 4
   EXPECT_TRUE(out.empty());
@@ -422,13 +422,13 @@ TEST(ServerShardTest, BspJoinRetryMovesAnUnpushedJoinerToTheLaterRound) {
   out.clear();
   s->OnJoin(1, 1, &out);  // the first attempt's resend, arriving late: refused as too late
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, ShardError::kJoinTooLate);
+  EXPECT_EQ(out[0].code, pb::ERROR_JOIN_TOO_LATE);
   out.clear();
   s->OnJoin(1, 2, &out);  // an older attempt than the pending one (round 3): ignored, no reply
   EXPECT_TRUE(out.empty());
   push(1, 1, 5, 9.0f, &out);  // round 1 is no longer its to push
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].code, ShardError::kUnknownRound);
+  EXPECT_EQ(out[0].code, pb::ERROR_UNKNOWN_ROUND);
   out.clear();
 
   push(0, 2, 3, 2.0f, &out);  // round 2 without worker 1
@@ -906,15 +906,15 @@ TEST(ServerShardInitTest, AwaitsWorkerZerosWeightsThenRunsAsIfCreatedWithThem) {
   s->OnPush(0, 0, idx, val, false, &out);
   s->OnPullDense(1, &out);
   ASSERT_EQ(out.size(), 2u);
-  for (const Reply& r : out) EXPECT_EQ(r.code, ShardError::kNotInitialized);
+  for (const Reply& r : out) EXPECT_EQ(r.code, pb::ERROR_NOT_INITIALIZED);
   EXPECT_EQ(s->stats().pushes_applied, 0u);
   out.clear();
   // Worker 1 may not initialize; a wrong length is refused; neither changes anything.
   s->OnInit(1, Iota(n), &out);
   s->OnInit(0, std::vector<float>(n - 1, 1.0f), &out);
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].code, ShardError::kNotInitialized);
-  EXPECT_EQ(out[1].code, ShardError::kBadCount);
+  EXPECT_EQ(out[0].code, pb::ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(out[1].code, pb::ERROR_BAD_COUNT);
   EXPECT_TRUE(s->awaiting_initial_weights());
   out.clear();
   s->OnInit(0, Iota(n), &out);
