@@ -85,6 +85,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 STATUS_POLL_S = 0.005  # the job status file while the job forms (a stat() each)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netns  # noqa: E402 (bench/scale/netns.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import daemon_ports  # noqa: E402 (bench/common/daemon_ports.py)
 
 
 def proc_cpu_s(pid):
@@ -219,21 +221,9 @@ class Daemon:
         return self.exit is None
 
     def wait_port_file(self, path, timeout):
-        """The HOST:PORT this scheduler wrote to its --port_file `path` (replaced atomically:
-        once there it is whole), or None when it exited first or `timeout` passed."""
-        end = time.time() + timeout
-        while time.time() < end:
-            try:
-                with open(path) as f:
-                    text = f.read()
-            except FileNotFoundError:
-                text = ""
-            if text.endswith("\n"):
-                return text.strip()
-            if not self.alive():
-                return None
-            time.sleep(0.01)
-        return None
+        """The HOST:PORT this scheduler wrote to its --port_file `path`, or None when it exited
+        first or `timeout` passed."""
+        return daemon_ports.wait_port_file(path, timeout, self.alive, 0.01)
 
     def sample(self, now):
         cpu, hwm, fds = proc_cpu_s(self.pid), status_kb(self.pid, "VmHWM"), proc_fds(self.pid)

@@ -28,6 +28,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import daemon_ports  # noqa: E402 (bench/common/daemon_ports.py)
+
 DATA = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
 
@@ -59,21 +62,9 @@ class Proc:
                 self.errors.append(line.rstrip("\n"))
 
     def wait_port_file(self, path, timeout):
-        """The HOST:PORT this scheduler wrote to its --port_file `path` (replaced atomically:
-        once there it is whole), or None when it exited first or `timeout` passed."""
-        end = time.time() + timeout
-        while time.time() < end:
-            try:
-                with open(path) as f:
-                    text = f.read()
-            except FileNotFoundError:
-                text = ""
-            if text.endswith("\n"):
-                return text.strip()
-            if self.p.poll() is not None:
-                return None
-            time.sleep(0.05)
-        return None
+        """The HOST:PORT this scheduler wrote to its --port_file `path`, or None when it exited
+        first or `timeout` passed."""
+        return daemon_ports.wait_port_file(path, timeout, lambda: self.p.poll() is None, 0.05)
 
 
 def read_json(path):

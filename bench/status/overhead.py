@@ -21,7 +21,6 @@ results/bench/status-overhead-<timestamp>.json.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,24 +29,16 @@ import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench", "common"))
+import daemon_ports  # noqa: E402 (bench/common/daemon_ports.py)
 
 
 def free_ports(n):
     """A base port P with P..P+n-1 free now (`sieve launch --metrics_port=P` gives each of the
     job's n daemons one of them)."""
     for base in range(20000, 60000 - n, n + 7):
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("0.0.0.0", port))
+        if daemon_ports.ports_free(base, n, "0.0.0.0"):
             return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
     sys.exit("overhead: no free range of ports for the daemons' metrics")
 
 

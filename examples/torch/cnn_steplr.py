@@ -14,10 +14,10 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
 
 import sieve
 import sieve.torch
+import workload_common as common
 
 
 class Net(torch.nn.Module):
@@ -43,16 +43,7 @@ def main():
     parser.add_argument("--density", type=float, default=0.01)
     args = parser.parse_args()
 
-    sieve.torch.init()  # the job, from the SIEVE_* variables sieve launch sets
-    rank, world = sieve.torch.rank(), sieve.torch.num_workers()
-    torch.manual_seed(rank)
-    torch.set_num_threads(1)
-
-    images, labels = sieve.load_fashion_mnist("train")
-    lo, hi = sieve.partition_range(len(labels), rank, world)  # this worker's part
-    train = DataLoader(TensorDataset(torch.from_numpy(images[lo:hi]),
-                                     torch.from_numpy(labels[lo:hi]).long()),
-                       batch_size=args.batch_size, shuffle=True, drop_last=True)
+    rank, train = common.fashion_mnist_worker(args.batch_size)  # this worker's part of the job
 
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)

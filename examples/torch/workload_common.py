@@ -499,6 +499,28 @@ class DdpBackend:
 # ---------------------------------------------------------------------------------------------
 # The flags, the loop, the local DDP launcher
 
+def fashion_mnist_worker(batch_size):
+    """For the plain sieve worker examples (adam_mlp.py, cnn_steplr.py): joins the sieve job
+    (`sieve.torch.init()`, from the SIEVE_* variables `sieve launch` sets), seeds torch with the
+    rank on one thread, and returns (rank, a shuffled DataLoader of `batch_size` batches over this
+    worker's part of Fashion-MNIST's training set)."""
+    import sieve
+    import sieve.torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    sieve.torch.init()
+    rank, world = sieve.torch.rank(), sieve.torch.num_workers()
+    torch.manual_seed(rank)
+    torch.set_num_threads(1)
+
+    images, labels = sieve.load_fashion_mnist("train")
+    lo, hi = sieve.partition_range(len(labels), rank, world)  # this worker's part
+    train = DataLoader(TensorDataset(torch.from_numpy(images[lo:hi]),
+                                     torch.from_numpy(labels[lo:hi]).long()),
+                       batch_size=batch_size, shuffle=True, drop_last=True)
+    return rank, train
+
+
 def make_parser(workload, description):
     p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)

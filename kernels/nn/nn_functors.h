@@ -38,8 +38,10 @@ SIEVE_HD inline RowChunk RowChunkOf(size_t i, int64_t cols) {
   return {static_cast<int64_t>(i) / chunks, j0, j0 + kRowChunk < cols ? j0 + kRowChunk : cols};
 }
 
-// y[r][j] = bias[j] (y is rows x cols).
-struct BiasFillFn {
+// y[r][j] = bias[j] (y is rows x cols; kAdd false: BiasFillFn), or y[r][j] += bias[j] (kAdd
+// true: BiasAddFn).
+template <bool kAdd>
+struct BiasRowsFn {
   const float* bias;
   int64_t rows, cols;
   float* y;
@@ -47,22 +49,11 @@ struct BiasFillFn {
   SIEVE_HD void operator()(size_t i) const {
     const RowChunk c = RowChunkOf(i, cols);
     float* yr = y + c.r * cols;
-    for (int64_t j = c.j0; j < c.j1; ++j) yr[j] = bias[j];
+    for (int64_t j = c.j0; j < c.j1; ++j) yr[j] = kAdd ? AddRn(yr[j], bias[j]) : bias[j];
   }
 };
-
-// y[r][j] += bias[j].
-struct BiasAddFn {
-  const float* bias;
-  int64_t rows, cols;
-  float* y;
-  size_t items() const { return static_cast<size_t>(rows * RowChunks(cols)); }
-  SIEVE_HD void operator()(size_t i) const {
-    const RowChunk c = RowChunkOf(i, cols);
-    float* yr = y + c.r * cols;
-    for (int64_t j = c.j0; j < c.j1; ++j) yr[j] = AddRn(yr[j], bias[j]);
-  }
-};
+using BiasFillFn = BiasRowsFn<false>;
+using BiasAddFn = BiasRowsFn<true>;
 
 // dbias[j] = Σ_r dy[r][j], in row order.
 struct BiasGradFn {
@@ -139,6 +130,15 @@ struct ArgMaxHitFn {
   }
 };
 
+// Item i of a batch of height x width images, pixels in row-major order: pixel (y, x) of image b.
+struct Pixel {
+  int64_t b, y, x;
+};
+SIEVE_HD inline Pixel PixelOf(size_t i, int64_t height, int64_t width) {
+  const int64_t n = static_cast<int64_t>(i);
+  return {n / (width * height), (n / width) % height, n % width};
+}
+
 // Patch row r (an output pixel): for each kernel row ky, the k·c floats x[b][oy + ky][ox .. ox +
 // k)[:] are contiguous in NHWC and land contiguously in patches[r][ky·k·c ..]. Items: batch·oh·ow.
 struct Im2ColFn {
@@ -147,13 +147,11 @@ struct Im2ColFn {
   float* patches;
   size_t items() const { return static_cast<size_t>(batch * oh * ow); }
   SIEVE_HD void operator()(size_t r) const {
-    const int64_t ox = static_cast<int64_t>(r) % ow;
-    const int64_t oy = (static_cast<int64_t>(r) / ow) % oh;
-    const int64_t b = static_cast<int64_t>(r) / (ow * oh);
+    const Pixel o = PixelOf(r, oh, ow);
     const int64_t run = k * c;
     float* dst = patches + static_cast<int64_t>(r) * k * run;
     for (int64_t ky = 0; ky < k; ++ky) {
-      const float* src = x + ((b * h + oy + ky) * w + ox) * c;
+      const float* src = x + ((o.b * h + o.y + ky) * w + o.x) * c;
       for (int64_t q = 0; q < run; ++q) dst[ky * run + q] = src[q];
     }
   }
@@ -168,19 +166,17 @@ struct Col2ImFn {
   float* dx;
   size_t items() const { return static_cast<size_t>(batch * h * w); }
   SIEVE_HD void operator()(size_t p) const {
-    const int64_t xx = static_cast<int64_t>(p) % w;
-    const int64_t yy = (static_cast<int64_t>(p) / w) % h;
-    const int64_t b = static_cast<int64_t>(p) / (w * h);
+    const Pixel px = PixelOf(p, h, w);
     const int64_t row = k * k * c;
     float* d = dx + static_cast<int64_t>(p) * c;
     for (int64_t ch = 0; ch < c; ++ch) d[ch] = 0.0f;
     for (int64_t ky = k - 1; ky >= 0; --ky) {
-      const int64_t oy = yy - ky;
+      const int64_t oy = px.y - ky;
       if (oy < 0 || oy >= oh) continue;
       for (int64_t kx = k - 1; kx >= 0; --kx) {
-        const int64_t ox = xx - kx;
+        const int64_t ox = px.x - kx;
         if (ox < 0 || ox >= ow) continue;
-        const float* src = dpatches + ((b * oh + oy) * ow + ox) * row + (ky * k + kx) * c;
+        const float* src = dpatches + ((px.b * oh + oy) * ow + ox) * row + (ky * k + kx) * c;
         for (int64_t ch = 0; ch < c; ++ch) d[ch] = AddRn(d[ch], src[ch]);
       }
     }

@@ -40,6 +40,8 @@ import urllib.request
 
 SIEVE = SCHEDULER = SERVER = WORKER = None  # set from the command line
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(SOURCE_DIR, "bench", "common"))
+import daemon_ports  # noqa: E402 (bench/common/daemon_ports.py)
 HANG_S = 120  # bounds a hang only
 POLL_S = 0.05
 FINAL_PHASES = ("JOB_FINISHED", "JOB_FAILED")
@@ -61,18 +63,8 @@ def free_base_port(count):
             base = s.getsockname()[1]
         if base + count > 65535:
             continue
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("", port))
+        if daemon_ports.ports_free(base, count):
             return base
-        except OSError:
-            pass
-        finally:
-            for s in socks:
-                s.close()
     raise RuntimeError(f"no {count} consecutive free ports")
 
 

@@ -16,6 +16,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bench", "common"))
+import daemon_ports  # noqa: E402 (bench/common/daemon_ports.py)
+
 SKIP = 77
 
 
@@ -65,13 +69,9 @@ class Cluster:
             [os.path.join(build, "scheduler", "sieve-scheduler"), f"--num_servers={num_servers}",
              f"--num_workers={num_workers}", "--port=0", "--bind=127.0.0.1",
              "--host=127.0.0.1", f"--port_file={port_file}"], sched_log)
-        while True:  # the file is replaced atomically: once there it is whole
-            try:
-                with open(port_file) as f:
-                    address = f.read()
-            except FileNotFoundError:
-                address = ""
-            if address.endswith("\n"):
+        while True:
+            address = daemon_ports.read_port_file(port_file)
+            if address is not None:
                 break
             code = self.scheduler.poll()
             if code is not None:
@@ -80,7 +80,7 @@ class Cluster:
             if time.monotonic() > self.deadline:
                 raise RuntimeError("the scheduler did not start:\n" + self.log("scheduler"))
             time.sleep(0.05)
-        self.address = address.strip()
+        self.address = address
         self.servers = [self._spawn(
             [os.path.join(build, "server", "sieve-server"), f"--scheduler={self.address}",
              f"--rank={r}", "--bind=127.0.0.1", "--host=127.0.0.1", summary_flag(self.dir),

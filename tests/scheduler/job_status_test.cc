@@ -351,18 +351,26 @@ void LoseWorker1(JobUnderTest& job, Cluster& c) {
   EXPECT_EQ(job.scheduler().nodes_declared_dead(), 1u);
 }
 
+// Runs `job` with all its nodes in `c`, loses worker 1 (LoseWorker1), then worker 0 finishes with
+// a 10-round report; `result` gets what Join() returned.
+void FinishWorker0AfterLosingWorker1(JobUnderTest& job, Cluster* c, Status* result) {
+  job.Run();
+  *c = StartAll(job);
+  ASSERT_TRUE(c->server != nullptr && c->w[0] != nullptr && c->w[1] != nullptr);
+  ASSERT_NO_FATAL_FAILURE(LoseWorker1(job, *c));
+  c->w[0]->SetReport(Report(10, 10, 0.25f));
+  ASSERT_TRUE(c->w[0]->Finish().ok());
+  *result = job.Join();
+}
+
 // With every worker needed (min_workers 0), a lost worker fails the job once the other finished:
 // FAILED_PRECONDITION, as Run() says.
 TEST(JobStatusTest, LostWorkerFailsTheJobThatNeedsEveryWorker) {
   JobUnderTest job(milliseconds(2000));
   ASSERT_TRUE(job.ok());
-  job.Run();
-  Cluster c = StartAll(job);
-  ASSERT_TRUE(c.server != nullptr && c.w[0] != nullptr && c.w[1] != nullptr);
-  ASSERT_NO_FATAL_FAILURE(LoseWorker1(job, c));
-  c.w[0]->SetReport(Report(10, 10, 0.25f));
-  ASSERT_TRUE(c.w[0]->Finish().ok());
-  const Status result = job.Join();
+  Cluster c;
+  Status result;
+  ASSERT_NO_FATAL_FAILURE(FinishWorker0AfterLosingWorker1(job, &c, &result));
   EXPECT_EQ(result.code(), StatusCode::kFailedPrecondition) << result.ToString();
 
   const std::vector<pb::JobStatus> published = job.published();
@@ -383,13 +391,9 @@ TEST(JobStatusTest, LostWorkerFailsTheJobThatNeedsEveryWorker) {
 TEST(JobStatusTest, LostWorkerIsAcceptedWithMinWorkersOne) {
   JobUnderTest job(milliseconds(2000), /*min_workers=*/1);
   ASSERT_TRUE(job.ok());
-  job.Run();
-  Cluster c = StartAll(job);
-  ASSERT_TRUE(c.server != nullptr && c.w[0] != nullptr && c.w[1] != nullptr);
-  ASSERT_NO_FATAL_FAILURE(LoseWorker1(job, c));
-  c.w[0]->SetReport(Report(10, 10, 0.25f));
-  ASSERT_TRUE(c.w[0]->Finish().ok());
-  const Status result = job.Join();
+  Cluster c;
+  Status result;
+  ASSERT_NO_FATAL_FAILURE(FinishWorker0AfterLosingWorker1(job, &c, &result));
   EXPECT_TRUE(result.ok()) << result.ToString();
 
   const std::vector<pb::JobStatus> published = job.published();

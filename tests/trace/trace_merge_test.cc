@@ -17,15 +17,8 @@
 #include "tests/trace/trace_json.h"
 #include "trace/trace_writer.h"
 
-namespace sieve {
+namespace sieve::testing {
 namespace {
-
-using testing::CheckedEvents;
-using testing::EventsNamed;
-using testing::Get;
-using testing::ParseJson;
-using testing::ReadText;
-using testing::TempDir;
 
 // A trace as sieve's writer lays it out: a process name, then spans "<name>" at the given local
 // times (µs) of round 0.
@@ -261,4 +254,4 @@ TEST(TraceMerge, WithoutABarrierEveryFileIsPlacedByItsClock) {
 }
 
 }  // namespace
-}  // namespace sieve
+}  // namespace sieve::testing

@@ -18,16 +18,10 @@
 #include "tests/trace/trace_json.h"
 #include "trace/trace_rounds.h"
 
-namespace sieve {
+namespace sieve::testing {
 namespace {
 
 using Clock = TraceWriter::Clock;
-using testing::CheckedEvents;
-using testing::EventsNamed;
-using testing::Get;
-using testing::ParseJson;
-using testing::ReadText;
-using testing::TempDir;
 
 TraceWriterOptions Options(const std::filesystem::path& path, TraceRounds rounds = {}) {
   TraceWriterOptions o;
@@ -244,4 +238,4 @@ TEST(StagedFile, UncommittedFileLeavesThePathAlone) {
 }
 
 }  // namespace
-}  // namespace sieve
+}  // namespace sieve::testing

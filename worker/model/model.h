@@ -37,15 +37,9 @@
 #include "kernels/device.h"
 #include "kernels/model/model_layout.h"
 #include "kernels/nn/nn_ops.h"
+#include "worker/model/eval_result.h"
 
 namespace sieve {
-
-struct EvalResult {
-  double loss = 0.0;      // mean cross-entropy
-  double accuracy = 0.0;  // fraction of arg-max predictions equal to the label, in [0, 1]
-  int64_t correct = 0;
-  int64_t count = 0;
-};
 
 class Model {
  public:

@@ -6,6 +6,7 @@
 
 #include "base/progress_line.h"
 #include "proto/job_status_text.h"
+#include "tests/deploy/local/job_status_rows.h"
 
 namespace sieve {
 namespace {
@@ -20,12 +21,12 @@ pb::JobStatus Job(pb::JobPhase phase) {
   return st;
 }
 
-// Adds worker `rank`'s row with a report of `round`.
-void AddWorker(pb::JobStatus* st, int rank, uint64_t round) {
-  pb::JobNode* n = st->add_nodes();
-  n->set_role(pb::ROLE_WORKER);
-  n->set_rank(rank);
-  n->mutable_worker()->set_round(round);
+// A running Job whose worker 0 reported `round`, the round of its progress.
+pb::JobStatus RunningAtRound(uint64_t round) {
+  pb::JobStatus st = Job(pb::JOB_RUNNING);
+  AddWorker(&st, 0, round);
+  st.mutable_progress()->set_round(round);
+  return st;
 }
 
 TEST(ProgressLine, RoundTrips) {
@@ -82,12 +83,10 @@ TEST(JobProgress, SaysTheJobFormedUntilAWorkerReports) {
 }
 
 TEST(JobProgress, ShowsTheStatusProgress) {
-  pb::JobStatus st = Job(pb::JOB_RUNNING);
-  AddWorker(&st, 0, 5000);
+  pb::JobStatus st = RunningAtRound(5000);
   pb::JobProgress* p = st.mutable_progress();
   p->set_epoch(3);
   p->set_epochs(10);
-  p->set_round(5000);
   p->set_total_rounds(18740);
   p->set_loss(0.43214);
   p->set_bytes_pushed(12345678);
@@ -100,10 +99,8 @@ TEST(JobProgress, ShowsTheStatusProgress) {
 }
 
 TEST(JobProgress, UnknownTotalsShowTheRoundAlone) {
-  pb::JobStatus st = Job(pb::JOB_RUNNING);
-  AddWorker(&st, 0, 16);
+  pb::JobStatus st = RunningAtRound(16);
   pb::JobProgress* p = st.mutable_progress();
-  p->set_round(16);
   p->set_rounds_per_second(2.0);
   p->set_eta_seconds(5);  // never shown without a total
   p->set_bytes_pushed(1200000);

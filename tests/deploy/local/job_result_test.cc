@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "tests/deploy/local/job_status_rows.h"
+
 namespace sieve {
 namespace {
 
@@ -16,13 +18,6 @@ pb::JobStatus Finished(uint32_t workers, uint32_t finished) {
   st.set_num_workers(workers);
   st.set_workers_finished(finished);
   return st;
-}
-
-void AddWorker(pb::JobStatus* st, int rank, uint64_t round) {
-  pb::JobNode* n = st->add_nodes();
-  n->set_role(pb::ROLE_WORKER);
-  n->set_rank(rank);
-  n->mutable_worker()->set_round(round);
 }
 
 TEST(JobResult, FinishedLineSumsTheStatusUp) {

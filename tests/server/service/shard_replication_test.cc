@@ -188,6 +188,11 @@ struct Replica {
     return c;
   }
   std::vector<float> Weights() const { return {shard->weights().begin(), shard->weights().end()}; }
+  // The primary died: the table this server reads names server 1 shard 0's primary.
+  void FailOverToServer1() {
+    link.FailOver(0, 0, 1);
+    service->OnTable();
+  }
   // Takes the messages sent to `peer` so far (the others stay).
   std::vector<Frames> Take(int peer) {
     std::vector<Frames> out;
@@ -209,6 +214,19 @@ struct Replica {
 };
 
 constexpr int kPrimaryId = 1, kMirrorId = 2;
+
+// `a` and `b` applied the same number of pushes, of the same sum.
+void ExpectSamePushTotals(const Replica& a, const Replica& b) {
+  EXPECT_EQ(a.shard->stats().pushes_applied, b.shard->stats().pushes_applied);
+  EXPECT_EQ(a.shard->stats().pushed_sum, b.shard->stats().pushed_sum);
+}
+
+// Delivers `resend`, a push `r` has applied already, and checks that it is not applied again.
+void ExpectResendNotApplied(Replica* r, Message resend, const std::string& why) {
+  const uint64_t applied = r->shard->stats().pushes_applied;
+  r->service->OnData(std::move(resend));
+  EXPECT_EQ(r->shard->stats().pushes_applied, applied) << why;
+}
 
 // Delivers everything server `a` sent to server `b` and back, until neither sends more; returns
 // how many messages went from a to b.
@@ -240,6 +258,20 @@ struct Pair {
                 const std::vector<float>& val) {
     primary.service->OnData(Push(worker, round, idx, val));
     plain.service->OnData(Push(worker, round, idx, val));
+  }
+  // Worker 0's push of 1.0 at `index` in round 0 to the primary; its one REPLICATE goes to the
+  // mirror edited by `edit`.
+  void DeliverEditedReplicate(uint32_t index, const std::function<void(pb::Header*)>& edit) {
+    primary.service->OnData(Push(0, 0, {index}, {1.0f}));
+    auto events = primary.Take(kMirrorId);
+    ASSERT_EQ(events.size(), 1u);
+    mirror.service->OnData(Edited(std::move(events[0]), edit));
+  }
+  // The mirror has refused `errors` messages, the last as not a replica's, and applied none.
+  void ExpectMirrorRefusedAReplicate(size_t errors) {
+    ASSERT_EQ(mirror.link.errors.size(), errors);
+    EXPECT_EQ(mirror.link.errors.back().code, pb::ERROR_NOT_REPLICA);
+    EXPECT_EQ(mirror.Weights(), Init());
   }
   Replica primary, mirror, plain;
 };
@@ -360,16 +392,11 @@ TEST_P(ShardReplicationModes, RoundsNobodyWillPushPassOnTheCopyToo) {
 // (here a round event edited into one: live workers, nobody waiting to join).
 TEST(ShardReplicationTest, AnIdleRoundsEventTheCopyCannotConfirmIsRefused) {
   Pair p(Bsp(1), true);
-  p.primary.service->OnData(Push(0, 0, {2}, {1.0f}));
-  auto events = p.primary.Take(kMirrorId);
-  ASSERT_EQ(events.size(), 1u);
-  p.mirror.service->OnData(Edited(std::move(events[0]), [](pb::Header* h) {
+  ASSERT_NO_FATAL_FAILURE(p.DeliverEditedReplicate(2, [](pb::Header* h) {
     h->set_event(pb::REPLICA_IDLE);
     h->set_round(5);
   }));
-  ASSERT_EQ(p.mirror.link.errors.size(), 1u);
-  EXPECT_EQ(p.mirror.link.errors[0].code, pb::ERROR_NOT_REPLICA);
-  EXPECT_EQ(p.mirror.Weights(), Init());
+  ASSERT_NO_FATAL_FAILURE(p.ExpectMirrorRefusedAReplicate(1));
   EXPECT_EQ(p.mirror.shard->round(), 0u);
   EXPECT_TRUE(p.mirror.shard->counts(0));
 }
@@ -454,14 +481,9 @@ TEST(ShardReplicationTest, OnlyTheShardsPrimaryReplicatesAndOnlyThePrimaryServes
   EXPECT_EQ(p.mirror.link.errors[0].code, pb::ERROR_NOT_PRIMARY);
   EXPECT_EQ(p.mirror.link.errors[0].shard, 0);
   // A REPLICATE from a server that is not the shard's primary in the mirror's table is refused.
-  p.primary.service->OnData(Push(0, 0, {1}, {1.0f}));
-  auto events = p.primary.Take(kMirrorId);
-  ASSERT_EQ(events.size(), 1u);
   // A worker's node claims to replicate it.
-  p.mirror.service->OnData(Edited(std::move(events[0]), [](pb::Header* h) { h->set_sender(3); }));
-  ASSERT_EQ(p.mirror.link.errors.size(), 2u);
-  EXPECT_EQ(p.mirror.link.errors[1].code, pb::ERROR_NOT_REPLICA);
-  EXPECT_EQ(p.mirror.Weights(), Init());
+  ASSERT_NO_FATAL_FAILURE(p.DeliverEditedReplicate(1, [](pb::Header* h) { h->set_sender(3); }));
+  ASSERT_NO_FATAL_FAILURE(p.ExpectMirrorRefusedAReplicate(2));
 }
 
 TEST(ShardReplicationTest, ABackupThatDiesReleasesTheHeldReplies) {
@@ -501,8 +523,7 @@ TEST_P(ShardReplicationModes, APromotedMirrorGoesOnFromTheRoundInFlight) {
   ASSERT_EQ(UpdatesTo(&p.mirror, 1).size(), 2u);
   const Message& round1 = sent0[1];
   // The primary dies; the table names server 1 shard 0's primary.
-  p.mirror.link.FailOver(0, 0, 1);
-  p.mirror.service->OnTable();
+  p.mirror.FailOverToServer1();
   EXPECT_TRUE(p.mirror.service->primary());
   EXPECT_TRUE(p.mirror.service->replication().promoted);
   // Worker 1 resends round 1: the same UPDATE, bitwise.
@@ -532,8 +553,7 @@ TEST(ShardReplicationTest, PromotionAppliesTheDeathsThePrimaryDidNotReplicate) {
   p.mirror.service->OnWorkerDead(1);  // a mirror follows its primary only
   EXPECT_TRUE(p.mirror.shard->counts(1));
   p.mirror.link.dead.insert(1);
-  p.mirror.link.FailOver(0, 0, 1);
-  p.mirror.service->OnTable();
+  p.mirror.FailOverToServer1();
   EXPECT_FALSE(p.mirror.shard->counts(1));
   EXPECT_EQ(p.mirror.shard->round(), 1u) << "round 0 waited only for worker 1";
   auto u = UpdatesTo(&p.mirror, 0);
@@ -560,8 +580,7 @@ TEST(ShardReplicationTest, AspMirrorKeepsClocksSoAResendIsNotAppliedTwice) {
     }
   }
   EXPECT_EQ(p.mirror.Weights(), p.primary.Weights());
-  p.mirror.link.FailOver(0, 0, 1);
-  p.mirror.service->OnTable();
+  p.mirror.FailOverToServer1();
   // Worker 1's last push again (its reply was lost with the primary).
   p.mirror.service->OnData(Push(1, 4, last[1].first, last[1].second));
   EXPECT_EQ(p.mirror.shard->stats().pushes_applied, 10u);
@@ -704,8 +723,7 @@ TEST(ShardReplicationTest, AReplacementIsRebuiltFromASnapshotAndFollowsTheRounds
   ASSERT_FALSE(sent1.empty());
   const Message& round5 = sent1.back();
   ASSERT_EQ(round5.header.round(), 5u);
-  copy.link.FailOver(0, 0, 1);
-  copy.service->OnTable();
+  copy.FailOverToServer1();
   ASSERT_TRUE(copy.service->primary());
   copy.service->OnData(Push(1, 5, {1}, {1.0f}));
   auto again = UpdatesTo(&copy, 1);
@@ -797,15 +815,12 @@ TEST_P(AsyncRebuild, AReplacementIsRebuiltFromClocksAndFollowsThePushes) {
     ASSERT_EQ(copy.Weights(), primary.Weights()) << "step " << step;
   }
   same_clocks("after the pushes that followed it");
-  EXPECT_EQ(copy.shard->stats().pushes_applied, primary.shard->stats().pushes_applied);
-  EXPECT_EQ(copy.shard->stats().pushed_sum, primary.shard->stats().pushed_sum);
+  ExpectSamePushTotals(copy, primary);
   // Promoted (the primary died): worker 1's last push again is not applied twice.
-  copy.link.FailOver(0, 0, 1);
-  copy.service->OnTable();
+  copy.FailOverToServer1();
   ASSERT_TRUE(copy.service->primary());
-  const uint64_t applied = copy.shard->stats().pushes_applied;
-  copy.service->OnData(Push(1, static_cast<uint64_t>(clock[1] - 1), last[1].first, last[1].second));
-  EXPECT_EQ(copy.shard->stats().pushes_applied, applied);
+  ExpectResendNotApplied(
+      &copy, Push(1, static_cast<uint64_t>(clock[1] - 1), last[1].first, last[1].second), "");
   (void)UpdatesTo(&copy, 1);  // the resend's answer: nothing the worker lacks
   for (int step = 0; step < 6; ++step) {
     const int w = step % 3 == 0 ? 2 : step % 3 == 1 ? 1 : 0;
@@ -995,17 +1010,13 @@ TEST_P(ByPushesRebuild, ASnapshotAtTheRoundsEndThenThePushes) {
     ASSERT_EQ(copy.Weights(), plain.Weights()) << "round " << round;
   }
   same_states("after the rounds that followed it");
-  EXPECT_EQ(copy.shard->stats().pushes_applied, plain.shard->stats().pushes_applied);
-  EXPECT_EQ(copy.shard->stats().pushed_sum, plain.shard->stats().pushed_sum);
+  ExpectSamePushTotals(copy, plain);
   // Promoted: worker 1's late push of round 5 again is a duplicate; the rounds go on as the
   // oracle's.
-  copy.link.FailOver(0, 0, 1);
-  copy.service->OnTable();
+  copy.FailOverToServer1();
   ASSERT_TRUE(copy.service->primary());
   if (!two_way) {
-    const uint64_t applied = copy.shard->stats().pushes_applied;
-    copy.service->OnData(Push(1, 5, {1}, {1.0f}));
-    EXPECT_EQ(copy.shard->stats().pushes_applied, applied) << "a late push applied twice";
+    ExpectResendNotApplied(&copy, Push(1, 5, {1}, {1.0f}), "a late push applied twice");
   }
   for (uint64_t round = 7; round < 9; ++round) {
     for (int w = 0; w < 3; ++w) {
@@ -1035,8 +1046,7 @@ TEST(ShardReplicationTest, APromotedRebuiltCopyAnswersAnOlderResendWithTheWholeS
   primary.service->OnServerRejoined(1);
   for (Frames& f : primary.Take(kMirrorId)) copy.service->OnData(Decode(std::move(f)));
   ASSERT_EQ(copy.shard->round(), 2u);
-  copy.link.FailOver(0, 0, 1);
-  copy.service->OnTable();
+  copy.FailOverToServer1();
   copy.service->OnData(Push(0, 1, {9}, {0.5f}));
   auto u = UpdatesTo(&copy, 0);
   ASSERT_EQ(u.size(), 1u);
@@ -1060,24 +1070,37 @@ TEST(ShardReplicationTest, ARebuiltCopyRefusesEventsBeforeItsSnapshot) {
   EXPECT_FALSE(copy.service->replication().rebuilt);
 }
 
+// Shard 0 served by server 1 after a failover (`taken`, a primary that rebuilds server 0) and
+// server 0's replacement (`own`, awaiting its snapshot; its table: shard 0 at server 1, whose copy
+// it is rebuilt from). Worker 0 has pushed round 0 to `taken`, which then learns that server 0
+// rejoined.
+struct HandBack {
+  HandBack()
+      : taken(
+            Bsp(1), 1, false, {}, true, [](ShardServiceOptions* o) { o->rebuild_into = {0}; }, 1),
+        own(
+            Bsp(1), 0, true, {}, true,
+            [](ShardServiceOptions* o) {
+              o->awaiting_snapshot = true;
+              o->rebuild_into = {1};
+            },
+            1) {
+    taken.service->OnData(Push(0, 0, {4}, {1.0f}));
+    taken.service->OnServerRejoined(0);
+  }
+  Replica taken, own;
+};
+
 // Taking its place back: server 1 serves shard 0 after a failover; server 0's replacement is
 // rebuilt from it and, once nothing is in flight, gets the shard back (REPLICA_HANDOVER): it
 // serves the workers, server 1 follows it as its backup (and its last: the replier) and refuses
 // workers, also under a node table from before the handover.
 TEST(ShardReplicationTest, TheRebuiltOwnServerTakesItsShardBack) {
-  Replica taken(
-      Bsp(1), 1, false, {}, true, [](ShardServiceOptions* o) { o->rebuild_into = {0}; }, 1);
-  Replica own(
-      Bsp(1), 0, true, {}, true,
-      [](ShardServiceOptions* o) {
-        o->awaiting_snapshot = true;
-        o->rebuild_into = {1};
-      },
-      1);  // its table: shard 0 at server 1, whose copy it is rebuilt from
+  HandBack h;
+  Replica& taken = h.taken;
+  Replica& own = h.own;
   auto carry = [&] { CarryBetween(&taken, &own); };
 
-  taken.service->OnData(Push(0, 0, {4}, {1.0f}));
-  taken.service->OnServerRejoined(0);
   carry();
   EXPECT_TRUE(own.service->primary()) << "the shard was not handed back";
   EXPECT_FALSE(taken.service->primary());
@@ -1107,17 +1130,9 @@ TEST(ShardReplicationTest, TheRebuiltOwnServerTakesItsShardBack) {
 // event and takes the shard over with the former primary as its backup. Only once the former
 // primary is dead does the table promote it.
 TEST(ShardReplicationTest, AHandoversTableBeforeItsEventDoesNotPromote) {
-  Replica taken(
-      Bsp(1), 1, false, {}, true, [](ShardServiceOptions* o) { o->rebuild_into = {0}; }, 1);
-  Replica own(
-      Bsp(1), 0, true, {}, true,
-      [](ShardServiceOptions* o) {
-        o->awaiting_snapshot = true;
-        o->rebuild_into = {1};
-      },
-      1);
-  taken.service->OnData(Push(0, 0, {4}, {1.0f}));
-  taken.service->OnServerRejoined(0);
+  HandBack h;
+  Replica& taken = h.taken;
+  Replica& own = h.own;
   for (Frames& f : taken.Take(own.link.id())) own.service->OnData(Decode(std::move(f)));
   for (Frames& f : own.Take(taken.link.id())) taken.service->OnData(Decode(std::move(f)));
   ASSERT_FALSE(taken.service->primary()) << "no handover";
@@ -1173,8 +1188,7 @@ TEST(ShardReplicationTest, APromotedCopyWritesTheShardsCheckpoint) {
   EXPECT_EQ(ReadCheckpoint(CheckpointPath(mirror_dir, 0), hash, 0, kShardLen).status().code(),
             StatusCode::kNotFound)
       << "a mirror wrote the shard's checkpoint";
-  mirror.link.FailOver(0, 0, 1);
-  mirror.service->OnTable();
+  mirror.FailOverToServer1();
   ASSERT_TRUE(mirror.service->primary());
   mirror.service->OnData(Push(0, 3, {2}, {1.0f}));
   auto at_mirror = ReadCheckpoint(CheckpointPath(mirror_dir, 0), hash, 0, kShardLen);
@@ -1187,13 +1201,8 @@ TEST(ShardReplicationTest, APromotedCopyWritesTheShardsCheckpoint) {
 // A round result the copy cannot take (another round) is refused and changes nothing.
 TEST(ShardReplicationTest, ARoundResultForAnotherRoundIsRefused) {
   Pair p(Bsp(1), true);
-  p.primary.service->OnData(Push(0, 0, {2}, {1.0f}));
-  auto events = p.primary.Take(kMirrorId);
-  ASSERT_EQ(events.size(), 1u);
-  p.mirror.service->OnData(Edited(std::move(events[0]), [](pb::Header* h) { h->set_round(5); }));
-  ASSERT_EQ(p.mirror.link.errors.size(), 1u);
-  EXPECT_EQ(p.mirror.link.errors[0].code, pb::ERROR_NOT_REPLICA);
-  EXPECT_EQ(p.mirror.Weights(), Init());
+  ASSERT_NO_FATAL_FAILURE(p.DeliverEditedReplicate(2, [](pb::Header* h) { h->set_round(5); }));
+  ASSERT_NO_FATAL_FAILURE(p.ExpectMirrorRefusedAReplicate(1));
   EXPECT_EQ(p.mirror.shard->round(), 0u);
 }
 

@@ -29,15 +29,11 @@
 
 #include "base/status.h"
 #include "kernels/model/model_layout.h"
+#include "worker/model/eval_result.h"
 
 namespace sieve::cpu_reference {
 
-struct EvalResult {
-  double loss = 0.0;      // mean cross-entropy
-  double accuracy = 0.0;  // fraction of arg-max predictions equal to the label, in [0, 1]
-  int64_t correct = 0;
-  int64_t count = 0;
-};
+using ::sieve::EvalResult;  // worker/model/eval_result.h
 
 class Model {
  public:
