@@ -203,6 +203,17 @@ bool FaultCluster::WaitForRunning(milliseconds timeout) {
       .has_value();
 }
 
+bool FaultCluster::WaitForNodeState(pb::Role role, int rank, pb::NodeState state,
+                                    milliseconds timeout) {
+  return WaitForStatus(
+             [&](const pb::JobStatus& s) {
+               const pb::JobNode* n = FindNode(s, role, rank);
+               return n != nullptr && n->state() == state;
+             },
+             timeout)
+      .has_value();
+}
+
 std::string FaultCluster::Log() const {
   std::string all;
   auto add = [&](const std::string& name, const Subprocess& p) {

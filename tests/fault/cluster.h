@@ -70,6 +70,9 @@ class FaultCluster {
   // went out; the scheduler rewrites its status file at once on that change): false when
   // `timeout` passes first or the job ended before it was seen running.
   bool WaitForRunning(std::chrono::milliseconds timeout);
+  // WaitForStatus until the node `role` `rank` is in `state` (e.g. NODE_LOST: declared dead).
+  bool WaitForNodeState(pb::Role role, int rank, pb::NodeState state,
+                        std::chrono::milliseconds timeout);
   // Every line every process printed, prefixed by its name, and the cluster's own notes.
   std::string Log() const;
   const std::string& address() const { return address_; }

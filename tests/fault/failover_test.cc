@@ -81,8 +81,9 @@ struct KilledJob {
                         "--heartbeat_interval_ms=100", "--round_timeout_ms=30000",
                         "--dump_weights=" + (dir / "w{rank}.bin").string()});
     }
-    if (!c.worker(0).WaitFor("epoch 10/40", milliseconds(60000))) {
-      *why = "no epoch 10: " + c.Log();
+    if (!c.WaitForStatus([](const pb::JobStatus& st) { return st.progress().round() >= 1000; },
+                         milliseconds(60000))) {
+      *why = "no round 1000: " + c.Log();
       return false;
     }
     c.server(1).Kill(SIGKILL);
@@ -262,12 +263,7 @@ TEST_P(BothServersDie, AShardWhoseCopiesAllDiedIsServedByItsPrimaryFromItsCheckp
                               milliseconds(10000)))
       << "shard 1 did not fail over to server 0\n"
       << c.Log();
-  ASSERT_TRUE(c.WaitForStatus(
-      [](const pb::JobStatus& st) {
-        const pb::JobNode* n = testing::FindNode(st, pb::ROLE_SERVER, 0);
-        return n != nullptr && n->state() == pb::NODE_LOST;
-      },
-      milliseconds(20000)))
+  ASSERT_TRUE(c.WaitForNodeState(pb::ROLE_SERVER, 0, pb::NODE_LOST, milliseconds(20000)))
       << c.Log();
   c.StartServer(0, server_);
   ExpectRebuiltAndFinished(c);

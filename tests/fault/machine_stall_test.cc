@@ -95,11 +95,7 @@ TEST(MachineStallTest, AServerStoppedPastTheTimeoutLeavesWhenItResumes) {
   ASSERT_TRUE(StartJob(c, {"--replication=1"}, {})) << c.Log();
 
   c.server(1).Kill(SIGSTOP);
-  auto lost = [](const pb::JobStatus& st) {
-    const pb::JobNode* n = testing::FindNode(st, pb::ROLE_SERVER, 1);
-    return n != nullptr && n->state() == pb::NODE_LOST;
-  };
-  const bool declared = c.WaitForStatus(lost, milliseconds(20000)).has_value();
+  const bool declared = c.WaitForNodeState(pb::ROLE_SERVER, 1, pb::NODE_LOST, milliseconds(20000));
   c.server(1).Kill(SIGCONT);
   ASSERT_TRUE(declared) << c.Log();
   const std::optional<int> left = c.server(1).Wait(milliseconds(15000));

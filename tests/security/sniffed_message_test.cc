@@ -108,7 +108,7 @@ TEST(SniffedMessageTest, AnErrorStampedWithTheTokensDigestReachesNoWorker) {
   c.StartWorker(0, Synthetic({token.flag(), "--port=" + std::to_string(worker_port),
                               "--rounds_per_epoch=" + std::to_string(kRounds), "--epochs=1",
                               "--compressor=topk", "--density=0.1", "--progress=log"}));
-  ASSERT_TRUE(c.worker(0).WaitFor("worker 0 of 1", milliseconds(60000))) << c.Log();
+  ASSERT_TRUE(c.WaitForRunning(milliseconds(60000))) << c.Log();
   // "Server 0 refused your PUSH of round r" for every round of the job, again and again. Stopping
   // the server makes the worker wait in one round meanwhile, so that round's ERROR reaches it
   // many times: believed, more than 8 in one wait fail the worker.
@@ -161,9 +161,10 @@ TEST(SniffedMessageTest, AFloodAndAnInitFromAPeerThatDoesNotReadStallNoServer) {
     w.insert(w.end(), heartbeats.begin(), heartbeats.end());
     c.StartWorker(rank, w);
   }
-  ASSERT_TRUE(c.worker(1).WaitFor("worker 1 of 2", milliseconds(60000))) << c.Log();
+  ASSERT_TRUE(c.WaitForRunning(milliseconds(60000))) << c.Log();
   c.worker(0).Kill(SIGKILL);  // declared dead after the heartbeat timeout; nobody reads its queue
-  ASSERT_TRUE(c.scheduler().WaitFor(") is dead: ", milliseconds(30000))) << c.Log();
+  ASSERT_TRUE(c.WaitForNodeState(pb::ROLE_WORKER, 0, pb::NODE_LOST, milliseconds(30000)))
+      << c.Log();
 
   // PUSHes claiming worker 0 (node 2) whose checksum is wrong: each is answered with an ERROR
   // that waits in the server's queue to the dead worker, until the queue is full.
