@@ -768,8 +768,8 @@ def growth_lines(cells):
 
 
 def verdict(tag, bad):
-    """The end of a test of this harness (smoke_test.py, n64_test.py): each failure in `bad` on
-    its own line, then PASS or FAIL; the exit status."""
+    """The end of a test of this harness (tests/bench/scale/: smoke_test.py, n64_test.py,
+    netns_test.py): each failure in `bad` on its own line, then PASS or FAIL; the exit status."""
     for line in bad:
         print(f"{tag}: FAIL", line)
     print(f"{tag}:", "FAIL" if bad else "PASS")

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "base/progress_line.h"  // FormatDuration
 #include "proto/job_status_text.h"
+#include "proto/progress_line.h"  // FormatDuration
 
 namespace sieve {
 namespace {

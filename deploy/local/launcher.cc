@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "base/progress_line.h"
 #include "deploy/local/child_process.h"
 #include "deploy/local/job_progress.h"
 #include "deploy/local/job_result.h"
@@ -28,6 +27,7 @@
 #include "deploy/local/supervisor.h"
 #include "deploy/local/worker_env.h"
 #include "proto/job_status_text.h"
+#include "proto/progress_line.h"
 
 namespace sieve {
 namespace {

@@ -42,7 +42,7 @@
 //    once a second) shown as one line (JobProgressText, job_progress.h). Live: one status line on
 //    out_fd, redrawn in place (out_fd should be a terminal); lines: the same text as a launcher
 //    message every 10 s. Unless progress is off, the workers' own progress lines
-//    (base/progress_line.h) are not relayed: the status line says the same for the whole job.
+//    (proto/progress_line.h) are not relayed: the status line says the same for the whole job.
 // 6. Once anything was started, the last launcher message is the job's result (job_result.h,
 //    from the scheduler's final status file): "job finished: ..." with exit 0, or "job FAILED:
 //    <reason>" with the non-zero exit.

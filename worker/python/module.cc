@@ -35,7 +35,6 @@
 #include <string>
 #include <vector>
 
-#include "base/progress_line.h"
 #include "base/status.h"
 #include "kernels/compressor.h"
 #include "kernels/device.h"
@@ -46,6 +45,7 @@
 #include "proto/codec.h"
 #include "proto/error_code.h"
 #include "proto/job_identity.h"
+#include "proto/progress_line.h"
 #include "worker/client/ps_client.h"
 #include "worker/client/worker_start.h"
 #include "worker/data/dataset.h"

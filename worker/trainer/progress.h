@@ -1,7 +1,7 @@
 // Progress reporting of a training run. On a terminal (tty = true) a single self-overwriting line
 // on stdout: a bar, rounds done / total, the running loss and an ETA extrapolated from the mean
 // round time so far, redrawn at most 10 times a second. Otherwise a progress line on stdout
-// (base/progress_line.h: epoch, round, loss, bytes pushed), flushed, at most once a second and
+// (proto/progress_line.h: epoch, round, loss, bytes pushed), flushed, at most once a second and
 // after the last round: `sieve launch` reads these to show the job's progress. In both modes
 // EndEpoch prints one line per epoch ("epoch E/N:", counted from 1; mean loss, test accuracy when
 // evaluated, bytes pushed so far, mean pairs selected per round): to stdout after the bar on a
@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "base/progress_line.h"  // FormatDuration
+#include "proto/progress_line.h"  // FormatDuration
 
 namespace sieve {
 

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "base/progress_line.h"
 #include "proto/job_status_text.h"
+#include "proto/progress_line.h"
 #include "tests/deploy/local/job_status_rows.h"
 
 namespace sieve {

@@ -13,7 +13,7 @@
 //                           restarted one runs normally);
 //   STANDIN_SCHEDULER_WAITS=1  the scheduler exits 0 only once --num_workers workers exited 0
 //                           (each writes <name>.done), within 20 s (else exits 1);
-//   STANDIN_PROGRESS=1      workers print a progress line (base/progress_line.h) before "ready";
+//   STANDIN_PROGRESS=1      workers print a progress line (proto/progress_line.h) before "ready";
 //   STANDIN_STATUS=1        the scheduler waits as STANDIN_SCHEDULER_WAITS, then writes its
 //                           --status_file: a finished job whose finished workers (the .done files)
 //                           each report rounds=8+rank, bytes_pushed=1000*(rank+1), rank 0

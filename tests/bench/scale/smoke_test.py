@@ -16,9 +16,11 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import run  # noqa: E402 (the harness next to this file)
+# The scale harness under test, bench/scale/ (this file is tests/bench/scale/).
+SCALE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                      "..", "bench", "scale"))
+sys.path.insert(0, SCALE)
+import run  # noqa: E402 (the harness, bench/scale/run.py)
 CELL_FIELDS = [
     "workers", "servers", "num_params", "rounds", "wall_s", "formed_s",
     "start_barrier_s", "start_barrier_min_s", "round_s", "mean_round_s", "steady_window_s",
@@ -37,7 +39,7 @@ CHECKS = ["exit_0", "applied_exact", "rounds_exact", "union_in_bounds", "pushed_
 
 
 def harness(build, out, *extra):
-    argv = [sys.executable, os.path.join(HERE, "run.py"), f"--build={build}", "--cells=4x1",
+    argv = [sys.executable, os.path.join(SCALE, "run.py"), f"--build={build}", "--cells=4x1",
             "--d=1e5", "--rounds=300", "--timeout_s=120", f"--out={out}", *extra]
     t = time.time()
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

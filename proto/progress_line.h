@@ -7,8 +7,8 @@
 // `rounds` in the whole run; bytes_up is what this worker pushed so far. FormatProgressLine() and
 // ParseProgressLine() are inverses up to the loss's printed precision; a line that is not exactly
 // in this form (any other text, a missing or extra field) does not parse.
-#ifndef SIEVE_BASE_PROGRESS_LINE_H_
-#define SIEVE_BASE_PROGRESS_LINE_H_
+#ifndef SIEVE_PROTO_PROGRESS_LINE_H_
+#define SIEVE_PROTO_PROGRESS_LINE_H_
 
 #include <cstdint>
 #include <cstdio>
@@ -72,4 +72,4 @@ inline std::optional<ProgressPoint> ParseProgressLine(std::string_view line) {
 
 }  // namespace sieve
 
-#endif  // SIEVE_BASE_PROGRESS_LINE_H_
+#endif  // SIEVE_PROTO_PROGRESS_LINE_H_

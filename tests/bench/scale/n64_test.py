@@ -25,9 +25,11 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import run  # noqa: E402 (the harness next to this file)
+# The scale harness under test, bench/scale/ (this file is tests/bench/scale/).
+SCALE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                      "..", "bench", "scale"))
+sys.path.insert(0, SCALE)
+import run  # noqa: E402 (the harness, bench/scale/run.py)
 # 150 rounds: the steady-state sample of every process lies between the last barrier and the first
 # summary line; at 30 rounds that window was too short on a loaded machine (sockets_steady 0).
 W, S, ROUNDS, PROBES = 64, 16, 150, 20
@@ -42,7 +44,7 @@ def main():
     bad = []
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "scale.json")
-        argv = [sys.executable, os.path.join(HERE, "run.py"), f"--build={a.build}",
+        argv = [sys.executable, os.path.join(SCALE, "run.py"), f"--build={a.build}",
                 f"--cells={W}x{S}", "--d=1e5", f"--rounds={ROUNDS}",
                 f"--barrier_probe={PROBES}", "--timeout_s=150", f"--out={out}"]
         t = time.time()

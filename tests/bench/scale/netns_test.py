@@ -25,10 +25,12 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# The scale harness under test, bench/scale/ (this file is tests/bench/scale/).
+SCALE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                      "..", "bench", "scale"))
+sys.path.insert(0, SCALE)
 import netns  # noqa: E402
-import run  # noqa: E402 (the harness next to this file)
+import run  # noqa: E402 (the harness, bench/scale/run.py)
 
 
 def skip(why):
@@ -56,7 +58,7 @@ def daemons_of(subnet):
 
 
 def harness(build, out, *extra, wait=True):
-    argv = [sys.executable, os.path.join(HERE, "run.py"), f"--build={build}", "--cells=4x1",
+    argv = [sys.executable, os.path.join(SCALE, "run.py"), f"--build={build}", "--cells=4x1",
             "--d=1e5", "--rounds=400", "--timeout_s=60", "--netns", "--link=1gbit",
             f"--out={out}", *extra]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -211,7 +213,7 @@ def main():
                 subprocess.run(["ip", "netns", "del", ns])
 
         # Usage errors: exit 2 with a message, nothing created.
-        base = [sys.executable, os.path.join(HERE, "run.py"), f"--build={build}"]
+        base = [sys.executable, os.path.join(SCALE, "run.py"), f"--build={build}"]
         for extra, needle in ((["--netns", "--cells=4x1,40x8"], "W + S + 1 <= 41"),
                               (["--netns", "--link=fast"], "not a rate"),
                               (["--link=1gbit"], "--link needs --netns"),

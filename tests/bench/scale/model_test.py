@@ -17,8 +17,10 @@ import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL = os.path.join(HERE, "model.py")
+# The scale harness under test, bench/scale/ (this file is tests/bench/scale/).
+SCALE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                      "..", "bench", "scale"))
+MODEL = os.path.join(SCALE, "model.py")
 
 
 def run(*args):
@@ -41,7 +43,7 @@ def main():
     if rc == 0:
         bad.append("--density=0 was accepted")
 
-    sys.path.insert(0, HERE)
+    sys.path.insert(0, SCALE)
     import model  # noqa: E402
     p = model.load_calibration(model.CALIBRATION)
     if abs(model.union_pairs(1e6, 0.001, 64) - 1e6 * (1 - 0.999 ** 64)) > 1e-6:
@@ -80,7 +82,7 @@ def main():
     # within +-25 % of every configuration (its exit status).
     import glob
     import json
-    files = sorted(glob.glob(os.path.join(HERE, "measured", "netns-scale-*.json")))
+    files = sorted(glob.glob(os.path.join(SCALE, "measured", "netns-scale-*.json")))
     if files:
         rc, out = run("validate-netns", *files)
         cells = sum(c["pass"] for f in files for c in json.load(open(f))["cells"])
