@@ -6,6 +6,8 @@
 #include <system_error>
 #include <vector>
 
+#include "server/shard/round_shard.h"
+
 namespace sieve {
 
 Status ShardCheckpointer::Init(const CheckpointerOptions& options, const CheckpointConfig& config,
@@ -68,7 +70,8 @@ Status ShardCheckpointer::OpenAndRestore(const CheckpointerOptions& options,
 }
 
 void ShardCheckpointer::MaybeWrite(const ShardServer& shard) {
-  if (path_.empty() || shard.resyncing()) return;
+  const RoundShard* rounds = shard.rounds();
+  if (path_.empty() || (rounds != nullptr && rounds->resyncing())) return;
   const bool by_rounds =
       options_.every_rounds > 0 && shard.round() >= last_round_ + options_.every_rounds;
   const bool by_time =

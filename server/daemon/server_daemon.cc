@@ -29,6 +29,7 @@
 #include "server/shard/bsp_shard.h"
 #include "server/shard/consistency.h"
 #include "server/shard/initial_weights.h"
+#include "server/shard/round_shard.h"
 #include "server/shard/shard_server.h"
 #include "trace/trace_writer.h"
 
@@ -400,7 +401,8 @@ SummaryRecord ServerSummaryRecord(int rank, ShardRange range, const ShardServer&
       .Uint("missed", st.missed)
       .Uint("late_pushes", st.late_pushes)
       .Text("late_workers", late_workers)
-      .Uint("open_round_pushes", shard.open_round_pushes());
+      .Uint("open_round_pushes",
+            shard.rounds() != nullptr ? shard.rounds()->open_round_pushes() : 0);
   return r;
 }
 

@@ -93,7 +93,7 @@ struct ShardServiceOptions {
   std::vector<int> backups;
   // A primary replicates BSP rounds by their result (REPLICA_ROUND: the round's UPDATE), not by
   // their pushes: its backups then write the result instead of aggregating every push again. Only
-  // for BSP without backup workers or two-way compression (ShardServer::ApplyRound); the daemon
+  // for BSP without backup workers or two-way compression (RoundShard::ApplyRound); the daemon
   // sets it where it holds.
   bool replicate_rounds = false;
   // Rebuild (rebuildable: BSP replicated by round results, ASP and SSP; not BSP with backup
@@ -200,7 +200,7 @@ class ShardService {
   // shard's round before the event, is now behind) as a REPLICA_ROUND.
   void ReplicateCompletedRound(uint64_t before);
   // After a JOIN or a death on the primary: the rounds nobody will push pass at once
-  // (ShardServer::IdleUntil), as REPLICA_IDLE to copies replicated by results.
+  // (RoundShard::IdleUntil), as REPLICA_IDLE to copies replicated by results.
   void PassIdleRounds();
   void OnReplicate(const Message& msg);
   // OnReplicate's steps (a mirror): the ERROR_NOT_REPLICA refusal and the acknowledgement (both

@@ -11,6 +11,7 @@
 
 #include "proto/messages.h"
 #include "server/service/shard_service.h"
+#include "server/shard/round_shard.h"
 
 namespace sieve {
 
@@ -36,7 +37,9 @@ void ShardService::ReplicateCompletedRound(uint64_t before) {
   const uint64_t now = shard_->round();
   if (now == before) return;
   bool dense = false;
-  std::shared_ptr<const ReplyBuffer> reply = shard_->last_round_reply(&dense);
+  const RoundShard* rounds = shard_->rounds();
+  std::shared_ptr<const ReplyBuffer> reply =
+      rounds != nullptr ? rounds->last_round_reply(&dense) : nullptr;
   // One event completes one round, but for the resync of a shard restored from its checkpoint
   // (every copy of it had died): that jumps from the checkpoint's round to the workers' at once,
   // which no round event carries. The copies are rebased on a snapshot of the shard as of now.
@@ -46,14 +49,16 @@ void ShardService::ReplicateCompletedRound(uint64_t before) {
 }
 
 void ShardService::PassIdleRounds() {
-  const std::optional<uint64_t> until = shard_->IdleUntil();
+  RoundShard* rounds = shard_->rounds();
+  if (rounds == nullptr) return;  // ASP/SSP: no rounds to pass
+  const std::optional<uint64_t> until = rounds->IdleUntil();
   if (!until) return;
   LOG(INFO) << "shard " << options_.rank << " has no live worker: rounds " << shard_->round()
             << " to " << *until << " pass empty, the rejoined workers are counted from round "
             << *until;
   // A copy replicated by pushes replays the same events and passes the same rounds itself.
   if (options_.replicate_rounds) Replicate(pb::REPLICA_IDLE, -1, *until, {}, {}, false);
-  shard_->PassIdleRounds(&out_);
+  rounds->PassIdleRounds(&out_);
   ReplicateCompletedRound(*until);  // a joiner's held push may have completed it
 }
 
@@ -136,7 +141,10 @@ void ShardService::RebaseBackups(uint64_t before) {
 }
 
 void ShardService::SendPendingSnapshots() {
-  if (pending_snapshots_.empty() || !primary() || !shard_->SnapshotReady()) return;
+  const RoundShard* rounds = shard_->rounds();
+  if (pending_snapshots_.empty() || !primary() || (rounds != nullptr && !rounds->SnapshotReady())) {
+    return;
+  }
   const std::set<int> ranks = std::move(pending_snapshots_);
   pending_snapshots_.clear();
   for (int rank : ranks) SendSnapshot(rank);
@@ -451,6 +459,7 @@ void ShardService::OnReplicatedSnapshotPart(const Message& msg, pb::ReplicaEvent
 Status ShardService::ReplayEvent(const Message& msg, pb::ReplicaEvent ev) {
   const int origin = msg.header.origin();
   const uint64_t round = msg.header.round();
+  RoundShard* rounds = shard_->rounds();  // null in ASP/SSP
   switch (ev) {
     case pb::REPLICA_PUSH:
       shard_->OnPush(origin, round, msg.indices, msg.values, msg.dense(), &replayed_out_);
@@ -460,16 +469,18 @@ Status ShardService::ReplayEvent(const Message& msg, pb::ReplicaEvent ev) {
       break;
     case pb::REPLICA_JOIN:
       shard_->OnJoin(origin, round, &replayed_out_);
-      if (!options_.replicate_rounds) shard_->PassIdleRounds(&replayed_out_);  // as the primary
+      if (!options_.replicate_rounds && rounds != nullptr) {
+        rounds->PassIdleRounds(&replayed_out_);  // as the primary
+      }
       break;
     case pb::REPLICA_WORKER_DEAD:
       shard_->OnWorkerDead(origin, &replayed_out_);
-      if (!options_.replicate_rounds) shard_->PassIdleRounds(&replayed_out_);
+      if (!options_.replicate_rounds && rounds != nullptr) rounds->PassIdleRounds(&replayed_out_);
       break;
     case pb::REPLICA_IDLE:
       // Replicated by results, this copy cannot tell alone whether the open round had pushes.
-      if (shard_->IdleUntil() == round) {
-        shard_->PassIdleRounds(&replayed_out_);
+      if (rounds != nullptr && rounds->IdleUntil() == round) {
+        rounds->PassIdleRounds(&replayed_out_);
       } else if (shard_->round() != round) {
         return FailedPreconditionError("idle rounds up to " + std::to_string(round) +
                                        " for a copy at round " + std::to_string(shard_->round()) +
@@ -480,14 +491,17 @@ Status ShardService::ReplayEvent(const Message& msg, pb::ReplicaEvent ev) {
       shard_->OnWorkerRejoined(origin);
       break;
     case pb::REPLICA_ROUND:
+      if (rounds == nullptr) {
+        return FailedPreconditionError("an ASP/SSP shard has no rounds to apply");
+      }
 #ifdef SIEVE_TESTING_DROP_REPLICATED_ROUND
       // A deliberately broken build, for the chaos harness's self-test (tests/chaos): this copy
       // loses the values of the round it replays as its SIEVE_TESTING_DROP_REPLICATED_ROUND-th
       // event, and answers the workers with that empty round.
       if (repl_.replayed + 1 == SIEVE_TESTING_DROP_REPLICATED_ROUND)
-        return shard_->ApplyRound(round, {}, {}, false, &replayed_out_);
+        return rounds->ApplyRound(round, {}, {}, false, &replayed_out_);
 #endif
-      return shard_->ApplyRound(round, msg.indices, msg.values, msg.dense(), &replayed_out_);
+      return rounds->ApplyRound(round, msg.indices, msg.values, msg.dense(), &replayed_out_);
     default:  // WellFormedReplicate checked it is valid; the others are handled before
       break;
   }

@@ -5,7 +5,9 @@
 // worker's push of round_ is in (with b backup workers: max(1, live - b) of them), the round
 // completes through one of three paths (a dense round, two-way compression through a server
 // residual, or the union applied and sent, whole or in parts) and every live worker gets the
-// round's UPDATE.
+// round's UPDATE. It is also the shard's RoundShard (server/shard/round_shard.h:
+// ShardServer::rounds() returns it): the round-based half ShardService drives for BSP replication,
+// idle rounds and snapshots.
 //
 // Backup workers: an UPDATE to a worker whose push the round closed without is flagged
 // push_missed; that push, when it comes, is refused (ERROR_LATE_PUSH, counted in late_pushes) and
@@ -45,21 +47,30 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "base/log_limiter.h"
+#include "server/shard/round_shard.h"
 #include "server/shard/shard_server.h"
 
 namespace sieve {
 
-class BspShard : public ShardServer {
+class BspShard : public ShardServer, public RoundShard {
  public:
   // Options as validated by ShardServer::Create (consistency kBsp).
   BspShard(const ShardServerOptions& options, std::vector<float> initial);
 
-  bool resyncing() const override { return resync_; }
+  // ShardServer.
+  RoundShard* rounds() override { return this; }
+  const RoundShard* rounds() const override { return this; }
   uint64_t round() const override { return round_; }
+  ShardSnapshot TakeSnapshot() const override;
+  Status InstallSnapshot(ShardSnapshot snapshot) override;
+
+  // RoundShard.
+  bool resyncing() const override { return resync_; }
   uint32_t open_round_pushes() const override { return contributions_; }
   std::shared_ptr<const ReplyBuffer> last_round_reply(bool* dense) const override {
     *dense = last_reply_dense_;
@@ -69,8 +80,6 @@ class BspShard : public ShardServer {
   // the late pushes of the open round, the server residual).
   Status ApplyRound(uint64_t round, std::span<const uint32_t> indices,
                     std::span<const float> values, bool dense, Outbox* out) override;
-  ShardSnapshot TakeSnapshot() const override;
-  Status InstallSnapshot(ShardSnapshot snapshot) override;
   bool SnapshotReady() const override;
   std::optional<uint64_t> IdleUntil() const override;
   void PassIdleRounds(Outbox* out) override;

@@ -204,9 +204,4 @@ ShardSnapshot ShardServer::TakeSnapshot() const {
   return s;
 }
 
-Status ShardServer::ApplyRound(uint64_t, std::span<const uint32_t>, std::span<const float>, bool,
-                               Outbox*) {
-  return FailedPreconditionError("an ASP/SSP shard has no rounds to apply");
-}
-
 }  // namespace sieve

@@ -29,7 +29,8 @@
 // Objects: ShardServer (this header) is the interface the service drives and the state both modes
 // share (shard_server.cc: the common checks, pulls, INIT, deaths and re-admissions, Restore);
 // BspShard (server/shard/bsp_shard.h; bsp_shard.cc: the round's merge and completion,
-// bsp_shard_rejoin.cc: joiners and the resync after Restore) and AsyncShard
+// bsp_shard_rejoin.cc: joiners and the resync after Restore; it also implements RoundShard,
+// server/shard/round_shard.h, the round-based half reached through rounds()) and AsyncShard
 // (server/shard/async_shard.h: the ASP/SSP clock and replies) each hold their mode's per-worker
 // state. Replies (server/shard/shard_reply.h) are in the core's own ReplyType; a refusal carries
 // the protocol's pb::ErrorCode and the rejected pb::MsgType, which the service sends as they are.
@@ -56,7 +57,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,6 +67,7 @@
 #include "kernels/compressor.h"
 #include "server/shard/consistency.h"
 #include "server/shard/reply_pool.h"
+#include "server/shard/round_shard.h"
 #include "server/shard/shard_reply.h"
 
 namespace sieve {
@@ -153,10 +154,10 @@ struct ShardServerStats {
 // A shard's state as a rebuilt copy receives it (ShardServer::TakeSnapshot / InstallSnapshot).
 // BSP: the round being aggregated and the weights (the open round's pushes are not in it);
 // replicated by its pushes (backup workers, two-way compression) it is taken at a round boundary
-// (SnapshotReady) and adds what the round logic knows of each worker and the server residual.
-// ASP/SSP also each worker's clock and the shard's version. Both modes replicated by pushes carry
-// the applied pushes' count and sum (so the copy's conservation figures continue the primary's).
-// `clocks` is empty in BSP, `bsp_clocks` outside BSP replicated by pushes.
+// (RoundShard::SnapshotReady) and adds what the round logic knows of each worker and the server
+// residual. ASP/SSP also each worker's clock and the shard's version. Both modes replicated by
+// pushes carry the applied pushes' count and sum (so the copy's conservation figures continue the
+// primary's). `clocks` is empty in BSP, `bsp_clocks` outside BSP replicated by pushes.
 struct WorkerClock {
   int64_t last_round = -1;  // the last round applied (-1: none)
   bool waiting = false;     // its reply is not sent yet (SSP's bound holds it back)
@@ -244,45 +245,24 @@ class ShardServer {
   // event that produced it; it may send the outbox's replies and clear it, so a part travels while
   // the next one is computed. Without a sink the parts stay in the outbox like any reply.
   void set_part_sink(std::function<void(Outbox*)> sink) { part_sink_ = std::move(sink); }
-  // Replication of BSP rounds by their result (ShardService). last_round_reply: the UPDATE of the
-  // round completed last (its pairs, or the whole shard when *dense), null before any round or
-  // outside BSP. ApplyRound: on a copy, round `round` completes with that result (validated like a
-  // PUSH: indices shard-relative, strictly ascending, < size()): its weights are written, and
-  // every live worker gets the round's UPDATE (in `out`) as the primary's round completion sends
-  // it. Errors (nothing changes): FailedPrecondition when the copy is not at `round` or the mode
-  // has no rounds, InvalidArgument for sizes that do not fit the shard.
-  virtual std::shared_ptr<const ReplyBuffer> last_round_reply(bool* /*dense*/) const {
-    return nullptr;
-  }
-  // Idle rounds (BSP): with no live worker and no push in the open round, nobody will ever push
-  // it, while a re-admitted worker waits to be counted from a later round (every worker restarted
-  // at once: each joined a few rounds past the servers'). IdleUntil: that earliest join round
-  // (>= round(); round() itself only during a resync, which has nobody left to wait for), or
-  // nothing. PassIdleRounds: the rounds up to it pass empty (no weight changes, no UPDATE, counted
-  // in idle_rounds, not rounds_completed), then the joiners are counted and their held pushes
-  // aggregated (which may complete that round). Both depend on the shard's state alone, so a copy
-  // that replays the primary's events passes the same rounds. A no-op outside BSP.
-  virtual std::optional<uint64_t> IdleUntil() const { return std::nullopt; }
-  virtual void PassIdleRounds(Outbox* /*out*/) {}
-  virtual Status ApplyRound(uint64_t round, std::span<const uint32_t> indices,
-                            std::span<const float> values, bool dense, Outbox* out);
+
+  // The round-based half of the shard (server/shard/round_shard.h: the last round's reply, idle
+  // rounds, applying a replicated round, resync, open-round pushes, snapshot readiness): the
+  // shard itself in BSP (BspShard), null in ASP/SSP, which have no rounds.
+  virtual RoundShard* rounds() { return nullptr; }
+  virtual const RoundShard* rounds() const { return nullptr; }
+
   // The rebuild of a replacement server's copy (ShardSnapshot above). TakeSnapshot: the state a
-  // copy needs, as of now (between events). InstallSnapshot, on a fresh copy: the shard's state
-  // becomes the primary's snapshot, every worker counted (the snapshot's deaths follow as
-  // OnWorkerDead). BSP: the weights as of the start of round `round`, no previous round's reply (a
-  // resend of round - 1 is answered with the whole shard, which is what that UPDATE left on the
-  // worker). ASP/SSP: the weights and clocks; each worker's next reply is the whole shard (the
-  // copy has no change log from before the snapshot; the values are the same). Errors:
-  // InvalidArgument (wrong length, clocks that do not fit the mode or the workers); no change.
-  // SnapshotReady: whether TakeSnapshot may be called now (BSP: not while it resyncs after a
-  // restore; replicated by pushes, only at a round boundary with nothing held, which the round's
-  // completion always is; otherwise always).
+  // copy needs, as of now (between events; BSP: once RoundShard::SnapshotReady). InstallSnapshot,
+  // on a fresh copy: the shard's state becomes the primary's snapshot, every worker counted (the
+  // snapshot's deaths follow as OnWorkerDead). BSP: the weights as of the start of round `round`,
+  // no previous round's reply (a resend of round - 1 is answered with the whole shard, which is
+  // what that UPDATE left on the worker). ASP/SSP: the weights and clocks; each worker's next reply
+  // is the whole shard (the copy has no change log from before the snapshot; the values are the
+  // same). Errors: InvalidArgument (wrong length, clocks that do not fit the mode or the workers);
+  // no change.
   virtual ShardSnapshot TakeSnapshot() const;
   virtual Status InstallSnapshot(ShardSnapshot snapshot) = 0;
-  virtual bool SnapshotReady() const { return true; }
-
-  // BSP: waiting for every live worker's first push after a Restore. false in ASP/SSP.
-  virtual bool resyncing() const { return false; }
 
   // Whether `worker` (a valid rank) is counted for rounds / clocks, and whether it was
   // re-admitted after a death and is not counted yet (ShardService's promotion reconciles both
@@ -292,12 +272,9 @@ class ShardServer {
 
   std::span<const float> weights() const { return w_; }
   uint64_t size() const { return w_.size(); }
-  // BSP: the round being aggregated; ASP/SSP: 0 (each worker has its own clock).
+  // BSP: the round being aggregated; ASP/SSP: 0 (each worker has its own clock). Both modes
+  // report it (checkpoints, snapshots, logs).
   virtual uint64_t round() const { return 0; }
-  // BSP: pushes aggregated into the round being aggregated, which has not completed (at the end
-  // of a job with backup workers, late pushes of the last round: counted in pushed_sum, never
-  // applied). ASP/SSP: 0.
-  virtual uint32_t open_round_pushes() const { return 0; }
   const ShardServerStats& stats() const { return stats_; }
   const ShardServerOptions& options() const { return options_; }
   uint32_t threads() const { return team_->size(); }

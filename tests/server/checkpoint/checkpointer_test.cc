@@ -55,7 +55,7 @@ TEST_F(CheckpointerTest, AFirstStartRestoresNothingAndStaysAtRoundZero) {
   ShardCheckpointer c;
   ASSERT_TRUE(c.Init(Options(false), config_, 0, s.get()).ok());
   EXPECT_EQ(c.restored_round(), -1);
-  EXPECT_FALSE(s->resyncing());
+  EXPECT_FALSE(s->rounds()->resyncing());
 }
 
 TEST_F(CheckpointerTest, ARejoiningServerRestoresItsCheckpoint) {
@@ -71,7 +71,7 @@ TEST_F(CheckpointerTest, ARejoiningServerRestoresItsCheckpoint) {
   ShardCheckpointer c;
   ASSERT_TRUE(c.Init(Options(true), config_, 0, restarted.get()).ok());
   EXPECT_EQ(c.restored_round(), 1);
-  EXPECT_TRUE(restarted->resyncing());
+  EXPECT_TRUE(restarted->rounds()->resyncing());
   EXPECT_FLOAT_EQ(restarted->weights()[1], -3.0f);
 }
 
@@ -87,7 +87,7 @@ TEST_F(CheckpointerTest, ARejoiningServerWithoutACheckpointResyncsFromItsInitial
     if (how == "no dir") o.dir.clear();
     ASSERT_TRUE(c.Init(o, config_, 0, s.get()).ok()) << how;
     EXPECT_EQ(c.restored_round(), 0) << how;
-    ASSERT_TRUE(s->resyncing()) << how;
+    ASSERT_TRUE(s->rounds()->resyncing()) << how;
     Outbox out;
     std::vector<uint32_t> idx = {2};
     std::vector<float> val = {1.0f};
@@ -115,7 +115,7 @@ TEST_F(CheckpointerTest, ACopyOrAShardAwaitingItsWeightsIsLeftAsItIs) {
   o.copy = true;
   ASSERT_TRUE(c.Init(o, config_, 0, s.get()).ok());
   EXPECT_EQ(c.restored_round(), -1);
-  EXPECT_FALSE(s->resyncing());
+  EXPECT_FALSE(s->rounds()->resyncing());
 
   ShardServerOptions so;
   so.num_workers = 2;

@@ -29,13 +29,13 @@ TEST(RestoreTest, WrongLengthIsRefused) {
   auto s = ShardServer::Create(o, std::vector<float>(kN, 0.0f));
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->Restore(3, std::vector<float>(kN + 1)).code(), StatusCode::kInvalidArgument);
-  EXPECT_FALSE((*s)->resyncing());
+  EXPECT_FALSE((*s)->rounds()->resyncing());
 }
 
 TEST(RestoreTest, WorkersAheadOfCheckpointAdoptTheirRoundAndGetADenseReply) {
   std::vector<float> w0;
   auto s = Restored(2, 10, Consistency::kBsp, &w0);
-  EXPECT_TRUE(s->resyncing());
+  EXPECT_TRUE(s->rounds()->resyncing());
   const std::vector<uint32_t> i0 = {1, 3}, i1 = {3};
   const std::vector<float> v0 = {2.0f, 4.0f}, v1 = {6.0f};
   Outbox out;
@@ -43,7 +43,7 @@ TEST(RestoreTest, WorkersAheadOfCheckpointAdoptTheirRoundAndGetADenseReply) {
   EXPECT_TRUE(out.empty());  // held until every live worker pushed
   EXPECT_EQ(s->stats().pushes_applied, 0u);
   s->OnPush(1, 17, i1, v1, false, &out);
-  EXPECT_FALSE(s->resyncing());
+  EXPECT_FALSE(s->rounds()->resyncing());
   EXPECT_EQ(s->round(), 18u);
   ASSERT_EQ(out.size(), 2u);
   std::vector<float> expect = w0;

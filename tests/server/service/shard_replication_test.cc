@@ -986,7 +986,8 @@ TEST_P(ByPushesRebuild, ASnapshotAtTheRoundsEndThenThePushes) {
   EXPECT_EQ(copy.Weights(), primary.Weights());
   EXPECT_EQ(copy.shard->round(), 2u);
   auto same_states = [&](const char* when) {
-    ASSERT_TRUE(primary.shard->SnapshotReady() && copy.shard->SnapshotReady()) << when;
+    ASSERT_TRUE(primary.shard->rounds()->SnapshotReady() && copy.shard->rounds()->SnapshotReady())
+        << when;
     const ShardSnapshot a = primary.shard->TakeSnapshot(), b = copy.shard->TakeSnapshot();
     ASSERT_EQ(a.bsp_clocks.size(), 3u);
     ASSERT_EQ(b.bsp_clocks.size(), 3u);

@@ -268,7 +268,7 @@ TEST(BackupWorkersTest, ApplyMergesALatePushIntoTheNextRoundOnce) {
   }
   EXPECT_EQ(s->stats().duplicates, 1u);
   EXPECT_EQ(s->stats().late_pushes, 1u);
-  EXPECT_EQ(s->open_round_pushes(), 1u);
+  EXPECT_EQ(s->rounds()->open_round_pushes(), 1u);
   EXPECT_EQ(s->round(), 1u) << "a late push does not count towards the quorum";
   PushEach(s.get(), {0, 1}, 1, &out);  // round 1: workers 0 and 1, plus worker 2's late push
   ASSERT_EQ(s->round(), 2u);
@@ -277,7 +277,7 @@ TEST(BackupWorkersTest, ApplyMergesALatePushIntoTheNextRoundOnce) {
   EXPECT_EQ(s->weights()[0], (1.0f - 1.0f / 2.0f) - 1.0f / 3.0f);
   EXPECT_EQ(s->stats().pushes_applied, 5u);
   EXPECT_EQ(s->stats().pushed_sum, 2.0 * (1 + 2 + 3 + 1 + 2));
-  EXPECT_EQ(s->open_round_pushes(), 0u);
+  EXPECT_EQ(s->rounds()->open_round_pushes(), 0u);
   EXPECT_EQ(s->stats().missed, 2u);  // worker 2 in round 0, and in round 1 (its push was late)
 }
 

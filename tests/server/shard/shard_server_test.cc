@@ -469,15 +469,15 @@ TEST(ServerShardTest, BspRoundsNobodyWillPushPassEmptyUpToTheEarliestJoin) {
   for (uint32_t i = 0; i < 3; ++i) ref[i] -= 1.0f;
   ASSERT_EQ(out.size(), 3u);
   out.clear();
-  EXPECT_FALSE(s->IdleUntil().has_value());  // live workers push round 1
+  EXPECT_FALSE(s->rounds()->IdleUntil().has_value());  // live workers push round 1
   PushOne(s.get(), 0, 1, 5, 4.0f,
           &out);  // worker 0 pushed round 1 before it died: round 1 completes with it
   for (int w = 0; w < 3; ++w) s->OnWorkerDead(w, &out);
   ref[5] -= 4.0f;
   EXPECT_TRUE(out.empty());  // nobody live to answer
   EXPECT_EQ(s->round(), 2u);
-  EXPECT_FALSE(s->IdleUntil().has_value());  // nobody waits to be counted
-  s->PassIdleRounds(&out);                   // a no-op then
+  EXPECT_FALSE(s->rounds()->IdleUntil().has_value());  // nobody waits to be counted
+  s->rounds()->PassIdleRounds(&out);                   // a no-op then
   EXPECT_EQ(s->round(), 2u);
 
   for (int w = 0; w < 3; ++w) s->OnWorkerRejoined(w);
@@ -487,9 +487,10 @@ TEST(ServerShardTest, BspRoundsNobodyWillPushPassEmptyUpToTheEarliestJoin) {
   out.clear();
   PushOne(s.get(), 0, 4, 6, 2.0f, &out);  // held until round 4
   EXPECT_TRUE(out.empty());
-  ASSERT_TRUE(s->IdleUntil().has_value());
-  EXPECT_EQ(*s->IdleUntil(), 4u);
-  s->PassIdleRounds(&out);    // rounds 2 and 3 pass; worker 0 counted at 4, its held push with it
+  ASSERT_TRUE(s->rounds()->IdleUntil().has_value());
+  EXPECT_EQ(*s->rounds()->IdleUntil(), 4u);
+  s->rounds()->PassIdleRounds(
+      &out);                  // rounds 2 and 3 pass; worker 0 counted at 4, its held push with it
   EXPECT_EQ(s->round(), 5u);  // round 4 had only worker 0 to wait for
   ref[6] -= 2.0f;
   ASSERT_EQ(out.size(), 1u);
@@ -499,7 +500,7 @@ TEST(ServerShardTest, BspRoundsNobodyWillPushPassEmptyUpToTheEarliestJoin) {
   out.clear();
   EXPECT_EQ(s->stats().idle_rounds, 2u);
   EXPECT_EQ(s->stats().rounds_completed, 3u);  // 0, 1 and 4
-  EXPECT_FALSE(s->IdleUntil().has_value());
+  EXPECT_FALSE(s->rounds()->IdleUntil().has_value());
   s->OnJoin(2, 5, &out);  // joins the round the server is at: counted at once
   ASSERT_EQ(out.size(), 1u);
   out.clear();
@@ -521,17 +522,17 @@ TEST(ServerShardTest, BspResyncWithNoLiveWorkerEndsAtTheJoinRound) {
   o.num_workers = 2;
   auto s = Make(o, std::vector<float>(4, 0.0f));
   ASSERT_TRUE(s->Restore(7, {1.0f, 2.0f, 3.0f, 4.0f}).ok());
-  EXPECT_TRUE(s->resyncing());
+  EXPECT_TRUE(s->rounds()->resyncing());
   Outbox out;
   for (int w = 0; w < 2; ++w) s->OnWorkerDead(w, &out);
   s->OnWorkerRejoined(0);
   s->OnJoin(0, 7, &out);
   ASSERT_EQ(out.size(), 1u);
   out.clear();
-  ASSERT_TRUE(s->IdleUntil().has_value());
-  EXPECT_EQ(*s->IdleUntil(), 7u);
-  s->PassIdleRounds(&out);
-  EXPECT_FALSE(s->resyncing());
+  ASSERT_TRUE(s->rounds()->IdleUntil().has_value());
+  EXPECT_EQ(*s->rounds()->IdleUntil(), 7u);
+  s->rounds()->PassIdleRounds(&out);
+  EXPECT_FALSE(s->rounds()->resyncing());
   EXPECT_EQ(s->stats().idle_rounds, 0u);
   std::vector<uint32_t> idx = {0};
   std::vector<float> val = {1.0f};
@@ -540,6 +541,19 @@ TEST(ServerShardTest, BspResyncWithNoLiveWorkerEndsAtTheJoinRound) {
   EXPECT_EQ(out[0].round, 7u);
   EXPECT_TRUE(out[0].dense);
   EXPECT_FLOAT_EQ(s->weights()[0], 0.0f);
+}
+
+// Only BSP has rounds: its shard is its own RoundShard; ASP and SSP have none, and report round 0.
+TEST(ServerShardTest, OnlyBspHasARoundShard) {
+  for (Consistency c : {Consistency::kBsp, Consistency::kAsp, Consistency::kSsp}) {
+    ShardServerOptions o;
+    o.consistency = c;
+    auto s = Make(o, std::vector<float>(4, 0.0f));
+    const ShardServer& view = *s;
+    EXPECT_EQ(s->rounds() != nullptr, c == Consistency::kBsp) << ConsistencyName(c);
+    EXPECT_EQ(view.rounds(), s->rounds()) << ConsistencyName(c);
+    EXPECT_EQ(s->round(), 0u) << ConsistencyName(c);
+  }
 }
 
 TEST(ServerShardTest, AspRejoinedWorkerContinuesPastTheSlowestClock) {
