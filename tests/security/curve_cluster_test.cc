@@ -450,7 +450,8 @@ TEST(CurveClusterTest, AnUnboundKeyTakesNoBoundRankBeforeTheStartOrAfterADeath) 
   c.StartWorker(1, TwoWorkerFlags(curve, 1, kRounds));
   ASSERT_TRUE(c.WaitForRunning(milliseconds(60000))) << c.Log();
   c.worker(1).Kill(SIGKILL);
-  ASSERT_TRUE(c.scheduler().WaitFor("worker 1 (node 3) is dead", milliseconds(60000))) << c.Log();
+  ASSERT_TRUE(c.WaitForNodeState(pb::ROLE_WORKER, 1, pb::NODE_LOST, milliseconds(60000)))
+      << c.Log();
 
   ASSERT_TRUE(peer.Send(kSchedulerId, Forged(MakeRegisterHeader(pb::ROLE_WORKER, peer.host(),
                                                                 peer.port(), -1, 92, 1000)))

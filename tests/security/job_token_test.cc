@@ -124,14 +124,11 @@ TEST(JobTokenTest, AnotherJobWithTheSameDIsRefused) {
       std::this_thread::sleep_for(milliseconds(2));
     }
   });
-  // The job's server has dropped job B's pushes before the job's worker joins (and goes on
-  // dropping them while the job runs).
-  const bool seen = c.server(0).WaitFor("of another job", milliseconds(30000)).has_value();
-  if (seen) c.StartWorker(0, WorkerFlags(300));
-  const bool ended = seen && c.WaitAll(milliseconds(120000));
+  // Job B's pushes go on while this job runs; the server's summary counts them dropped.
+  c.StartWorker(0, WorkerFlags(300));
+  const bool ended = c.WaitAll(milliseconds(120000));
   stop = true;
   pushes.join();
-  ASSERT_TRUE(seen) << "job B's pushes never reached the server\n" << c.Log();
   ASSERT_TRUE(ended) << c.Log();
   ExpectJobSucceeded(c);
   EXPECT_GT(std::stoll(c.ServerSummary(0)["foreign"]), 0) << c.Log();
