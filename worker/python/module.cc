@@ -33,6 +33,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -51,6 +52,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/partition.h"
 #include "worker/trainer/metrics.h"
+#include "worker/trainer/round_ledger.h"
 #include "worker/trainer/schedule.h"
 #include "worker/trainer/summary.h"
 
@@ -250,17 +252,22 @@ class PyErrorFeedback {
     if (device_ == Device::kCuda) Check(ef_->Synchronize());  // g may change once we return
   }
 
+  // With hints, they replace prev_threshold / older_threshold and keep the new threshold.
   void Select(const std::string& compressor, uint64_t k, float prev_threshold,
               float older_threshold, uint64_t seed, const std::string& round_values,
-              Selection* out) {
+              ThresholdHints* hints, Selection* out) {
     const Compressor c = Take(ParseCompressor(compressor));
     SelectOptions so;
     so.prev_threshold = prev_threshold;
     so.older_threshold = older_threshold;
+    if (hints != nullptr) hints->Fill(&so);
     so.seed = seed;
     so.round_values = ParsePrecision(round_values, "round_values");
-    py::gil_scoped_release nogil;
-    Check(ef_->Select(c, k, so, out));
+    {
+      py::gil_scoped_release nogil;
+      Check(ef_->Select(c, k, so, out));
+    }
+    if (hints != nullptr) hints->Observe(out->threshold);
   }
 
   void WriteState(py::handle m, py::handle r) {
@@ -384,8 +391,9 @@ class PyClient {
 
   // With backup workers a round may close without this push: the pairs no server applied go
   // back into `ef`'s residual; without an ErrorFeedback that is an error (they would be lost).
+  // With a ledger, the round is counted in it and stats["advance"] is the rounds it advances.
   py::dict PushPull(uint64_t round, Selection* sel, py::handle weights, int timeout_ms,
-                    PyErrorFeedback* ef) {
+                    PyErrorFeedback* ef, RoundLedger* ledger) {
     RoundStats stats;
     PushPullInto(round, sel, weights, timeout_ms, &stats);
     if (stats.missed_shards > 0) {
@@ -398,7 +406,9 @@ class PyClient {
       }
       ef->ReturnUnapplied(stats);
     }
-    return StatsDict(stats);
+    py::dict d = StatsDict(stats);
+    if (ledger != nullptr) d["advance"] = ledger->AfterPushPull(stats);
+    return d;
   }
 
   void PushPullInto(uint64_t round, Selection* sel, py::handle weights, int timeout_ms,
@@ -637,22 +647,56 @@ void BindErrorFeedback(py::module_& m) {
       .def(
           "select",
           [](PyErrorFeedback& self, const std::string& compressor, uint64_t k, float prev,
-             float older, uint64_t seed, Selection* out, const std::string& round_values) {
+             float older, uint64_t seed, Selection* out, const std::string& round_values,
+             ThresholdHints* hints) {
             Selection fresh;
             Selection* s = out != nullptr ? out : &fresh;
-            self.Select(compressor, k, prev, older, seed, round_values, s);
+            self.Select(compressor, k, prev, older, seed, round_values, hints, s);
             if (out != nullptr) return py::cast(out, py::return_value_policy::reference);
             return py::cast(std::move(fresh));
           },
           py::arg("compressor"), py::arg("k"), py::arg("prev_threshold") = 0.0f,
           py::arg("older_threshold") = 0.0f, py::arg("seed") = 0, py::arg("out") = nullptr,
-          py::arg("round_values") = "fp32",
+          py::arg("round_values") = "fp32", py::arg("hints") = nullptr,
           "Selects k entries of r (r and m are zeroed there); reuses `out` when given. "
           "round_values='fp16'|'bf16' (what a Client with that wire_values pushes, "
-          "Client.push_values): the values are rounded to it and r keeps each rounding error")
+          "Client.push_values): the values are rounded to it and r keeps each rounding error. "
+          "hints (a ThresholdHints): the warm start in place of prev_threshold/older_threshold, "
+          "and the new threshold kept in it (sieve-worker's carry)")
       .def("read_state", &PyErrorFeedback::ReadState, "(m, r) as NumPy copies")
       .def("write_state", &PyErrorFeedback::WriteState, py::arg("momentum"), py::arg("residual"),
            "Replaces (m, r) with host float32 arrays of length d (a checkpoint's state)");
+}
+
+// ThresholdHints and RoundLedger: the per-round bookkeeping sieve-worker's loop does (one C++
+// implementation, worker/trainer/round_ledger.h).
+void BindLedger(py::module_& m) {
+  py::class_<ThresholdHints>(m, "ThresholdHints",
+                             "A selection's warm-start hints: the last two finite, > 0 thresholds")
+      .def(py::init<>())
+      .def("observe", &ThresholdHints::Observe, py::arg("threshold"),
+           "Keeps a finite, > 0 threshold as prev (prev becomes older); ignores any other "
+           "(ErrorFeedback.select with hints= does it)")
+      .def_property(
+          "pair", [](const ThresholdHints& h) { return py::make_tuple(h.prev(), h.older()); },
+          [](ThresholdHints& h, std::pair<float, float> p) { h.Set(p.first, p.second); },
+          "(prev, older); set: restores both (a checkpoint's), unchecked");
+  py::class_<RoundLedger>(m, "RoundLedger",
+                          "A worker's running totals, as sieve-worker counts them (pass it to "
+                          "Client.push_pull as ledger=)")
+      .def(py::init<>())
+      .def("after_select", &RoundLedger::AfterSelect, py::arg("selection"),
+           "Adds the selection's values to pushed_sum (fp64, one by one)")
+      .def("add_transfer", &RoundLedger::AddTransfer, py::arg("up"), py::arg("down"),
+           "Bytes sent and received outside push_pull (collectives)")
+      .def_property_readonly("rounds", &RoundLedger::rounds)
+      .def_property_readonly("skipped_rounds", &RoundLedger::skipped_rounds)
+      .def_property_readonly("missed_slices", &RoundLedger::missed_slices)
+      .def_property_readonly("returned_sum", &RoundLedger::returned_sum)
+      .def_property_readonly("bytes_up", &RoundLedger::bytes_up)
+      .def_property_readonly("bytes_down", &RoundLedger::bytes_down)
+      .def_property_readonly("pairs_up", &RoundLedger::pairs_up)
+      .def_property_readonly("pushed_sum", &RoundLedger::pushed_sum);
 }
 
 // Client: a PsClient whose blocking calls release the GIL.
@@ -690,11 +734,13 @@ void BindClient(py::module_& m) {
            "Overwrites weights (length D) with the servers' values; returns their round")
       .def("push_pull", &PyClient::PushPull, py::arg("round"), py::arg("selection"),
            py::arg("weights"), py::arg("timeout_ms") = 120000, py::arg("error_feedback") = nullptr,
+           py::arg("ledger") = nullptr,
            "Pushes the selection, writes the servers' UPDATEs into weights; returns the stats. "
            "With backup workers (sieve-server --backup_workers) a round may close without this "
            "push: its pairs go back into error_feedback's residual (an error without one), and "
            "stats['rounds_skipped'] rounds that closed without this worker were applied too: "
-           "the next round is round + 1 + rounds_skipped")
+           "the next round is round + 1 + rounds_skipped. With a RoundLedger the round is "
+           "counted in it (sieve-worker's counters) and stats['advance'] is 1 + rounds_skipped")
       .def("start", &PyClient::Start, py::arg("weights"), py::arg("timeout_ms") = 120000,
            "Enters the job (worker 0 offers `weights`, the start barrier, the servers' weights "
            "into `weights`; or the rejoin of a restarted worker); returns first_round etc.")
@@ -889,6 +935,7 @@ PYBIND11_MODULE(_core, m) {
   }
   BindSelection(m);
   BindErrorFeedback(m);
+  BindLedger(m);
   BindClient(m);
   BindSchedules(m);
   BindDataAndModels(m);

@@ -20,6 +20,7 @@
 #include "worker/trainer/barrier_probe.h"
 #include "worker/trainer/metrics.h"
 #include "worker/trainer/progress.h"
+#include "worker/trainer/round_ledger.h"
 #include "worker/trainer/schedule.h"
 #include "worker/trainer/straggler.h"
 #include "worker/trainer/synthetic_gradient.h"
@@ -386,7 +387,9 @@ struct Trainer::RunState {
   const Straggler straggler;
   const uint64_t dense_bytes;  // what a dense push of the whole model would send
   const uint64_t seed_key;     // the selection's per-round seeds derive from it
-  float prev_threshold = 0.0f, older_threshold = 0.0f;  // the last two thresholds (warm start)
+  ThresholdHints hints;        // the last two thresholds (the selection's warm start)
+  // The round's counters; summary's copies of them are updated where the loop always did.
+  RoundLedger ledger;
   Selection sel;
   const Clock::time_point run_start;
   uint64_t round;      // the round in progress
@@ -483,7 +486,7 @@ Status Trainer::RunEpoch(uint64_t epoch, RunState* run) {
   for (uint64_t step = ep.first_step; step < run->spe && run->round < run->stop;) {
     SIEVE_RETURN_IF_ERROR(RunRound(step, &ep, run));
     const uint64_t advance = 1 + run->skip;  // backup workers: the rounds closed without us
-    run->summary.skipped_rounds += run->skip;
+    run->summary.skipped_rounds = run->ledger.skipped_rounds();
     run->skip = 0;
     step += advance;
     run->round += advance;
@@ -570,11 +573,12 @@ Status Trainer::AfterMissedRounds(uint64_t step, const EpochState& ep, RunState*
   const RoundStats& st = r->stats;
   if (st.missed_shards > 0) {
     SIEVE_RETURN_IF_ERROR(ef_->ReturnUnapplied(st.missed_indices, st.missed_values));
-    run->summary.missed_slices += st.missed_shards;
-    for (float v : st.missed_values) run->summary.returned_sum += v;
   }
+  // Skipped rounds count up to the run's stop; what they would have done is planned below.
+  run->skip = run->ledger.AfterPushPull(st, run->stop - run->round - 1) - 1;
+  run->summary.missed_slices = run->ledger.missed_slices();
+  run->summary.returned_sum = run->ledger.returned_sum();
   if (st.rounds_skipped == 0) return Status::Ok();
-  run->skip = std::min(st.rounds_skipped, run->stop - run->round - 1);
   // The last skipped round of this epoch: what it would have done is done now.
   const uint64_t last_step = std::min(step + run->skip, run->spe - 1);
   const RoundPlan end = PlanRound(*run, ep, last_step, run->round + (last_step - step));
@@ -614,8 +618,7 @@ Status Trainer::SelectRound(const EpochState& ep, const RoundPlan& plan, RunStat
     SIEVE_RETURN_IF_ERROR(ef_->SigmaHistogram(kHistogramWidthSigma, kHistogramBins, &r->hist));
   }
   SelectOptions so;
-  so.prev_threshold = run->prev_threshold;
-  so.older_threshold = run->older_threshold;
+  run->hints.Fill(&so);
   so.seed = CounterHash(run->seed_key, round);
   // 16-bit pushes: the values are rounded here and their rounding error stays in r.
   so.round_values = client_->push_values();
@@ -626,22 +629,20 @@ Status Trainer::SelectRound(const EpochState& ep, const RoundPlan& plan, RunStat
     }
     return selected;
   }
-  if (std::isfinite(sel.threshold) && sel.threshold > 0) {
-    run->older_threshold = run->prev_threshold;
-    run->prev_threshold = sel.threshold;
-  }
+  run->hints.Observe(sel.threshold);
   r->t2 = Clock::now();
   r->selected = sel.size();
   r->contraction_ratio = plan.contraction ? sel.ContractionRatio() : 0.0;
-  for (float v : sel.values) run->summary.pushed_sum += v;
+  run->ledger.AfterSelect(sel);
+  run->summary.pushed_sum = run->ledger.pushed_sum();
   return Status::Ok();
 }
 
 Status Trainer::RecordRound(const RoundPlan& plan, EpochState* ep, RunState* run, RoundResult* r) {
   TrainSummary& summary = run->summary;
   summary.straggle_seconds += r->straggle;
-  summary.bytes_up += r->stats.bytes_up;
-  summary.bytes_down += r->stats.bytes_down;
+  summary.bytes_up = run->ledger.bytes_up();
+  summary.bytes_down = run->ledger.bytes_down();
   summary.dense_bytes += run->dense_bytes;
   summary.max_pushpull_s =
       std::max(summary.max_pushpull_s, std::chrono::duration<double>(r->t3 - r->t2).count());

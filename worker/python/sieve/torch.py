@@ -378,7 +378,16 @@ class _Part:
         self.density, self.compressor = density, compressor  # None: the optimizer's
         self.ef = _core.ErrorFeedback(n, device)
         self.selection = _core.Selection()
-        self.thresholds = (0.0, 0.0)
+        self.hints = _core.ThresholdHints()  # the selection's warm start (sieve-worker's C++)
+
+    @property
+    def thresholds(self):
+        """The hints as (prev, older): the last two finite, > 0 thresholds (a checkpoint's)."""
+        return self.hints.pair
+
+    @thresholds.setter
+    def thresholds(self, pair):
+        self.hints.pair = tuple(pair)
 
     @property
     def slice(self):
@@ -459,11 +468,29 @@ class _Arguments:
             raise ValueError(f"clip_norm must be a finite number > 0 (or None), got {norm!r}")
 
 
+def _ledger_counter(name, doc):
+    """A read-only attribute of _SieveState: its ledger's counter `name`."""
+    return property(lambda self: getattr(self.ledger, name), doc=doc)
+
+
 class _SieveState:
     """Everything a wrapped optimizer keeps for sieve (its `_sieve`). The settings, parameters,
     job, flat buffers and error feedback are set once, when it is wrapped (by the steps of
     _Sieve._sieve_setup each group's comment names); the counters and the reports change with
     every step()."""
+
+    # The rounds' counters, read from the ledger (worker/trainer/round_ledger.h).
+    bytes_up = _ledger_counter("bytes_up", "Payload bytes pushed (push/pull and collectives).")
+    bytes_down = _ledger_counter("bytes_down",
+                                 "Payload bytes received (push/pull and collectives).")
+    pairs_up = _ledger_counter("pairs_up", "(index, value) pairs pushed.")
+    pushed_sum = _ledger_counter("pushed_sum", "The sum of the pushed values (fp64).")
+    returned_sum = _ledger_counter(
+        "returned_sum", "Backup workers: pushed, never applied, back in the residual.")
+    missed_slices = _ledger_counter(
+        "missed_slices", "Backup workers: shards that closed the round without the push.")
+    skipped_rounds = _ledger_counter("skipped_rounds",
+                                     "Backup workers: rounds that closed without this worker.")
 
     def __init__(self):
         # The settings (DistributedOptimizer's arguments after the routed flags; configure()).
@@ -519,16 +546,12 @@ class _SieveState:
         self.buffers_mode = "local"  # "local", "broadcast" or "average"
         self.buffers = []  # the buffers exchanged after each step ([] for "local")
 
-        # The counters (the summary line, the job status, /metrics).
-        self.bytes_up = 0
-        self.bytes_down = 0
+        # The counters (the summary line, the job status, /metrics). The rounds' own (bytes_up,
+        # bytes_down, pairs_up, pushed_sum, returned_sum, missed_slices, skipped_rounds: the
+        # class's properties) are sieve-worker's C++ ledger (worker/trainer/round_ledger.h).
+        self.ledger = _core.RoundLedger()
         self.dense_bytes = 0  # what dense pushes of D would have sent
-        self.pairs_up = 0
-        self.pushed_sum = 0.0  # the sum of the pushed values
         self.max_pushpull_s = 0.0  # the longest push/pull (a server failover's stall)
-        self.returned_sum = 0.0  # backup workers: pushed, never applied, back in the residual
-        self.missed_slices = 0  # backup workers: shards that closed the round without the push
-        self.skipped_rounds = 0  # backup workers: rounds that closed without this worker
         self.steps_past_end = 0  # step() calls after the job's last round (skipped or rejoined)
 
         # The reports: metrics lines, progress lines, record() (_open_reports, _report).
@@ -888,23 +911,17 @@ class _Sieve:
         sel, k = self._select(round_)
         t1 = time.perf_counter()
         selected = len(sel)
-        s.pushed_sum += sel.values_sum()
+        s.ledger.after_select(sel)
         stats = s.client.push_pull(round_, sel, s.flat, s.round_timeout_ms,
-                                   error_feedback=s.combiner)
+                                   error_feedback=s.combiner, ledger=s.ledger)
         t2 = time.perf_counter()
         s.max_pushpull_s = max(s.max_pushpull_s, t2 - t1)
         # Backup workers: a round that closed without this push returned its pairs to the
         # residual; rounds that closed without this worker are behind it (the script's next batch
-        # trains the round the job is at).
+        # trains the round the job is at). The ledger counted the round (push_pull's ledger=).
         if stats["missed_shards"] and s.per_group:
             self._return_to_groups()
-        s.returned_sum += stats["returned_sum"]
-        s.missed_slices += stats["missed_shards"]
-        s.skipped_rounds += stats["rounds_skipped"]
-        s.round += 1 + stats["rounds_skipped"]
-        s.bytes_up += stats["bytes_up"]
-        s.bytes_down += stats["bytes_down"]
-        s.pairs_up += stats["pairs_up"]
+        s.round += stats["advance"]
         s.dense_bytes += 4 * s.d
         self._sync_buffers()
         self._report(round_, epoch, k, sel, selected, stats, t0, t1, t2)
@@ -949,8 +966,7 @@ class _Sieve:
             values, _ = s.client.collective("sum", chunk.contiguous().numpy(), 0,
                                             s.round_timeout_ms)
             parts.append(torch.from_numpy(values))
-        s.bytes_up += 4 * flat.numel()
-        s.bytes_down += 4 * flat.numel()
+        s.ledger.add_transfer(4 * flat.numel(), 4 * flat.numel())
         return torch.cat(parts)
 
     def _sync_buffers(self):
@@ -1166,11 +1182,8 @@ class _Sieve:
             part = s.parts[0]
             k = s.d if s.compressor == "none" else _core.k_for_density(
                 self._density_at(round_), s.d)
-            prev, older = part.thresholds
-            sel = part.ef.select(s.compressor, k, prev, older, seed, out=part.selection,
-                                 round_values=push_values)
-            if sel.threshold == sel.threshold and 0 < sel.threshold != float("inf"):
-                part.thresholds = (sel.threshold, prev)
+            sel = part.ef.select(s.compressor, k, seed=seed, out=part.selection,
+                                 round_values=push_values, hints=part.hints)
             if s.flat_momentum is not None and len(sel) and not sel.dense:
                 idx = torch.from_numpy(sel.indices.astype("int64")).to(s.device)
                 s.flat_momentum.index_fill_(0, idx, 0.0)
@@ -1181,11 +1194,8 @@ class _Sieve:
         for i, part in enumerate(s.parts):
             compressor, k = self._part_plan(part, round_)
             k_total += k
-            prev, older = part.thresholds
-            sel = part.ef.select(compressor, k, prev, older, _core.counter_hash(seed, i),
-                                 out=part.selection, round_values=push_values)
-            if sel.threshold == sel.threshold and 0 < sel.threshold != float("inf"):
-                part.thresholds = (sel.threshold, prev)
+            sel = part.ef.select(compressor, k, seed=_core.counter_hash(seed, i),
+                                 out=part.selection, round_values=push_values, hints=part.hints)
             if sel.dense:
                 s.comb_r[part.slice] = sel.values
                 if s.flat_momentum is not None:
