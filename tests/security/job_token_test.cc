@@ -124,8 +124,11 @@ TEST(JobTokenTest, AnotherJobWithTheSameDIsRefused) {
       std::this_thread::sleep_for(milliseconds(2));
     }
   });
-  // Job B's pushes go on while this job runs; the server's summary counts them dropped.
-  c.StartWorker(0, WorkerFlags(300));
+  // Job B's pushes go on while this job runs (300 rounds of at least 5 ms: long enough for the
+  // peer's connection to the server to come up); the server's summary counts them dropped.
+  std::vector<std::string> worker = WorkerFlags(300);
+  worker.push_back("--straggler=delay:5ms");
+  c.StartWorker(0, worker);
   const bool ended = c.WaitAll(milliseconds(120000));
   stop = true;
   pushes.join();
