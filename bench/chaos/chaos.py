@@ -240,6 +240,18 @@ def _ppid_and_args(pid):
     return ppid, state, args
 
 
+def start_ticks(pid):
+    """When process `pid` started (clock ticks since boot, field 22 of /proc/PID/stat), or None:
+    with the pid it names one process, as a long run reuses pids (30 minutes of chaos started
+    more daemons than pid_max, and a new worker took a killed one's pid)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def daemons(launcher_pid):
     """{(role, rank): pid} of the launcher's live children (the scheduler has rank 0)."""
     out = {}
@@ -269,9 +281,11 @@ def namespaces(prefix):
             if line.split() and line.split()[0].startswith(prefix + "-")]
 
 
-def alive(pid):
+def alive(pid, start=None):
+    """Whether process `pid` runs (not a zombie); with `start`, only if it is the process that
+    started then (start_ticks), not a later one with the same pid."""
     ppid, state, _ = _ppid_and_args(pid)
-    return ppid is not None and state != "Z"
+    return ppid is not None and state != "Z" and (start is None or start_ticks(pid) == start)
 
 
 class CheckpointBlock:
@@ -325,8 +339,10 @@ class Job:
         self.lines_per_s = {}  # "role rank" -> {second: lines}
         self.tail = []
         self.severe = []  # the first error lines and daemon exit messages, for a failure report
-        self.pids = {}  # pid -> [role, rank, first_seen_s, last_seen_s]
-        self.rss = {}  # pid -> [[t, kB], ...]
+        # "PID@START" (a process: its pid and start_ticks) -> [role, rank, first_seen_s,
+        # last_seen_s, pid, start]
+        self.pids = {}
+        self.rss = {}  # "PID@START" -> [[t, kB], ...]
         self.code = None
         self.faults = faults
         self.done = threading.Event()
@@ -433,11 +449,13 @@ class Job:
             self._tail_metrics()
             t = self.now()
             for (role, rank), pid in daemons(self.p.pid).items():
-                rec = self.pids.setdefault(pid, [role, rank, t, t])
+                start = start_ticks(pid)
+                key = f"{pid}@{start}"
+                rec = self.pids.setdefault(key, [role, rank, t, t, pid, start])
                 rec[3] = t
                 kb = rss_kb(pid)
-                if kb is not None:
-                    self.rss.setdefault(pid, []).append([round(t, 2), kb])
+                if kb is not None and start_ticks(pid) == start:
+                    self.rss.setdefault(key, []).append([round(t, 2), kb])
             self.done.wait(self.sample_s)
 
     def status(self):
@@ -477,9 +495,9 @@ class Job:
         self._tail_metrics()
         # Every daemon it ever had must be gone within a bound of the launcher's exit.
         bound = self.end_s + 10
-        while self.now() < bound and any(alive(pid) for pid in self.pids):
+        while self.now() < bound and any(alive(r[4], r[5]) for r in self.pids.values()):
             time.sleep(0.1)
-        self.leftover = [(r[0], r[1], pid) for pid, r in self.pids.items() if alive(pid)]
+        self.leftover = [(r[0], r[1], r[4]) for r in self.pids.values() if alive(r[4], r[5])]
         for _, _, pid in self.leftover:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -501,8 +519,7 @@ class Job:
 
     def save(self):
         with open(os.path.join(self.dir, "samples.json"), "w") as f:
-            json.dump({"pids": {str(k): v for k, v in self.pids.items()},
-                       "rss_kb": {str(k): v for k, v in self.rss.items()},
+            json.dump({"pids": self.pids, "rss_kb": self.rss,
                        "lines_per_s": self.lines_per_s, "code": self.code, "end_s": self.end_s,
                        "hung": self.hung,
                        "comm_s": {str(r): c for r, c in sorted(self.comm.items())},
@@ -951,8 +968,9 @@ def check(run_dir, schedule, record, clean_dir=None, bounds=None):
     # 6. RSS: no daemon process grows more than the bound over its life (after a warm-up).
     pids = samples.get("pids", {})
     growths, problems = [], []
-    for pid, pts in samples.get("rss_kb", {}).items():
-        role, rank, first, last = pids.get(pid, ["?", "?", 0, 0])
+    for key, pts in samples.get("rss_kb", {}).items():
+        role, rank, first, last = pids.get(key, ["?", "?", 0, 0])[:4]
+        pid = key.split("@")[0]
         pts = [p for p in pts if p[0] >= first + b["rss_warmup_s"]]
         if len(pts) < 6:
             continue

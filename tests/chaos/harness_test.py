@@ -118,6 +118,25 @@ class Gate(unittest.TestCase):
         self.assertTrue(ok)
 
 
+class Processes(unittest.TestCase):
+    """A process is its pid and its start time: a pid that a long run reuses names another
+    process (the BSP soak's RSS check took a new worker's 129 MB for a killed one's growth)."""
+
+    def test_a_pid_with_another_start_time_is_another_process(self):
+        child = subprocess.Popen(["sleep", "30"])
+        try:
+            start = chaos.start_ticks(child.pid)
+            self.assertIsNotNone(start)
+            self.assertTrue(chaos.alive(child.pid, start))
+            self.assertFalse(chaos.alive(child.pid, start + 1))
+            self.assertTrue(chaos.alive(child.pid))
+        finally:
+            child.kill()
+            child.wait()
+        self.assertFalse(chaos.alive(child.pid, start))
+        self.assertIsNone(chaos.start_ticks(child.pid))
+
+
 class Runs(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
