@@ -63,12 +63,12 @@ TEST(ForgedErrorTest, WorkerPushesAgainAndTheJobFinishes) {
   auto st = c.worker(0).Wait(milliseconds(1));
   ASSERT_TRUE(st.has_value());
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << c.Log();
-  EXPECT_EQ(c.WorkerSummary(0)["rounds"], std::to_string(kRounds)) << c.Log();
-  const std::string log = c.Log();
-  EXPECT_NE(log.find("rejected PUSH: ERROR_INDEX_ORDER: forged"), std::string::npos)
+  const testing::KeyValues summary = c.WorkerSummary(0);
+  EXPECT_EQ(summary.at("rounds"), std::to_string(kRounds)) << c.Log();
+  // A clean job retries nothing: every retry the worker counted answered a forged ERROR.
+  EXPECT_GT(std::stoull(summary.at("errors_retried")), 0u)
       << "no forged ERROR reached the worker during its round (" << forged << " sent)\n"
-      << log.substr(0, 4000);
-  EXPECT_NE(log.find("sending it again"), std::string::npos);
+      << c.Log().substr(0, 4000);
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ SummaryRecord WorkerSummaryRecord(const TrainSummary& s) {
       .Real("barrier_p99_ms", s.barrier_p99_ms, 4)
       .Fixed("barrier_probe_s", s.barrier_probe_s, 3)
       .Text("straggler", s.straggler)
-      .Fixed("straggle_s", s.straggle_seconds, 3);
+      .Fixed("straggle_s", s.straggle_seconds, 3)
+      .Uint("errors_retried", s.errors_retried);
   for (const auto& [name, value] : s.metrics) r.Real(name, value);
   return r;
 }

@@ -59,6 +59,9 @@ struct TrainSummary {
   double barrier_p50_ms = 0.0;
   double barrier_p99_ms = 0.0;
   double barrier_probe_s = 0.0;
+  // ERRORs a peer could have caused (a corrupted or forged copy of a request) that the client
+  // answered by sending the request again (PsClient::errors_retried). Printed when > 0.
+  uint64_t errors_retried = 0;
   // A Python script's own metrics (sieve.torch record()): the last value of each, in order.
   std::vector<std::pair<std::string, double>> metrics;
   // Under twice the chance accuracy of 10 classes.

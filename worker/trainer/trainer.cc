@@ -742,6 +742,7 @@ StatusOr<TrainSummary> Trainer::FinishRun(RunState* run) {
   run->progress.Finish();
   run->summary.rounds = run->round;
   run->summary.seconds = Seconds(run->run_start, Clock::now());
+  run->summary.errors_retried = client_->errors_retried();
   SIEVE_RETURN_IF_ERROR(EvaluateDeferred(run));
   client_->Report(
       WorkerProgressOf(run->summary, run->round, run->stop, run->epoch, run->last_loss));
