@@ -542,7 +542,7 @@ bool AdoptsShard(const Node& node, int shard) {
 // shard it serves after such a loss offers a snapshot to the live servers rebuilding copies of
 // it (replacements whose own shard is served elsewhere): the primary they wait for is this one.
 // A BSP shard restored behind the workers resyncs by a jump of rounds; its copies are rebased on
-// a snapshot after it (ShardService::RebaseBackups). 0, or the exit code.
+// a snapshot after it (PrimaryReplica::RebaseBackups). 0, or the exit code.
 int AdoptWaitingShards(const ServerDaemonOptions& o, Node& node, DaemonMetrics& metrics,
                        NodeServerLink* link, HostedShards* shards) {
   const int rank = node.rank();

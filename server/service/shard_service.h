@@ -28,7 +28,10 @@
 // with the primary. A mirror answers workers ERROR_NOT_PRIMARY. When the node table
 // names this server the shard's primary (the scheduler's failover), the mirror is promoted: it
 // applies the worker deaths and re-admissions the dead primary had not replicated and serves the
-// shard from the state it has, without backups (the other copies are retired).
+// shard from the state it has, without backups (the other copies are retired). The service
+// keeps admission, unpacking and reply encoding; the replication is its one role object at a time
+// (replica_role.h: a PrimaryReplica or a MirrorReplica), which it hands every event, REPLICATE and
+// scheduler notice, and which replaces itself at a promotion, a hand-back or a take-over.
 //
 // Timeline (set_trace, docs/tracing.md): on the thread "shard N" (tid N + 1) of the server's trace,
 // each PUSH of a recorded round is an "aggregate" span (the 16-bit unpacking, replication and
@@ -44,8 +47,8 @@
 // the reason (docs/protocol.md) and changes no state; a failed send is logged.
 //
 // Ownership: borrows the shard, the link and the optional metrics and checkpointer, which must
-// outlive it. Installs itself as the shard's part sink (split BSP replies go out as soon as each
-// part is applied).
+// outlive it; owns its replication role. Installs itself as the shard's part sink (split BSP
+// replies go out as soon as each part is applied).
 // Thread-safety: not thread-safe; one thread at a time calls OnData / OnWorkerDead /
 // OnWorkerRejoined (sieve-server: the node's I/O thread, behind a gate that closes at shutdown).
 #ifndef SIEVE_SERVER_SERVICE_SHARD_SERVICE_H_
@@ -54,10 +57,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
-#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -72,6 +73,8 @@
 #include "trace/trace_writer.h"
 
 namespace sieve {
+
+class ReplicaRole;
 
 struct ShardServiceOptions {
   int rank = 0;          // the shard this service serves (its own server's rank without failover)
@@ -156,7 +159,8 @@ class ShardService {
   // must outlive the calls that use it; null = none) and names its thread.
   void set_trace(TraceWriter* trace);
 
-  // This server's one part in its shard's replication at a time.
+  // This server's one part in its shard's replication at a time (the ReplicaRole object that
+  // has it: replica_role.h).
   enum class Role {
     kPrimary,     // serves the workers and replicates to its backups
     kRebuilding,  // a rebuilt copy waiting for its primary's snapshot (refuses other events)
@@ -165,91 +169,67 @@ class ShardService {
                   // until a node table says so (older tables are ignored meanwhile)
     kRetired,     // a copy whose shard failed over to another copy: it neither serves nor replays
   };
-  Role role() const { return role_; }
+  Role role() const;
   // Serves workers (primary), replays (a mirror: rebuilding, following or handed over), or
   // neither (retired).
-  bool primary() const { return role_ == Role::kPrimary; }
+  bool primary() const { return role() == Role::kPrimary; }
   bool mirror() const {
-    return role_ == Role::kRebuilding || role_ == Role::kMirror || role_ == Role::kHandedOver;
+    const Role r = role();
+    return r == Role::kRebuilding || r == Role::kMirror || r == Role::kHandedOver;
   }
   const ReplicationStats& replication() const { return repl_; }
-  // Live backups this primary replicates to.
-  const std::vector<int>& backups() const { return backups_; }
+  // Live backups this primary replicates to (none unless primary).
+  const std::vector<int>& backups() const;
   // Refusals in a row (ERROR_NOT_REPLICA, no acknowledgement between them) after which a backup
-  // is dropped (see OnReplicaRefused).
+  // is dropped (PrimaryReplica::OnReplicaRefused).
   static constexpr int kMaxRefusals = 3;
 
  private:
-  // OnData's steps for a worker's PUSH, INIT or PULL_DENSE admitted for this shard: the event on
-  // the shard (replicated first), its replies into out_; OnWorkerPush also traces and measures it.
+  class Host;  // what the role reaches of the service (ReplicaHost)
+
+  // The index frame, 16-bit values and checksum of each slice sent within one flush (replies to
+  // several workers share their buffer; the outbox and `keepalive` keep every buffer alive, so an
+  // address names one content until the flush ends): made once, sent to every recipient.
+  struct CodedSlice {
+    std::shared_ptr<const EncodedIndices> encoded;        // null: raw indices (or a dense slice)
+    std::shared_ptr<const std::vector<uint16_t>> packed;  // reply_values fp16 / bf16; else null
+    std::shared_ptr<const void> keepalive;  // what the frames borrow: the buffer (and `packed`)
+    uint32_t crc = 0;
+  };
+  using SliceKey = std::tuple<const ReplyBuffer*, size_t, size_t>;  // buffer, from, to
+
+  // OnData's steps: a REPLICATE or REPLICATE_ACK (to the role); a worker's request this server
+  // does not serve (ERROR_NOT_PRIMARY); a JOIN; a worker's PUSH, INIT or PULL_DENSE admitted for
+  // this shard: the event on the shard (replicated first), its replies into out_; OnWorkerPush
+  // also traces and measures it; an ERROR from a peer.
+  void OnReplicationData(const Message& msg);
+  void RefuseNotPrimary(const Message& msg);
+  void OnJoin(const Message& msg, int worker);
   void OnWorkerData(const Message& msg, int worker);
   void OnWorkerPush(const Message& msg, int worker, std::span<const float> values);
-  // After each data message: the replies flushed (or held), the checkpoint and the snapshots due.
-  void FinishDataMessage();
-  void Flush();
-  // Sends every reply of `replies` (ERRORs, acks, UPDATE/DENSE whole or in parts).
-  void Send(const Outbox& replies);
-  // Replication (shard_service_replication.cc). Replicate: the primary's event, sent to every
-  // live backup before it is applied (no-op without backups). OnReplicate / OnReplicateAck: a
-  // REPLICATE (mirror) and its acknowledgement (primary). Release: sends the held replies every
-  // live backup has acknowledged.
-  void Replicate(pb::ReplicaEvent event, int worker, uint64_t round,
-                 std::span<const uint32_t> indices, std::span<const float> values, bool dense);
-  void SendEvent(int backup, uint64_t index);  // unacked_[index] to `backup`
-  // replicate_rounds: after an event of the primary, the round it completed (if `before`, the
-  // shard's round before the event, is now behind) as a REPLICA_ROUND.
-  void ReplicateCompletedRound(uint64_t before);
+  void OnPeerError(const Message& msg);
   // After a JOIN or a death on the primary: the rounds nobody will push pass at once
   // (RoundShard::IdleUntil), as REPLICA_IDLE to copies replicated by results.
   void PassIdleRounds();
-  void OnReplicate(const Message& msg);
-  // OnReplicate's steps (a mirror): the ERROR_NOT_REPLICA refusal and the acknowledgement (both
-  // of seq_ as it is then) to `sender`; whether the event and origin fit each other (fp32
-  // values only); a snapshot part (head, residual, a death or re-admission within it); one
-  // worker event or round result replayed on the shard (its replies into replayed_out_), an
-  // error only for a round result the shard cannot apply.
-  void RefuseReplicate(int sender, const std::string& why);
-  void AckReplicate(int sender);
-  bool WellFormedReplicate(const Message& msg) const;
-  void OnReplicatedSnapshotPart(const Message& msg, pb::ReplicaEvent ev);
-  Status ReplayEvent(const Message& msg, pb::ReplicaEvent ev);
-  void OnReplicateAck(const Message& msg);
-  // A backup refused a REPLICATE (ERROR_NOT_REPLICA). A gap is closed by the next resend; a backup
-  // that refuses kMaxRefusals times in a row without acknowledging anything in between holds a
-  // copy that cannot follow (it is not at the primary's round): it is dropped as if dead, so the
-  // shard goes on without it instead of waiting for it for ever.
-  void OnReplicaRefused(int backup);
-  void Release();
-  uint64_t MinAcked() const;  // the least seq every live backup acknowledged (seq_ without any)
-  bool Holding() const { return !backups_.empty() && MinAcked() < seq_; }
-  void Promote();
-  // Hand-back: a primary that is not the shard's own server gives the shard back to it once that
-  // server's rebuilt copy caught up and nothing is in flight (every event acknowledged, no reply
-  // held); the server taking it becomes the primary (TakeOver) and this one its backup.
-  void MaybeHandBack();
-  void TakeOver(int from, uint64_t seq);
-  // A BSP shard replicated by rounds whose round jumped from `before` (a resync after a restore):
-  // every backup is sent a snapshot as of now (once SnapshotReady), its replies released at once.
-  void RebaseBackups(uint64_t before);
-  // The rebuild: the snapshot to `backup` (primary), its installation (mirror).
-  // SendPendingSnapshots: the snapshots waiting for the shard to be SnapshotReady (a BSP round
-  // replicated by pushes in progress), once it is; called after every event.
-  void SendPendingSnapshots();
-  void SendSnapshot(int backup);
-  void InstallSnapshot(const Message& msg);
-  // Encodes and sends one REPLICATE of `event` to `backup` (SendEvent's and SendSnapshot's).
-  void SendReplicate(int backup, uint64_t seq, pb::ReplicaEvent event, int origin, int replier,
-                     uint64_t round, bool dense, std::span<const uint32_t> indices,
-                     std::span<const float> values, std::shared_ptr<const void> keepalive,
-                     const pb::SnapshotClocks* clocks = nullptr);
-  int server_rank() const {
-    return options_.server_rank >= 0 ? options_.server_rank : options_.rank;
-  }
+  // After each data message: the replies flushed (or held), the checkpoint and the snapshots due.
+  void FinishDataMessage();
+  // The replies in out_ sent now, or held by the role until the backups have their events.
+  void Flush();
+  // Sends every reply of `replies` (ERRORs, acks, UPDATE/DENSE whole or in parts).
+  void Send(const Outbox& replies);
   // Sends pairs [from, to) of reply `r` as part `part` of `parts` (1 = unsplit). False when the
   // encoding or the send failed (logged).
   bool SendSlice(const Reply& r, int peer, uint32_t part, uint32_t parts, size_t from, size_t to);
+  // SendSlice's payload `p` of pairs [from, to) of reply `r`, as coded for every recipient within
+  // this flush; `fresh`: coded now, on its first send.
+  const CodedSlice& CodeSlice(const Reply& r, size_t from, size_t to, DataPayload* p, bool* fresh);
   // A header-only acknowledgement (JOIN_ACK, INIT_ACK).
   void SendAck(const Reply& r, int peer);
+  // ERROR_NOT_REPLICA to node `sender`, the last event applied `seq` as its round.
+  void RefuseReplicate(int sender, uint64_t seq, const std::string& why);
+  int server_rank() const {
+    return options_.server_rank >= 0 ? options_.server_rank : options_.rank;
+  }
   int trace_tid() const { return options_.rank + 1; }
 
   const ShardServiceOptions options_;
@@ -262,54 +242,15 @@ class ShardService {
   // per 10 s (net/rejection_log.h), so a flood of them cannot flood the server's log.
   RejectionLog peer_log_{"peer-caused server events"};
   TraceWriter* trace_ = nullptr;
-  std::vector<float> unpacked_;  // fp16 / bf16 push values as fp32
-  // The index frame, 16-bit values and checksum of each slice sent within one flush (replies to
-  // several workers share their buffer; the outbox and `keepalive` keep every buffer alive, so an
-  // address names one content until the flush ends): made once, sent to every recipient.
-  struct CodedSlice {
-    std::shared_ptr<const EncodedIndices> encoded;        // null: raw indices (or a dense slice)
-    std::shared_ptr<const std::vector<uint16_t>> packed;  // reply_values fp16 / bf16; else null
-    std::shared_ptr<const void> keepalive;  // what the frames borrow: the buffer (and `packed`)
-    uint32_t crc = 0;
-  };
-  using SliceKey = std::tuple<const ReplyBuffer*, size_t, size_t>;  // buffer, from, to
-  std::map<SliceKey, CodedSlice> slices_;
+  std::vector<float> unpacked_;            // fp16 / bf16 push values as fp32
+  std::map<SliceKey, CodedSlice> slices_;  // the coded slices of this flush
 
-  // Replication state.
-  Role role_;
-  std::vector<int> backups_;       // live backups (server ranks)
-  std::map<int, uint64_t> acked_;  // backup -> highest seq it acknowledged
-  std::map<int, int> refusals_;    // backup -> ERROR_NOT_REPLICA since its last acknowledgement
-  std::map<int, uint64_t> snapshot_seq_;  // rebuilt backup -> its snapshot's seq, until it acked it
-  std::vector<float> snapshot_residual_;  // its REPLICA_SNAPSHOT_RESIDUAL, until the head
-  std::set<int> pending_snapshots_;       // a primary: replacements whose snapshot waits
-  int following_ = -1;                    // a mirror: the primary whose events it replays
-  int hand_back_to_ = -1;                 // a primary: the shard's own server, rebuilt
-  std::map<int, std::chrono::steady_clock::time_point> last_progress_;  // backup -> last ack/send
-  uint64_t seq_ = 0;  // events applied (primary: sent; mirror: replayed)
-  // The events not yet acknowledged by every live backup, in seq order (seq = first_unacked_ + i).
-  struct Event {
-    pb::ReplicaEvent event;
-    int worker;
-    int replier;  // the backup that sends its replies (-1: the primary)
-    uint64_t round;
-    bool dense;
-    std::vector<uint32_t> indices;
-    std::vector<float> values;
-  };
-  std::deque<std::shared_ptr<const Event>> unacked_;  // shared: frames in flight borrow them
-  uint64_t first_unacked_ = 1;
-  // Replies waiting for acknowledgements: each with the seq every live backup must acknowledge
-  // first and who sends it then (a backup's rank: it did, so it is dropped; -1: the primary).
-  struct HeldReply {
-    uint64_t seq;
-    int replier;
-    Reply reply;
-  };
-  std::deque<HeldReply> held_;
-  int replier_ = -1;     // the replier of the event being handled (Replicate), until Flush
-  Outbox replayed_out_;  // a mirror's replies, discarded
+  // Replication: the role (never null) and the one it replaced last, kept until the next switch
+  // (ReplicaHost::SwitchRole); the counters every role adds to.
   ReplicationStats repl_;
+  std::unique_ptr<Host> host_;
+  std::unique_ptr<ReplicaRole> role_;
+  std::unique_ptr<ReplicaRole> replaced_role_;
 };
 
 }  // namespace sieve

@@ -486,6 +486,28 @@ TEST(ShardReplicationTest, OnlyTheShardsPrimaryReplicatesAndOnlyThePrimaryServes
   ASSERT_NO_FATAL_FAILURE(p.ExpectMirrorRefusedAReplicate(2));
 }
 
+// A copy whose primary died while the node table names a third server the shard's primary
+// retires: it neither replays (a REPLICATE is refused) nor serves (a worker is refused), and a
+// later table leaves it retired.
+TEST(ShardReplicationTest, ACopyWhoseShardFailedOverElsewhereRetires) {
+  Pair p(Bsp(1));
+  EXPECT_EQ(p.primary.service->role(), ShardService::Role::kPrimary);
+  EXPECT_EQ(p.mirror.service->role(), ShardService::Role::kMirror);
+  p.mirror.link.FailOver(0, 0, 2);
+  p.mirror.service->OnServerDead(0);
+  EXPECT_EQ(p.mirror.service->role(), ShardService::Role::kRetired);
+  EXPECT_FALSE(p.mirror.service->primary());
+  EXPECT_FALSE(p.mirror.service->mirror());
+  ASSERT_NO_FATAL_FAILURE(p.DeliverEditedReplicate(1, [](pb::Header*) {}));
+  ASSERT_NO_FATAL_FAILURE(p.ExpectMirrorRefusedAReplicate(1));
+  p.mirror.service->OnData(Push(0, 0, {1}, {1.0f}));
+  ASSERT_EQ(p.mirror.link.errors.size(), 2u);
+  EXPECT_EQ(p.mirror.link.errors.back().code, pb::ERROR_NOT_PRIMARY);
+  p.mirror.service->OnTable();
+  EXPECT_EQ(p.mirror.service->role(), ShardService::Role::kRetired);
+  EXPECT_EQ(p.mirror.Weights(), Init());
+}
+
 TEST(ShardReplicationTest, ABackupThatDiesReleasesTheHeldReplies) {
   Pair p(Bsp(1));
   p.primary.service->OnData(Push(0, 0, {7}, {2.0f}));
@@ -1104,7 +1126,7 @@ TEST(ShardReplicationTest, TheRebuiltOwnServerTakesItsShardBack) {
 
   carry();
   EXPECT_TRUE(own.service->primary()) << "the shard was not handed back";
-  EXPECT_FALSE(taken.service->primary());
+  EXPECT_EQ(taken.service->role(), ShardService::Role::kHandedOver);
   EXPECT_EQ(own.service->backups(), std::vector<int>{1});
   EXPECT_EQ(own.Weights(), taken.Weights());
   // A worker whose table is behind reaches server 1: refused, nothing changes.
@@ -1123,6 +1145,11 @@ TEST(ShardReplicationTest, TheRebuiltOwnServerTakesItsShardBack) {
   EXPECT_EQ(UpdatesTo(&taken, 0).size(), 3u);
   EXPECT_TRUE(UpdatesTo(&own, 0).empty());
   EXPECT_EQ(own.shard->round(), 4u);
+  // The table that names the shard's own server: server 1 is a plain mirror of it again.
+  EXPECT_EQ(taken.service->role(), ShardService::Role::kHandedOver);
+  taken.link.primary[0] = 0;
+  taken.service->OnTable();
+  EXPECT_EQ(taken.service->role(), ShardService::Role::kMirror);
 }
 
 // The scheduler's table after a hand-back may reach the shard's own server before the
