@@ -1,8 +1,8 @@
-// AsyncShard: a shard in ASP or SSP mode (server/shard/shard_server.h states the semantics). Each push
-// is applied at once and recorded in a change log (server/shard/change_log.h); a worker's reply holds
-// every change since its previous reply, or the whole shard once its pending changes pass half the
-// shard. SSP holds a worker's reply back while its clock (rounds pushed) leads the slowest live
-// worker's by more than the staleness bound.
+// AsyncShard: a shard in ASP or SSP mode (server/shard/shard_server.h states the semantics). Each
+// push is applied at once and recorded in a change log (server/shard/change_log.h); a worker's
+// reply holds every change since its previous reply, or the whole shard once its pending changes
+// pass half the shard. SSP holds a worker's reply back while its clock (rounds pushed) leads the
+// slowest live worker's by more than the staleness bound.
 //
 // Staleness: the shard counts the pushes it applied (its version); a push's staleness τ is the
 // version now minus the version when the pushing worker's last reply was built (0 before its first
@@ -46,15 +46,13 @@ class AsyncShard : public ShardServer {
   void Restored(uint64_t round) override;
 
  private:
-  // What the clock knows of one worker (workers_[rank]); Member holds live and rejoined.
-  struct WorkerState {
-    int64_t last_round = -1;  // last round applied (-1 = none)
-    bool all_dirty = false;   // its next reply is the whole shard
-    bool waiting = false;     // its reply is held back (SSP) or not yet sent
-    uint64_t waiting_round = 0;
-    uint64_t reply_version = 0;  // version_ when its last reply was built (or it rejoined)
+  // What the clock knows of one worker (workers_[rank]): its WorkerClock (shard_server.h), the
+  // part a snapshot carries, and whether its next reply is the whole shard; the base holds live
+  // and rejoined.
+  struct WorkerState : WorkerClock {
+    bool all_dirty = false;  // its next reply is the whole shard
   };
-  // The step scale of a push from `worker` now, counting its staleness in stats_.
+  // The step scale of a push from `worker` now, counting its staleness in the stats.
   float PushScale(int worker);
   void ApplySparse(std::span<const uint32_t> indices, std::span<const float> values, float scale);
   void ApplyDense(std::span<const float> values, float scale);
@@ -63,7 +61,7 @@ class AsyncShard : public ShardServer {
   void AllDirty();  // every worker's next reply is the whole shard
   // Whether worker w is live, for ChangeLog::Trim (no allocation: it runs on every reply).
   std::function<bool(uint32_t)> IsLive() const {
-    return [this](uint32_t w) { return members_[w].live; };
+    return [this](uint32_t w) { return counts(static_cast<int>(w)); };
   }
 
   std::vector<WorkerState> workers_;

@@ -40,7 +40,7 @@ void ApplyPairs(const uint32_t* idx, const float* sum, size_t len, float n, floa
 
 BspShard::BspShard(const ShardServerOptions& options, std::vector<float> initial)
     : ShardServer(options, std::move(initial)), workers_(options.num_workers) {
-  const size_t n = w_.size();
+  const size_t n = size();
   if (options.server_compressor != Compressor::kNone) residual_.assign(n, 0.0f);
   const size_t parts = options.threads == 1 ? 1 : size_t{options.threads} * kPartsPerThread;
   union_parts_.resize(parts);
@@ -51,8 +51,8 @@ BspShard::BspShard(const ShardServerOptions& options, std::vector<float> initial
 
 void BspShard::Push(int worker, uint64_t round, std::span<const uint32_t> indices,
                     std::span<const float> values, bool dense, Outbox* out) {
-  if (!members_[worker].live) {
-    if (members_[worker].rejoined && workers_[worker].join_round >= 0)
+  if (!counts(worker)) {
+    if (readmitted(worker) && workers_[worker].join_round >= 0)
       return HoldJoinPush(worker, round, indices, values, dense, out);
     return RejectNotLive(worker, round, out);
   }
@@ -62,9 +62,9 @@ void BspShard::Push(int worker, uint64_t round, std::span<const uint32_t> indice
 
 void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                          std::span<const float> values, bool dense, Outbox* out) {
-  const bool backups = options_.backup_workers > 0;
+  const bool backups = options().backup_workers > 0;
   if (round + 1 == round_ && last_reply_ && (!backups || workers_[worker].counted_last)) {
-    ++stats_.duplicates;  // the previous round, resent: answer it again
+    ++mutable_stats().duplicates;  // the previous round, resent: answer it again
     out->push_back(Reply::Update(worker, round, last_reply_dense_, last_reply_));
     return;
   }
@@ -72,15 +72,15 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
       (!backups || workers_[worker].counted_last)) {
     // A copy rebuilt from a snapshot of round_ has no previous reply: the whole shard is what
     // that UPDATE left on the worker (every replica equals the servers' weights after a round).
-    ++stats_.duplicates;
+    ++mutable_stats().duplicates;
     out->push_back(Reply::Update(worker, round, true, CopyOfShard()));
     return;
   }
-  if (backups && round < round_ && options_.late_pushes == LatePushes::kApply) {
+  if (backups && round < round_ && options().late_pushes == LatePushes::kApply) {
     return LatePush(worker, round, indices, values, dense, out);
   }
   if (backups && round < round_) {  // the round closed without it: never applied
-    ++stats_.late_pushes;
+    ++mutable_stats().late_pushes;
     return Reject(worker, round, pb::ERROR_LATE_PUSH,
                   "BSP round " + std::to_string(round) +
                       " closed without this push (backup workers); its values were not applied, "
@@ -96,10 +96,10 @@ void BspShard::RoundPush(int worker, uint64_t round, std::span<const uint32_t> i
   }
   WorkerState& ws = workers_[worker];
   if (ws.arrived) {  // same round twice: applied once
-    ++stats_.duplicates;
+    ++mutable_stats().duplicates;
     return;
   }
-  if (options_.ordered_rounds) {
+  if (options().ordered_rounds) {
     ws.ordered.Hold(round, dense, indices, values);  // added in rank order at the round's close
   } else {
     Aggregate(indices, values, dense);
@@ -118,12 +118,12 @@ void BspShard::Aggregate(std::span<const uint32_t> indices, std::span<const floa
     MergeIntoUnion(indices, values);
   }
   ++contributions_;
-  ++stats_.pushes_applied;
+  ++mutable_stats().pushes_applied;
 }
 
 Status BspShard::ApplyRound(uint64_t round, std::span<const uint32_t> indices,
                             std::span<const float> values, bool dense, Outbox* out) {
-  if (options_.backup_workers > 0 || options_.server_compressor != Compressor::kNone) {
+  if (options().backup_workers > 0 || options().server_compressor != Compressor::kNone) {
     return FailedPreconditionError(
         "a round result cannot be applied with backup workers or two-way compression");
   }
@@ -131,9 +131,9 @@ Status BspShard::ApplyRound(uint64_t round, std::span<const uint32_t> indices,
     return FailedPreconditionError("result of round " + std::to_string(round) +
                                    " for a copy at round " + std::to_string(round_));
   }
-  if (dense ? values.size() != w_.size() || !indices.empty() : indices.size() != values.size()) {
+  if (dense ? values.size() != size() || !indices.empty() : indices.size() != values.size()) {
     return InvalidArgumentError("a round result of " + std::to_string(values.size()) +
-                                " values for a shard of " + std::to_string(w_.size()));
+                                " values for a shard of " + std::to_string(size()));
   }
   // Whatever this copy held for the round (nothing, unless a resync or a joiner's push) is the
   // primary's business now: the result says how the round ended.
@@ -144,15 +144,17 @@ Status BspShard::ApplyRound(uint64_t round, std::span<const uint32_t> indices,
     ws.ordered.held = false;
   }
   ClearUnion();
-  auto buf = pool_.Get();
+  auto buf = pool().Get();
+  const std::span<float> shard = mutable_weights();
   if (dense) {
-    std::copy(values.begin(), values.end(), w_.begin());
+    std::copy(values.begin(), values.end(), shard.begin());
   } else {
-    for (size_t j = 0; j < indices.size(); ++j) w_[indices[j]] = values[j];
+    for (size_t j = 0; j < indices.size(); ++j) shard[indices[j]] = values[j];
     buf->indices.assign(indices.begin(), indices.end());
   }
   buf->values.assign(values.begin(), values.end());
-  for (uint32_t w = 0; w < options_.num_workers; ++w) workers_[w].arrived = members_[w].live;
+  for (uint32_t w = 0; w < options().num_workers; ++w)
+    workers_[w].arrived = counts(static_cast<int>(w));
   SendRoundReplies(std::move(buf), dense, false, out);
   return Status::Ok();
 }
@@ -173,13 +175,10 @@ ShardSnapshot BspShard::TakeSnapshot() const {
   ShardSnapshot s = ShardServer::TakeSnapshot();
   if (!ByPushes()) return s;
   CHECK(SnapshotReady()) << "a snapshot of BSP round " << round_ << " in progress";
-  for (const WorkerState& ws : workers_) {
-    s.bsp_clocks.push_back({ws.counted_last, ws.last_applied, ws.miss_run, ws.dense_reply_to,
-                            ws.unpushed_joiner, ws.join_round});
-  }
+  s.bsp_clocks.assign(workers_.begin(), workers_.end());  // each state's BspWorkerClock
   s.residual = residual_;
-  s.pushes_applied = stats_.pushes_applied;
-  s.pushed_sum = stats_.pushed_sum;
+  s.pushes_applied = stats().pushes_applied;
+  s.pushed_sum = stats().pushed_sum;
   return s;
 }
 
@@ -207,19 +206,13 @@ Status BspShard::InstallSnapshot(ShardSnapshot snapshot) {
   SIEVE_RETURN_IF_ERROR(Restore(snapshot.round, std::move(snapshot.weights)));
   resync_ = false;  // the primary's round, not a checkpoint's: nothing to resynchronize
   for (size_t w = 0; w < workers; ++w) {
-    const BspWorkerClock& c = snapshot.bsp_clocks[w];
-    WorkerState& ws = workers_[w];
-    ws.counted_last = c.counted_last;
-    ws.last_applied = c.last_applied;
-    ws.miss_run = c.miss_run;
-    ws.dense_reply_to = c.dense_reply_to;
-    ws.unpushed_joiner = c.unpushed_joiner;
-    ws.join_round = c.join_round;
+    BspWorkerClock& clock = workers_[w];
+    clock = snapshot.bsp_clocks[w];
   }
   if (residual > 0) residual_ = std::move(snapshot.residual);
   if (workers > 0) {
-    stats_.pushes_applied = snapshot.pushes_applied;
-    stats_.pushed_sum = snapshot.pushed_sum;
+    mutable_stats().pushes_applied = snapshot.pushes_applied;
+    mutable_stats().pushed_sum = snapshot.pushed_sum;
   }
   return Status::Ok();
 }
@@ -239,22 +232,22 @@ void BspShard::LatePush(int worker, uint64_t round, std::span<const uint32_t> in
   // primary after a failover), so a push is never lost with its server nor applied twice.
   out->push_back(Reply::LatePushAck(worker, round));
   if (static_cast<int64_t>(round) <= ws.last_applied) {  // a resend of one applied already
-    ++stats_.duplicates;
+    ++mutable_stats().duplicates;
     return;
   }
   // One more contribution to the round being aggregated; its own round's UPDATE went out.
   Aggregate(indices, values, dense);
   ws.last_applied = static_cast<int64_t>(round);
-  ++stats_.late_pushes;
+  ++mutable_stats().late_pushes;
 }
 
 void BspShard::AccumulateDense(std::span<const float> values) {
-  if (acc_.size() != w_.size()) acc_.assign(w_.size(), 0.0f);  // kept while dense rounds run
+  if (acc_.size() != size()) acc_.assign(size(), 0.0f);  // kept while dense rounds run
   dense_round_ = true;
   float* const acc = acc_.data();
-  const uint32_t count = team_->ThreadsFor(values.size(), options_.parallel_min_pairs);
+  const uint32_t count = team().ThreadsFor(values.size(), options().parallel_min_pairs);
   PrepareBlockSums(values);
-  team_->ParallelFor(values.size(), options_.parallel_min_pairs,
+  team().ParallelFor(values.size(), options().parallel_min_pairs,
                      [&](uint32_t t, size_t begin, size_t end) {
                        for (size_t i = begin; i < end; ++i) acc[i] += values[i];
                        SumBlocks(values, t, count);
@@ -274,7 +267,7 @@ void BspShard::ClearUnion() {
     union_parts_[s].sum.clear();
   }
   union_count_ = 1;
-  union_keys_.assign({0, w_.size()});
+  union_keys_.assign({0, size()});
 }
 
 uint64_t BspShard::UnionKeyOfRank(uint64_t rank, uint64_t from,
@@ -286,7 +279,7 @@ uint64_t BspShard::UnionKeyOfRank(uint64_t rank, uint64_t from,
       count += LowerBound(union_parts_[s].idx, key);
     return count;
   };
-  uint64_t lo = from, hi = w_.size();
+  uint64_t lo = from, hi = size();
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
     if (below(mid) >= rank) {
@@ -303,17 +296,17 @@ void BspShard::MergeIntoUnion(std::span<const uint32_t> indices, std::span<const
   // twice), kPartsPerThread per thread, taken by the threads from a shared counter (a helper that
   // wakes late takes fewer); the merge of each range reads only its range of both inputs.
   const size_t total = UnionSize() + indices.size();
-  const uint32_t threads = team_->ThreadsFor(total, options_.parallel_min_pairs);
+  const uint32_t threads = team().ThreadsFor(total, options().parallel_min_pairs);
   const uint32_t count = threads == 1 ? 1 : threads * kPartsPerThread;
   new_keys_.resize(count + 1);
   new_keys_[0] = 0;
-  new_keys_[count] = w_.size();
+  new_keys_[count] = size();
   for (uint32_t t = 1; t < count; ++t)
     new_keys_[t] =
         UnionKeyOfRank(ThreadTeam::RangeBegin(total, count, t), new_keys_[t - 1], indices);
   PrepareBlockSums(values);
   std::atomic<uint32_t> next{0};
-  team_->Run(threads, [&](uint32_t t) {
+  team().Run(threads, [&](uint32_t t) {
     for (uint32_t part; (part = next.fetch_add(1, std::memory_order_relaxed)) < count;)
       MergeUnionPart(part, indices, values);
     SumBlocks(values, t, threads);
@@ -326,8 +319,8 @@ void BspShard::MergeIntoUnion(std::span<const uint32_t> indices, std::span<const
 
 template <typename Body>
 void BspShard::ForEachUnionPart(Body body) {
-  const uint32_t threads = std::min(union_count_, team_->size());
-  team_->Run(threads, [&](uint32_t t) {
+  const uint32_t threads = std::min(union_count_, team().size());
+  team().Run(threads, [&](uint32_t t) {
     for (uint32_t s = t; s < union_count_; s += threads) body(union_parts_[s]);
   });
 }
@@ -367,16 +360,16 @@ void BspShard::MergeUnionPart(uint32_t t, std::span<const uint32_t> indices,
 
 void BspShard::MaybeComplete(Outbox* out) {
   uint32_t arrived_live = 0;
-  for (uint32_t w = 0; w < options_.num_workers; ++w)
-    arrived_live += (members_[w].live && workers_[w].arrived) ? 1 : 0;
+  for (uint32_t w = 0; w < options().num_workers; ++w)
+    arrived_live += (counts(static_cast<int>(w)) && workers_[w].arrived) ? 1 : 0;
   // Backup workers: the round closes at max(1, live - b) pushes (b = 0: every live worker's).
-  const uint32_t b = options_.backup_workers;
-  const uint32_t quorum = live_count_ > b ? live_count_ - b : std::min<uint32_t>(live_count_, 1);
+  const uint32_t b = options().backup_workers;
+  const uint32_t quorum = live_count() > b ? live_count() - b : std::min<uint32_t>(live_count(), 1);
   if (arrived_live < quorum) return;
-  if (options_.ordered_rounds) AggregateInRankOrder();
+  if (options().ordered_rounds) AggregateInRankOrder();
   if (contributions_ == 0) return;
   const float n = static_cast<float>(contributions_);
-  auto buf = pool_.Get();
+  auto buf = pool().Get();
   bool dense_reply = false;
   bool sent_in_parts = false;  // every live worker's UPDATE already went out in parts
   if (dense_round_) {
@@ -391,7 +384,8 @@ void BspShard::MaybeComplete(Outbox* out) {
   ClearUnion();
   if (dense_next_reply_) {  // the first round after a restore resynchronizes every replica
     buf->indices.clear();
-    buf->values.assign(w_.begin(), w_.end());
+    const std::span<const float> w = weights();
+    buf->values.assign(w.begin(), w.end());
     dense_reply = true;
     dense_next_reply_ = false;
   }
@@ -405,17 +399,16 @@ void BspShard::CompleteDense(float n, ReplyBuffer* buf) {
   ForEachUnionPart([&](const UnionPart& part) {
     for (size_t j = 0; j < part.idx.size(); ++j) acc[part.idx[j]] += part.sum[j];
   });
-  buf->values.resize(w_.size());
-  float* const w = w_.data();
+  buf->values.resize(size());
+  float* const w = mutable_weights().data();
   float* const vals = buf->values.data();
-  team_->ParallelFor(w_.size(), options_.parallel_min_pairs,
-                     [&](uint32_t, size_t begin, size_t end) {
-                       for (size_t i = begin; i < end; ++i) {
-                         w[i] -= acc[i] / n;
-                         acc[i] = 0.0f;
-                         vals[i] = w[i];
-                       }
-                     });
+  team().ParallelFor(size(), options().parallel_min_pairs, [&](uint32_t, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      w[i] -= acc[i] / n;
+      acc[i] = 0.0f;
+      vals[i] = w[i];
+    }
+  });
 }
 
 void BspShard::CompleteTwoWay(float n, ReplyBuffer* buf) {
@@ -426,10 +419,10 @@ void BspShard::CompleteTwoWay(float n, ReplyBuffer* buf) {
     for (size_t j = 0; j < part.idx.size(); ++j) residual[part.idx[j]] += part.sum[j] / n;
   });
   Selection sel;
-  const uint64_t k = KForDensity(options_.server_density, residual_.size());
-  Status s = SelectHost(options_.server_compressor, residual_, k, SelectOptions{}, &sel);
+  const uint64_t k = KForDensity(options().server_density, residual_.size());
+  Status s = SelectHost(options().server_compressor, residual_, k, SelectOptions{}, &sel);
   if (!s.ok()) {
-    ++stats_.selection_failures;
+    ++mutable_stats().selection_failures;
     uint64_t held_back = 0;
     if (selection_log_.Allow(LogLimiter::Clock::now(), &held_back)) {
       LOG(WARNING) << "round " << round_ << ": server-side selection failed (" << s.ToString()
@@ -439,20 +432,21 @@ void BspShard::CompleteTwoWay(float n, ReplyBuffer* buf) {
     }
     return;
   }
+  const std::span<float> w = mutable_weights();
   for (size_t j = 0; j < sel.indices.size(); ++j) {
     const uint32_t i = sel.indices[j];
-    w_[i] -= residual_[i];
+    w[i] -= residual_[i];
     residual_[i] = 0.0f;
     buf->indices.push_back(i);
-    buf->values.push_back(w_[i]);
+    buf->values.push_back(w[i]);
   }
 }
 
 void BspShard::SendRoundReplies(std::shared_ptr<const ReplyBuffer> reply, bool dense,
                                 bool sent_in_parts, Outbox* out) {
   std::shared_ptr<const ReplyBuffer> whole;  // for workers in their first round after a join
-  for (uint32_t w = 0; w < options_.num_workers && !sent_in_parts; ++w) {
-    if (!members_[w].live) continue;
+  for (uint32_t w = 0; w < options().num_workers && !sent_in_parts; ++w) {
+    if (!counts(static_cast<int>(w))) continue;
     if (workers_[w].dense_reply_to && !dense) {
       if (!whole) whole = CopyOfShard();
       out->push_back(RoundUpdate(static_cast<int>(w), true, whole));
@@ -461,7 +455,8 @@ void BspShard::SendRoundReplies(std::shared_ptr<const ReplyBuffer> reply, bool d
     }
     workers_[w].dense_reply_to = false;
   }
-  stats_.reply_pairs_sum += reply->values.size();  // one value per pair, the shard when dense
+  // One value per pair, the shard when dense.
+  mutable_stats().reply_pairs_sum += reply->values.size();
   last_reply_ = std::move(reply);
   last_reply_dense_ = dense;
   CountMisses();
@@ -469,7 +464,7 @@ void BspShard::SendRoundReplies(std::shared_ptr<const ReplyBuffer> reply, bool d
   contributions_ = 0;
   dense_round_ = false;
   ++round_;
-  ++stats_.rounds_completed;
+  ++mutable_stats().rounds_completed;
   AdmitJoiners(out);
 }
 
@@ -477,35 +472,36 @@ Reply BspShard::RoundUpdate(int worker, bool dense,
                             std::shared_ptr<const ReplyBuffer> buffer) const {
   Reply r = Reply::Update(worker, round_, dense, std::move(buffer));
   // Only with backup workers can a live one be missing; only kReturn leaves its push to it.
-  const bool without = !workers_[worker].arrived && options_.backup_workers > 0;
-  r.push_missed = without && options_.late_pushes == LatePushes::kReturn;
-  r.push_late = without && options_.late_pushes == LatePushes::kApply;
+  const bool without = !workers_[worker].arrived && options().backup_workers > 0;
+  r.push_missed = without && options().late_pushes == LatePushes::kReturn;
+  r.push_late = without && options().late_pushes == LatePushes::kApply;
   return r;
 }
 
 void BspShard::CountMisses() {
-  const bool backups = options_.backup_workers > 0;
-  if (backups && stats_.missed_by_worker.empty()) {
-    stats_.missed_by_worker.assign(options_.num_workers, 0);
-    stats_.longest_miss_run.assign(options_.num_workers, 0);
+  const bool backups = options().backup_workers > 0;
+  ShardServerStats& stats = mutable_stats();
+  if (backups && stats.missed_by_worker.empty()) {
+    stats.missed_by_worker.assign(options().num_workers, 0);
+    stats.longest_miss_run.assign(options().num_workers, 0);
   }
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+  for (uint32_t w = 0; w < options().num_workers; ++w) {
     WorkerState& ws = workers_[w];
-    ws.counted_last = members_[w].live && ws.arrived;
-    if (!backups || !members_[w].live) continue;
+    ws.counted_last = counts(static_cast<int>(w)) && ws.arrived;
+    if (!backups || !counts(static_cast<int>(w))) continue;
     if (ws.arrived) {
       ws.miss_run = 0;
       continue;
     }
-    ++stats_.missed;
-    ++stats_.missed_by_worker[w];
+    ++stats.missed;
+    ++stats.missed_by_worker[w];
     ++ws.miss_run;
-    stats_.longest_miss_run[w] = std::max(stats_.longest_miss_run[w], ws.miss_run);
+    stats.longest_miss_run[w] = std::max(stats.longest_miss_run[w], ws.miss_run);
     if (ws.miss_run == kNamedMissRun || ws.miss_run == 10 * kNamedMissRun ||
         ws.miss_run == 100 * kNamedMissRun) {
       LOG(WARNING) << "worker " << w << " missed " << ws.miss_run
                    << " BSP rounds in a row (backup workers: the rounds closed without it; its "
-                   << (options_.late_pushes == LatePushes::kApply
+                   << (options().late_pushes == LatePushes::kApply
                            ? "late pushes are applied in later rounds"
                            : "late pushes go back to its residual")
                    << "), last round " << round_;
@@ -523,38 +519,46 @@ bool BspShard::ApplyUnion(float n, ReplyBuffer* buf,
   const bool one_part = union_count_ == 1;
   LayOutUnionReply(m, one_part, buf);
   const UnionReplySplit split = SplitUnionReply(m);
-  const uint32_t parts = split.parts;
-  const size_t step = split.step;
-  auto apply = [&](size_t from, size_t to) { ApplyUnionPairs(from, to, n, one_part, buf); };
-  auto emit = [&](uint32_t p) { EmitUnionReplyPart(p, split, m, shared, out); };
+  const bool in_parts = split.parts > 1;
   // The work in chunks: the reply's parts when it is split (each goes out as soon as it is
   // done), else kPartsPerThread chunks per thread.
-  const uint32_t threads = team_->ThreadsFor(m, options_.parallel_min_pairs);
-  const uint32_t chunks = parts > 1 ? parts : threads == 1 ? 1 : threads * kPartsPerThread;
+  const uint32_t threads = team().ThreadsFor(m, options().parallel_min_pairs);
+  const uint32_t chunks = in_parts ? split.parts : threads == 1 ? 1 : threads * kPartsPerThread;
   auto chunk_from = [&](uint32_t c) {
-    return parts > 1 ? std::min(m, c * step) : ThreadTeam::RangeBegin(m, chunks, c);
+    return in_parts ? std::min(m, c * split.step) : ThreadTeam::RangeBegin(m, chunks, c);
   };
+  auto apply_chunk = [&](uint32_t c) {
+    ApplyUnionPairs(chunk_from(c), chunk_from(c + 1), n, one_part, buf);
+  };
+  auto emit = [&](uint32_t p) { EmitUnionReplyPart(p, split, m, shared, out); };
   if (threads == 1) {
     for (uint32_t c = 0; c < chunks; ++c) {
-      apply(chunk_from(c), chunk_from(c + 1));
-      if (parts > 1) emit(c);
+      apply_chunk(c);
+      if (in_parts) emit(c);
     }
-    return parts > 1;
+  } else {
+    ApplyChunksOnTeam(threads, chunks, in_parts, apply_chunk, emit);
   }
+  return in_parts;
+}
+
+template <typename ApplyChunk, typename Emit>
+void BspShard::ApplyChunksOnTeam(uint32_t threads, uint32_t chunks, bool in_parts,
+                                 ApplyChunk apply_chunk, Emit emit) {
   // Threads take chunks in order from a shared counter; the calling thread (0) also sends each
   // finished part in order, between its own chunks and after them. One atomic per chunk, none
   // per pair.
   std::atomic<uint32_t> next{0};
   for (uint32_t c = 0; c < chunks; ++c) chunk_done_[c].store(0, std::memory_order_relaxed);
-  team_->Run(threads, [&](uint32_t t) {
-    const bool sender = t == 0 && parts > 1;
+  team().Run(threads, [&](uint32_t t) {
+    const bool sender = t == 0 && in_parts;
     uint32_t sent = 0;
     for (;;) {
       const uint32_t c = next.fetch_add(1, std::memory_order_relaxed);
       if (c >= chunks) break;
-      apply(chunk_from(c), chunk_from(c + 1));
+      apply_chunk(c);
       chunk_done_[c].store(1, std::memory_order_release);
-      if (parts > 1) chunk_done_[c].notify_one();
+      if (in_parts) chunk_done_[c].notify_one();
       while (sender && sent < chunks && chunk_done_[sent].load(std::memory_order_acquire) != 0)
         emit(sent++);
     }
@@ -563,7 +567,6 @@ bool BspShard::ApplyUnion(float n, ReplyBuffer* buf,
       emit(sent++);
     }
   });
-  return parts > 1;
 }
 
 void BspShard::LayOutUnionReply(size_t m, bool one_part, ReplyBuffer* buf) {
@@ -581,10 +584,10 @@ void BspShard::LayOutUnionReply(size_t m, bool one_part, ReplyBuffer* buf) {
 
 BspShard::UnionReplySplit BspShard::SplitUnionReply(size_t m) const {
   uint32_t parts = 1;
-  const uint64_t per = options_.reply_part_pairs;
+  const uint64_t per = options().reply_part_pairs;
   bool whole_only = dense_next_reply_;
-  for (uint32_t w = 0; w < options_.num_workers; ++w)
-    whole_only |= members_[w].live && workers_[w].dense_reply_to;
+  for (uint32_t w = 0; w < options().num_workers; ++w)
+    whole_only |= counts(static_cast<int>(w)) && workers_[w].dense_reply_to;
   if (per > 0 && m > per && !whole_only) {
     parts = static_cast<uint32_t>(std::min<uint64_t>((m + per - 1) / per, kMaxReplyParts));
   }
@@ -596,7 +599,7 @@ BspShard::UnionReplySplit BspShard::SplitUnionReply(size_t m) const {
 void BspShard::ApplyUnionPairs(size_t from, size_t to, float n, bool one_part, ReplyBuffer* buf) {
   uint32_t* const idx = buf->indices.data();
   float* const vals = buf->values.data();
-  float* const w = w_.data();
+  float* const w = mutable_weights().data();
   uint32_t s =
       static_cast<uint32_t>(std::upper_bound(union_offsets_.begin(), union_offsets_.end(), from) -
                             union_offsets_.begin() - 1);
@@ -615,8 +618,8 @@ void BspShard::ApplyUnionPairs(size_t from, size_t to, float n, bool one_part, R
 
 void BspShard::EmitUnionReplyPart(uint32_t p, const UnionReplySplit& split, size_t m,
                                   const std::shared_ptr<const ReplyBuffer>& shared, Outbox* out) {
-  for (uint32_t v = 0; v < options_.num_workers; ++v) {
-    if (!members_[v].live) continue;
+  for (uint32_t v = 0; v < options().num_workers; ++v) {
+    if (!counts(static_cast<int>(v))) continue;
     Reply r = RoundUpdate(static_cast<int>(v), false, shared);
     r.part = p;
     r.parts = split.parts;
@@ -624,7 +627,7 @@ void BspShard::EmitUnionReplyPart(uint32_t p, const UnionReplySplit& split, size
     r.end = std::min(m, (p + 1) * split.step);
     out->push_back(std::move(r));
   }
-  if (part_sink_) part_sink_(out);
+  EmitPart(out);
 }
 
 }  // namespace sieve

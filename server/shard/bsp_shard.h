@@ -104,18 +104,13 @@ class BspShard : public ShardServer, public RoundShard {
     // Keeps a copy of a push; true when one was already held (the new one replaces it).
     bool Hold(uint64_t r, bool d, std::span<const uint32_t> idx, std::span<const float> vals);
   };
-  // What the BSP round knows of one worker (workers_[rank]); Member holds live and rejoined.
-  struct WorkerState {
-    bool arrived = false;          // pushed round_
-    HeldPush held;                 // resync after Restore: its latest push
-    int64_t join_round = -1;       // accepted join round (-1 = none)
-    HeldPush join_push;            // its PUSH of its join round, held
-    HeldPush ordered;              // ordered_rounds: its push of round_, until the round closes
-    bool dense_reply_to = false;   // its next UPDATE is the whole shard
-    bool unpushed_joiner = false;  // counted from its join round, no push arrived yet
-    bool counted_last = false;     // its push was aggregated in round_ - 1
-    int64_t last_applied = -1;     // the latest round whose push was aggregated (late or not)
-    uint64_t miss_run = 0;         // backup workers: consecutive rounds closed without its push
+  // What the BSP round knows of one worker (workers_[rank]): its BspWorkerClock (shard_server.h),
+  // the part a snapshot carries, and the pushes held for it; the base holds live and rejoined.
+  struct WorkerState : BspWorkerClock {
+    bool arrived = false;  // pushed round_
+    HeldPush held;         // resync after Restore: its latest push
+    HeldPush join_push;    // its PUSH of its join round, held
+    HeldPush ordered;      // ordered_rounds: its push of round_, until the round closes
   };
   // The round's sparse pushes merged (see the file comment): part s holds the keys in
   // [union_keys_[s], union_keys_[s + 1]); one part with one thread, kPartsPerThread per thread
@@ -136,7 +131,7 @@ class BspShard : public ShardServer, public RoundShard {
   // Whether rounds depend on more than their result (backup workers' late pushes, two-way
   // compression's residual): such a shard is replicated by its pushes.
   bool ByPushes() const {
-    return options_.backup_workers > 0 || options_.server_compressor != Compressor::kNone;
+    return options().backup_workers > 0 || options().server_compressor != Compressor::kNone;
   }
   // The round: a counted worker's push of round_ (or the previous round's resend).
   void RoundPush(int worker, uint64_t round, std::span<const uint32_t> indices,
@@ -197,7 +192,13 @@ class BspShard : public ShardServer, public RoundShard {
   // w[i] -= a[i]/n for the union's pairs [from, to) into buf's values (and, with several union
   // parts, its indices). Threads may run it on disjoint ranges.
   void ApplyUnionPairs(size_t from, size_t to, float n, bool one_part, ReplyBuffer* buf);
-  // Part p of the split reply (`shared`, m pairs) to every live worker, through part_sink_.
+  // With threads > 1: apply_chunk(c) for every chunk c < chunks, the threads taking chunks in
+  // order; with in_parts, each chunk is part c of the reply and thread 0 emits them in order
+  // (emit(c)) as they are done, so a part goes out while later ones are applied.
+  template <typename ApplyChunk, typename Emit>
+  void ApplyChunksOnTeam(uint32_t threads, uint32_t chunks, bool in_parts, ApplyChunk apply_chunk,
+                         Emit emit);
+  // Part p of the split reply (`shared`, m pairs) to every live worker, through the part sink.
   void EmitUnionReplyPart(uint32_t p, const UnionReplySplit& split, size_t m,
                           const std::shared_ptr<const ReplyBuffer>& shared, Outbox* out);
 

@@ -29,7 +29,7 @@ void BspShard::HoldJoinPush(int worker, uint64_t round, std::span<const uint32_t
                   out);
   }
   // Applied when round_ reaches the join round.
-  if (workers_[worker].join_push.Hold(round, dense, indices, values)) ++stats_.duplicates;
+  if (workers_[worker].join_push.Hold(round, dense, indices, values)) ++mutable_stats().duplicates;
 }
 
 void BspShard::ForgetJoin(int worker) {
@@ -41,18 +41,18 @@ void BspShard::ForgetJoin(int worker) {
 void BspShard::Join(int worker, uint64_t round, Outbox* out) {
   auto ack = [&] { out->push_back(Reply::JoinAck(worker, round)); };
   WorkerState& ws = workers_[worker];
-  if (members_[worker].live) {
+  if (counts(worker)) {
     if (!ws.unpushed_joiner || round <= round_) return ack();  // a repeated JOIN
     // A retry: another server refused the joiner's first round, so it will start later. Uncount
     // it here before it ever pushed, and wait for it at the new round.
-    --stats_.rejoins;
-    members_[worker].rejoined = true;
+    --mutable_stats().rejoins;
+    SetReadmitted(worker, true);
     ws.dense_reply_to = false;
     ws.join_round = static_cast<int64_t>(round);
     ack();
     return Uncount(worker, out);  // the round may have waited for this worker alone
   }
-  if (!members_[worker].rejoined) {
+  if (!readmitted(worker)) {
     return Reject(worker, round, pb::ERROR_NOT_REGISTERED,
                   "JOIN from a worker the scheduler has not re-admitted", out, pb::MSG_JOIN);
   }
@@ -74,17 +74,16 @@ void BspShard::Join(int worker, uint64_t round, Outbox* out) {
 }
 
 void BspShard::AdmitJoiners(Outbox* out) {
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    if (members_[w].live || !members_[w].rejoined ||
+  for (uint32_t w = 0; w < options().num_workers; ++w) {
+    if (counts(static_cast<int>(w)) || !readmitted(static_cast<int>(w)) ||
         workers_[w].join_round != static_cast<int64_t>(round_))
       continue;
-    SetLive(static_cast<int>(w), true);
-    members_[w].rejoined = false;
+    CountRejoined(static_cast<int>(w));
     workers_[w].join_round = -1;
     workers_[w].dense_reply_to = true;
     workers_[w].arrived = false;
     workers_[w].unpushed_joiner = true;  // until its push arrives (at once below when one is held)
-    ++stats_.rejoins;
+    ++mutable_stats().rejoins;
     HeldPush h;
     std::swap(h, workers_[w].join_push);
     if (h.held) RoundPush(static_cast<int>(w), h.round, h.indices, h.values, h.dense, out);
@@ -92,11 +91,11 @@ void BspShard::AdmitJoiners(Outbox* out) {
 }
 
 std::optional<uint64_t> BspShard::IdleUntil() const {
-  if (live_count_ > 0 || contributions_ > 0) return std::nullopt;
+  if (live_count() > 0 || contributions_ > 0) return std::nullopt;
   std::optional<uint64_t> first;
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+  for (uint32_t w = 0; w < options().num_workers; ++w) {
     const int64_t join = workers_[w].join_round;
-    if (!members_[w].rejoined || join < 0) continue;
+    if (!readmitted(static_cast<int>(w)) || join < 0) continue;
     const uint64_t at = static_cast<uint64_t>(join);
     if (at < round_ || (at == round_ && !resync_)) continue;  // too late / admitted when round_
     if (!first || at < *first) first = at;
@@ -117,7 +116,7 @@ void BspShard::PassIdleRounds(Outbox* out) {
   }
   ClearUnion();
   last_reply_.reset();
-  stats_.idle_rounds += *until - round_;
+  mutable_stats().idle_rounds += *until - round_;
   round_ = *until;
   AdmitJoiners(out);
 }
@@ -142,15 +141,15 @@ void BspShard::Restored(uint64_t round) {
 void BspShard::ResyncPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                           std::span<const float> values, bool dense, Outbox* out) {
   // A resend replaces the worker's held push (the latest is kept).
-  if (workers_[worker].held.Hold(round, dense, indices, values)) ++stats_.duplicates;
+  if (workers_[worker].held.Hold(round, dense, indices, values)) ++mutable_stats().duplicates;
   ResyncMaybeFinish(out);
 }
 
 void BspShard::ResyncMaybeFinish(Outbox* out) {
   uint64_t target = round_;
   bool any = false;
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
-    if (!members_[w].live) continue;
+  for (uint32_t w = 0; w < options().num_workers; ++w) {
+    if (!counts(static_cast<int>(w))) continue;
     if (!workers_[w].held.held) return;
     target = std::max(target, workers_[w].held.round);
     any = true;
@@ -163,16 +162,16 @@ void BspShard::ResyncMaybeFinish(Outbox* out) {
   for (size_t w = 0; w < workers_.size(); ++w)
     held[w] = std::exchange(workers_[w].held, HeldPush{});
   std::shared_ptr<const ReplyBuffer> current;
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+  for (uint32_t w = 0; w < options().num_workers; ++w) {
     HeldPush& h = held[w];
-    if (!members_[w].live || !h.held || h.round == target) continue;
+    if (!counts(static_cast<int>(w)) || !h.held || h.round == target) continue;
     if (!current) current = CopyOfShard();
-    ++stats_.resync_replies;
+    ++mutable_stats().resync_replies;
     out->push_back(Reply::Update(static_cast<int>(w), h.round, true, current));
   }
-  for (uint32_t w = 0; w < options_.num_workers; ++w) {
+  for (uint32_t w = 0; w < options().num_workers; ++w) {
     HeldPush& h = held[w];
-    if (!members_[w].live || !h.held || h.round != target) continue;
+    if (!counts(static_cast<int>(w)) || !h.held || h.round != target) continue;
     RoundPush(static_cast<int>(w), target, h.indices, h.values, h.dense, out);
   }
 }

@@ -109,6 +109,19 @@ void ShardServer::SetLive(int worker, bool live) {
   }
 }
 
+void ShardServer::SetReadmitted(int worker, bool readmitted) {
+  members_[worker].rejoined = readmitted;
+}
+
+void ShardServer::CountRejoined(int worker) {
+  SetLive(worker, true);
+  SetReadmitted(worker, false);
+}
+
+void ShardServer::EmitPart(Outbox* out) {
+  if (part_sink_) part_sink_(out);
+}
+
 void ShardServer::OnPush(int worker, uint64_t round, std::span<const uint32_t> indices,
                          std::span<const float> values, bool dense, Outbox* out) {
   if (worker < 0 || worker >= static_cast<int>(options_.num_workers)) {

@@ -162,14 +162,14 @@ struct WorkerClock {
   int64_t last_round = -1;  // the last round applied (-1: none)
   bool waiting = false;     // its reply is not sent yet (SSP's bound holds it back)
   uint64_t waiting_round = 0;
-  uint64_t reply_version = 0;  // the shard's version when its last reply was built
+  uint64_t reply_version = 0;  // the shard's version when its last reply was built (or it rejoined)
 };
 // BSP replicated by its pushes (backup workers, two-way compression), at a round boundary (no
 // push of the open round aggregated or held): what the round logic knows of one worker.
 struct BspWorkerClock {
   bool counted_last = false;     // its push was aggregated in the round before
-  int64_t last_applied = -1;     // the latest round whose push was aggregated
-  uint64_t miss_run = 0;         // consecutive rounds closed without its push
+  int64_t last_applied = -1;     // the latest round whose push was aggregated (late or not)
+  uint64_t miss_run = 0;         // backup workers: consecutive rounds closed without its push
   bool dense_reply_to = false;   // its next UPDATE is the whole shard
   bool unpushed_joiner = false;  // counted from its join round, no push yet
   int64_t join_round = -1;       // its accepted join round (-1: none)
@@ -304,7 +304,7 @@ class ShardServer {
   // The whole shard in a pooled buffer.
   std::shared_ptr<const ReplyBuffer> CopyOfShard();
 
-  // stats_.pushed_sum's fp64 Σ of a push, by fixed blocks of kSumBlock values (SumAsDouble each,
+  // stats().pushed_sum's fp64 Σ of a push, by fixed blocks of kSumBlock values (SumAsDouble each,
   // added in block order), so it is bitwise the same for any thread count and its cost is split
   // too: PrepareBlockSums before a region of `count` threads, SumBlocks(values, t, count) on each
   // thread t inside it (blocks t, t + count, ...), AddBlockSums after it.
@@ -313,14 +313,33 @@ class ShardServer {
   void SumBlocks(std::span<const float> values, uint32_t t, uint32_t count);
   void AddBlockSums();
 
+  // The shared state, for the modes' logic (options(), weights(), counts() and readmitted() are
+  // public): the weights to update in place (their length never changes), the pool of reply
+  // buffers, the thread team (its calling thread is thread 0), the stats to count in, and how
+  // many workers are counted.
+  std::span<float> mutable_weights() { return w_; }
+  ReplyPool& pool() { return pool_; }
+  ThreadTeam& team() { return *team_; }
+  ShardServerStats& mutable_stats() { return stats_; }
+  uint32_t live_count() const { return live_count_; }
+
+  // Counts / uncounts a worker (keeps live_count()).
+  void SetLive(int worker, bool live);
+  // Marks `worker` re-admitted by the scheduler and not counted yet (readmitted()), or not.
+  void SetReadmitted(int worker, bool readmitted);
+  // A re-admitted worker is counted again: live, no longer readmitted().
+  void CountRejoined(int worker);
+  // Hands the outbox to the part sink (set_part_sink) right after a part of a split reply was
+  // appended; without a sink the part stays in the outbox.
+  void EmitPart(Outbox* out);
+
+ private:
   // What every mode knows of one worker (members_[rank]).
   struct Member {
     bool live = true;                            // counted for rounds (BSP) or clocks (SSP)
     bool rejoined = false;                       // re-admitted by the scheduler, not yet counted
     std::weak_ptr<ReplyBuffer> dense_in_flight;  // its last DENSE
   };
-  // Counts / uncounts a worker (keeps live_count_).
-  void SetLive(int worker, bool live);
 
   const ShardServerOptions options_;
   std::unique_ptr<ThreadTeam> team_;  // options_.threads (the calling thread is its thread 0)
@@ -330,8 +349,6 @@ class ShardServer {
   ShardServerStats stats_;
   std::vector<Member> members_;
   uint32_t live_count_;
-
- private:
   bool awaiting_init_ = false;      // see ShardServerOptions::await_initial_weights
   std::vector<double> block_sums_;  // scratch of SumBlocks
 };

@@ -3,12 +3,13 @@
 #include "server/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include "tests/base/temp_dir.h"
 
 namespace sieve {
 namespace {
@@ -18,20 +19,14 @@ namespace fs = std::filesystem;
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("sieve-ckpt-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     config_ = {"fnn3", 199210, 100, 110, "bsp", 7};
     ckpt_.config_hash = ConfigHash(config_);
     ckpt_.round = 42;
     ckpt_.lo = 100;
     ckpt_.hi = 110;
     for (int i = 0; i < 10; ++i) ckpt_.weights.push_back(0.5f * static_cast<float>(i) - 1.0f);
-    path_ = CheckpointPath(dir_.string(), 3);
+    path_ = CheckpointPath(dir_.path().string(), 3);
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string ReadBytes() {
     std::ifstream f(path_, std::ios::binary);
@@ -43,7 +38,7 @@ class CheckpointTest : public ::testing::Test {
   }
   StatusOr<Checkpoint> Read() { return ReadCheckpoint(path_, ckpt_.config_hash, 100, 110); }
 
-  fs::path dir_;
+  testing::TempDir dir_{"sieve-ckpt"};  // each test's own, removed after it
   CheckpointConfig config_;
   Checkpoint ckpt_;
   std::string path_;
@@ -58,7 +53,7 @@ TEST_F(CheckpointTest, RoundTrip) {
   EXPECT_EQ(got->lo, 100u);
   EXPECT_EQ(got->hi, 110u);
   EXPECT_EQ(got->weights, ckpt_.weights);
-  EXPECT_EQ(path_, dir_.string() + "/server-3.ckpt");
+  EXPECT_EQ(path_, dir_.path().string() + "/server-3.ckpt");
 }
 
 TEST_F(CheckpointTest, RewriteReplacesAtomically) {
@@ -146,7 +141,7 @@ TEST_F(CheckpointTest, WrongWeightCountIsNotWritten) {
 }
 
 TEST_F(CheckpointTest, UnwritableDirectoryIsUnavailable) {
-  EXPECT_EQ(WriteCheckpoint(dir_.string() + "/no/such/dir/x.ckpt", ckpt_).code(),
+  EXPECT_EQ(WriteCheckpoint(dir_.path().string() + "/no/such/dir/x.ckpt", ckpt_).code(),
             StatusCode::kUnavailable);
 }
 

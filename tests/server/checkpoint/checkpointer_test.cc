@@ -4,17 +4,16 @@
 #include "server/checkpoint/checkpointer.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tests/base/temp_dir.h"
+
 namespace sieve {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr uint32_t kN = 6;
 
@@ -31,22 +30,15 @@ std::unique_ptr<ShardServer> Shard(Consistency c = Consistency::kBsp) {
 
 class CheckpointerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("sieve-ckptr-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    config_ = {"test", kN, 0, kN, "bsp", 1};
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { config_ = {"test", kN, 0, kN, "bsp", 1}; }
   CheckpointerOptions Options(bool rejoining, const std::string& restore = "auto") const {
     CheckpointerOptions o;
-    o.dir = dir_.string();
+    o.dir = (tmp_.path() / "checkpoints").string();  // the checkpointer creates it
     o.restore = restore;
     o.rejoining = rejoining;
     return o;
   }
-  fs::path dir_;
+  testing::TempDir tmp_{"sieve-ckptr"};  // each test's own, removed after it
   CheckpointConfig config_;
 };
 

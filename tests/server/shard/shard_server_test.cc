@@ -29,6 +29,15 @@ SparsePush RandomPush(std::mt19937& rng, uint32_t n, uint32_t k) {
   return p;
 }
 
+// A worker drawn at random among those not blocked (waiting for their reply); -1 when all are.
+int RandomReadyWorker(const std::vector<bool>& blocked, std::mt19937& rng) {
+  std::vector<int> ready;
+  for (size_t w = 0; w < blocked.size(); ++w) {
+    if (!blocked[w]) ready.push_back(static_cast<int>(w));
+  }
+  return ready.empty() ? -1 : ready[rng() % ready.size()];
+}
+
 std::unique_ptr<ShardServer> Make(ShardServerOptions o, std::vector<float> init) {
   auto s = ShardServer::Create(o, std::move(init));
   EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -241,17 +250,15 @@ TEST(ServerShardTest, BspDeadWorkerNoLongerBlocksTheRound) {
   ShardServerOptions o;
   o.num_workers = 3;
   auto s = Make(o, std::vector<float>(4, 0.0f));
-  std::vector<uint32_t> idx = {0};
-  std::vector<float> val = {3.0f};
   Outbox out;
-  s->OnPush(0, 0, idx, val, false, &out);
-  s->OnPush(1, 0, idx, val, false, &out);
+  PushOne(s.get(), 0, 0, 0, 3.0f, &out);
+  PushOne(s.get(), 1, 0, 0, 3.0f, &out);
   EXPECT_TRUE(out.empty());
   s->OnWorkerDead(2, &out);
   ASSERT_EQ(out.size(), 2u);                // workers 0 and 1
   EXPECT_FLOAT_EQ(s->weights()[0], -3.0f);  // mean of the two pushes
   out.clear();
-  s->OnPush(2, 1, idx, val, false, &out);  // a dead worker's push is refused
+  PushOne(s.get(), 2, 1, 0, 3.0f, &out);  // a dead worker's push is refused
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].type, ReplyType::kError);
 }
@@ -365,8 +372,6 @@ TEST(ServerShardTest, BspJoinAtTheCurrentRoundCountsAtOnce) {
   ShardServerOptions o;
   o.num_workers = 2;
   auto s = Make(o, std::vector<float>(4, 0.0f));
-  std::vector<uint32_t> idx = {1};
-  std::vector<float> val = {2.0f};
   Outbox out;
   s->OnWorkerDead(1, &out);
   s->OnWorkerRejoined(1);
@@ -374,9 +379,9 @@ TEST(ServerShardTest, BspJoinAtTheCurrentRoundCountsAtOnce) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
   out.clear();
-  s->OnPush(0, 0, idx, val, false, &out);
+  PushOne(s.get(), 0, 0, 1, 2.0f, &out);
   EXPECT_TRUE(out.empty());  // waits for worker 1
-  s->OnPush(1, 0, idx, val, false, &out);
+  PushOne(s.get(), 1, 0, 1, 2.0f, &out);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_FLOAT_EQ(s->weights()[1], -2.0f);
   out.clear();
@@ -557,17 +562,12 @@ TEST(ServerShardTest, OnlyBspHasARoundShard) {
 }
 
 TEST(ServerShardTest, AspRejoinedWorkerContinuesPastTheSlowestClock) {
-  ShardServerOptions o;
-  o.num_workers = 2;
-  o.consistency = Consistency::kAsp;
-  o.async_scale = 1.0f;
-  auto s = Make(o, std::vector<float>(4, 0.0f));
-  std::vector<uint32_t> idx = {3};
-  std::vector<float> val = {1.0f};
+  auto s = Make({.num_workers = 2, .consistency = Consistency::kAsp, .async_scale = 1.0f},
+                std::vector<float>(4, 0.0f));
   Outbox out;
-  s->OnPush(1, 0, idx, val, false, &out);
+  PushOne(s.get(), 1, 0, 3, 1.0f, &out);
   s->OnWorkerDead(1, &out);
-  for (uint64_t r = 0; r < 5; ++r) s->OnPush(0, r, idx, val, false, &out);
+  for (uint64_t r = 0; r < 5; ++r) PushOne(s.get(), 0, r, 3, 1.0f, &out);
   out.clear();
   s->OnWorkerRejoined(1);
   s->OnPullDense(1, &out);
@@ -578,12 +578,12 @@ TEST(ServerShardTest, AspRejoinedWorkerContinuesPastTheSlowestClock) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].type, ReplyType::kJoinAck);
   out.clear();
-  s->OnPush(1, 7, idx, val, false, &out);
+  PushOne(s.get(), 1, 7, 3, 1.0f, &out);
   EXPECT_FLOAT_EQ(s->weights()[3], -7.0f);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(out[0].dense);  // the first reply after a rejoin resynchronizes the replica
   out.clear();
-  s->OnPush(1, 6, idx, val, false, &out);  // below its join round: a replay, not applied
+  PushOne(s.get(), 1, 6, 3, 1.0f, &out);  // below its join round: a replay, not applied
   EXPECT_FLOAT_EQ(s->weights()[3], -7.0f);
   EXPECT_EQ(s->stats().rejoins, 1u);
 }
@@ -648,16 +648,11 @@ TEST(ServerShardTest, TwoWayCompressionMatchesAResidualTopkReference) {
 // selection fails, which is counted (and logged) and leaves the weights alone; the round still
 // completes with an empty reply to every worker.
 TEST(ServerShardTest, TwoWayCompressionCountsAFailedSelection) {
-  ShardServerOptions o;
-  o.num_workers = 2;
-  o.server_compressor = Compressor::kTopk;
-  o.server_density = 0.1;
-  auto s = Make(o, std::vector<float>(20, 1.0f));
+  auto s = Make({.num_workers = 2, .server_compressor = Compressor::kTopk, .server_density = 0.1},
+                std::vector<float>(20, 1.0f));
   Outbox out;
-  std::vector<uint32_t> idx = {4};
-  std::vector<float> big = {3e38f};
-  s->OnPush(0, 0, idx, big, false, &out);
-  s->OnPush(1, 0, idx, big, false, &out);  // (3e38 + 3e38) / 2 overflows in float
+  PushOne(s.get(), 0, 0, 4, 3e38f, &out);
+  PushOne(s.get(), 1, 0, 4, 3e38f, &out);  // (3e38 + 3e38) / 2 overflows in float
   EXPECT_EQ(s->stats().selection_failures, 1u);
   EXPECT_EQ(s->stats().rounds_completed, 1u);
   ASSERT_EQ(out.size(), 2u);
@@ -782,12 +777,8 @@ TEST(ServerShardTest, AsyncRepliesKeepEveryReplicaEqualToTheShard) {
       }
     };
     for (int step = 0; step < 600; ++step) {
-      std::vector<int> ready;
-      for (uint32_t w = 0; w < workers; ++w) {
-        if (!blocked[w]) ready.push_back(static_cast<int>(w));
-      }
-      ASSERT_FALSE(ready.empty()) << "deadlock";
-      const int w = ready[rng() % ready.size()];
+      const int w = RandomReadyWorker(blocked, rng);
+      ASSERT_GE(w, 0) << "deadlock";
       Outbox out;
       blocked[w] = true;
       if (step == 300) {
@@ -809,20 +800,15 @@ TEST(ServerShardTest, AsyncRepliesKeepEveryReplicaEqualToTheShard) {
 }
 
 TEST(ServerShardTest, SspHoldsWorkersAheadOfTheBound) {
-  ShardServerOptions o;
-  o.num_workers = 2;
-  o.consistency = Consistency::kSsp;
-  o.staleness = 1;
-  auto s = Make(o, std::vector<float>(4, 0.0f));
-  std::vector<uint32_t> idx = {0};
-  std::vector<float> val = {1.0f};
+  auto s = Make({.num_workers = 2, .consistency = Consistency::kSsp, .staleness = 1},
+                std::vector<float>(4, 0.0f));
   Outbox out;
-  s->OnPush(0, 0, idx, val, false, &out);  // clock 1 vs 0: lead 1 <= 1
+  PushOne(s.get(), 0, 0, 0, 1.0f, &out);  // clock 1 vs 0: lead 1 <= 1
   ASSERT_EQ(out.size(), 1u);
   out.clear();
-  s->OnPush(0, 1, idx, val, false, &out);  // clock 2 vs 0: held
+  PushOne(s.get(), 0, 1, 0, 1.0f, &out);  // clock 2 vs 0: held
   EXPECT_TRUE(out.empty());
-  s->OnPush(1, 0, idx, val, false, &out);  // worker 1 reaches clock 1: both released
+  PushOne(s.get(), 1, 0, 0, 1.0f, &out);  // worker 1 reaches clock 1: both released
   ASSERT_EQ(out.size(), 2u);
   std::set<int> got = {out[0].worker, out[1].worker};
   EXPECT_EQ(got, (std::set<int>{0, 1}));
@@ -831,7 +817,7 @@ TEST(ServerShardTest, SspHoldsWorkersAheadOfTheBound) {
   EXPECT_EQ(s->stats().released_replies, 3u);
   EXPECT_EQ(s->stats().staleness_sum, 2u);
   out.clear();
-  s->OnPush(0, 2, idx, val, false, &out);  // clock 3 vs 1: held until worker 1 dies
+  PushOne(s.get(), 0, 2, 0, 1.0f, &out);  // clock 3 vs 1: held until worker 1 dies
   EXPECT_TRUE(out.empty());
   s->OnWorkerDead(1, &out);
   ASSERT_EQ(out.size(), 1u);
@@ -851,12 +837,8 @@ TEST(ServerShardTest, RandomizedSspNeverExceedsItsBound) {
     std::vector<bool> blocked(workers, false);
     std::vector<float> one = {1.0f};
     for (int step = 0; step < 400; ++step) {
-      std::vector<int> ready;
-      for (uint32_t w = 0; w < workers; ++w) {
-        if (!blocked[w]) ready.push_back(static_cast<int>(w));
-      }
-      ASSERT_FALSE(ready.empty()) << "deadlock";
-      const int w = ready[rng() % ready.size()];
+      const int w = RandomReadyWorker(blocked, rng);
+      ASSERT_GE(w, 0) << "deadlock";
       std::vector<uint32_t> idx = {static_cast<uint32_t>(rng() % 16)};
       Outbox out;
       blocked[w] = true;
