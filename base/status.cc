@@ -3,38 +3,31 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/enum_names.h"
+
 namespace sieve {
 
+namespace {
+
+constexpr EnumName<StatusCode> kStatusCodeNames[] = {
+    {StatusCode::kOk, "OK"},
+    {StatusCode::kInvalidArgument, "INVALID_ARGUMENT"},
+    {StatusCode::kOutOfRange, "OUT_OF_RANGE"},
+    {StatusCode::kFailedPrecondition, "FAILED_PRECONDITION"},
+    {StatusCode::kNotFound, "NOT_FOUND"},
+    {StatusCode::kAlreadyExists, "ALREADY_EXISTS"},
+    {StatusCode::kUnavailable, "UNAVAILABLE"},
+    {StatusCode::kDeadlineExceeded, "DEADLINE_EXCEEDED"},
+    {StatusCode::kDataLoss, "DATA_LOSS"},
+    {StatusCode::kUnimplemented, "UNIMPLEMENTED"},
+    {StatusCode::kAborted, "ABORTED"},
+    {StatusCode::kInternal, "INTERNAL"},
+    {StatusCode::kNonFinite, "NON_FINITE"}};
+
+}  // namespace
+
 std::string_view StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case StatusCode::kOutOfRange:
-      return "OUT_OF_RANGE";
-    case StatusCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case StatusCode::kNotFound:
-      return "NOT_FOUND";
-    case StatusCode::kAlreadyExists:
-      return "ALREADY_EXISTS";
-    case StatusCode::kUnavailable:
-      return "UNAVAILABLE";
-    case StatusCode::kDeadlineExceeded:
-      return "DEADLINE_EXCEEDED";
-    case StatusCode::kDataLoss:
-      return "DATA_LOSS";
-    case StatusCode::kUnimplemented:
-      return "UNIMPLEMENTED";
-    case StatusCode::kAborted:
-      return "ABORTED";
-    case StatusCode::kInternal:
-      return "INTERNAL";
-    case StatusCode::kNonFinite:
-      return "NON_FINITE";
-  }
-  return "UNKNOWN";
+  return EnumNameOf(kStatusCodeNames, code, "UNKNOWN");
 }
 
 std::string Status::ToString() const {

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 
+#include "base/enum_names.h"
 #include "kernels/backend.h"
 #include "kernels/backend_functors.h"
 
@@ -234,17 +235,11 @@ SimdLevel BestSimdLevel() {
 }
 
 std::string_view SimdLevelName(SimdLevel level) {
-  switch (level) {
-    case SimdLevel::kScalar:
-      return "scalar";
-    case SimdLevel::kSse2:
-      return "sse2";
-    case SimdLevel::kAvx2:
-      return "avx2";
-    case SimdLevel::kAvx512:
-      return "avx512";
-  }
-  return "?";
+  static constexpr EnumName<SimdLevel> kNames[] = {{SimdLevel::kScalar, "scalar"},
+                                                   {SimdLevel::kSse2, "sse2"},
+                                                   {SimdLevel::kAvx2, "avx2"},
+                                                   {SimdLevel::kAvx512, "avx512"}};
+  return EnumNameOf(kNames, level, "?");
 }
 
 void ScanAbove(SimdLevel level, const float* x, size_t lo, size_t hi, int64_t key_thr,

@@ -333,9 +333,7 @@ void Node::Dispatch(Frames frames, std::string key) {
   // attributed, yet a peer that got the table first may already send: keep a copy to dispatch
   // again once the table is in. have_table_ only changes on this thread.
   Frames copy;
-  if (!HaveTableOnIoThread()) {
-    for (const auto& f : frames) copy.emplace_back(f.data(), f.size());
-  }
+  if (!HaveTableOnIoThread()) copy = CopyFrames(frames);
   Message msg;
   Status s;
   {

@@ -4,8 +4,10 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
+#include "base/enum_names.h"
 #include "proto/crc32c.h"
 #include "proto/error_code.h"
 #include "proto/job_identity.h"
@@ -206,24 +208,15 @@ void StampJob(Frames* frames, uint64_t job) {
   (*frames)[0] = std::move(stamped);
 }
 
-const char* ValueTypeName(ValueType t) {
-  switch (t) {
-    case ValueType::kFp32:
-      return "fp32";
-    case ValueType::kFp16:
-      return "fp16";
-    case ValueType::kBf16:
-      return "bf16";
-  }
-  return "unknown";
-}
+constexpr EnumName<ValueType> kValueTypeNames[] = {
+    {ValueType::kFp32, "fp32"}, {ValueType::kFp16, "fp16"}, {ValueType::kBf16, "bf16"}};
+
+const char* ValueTypeName(ValueType t) { return EnumNameOf(kValueTypeNames, t, "unknown").data(); }
 
 StatusOr<ValueType> ParseValueType(std::string_view name) {
-  if (name == "fp32") return ValueType::kFp32;
-  if (name == "fp16") return ValueType::kFp16;
-  if (name == "bf16") return ValueType::kBf16;
-  return InvalidArgumentError("value type must be fp32, fp16 or bf16, got '" + std::string(name) +
-                              "'");
+  if (std::optional<ValueType> t = EnumValueOf(kValueTypeNames, name)) return *t;
+  return InvalidArgumentError("value type must be " + EnumNameList(kValueTypeNames) + ", got '" +
+                              std::string(name) + "'");
 }
 
 std::shared_ptr<const EncodedIndices> EncodeIndexFrame(std::span<const uint32_t> indices) {
@@ -634,6 +627,13 @@ uint64_t FrameBytes(const Frames& frames) {
   uint64_t n = 0;
   for (const auto& f : frames) n += f.size();
   return n;
+}
+
+Frames CopyFrames(const Frames& frames) {
+  Frames copy;
+  copy.reserve(frames.size());
+  for (const auto& f : frames) copy.emplace_back(f.data(), f.size());
+  return copy;
 }
 
 }  // namespace sieve

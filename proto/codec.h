@@ -78,6 +78,10 @@ using Frames = std::vector<zmq::message_t>;
 // Bytes a message occupies in its frames (header and data), what the byte metrics count.
 uint64_t FrameBytes(const Frames& frames);
 
+// A deep copy of `frames` (each frame's bytes copied): what a caller keeps when it hands the
+// original on, or decodes the same message again (Decode consumes its frames).
+Frames CopyFrames(const Frames& frames);
+
 // The element type of a values frame: the kernels' ValuePrecision (one enum for both, so the
 // rounding the kernels do and the frame the codec writes cannot disagree).
 using ValueType = ValuePrecision;

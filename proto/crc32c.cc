@@ -3,6 +3,8 @@
 #include <array>
 #include <cstring>
 
+#include "base/enum_names.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define SIEVE_CRC32C_X86 1
@@ -299,15 +301,10 @@ Crc32cPath Crc32cBestPath() {
 }
 
 const char* Crc32cPathName(Crc32cPath path) {
-  switch (path) {
-    case Crc32cPath::kClmul:
-      return "vpclmulqdq";
-    case Crc32cPath::kSse42:
-      return "sse4.2";
-    case Crc32cPath::kPortable:
-      break;
-  }
-  return "portable";
+  static constexpr EnumName<Crc32cPath> kNames[] = {{Crc32cPath::kClmul, "vpclmulqdq"},
+                                                    {Crc32cPath::kSse42, "sse4.2"},
+                                                    {Crc32cPath::kPortable, "portable"}};
+  return EnumNameOf(kNames, path, "portable").data();
 }
 
 uint32_t Crc32cWith(Crc32cPath path, uint32_t crc, const void* data, size_t size) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/enum_names.h"
 #include "proto/stream_vbyte.h"
 
 namespace sieve {
@@ -153,15 +154,10 @@ IndexFault DecodeBitmap(std::span<const uint8_t> bytes, uint64_t count, uint64_t
 }  // namespace
 
 const char* IndexFormatName(IndexFormat format) {
-  switch (format) {
-    case IndexFormat::kRaw:
-      return "raw";
-    case IndexFormat::kDeltaVByte:
-      return "delta-vbyte";
-    case IndexFormat::kBitmap:
-      return "bitmap";
-  }
-  return "unknown";
+  static constexpr EnumName<IndexFormat> kNames[] = {{IndexFormat::kRaw, "raw"},
+                                                     {IndexFormat::kDeltaVByte, "delta-vbyte"},
+                                                     {IndexFormat::kBitmap, "bitmap"}};
+  return EnumNameOf(kNames, format, "unknown").data();
 }
 
 size_t DeltaVByteBytes(std::span<const uint32_t> indices) {

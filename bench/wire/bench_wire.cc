@@ -12,6 +12,7 @@
 // (v5, fp16 values; encode/decode of the rho = 0.01 push), for other tools to read.
 // Flags: --d=N (1e7) --repeats=N (7) --json=PATH.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -138,13 +139,6 @@ Frames Encode(const std::shared_ptr<Arrays>& a, ValueType vt, bool compact) {
   return std::move(frames).value();
 }
 
-// A deep copy (a received message owns its bytes).
-Frames Copy(const Frames& f) {
-  Frames out;
-  for (const auto& m : f) out.emplace_back(m.data(), m.size());
-  return out;
-}
-
 struct Row {
   std::string name;
   uint64_t pairs = 0;
@@ -177,7 +171,7 @@ Row Measure(const std::string& name, const std::shared_ptr<Arrays>& a, uint64_t 
     for (int i = 0; i < inner; ++i) sink += FrameBytes(Encode(a, vt, compact));
     const double e = CpuNs() - t0;
     std::vector<Frames> copies;
-    for (int i = 0; i < inner; ++i) copies.push_back(Copy(sample));
+    for (int i = 0; i < inner; ++i) copies.push_back(CopyFrames(sample));
     t0 = CpuNs();
     for (int i = 0; i < inner; ++i) {
       Message m;
@@ -196,11 +190,26 @@ Row Measure(const std::string& name, const std::shared_ptr<Arrays>& a, uint64_t 
   r.decode_ns = Median(dec);
   // The decoded message is the encoded one.
   Message m;
-  if (!Decode(Copy(sample), limits, &m).ok() ||
+  if (!Decode(CopyFrames(sample), limits, &m).ok() ||
       !std::equal(m.indices.begin(), m.indices.end(), a->indices.begin(), a->indices.end())) {
     Die(name + ": round trip differs");
   }
   return r;
+}
+
+// Measures the pairs `idx` with values of type `vt` as a v4 frame (raw indices) and as a v5 one
+// (compact indices); appends both rows, named "<what> v4|v5 <type>", to `rows`. Returns {v4, v5}.
+std::array<Row, 2> MeasureV4V5(const std::string& what, const std::vector<uint32_t>& idx,
+                               ValueType vt, const Args& args, std::mt19937_64& rng,
+                               std::vector<Row>* rows) {
+  const auto a = MakeArrays(idx, vt, rng);
+  std::array<Row, 2> out;
+  for (bool compact : {false, true}) {
+    const std::string name = what + (compact ? " v5 " : " v4 ") + ValueTypeName(vt);
+    out[compact ? 1 : 0] = Measure(name, a, args.d, vt, compact, args.repeats);
+    rows->push_back(out[compact ? 1 : 0]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -217,35 +226,26 @@ int main(int argc, char** argv) {
   for (int ri = 0; ri < 2; ++ri) {
     const double rho = rhos[ri];
     const auto idx = RandomIndices(args.d, static_cast<uint64_t>(rho * args.d), rng);
+    char what[64];
+    std::snprintf(what, sizeof(what), "push rho=%g", rho);
     for (ValueType vt : types) {
-      auto a = MakeArrays(idx, vt, rng);
-      for (bool compact : {false, true}) {
-        char name[96];
-        std::snprintf(name, sizeof(name), "push rho=%g %s %s", rho, compact ? "v5" : "v4",
-                      ValueTypeName(vt));
-        rows.push_back(Measure(name, a, args.d, vt, compact, args.repeats));
-        if (compact && vt == ValueType::kFp16) {
-          push_bpp[ri] = rows.back().bytes_per_pair;
-          if (ri == 1) {
-            enc = rows.back().encode_ns;
-            dec = rows.back().decode_ns;
-          }
+      const Row v5 = MeasureV4V5(what, idx, vt, args, rng, &rows)[1];
+      if (vt == ValueType::kFp16) {
+        push_bpp[ri] = v5.bytes_per_pair;
+        if (ri == 1) {
+          enc = v5.encode_ns;
+          dec = v5.decode_ns;
         }
       }
     }
   }
   for (int w : {4, 8, 16}) {
     const auto u = Union(args.d, static_cast<uint64_t>(0.01 * args.d), w, rng);
+    const std::string what = "reply W=" + std::to_string(w) + " rho=0.01";
     for (ValueType vt : {ValueType::kFp32, ValueType::kFp16}) {
-      auto a = MakeArrays(u, vt, rng);
-      for (bool compact : {false, true}) {
-        char name[96];
-        std::snprintf(name, sizeof(name), "reply W=%d rho=0.01 %s %s", w, compact ? "v5" : "v4",
-                      ValueTypeName(vt));
-        rows.push_back(Measure(name, a, args.d, vt, compact, args.repeats));
-        if (w == 8 && compact && vt == ValueType::kFp16) reply8 = rows.back().bytes_per_pair;
-        if (w == 8 && !compact && vt == ValueType::kFp32) reply8_v4 = rows.back().bytes_per_pair;
-      }
+      const auto [v4, v5] = MeasureV4V5(what, u, vt, args, rng, &rows);
+      if (w == 8 && vt == ValueType::kFp16) reply8 = v5.bytes_per_pair;
+      if (w == 8 && vt == ValueType::kFp32) reply8_v4 = v4.bytes_per_pair;
     }
   }
   std::printf("%-30s %10s %8s %9s %9s  %s\n", "row", "pairs", "B/pair", "enc ns/p", "dec ns/p",

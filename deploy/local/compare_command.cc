@@ -42,6 +42,8 @@ std::string FindPython() {
   return "python3";
 }
 
+}  // namespace
+
 int RunCompare(const std::vector<std::string>& args) {
   const std::string driver = FindDriver();
   if (driver.empty()) {
@@ -57,15 +59,6 @@ int RunCompare(const std::vector<std::string>& args) {
   execvp(argv[0], argv.data());
   std::fprintf(stderr, "sieve compare: cannot run %s: %s\n", python.c_str(), std::strerror(errno));
   return 1;
-}
-
-}  // namespace
-
-const Subcommand& CompareSubcommand() {
-  static const Subcommand kCompare = {
-      "compare", "run a grid of jobs from a YAML config; write CSV, Markdown and plots",
-      &RunCompare};
-  return kCompare;
 }
 
 }  // namespace sieve

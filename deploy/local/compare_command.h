@@ -9,11 +9,13 @@
 #ifndef SIEVE_DEPLOY_LOCAL_COMPARE_COMMAND_H_
 #define SIEVE_DEPLOY_LOCAL_COMPARE_COMMAND_H_
 
-#include "deploy/local/subcommand.h"
+#include <string>
+#include <vector>
 
 namespace sieve {
 
-const Subcommand& CompareSubcommand();
+// The subcommand: `args` are the words after "compare"; returns the exit status (subcommand.h).
+int RunCompare(const std::vector<std::string>& args);
 
 }  // namespace sieve
 

@@ -1,12 +1,13 @@
 #include "deploy/local/export_command.h"
 
-#include <charconv>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/parse_number.h"
+#include "deploy/local/subcommand.h"
 #include "deploy/local/weights_export.h"
 #include "kernels/model/model_layout.h"
 
@@ -53,29 +54,18 @@ struct Options {
   std::optional<WeightsFormat> format;
 };
 
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "sieve export: %s\n%s", message.c_str(), kUsage);
-  return 2;
-}
-
-std::optional<uint64_t> ParseUint(std::string_view text) {
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return v;
-}
+int Usage(const std::string& message) { return UsageError("export", message, kUsage); }
 
 // Parses args into *o; returns an exit code to end with, or nullopt to go on.
 std::optional<int> Parse(const std::vector<std::string>& args, Options* o) {
   for (const std::string& a : args) {
-    const size_t eq = a.find('=');
-    const std::string name = a.substr(0, eq);
+    const auto [name, flag_value] = SplitFlagWord(a);
     if (name == "--help" || name == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (eq == std::string::npos) return Usage("unknown or malformed argument '" + a + "'");
-    const std::string value = a.substr(eq + 1);
+    if (!flag_value) return Usage("unknown or malformed argument '" + a + "'");
+    const std::string& value = *flag_value;
     if (name == "--from" && !value.empty()) {
       o->from = value;
     } else if (name == "--out" && !value.empty()) {
@@ -83,7 +73,7 @@ std::optional<int> Parse(const std::vector<std::string>& args, Options* o) {
     } else if (name == "--model") {
       o->model = value;
     } else if (name == "--num_params") {
-      o->num_params = ParseUint(value);
+      o->num_params = ParseNumber<uint64_t>(value);
       if (!o->num_params || *o->num_params == 0) {
         return Usage("--num_params takes a positive integer, got '" + value + "'");
       }
@@ -93,7 +83,7 @@ std::optional<int> Parse(const std::vector<std::string>& args, Options* o) {
       }
       o->consistency = value;
     } else if (name == "--seed") {
-      const std::optional<uint64_t> seed = ParseUint(value);
+      const std::optional<uint64_t> seed = ParseNumber<uint64_t>(value);
       if (!seed) return Usage("--seed takes an unsigned integer, got '" + value + "'");
       o->seed = *seed;
     } else if (name == "--source") {
@@ -160,6 +150,8 @@ std::string What(const ExportedWeights& w) {
   return what;
 }
 
+}  // namespace
+
 int RunExport(const std::vector<std::string>& args) {
   Options o;
   if (std::optional<int> code = Parse(args, &o)) return *code;
@@ -187,15 +179,6 @@ int RunExport(const std::vector<std::string>& args) {
               static_cast<unsigned long long>(w->weights.size()), What(*w).c_str(), w->num_shards,
               w->num_shards == 1 ? "" : "s", o.from.c_str());
   return 0;
-}
-
-}  // namespace
-
-const Subcommand& ExportSubcommand() {
-  static const Subcommand kExport = {
-      "export", "write a job's trained weights (its servers' shards or checkpoints) to one file",
-      &RunExport};
-  return kExport;
 }
 
 }  // namespace sieve

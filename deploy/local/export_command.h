@@ -12,11 +12,13 @@
 #ifndef SIEVE_DEPLOY_LOCAL_EXPORT_COMMAND_H_
 #define SIEVE_DEPLOY_LOCAL_EXPORT_COMMAND_H_
 
-#include "deploy/local/subcommand.h"
+#include <string>
+#include <vector>
 
 namespace sieve {
 
-const Subcommand& ExportSubcommand();
+// The subcommand: `args` are the words after "export"; returns the exit status (subcommand.h).
+int RunExport(const std::vector<std::string>& args);
 
 }  // namespace sieve
 

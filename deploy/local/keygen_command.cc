@@ -40,7 +40,9 @@ bool ParseCount(const std::string& arg, const std::string& name, int* value) {
   return true;
 }
 
-int Run(const std::vector<std::string>& args) {
+}  // namespace
+
+int RunKeygen(const std::vector<std::string>& args) {
   std::string out;
   int servers = 0, workers = 0;
   bool force = false;
@@ -112,13 +114,6 @@ int Run(const std::vector<std::string>& args) {
   for (const std::string& n : *written) names += (names.empty() ? "" : ",") + n;
   std::printf("sieve keygen: wrote %s/{%s}\n", out.c_str(), names.c_str());
   return 0;
-}
-
-}  // namespace
-
-const Subcommand& KeygenSubcommand() {
-  static const Subcommand kCommand{"keygen", "write CurveZMQ keys for --curve_dir", &Run};
-  return kCommand;
 }
 
 }  // namespace sieve

@@ -9,11 +9,13 @@
 #ifndef SIEVE_DEPLOY_LOCAL_KEYGEN_COMMAND_H_
 #define SIEVE_DEPLOY_LOCAL_KEYGEN_COMMAND_H_
 
-#include "deploy/local/subcommand.h"
+#include <string>
+#include <vector>
 
 namespace sieve {
 
-const Subcommand& KeygenSubcommand();
+// The subcommand: `args` are the words after "keygen"; returns the exit status (subcommand.h).
+int RunKeygen(const std::vector<std::string>& args);
 
 }  // namespace sieve
 

@@ -6,7 +6,6 @@
 #include "deploy/local/launcher.h"
 
 namespace sieve {
-namespace {
 
 int RunLaunch(const std::vector<std::string>& args) {
   auto options = ParseLaunchArgs(args);
@@ -21,14 +20,6 @@ int RunLaunch(const std::vector<std::string>& args) {
   }
   std::fflush(stdout);
   return Launch(*options);
-}
-
-}  // namespace
-
-const Subcommand& LaunchSubcommand() {
-  static const Subcommand kLaunch = {
-      "launch", "start scheduler, servers and workers as local processes", &RunLaunch};
-  return kLaunch;
 }
 
 }  // namespace sieve

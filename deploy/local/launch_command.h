@@ -3,11 +3,13 @@
 #ifndef SIEVE_DEPLOY_LOCAL_LAUNCH_COMMAND_H_
 #define SIEVE_DEPLOY_LOCAL_LAUNCH_COMMAND_H_
 
-#include "deploy/local/subcommand.h"
+#include <string>
+#include <vector>
 
 namespace sieve {
 
-const Subcommand& LaunchSubcommand();
+// The subcommand: `args` are the words after "launch"; returns the exit status (subcommand.h).
+int RunLaunch(const std::vector<std::string>& args);
 
 }  // namespace sieve
 

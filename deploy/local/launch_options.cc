@@ -1,9 +1,11 @@
 #include "deploy/local/launch_options.h"
 
-#include <charconv>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string_view>
+
+#include "base/parse_number.h"
 
 namespace sieve {
 
@@ -81,13 +83,12 @@ usage error, e.g. a bad flag value); 130/143 when interrupted by SIGINT/SIGTERM.
 namespace {
 
 Status ParseInt(const std::string& name, std::string_view text, long min, long max, long* out) {
-  long value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+  const std::optional<long> value = ParseNumber<long>(text);
+  if (!value || *value < min || *value > max) {
     return InvalidArgumentError("--" + name + " must be an integer in [" + std::to_string(min) +
                                 ", " + std::to_string(max) + "], got '" + std::string(text) + "'");
   }
-  *out = value;
+  *out = *value;
   return Status::Ok();
 }
 

@@ -4,16 +4,17 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/parse_number.h"
 #include "deploy/local/daemon_locator.h"
 #include "deploy/local/flag_routing.h"
 #include "net/curve.h"
@@ -82,13 +83,12 @@ std::vector<std::string> NodeKeyFiles(const std::string& dir, const std::string&
 
 // A non-negative integer flag value, or a usage error naming the flag.
 StatusOr<int> IntFlag(const PassThroughFlag& f, int max) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(f.value.data(), f.value.data() + f.value.size(), value);
-  if (ec != std::errc() || end != f.value.data() + f.value.size() || value < 0 || value > max) {
+  const std::optional<int> value = ParseNumber<int>(f.value);
+  if (!value || *value < 0 || *value > max) {
     return InvalidArgumentError("--" + f.name + " must be an integer in [0, " +
                                 std::to_string(max) + "], got '" + f.value + "'");
   }
-  return value;
+  return *value;
 }
 
 // The worker flags a --worker_cmd gets (SIEVE_WORKER_FLAGS) of those routed to workers: asks the

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/parse_number.h"
 #include "deploy/local/child_process.h"
 #include "deploy/local/job_progress.h"
 #include "deploy/local/job_result.h"
@@ -86,12 +86,8 @@ std::optional<int> PortFromFile(const std::string& path) {
   }
   size_t colon = address.rfind(':');
   if (colon == std::string_view::npos) return std::nullopt;
-  std::string_view digits = address.substr(colon + 1);
-  int port = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  if (ec != std::errc() || end != digits.data() + digits.size() || port <= 0 || port > 65535) {
-    return std::nullopt;
-  }
+  const std::optional<int> port = ParseNumber<int>(address.substr(colon + 1));
+  if (!port || *port <= 0 || *port > 65535) return std::nullopt;
   return port;
 }
 

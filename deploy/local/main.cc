@@ -15,15 +15,23 @@
 
 namespace {
 
-std::vector<const sieve::Subcommand*> AllSubcommands() {
-  return {&sieve::LaunchSubcommand(), &sieve::CompareSubcommand(), &sieve::KeygenSubcommand(),
-          &sieve::StatusSubcommand(), &sieve::TraceSubcommand(),   &sieve::ExportSubcommand()};
-}
+// In the order `sieve --help` lists them.
+constexpr sieve::Subcommand kSubcommands[] = {
+    {"launch", "start scheduler, servers and workers as local processes", &sieve::RunLaunch},
+    {"compare", "run a grid of jobs from a YAML config; write CSV, Markdown and plots",
+     &sieve::RunCompare},
+    {"keygen", "write CurveZMQ keys for --curve_dir", &sieve::RunKeygen},
+    {"status", "show a running or ended job's status (phase, progress, every node's state)",
+     &sieve::RunStatus},
+    {"trace", "merge the daemons' --trace_out timelines into one", &sieve::RunTrace},
+    {"export", "write a job's trained weights (its servers' shards or checkpoints) to one file",
+     &sieve::RunExport},
+};
 
 void PrintUsage(FILE* out) {
   std::fputs("usage: sieve <subcommand> [flags...]\n\nsubcommands:\n", out);
-  for (const sieve::Subcommand* s : AllSubcommands()) {
-    std::fprintf(out, "  %-10s %s\n", s->name, s->summary);
+  for (const sieve::Subcommand& s : kSubcommands) {
+    std::fprintf(out, "  %-10s %s\n", s.name, s.summary);
   }
   std::fputs(
       "\nsieve <subcommand> --help prints the subcommand's flags; sieve --version the version.\n"
@@ -47,11 +55,11 @@ int main(int argc, char** argv) {
     std::printf("sieve %s\n", sieve::kVersion);
     return 0;
   }
-  for (const sieve::Subcommand* s : AllSubcommands()) {
-    if (first == s->name) return s->run(std::vector<std::string>(argv + 2, argv + argc));
+  for (const sieve::Subcommand& s : kSubcommands) {
+    if (first == s.name) return s.run(std::vector<std::string>(argv + 2, argv + argc));
   }
   std::string names;
-  for (const sieve::Subcommand* s : AllSubcommands()) names += std::string(" ") + s->name;
+  for (const sieve::Subcommand& s : kSubcommands) names += std::string(" ") + s.name;
   std::fprintf(stderr, "sieve: unknown subcommand '%s'; available:%s\n", first.c_str(),
                names.c_str());
   return 2;

@@ -3,7 +3,6 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -14,9 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/parse_number.h"
 #include "deploy/local/http_get.h"
 #include "deploy/local/status_query.h"
 #include "deploy/local/status_screen.h"
+#include "deploy/local/subcommand.h"
 #include "proto/job_identity.h"
 #include "proto/job_status_text.h"
 
@@ -60,25 +61,12 @@ struct Options {
   std::chrono::milliseconds timeout{5000};
 };
 
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "sieve status: %s\n%s", message.c_str(), kUsage);
-  return 2;
-}
-
-std::optional<double> ParseNumber(std::string_view text) {
-  double v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return v;
-}
+int Usage(const std::string& message) { return UsageError("status", message, kUsage); }
 
 // Parses args into *o; returns an exit code to end with, or nullopt to go on.
 std::optional<int> Parse(const std::vector<std::string>& args, Options* o) {
   for (const std::string& a : args) {
-    const size_t eq = a.find('=');
-    const std::string name = a.substr(0, eq);
-    const std::optional<std::string> value =
-        eq == std::string::npos ? std::nullopt : std::optional<std::string>(a.substr(eq + 1));
+    const auto [name, value] = SplitFlagWord(a);
     if (name == "--help" || name == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -95,12 +83,12 @@ std::optional<int> Parse(const std::vector<std::string>& args, Options* o) {
     } else if (name == "--json" && !value) {
       o->json = true;
     } else if (name == "--watch") {
-      o->watch = value ? ParseNumber(*value) : std::optional<double>(1.0);
+      o->watch = value ? ParseNumber<double>(*value) : std::optional<double>(1.0);
       if (!o->watch || !(*o->watch >= 0.1 && *o->watch <= 3600)) {
         return Usage("--watch takes seconds in [0.1, 3600], got '" + value.value_or("") + "'");
       }
     } else if (name == "--timeout_ms" && value) {
-      std::optional<double> ms = ParseNumber(*value);
+      std::optional<double> ms = ParseNumber<double>(*value);
       if (!ms || !(*ms >= 1 && *ms <= 600000)) {
         return Usage("--timeout_ms takes milliseconds in [1, 600000], got '" + *value + "'");
       }
@@ -175,6 +163,8 @@ bool Ended(const pb::JobStatus& st) {
   return st.phase() == pb::JOB_FINISHED || st.phase() == pb::JOB_FAILED;
 }
 
+}  // namespace
+
 int RunStatus(const std::vector<std::string>& args) {
   Options o;
   if (std::optional<int> code = Parse(args, &o)) return *code;
@@ -203,15 +193,6 @@ int RunStatus(const std::vector<std::string>& args) {
     if (Ended(*last)) return last->phase() == pb::JOB_FINISHED ? 0 : 1;
     std::this_thread::sleep_for(std::chrono::duration<double>(*o.watch));
   }
-}
-
-}  // namespace
-
-const Subcommand& StatusSubcommand() {
-  static const Subcommand kStatus = {
-      "status", "show a running or ended job's status (phase, progress, every node's state)",
-      &RunStatus};
-  return kStatus;
 }
 
 }  // namespace sieve

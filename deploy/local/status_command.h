@@ -15,11 +15,13 @@
 #ifndef SIEVE_DEPLOY_LOCAL_STATUS_COMMAND_H_
 #define SIEVE_DEPLOY_LOCAL_STATUS_COMMAND_H_
 
-#include "deploy/local/subcommand.h"
+#include <string>
+#include <vector>
 
 namespace sieve {
 
-const Subcommand& StatusSubcommand();
+// The subcommand: `args` are the words after "status"; returns the exit status (subcommand.h).
+int RunStatus(const std::vector<std::string>& args);
 
 }  // namespace sieve
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "deploy/local/subcommand.h"
 #include "trace/trace_merge.h"
 
 namespace sieve {
@@ -20,10 +21,7 @@ constexpr char kUsage[] =
     "  to read it.\n"
     "  Exit status: 0 merged, 1 failed (a malformed or truncated file is named), 2 usage error.\n";
 
-int Usage(const std::string& problem) {
-  std::fprintf(stderr, "sieve trace: %s\n%s", problem.c_str(), kUsage);
-  return 2;
-}
+int Usage(const std::string& problem) { return UsageError("trace", problem, kUsage); }
 
 int Merge(const std::vector<std::string>& args) {
   std::string dir, out;
@@ -61,7 +59,9 @@ int Merge(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Run(const std::vector<std::string>& args) {
+}  // namespace
+
+int RunTrace(const std::vector<std::string>& args) {
   for (const std::string& a : args) {
     if (a == "--help" || a == "-h" || a == "-help") {
       std::fputs(kUsage, stdout);
@@ -71,14 +71,6 @@ int Run(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("missing the action (merge)");
   if (args[0] != "merge") return Usage("unknown action '" + args[0] + "' (the action is merge)");
   return Merge(std::vector<std::string>(args.begin() + 1, args.end()));
-}
-
-}  // namespace
-
-const Subcommand& TraceSubcommand() {
-  static const Subcommand kCommand{"trace", "merge the daemons' --trace_out timelines into one",
-                                   &Run};
-  return kCommand;
 }
 
 }  // namespace sieve

@@ -10,11 +10,13 @@
 #ifndef SIEVE_DEPLOY_LOCAL_TRACE_COMMAND_H_
 #define SIEVE_DEPLOY_LOCAL_TRACE_COMMAND_H_
 
-#include "deploy/local/subcommand.h"
+#include <string>
+#include <vector>
 
 namespace sieve {
 
-const Subcommand& TraceSubcommand();
+// The subcommand: `args` are the words after "trace"; returns the exit status (subcommand.h).
+int RunTrace(const std::vector<std::string>& args);
 
 }  // namespace sieve
 

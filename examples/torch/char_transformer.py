@@ -57,14 +57,13 @@ class CharTransformer(torch.nn.Module):
         return self.out(self.norm(h))
 
 
-class CharTransformerWorkload(common.Workload):
+class CharTransformerWorkload(common.KjvWorkload):
     name = "char_transformer"
     defaults = {"epochs": 100, "max_steps": 2000, "batch_size": 32, "lr": 1e-3,
                 "lr_warmup_steps": 100, "weight_decay": 0.1}
 
     def add_flags(self, parser):
-        parser.add_argument("--corpus", default=common.KJV_DATA,
-                            help="bible-kjv-text's data file")
+        super().add_flags(parser)
         parser.add_argument("--width", type=int, default=128, help="model width d")
         parser.add_argument("--layers", type=int, default=4, help="transformer layers")
         parser.add_argument("--heads", type=int, default=4, help="attention heads")
@@ -74,9 +73,6 @@ class CharTransformerWorkload(common.Workload):
                             help="sieve: the embedding, the positions and every 1-D tensor "
                                  "synchronized dense (param_groups' sieve_density=1.0), the "
                                  "--compressor on the other matrices only")
-
-    def check_data(self, args):
-        common.check_kjv(args.corpus)
 
     def setup(self, args, rank, world):
         splits = common.kjv_split(args.corpus)

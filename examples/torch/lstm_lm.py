@@ -51,21 +51,17 @@ class LstmLm(torch.nn.Module):
         return self.out(self.drop(h)), state
 
 
-class LstmLmWorkload(common.Workload):
+class LstmLmWorkload(common.KjvWorkload):
     name = "lstm_lm"
     defaults = {"epochs": 6, "batch_size": 20, "lr": 2.0, "weight_decay": 0.0}
 
     def add_flags(self, parser):
-        parser.add_argument("--corpus", default=common.KJV_DATA,
-                            help="bible-kjv-text's data file")
+        super().add_flags(parser)
         parser.add_argument("--width", type=int, default=200, help="embedding = hidden size")
         parser.add_argument("--vocab", type=int, default=10000, help="vocabulary size")
         parser.add_argument("--bptt", type=int, default=35, help="tokens per step")
         parser.add_argument("--dropout", type=float, default=0.2, help="dropout probability")
         parser.add_argument("--clip", type=float, default=0.25, help="gradient norm (0: none)")
-
-    def check_data(self, args):
-        common.check_kjv(args.corpus)
 
     def setup(self, args, rank, world):
         splits = common.kjv_split(args.corpus)

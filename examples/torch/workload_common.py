@@ -408,6 +408,17 @@ class ImageClassification(Workload):
         return {"test_acc": correct / max(n, 1)}
 
 
+class KjvWorkload(Workload):
+    """A language model on the King James Bible: the --corpus flag and its check (the split and
+    the tokens are the subclass's)."""
+
+    def add_flags(self, parser):
+        parser.add_argument("--corpus", default=KJV_DATA, help="bible-kjv-text's data file")
+
+    def check_data(self, args):
+        check_kjv(args.corpus)
+
+
 def args_seed(seed, epoch, rank):
     """The seed of rank `rank`'s data order in `epoch`."""
     return (seed * 1000003 + epoch * 1009 + rank) % (2 ** 63)

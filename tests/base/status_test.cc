@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
 
 namespace sieve {
 namespace {
@@ -27,6 +29,18 @@ Status AssignToExisting(int v, int* out) {
   SIEVE_ASSIGN_OR_RETURN(auto again, MakeBox(*box * 2));  // two uses in one scope
   *out = *again;
   return Status::Ok();
+}
+
+// Every code has its own name (a code added to the enum needs one in StatusCodeName's table).
+TEST(StatusTest, EveryCodeHasADistinctName) {
+  std::set<std::string_view> names;
+  for (int c = 0; c <= static_cast<int>(StatusCode::kNonFinite); ++c) {
+    const std::string_view name = StatusCodeName(static_cast<StatusCode>(c));
+    EXPECT_NE(name, "UNKNOWN") << c;
+    EXPECT_TRUE(names.insert(name).second) << name;
+  }
+  EXPECT_EQ(StatusCodeName(StatusCode::kDataLoss), "DATA_LOSS");
+  EXPECT_EQ(StatusCodeName(static_cast<StatusCode>(99)), "UNKNOWN");
 }
 
 TEST(StatusOrTest, BuiltFromAnOkStatusIsAnInternalError) {

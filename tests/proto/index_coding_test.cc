@@ -153,12 +153,6 @@ Frames CompactMessage(const std::vector<uint32_t>& set, ValueType vt, std::mt199
   return std::move(frames).value();
 }
 
-Frames Copy(const Frames& f) {
-  Frames out;
-  for (const auto& m : f) out.emplace_back(m.data(), m.size());
-  return out;
-}
-
 TEST(IndexCodingTest, MessagesRoundTripForEveryValueType) {
   std::mt19937_64 rng(3);
   const std::vector<uint64_t> lengths = {kLen};
@@ -199,27 +193,27 @@ TEST(IndexCodingTest, EveryTruncationAndBitFlipIsRefused) {
       const Frames valid = CompactMessage(set, vt, rng);
       for (size_t f = 1; f < valid.size(); ++f) {
         for (size_t cut = 0; cut < valid[f].size(); ++cut) {
-          Frames t = Copy(valid);
+          Frames t = CopyFrames(valid);
           t[f] = zmq::message_t(valid[f].data(), cut);
           for (bool verify : {true, false}) {
             Message m;
-            EXPECT_FALSE(Decode(Copy(t), {lengths, verify}, &m).ok())
+            EXPECT_FALSE(Decode(CopyFrames(t), {lengths, verify}, &m).ok())
                 << "frame " << f << " cut to " << cut;
             ++checked;
           }
         }
         for (size_t bit = 0; bit < valid[f].size() * 8; ++bit) {
-          Frames t = Copy(valid);
+          Frames t = CopyFrames(valid);
           static_cast<uint8_t*>(t[f].data())[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
           Message m;
-          const Status s = Decode(Copy(t), {lengths, true}, &m);
+          const Status s = Decode(CopyFrames(t), {lengths, true}, &m);
           const pb::ErrorCode code = WireCodeOf(s);
           EXPECT_FALSE(s.ok()) << "frame " << f << " bit " << bit;
           EXPECT_EQ(code, pb::ERROR_CHECKSUM);
           ++checked;
           if (f != 1) continue;
           Message unverified;
-          if (Decode(Copy(t), {lengths, false}, &unverified).ok()) {
+          if (Decode(CopyFrames(t), {lengths, false}, &unverified).ok()) {
             std::vector<uint32_t> reference;
             const std::string bytes(static_cast<const char*>(t[1].data()), t[1].size());
             ASSERT_TRUE(testing::ReferenceDecodeIndices(unverified.index_format, bytes,

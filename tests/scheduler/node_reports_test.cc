@@ -97,6 +97,60 @@ class NodeReportsRefusalTest : public ::testing::Test {
   pb::ServerReport server_;
 };
 
+// A bad worker report: GoodWorker() as the next round (11) of the same process, with one change.
+struct BadWorkerCase {
+  const char* name;
+  void (*spoil)(pb::WorkerReport* r);
+};
+
+const BadWorkerCase kBadWorkerCases[] = {
+    {"NegativeLoss", [](pb::WorkerReport* r) { r->set_loss(-0.25f); }},
+    {"NanLoss", [](pb::WorkerReport* r) { r->set_loss(std::numeric_limits<float>::quiet_NaN()); }},
+    {"InfiniteLoss",
+     [](pb::WorkerReport* r) { r->set_loss(std::numeric_limits<float>::infinity()); }},
+    {"AccuracyAboveOne", [](pb::WorkerReport* r) { r->set_test_accuracy(1.5f); }},
+    {"NegativeAccuracy", [](pb::WorkerReport* r) { r->set_test_accuracy(-0.1f); }},
+    {"NegativeStraggleTime", [](pb::WorkerReport* r) { r->set_straggle_seconds(-1.0f); }},
+    {"RoundBeyondItsTotal", [](pb::WorkerReport* r) { r->set_round(101); }},  // total 100
+    // The process reported 10 before.
+    {"RoundGoingBackWithinOneProcess", [](pb::WorkerReport* r) { r->set_round(9); }},
+    {"RoundJumpingMoreThanTheMaxStep",
+     [](pb::WorkerReport* r) {
+       r->set_total_rounds(0);  // unknown total: only the step bounds the round
+       r->set_round(10 + NodeReports::kMaxRoundStep + 1);
+     }},
+    {"BytesPushedGoingBack", [](pb::WorkerReport* r) { r->set_bytes_pushed(999); }},
+    {"BytesPulledGoingBack", [](pb::WorkerReport* r) { r->set_bytes_pulled(1999); }},
+    {"MissCountersGoingBack", [](pb::WorkerReport* r) { r->set_missed_slices(1); }},
+    {"EpochBeyondItsEpochs", [](pb::WorkerReport* r) { r->set_epoch(5); }},  // of 4
+    {"SeventeenMetrics",
+     [](pb::WorkerReport* r) {
+       r->clear_metrics();
+       for (int i = 0; i < 17; ++i) (*r->mutable_metrics())[MetricName(i)] = i;
+     }},
+    {"MetricNameWithASpace",
+     [](pb::WorkerReport* r) { (*r->mutable_metrics())["bad name"] = 1.0; }},
+    {"EmptyMetricName", [](pb::WorkerReport* r) { (*r->mutable_metrics())[""] = 1.0; }},
+    {"MetricNameOf65Characters",
+     [](pb::WorkerReport* r) { (*r->mutable_metrics())[std::string(65, 'a')] = 1.0; }},
+    {"NanMetric", [](pb::WorkerReport* r) { (*r->mutable_metrics())["acc"] = std::nan(""); }},
+};
+
+class NodeReportsBadWorkerTest : public NodeReportsRefusalTest,
+                                 public ::testing::WithParamInterface<BadWorkerCase> {};
+
+TEST_P(NodeReportsBadWorkerTest, IsRefused) {
+  pb::WorkerReport r = GoodWorker();
+  r.set_round(11);
+  GetParam().spoil(&r);
+  ExpectWorkerRefused(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Reports, NodeReportsBadWorkerTest, ::testing::ValuesIn(kBadWorkerCases),
+                         [](const ::testing::TestParamInfo<BadWorkerCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
 TEST_F(NodeReportsRefusalTest, WorkerPartFromAServerIsRefused) {
   pb::WorkerReport r = GoodWorker();
   r.set_round(20);
@@ -117,67 +171,6 @@ TEST_F(NodeReportsRefusalTest, ServerPartFromAWorkerIsRefused) {
   ExpectUnchanged();
 }
 
-TEST_F(NodeReportsRefusalTest, NegativeLossIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_loss(-0.25f);
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, NanLossIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_loss(std::numeric_limits<float>::quiet_NaN());
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, InfiniteLossIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_loss(std::numeric_limits<float>::infinity());
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, AccuracyAboveOneIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_test_accuracy(1.5f);
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, NegativeAccuracyIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_test_accuracy(-0.1f);
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, NegativeStraggleTimeIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_straggle_seconds(-1.0f);
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, RoundBeyondItsTotalIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(101);  // total 100
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, RoundGoingBackWithinOneProcessIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(9);  // the process reported 10 before
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, RoundJumpingMoreThanTheMaxStepIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_total_rounds(0);  // unknown total: only the step bounds the round
-  r.set_round(10 + NodeReports::kMaxRoundStep + 1);
-  ExpectWorkerRefused(r);
-}
-
 TEST_F(NodeReportsRefusalTest, RoundJumpingExactlyTheMaxStepIsAccepted) {
   pb::WorkerReport r = GoodWorker();
   r.set_total_rounds(0);
@@ -186,27 +179,6 @@ TEST_F(NodeReportsRefusalTest, RoundJumpingExactlyTheMaxStepIsAccepted) {
   EXPECT_EQ(reports_.refused(), 0u);
   ASSERT_NE(reports_.Worker(kWorkerId), nullptr);
   EXPECT_EQ(reports_.Worker(kWorkerId)->round(), 10 + NodeReports::kMaxRoundStep);
-}
-
-TEST_F(NodeReportsRefusalTest, BytesPushedGoingBackIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_bytes_pushed(999);
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, BytesPulledGoingBackIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_bytes_pulled(1999);
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, MissCountersGoingBackAreRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_missed_slices(1);
-  ExpectWorkerRefused(r);
 }
 
 TEST_F(NodeReportsRefusalTest, ServerCounterGoingBackIsRefused) {
@@ -219,21 +191,6 @@ TEST_F(NodeReportsRefusalTest, ServerCounterGoingBackIsRefused) {
   ExpectUnchanged();
 }
 
-TEST_F(NodeReportsRefusalTest, EpochBeyondItsEpochsIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.set_epoch(5);  // of 4
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, SeventeenMetricsAreRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  r.clear_metrics();
-  for (int i = 0; i < 17; ++i) (*r.mutable_metrics())[MetricName(i)] = i;
-  ExpectWorkerRefused(r);
-}
-
 TEST_F(NodeReportsRefusalTest, SixteenMetricsAreAccepted) {
   pb::WorkerReport r = GoodWorker();
   r.set_round(11);
@@ -243,27 +200,6 @@ TEST_F(NodeReportsRefusalTest, SixteenMetricsAreAccepted) {
   EXPECT_EQ(reports_.refused(), 0u);
 }
 
-TEST_F(NodeReportsRefusalTest, MetricNameWithASpaceIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  (*r.mutable_metrics())["bad name"] = 1.0;
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, EmptyMetricNameIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  (*r.mutable_metrics())[""] = 1.0;
-  ExpectWorkerRefused(r);
-}
-
-TEST_F(NodeReportsRefusalTest, MetricNameOf65CharactersIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  (*r.mutable_metrics())[std::string(65, 'a')] = 1.0;
-  ExpectWorkerRefused(r);
-}
-
 TEST_F(NodeReportsRefusalTest, MetricNamesOfEveryAllowedCharacterAreAccepted) {
   pb::WorkerReport r = GoodWorker();
   r.set_round(11);
@@ -271,13 +207,6 @@ TEST_F(NodeReportsRefusalTest, MetricNamesOfEveryAllowedCharacterAreAccepted) {
   (*r.mutable_metrics())["Az09_.-"] = 2.0;
   EXPECT_TRUE(reports_.Accept(kWorkerId, pb::ROLE_WORKER, kInstance, WorkerHb(r), kT0).ok());
   EXPECT_EQ(reports_.refused(), 0u);
-}
-
-TEST_F(NodeReportsRefusalTest, NanMetricIsRefused) {
-  pb::WorkerReport r = GoodWorker();
-  r.set_round(11);
-  (*r.mutable_metrics())["acc"] = std::nan("");
-  ExpectWorkerRefused(r);
 }
 
 TEST_F(NodeReportsRefusalTest, RefusalsAreCountedOneEach) {

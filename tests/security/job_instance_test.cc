@@ -41,12 +41,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-Frames Copy(const Frames& frames) {
-  Frames copy;
-  for (const auto& f : frames) copy.emplace_back(f.data(), f.size());
-  return copy;
-}
-
 // What a recording transport saw: the wire bytes of every message sent and received.
 struct Recording {
   std::mutex mu;
@@ -63,7 +57,7 @@ class RecordingTransport final : public testing::ForwardingTransport {
     auto got = inner().Recv(frames, timeout);
     if (got.ok() && *got) {
       std::lock_guard<std::mutex> lock(rec_->mu);
-      rec_->received.push_back(Copy(*frames));
+      rec_->received.push_back(CopyFrames(*frames));
     }
     return got;
   }
@@ -74,7 +68,7 @@ class RecordingTransport final : public testing::ForwardingTransport {
 
  private:
   void OnSend(const Frames& frames) override {
-    Frames copy = Copy(frames);
+    Frames copy = CopyFrames(frames);
     StampJob(&copy, job_.load());
     std::lock_guard<std::mutex> lock(rec_->mu);
     rec_->sent.push_back(std::move(copy));
@@ -89,7 +83,7 @@ Frames First(const std::vector<Frames>& messages, pb::MsgType type) {
     pb::Header h;
     if (!m.empty() && h.ParseFromArray(m[0].data(), static_cast<int>(m[0].size())) &&
         h.type() == type) {
-      return Copy(m);
+      return CopyFrames(m);
     }
   }
   return {};
@@ -130,7 +124,7 @@ testing::KeyValues RunJob(const std::string& token, const std::vector<Frames>* r
     to_scheduler.set(zmq::sockopt::linger, 0);
     to_scheduler.connect("tcp://" + c.address());
     while (!stop) {
-      Frames copy = Copy(*replayed_register);
+      Frames copy = CopyFrames(*replayed_register);
       if (to_scheduler.send(copy[0], zmq::send_flags::dontwait)) registers_sent++;
       std::this_thread::sleep_for(milliseconds(20));
     }
@@ -152,7 +146,7 @@ testing::KeyValues RunJob(const std::string& token, const std::vector<Frames>* r
     while (!stop) {
       for (const Frames& m : *replay) {
         for (zmq::socket_t* s : {&to_server, &to_worker}) {
-          Frames copy = Copy(m);
+          Frames copy = CopyFrames(m);
           for (size_t i = 0; i < copy.size(); ++i) {
             (void)s->send(copy[i], i + 1 < copy.size()
                                        ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
@@ -225,7 +219,7 @@ TEST(JobInstanceTest, OneJobsRecordedPushAndShutdownAreForeignInTheNext) {
       pb::Header h;
       if (h.ParseFromArray(m[0].data(), static_cast<int>(m[0].size())) &&
           h.type() == pb::MSG_PUSH) {
-        replay.push_back(Copy(m));
+        replay.push_back(CopyFrames(m));
       }
     }
     // The REGISTER job 1's scheduler admitted: the last one sent, with its challenge and proof.
@@ -233,7 +227,7 @@ TEST(JobInstanceTest, OneJobsRecordedPushAndShutdownAreForeignInTheNext) {
       pb::Header h;
       if (h.ParseFromArray(m[0].data(), static_cast<int>(m[0].size())) &&
           h.type() == pb::MSG_REGISTER && h.register_().proof() != 0) {
-        admitted_register = Copy(m);
+        admitted_register = CopyFrames(m);
       }
     }
     ASSERT_FALSE(admitted_register.empty()) << "job 1's proven REGISTER was not recorded";

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "net/transport.h"
 #include "proto/codec.h"
 #include "proto/job_identity.h"
@@ -232,19 +233,15 @@ TEST_P(JobTokenEarlyTest, RegistrationBeforeTheStartIsIgnored) {
   EXPECT_FALSE(*r) << "the scheduler answered a stranger";
 }
 
+constexpr EnumName<EarlyAttack> kEarlyAttackNames[] = {{EarlyAttack::kSquatRanks, "SquatRanks"},
+                                                       {EarlyAttack::kFakeWorkers, "FakeWorkers"},
+                                                       {EarlyAttack::kOtherD, "OtherD"}};
+
 INSTANTIATE_TEST_SUITE_P(Attacks, JobTokenEarlyTest,
                          ::testing::Values(EarlyAttack::kSquatRanks, EarlyAttack::kFakeWorkers,
                                            EarlyAttack::kOtherD),
                          [](const ::testing::TestParamInfo<EarlyAttack>& info) {
-                           switch (info.param) {
-                             case EarlyAttack::kSquatRanks:
-                               return "SquatRanks";
-                             case EarlyAttack::kFakeWorkers:
-                               return "FakeWorkers";
-                             case EarlyAttack::kOtherD:
-                               return "OtherD";
-                           }
-                           return "Unknown";
+                           return std::string(EnumNameOf(kEarlyAttackNames, info.param, "Unknown"));
                          });
 
 }  // namespace

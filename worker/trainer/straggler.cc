@@ -1,13 +1,14 @@
 #include "worker/trainer/straggler.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "base/parse_number.h"
 #include "kernels/model/param_init.h"
 
 namespace sieve {
@@ -22,10 +23,11 @@ Status BadSpec(std::string_view text, const std::string& why) {
 }
 
 // A finite number that consumes all of `text`.
-bool ParseNumber(std::string_view text, double* out) {
-  if (text.empty()) return false;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
-  return ec == std::errc() && end == text.data() + text.size() && std::isfinite(*out);
+bool ParseFinite(std::string_view text, double* out) {
+  const std::optional<double> v = ParseNumber<double>(text);
+  if (!v || !std::isfinite(*v)) return false;
+  *out = *v;
+  return true;
 }
 
 // "5ms", "200us", "1.5s" -> seconds (>= 0).
@@ -43,7 +45,7 @@ bool ParseDuration(std::string_view text, double* seconds) {
     return false;
   }
   double v = 0.0;
-  if (!ParseNumber(text, &v) || v < 0) return false;
+  if (!ParseFinite(text, &v) || v < 0) return false;
   *seconds = v * scale;
   return true;
 }
@@ -55,7 +57,7 @@ StatusOr<StragglerSpec> ParseStragglerSpec(std::string_view text) {
   s.text = std::string(text);
   if (text == "none") return s;
   if (text.starts_with("x")) {
-    if (!ParseNumber(text.substr(1), &s.factor) || s.factor < 1.0) {
+    if (!ParseFinite(text.substr(1), &s.factor) || s.factor < 1.0) {
       return BadSpec(text, "the factor of xF must be a number >= 1");
     }
     s.kind = StragglerSpec::Kind::kScale;
@@ -107,10 +109,11 @@ StatusOr<StragglerPlan> ParseStragglerPlan(std::string_view text) {
     const bool ranked = colon != std::string_view::npos && !head.empty() &&
                         head.find_first_not_of("0123456789") == std::string_view::npos;
     if (ranked) {
-      auto [end, ec] = std::from_chars(head.data(), head.data() + head.size(), r);
-      if (ec != std::errc() || end != head.data() + head.size()) {
+      const std::optional<int> rank = ParseNumber<int>(head);
+      if (!rank) {
         return InvalidArgumentError("bad worker rank '" + std::string(head) + "' in --straggler");
       }
+      r = *rank;
     }
     SIEVE_ASSIGN_OR_RETURN(auto spec, ParseStragglerSpec(ranked ? item.substr(colon + 1) : item));
     if (!ranked) {

@@ -1,11 +1,13 @@
 #include "worker/trainer/trainer_options.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <string>
 
+#include "base/enum_names.h"
+#include "base/parse_number.h"
 #include "kernels/model/model_layout.h"
 
 namespace sieve {
@@ -29,13 +31,12 @@ template <typename T>
 StatusOr<std::vector<T>> ParseList(std::string_view text) {
   std::vector<T> out;
   for (std::string_view item : SplitCommas(text)) {
-    T value{};
-    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
+    const std::optional<T> value = ParseNumber<T>(item);
+    if (!value) {
       return InvalidArgumentError("bad list item '" + std::string(item) + "' in '" +
                                   std::string(text) + "' (expected comma-separated numbers)");
     }
-    out.push_back(value);
+    out.push_back(*value);
   }
   return out;
 }
@@ -45,17 +46,15 @@ bool InUnitInterval(double x) { return std::isfinite(x) && x > 0.0 && x <= 1.0; 
 }  // namespace
 
 StatusOr<GradDist> ParseGradDist(std::string_view name) {
-  if (name == "gaussian") return GradDist::kGaussian;
-  if (name == "laplace") return GradDist::kLaplace;
-  return InvalidArgumentError("unknown gradient distribution '" + std::string(name) +
-                              "' (expected gaussian or laplace)");
+  static constexpr EnumName<GradDist> kNames[] = {{GradDist::kGaussian, "gaussian"},
+                                                  {GradDist::kLaplace, "laplace"}};
+  return ParseEnumName(kNames, name, "gradient distribution");
 }
 
 StatusOr<SyntheticNoiseSource> ParseSyntheticNoiseSource(std::string_view name) {
-  if (name == "hash") return SyntheticNoiseSource::kHash;
-  if (name == "pool") return SyntheticNoiseSource::kPool;
-  return InvalidArgumentError("unknown synthetic noise source '" + std::string(name) +
-                              "' (expected hash or pool)");
+  static constexpr EnumName<SyntheticNoiseSource> kNames[] = {
+      {SyntheticNoiseSource::kHash, "hash"}, {SyntheticNoiseSource::kPool, "pool"}};
+  return ParseEnumName(kNames, name, "synthetic noise source");
 }
 
 StatusOr<std::vector<double>> ParseDoubleList(std::string_view text) {
