@@ -34,7 +34,6 @@ from sieve.worker import ENVIRONMENT, WORKER_FLAGS  # noqa: E402
 # sieve-worker flags (defined in worker/, net/) a Python worker does not implement; `sieve launch`
 # refuses them for a --worker_cmd that does not list them (tests/python/launcher_test.py).
 NOT_IN_PYTHON = {
-    "straggler": "simulated slow workers: sieve-worker sleeps in its own compute loop",
     "grad_dist": "sieve-worker's gradient-distribution dumps of its C++ models",
     "histogram_rounds": "idem (the rounds grad_dist samples)",
     "contraction_every": "sieve-worker's contraction-ratio metric of its C++ loop",

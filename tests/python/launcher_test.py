@@ -1,8 +1,10 @@
 """PythonLauncher: `sieve launch --worker_cmd` with the user's script
 (tests/python/user_script/mlp.py), at the launcher's level:
-  - a routed worker flag the script does not implement (--straggler=1:x2, sieve-worker's only) is
-    a usage error before anything starts: exit 2, a message naming --straggler and the command,
-    no daemon output;
+  - a routed worker flag the script does not implement (--contraction_every=10, sieve-worker's
+    only) is a usage error before anything starts: exit 2, a message naming the flag and the
+    command, no daemon output;
+  - --straggler=1:delay:5ms reaches the script: rank 1 stalls 5 ms after each round's compute
+    (its summary's straggler and straggle_s >= 937 x 5 ms), rank 0 not at all;
   - --min_workers=1 (the scheduler's) with 2 workers, rank 1 killing itself with SIGKILL before
     its round 300 (MLP_KILL=1:300): the launcher lets it go, the job finishes with exit 0, its
     result line says workers=1/2 and names the lost worker, rank 0 did all 937 rounds, and each
@@ -36,12 +38,29 @@ ROUNDS, D, KILL_ROUND = cluster.USER_SCRIPT_ROUNDS, cluster.USER_SCRIPT_D, 300
 class PythonLauncher(unittest.TestCase):
     def test_unimplemented_worker_flag_is_refused_before_anything_starts(self):
         cmd = f"{sys.executable} {cluster.user_script()}"
-        code, out = cluster.launch(BUILD, cmd, ["--straggler=1:x2"], timeout_s=120)
+        code, out = cluster.launch(BUILD, cmd, ["--contraction_every=10"], timeout_s=120)
         self.assertEqual(code, 2, out[-4000:])
-        self.assertIn(f"--straggler is not implemented by the worker command '{cmd}'", out)
+        self.assertIn(f"--contraction_every is not implemented by the worker command '{cmd}'",
+                      out)
         for role in ("[scheduler]", "[server", "[worker"):
             self.assertNotIn(role, out)  # nothing started
         self.assertIsNone(cluster.job_result(out))
+
+    def test_straggler_slows_the_named_rank_only(self):
+        out_dir = tempfile.mkdtemp(prefix="sieve-launcher-")
+        code, out = cluster.launch(BUILD, f"{sys.executable} {cluster.user_script()}",
+                                   ["--straggler=1:delay:5ms", cluster.summary_flag(out_dir)],
+                                   num_servers=1)
+        self.assertEqual(code, 0, out[-4000:])
+        workers = cluster.summaries(out_dir, "worker")
+        self.assertEqual(sorted(workers), [0, 1], out[-4000:])
+        self.assertEqual(workers[1]["straggler"], "delay:5ms")
+        self.assertGreaterEqual(workers[1]["straggle_s"], ROUNDS * 0.005 * 0.99)
+        self.assertEqual(workers[0]["straggler"], "")
+        self.assertEqual(workers[0]["straggle_s"], 0)
+        for r in (0, 1):
+            self.assertEqual(workers[r]["rounds"], ROUNDS)
+            self.assertEqual(workers[r]["errors_retried"], 0)
 
     def test_min_workers_lets_a_killed_worker_go(self):
         out_dir = tempfile.mkdtemp(prefix="sieve-launcher-")

@@ -54,6 +54,7 @@
 #include "worker/trainer/metrics.h"
 #include "worker/trainer/round_ledger.h"
 #include "worker/trainer/schedule.h"
+#include "worker/trainer/straggler.h"
 #include "worker/trainer/summary.h"
 
 namespace py = pybind11;
@@ -541,7 +542,7 @@ class PyClient {
   void Report(uint64_t round, uint64_t total_rounds, uint32_t epoch, uint32_t epochs,
               std::optional<double> loss, std::optional<double> test_acc, uint64_t bytes_up,
               uint64_t bytes_down, uint64_t skipped_rounds, uint64_t missed_slices,
-              const std::map<std::string, double>& metrics) {
+              const std::map<std::string, double>& metrics, double straggle_s) {
     WorkerProgress p;
     p.round = round;
     p.total_rounds = total_rounds;
@@ -553,6 +554,7 @@ class PyClient {
     p.bytes_pulled = bytes_down;
     p.skipped_rounds = skipped_rounds;
     p.missed_slices = missed_slices;
+    p.straggle_seconds = straggle_s;
     p.metrics = metrics;
     c().Report(p);
   }
@@ -730,6 +732,10 @@ void BindClient(py::module_& m) {
       .def_property_readonly("num_workers", [](PyClient& c) { return c.c().num_workers(); })
       .def_property_readonly("num_servers", [](PyClient& c) { return c.c().num_servers(); })
       .def_property_readonly("joined_late", [](PyClient& c) { return c.c().joined_late(); })
+      .def_property_readonly(
+          "errors_retried", [](PyClient& c) { return c.c().errors_retried(); },
+          "ERRORs a forged or corrupted copy of a request could have caused, answered by sending "
+          "the request again")
       .def("pull_dense", &PyClient::PullDense, py::arg("weights"), py::arg("timeout_ms") = 120000,
            "Overwrites weights (length D) with the servers' values; returns their round")
       .def("push_pull", &PyClient::PushPull, py::arg("round"), py::arg("selection"),
@@ -757,7 +763,7 @@ void BindClient(py::module_& m) {
       .def("report", &PyClient::Report, py::arg("round"), py::arg("total_rounds"), py::arg("epoch"),
            py::arg("epochs"), py::arg("loss"), py::arg("test_acc"), py::arg("bytes_up"),
            py::arg("bytes_down"), py::arg("skipped_rounds"), py::arg("missed_slices"),
-           py::arg("metrics"),
+           py::arg("metrics"), py::arg("straggle_s") = 0.0,
            "This worker's part of the job's status: sent on the next heartbeat and with FINISHED")
       .def("close", &PyClient::Close);
 }
@@ -871,6 +877,30 @@ void BindMetrics(py::module_& m) {
   m.def("expand_rank_pattern", &ExpandRankPattern, py::arg("path"), py::arg("rank"));
 }
 
+// An emulated straggler (--straggler, worker/trainer/straggler.h), as sieve-worker stalls.
+void BindStraggler(py::module_& m) {
+  py::class_<Straggler>(m, "Straggler",
+                        "This worker's part of a --straggler plan: stall(round, measured_s) "
+                        "sleeps for the extra compute time of the round and returns it")
+      .def(py::init([](const std::string& plan, int rank, int num_workers, uint64_t seed) {
+             StragglerPlan p = Take(ParseStragglerPlan(plan));
+             Check(p.CheckRanks(num_workers));
+             return Straggler(p.ForRank(rank), seed, rank);
+           }),
+           py::arg("plan"), py::arg("rank"), py::arg("num_workers"), py::arg("seed"),
+           "ValueError names a bad item or a rank the job does not have")
+      .def_property_readonly("active", [](const Straggler& s) { return s.spec().active(); })
+      .def_property_readonly("text", [](const Straggler& s) { return s.spec().text; })
+      .def("extra_seconds", &Straggler::ExtraSeconds, py::arg("round"), py::arg("measured_s"))
+      .def(
+          "stall",
+          [](const Straggler& s, uint64_t round, double measured_s) {
+            py::gil_scoped_release nogil;
+            return s.Stall(round, measured_s);
+          },
+          py::arg("round"), py::arg("measured_s"));
+}
+
 // The end-of-run summary line (and file) and the progress line `sieve launch` reads.
 void BindSummaryLines(py::module_& m) {
   m.def(
@@ -879,7 +909,8 @@ void BindSummaryLines(py::module_& m) {
          std::optional<double> test_acc, double loss, uint64_t bytes_up, uint64_t bytes_down,
          uint64_t dense_bytes, double seconds, double pushed_sum, uint64_t skipped_rounds,
          uint64_t missed_slices, double returned_sum, double max_pushpull_s,
-         std::vector<std::pair<std::string, double>> metrics, const std::string& summary_out) {
+         std::vector<std::pair<std::string, double>> metrics, const std::string& summary_out,
+         const std::string& straggler, double straggle_s, uint64_t errors_retried) {
         TrainSummary s;
         s.rank = rank;
         s.rounds = rounds;
@@ -897,6 +928,9 @@ void BindSummaryLines(py::module_& m) {
         s.returned_sum = returned_sum;
         s.max_pushpull_s = max_pushpull_s;
         s.metrics = std::move(metrics);
+        s.straggler = straggler;
+        s.straggle_seconds = straggle_s;
+        s.errors_retried = errors_retried;
         const SummaryRecord record = WorkerSummaryRecord(s);
         if (!summary_out.empty()) Check(WriteSummaryFile(summary_out, "worker", rank, record));
         return record.Line(kSummaryPrefix);
@@ -907,7 +941,8 @@ void BindSummaryLines(py::module_& m) {
       py::arg("skipped_rounds") = 0, py::arg("missed_slices") = 0, py::arg("returned_sum") = 0.0,
       py::arg("max_pushpull_s") = 0.0,
       py::arg("metrics") = std::vector<std::pair<std::string, double>>{},
-      py::arg("summary_out") = "",
+      py::arg("summary_out") = "", py::arg("straggler") = "", py::arg("straggle_s") = 0.0,
+      py::arg("errors_retried") = 0,
       "sieve-worker's end-of-run summary line; with summary_out, also its JSON file there "
       "({role} = worker, {rank} expanded)");
   m.def(
@@ -938,6 +973,7 @@ PYBIND11_MODULE(_core, m) {
   BindLedger(m);
   BindClient(m);
   BindSchedules(m);
+  BindStraggler(m);
   BindDataAndModels(m);
   BindMetrics(m);
   BindSummaryLines(m);

@@ -68,7 +68,7 @@ WRAPPER_FLAGS = ("scheduler", "rank", "bind", "host", "port", "curve_dir", "curv
                  "job_token_file", "job_token", "heartbeat_interval_ms", "heartbeat_timeout_ms",
                  "round_timeout_ms", "shutdown_timeout_ms", "compressor", "density",
                  "density_warmup", "wire_values", "wire", "fp16", "checksum", "seed",
-                 "metrics_out", "metrics_every",
+                 "metrics_out", "metrics_every", "straggler",
                  "dump_weights", "summary_out", "metrics_port", "device", "blas_threads")
 
 def flat_size(model_or_params):
@@ -506,6 +506,7 @@ class _SieveState:
         self.shutdown_timeout_ms = 0  # finish()'s wait for the job's end
         self.dump_weights = ""  # --dump_weights pattern, written at finish()
         self.summary_out = ""  # --summary_out pattern, written at finish()
+        self.straggler_plan = ""  # --straggler (worker/trainer/straggler.h); "" = none
 
         # The parameters (_collect_parameters).
         self.base = None  # the wrapped optimizer's own class
@@ -570,6 +571,10 @@ class _SieveState:
         self.start = 0.0  # when the worker entered the job (perf_counter)
         self.round_start = 0.0  # when this round's compute began (zero_grad, or the last step)
         self.overhead_seconds = 0.0  # the time spent in step()
+        self.straggler = None  # this worker's _core.Straggler when --straggler slows it
+        self.straggle_seconds = 0.0  # compute time the straggler added, in all
+        self.errors_retried = 0  # the client's ERRORs answered by sending again (at close)
+        self.client_closed = False  # finish() closed the client
 
         # The end.
         self.finished = False  # finish() or abort() ran
@@ -586,6 +591,7 @@ class _SieveState:
         self.shutdown_timeout_ms = flags.shutdown_timeout_ms
         self.dump_weights = flags.dump_weights
         self.summary_out = flags.summary_out
+        self.straggler_plan = flags.straggler
 
 
 def _trainable_parameters(param_groups):
@@ -659,6 +665,7 @@ class _Sieve:
         s.configure(args, job.flags)
         groups_params = self._collect_parameters(model)
         self._connect(job)
+        self._setup_straggler(args.seed)
         self._flatten(groups_params)
         self._build_error_feedback(groups_params, group_settings)
         self._enter_job(args.seed)
@@ -687,6 +694,14 @@ class _Sieve:
                    for i, p in enumerate(params + frozen)}
         s.d = sum(p.numel() for p in params)
         return groups_params
+
+    def _setup_straggler(self, seed):
+        """This worker's part of --straggler, as sieve-worker's (its rank, the job's workers and
+        --seed known): ValueError for a bad plan or a rank the job does not have."""
+        s = self._sieve
+        if s.straggler_plan:
+            straggler = _core.Straggler(s.straggler_plan, s.rank, s.num_workers, seed)
+            s.straggler = straggler if straggler.active else None
 
     def _connect(self, job):
         """Registers with the job, declaring D (before anything is flattened: a failed connect
@@ -900,8 +915,9 @@ class _Sieve:
             s.steps_past_end += 1
             return loss
         self._check_trainable()
-        t0 = time.perf_counter()
         round_ = s.round
+        straggle = self._straggle(round_)
+        t0 = time.perf_counter()
         epoch = self._epoch_of(round_)
         if s.device.type == "cuda":
             torch.cuda.current_stream().synchronize()
@@ -924,7 +940,7 @@ class _Sieve:
         s.round += stats["advance"]
         s.dense_bytes += 4 * s.d
         self._sync_buffers()
-        self._report(round_, epoch, k, sel, selected, stats, t0, t1, t2)
+        self._report(round_, epoch, k, sel, selected, stats, t0, t1, t2, straggle)
         s.round_start = time.perf_counter()
         s.overhead_seconds += s.round_start - t0
         s.job.progress["sieve_worker_rounds_total"] = s.round - s.first_round
@@ -1044,7 +1060,16 @@ class _Sieve:
                                     loss, s.bytes_up, s.bytes_down, s.dense_bytes,
                                     time.perf_counter() - s.start, s.pushed_sum,
                                     s.skipped_rounds, s.missed_slices, s.returned_sum,
-                                    s.max_pushpull_s, list(s.recorded.items()), summary_out)
+                                    s.max_pushpull_s, list(s.recorded.items()), summary_out,
+                                    s.straggler.text if s.straggler else "",
+                                    s.straggle_seconds, self._errors_retried())
+
+    def _errors_retried(self):
+        """The client's ERRORs answered by sending again (the count at close once closed)."""
+        s = self._sieve
+        if not s.client_closed:
+            s.errors_retried = s.client.errors_retried
+        return s.errors_retried
 
     def dump_weights(self, path):
         """Writes the replica as raw little-endian fp32 (sieve-worker's --dump_weights)."""
@@ -1070,6 +1095,8 @@ class _Sieve:
         self._status_report()
         s.client.finish()
         s.client.wait_shutdown(s.shutdown_timeout_ms)
+        self._errors_retried()
+        s.client_closed = True
         s.client.close()
 
     @contextlib.contextmanager
@@ -1093,6 +1120,8 @@ class _Sieve:
         if not s.finished:
             s.finished = True
             s.client.request_stop(reason)
+            self._errors_retried()
+            s.client_closed = True
             s.client.close()
 
     # --- internals ---
@@ -1396,7 +1425,19 @@ class _Sieve:
             view.copy_(buf.reshape(-1))
             state["momentum_buffer"] = view.view_as(p)
 
-    def _report(self, round_, epoch, k, sel, selected, stats, t0, t1, t2):
+    def _straggle(self, round_):
+        """An emulated straggler's stall after the round's compute (counted in t_compute, as
+        sieve-worker counts it): sleeps for its extra time and returns the seconds slept."""
+        s = self._sieve
+        if s.straggler is None:
+            return 0.0
+        if s.device.type == "cuda":
+            torch.cuda.current_stream().synchronize()
+        slept = s.straggler.stall(s.round, time.perf_counter() - s.round_start)
+        s.straggle_seconds += slept
+        return slept
+
+    def _report(self, round_, epoch, k, sel, selected, stats, t0, t1, t2, straggle=0.0):
         s = self._sieve
         self._flush_metrics()
         loss = s.loss if s.loss is not None else 0.0
@@ -1422,6 +1463,7 @@ class _Sieve:
             m.bytes_up, m.bytes_down = stats["bytes_up"], stats["bytes_down"]
             m.dense_bytes = 4 * s.d
             m.t_compute = t0 - s.round_start
+            m.t_straggle = straggle
             m.t_select = t1 - t0
             m.t_comm = t2 - t1
             m.t_wall = time.perf_counter() - s.start
@@ -1452,7 +1494,8 @@ class _Sieve:
         epoch = min(s.round // spe + 1, s.epochs) if spe else 0
         s.client.report(min(s.round, total) if total else s.round, total, epoch,
                         s.epochs if spe else 0, s.last_loss, s.test_acc, s.bytes_up,
-                        s.bytes_down, s.skipped_rounds, s.missed_slices, s.recorded)
+                        s.bytes_down, s.skipped_rounds, s.missed_slices, s.recorded,
+                        s.straggle_seconds)
 
     def _flush_metrics(self):
         s = self._sieve

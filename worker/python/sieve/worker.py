@@ -62,6 +62,8 @@ WORKER_FLAGS = {
     "eval_every": (int, 1, "Rank 0: test accuracy every n epochs and at the end (0 = end)"),
     "metrics_out": (str, "", "JSON lines per round ({rank} is replaced)"),
     "metrics_every": (int, 1, "A metrics line every n rounds"),
+    "straggler": (str, "", "Emulated slow workers: SPEC or RANK:SPEC items, SPEC = none, "
+                  "delay:T, xF or exp:T (sieve-worker's --straggler)"),
     "dump_weights": (str, "", "Write the final replica as raw fp32 ({rank} is replaced)"),
     "summary_out": (str, "", "Write the end-of-run summary as JSON ({role}, {rank} replaced)"),
     "blas_threads": (int, 1, "torch intra-op threads"),
