@@ -1433,7 +1433,7 @@ class _Sieve:
             return 0.0
         if s.device.type == "cuda":
             torch.cuda.current_stream().synchronize()
-        slept = s.straggler.stall(s.round, time.perf_counter() - s.round_start)
+        slept = s.straggler.stall(round_, time.perf_counter() - s.round_start)
         s.straggle_seconds += slept
         return slept
 
