@@ -21,17 +21,19 @@ Configurations:
 
 A sieve job is `BUILD/deploy/sieve launch --num_servers=S --num_workers=W
 --worker_cmd="PYTHON examples/torch/SCRIPT FLAGS" -- --consistency=bsp --summary_out=...
---status_file=...`. Its results come from the run summaries the workers write (--summary_out,
-docs/protocol.md "Run summaries": rank 0's recorded metrics, every worker's bytes) and, where a
-summary lacks one, from the scheduler's final job status (--status_file, docs/protocol.md "Job
-status"). A DDP job has no such files: the script's rank 0 writes its result to the file its
+--status_file=... --metrics_out=... --metrics_every=N --contraction_every=N`. Its results come
+from the run summaries the workers write (--summary_out, docs/protocol.md "Run summaries": rank
+0's recorded metrics, every worker's bytes), where a summary lacks one from the scheduler's final
+job status (--status_file, docs/protocol.md "Job status"), and the contraction ratio from rank
+0's metrics lines (--metrics_out). A DDP job has no such files: the script's rank 0 writes its result to the file its
 --result_json names. No result is ever read from a log line; each job's output goes to a log
 file for people only.
 
 Usage (from the repository root, with Debian's /usr/bin/python3, which has torch):
   /usr/bin/python3 bench/workloads/run.py [--workloads=resnet20,...] [--configs=dense,...]
       [--seeds=1,2] [--epochs=N] [--max_steps=N] [--workers=4] [--servers=2]
-      [--out=results/workloads/TIMESTAMP] [--build=build] [--extra=FLAGS]... [--dry_run]
+      [--out=results/workloads/TIMESTAMP] [--build=build] [--extra=FLAGS]...
+      [--contraction_every=50] [--dry_run]
   /usr/bin/python3 bench/workloads/run.py --summary=DIR      (the tables of a finished grid)
 
 Files under --out: jobs/WORKLOAD.CONFIG.seedN.json (one per job), runs/WORKLOAD.CONFIG.seedN/
@@ -131,6 +133,7 @@ class Settings:
     extra: list = field(default_factory=list)  # script flags for every workload
     extra_for: dict = field(default_factory=dict)  # workload -> its own extra script flags
     job_timeout_s: float = 0.0  # 0: none
+    contraction_every: int = 50  # sieve jobs: rank 0's contraction ratio every n rounds (0: off)
 
     @property
     def sieve(self):
@@ -209,6 +212,7 @@ def job_paths(job, settings):
         "summary_pattern": os.path.join(run_dir, "summary", "{role}-{rank}.json"),
         "status": os.path.join(run_dir, "status.json"),
         "ddp_result": os.path.join(run_dir, "ddp-result.json"),
+        "metrics": os.path.join(run_dir, "metrics-0.jsonl"),
     }
 
 
@@ -251,6 +255,10 @@ def job_command(job, settings):
                 f"--log_dir={paths['logs']}", f"--worker_cmd={shlex.join(script_cmd)}", "--",
                 "--consistency=bsp", f"--summary_out={paths['summary_pattern']}",
                 f"--status_file={paths['status']}"]
+        if settings.contraction_every > 0:  # rank 0's metrics lines (no {rank} in the name)
+            argv += [f"--metrics_out={paths['metrics']}",
+                     f"--metrics_every={settings.contraction_every}",
+                     f"--contraction_every={settings.contraction_every}"]
         return argv, {}, (), script_cmd
     argv = script_cmd + [f"--result_json={paths['ddp_result']}"]
     return argv, {}, DDP_OUTER_ENV, argv
@@ -301,6 +309,35 @@ def _number(value):
         except (TypeError, ValueError):
             return None
         return number if math.isfinite(number) else None
+
+
+def contraction_stats(path):
+    """The contraction ratio ‖r − sel(r)‖² / ‖r‖² of rank 0's metrics lines (--metrics_out,
+    docs/protocol.md) at the job's final density (the rounds with the smallest k, after any
+    warm-up): {"rounds", "k", "mean", "max", "bound_1", "bound_2", "above_bound_2" (the share of
+    those rounds above (1 − k/D)²)}, or None without such lines."""
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    m = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(m, dict) and _number(m.get("contraction")) is not None:
+                    rows.append(m)
+    except OSError:
+        return None
+    if not rows:
+        return None
+    k = min(m.get("k", 0) for m in rows)
+    final = [m for m in rows if m.get("k", 0) == k]
+    ratios = [m["contraction"] for m in final]
+    bound_2 = final[-1].get("bound_2")
+    above = sum(1 for m in final if bound_2 is not None and m["contraction"] > m["bound_2"])
+    return {"rounds": len(final), "k": k, "mean": statistics.fmean(ratios), "max": max(ratios),
+            "bound_1": final[-1].get("bound_1"), "bound_2": bound_2,
+            "above_bound_2": above / len(final)}
 
 
 def collect_sieve(paths, workload, workers):
@@ -358,6 +395,7 @@ def collect_sieve(paths, workload, workers):
         out["bytes_pushed"] = _number(progress.get("bytes_pushed"))
         out["bytes_pulled"] = _number(progress.get("bytes_pulled"))
         out["bytes_source"] = "status_file progress"
+    out["contraction"] = contraction_stats(paths["metrics"])
     return out
 
 
@@ -481,7 +519,8 @@ def run_job(job, settings):
     else:
         record["error"] = None
     record["ok"] = record["error"] is None
-    record["files"] = {k: paths[k] for k in ("log", "logs", "summaries", "status", "ddp_result")}
+    record["files"] = {k: paths[k]
+                       for k in ("log", "logs", "summaries", "status", "ddp_result", "metrics")}
     write_json(paths["json"], record)
     return record
 
@@ -527,7 +566,8 @@ UNITS = {"accuracy": "pp", "perplexity": "%", "loss": "nats"}
 def summarize(records):
     """{workload: {"metric", "kind", "rows": [row per configuration]}} from job records; a
     row has n (successful seeds), seeds, failed, mean, std, diff (against dense), bytes_pushed
-    (mean over seeds), bytes_ratio, wall_s (mean), s_per_step (mean)."""
+    (mean over seeds), bytes_ratio, wall_s (mean), s_per_step (mean), contraction (the mean over
+    seeds of rank 0's mean contraction ratio at the final density) and bound_2 ((1 − k/D)²)."""
     by_workload = {}
     for r in records:
         by_workload.setdefault(r["workload"], {}).setdefault(r["config"], []).append(r)
@@ -553,11 +593,15 @@ def summarize(records):
 
             steps_rate = [r["wall_s"] / r["steps"] for r in good
                           if r.get("wall_s") is not None and r.get("steps")]
+            contraction = [r["contraction"] for r in good if r.get("contraction")]
             rows.append({"config": config, "n": n, "seeds": [r["seed"] for r in good],
                          "failed": [r["seed"] for r in runs if r not in good],
                          "mean": mean, "std": std, "bytes_pushed": mean_of("bytes_pushed"),
                          "bytes_ratio": mean_of("bytes_ratio"), "wall_s": mean_of("wall_s"),
-                         "s_per_step": statistics.fmean(steps_rate) if steps_rate else None})
+                         "s_per_step": statistics.fmean(steps_rate) if steps_rate else None,
+                         "contraction": (statistics.fmean(c["mean"] for c in contraction)
+                                         if contraction else None),
+                         "bound_2": contraction[0]["bound_2"] if contraction else None})
         reference = next((r["mean"] for r in rows if r["config"] == REFERENCE), None)
         for row in rows:
             row["diff"] = (None if row["config"] == REFERENCE
@@ -613,17 +657,20 @@ def markdown(tables):
         kind = t["kind"]
         out.append(f"### {name}: final {t['metric']} ({BETTER.get(kind, kind)})\n")
         out.append(f"| config | seeds | {t['metric']} (mean ± std over seeds) | vs {REFERENCE} "
-                   "| pushed (all workers) | pushed / dense fp32 | wall per job | s per step "
-                   "| failed seeds |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
+                   "| pushed (all workers) | pushed / dense fp32 | contraction / (1 − k/D)² "
+                   "| wall per job | s per step | failed seeds |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
         for row in t["rows"]:
             ratio = f"{row['bytes_ratio']:.4f}" if row["bytes_ratio"] is not None else "—"
             step = f"{row['s_per_step']:.3f}" if row["s_per_step"] is not None else "—"
             failed = ", ".join(str(s) for s in row["failed"]) or "—"
             seeds = ", ".join(str(s) for s in row["seeds"]) or "—"
+            contraction = (f"{row['contraction']:.4f} / {row['bound_2']:.4f}"
+                           if row.get("contraction") is not None and row.get("bound_2") is not None
+                           else "—")
             out.append(f"| {row['config']} | {seeds} | {_fmt_value(kind, row['mean'], row['std'])}"
                        f" | {_fmt_diff(kind, row['diff'], row['config'])} "
-                       f"| {_fmt_bytes(row['bytes_pushed'])} | {ratio} "
+                       f"| {_fmt_bytes(row['bytes_pushed'])} | {ratio} | {contraction} "
                        f"| {_fmt_seconds(row['wall_s'])} | {step} | {failed} |")
         out.append("")
     return "\n".join(out)
@@ -695,6 +742,10 @@ def make_parser():
                         "or --extra='resnet20:--width=4' (one workload); repeatable")
     p.add_argument("--job_timeout_s", type=float, default=0,
                    help="stop a job after this many seconds and count it failed (0: never)")
+    p.add_argument("--contraction_every", type=int, default=50,
+                   help="sieve jobs: rank 0 writes its metrics lines (runs/JOB/metrics-0.jsonl) "
+                        "with the contraction ratio every n rounds; the table shows its mean at "
+                        "the final density against (1 - k/D)^2 (0: off)")
     p.add_argument("--rerun", action="store_true",
                    help="run jobs again even when --out holds their successful record")
     p.add_argument("--dry_run", action="store_true", help="print every command, run nothing")
@@ -711,6 +762,8 @@ def settings_from(args):
         raise UsageError("--epochs must be at least 1")
     if args.max_steps is not None and args.max_steps < 0:
         raise UsageError("--max_steps must be at least 0")
+    if args.contraction_every < 0:
+        raise UsageError("--contraction_every must be at least 0")
     extra, extra_for = parse_extra(args.extra)
     out = args.out or os.path.join(
         "results", "workloads", datetime.datetime.now(datetime.timezone.utc)
@@ -718,7 +771,8 @@ def settings_from(args):
     return Settings(out=os.path.abspath(out), build=os.path.abspath(args.build),
                     python=args.python, workers=args.workers, servers=args.servers,
                     epochs=args.epochs, max_steps=args.max_steps, extra=extra,
-                    extra_for=extra_for, job_timeout_s=args.job_timeout_s)
+                    extra_for=extra_for, job_timeout_s=args.job_timeout_s,
+                    contraction_every=args.contraction_every)
 
 
 def check_setup(settings, jobs):

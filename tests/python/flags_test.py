@@ -36,7 +36,6 @@ from sieve.worker import ENVIRONMENT, WORKER_FLAGS  # noqa: E402
 NOT_IN_PYTHON = {
     "grad_dist": "sieve-worker's gradient-distribution dumps of its C++ models",
     "histogram_rounds": "idem (the rounds grad_dist samples)",
-    "contraction_every": "sieve-worker's contraction-ratio metric of its C++ loop",
     "synthetic_noise": "sieve-worker's built-in synthetic model (--model=synthetic)",
     "synthetic_pull": "idem",
     "synthetic_scale": "idem",

@@ -5,6 +5,8 @@
   - the first 10 rounds' losses agree to 1e-4 (relative) on each rank: same weights, batches,
     weight decay, momentum, error feedback and selection;
   - every round pushes the same number of pairs (selected = k, per rank and round);
+  - every 5th round carries the contraction ratio ‖r − top_k(r)‖² / ‖r‖², the same in the first
+    rounds and never above 1 − k/D (top-k keeps at least k/D of the energy) in either worker;
   - the final test accuracy is within 0.3 pp. The runs are deterministic but not bitwise equal:
     torch's and sieve's networks round differently (the losses differ in the 7th digit at round
     1, by ~1 % at round 50: SGD at lr 0.1 amplifies any rounding difference), so the bound holds
@@ -26,7 +28,7 @@ import cluster  # noqa: E402
 BUILD = cluster.setup(sys.argv)
 FLAGS = ["--model=fnn3", "--epochs=2", "--compressor=topk", "--density=0.001",
          "--density_warmup=0.015625", "--lr=0.1", "--momentum=0.9", "--weight_decay=0.0001",
-         "--lr_steps=1", "--lr_gamma=0.1", "--seed=1"]
+         "--lr_steps=1", "--lr_gamma=0.1", "--seed=1", "--contraction_every=5"]
 
 
 def launch(out_dir, worker_cmd=None):
@@ -44,6 +46,25 @@ def launch(out_dir, worker_cmd=None):
 
 
 class PythonMatchesCppWorker(unittest.TestCase):
+    def check_contraction(self, rank, cpp, py):
+        for name, rows in (("sieve-worker", cpp), ("Python", py)):
+            with_ratio = [m for m in rows if "contraction" in m]
+            self.assertEqual([m["round"] for m in with_ratio],
+                             [m["round"] for m in rows if m["round"] % 5 == 0], name)
+            for m in with_ratio:
+                bound_1 = 1.0 - m["k"] / (m["dense_bytes"] / 4)  # 1 - k/D
+                self.assertAlmostEqual(m["bound_1"], bound_1, delta=1e-9, msg=name)
+                self.assertAlmostEqual(m["bound_2"], bound_1 * bound_1, delta=1e-9, msg=name)
+                self.assertLessEqual(m["contraction"], bound_1 + 1e-6,
+                                     f"{name} rank {rank} round {m['round']}")
+                self.assertGreater(m["contraction"], 0.0, f"{name} round {m['round']}")
+        first = [(a, b) for a, b in zip(cpp[:10], py[:10]) if "contraction" in a]
+        self.assertEqual(len(first), 2)  # rounds 0 and 5
+        for m_cpp, m_py in first:
+            self.assertAlmostEqual(m_py["contraction"], m_cpp["contraction"],
+                                   delta=1e-3 * m_cpp["contraction"],
+                                   msg=f"rank {rank} round {m_cpp['round']}")
+
     def test_same_pairs_and_accuracy(self):
         import tempfile
         root = tempfile.mkdtemp(prefix="sieve-pyvscpp-")
@@ -65,6 +86,7 @@ class PythonMatchesCppWorker(unittest.TestCase):
             for m_py, m_cpp in zip(py[r][:10], cpp[r][:10]):
                 self.assertAlmostEqual(m_py["loss"], m_cpp["loss"], delta=1e-4 * m_cpp["loss"],
                                        msg=f"rank {r} round {m_cpp['round']}")
+            self.check_contraction(r, cpp[r], py[r])
         cpp_acc = [m["test_acc"] for m in cpp[0] if m["test_acc"] is not None]
         py_acc = [m["test_acc"] for m in py[0] if m["test_acc"] is not None]
         self.assertEqual(len(cpp_acc), 2)  # evaluated after each epoch, in both

@@ -23,6 +23,10 @@ decay is not added into it, as in torch), and the reference is fed that gradient
   - Weight decay on the weight matrices only (two groups, one lr and momentum), as the workload
     scripts train: plain SGD keeps the fused path (the decay added per group) and pushes what
     the reference in torch computes.
+  - SGD with compressor none (dense: every value pushed each round), plain and subclassed: the
+    momentum is not masked (sieve-worker's ErrorFeedback leaves m alone when it selects all of
+    r), so both paths push momentum SGD's update lr*m each round; masking it would make them
+    plain SGD.
   - Adam (lr 1e-3): r += u, u = the update a plain torch Adam makes from the same gradients (a
     reference Adam stepping a zero vector: u = -its result).
   - AdamW (lr 1e-3, decoupled weight decay 1e-2): r += w - step(w), a reference AdamW stepping a
@@ -84,6 +88,16 @@ class SgdRule:
 
     def residual(self):
         return self.ef.read_state()[1]
+
+
+class DenseSgdRule(SgdRule):
+    """compressor none: the reference selects all of r (r = 0 after it, m untouched)."""
+
+    compressor = "none"
+
+    def select(self, k):
+        want = self.ef.select("none", k)
+        return np.arange(D, dtype=np.uint32), np.array(want.values)
 
 
 class GroupsRule(SgdRule):
@@ -192,14 +206,15 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
             # The flat vector follows param_groups.
             own_init = torch.cat([p.detach().reshape(-1).clone()
                                   for g in base.param_groups for p in g["params"]])
-            opt = sieve.torch.DistributedOptimizer(base, model, compressor="topk",
+            compressor = getattr(rule, "compressor", "topk")
+            opt = sieve.torch.DistributedOptimizer(base, model, compressor=compressor,
                                                    density=DENSITY, steps_per_epoch=ROUNDS)
             sched = rule.scheduler(opt)
             self.assertIsInstance(opt, optimizer_class)
             s = opt._sieve
             self.assertEqual(s.d, D)
             self.assertTrue(torch.equal(s.flat, own_init))  # the job starts from this init
-            k = sieve.k_for_density(DENSITY, D)
+            k = D if compressor == "none" else sieve.k_for_density(DENSITY, D)
             bitwise, worst = 0, 0.0
             for r in range(ROUNDS):
                 b = slice(r * BATCH, (r + 1) * BATCH)
@@ -232,6 +247,8 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
                 rule.feed(r, after, before)  # the same gradient and weights, fed afterwards
                 want_i, want_v = rule.select(k)
                 got_i, got_v = s.selection.indices.copy(), s.selection.values.copy()
+                if s.selection.dense:  # all of D in order, without indices
+                    got_i = np.arange(D, dtype=np.uint32)
                 self.assertEqual(len(got_i), k, f"round {r}")
                 self.assertTrue(np.array_equal(got_i, want_i),
                                 f"round {r}: {np.count_nonzero(got_i != want_i)} of {k} "
@@ -263,6 +280,12 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
 
     def test_sgd_subclass(self):
         self.run_rounds(SubclassedSGD, SgdRule())
+
+    def test_dense_sgd_keeps_its_momentum(self):
+        self.run_rounds(torch.optim.SGD, DenseSgdRule())
+
+    def test_dense_sgd_subclass_keeps_its_momentum(self):
+        self.run_rounds(SubclassedSGD, DenseSgdRule())
 
     def test_param_groups_whose_lr_diverge_and_meet_again(self):
         self.run_rounds(torch.optim.SGD, GroupsRule())

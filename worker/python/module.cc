@@ -866,6 +866,10 @@ void BindMetrics(py::module_& m) {
       .def_readwrite("t_comm", &RoundMetrics::t_comm)
       .def_readwrite("t_wall", &RoundMetrics::t_wall)
       .def_readwrite("t_straggle", &RoundMetrics::t_straggle)
+      .def_readwrite("has_contraction", &RoundMetrics::has_contraction)
+      .def_readwrite("contraction", &RoundMetrics::contraction)
+      .def_readwrite("bound_1", &RoundMetrics::bound_1)
+      .def_readwrite("bound_2", &RoundMetrics::bound_2)
       .def("to_json", [](const RoundMetrics& r) { return FormatMetricsJson(r); });
 
   py::class_<MetricsWriter>(m, "MetricsWriter", "sieve-worker's --metrics_out JSON lines")

@@ -46,7 +46,12 @@ class CommandTest(unittest.TestCase):
             "--progress=lines", "--log_dir=/o/runs/resnet20.topk01.seed1/logs",
             f"--worker_cmd={worker_cmd}", "--", "--consistency=bsp",
             "--summary_out=/o/runs/resnet20.topk01.seed1/summary/{role}-{rank}.json",
-            "--status_file=/o/runs/resnet20.topk01.seed1/status.json"])
+            "--status_file=/o/runs/resnet20.topk01.seed1/status.json",
+            "--metrics_out=/o/runs/resnet20.topk01.seed1/metrics-0.jsonl", "--metrics_every=50",
+            "--contraction_every=50"])
+        # --contraction_every=0: no metrics lines.
+        argv, _, _, _ = run.job_command(job, self.settings(contraction_every=0))
+        self.assertFalse([a for a in argv if a.startswith(("--metrics", "--contraction"))])
         self.assertEqual(env, {})
         self.assertEqual(unset, ())
         self.assertEqual(" ".join(script_cmd), worker_cmd)
@@ -164,6 +169,27 @@ class CollectTest(unittest.TestCase):
         self.assertEqual((got["steps"], got["job_phase"], got["job_failure"]),
                          (20, "JOB_FINISHED", None))
 
+    def test_contraction_at_the_final_density(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = run.job_paths(run.Job("resnet20", "topk01", 1), run.Settings(out=tmp))
+            os.makedirs(paths["run_dir"])
+            self.assertIsNone(run.contraction_stats(paths["metrics"]))  # no file
+            lines = [{"round": 0, "k": 400, "contraction": 0.5, "bound_1": 0.6, "bound_2": 0.36},
+                     {"round": 50, "k": 100, "loss": 2.0},  # no ratio this round
+                     {"round": 100, "k": 100, "contraction": 0.7, "bound_1": 0.9,
+                      "bound_2": 0.81},
+                     {"round": 150, "k": 100, "contraction": 0.9, "bound_1": 0.9,
+                      "bound_2": 0.81}]
+            with open(paths["metrics"], "w") as f:
+                f.write("\n".join(json.dumps(m) for m in lines) + "\n{truncated\n")
+            got = run.contraction_stats(paths["metrics"])
+        # Only the rounds at the smallest k (after the warm-up) count.
+        self.assertEqual((got["rounds"], got["k"]), (2, 100))
+        self.assertAlmostEqual(got["mean"], 0.8)
+        self.assertAlmostEqual(got["max"], 0.9)
+        self.assertEqual((got["bound_1"], got["bound_2"]), (0.9, 0.81))
+        self.assertAlmostEqual(got["above_bound_2"], 0.5)
+
     def test_sieve_without_summaries_uses_the_status(self):
         with tempfile.TemporaryDirectory() as tmp:
             paths = run.job_paths(run.Job("resnet20", "dense", 1), run.Settings(out=tmp))
@@ -207,8 +233,10 @@ class TableTest(unittest.TestCase):
                    bytes_ratio=1.0),
             record("resnet20", "dense", 2, 0.92, wall_s=120.0, steps=50, bytes_pushed=4000,
                    bytes_ratio=1.0),
-            record("resnet20", "topk01", 2, 0.90, bytes_pushed=30, bytes_ratio=0.0075),
-            record("resnet20", "topk01", 1, 0.89, bytes_pushed=10, bytes_ratio=0.0025),
+            record("resnet20", "topk01", 2, 0.90, bytes_pushed=30, bytes_ratio=0.0075,
+                   contraction={"mean": 0.94, "bound_2": 0.998}),
+            record("resnet20", "topk01", 1, 0.89, bytes_pushed=10, bytes_ratio=0.0025,
+                   contraction={"mean": 0.96, "bound_2": 0.998}),
             record("resnet20", "gaussiank01", 1, None, ok=False),
             record("resnet20", "gaussiank01", 2, 0.88),
             record("lstm_lm", "topk1", 1, 126.0),
@@ -237,6 +265,9 @@ class TableTest(unittest.TestCase):
         self.assertAlmostEqual(topk["diff"], -1.5)
         self.assertAlmostEqual(topk["bytes_pushed"], 20)
         self.assertAlmostEqual(topk["bytes_ratio"], 0.005)
+        self.assertAlmostEqual(topk["contraction"], 0.95)
+        self.assertAlmostEqual(topk["bound_2"], 0.998)
+        self.assertIsNone(dense["contraction"])
         self.assertEqual((gk["n"], gk["seeds"], gk["failed"], gk["std"]), (1, [2], [1], None))
         self.assertAlmostEqual(gk["diff"], -3.0)
         lstm = {r["config"]: r for r in tables["lstm_lm"]["rows"]}
@@ -250,14 +281,14 @@ class TableTest(unittest.TestCase):
         text = run.markdown(run.summarize(self.records()))
         lines = text.splitlines()
         self.assertIn("### resnet20: final test_acc (higher is better)", lines)
-        self.assertIn("| dense | 1, 2 | 91.00 % ± 1.41 pp | reference | 4.0 kB | 1.0000 "
+        self.assertIn("| dense | 1, 2 | 91.00 % ± 1.41 pp | reference | 4.0 kB | 1.0000 | — "
                       "| 1.8 min | 2.200 | — |", lines)
-        self.assertIn("| topk01 | 1, 2 | 89.50 % ± 0.71 pp | −1.50 pp | 20 B | 0.0050 | — | — "
+        self.assertIn("| topk01 | 1, 2 | 89.50 % ± 0.71 pp | −1.50 pp | 20 B | 0.0050 "
+                      "| 0.9500 / 0.9980 | — | — | — |", lines)
+        self.assertIn("| gaussiank01 | 2 | 88.00 % | −3.00 pp | — | — | — | — | — | 1 |", lines)
+        self.assertIn("| topk1 | 1 | 126.00 | +20.00 % | — | — | — | — | — | — |", lines)
+        self.assertIn("| ddp | 1, 2 | 1.2300 ± 0.0141 | −0.0200 nats | — | — | — | — | — "
                       "| — |", lines)
-        self.assertIn("| gaussiank01 | 2 | 88.00 % | −3.00 pp | — | — | — | — | 1 |", lines)
-        self.assertIn("| topk1 | 1 | 126.00 | +20.00 % | — | — | — | — | — |", lines)
-        self.assertIn("| ddp | 1, 2 | 1.2300 ± 0.0141 | −0.0200 nats | — | — | — | — | — |",
-                      lines)
 
     def test_write_summary_reads_the_job_files(self):
         with tempfile.TemporaryDirectory() as tmp:

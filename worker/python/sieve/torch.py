@@ -68,7 +68,7 @@ WRAPPER_FLAGS = ("scheduler", "rank", "bind", "host", "port", "curve_dir", "curv
                  "job_token_file", "job_token", "heartbeat_interval_ms", "heartbeat_timeout_ms",
                  "round_timeout_ms", "shutdown_timeout_ms", "compressor", "density",
                  "density_warmup", "wire_values", "wire", "fp16", "checksum", "seed",
-                 "metrics_out", "metrics_every", "straggler",
+                 "metrics_out", "metrics_every", "contraction_every", "straggler",
                  "dump_weights", "summary_out", "metrics_port", "device", "blas_threads")
 
 def flat_size(model_or_params):
@@ -409,6 +409,7 @@ class _Arguments:
     seed: int
     metrics_out: str
     metrics_every: int
+    contraction_every: int
     round_timeout_ms: int
     progress: object  # None: when stdout is not a terminal
     wire_values: object  # None: init()'s
@@ -439,7 +440,8 @@ class _Arguments:
         if "density_warmup" in given:  # replaces the script's warm-up, of either kind
             self.density_warmup = flags.float_list("density_warmup")
             self.density_warmup_steps = 0
-        for name in ("seed", "metrics_out", "metrics_every", "round_timeout_ms"):
+        for name in ("seed", "metrics_out", "metrics_every", "contraction_every",
+                     "round_timeout_ms"):
             if name in given:
                 setattr(self, name, getattr(flags, name))
 
@@ -460,6 +462,9 @@ class _Arguments:
                              "density_warmup_steps=N, which does not)")
         if self.metrics_every < 1:
             raise ValueError("metrics_every must be >= 1")
+        every = self.contraction_every
+        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0:
+            raise ValueError(f"contraction_every must be an int >= 0, got {every!r}")
         if self.clip not in ("local", "dgc"):
             raise ValueError(f"clip must be 'local' or 'dgc', got {self.clip!r}")
         norm = self.clip_norm
@@ -558,6 +563,7 @@ class _SieveState:
         # The reports: metrics lines, progress lines, record() (_open_reports, _report).
         self.metrics = None  # the metrics_out writer (_core.MetricsWriter)
         self.metrics_every = 1  # a metrics line every n rounds (and the last)
+        self.contraction_every = 0  # the contraction ratio every n rounds (0: never)
         self.progress = False  # whether progress lines are printed
         self.loss = None  # record(loss=): the loss of the round the next step() completes
         self.test_acc = None  # the last record(test_acc=)
@@ -670,6 +676,7 @@ class _Sieve:
         self._build_error_feedback(groups_params, group_settings)
         self._enter_job(args.seed)
         self._open_reports(args.metrics_out, args.metrics_every, args.progress)
+        s.contraction_every = args.contraction_every
         self._setup_buffers(model, args.buffers)  # before anything is pushed
         s.start = time.perf_counter()
         s.round_start = s.start
@@ -1213,11 +1220,11 @@ class _Sieve:
                 self._density_at(round_), s.d)
             sel = part.ef.select(s.compressor, k, seed=seed, out=part.selection,
                                  round_values=push_values, hints=part.hints)
+            # A dense selection (compressor none) leaves the momentum alone, as sieve-worker's
+            # ErrorFeedback does: masking every entry would turn SGD with momentum into plain SGD.
             if s.flat_momentum is not None and len(sel) and not sel.dense:
                 idx = torch.from_numpy(sel.indices.astype("int64")).to(s.device)
                 s.flat_momentum.index_fill_(0, idx, 0.0)
-            elif s.flat_momentum is not None and sel.dense:
-                s.flat_momentum.zero_()
             return sel, k
         k_total, masked = 0, []
         for i, part in enumerate(s.parts):
@@ -1225,10 +1232,8 @@ class _Sieve:
             k_total += k
             sel = part.ef.select(compressor, k, seed=_core.counter_hash(seed, i),
                                  out=part.selection, round_values=push_values, hints=part.hints)
-            if sel.dense:
+            if sel.dense:  # the group's momentum is not masked (as above)
                 s.comb_r[part.slice] = sel.values
-                if s.flat_momentum is not None:
-                    s.flat_momentum[part.slice].zero_()
             elif len(sel):
                 idx = sel.indices.astype(np.int64) + part.offset
                 s.comb_r[idx] = sel.values
@@ -1467,6 +1472,8 @@ class _Sieve:
             m.t_select = t1 - t0
             m.t_comm = t2 - t1
             m.t_wall = time.perf_counter() - s.start
+            if s.contraction_every and round_ % s.contraction_every == 0:
+                self._fill_contraction(m, k)
             s.pending = (m, round_ % s.metrics_every == 0 or last)
         if last_of_epoch:
             s.last_epoch_loss = s.epoch_loss / max(s.epoch_rounds, 1)
@@ -1497,6 +1504,18 @@ class _Sieve:
                         s.bytes_down, s.skipped_rounds, s.missed_slices, s.recorded,
                         s.straggle_seconds)
 
+    def _fill_contraction(self, m, k):
+        """The round's contraction ratio ‖r − sel(r)‖² / ‖r‖² over D (summed over the groups'
+        selections with per-group settings) and its bounds 1 − k/D and (1 − k/D)², as
+        sieve-worker's --contraction_every."""
+        s = self._sieve
+        total = sum(part.selection.sumsq_total for part in s.parts)
+        kept = sum(part.selection.sumsq_selected for part in s.parts)
+        m.has_contraction = True
+        m.contraction = min(max((total - kept) / total, 0.0), 1.0) if total > 0 else 0.0
+        m.bound_1 = 1.0 - k / s.d
+        m.bound_2 = m.bound_1 * m.bound_1
+
     def _flush_metrics(self):
         s = self._sieve
         if s.pending is None:
@@ -1511,7 +1530,7 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
                          density_warmup=(), steps_per_epoch=None, epochs=1, seed=1,
                          metrics_out="", metrics_every=1, round_timeout_ms=120000, progress=None,
                          job=None, wire_values=None, wire=None, density_warmup_steps=0,
-                         clip_norm=None, clip="local", buffers="local"):
+                         clip_norm=None, clip="local", buffers="local", contraction_every=0):
     """Makes `optimizer` (any torch.optim.Optimizer) a sieve worker and returns it (module
     docstring). `model`, when given, names parameters in errors, checks that the optimizer
     holds all of its trainable ones and refuses an nn.Embedding / EmbeddingBag with sparse=True.
@@ -1521,7 +1540,8 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
     density ** (round / N) (not both warm-ups; a routed --density_warmup replaces either);
     steps_per_epoch / epochs: for the metrics, progress lines and the warm-up; seed: randomk's /
     dgc's (as sieve-worker's --seed); metrics_out: sieve-worker's JSON lines ({rank} is
-    replaced); job: a Job from init() (default: the last init(), or init() now); wire_values:
+    replaced); contraction_every: n > 0 adds the contraction ratio ‖r − sel(r)‖² / ‖r‖² and its
+    bounds 1 − k/D, (1 − k/D)² to every n-th round's metrics line (0: never); job: a Job from init() (default: the last init(), or init() now); wire_values:
     "fp32" | "fp16" | "bf16", the pushes' precision (sieve-worker's --wire_values: the selected
     values are rounded and their rounding error stays in the residual); wire: "v5" (compact
     index frames) or "v4" (raw indices); None: init()'s (default fp32, v5); clip_norm: c > 0
@@ -1557,8 +1577,8 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
                          "torch.optim.lr_scheduler after DistributedOptimizer")
     job = job if job is not None else _job()
     args = _Arguments(compressor, density, density_warmup, steps_per_epoch, epochs, seed,
-                      metrics_out, metrics_every, round_timeout_ms, progress, wire_values, wire,
-                      density_warmup_steps, clip_norm, clip, buffers)
+                      metrics_out, metrics_every, contraction_every, round_timeout_ms, progress,
+                      wire_values, wire, density_warmup_steps, clip_norm, clip, buffers)
     base = type(optimizer)
     optimizer.__class__ = type(base.__name__, (_Sieve, base), {"__module__": base.__module__})
     try:

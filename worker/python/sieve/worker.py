@@ -62,6 +62,8 @@ WORKER_FLAGS = {
     "eval_every": (int, 1, "Rank 0: test accuracy every n epochs and at the end (0 = end)"),
     "metrics_out": (str, "", "JSON lines per round ({rank} is replaced)"),
     "metrics_every": (int, 1, "A metrics line every n rounds"),
+    "contraction_every": (int, 0, "Add the contraction ratio and its bounds every n rounds "
+                          "(0 = never)"),
     "straggler": (str, "", "Emulated slow workers: SPEC or RANK:SPEC items, SPEC = none, "
                   "delay:T, xF or exp:T (sieve-worker's --straggler)"),
     "dump_weights": (str, "", "Write the final replica as raw fp32 ({rank} is replaced)"),
