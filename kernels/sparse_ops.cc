@@ -22,20 +22,29 @@ Status ScatterAdd(std::span<const uint32_t> indices, std::span<const float> valu
   return Status::Ok();
 }
 
+namespace {
+
+// out[i] = convert(in[i]) for every i; `what` names the conversion in the error of a length
+// mismatch.
+template <typename In, typename Out, typename Convert>
+Status ConvertEach(std::span<const In> in, std::span<Out> out, const char* what, Convert convert) {
+  if (in.size() != out.size()) return InvalidArgumentError(std::string(what) + ": length mismatch");
+  for (size_t i = 0; i < in.size(); ++i) out[i] = convert(in[i]);
+  return Status::Ok();
+}
+
+}  // namespace
+
 uint16_t FloatToHalf(float f) { return backend_internal::FloatToHalfBits(f); }
 
 float HalfToFloat(uint16_t h) { return backend_internal::HalfBitsToFloat(h); }
 
 Status PackFp16(std::span<const float> in, std::span<uint16_t> out) {
-  if (in.size() != out.size()) return InvalidArgumentError("fp16 pack: length mismatch");
-  for (size_t i = 0; i < in.size(); ++i) out[i] = FloatToHalf(in[i]);
-  return Status::Ok();
+  return ConvertEach(in, out, "fp16 pack", FloatToHalf);
 }
 
 Status UnpackFp16(std::span<const uint16_t> in, std::span<float> out) {
-  if (in.size() != out.size()) return InvalidArgumentError("fp16 unpack: length mismatch");
-  for (size_t i = 0; i < in.size(); ++i) out[i] = HalfToFloat(in[i]);
-  return Status::Ok();
+  return ConvertEach(in, out, "fp16 unpack", HalfToFloat);
 }
 
 uint16_t FloatToBf16(float f) { return backend_internal::FloatToBf16Bits(f); }
@@ -43,15 +52,11 @@ uint16_t FloatToBf16(float f) { return backend_internal::FloatToBf16Bits(f); }
 float Bf16ToFloat(uint16_t b) { return backend_internal::Bf16BitsToFloat(b); }
 
 Status PackBf16(std::span<const float> in, std::span<uint16_t> out) {
-  if (in.size() != out.size()) return InvalidArgumentError("bf16 pack: length mismatch");
-  for (size_t i = 0; i < in.size(); ++i) out[i] = FloatToBf16(in[i]);
-  return Status::Ok();
+  return ConvertEach(in, out, "bf16 pack", FloatToBf16);
 }
 
 Status UnpackBf16(std::span<const uint16_t> in, std::span<float> out) {
-  if (in.size() != out.size()) return InvalidArgumentError("bf16 unpack: length mismatch");
-  for (size_t i = 0; i < in.size(); ++i) out[i] = Bf16ToFloat(in[i]);
-  return Status::Ok();
+  return ConvertEach(in, out, "bf16 unpack", Bf16ToFloat);
 }
 
 float RoundToValuePrecision(float x, ValuePrecision p) {

@@ -57,6 +57,8 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "soak"))
 from asp_soak import read_json, rss_kb, failure  # noqa: E402  (the soak's /proc and file helpers)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from metrics_lines import read_metrics_lines  # noqa: E402
 
 # A daemon's glog ERROR / FATAL line or its exit message ("sieve-worker: ..."), as the launcher
 # prefixes it: printed with a failed run, for a person to read (nothing acts on it).
@@ -1012,15 +1014,10 @@ def fault_costs(run_dir, record):
     samples = read_json(os.path.join(run_dir, "samples.json")) or {}
     comm = {int(r): c for r, c in samples.get("comm_s", {}).items()}
     for path in glob.glob(os.path.join(run_dir, "metrics-*.jsonl")):
-        with open(path) as f:
-            for line in f:
-                try:
-                    m = json.loads(line)
-                except ValueError:
-                    continue
-                r = m.get("round")
-                if r is not None and m.get("t_comm") is not None:
-                    comm[r] = max(comm.get(r, 0.0), m["t_comm"])
+        for m in read_metrics_lines(path):
+            r = m.get("round")
+            if r is not None and m.get("t_comm") is not None:
+                comm[r] = max(comm.get(r, 0.0), m["t_comm"])
     median = statistics.median(comm.values()) if comm else None
     rounds = sorted(comm)
     for i, r in enumerate(record):

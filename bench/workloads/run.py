@@ -56,6 +56,8 @@ import time
 from dataclasses import dataclass, field
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench", "common"))
+from metrics_lines import read_metrics_lines  # noqa: E402
 EXAMPLES = os.path.join(REPO, "examples", "torch")
 
 # Variables that would make a DDP script believe it is one rank of an outer job.
@@ -316,18 +318,7 @@ def contraction_stats(path):
     docs/protocol.md) at the job's final density (the rounds with the smallest k, after any
     warm-up): {"rounds", "k", "mean", "max", "bound_1", "bound_2", "above_bound_2" (the share of
     those rounds above (1 − k/D)²)}, or None without such lines."""
-    rows = []
-    try:
-        with open(path) as f:
-            for line in f:
-                try:
-                    m = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(m, dict) and _number(m.get("contraction")) is not None:
-                    rows.append(m)
-    except OSError:
-        return None
+    rows = [m for m in read_metrics_lines(path) if _number(m.get("contraction")) is not None]
     if not rows:
         return None
     k = min(m.get("k", 0) for m in rows)

@@ -51,14 +51,8 @@ bool FaultCluster::StartScheduler(int servers, int workers, const std::vector<st
   }
   dir_ = pattern;
   const std::filesystem::path port_file = dir_ / "scheduler.port";
-  std::vector<std::string> argv = {SchedulerBinary(),
-                                   "--port=0",
-                                   "--bind=127.0.0.1",
-                                   "--host=127.0.0.1",
-                                   "--num_servers=" + std::to_string(servers),
-                                   "--num_workers=" + std::to_string(workers),
-                                   "--port_file=" + port_file.string(),
-                                   "--status_file=" + (dir_ / "status.json").string()};
+  std::vector<std::string> argv = LocalSchedulerArgv(servers, workers, port_file);
+  argv.push_back("--status_file=" + (dir_ / "status.json").string());
   argv.insert(argv.end(), flags.begin(), flags.end());
   scheduler_ = std::make_unique<Subprocess>(argv);
   // The file is replaced atomically: once there, it is the whole "HOST:PORT\n".
@@ -83,29 +77,25 @@ bool FaultCluster::StartScheduler(int servers, int workers, const std::vector<st
 }
 
 Subprocess& FaultCluster::StartServer(int rank, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {
-      ServerBinary(),
-      "--scheduler=" + address_,
-      "--bind=127.0.0.1",
-      "--host=127.0.0.1",
-      "--rank=" + std::to_string(rank),
-      "--summary_out=" + SummaryPath("server", rank, servers_[rank].size())};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  servers_[rank].push_back(std::make_unique<Subprocess>(argv));
-  return *servers_[rank].back();
+  return StartDaemon(ServerBinary(), "server", rank, flags, &servers_[rank]);
 }
 
 Subprocess& FaultCluster::StartWorker(int rank, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {
-      WorkerBinary(),
-      "--scheduler=" + address_,
-      "--bind=127.0.0.1",
-      "--host=127.0.0.1",
-      "--rank=" + std::to_string(rank),
-      "--summary_out=" + SummaryPath("worker", rank, workers_[rank].size())};
+  return StartDaemon(WorkerBinary(), "worker", rank, flags, &workers_[rank]);
+}
+
+Subprocess& FaultCluster::StartDaemon(const std::string& binary, std::string_view role, int rank,
+                                      const std::vector<std::string>& flags,
+                                      std::vector<std::unique_ptr<Subprocess>>* processes) {
+  std::vector<std::string> argv = {binary,
+                                   "--scheduler=" + address_,
+                                   "--bind=127.0.0.1",
+                                   "--host=127.0.0.1",
+                                   "--rank=" + std::to_string(rank),
+                                   "--summary_out=" + SummaryPath(role, rank, processes->size())};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  workers_[rank].push_back(std::make_unique<Subprocess>(argv));
-  return *workers_[rank].back();
+  processes->push_back(std::make_unique<Subprocess>(argv));
+  return *processes->back();
 }
 
 void FaultCluster::Drain() {

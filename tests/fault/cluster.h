@@ -81,6 +81,11 @@ class FaultCluster {
   std::unique_ptr<Subprocess> scheduler_;
   std::map<int, std::vector<std::unique_ptr<Subprocess>>> servers_, workers_;
   std::string SummaryPath(std::string_view role, int rank, size_t process) const;
+  // Starts `binary` as the `role` ("server" or "worker") of `rank` with `flags` after the flags
+  // StartServer / StartWorker add, as the next of that rank's `processes`.
+  Subprocess& StartDaemon(const std::string& binary, std::string_view role, int rank,
+                          const std::vector<std::string>& flags,
+                          std::vector<std::unique_ptr<Subprocess>>* processes);
 
   std::string address_;
   std::filesystem::path dir_;  // the scheduler's port and status files

@@ -147,6 +147,14 @@ std::string SummaryChecksum(testing::FaultCluster& c, int server, int shard) {
   return "";
 }
 
+// Starts `job` (a fatal failure when a step did not happen in time) and expects server 1's
+// replacement rebuilt and the job finished (ExpectRebuiltAndFinished).
+void StartAndExpectRebuiltAndFinished(KilledJob& job) {
+  std::string why;
+  ASSERT_TRUE(job.Start(&why)) << why;
+  ExpectRebuiltAndFinished(job.c);
+}
+
 // Shard 1 ends where it is served (server 2's promoted copy, or server 1 after a hand-back) with
 // the same bytes as its other copy: the replacement's dump is its copy of shard 1, server 2's
 // shard summary has the checksum of its copy.
@@ -160,11 +168,8 @@ void ExpectTheCopiesOfShard1Agree(KilledJob& job) {
 
 TEST(FailoverTest, BspAKilledServersShardGoesOnAtItsBackupAndItsReplacementIsRebuilt) {
   KilledJob job("bsp");
-  std::string why;
-  ASSERT_TRUE(job.Start(&why)) << why;
+  ASSERT_NO_FATAL_FAILURE(StartAndExpectRebuiltAndFinished(job));
   testing::FaultCluster& c = job.c;
-  ExpectRebuiltAndFinished(c);
-  if (::testing::Test::HasFatalFailure()) return;
   // Replicas equal the servers: shards 0 and 2 from the servers' dumps (server 1's replacement
   // dumps its copy of shard 1, which must be the same bytes), shard 1 (promoted on server 2) by
   // its checksum.
@@ -182,11 +187,7 @@ TEST(FailoverTest, BspAKilledServersShardGoesOnAtItsBackupAndItsReplacementIsReb
 
 TEST(FailoverTest, AspAKilledServersReplacementIsRebuiltFromTheClocks) {
   KilledJob job("asp");
-  std::string why;
-  ASSERT_TRUE(job.Start(&why)) << why;
-  testing::FaultCluster& c = job.c;
-  ExpectRebuiltAndFinished(c);
-  if (::testing::Test::HasFatalFailure()) return;
+  ASSERT_NO_FATAL_FAILURE(StartAndExpectRebuiltAndFinished(job));
   ExpectTheCopiesOfShard1Agree(job);
 }
 

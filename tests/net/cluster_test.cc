@@ -61,14 +61,8 @@ struct Cluster {
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
     dir = pattern;
     const std::filesystem::path port_file = dir / "scheduler.port";
-    std::vector<std::string> argv = {SchedulerBin(),
-                                     "--port=0",
-                                     "--bind=127.0.0.1",
-                                     "--host=127.0.0.1",
-                                     "--num_servers=" + std::to_string(servers),
-                                     "--num_workers=" + std::to_string(workers),
-                                     "--heartbeat_timeout_ms=1000",
-                                     "--port_file=" + port_file.string()};
+    std::vector<std::string> argv = LocalSchedulerArgv(servers, workers, port_file);
+    argv.push_back("--heartbeat_timeout_ms=1000");
     if (!extra.empty()) argv.push_back(extra);
     scheduler = std::make_unique<Subprocess>(argv);
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
@@ -193,6 +187,19 @@ TEST(NetClusterTest, SchedulerRefusesPortInUse) {
   EXPECT_TRUE(mentions);
 }
 
+// Runs `argv` to its end within kDeadline and expects a usage error: exit 2 with an output line
+// containing `named`. `what` labels the failures.
+void ExpectUsageExit(const std::vector<std::string>& argv, const std::string& named,
+                     const std::string& what) {
+  Subprocess p(argv);
+  auto st = p.Wait(kDeadline);
+  ASSERT_TRUE(st.has_value()) << what;
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 2) << what;
+  bool mentions = false;
+  for (const auto& l : p.lines()) mentions |= l.find(named) != std::string::npos;
+  EXPECT_TRUE(mentions) << what;
+}
+
 // A bad flag value is a usage error: exit 2 with a message naming the flag; a port in use (above)
 // is a run-time failure, exit 1.
 TEST(NetClusterTest, SchedulerBadFlagValuesExitTwoNamingTheFlag) {
@@ -205,13 +212,7 @@ TEST(NetClusterTest, SchedulerBadFlagValuesExitTwoNamingTheFlag) {
     std::vector<std::string> argv = {SchedulerBin(), "--port=0", "--bind=127.0.0.1"};
     std::stringstream ss(flags);
     for (std::string f; ss >> f;) argv.push_back(f);
-    Subprocess p(argv);
-    auto st = p.Wait(kDeadline);
-    ASSERT_TRUE(st.has_value()) << flags;
-    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 2) << flags;
-    bool mentions = false;
-    for (const auto& l : p.lines()) mentions |= l.find(named) != std::string::npos;
-    EXPECT_TRUE(mentions) << flags;
+    ASSERT_NO_FATAL_FAILURE(ExpectUsageExit(argv, named, flags));
   }
 }
 
@@ -233,13 +234,7 @@ TEST(NetClusterTest, CurveFlagErrorsNameTheFlagThatNamedTheFile) {
     std::vector<std::string> argv = {SchedulerBin(), "--port=0", "--bind=127.0.0.1",
                                      "--num_servers=1", "--num_workers=1"};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    Subprocess p(argv);
-    auto st = p.Wait(kDeadline);
-    ASSERT_TRUE(st.has_value()) << want;
-    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 2) << want;
-    bool mentions = false;
-    for (const auto& l : p.lines()) mentions |= l.find(want) != std::string::npos;
-    EXPECT_TRUE(mentions) << want;
+    ASSERT_NO_FATAL_FAILURE(ExpectUsageExit(argv, want, want));
   }
   fs::remove_all(dir);
 }

@@ -16,45 +16,45 @@ pb::Header HeaderFrom(int sender, pb::MsgType type) {
   return h;
 }
 
-TEST(InboundFilterTest, AMessageOfAnotherJobIsDroppedAndCountedAsForeign) {
-  RejectionLog log;
-  InboundFilter f(&log);
+class InboundFilterTest : public ::testing::Test {
+ protected:
+  // The filter's counts of dropped messages so far.
+  void ExpectCounted(uint64_t foreign, uint64_t impostors) {
+    EXPECT_EQ(f_.foreign(), foreign);
+    EXPECT_EQ(f_.impostors(), impostors);
+  }
+
+  RejectionLog log_;
+  InboundFilter f_{&log_};
+};
+
+TEST_F(InboundFilterTest, AMessageOfAnotherJobIsDroppedAndCountedAsForeign) {
   const Status bad = InvalidArgumentError("job digest does not match");
   // Dropped whether or not its key matches: nothing in a foreign message is believed.
-  EXPECT_FALSE(f.Admit(HeaderFrom(3, pb::MSG_PUSH), pb::ERROR_FOREIGN_JOB, bad, true));
-  EXPECT_FALSE(f.Admit(HeaderFrom(3, pb::MSG_REGISTER), pb::ERROR_FOREIGN_JOB, bad, false));
-  EXPECT_EQ(f.foreign(), 2u);
-  EXPECT_EQ(f.impostors(), 0u);
+  EXPECT_FALSE(f_.Admit(HeaderFrom(3, pb::MSG_PUSH), pb::ERROR_FOREIGN_JOB, bad, true));
+  EXPECT_FALSE(f_.Admit(HeaderFrom(3, pb::MSG_REGISTER), pb::ERROR_FOREIGN_JOB, bad, false));
+  ExpectCounted(2u, 0u);
 }
 
-TEST(InboundFilterTest, AKeySpeakingForAnotherNodeIsDroppedAndCountedAsImpostor) {
-  RejectionLog log;
-  InboundFilter f(&log);
-  EXPECT_FALSE(f.Admit(HeaderFrom(0, pb::MSG_NODE_TABLE), pb::ERROR_NONE, Status::Ok(), false));
+TEST_F(InboundFilterTest, AKeySpeakingForAnotherNodeIsDroppedAndCountedAsImpostor) {
+  EXPECT_FALSE(f_.Admit(HeaderFrom(0, pb::MSG_NODE_TABLE), pb::ERROR_NONE, Status::Ok(), false));
   // A message that failed to decode for another reason is still an impostor's.
-  EXPECT_FALSE(f.Admit(HeaderFrom(2, pb::MSG_PUSH), pb::ERROR_BAD_COUNT,
-                       InvalidArgumentError("count"), false));
-  EXPECT_EQ(f.impostors(), 2u);
-  EXPECT_EQ(f.foreign(), 0u);
+  EXPECT_FALSE(f_.Admit(HeaderFrom(2, pb::MSG_PUSH), pb::ERROR_BAD_COUNT,
+                        InvalidArgumentError("count"), false));
+  ExpectCounted(0u, 2u);
 }
 
-TEST(InboundFilterTest, EverythingElsePassesDecodeErrorsIncludedAndCountsNothing) {
-  RejectionLog log;
-  InboundFilter f(&log);
-  EXPECT_TRUE(f.Admit(HeaderFrom(2, pb::MSG_PUSH), pb::ERROR_NONE, Status::Ok(), true));
+TEST_F(InboundFilterTest, EverythingElsePassesDecodeErrorsIncludedAndCountsNothing) {
+  EXPECT_TRUE(f_.Admit(HeaderFrom(2, pb::MSG_PUSH), pb::ERROR_NONE, Status::Ok(), true));
   // The owner answers a decode error with an ERROR: the filter lets it through.
-  EXPECT_TRUE(f.Admit(HeaderFrom(2, pb::MSG_PUSH), pb::ERROR_INDEX_ORDER,
-                      InvalidArgumentError("indices not ascending"), true));
-  EXPECT_EQ(f.foreign(), 0u);
-  EXPECT_EQ(f.impostors(), 0u);
+  EXPECT_TRUE(f_.Admit(HeaderFrom(2, pb::MSG_PUSH), pb::ERROR_INDEX_ORDER,
+                       InvalidArgumentError("indices not ascending"), true));
+  ExpectCounted(0u, 0u);
 }
 
-TEST(InboundFilterTest, AnotherInstanceOfThisJobCountsAsForeign) {
-  RejectionLog log;
-  InboundFilter f(&log);
-  for (int i = 0; i < 1000; ++i) f.DropOtherInstance(HeaderFrom(0, pb::MSG_NODE_TABLE));
-  EXPECT_EQ(f.foreign(), 1000u);
-  EXPECT_EQ(f.impostors(), 0u);
+TEST_F(InboundFilterTest, AnotherInstanceOfThisJobCountsAsForeign) {
+  for (int i = 0; i < 1000; ++i) f_.DropOtherInstance(HeaderFrom(0, pb::MSG_NODE_TABLE));
+  ExpectCounted(1000u, 0u);
 }
 
 }  // namespace

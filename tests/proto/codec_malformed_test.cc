@@ -57,6 +57,22 @@ class ProtoCodecMalformedTest : public ::testing::Test {
     (void)RejectedStatus(std::move(frames), want, Limits());
   }
 
+  // `flag` belongs on an UPDATE only: a one-pair PUSH carrying it is malformed, a one-pair UPDATE
+  // carrying it decodes with the flag kept.
+  void ExpectOnlyOnAnUpdate(uint32_t flag) {
+    std::vector<uint32_t> idx = {1};
+    std::vector<float> val = {1.0f};
+    pb::Header h = DataHeader(pb::MSG_PUSH, 0, 1);
+    h.set_flags(flag);
+    ExpectRejected(RawData(h, &idx, val), pb::ERROR_MALFORMED_HEADER);
+    pb::Header u = DataHeader(pb::MSG_UPDATE, 0, 1);
+    u.set_flags(flag);
+    Message msg;
+    const Status s = Decode(RawData(u, &idx, val), Limits(), &msg);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(msg.header.flags() & flag);
+  }
+
   // A sparse fp32 PUSH for shard 0 with the given arrays and a header count of indices.size().
   Frames Push(const std::vector<uint32_t>& idx, const std::vector<float>& val, int shard = 0) {
     return RawData(DataHeader(pb::MSG_PUSH, shard, idx.size()), &idx, val);
@@ -140,36 +156,18 @@ TEST_F(ProtoCodecMalformedTest, WrongVersion) {
 // FLAG_PUSH_MISSED (protocol 8) belongs on an UPDATE only: a PUSH carrying it is malformed, an
 // UPDATE carrying it decodes with the flag kept.
 TEST_F(ProtoCodecMalformedTest, PushMissedOnlyOnAnUpdate) {
-  std::vector<uint32_t> idx = {1};
-  std::vector<float> val = {1.0f};
-  pb::Header h = DataHeader(pb::MSG_PUSH, 0, 1);
-  h.set_flags(pb::FLAG_PUSH_MISSED);
-  ExpectRejected(RawData(h, &idx, val), pb::ERROR_MALFORMED_HEADER);
-  pb::Header u = DataHeader(pb::MSG_UPDATE, 0, 1);
-  u.set_flags(pb::FLAG_PUSH_MISSED);
-  Message msg;
-  const Status s = Decode(RawData(u, &idx, val), Limits(), &msg);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_TRUE(msg.header.flags() & pb::FLAG_PUSH_MISSED);
+  ExpectOnlyOnAnUpdate(pb::FLAG_PUSH_MISSED);
 }
 
 // FLAG_PUSH_LATE (protocol 10) likewise, and never with FLAG_PUSH_MISSED (a push is either never
 // applied or applied later).
 TEST_F(ProtoCodecMalformedTest, PushLateOnlyOnAnUpdateAndNotWithPushMissed) {
+  ExpectOnlyOnAnUpdate(pb::FLAG_PUSH_LATE);
   std::vector<uint32_t> idx = {1};
   std::vector<float> val = {1.0f};
-  pb::Header h = DataHeader(pb::MSG_PUSH, 0, 1);
-  h.set_flags(pb::FLAG_PUSH_LATE);
-  ExpectRejected(RawData(h, &idx, val), pb::ERROR_MALFORMED_HEADER);
   pb::Header both = DataHeader(pb::MSG_UPDATE, 0, 1);
   both.set_flags(pb::FLAG_PUSH_LATE | pb::FLAG_PUSH_MISSED);
   ExpectRejected(RawData(both, &idx, val), pb::ERROR_MALFORMED_HEADER);
-  pb::Header u = DataHeader(pb::MSG_UPDATE, 0, 1);
-  u.set_flags(pb::FLAG_PUSH_LATE);
-  Message msg;
-  const Status s = Decode(RawData(u, &idx, val), Limits(), &msg);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_TRUE(msg.header.flags() & pb::FLAG_PUSH_LATE);
 }
 
 TEST_F(ProtoCodecMalformedTest, UnknownType) {

@@ -1,6 +1,6 @@
 """PythonLauncher: `sieve launch --worker_cmd` with the user's script
 (tests/python/user_script/mlp.py), at the launcher's level:
-  - a routed worker flag the script does not implement (--contraction_every=10, sieve-worker's
+  - a routed worker flag the script does not implement (--histogram_rounds=10, sieve-worker's
     only) is a usage error before anything starts: exit 2, a message naming the flag and the
     command, no daemon output;
   - --straggler=1:delay:5ms reaches the script: rank 1 stalls 5 ms after each round's compute
@@ -38,9 +38,9 @@ ROUNDS, D, KILL_ROUND = cluster.USER_SCRIPT_ROUNDS, cluster.USER_SCRIPT_D, 300
 class PythonLauncher(unittest.TestCase):
     def test_unimplemented_worker_flag_is_refused_before_anything_starts(self):
         cmd = f"{sys.executable} {cluster.user_script()}"
-        code, out = cluster.launch(BUILD, cmd, ["--contraction_every=10"], timeout_s=120)
+        code, out = cluster.launch(BUILD, cmd, ["--histogram_rounds=10"], timeout_s=120)
         self.assertEqual(code, 2, out[-4000:])
-        self.assertIn(f"--contraction_every is not implemented by the worker command '{cmd}'",
+        self.assertIn(f"--histogram_rounds is not implemented by the worker command '{cmd}'",
                       out)
         for role in ("[scheduler]", "[server", "[worker"):
             self.assertNotIn(role, out)  # nothing started

@@ -5,7 +5,6 @@
 #include "net/curve.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <zmq.h>
 
 #include <chrono>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "net/transport.h"
+#include "tests/base/temp_dir.h"
 
 namespace sieve {
 namespace {
@@ -123,9 +123,8 @@ TEST(CurveTest, ReceiverWithoutTheServerSecretGetsNothingOut) {
 
 TEST(CurveTest, KeyDirectoryRoundTripAndErrors) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("sieve-curve-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const sieve::testing::TempDir tmp("sieve-curve");
+  const fs::path& dir = tmp.path();
   Fixture k;
   EXPECT_EQ(LoadCurveDir(dir.string()).status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(WriteCurveKeyPair((dir / "server.key").string(), k.server).ok());
@@ -151,7 +150,6 @@ TEST(CurveTest, KeyDirectoryRoundTripAndErrors) {
   std::ofstream(dir / "allowed_clients") << k.good.public_key << " scheduler\n"
                                          << k.bad.public_key << " scheduler\n";
   EXPECT_EQ(LoadCurveDir(dir.string()).status().code(), StatusCode::kInvalidArgument);
-  fs::remove_all(dir);
 }
 
 // `sieve keygen --servers=1 --workers=1`'s directory: one key pair per node (named by role and
@@ -160,9 +158,8 @@ TEST(CurveTest, KeyDirectoryRoundTripAndErrors) {
 // without `force`.
 TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("sieve-keys-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const sieve::testing::TempDir tmp("sieve-keys");
+  const fs::path& dir = tmp.path();
   auto names = WriteCurveDir(dir.string(), 1, 1, false, /*unbound_client_key=*/true);
   ASSERT_TRUE(names.ok()) << names.status().ToString();
   EXPECT_EQ(*names, (std::vector<std::string>{"server.key", "scheduler.key", "client.key",
@@ -203,16 +200,14 @@ TEST(CurveTest, KeyDirectoryWithAKeyPerNode) {
   EXPECT_FALSE(fs::exists(bound_only / "client.key"));
   EXPECT_EQ(bound_names->size(), 5u);
   EXPECT_TRUE(WriteCurveDir(dir.string(), 1, 1, true, true).ok());
-  fs::remove_all(dir);
 }
 
 // `sieve keygen --per_role`: each role's directory holds exactly the files its daemons read, no
 // other role's secret key, and its daemons load their own key pairs from it.
 TEST(CurveTest, RoleDirectoriesHoldOnlyTheirRolesKeys) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("sieve-roles-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const sieve::testing::TempDir tmp("sieve-roles");
+  const fs::path& dir = tmp.path();
   EXPECT_EQ(WriteRoleDirs(dir.string(), 2, 3, false).status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(WriteCurveDir(dir.string(), 2, 3, false, false).ok());
   auto written = WriteRoleDirs(dir.string(), 2, 3, false);
@@ -256,7 +251,6 @@ TEST(CurveTest, RoleDirectoriesHoldOnlyTheirRolesKeys) {
   EXPECT_EQ(worker->scheduler_key, scheduler->client.public_key);
   EXPECT_EQ(WriteRoleDirs(dir.string(), 2, 3, false).status().code(), StatusCode::kAlreadyExists);
   EXPECT_TRUE(WriteRoleDirs(dir.string(), 2, 3, true).ok());
-  fs::remove_all(dir);
 }
 
 // Every message received over a CURVE connection names the client key it was authenticated with

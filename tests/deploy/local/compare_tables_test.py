@@ -409,61 +409,67 @@ class HeterogeneityAxesTest(unittest.TestCase):
             self.assertEqual(code, 2)
             self.assertIn(f"'upload_queue': {bad!r} is not a queue", err)
 
+    @staticmethod
+    def consistency_grid(name, consistencies, workers):
+        """A synthetic top-k scenario whose grid varies the consistency over `consistencies`."""
+        return {"name": name, "flags": {"model": "synthetic"},
+                "grid": {"consistency": consistencies, "compressor": ["topk"],
+                         "workers": [workers]}}
+
+    def cells_and_flags(self, cfg, want_ids):
+        """Checks that the cells of `cfg` have the ids `want_ids`; returns each one's run flags."""
+        cells = config.cells_of(cfg)
+        self.assertEqual([c["id"] for c in cells], want_ids)
+        return [config.run_flags(cfg, config.runs_of(cfg, [c])[0], "/x") for c in cells]
+
+    def assert_consistency_usage_errors(self, cfg, cases, flags, flags_says):
+        """Each (consistency, message) of `cases` alone on the consistency axis of `cfg` is a usage
+        error saying the message; so is `cfg` with `flags` added to its flags (flags_says)."""
+        for bad, says in cases:
+            bad_cfg = dict(cfg, grid=dict(cfg["grid"], consistency=[bad]))
+            code, err = exit_code_and_stderr(config.check_config, bad_cfg, "grid.yaml")
+            self.assertEqual(code, 2, bad)
+            self.assertIn(says, err)
+        both = dict(cfg, flags=dict(cfg["flags"], **flags))
+        code, err = exit_code_and_stderr(config.check_config, both, "grid.yaml")
+        self.assertEqual(code, 2)
+        self.assertIn(flags_says, err)
+
     def test_staleness_lr_axis(self):
         """asp+inverse and ssp:N+inverse pass --staleness_lr=inverse; bsp+inverse, ssp+inverse
         with flags: staleness_lr, and a bound on asp are usage errors."""
-        cfg = {"name": "s", "flags": {"model": "synthetic"},
-               "grid": {"consistency": ["asp", "asp+inverse", "ssp:2+inverse"],
-                        "compressor": ["topk"], "workers": [2]}}
-        cells = config.cells_of(cfg)
-        self.assertEqual([c["id"] for c in cells],
-                         ["asp-topk-d0.001-w2-local", "aspinverse-topk-d0.001-w2-local",
-                          "ssp2inverse-topk-d0.001-w2-local"])
-        flags = [config.run_flags(cfg, config.runs_of(cfg, [c])[0], "/x") for c in cells]
+        cfg = self.consistency_grid("s", ["asp", "asp+inverse", "ssp:2+inverse"], 2)
+        flags = self.cells_and_flags(cfg, ["asp-topk-d0.001-w2-local",
+                                           "aspinverse-topk-d0.001-w2-local",
+                                           "ssp2inverse-topk-d0.001-w2-local"])
         self.assertNotIn("staleness_lr", flags[0])
         self.assertEqual((flags[1]["consistency"], flags[1]["staleness_lr"]), ("asp", "inverse"))
         self.assertNotIn("staleness", flags[1])
         self.assertEqual((flags[2]["consistency"], flags[2]["staleness"],
                           flags[2]["staleness_lr"]), ("ssp", 2, "inverse"))
-        for bad, says in [("bsp+inverse", "unknown consistency 'bsp+inverse'"),
-                          ("asp:2", "unknown consistency 'asp:2'"),
-                          ("asp+sqrt", "unknown consistency 'asp+sqrt'")]:
-            bad_cfg = dict(cfg, grid=dict(cfg["grid"], consistency=[bad]))
-            code, err = exit_code_and_stderr(config.check_config, bad_cfg, "grid.yaml")
-            self.assertEqual(code, 2, bad)
-            self.assertIn(says, err)
-        both = dict(cfg, flags={"model": "synthetic", "staleness_lr": "inverse"})
-        code, err = exit_code_and_stderr(config.check_config, both, "grid.yaml")
-        self.assertEqual(code, 2)
-        self.assertIn("'flags: staleness_lr' and a consistency ...+inverse", err)
+        self.assert_consistency_usage_errors(
+            cfg, [("bsp+inverse", "unknown consistency 'bsp+inverse'"),
+                  ("asp:2", "unknown consistency 'asp:2'"),
+                  ("asp+sqrt", "unknown consistency 'asp+sqrt'")],
+            {"staleness_lr": "inverse"}, "'flags: staleness_lr' and a consistency ...+inverse")
 
     def test_backup_workers_axis(self):
         """bsp+backup:N passes --backup_workers=N; on asp/ssp, N >= workers, N = 0 and the same
         set in flags are usage errors."""
-        cfg = {"name": "b", "flags": {"model": "synthetic"},
-               "grid": {"consistency": ["bsp", "bsp+backup:1", "bsp+backup:2+return"],
-                        "compressor": ["topk"], "workers": [4]}}
-        cells = config.cells_of(cfg)
-        self.assertEqual([c["id"] for c in cells],
-                         ["bsp-topk-d0.001-w4-local", "bspbackup1-topk-d0.001-w4-local",
-                          "bspbackup2return-topk-d0.001-w4-local"])
-        flags = [config.run_flags(cfg, config.runs_of(cfg, [c])[0], "/x") for c in cells]
+        cfg = self.consistency_grid("b", ["bsp", "bsp+backup:1", "bsp+backup:2+return"], 4)
+        flags = self.cells_and_flags(cfg, ["bsp-topk-d0.001-w4-local",
+                                           "bspbackup1-topk-d0.001-w4-local",
+                                           "bspbackup2return-topk-d0.001-w4-local"])
         self.assertNotIn("backup_workers", flags[0])
         self.assertEqual((flags[1]["consistency"], flags[1]["backup_workers"]), ("bsp", 1))
         self.assertNotIn("late_pushes", flags[1])
         self.assertEqual((flags[2]["backup_workers"], flags[2]["late_pushes"]), (2, "return"))
-        for bad, says in [("asp+backup:1", "unknown consistency 'asp+backup:1'"),
-                          ("bsp+backup:4", "needs 1 <= backup workers < the cell's 4 workers"),
-                          ("bsp+backup:0", "needs 1 <= backup workers"),
-                          ("bsp+return", "unknown consistency 'bsp+return'")]:
-            bad_cfg = dict(cfg, grid=dict(cfg["grid"], consistency=[bad]))
-            code, err = exit_code_and_stderr(config.check_config, bad_cfg, "grid.yaml")
-            self.assertEqual(code, 2, bad)
-            self.assertIn(says, err)
-        both = dict(cfg, flags={"model": "synthetic", "backup_workers": 1})
-        code, err = exit_code_and_stderr(config.check_config, both, "grid.yaml")
-        self.assertEqual(code, 2)
-        self.assertIn("'flags: backup_workers' and a consistency bsp+backup:N", err)
+        self.assert_consistency_usage_errors(
+            cfg, [("asp+backup:1", "unknown consistency 'asp+backup:1'"),
+                  ("bsp+backup:4", "needs 1 <= backup workers < the cell's 4 workers"),
+                  ("bsp+backup:0", "needs 1 <= backup workers"),
+                  ("bsp+return", "unknown consistency 'bsp+return'")],
+            {"backup_workers": 1}, "'flags: backup_workers' and a consistency bsp+backup:N")
 
     def test_baseline_is_the_bsp_dense_cell_of_the_same_scenario(self):
         slow = cell("bsp", "none", straggler="3:x3")

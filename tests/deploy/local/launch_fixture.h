@@ -158,12 +158,17 @@ class LauncherIntegration : public ::testing::Test {
     return count;
   }
 
+  // The lines of the file at `path` (without their newlines), or empty if it cannot be read.
+  static std::vector<std::string> LinesOf(const fs::path& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+
   // Arguments the stand-in `name` (e.g. "worker-1") received, or empty if it never ran.
   std::vector<std::string> ArgsOf(const std::string& name) const {
-    std::ifstream in(state_ / (name + ".args"));
-    std::vector<std::string> args;
-    for (std::string line; std::getline(in, line);) args.push_back(line);
-    return args;
+    return LinesOf(state_ / (name + ".args"));
   }
 
   // A key directory as `sieve keygen --servers=1 --workers=2` makes it (stand-in contents).
@@ -179,10 +184,7 @@ class LauncherIntegration : public ::testing::Test {
   // The SIEVE_* environment the stand-in (or stand-in command, "cmd-1") `name` ran with, one
   // NAME=value a line (standin_daemon.cc, standin_worker_cmd.sh), or empty if it never ran.
   std::vector<std::string> EnvOf(const std::string& name) const {
-    std::ifstream in(state_ / (name + ".env"));
-    std::vector<std::string> env;
-    for (std::string line; std::getline(in, line);) env.push_back(line);
-    return env;
+    return LinesOf(state_ / (name + ".env"));
   }
 
   // The value of `key` in EnvOf(name)-style lines, or "(unset)".
@@ -256,26 +258,28 @@ class LauncherIntegration : public ::testing::Test {
     return WIFEXITED(r.wait_status) ? WEXITSTATUS(r.wait_status) : -1;
   }
 
-  // Runs `sieve <args>` (a launch with the real daemons and --progress=off) and kills worker 1
-  // with SIGKILL once it printed its first progress line; `killed` tells whether it was sent.
-  RunResult RunKillingWorker1(std::vector<std::string> args, bool* killed,
-                              std::chrono::seconds limit) {
+  // Runs `sieve <args>` (a launch with the real daemons and --progress=off) into *r and kills
+  // worker 1 with SIGKILL once the job status shows a round done. A fatal failure unless the run
+  // ended within `limit` and the kill was sent (call it under ASSERT_NO_FATAL_FAILURE).
+  void RunKillingWorker1(std::vector<std::string> args, std::chrono::seconds limit, RunResult* r) {
     // `args` end with the daemons' flags: the scheduler's status file and every daemon's summary
     // file join them.
     args.push_back("--status_file=" + KillStatusPath().string());
     args.push_back("--status_file_interval_ms=250");
     args.push_back("--summary_out=" + (root_ / "{role}-{rank}.json").string());
-    *killed = false;
-    return RunSieve(
+    bool killed = false;
+    *r = RunSieve(
         args, {},
         [&](pid_t launcher, const std::string&) {
-          if (*killed) return;
+          if (killed) return;
           const std::optional<pb::JobStatus> status = ReadJobStatus(KillStatusPath());
           if (!status || status->progress().round() < 1) return;
           const pid_t worker = WorkerPid(launcher, 1);
-          if (worker > 0 && kill(worker, SIGKILL) == 0) *killed = true;
+          if (worker > 0 && kill(worker, SIGKILL) == 0) killed = true;
         },
         limit);
+    ASSERT_FALSE(r->timed_out) << r->output;
+    ASSERT_TRUE(killed) << r->output;
   }
 
   // The job status file of RunKillingWorker1's run.
