@@ -104,8 +104,12 @@ class CharTransformerWorkload(common.KjvWorkload):
         logits = model(x)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
+    def eval_window(self, args):
+        return 16, args.context
+
     def evaluate(self, model, args, final):
-        return {"val_loss": common.lm_evaluate(model, self.valid, 16, args.context,
+        batch, length = self.eval_window(args)
+        return {"val_loss": common.lm_evaluate(model, self.valid, batch, length,
                                                args.eval_limit)}
 
 

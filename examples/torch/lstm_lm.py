@@ -88,11 +88,15 @@ class LstmLmWorkload(common.KjvWorkload):
         logits, self.state = model(x, self.state)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
+    def eval_window(self, args):
+        return 10, args.bptt
+
     def evaluate(self, model, args, final):
-        val = common.lm_evaluate(model, self.valid, 10, args.bptt, args.eval_limit, state=True)
+        batch, length = self.eval_window(args)
+        val = common.lm_evaluate(model, self.valid, batch, length, args.eval_limit, state=True)
         metrics = {"perplexity": math.exp(val), "val_loss": val}
         if final:
-            test = common.lm_evaluate(model, self.test, 10, args.bptt, args.eval_limit,
+            test = common.lm_evaluate(model, self.test, batch, length, args.eval_limit,
                                       state=True)
             metrics["test_perplexity"] = math.exp(test)
         return metrics

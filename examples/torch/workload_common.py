@@ -26,7 +26,8 @@ define a Workload (the model, its optimizer, the loss of one step, the evaluatio
   with `--max_steps=N`. The learning rate follows a linear warm-up over `--lr_warmup_steps` and a
   cosine decay to 0 at the last step, stepped per step.
 - **Results.** Rank 0 evaluates after every `--eval_every`-th epoch and after the last step
-  (`--eval_limit=N`: on the first N examples or tokens only) and records the metrics with
+  (`--eval_limit=N`: on the first N examples or tokens only; a language model refuses an N below
+  one evaluation batch before it trains) and records the metrics with
   `opt.record(...)` on sieve, so the launcher's `sieve launch: job finished:` line shows them
   (test_acc for the image models, perplexity and val_loss for the LMs). On both backends rank 0
   then prints one line, `workload finished: backend=ddp workers=2 steps=20 time=5.1s
@@ -274,13 +275,23 @@ class TokenStream:
         return (self.data[:, lo:lo + self.length], self.data[:, lo + 1:lo + 1 + self.length])
 
 
+def eval_tokens(batch, length):
+    """The fewest tokens lm_evaluate can score in `batch` windows of `length` tokens (each window
+    also reads the token after it)."""
+    return batch * (length + 1)
+
+
 def lm_evaluate(model, tokens, batch, length, limit=0, state=False):
     """Mean cross-entropy (nats per token) of `model` over `tokens` (the first `limit` tokens when
     limit > 0), in `batch` columns of `length`-token windows. `state`: the model takes and returns
-    a recurrent state, carried across windows (an LSTM)."""
+    a recurrent state, carried across windows (an LSTM). WorkloadError when the tokens do not fill
+    one batch of windows (eval_tokens)."""
     if limit > 0:
         tokens = tokens[:limit + 1]
     stream = TokenStream(tokens, batch, length)
+    if stream.steps == 0:
+        raise WorkloadError(f"{len(tokens)} tokens are less than one evaluation batch ({batch} "
+                            f"windows of {length} tokens need {eval_tokens(batch, length)})")
     total, count, hidden = 0.0, 0, None
     model.eval()
     with torch.no_grad():
@@ -415,8 +426,19 @@ class KjvWorkload(Workload):
     def add_flags(self, parser):
         parser.add_argument("--corpus", default=KJV_DATA, help="bible-kjv-text's data file")
 
+    def eval_window(self, args):
+        """(batch, length): the evaluation's parallel windows and tokens per window."""
+        raise NotImplementedError
+
     def check_data(self, args):
+        """The corpus, and an --eval_limit that leaves at least one evaluation batch."""
         check_kjv(args.corpus)
+        batch, length = self.eval_window(args)
+        need = eval_tokens(batch, length) - 1  # lm_evaluate reads limit + 1 tokens
+        if 0 < args.eval_limit < need:
+            raise WorkloadError(f"--eval_limit={args.eval_limit} is less than one evaluation "
+                                f"batch ({batch} windows of {length} tokens): give at least "
+                                f"{need}, or 0 for the whole split")
 
 
 def args_seed(seed, epoch, rank):

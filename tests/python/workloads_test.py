@@ -27,6 +27,8 @@ import cluster  # noqa: E402
 BUILD = cluster.setup(sys.argv)
 EXAMPLES = os.path.join(cluster.source_dir(), "examples", "torch")
 sys.path.insert(0, EXAMPLES)
+import torch  # noqa: E402
+
 import workload_common  # noqa: E402
 
 STEPS = 20
@@ -168,6 +170,18 @@ class PythonWorkloadCharTransformerGroups(unittest.TestCase):
         self.assertFalse(any("sieve_density" in g for g in groups))
 
 
+class _CountingModel(torch.nn.Module):
+    """Uniform logits over `vocabulary` tokens; counts the tokens it was asked to score."""
+
+    def __init__(self, vocabulary):
+        super().__init__()
+        self.vocabulary, self.scored = vocabulary, 0
+
+    def forward(self, x):
+        self.scored += x.numel()
+        return torch.zeros(*x.shape, self.vocabulary)
+
+
 class PythonWorkloadCorpus(unittest.TestCase):
     def test_split_is_the_documented_one(self):
         splits = workload_common.kjv_split()
@@ -190,6 +204,40 @@ class PythonWorkloadCorpus(unittest.TestCase):
                 self.assertIn("/nonexistent/bible.data is missing", r.stderr)
                 self.assertIn("apt-get install bible-kjv-text", r.stderr)
                 self.assertNotIn("Traceback", r.stderr)
+
+    def test_eval_limit_below_one_batch_is_refused_before_training(self):
+        # char_transformer evaluates 16 windows of 128 characters, lstm_lm 10 windows of 35
+        # words; a smaller --eval_limit once scored no window and reported val_loss=0.
+        import char_transformer
+        import lstm_lm
+        for module, cls, batch, length in (
+                (char_transformer, char_transformer.CharTransformerWorkload, 16, 128),
+                (lstm_lm, lstm_lm.LstmLmWorkload, 10, 35)):
+            workload = cls()
+            args = workload_common.make_parser(workload, "").parse_args([])
+            need = batch * (length + 1) - 1
+            args.eval_limit = need
+            workload.check_data(args)  # exactly one batch: accepted
+            args.eval_limit = need - 1
+            with self.assertRaisesRegex(workload_common.WorkloadError,
+                                        f"--eval_limit={need - 1} is less than one evaluation "
+                                        f"batch .* give at least {need}"):
+                workload.check_data(args)
+            # lm_evaluate at that boundary scores exactly one batch, and refuses one token less.
+            tokens = torch.arange(need + 5) % 7
+            model = _CountingModel(7)
+            workload_common.lm_evaluate(model, tokens, batch, length, limit=need)
+            self.assertEqual(model.scored, batch * length)
+            with self.assertRaises(workload_common.WorkloadError):
+                workload_common.lm_evaluate(model, tokens, batch, length, limit=need - 1)
+        # From the command line: exit 1 before anything starts, the message, no traceback.
+        r = subprocess.run([sys.executable, script("char_transformer.py"), "--backend=ddp",
+                            "--eval_limit=2000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=60, env=cluster.worker_env(BUILD))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("char_transformer.py: error: --eval_limit=2000 is less than one evaluation "
+                      "batch (16 windows of 128 tokens): give at least 2063", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
 
     def test_missing_fashion_mnist_names_the_package(self):
         r = subprocess.run([sys.executable, script("resnet20.py"), "--backend=ddp",
