@@ -25,9 +25,9 @@ A sieve job is `BUILD/deploy/sieve launch --num_servers=S --num_workers=W
 from the run summaries the workers write (--summary_out, docs/protocol.md "Run summaries": rank
 0's recorded metrics, every worker's bytes), where a summary lacks one from the scheduler's final
 job status (--status_file, docs/protocol.md "Job status"), and the contraction ratio from rank
-0's metrics lines (--metrics_out). A DDP job has no such files: the script's rank 0 writes its result to the file its
---result_json names. No result is ever read from a log line; each job's output goes to a log
-file for people only.
+0's metrics lines (--metrics_out). A DDP job has no such files: the script's rank 0 writes its
+result to the file its --result_json names. No result is ever read from a log line; each job's
+output goes to a log file for people only.
 
 Usage (from the repository root, with Debian's /usr/bin/python3, which has torch):
   /usr/bin/python3 bench/workloads/run.py [--workloads=resnet20,...] [--configs=dense,...]
