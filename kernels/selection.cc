@@ -51,7 +51,7 @@ int64_t KeyThreshold(float thr) {
 }
 
 // ErrorFeedback's buffers, masked at the selection (null in the stateless Select): r is the x
-// selected from.
+// selected from; m is null when the momentum is kept (SelectOptions::mask_momentum false).
 struct MaskTarget {
   float* r;
   float* m;
@@ -639,8 +639,10 @@ Status Finish(BackendContext* be, const MaskTarget* mt, const float* x, Picked* 
     have_values = out->values.size() == out->indices.size();
   }
   out->values.resize(out->indices.size());
-  if (p->chosen && p->c.masked) {  // r masked in the pass: m's turn
-    SIEVE_RETURN_IF_ERROR(be->ZeroAt(mt->m, out->indices.data(), out->indices.size()));
+  if (p->chosen && p->c.masked) {  // r masked in the pass: m's turn (null: m kept)
+    if (mt->m != nullptr) {
+      SIEVE_RETURN_IF_ERROR(be->ZeroAt(mt->m, out->indices.data(), out->indices.size()));
+    }
   } else if (!have_values || mt != nullptr) {
     SIEVE_RETURN_IF_ERROR(be->GatherMask(x, out->indices.data(), out->indices.size(),
                                          out->values.data(), mt != nullptr ? mt->r : nullptr,
@@ -663,9 +665,13 @@ Status Finish(BackendContext* be, const MaskTarget* mt, const float* x, Picked* 
 
 }  // namespace
 
-double Selection::ContractionRatio() const {
+double ContractionRatio(double sumsq_total, double sumsq_selected) {
   if (!(sumsq_total > 0.0)) return 0.0;
   return std::clamp((sumsq_total - sumsq_selected) / sumsq_total, 0.0, 1.0);
+}
+
+double Selection::ContractionRatio() const {
+  return sieve::ContractionRatio(sumsq_total, sumsq_selected);
 }
 
 uint64_t KForDensity(double density, uint64_t d) {
@@ -745,7 +751,7 @@ Status ErrorFeedback::Select(Compressor compressor, uint64_t k, const SelectOpti
   p.c.masked = false;
   p.c.idx.clear();
   p.c.vals.clear();
-  const MaskTarget mt{r_, m_, options.round_values};
+  const MaskTarget mt{r_, options.mask_momentum ? m_ : nullptr, options.round_values};
   // The counting pass may mask r and m at its candidates (CPU); on an error they are restored.
   if (Status st = SelectIndices(ctx_.get(), compressor, &mt, r_, d_, k, options, &s, &p);
       !st.ok()) {

@@ -53,6 +53,12 @@ struct SelectOptions {
   // are those of the unrounded values. The free Select refuses anything but kFp32
   // (InvalidArgument: the error would be lost).
   ValuePrecision round_values = ValuePrecision::kFp32;
+  // ErrorFeedback::Select only: zero the momentum m at the selected entries (momentum-factor
+  // masking, Deep Gradient Compression's rule: the default). false keeps m everywhere, so the
+  // rule is error feedback on the momentum-SGD step (m = μm + g; r += η·m; send and zero the
+  // selected entries of r only). Ignored by the free Select (it has no m). A dense selection
+  // never touches m.
+  bool mask_momentum = true;
 };
 
 struct Selection {
@@ -76,9 +82,14 @@ struct Selection {
   double sumsq_selected = 0.0;
 
   size_t size() const { return values.size(); }
-  // ‖r − sel(r)‖² / ‖r‖² (0 when r = 0).
+  // ‖r − sel(r)‖² / ‖r‖² (0 when r = 0): ContractionRatio(sumsq_total, sumsq_selected).
   double ContractionRatio() const;
 };
+
+// The contraction ratio ‖r − sel(r)‖² / ‖r‖² from the sums of squares over all of r and over the
+// selected entries (e.g. summed over several selections' parts of r): (total − selected) / total
+// clamped to [0, 1] (rounding may push it out); 0 when total is not > 0.
+double ContractionRatio(double sumsq_total, double sumsq_selected);
 
 // Selects from x (length d, in the memory of `device`) without modifying it. k ≤ d.
 Status Select(Device device, Compressor compressor, const float* x, size_t d, uint64_t k,
@@ -119,8 +130,9 @@ class ErrorFeedback {
   // buffers (residual_data()) are read through another context, e.g. the free Select.
   Status Synchronize();
 
-  // S = select(r); out gets (S, r[S]); then r[S] = 0 and m[S] = 0 (momentum-factor masking).
-  // kNone: out is dense (all of r), r = 0, m untouched. With options.round_values fp16 / bf16,
+  // S = select(r); out gets (S, r[S]); then r[S] = 0 and m[S] = 0 (momentum-factor masking;
+  // with options.mask_momentum false m is untouched). kNone: out is dense (all of r), r = 0, m
+  // untouched. With options.round_values fp16 / bf16,
   // out's values are r[S] rounded to it and r[S] keeps the rounding errors instead of 0
   // (SelectOptions). On error nothing changes.
   Status Select(Compressor compressor, uint64_t k, const SelectOptions& options, Selection* out);

@@ -43,6 +43,9 @@ DEFINE_double(lr, 0.05,
               "Learning rate (>= 0); the step is lr·m with momentum m, averaged over the workers. "
               "Not given: 0.05, except randomk: 0.025·√ρ (random selection needs a smaller step)");
 DEFINE_double(momentum, 0.9, "Momentum μ in [0, 1) (momentum correction: m = μm + g)");
+DEFINE_bool(momentum_masking, true,
+            "Zero the momentum m where the residual was selected (momentum-factor masking, Deep "
+            "Gradient Compression's rule). false keeps m: error feedback on the momentum-SGD step");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay added to the gradient: g += wd·w (>= 0)");
 DEFINE_double(lr_warmup_epochs, 0.0,
               "Linear learning-rate warm-up over this many epochs: round t gets lr·(t+1)/T");
@@ -134,6 +137,7 @@ StatusOr<TrainerOptions> FlagsToModelAndSchedule() {
   o.rounds_per_epoch = FLAGS_rounds_per_epoch;
   o.lr = FLAGS_lr;
   o.momentum = FLAGS_momentum;
+  o.momentum_masking = FLAGS_momentum_masking;
   o.weight_decay = FLAGS_weight_decay;
   o.lr_warmup_epochs = FLAGS_lr_warmup_epochs;
   auto steps = ParseIntList(FLAGS_lr_steps);
@@ -248,28 +252,29 @@ StatusOr<WorkerDaemonOptions> FlagsToOptionsButDevice() {
 
 // --help lists the flags above in these groups (base/flags.h); a flag in none is under "Other".
 ProgramInfo WorkerProgram() {
-  return {"sieve-worker",
-          "the sieve worker: trains a data partition with sparse push/pull.",
-          "sieve-worker --scheduler=HOST:PORT [--model=fnn3] [--compressor=topk] "
-          "[--density=0.001] [--epochs=1] ...",
-          {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir", "curve_key"}},
-           {"Job identity", {"job_token_file", "job_token"}},
-           {"Model and data",
-            {"model", "data_dir", "seed", "num_params", "grad_dist", "synthetic_noise",
-             "synthetic_scale", "synthetic_pull"}},
-           {"Training",
-            {"epochs", "max_rounds", "batch_size", "lr", "momentum", "weight_decay",
-             "lr_warmup_epochs", "lr_steps", "lr_gamma", "rounds_per_epoch", "straggler"}},
-           {"Compression",
-            {"compressor", "density", "density_warmup", "wire_values", "wire", "fp16", "checksum"}},
-           {"Compute", {"device", "blas_threads", "kernel_threads"}},
-           {"Failure handling",
-            {"heartbeat_interval_ms", "heartbeat_timeout_ms", "round_timeout_ms",
-             "shutdown_timeout_ms"}},
-           {"Output and metrics",
-            {"progress", "eval_every", "eval_every_rounds", "eval_deferred", "metrics_out",
-             "metrics_every", "contraction_every", "histogram_rounds", "dump_weights",
-             "summary_out", "trace_out", "trace_rounds", "metrics_port", "barrier_probe"}}}};
+  return {
+      "sieve-worker",
+      "the sieve worker: trains a data partition with sparse push/pull.",
+      "sieve-worker --scheduler=HOST:PORT [--model=fnn3] [--compressor=topk] "
+      "[--density=0.001] [--epochs=1] ...",
+      {{"Cluster", {"scheduler", "rank", "port", "bind", "host", "curve_dir", "curve_key"}},
+       {"Job identity", {"job_token_file", "job_token"}},
+       {"Model and data",
+        {"model", "data_dir", "seed", "num_params", "grad_dist", "synthetic_noise",
+         "synthetic_scale", "synthetic_pull"}},
+       {"Training",
+        {"epochs", "max_rounds", "batch_size", "lr", "momentum", "momentum_masking", "weight_decay",
+         "lr_warmup_epochs", "lr_steps", "lr_gamma", "rounds_per_epoch", "straggler"}},
+       {"Compression",
+        {"compressor", "density", "density_warmup", "wire_values", "wire", "fp16", "checksum"}},
+       {"Compute", {"device", "blas_threads", "kernel_threads"}},
+       {"Failure handling",
+        {"heartbeat_interval_ms", "heartbeat_timeout_ms", "round_timeout_ms",
+         "shutdown_timeout_ms"}},
+       {"Output and metrics",
+        {"progress", "eval_every", "eval_every_rounds", "eval_deferred", "metrics_out",
+         "metrics_every", "contraction_every", "histogram_rounds", "dump_weights", "summary_out",
+         "trace_out", "trace_rounds", "metrics_port", "barrier_probe"}}}};
 }
 
 StatusOr<WorkerDaemonOptions> FlagsToWorkerOptions() {

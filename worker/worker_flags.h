@@ -36,6 +36,7 @@ DECLARE_int32(rounds_per_epoch);
 DECLARE_string(straggler);
 DECLARE_double(lr);
 DECLARE_double(momentum);
+DECLARE_bool(momentum_masking);
 DECLARE_double(weight_decay);
 DECLARE_double(lr_warmup_epochs);
 DECLARE_string(lr_steps);

@@ -16,6 +16,9 @@ Configurations:
   topk01       sieve, Top-k at density 0.001 after the warm-up 1.5625 %, 0.4 % (the examples'
                default --density_warmup)
   gaussiank01  sieve, Gaussian-k at density 0.001 after the same warm-up
+  topk01_nomask, gaussiank01_nomask
+               the same two without momentum-factor masking (the worker flag
+               --momentum_masking=false: SGD's momentum is kept where the residual was selected)
   ddp          torch DistributedDataParallel on gloo, started by the script itself
                (--backend=ddp --ddp_ranks=W)
 
@@ -102,6 +105,7 @@ class Config:
     backend: str  # "sieve" or "ddp"
     flags: tuple  # the script's flags that make this configuration
     description: str
+    worker_flags: tuple = ()  # sieve's worker flags (after the launcher's `--`)
 
 
 CONFIGS = {c.name: c for c in (
@@ -115,6 +119,12 @@ CONFIGS = {c.name: c for c in (
     Config("gaussiank01", "sieve",
            ("--compressor=gaussiank", "--density=0.001", f"--density_warmup={PAPER_WARMUP}"),
            "sieve, Gaussian-k 0.1 % after warm-up"),
+    Config("topk01_nomask", "sieve",
+           ("--compressor=topk", "--density=0.001", f"--density_warmup={PAPER_WARMUP}"),
+           "sieve, Top-k 0.1 % after warm-up, momentum kept", ("--momentum_masking=false",)),
+    Config("gaussiank01_nomask", "sieve",
+           ("--compressor=gaussiank", "--density=0.001", f"--density_warmup={PAPER_WARMUP}"),
+           "sieve, Gaussian-k 0.1 % after warm-up, momentum kept", ("--momentum_masking=false",)),
     Config("ddp", "ddp", (), "torch DDP (gloo), dense"),
 )}
 
@@ -256,7 +266,7 @@ def job_command(job, settings):
                 f"--num_workers={settings.workers}", "--progress=lines",
                 f"--log_dir={paths['logs']}", f"--worker_cmd={shlex.join(script_cmd)}", "--",
                 "--consistency=bsp", f"--summary_out={paths['summary_pattern']}",
-                f"--status_file={paths['status']}"]
+                f"--status_file={paths['status']}"] + list(config.worker_flags)
         if settings.contraction_every > 0:  # rank 0's metrics lines (no {rank} in the name)
             argv += [f"--metrics_out={paths['metrics']}",
                      f"--metrics_every={settings.contraction_every}",

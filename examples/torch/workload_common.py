@@ -21,7 +21,8 @@ define a Workload (the model, its optimizer, the loss of one step, the evaluatio
   of the workers' updates as DDP averages their gradients. BatchNorm's running statistics are rank
   0's on both (sieve's `buffers="broadcast"`, DDP's `broadcast_buffers`). A gradient clip is the
   workers' averaged gradient's with DDP and, with sieve, each worker's local gradient clipped to
-  c / sqrt(W) (`clip="dgc"`, Deep Gradient Compression's rule), since no worker sees the average.
+  c * sqrt(W) (`--clip_rule=average`, sieve.torch's clip="average": Deep Gradient Compression's
+  rule for servers that average), since no worker sees the average.
 - **Length.** `--epochs` epochs of `steps_per_epoch` steps (the same on every rank), or fewer
   with `--max_steps=N`. The learning rate follows a linear warm-up over `--lr_warmup_steps` and a
   cosine decay to 0 at the last step, stepped per step.
@@ -473,7 +474,7 @@ class SieveBackend:
         self.opt = self.sieve.DistributedOptimizer(
             optimizer, model, compressor=a.compressor, density=a.density, density_warmup=warmup,
             steps_per_epoch=steps_per_epoch, epochs=epochs, seed=a.seed, clip_norm=clip_norm,
-            clip="dgc", buffers=buffers)
+            clip=a.clip_rule, buffers=buffers)
         return model, self.opt
 
     @property
@@ -570,6 +571,9 @@ def make_parser(workload, description):
     p.add_argument("--weight_decay", type=float, default=1e-4, help="not on biases and norms")
     p.add_argument("--compressor", default="topk", help="sieve: the compressor")
     p.add_argument("--density", type=float, default=0.001, help="sieve: k / D")
+    p.add_argument("--clip_rule", choices=("average", "local", "dgc"), default="average",
+                   help="sieve: each worker's gradient clip threshold for a model that clips at "
+                        "c (sieve.torch's clip=): c*sqrt(W), c or c/sqrt(W)")
     p.add_argument("--density_warmup", default="0.015625,0.004",
                    help="sieve: the densities of the first epochs, comma-separated ('': none)")
     p.add_argument("--seed", type=int, default=1, help="the model's and the data order's")

@@ -289,38 +289,47 @@ TEST_P(KernelsSelect, NonFiniteIsAnErrorAndChangesNothing) {
 }
 
 TEST_P(KernelsSelect, ErrorFeedbackInvariantIsExact) {
-  // r_before + η·m = r_after + sent, elementwise and bit-exact, over several rounds.
+  // r_before + η·m = r_after + sent, elementwise and bit-exact, over several rounds; m is zero on
+  // a sparse selection with momentum masking (the default) and μ·m_before + g everywhere without
+  // (SelectOptions::mask_momentum false), so later rounds accumulate from the kept momentum.
   const size_t d = 20000;
-  for (Compressor c : kAll) {
-    std::unique_ptr<ErrorFeedback> ef = Make(d);
-    std::mt19937_64 rng(99);
-    std::normal_distribution<float> n(0.0f, 1.0f);
-    const float mu = 0.9f, lr = 0.05f;
-    float prev_thr = 0.0f;
-    for (int round = 0; round < 4; ++round) {
-      std::vector<float> g(d), m0, r0;
-      for (float& v : g) v = n(rng);
-      ASSERT_TRUE(ef->ReadState(&m0, &r0).ok());
-      ASSERT_TRUE(ef->Accumulate(g, mu, lr).ok());
-      Selection s;
-      ASSERT_TRUE(
-          ef->Select(c, 40, {.prev_threshold = prev_thr, .seed = uint64_t(round)}, &s).ok());
-      if (std::isfinite(s.threshold)) prev_thr = s.threshold;
-      std::vector<float> m1, r1;
-      ASSERT_TRUE(ef->ReadState(&m1, &r1).ok());
-      std::vector<float> sent(d, 0.0f);
-      if (s.dense) {
-        sent = s.values;
-      } else {
-        for (size_t j = 0; j < s.indices.size(); ++j) sent[s.indices[j]] = s.values[j];
-      }
-      std::vector<char> in_s(d, s.dense ? 1 : 0);
-      for (uint32_t i : s.indices) in_s[i] = 1;
-      for (size_t i = 0; i < d; ++i) {
-        const float m = mu * m0[i] + g[i];
-        const float lhs = r0[i] + lr * m;
-        ASSERT_EQ(lhs, r1[i] + sent[i]) << CompressorName(c) << " i=" << i;
-        ASSERT_EQ(m1[i], (in_s[i] && !s.dense) ? 0.0f : m) << CompressorName(c) << " i=" << i;
+  for (bool mask : {true, false}) {
+    for (Compressor c : kAll) {
+      SCOPED_TRACE(mask ? "mask_momentum" : "momentum kept");
+      std::unique_ptr<ErrorFeedback> ef = Make(d);
+      std::mt19937_64 rng(99);
+      std::normal_distribution<float> n(0.0f, 1.0f);
+      const float mu = 0.9f, lr = 0.05f;
+      float prev_thr = 0.0f;
+      for (int round = 0; round < 4; ++round) {
+        std::vector<float> g(d), m0, r0;
+        for (float& v : g) v = n(rng);
+        ASSERT_TRUE(ef->ReadState(&m0, &r0).ok());
+        ASSERT_TRUE(ef->Accumulate(g, mu, lr).ok());
+        Selection s;
+        ASSERT_TRUE(
+            ef->Select(c, 40,
+                       {.prev_threshold = prev_thr, .seed = uint64_t(round), .mask_momentum = mask},
+                       &s)
+                .ok());
+        if (std::isfinite(s.threshold)) prev_thr = s.threshold;
+        std::vector<float> m1, r1;
+        ASSERT_TRUE(ef->ReadState(&m1, &r1).ok());
+        std::vector<float> sent(d, 0.0f);
+        if (s.dense) {
+          sent = s.values;
+        } else {
+          for (size_t j = 0; j < s.indices.size(); ++j) sent[s.indices[j]] = s.values[j];
+        }
+        std::vector<char> in_s(d, s.dense ? 1 : 0);
+        for (uint32_t i : s.indices) in_s[i] = 1;
+        for (size_t i = 0; i < d; ++i) {
+          const float m = mu * m0[i] + g[i];
+          const float lhs = r0[i] + lr * m;
+          ASSERT_EQ(lhs, r1[i] + sent[i]) << CompressorName(c) << " i=" << i;
+          ASSERT_EQ(m1[i], (mask && in_s[i] && !s.dense) ? 0.0f : m)
+              << CompressorName(c) << " i=" << i;
+        }
       }
     }
   }

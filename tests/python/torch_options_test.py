@@ -18,9 +18,9 @@ reference computed here from what the workers saved:
   - frozen_sgd / frozen_adamw: the reported case (SGD momentum 0.9, weight decay 0.1; and AdamW
     with a stale .grad on the frozen layer): the frozen layer is bitwise unchanged after 20
     steps, D = the trainable count, the trainable weights changed, replicas equal the servers'.
-  - clip_local / clip_dgc: constant gradients of norm 10 (rank 0) and 0.3 (rank 1),
-    clip_norm = 1: rank 0's gradient is scaled to norm c / (|g| + 1e-6) * |g| with c = 1 (local)
-    or 1 / sqrt(2) (dgc), rank 1's is left as is (bitwise); the weights follow the mean of the
+  - clip_local / clip_dgc / clip_average: constant gradients of norm 10 (rank 0) and 0.3
+    (rank 1), clip_norm = 1: rank 0's gradient is scaled to norm c / (|g| + 1e-6) * |g| with
+    c = 1 (local), 1 / sqrt(2) (dgc) or sqrt(2) (average), rank 1's is left as is (bitwise); the weights follow the mean of the
     clipped updates (compressor none), within 1e-6 relative (torch computes the norm in float32,
     the reference in float64).
   - backup (a weight at top-k density 0.2, its bias at sieve_density=1.0; the server closes
@@ -157,7 +157,7 @@ class PythonTorchOptions(unittest.TestCase):
     def check_clip(self, mode):
         saved, _ = run_job(self, f"clip_{mode}")
         a = saved[0]
-        threshold = 1.0 if mode == "local" else 1.0 / math.sqrt(2)
+        threshold = {"local": 1.0, "dgc": 1.0 / math.sqrt(2), "average": math.sqrt(2)}[mode]
         clipped = {}
         for r in (0, 1):
             g = torch.cat([a["grads"][r][n].reshape(-1) for n in ("weight", "bias")])
@@ -186,6 +186,9 @@ class PythonTorchOptions(unittest.TestCase):
 
     def test_clip_dgc(self):
         self.check_clip("dgc")
+
+    def test_clip_average(self):
+        self.check_clip("average")
 
     def test_groups_under_backup_workers_lose_nothing(self):
         saved, c = run_job(self, "backup", ["--consistency=bsp", "--backup_workers=1",

@@ -13,7 +13,7 @@ Scenarios (the test's docstring says what it checks of each):
   frozen_sgd   torch.optim.SGD(model.parameters(), momentum 0.9, weight decay 0.1) with the
                first layer frozen (the reported case); 20 steps of an MSE loss.
   frozen_adamw the same with AdamW (the general path) and a stale .grad on the frozen layer.
-  clip_local, clip_dgc
+  clip_local, clip_dgc, clip_average
                one Linear, constant gradients of norm 10 (rank 0) and 0.3 (rank 1), clip_norm=1,
                compressor none, SGD lr 0.1; 3 steps; the .grad after each step is saved.
   backup       per-group settings under backup workers (the servers close each round at one
@@ -111,8 +111,10 @@ def groups(job, rank):
                        lambda: wrap(param_groups(sieve_desnity=0.1)))
     expect_value_error("not both", lambda: wrap(param_groups(), density_warmup=[0.5],
                                                 steps_per_epoch=5, density_warmup_steps=3))
-    expect_value_error("clip must be 'local' or 'dgc'",
+    expect_value_error("clip must be one of 'local', 'dgc', 'average'",
                        lambda: wrap(param_groups(), clip_norm=1.0, clip="global"))
+    expect_value_error("momentum_masking must be True or False",
+                       lambda: wrap(param_groups(), momentum_masking=1))
     expect_value_error("clip_norm must be a finite number > 0",
                        lambda: wrap(param_groups(), clip_norm=0.0))
     sparse = torch.nn.ModuleDict({"body": torch.nn.Linear(3, 3),

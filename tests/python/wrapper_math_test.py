@@ -27,6 +27,8 @@ decay is not added into it, as in torch), and the reference is fed that gradient
     momentum is not masked (sieve-worker's ErrorFeedback leaves m alone when it selects all of
     r), so both paths push momentum SGD's update lr*m each round; masking it would make them
     plain SGD.
+  - SGD with momentum_masking=False, plain and subclassed: the reference in torch keeps m
+    where r was selected (error feedback on the momentum-SGD step).
   - Adam (lr 1e-3): r += u, u = the update a plain torch Adam makes from the same gradients (a
     reference Adam stepping a zero vector: u = -its result).
   - AdamW (lr 1e-3, decoupled weight decay 1e-2): r += w - step(w), a reference AdamW stepping a
@@ -136,6 +138,30 @@ class GroupsRule(SgdRule):
         return self.r.numpy()
 
 
+class KeptMomentumRule(GroupsRule):
+    """momentum_masking=False: sieve-worker's round without momentum-factor masking, one group,
+    StepLR. The reference in torch: m = mu*m + (g + wd*w); r += lr*m; the top-k of |r|, r zeroed
+    there and m kept everywhere."""
+
+    momentum_masking = False
+
+    def optimizer(self, cls, model):
+        return cls(model.parameters(), lr=LR, momentum=MU, weight_decay=WD)
+
+    def scheduler(self, opt):
+        return torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=0.5)
+
+    def feed(self, r, grad, w):
+        self.m = self.m * MU + grad.add(w, alpha=WD)
+        self.r = self.r + lr_at(LR, r) * self.m
+
+    def select(self, k):
+        idx = torch.topk(self.r.abs(), k).indices.sort().values
+        values = self.r[idx].clone()
+        self.r[idx] = 0
+        return idx.numpy().astype(np.uint32), values.numpy()
+
+
 class DecayGroupsRule(GroupsRule):
     """sieve-worker's round with the usual two groups: weight decay WD on the weight matrices, none
     on the biases, one lr and momentum: plain SGD stays on the fused path (the decay added per
@@ -207,8 +233,9 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
             own_init = torch.cat([p.detach().reshape(-1).clone()
                                   for g in base.param_groups for p in g["params"]])
             compressor = getattr(rule, "compressor", "topk")
-            opt = sieve.torch.DistributedOptimizer(base, model, compressor=compressor,
-                                                   density=DENSITY, steps_per_epoch=ROUNDS)
+            opt = sieve.torch.DistributedOptimizer(
+                base, model, compressor=compressor, density=DENSITY, steps_per_epoch=ROUNDS,
+                momentum_masking=getattr(rule, "momentum_masking", True))
             sched = rule.scheduler(opt)
             self.assertIsInstance(opt, optimizer_class)
             s = opt._sieve
@@ -286,6 +313,12 @@ class PythonWrapperMatchesWorkerMath(unittest.TestCase):
 
     def test_dense_sgd_subclass_keeps_its_momentum(self):
         self.run_rounds(SubclassedSGD, DenseSgdRule())
+
+    def test_kept_momentum(self):
+        self.run_rounds(torch.optim.SGD, KeptMomentumRule())
+
+    def test_kept_momentum_subclass(self):
+        self.run_rounds(SubclassedSGD, KeptMomentumRule())
 
     def test_param_groups_whose_lr_diverge_and_meet_again(self):
         self.run_rounds(torch.optim.SGD, GroupsRule())

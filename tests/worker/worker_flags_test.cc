@@ -47,6 +47,7 @@ TEST(WorkerFlagsTest, DefaultsTrainFnn3WithTopk) {
   EXPECT_EQ(o->blas_threads, 1);
   EXPECT_EQ(o->kernel_threads, 1);
   EXPECT_EQ(o->node.rank, -1);
+  EXPECT_TRUE(o->trainer.momentum_masking);
 }
 
 TEST(WorkerFlagsTest, FlagsReachTheOptions) {
@@ -59,6 +60,7 @@ TEST(WorkerFlagsTest, FlagsReachTheOptions) {
   FLAGS_rounds_per_epoch = 20;
   gflags::SetCommandLineOption("lr", "0.2");
   FLAGS_momentum = 0.5;
+  FLAGS_momentum_masking = false;
   FLAGS_lr_steps = "1,2";
   FLAGS_compressor = "gaussiank";
   FLAGS_density = 0.01;
@@ -84,6 +86,7 @@ TEST(WorkerFlagsTest, FlagsReachTheOptions) {
   EXPECT_EQ(t.rounds_per_epoch, 20);
   EXPECT_DOUBLE_EQ(t.lr, 0.2);
   EXPECT_DOUBLE_EQ(t.momentum, 0.5);
+  EXPECT_FALSE(t.momentum_masking);
   EXPECT_EQ(t.lr_steps, (std::vector<int>{1, 2}));
   EXPECT_EQ(t.compressor, Compressor::kGaussiank);
   EXPECT_DOUBLE_EQ(t.density, 0.01);

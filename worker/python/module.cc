@@ -256,7 +256,7 @@ class PyErrorFeedback {
   // With hints, they replace prev_threshold / older_threshold and keep the new threshold.
   void Select(const std::string& compressor, uint64_t k, float prev_threshold,
               float older_threshold, uint64_t seed, const std::string& round_values,
-              ThresholdHints* hints, Selection* out) {
+              bool mask_momentum, ThresholdHints* hints, Selection* out) {
     const Compressor c = Take(ParseCompressor(compressor));
     SelectOptions so;
     so.prev_threshold = prev_threshold;
@@ -264,6 +264,7 @@ class PyErrorFeedback {
     if (hints != nullptr) hints->Fill(&so);
     so.seed = seed;
     so.round_values = ParsePrecision(round_values, "round_values");
+    so.mask_momentum = mask_momentum;
     {
       py::gil_scoped_release nogil;
       Check(ef_->Select(c, k, so, out));
@@ -650,17 +651,19 @@ void BindErrorFeedback(py::module_& m) {
           "select",
           [](PyErrorFeedback& self, const std::string& compressor, uint64_t k, float prev,
              float older, uint64_t seed, Selection* out, const std::string& round_values,
-             ThresholdHints* hints) {
+             ThresholdHints* hints, bool mask_momentum) {
             Selection fresh;
             Selection* s = out != nullptr ? out : &fresh;
-            self.Select(compressor, k, prev, older, seed, round_values, hints, s);
+            self.Select(compressor, k, prev, older, seed, round_values, mask_momentum, hints, s);
             if (out != nullptr) return py::cast(out, py::return_value_policy::reference);
             return py::cast(std::move(fresh));
           },
           py::arg("compressor"), py::arg("k"), py::arg("prev_threshold") = 0.0f,
           py::arg("older_threshold") = 0.0f, py::arg("seed") = 0, py::arg("out") = nullptr,
           py::arg("round_values") = "fp32", py::arg("hints") = nullptr,
-          "Selects k entries of r (r and m are zeroed there); reuses `out` when given. "
+          py::arg("mask_momentum") = true,
+          "Selects k entries of r (r and m are zeroed there; m is kept with "
+          "mask_momentum=False); reuses `out` when given. "
           "round_values='fp16'|'bf16' (what a Client with that wire_values pushes, "
           "Client.push_values): the values are rounded to it and r keeps each rounding error. "
           "hints (a ThresholdHints): the warm start in place of prev_threshold/older_threshold, "
@@ -870,6 +873,10 @@ void BindMetrics(py::module_& m) {
       .def_readwrite("contraction", &RoundMetrics::contraction)
       .def_readwrite("bound_1", &RoundMetrics::bound_1)
       .def_readwrite("bound_2", &RoundMetrics::bound_2)
+      .def("set_contraction", &RoundMetrics::SetContraction, py::arg("sumsq_total"),
+           py::arg("sumsq_selected"), py::arg("k"), py::arg("d"),
+           "has_contraction, contraction and its bounds 1 - k/d, (1 - k/d)^2 from the round's "
+           "sums of squares over D and over the selected entries (as sieve-worker)")
       .def("to_json", [](const RoundMetrics& r) { return FormatMetricsJson(r); });
 
   py::class_<MetricsWriter>(m, "MetricsWriter", "sieve-worker's --metrics_out JSON lines")

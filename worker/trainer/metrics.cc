@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/selection.h"
+
 namespace sieve {
 namespace {
 
@@ -44,6 +46,14 @@ void Field(std::string* out, const char* key, const std::optional<double>& v) {
 }
 
 }  // namespace
+
+void RoundMetrics::SetContraction(double sumsq_total, double sumsq_selected, uint64_t k,
+                                  uint64_t d) {
+  has_contraction = true;
+  contraction = ContractionRatio(sumsq_total, sumsq_selected);
+  bound_1 = 1.0 - static_cast<double>(k) / static_cast<double>(d);
+  bound_2 = bound_1 * bound_1;
+}
 
 std::string FormatMetricsJson(const RoundMetrics& m) {
   std::string out = "{";

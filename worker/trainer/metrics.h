@@ -53,6 +53,11 @@ struct RoundMetrics {
   double bound_2 = 0.0;
   double histogram_width = 0.0;     // in σ
   std::vector<uint64_t> histogram;  // empty = none this round
+
+  // has_contraction, contraction = ContractionRatio(sumsq_total, sumsq_selected) (the round's
+  // Σr² over D and over the k selected entries, kernels/selection.h), bound_1 = 1 − k/d and
+  // bound_2 = bound_1². Both workers (sieve-worker, sieve.torch) fill them with this. d > 0.
+  void SetContraction(double sumsq_total, double sumsq_selected, uint64_t k, uint64_t d);
 };
 
 std::string FormatMetricsJson(const RoundMetrics& m);

@@ -450,7 +450,8 @@ struct Trainer::RoundResult {
   double straggle = 0.0;       // seconds an emulated straggler stalled
   std::vector<uint64_t> hist;  // the residual's histogram (histogram rounds with metrics)
   uint64_t selected = 0;
-  double contraction_ratio = 0.0;
+  double sumsq_total = 0.0;     // the selection's Σr² over D and over the selected entries
+  double sumsq_selected = 0.0;  // (the contraction ratio's)
   RoundStats stats;
 };
 
@@ -620,6 +621,7 @@ Status Trainer::SelectRound(const EpochState& ep, const RoundPlan& plan, RunStat
   SelectOptions so;
   run->hints.Fill(&so);
   so.seed = CounterHash(run->seed_key, round);
+  so.mask_momentum = options_.momentum_masking;
   // 16-bit pushes: the values are rounded here and their rounding error stays in r.
   so.round_values = client_->push_values();
   Selection& sel = run->sel;
@@ -632,7 +634,8 @@ Status Trainer::SelectRound(const EpochState& ep, const RoundPlan& plan, RunStat
   run->hints.Observe(sel.threshold);
   r->t2 = Clock::now();
   r->selected = sel.size();
-  r->contraction_ratio = plan.contraction ? sel.ContractionRatio() : 0.0;
+  r->sumsq_total = sel.sumsq_total;
+  r->sumsq_selected = sel.sumsq_selected;
   run->ledger.AfterSelect(sel);
   run->summary.pushed_sum = run->ledger.pushed_sum();
   return Status::Ok();
@@ -696,10 +699,7 @@ void Trainer::FillMetrics(const EpochState& ep, const RoundPlan& plan, const Run
   m->t_select = Seconds(r.t1, r.t2);
   m->t_comm = Seconds(r.t2, r.t3);
   if (plan.contraction) {
-    m->has_contraction = true;
-    m->contraction = r.contraction_ratio;
-    m->bound_1 = 1.0 - static_cast<double>(ep.k) / static_cast<double>(d_);
-    m->bound_2 = m->bound_1 * m->bound_1;
+    m->SetContraction(r.sumsq_total, r.sumsq_selected, ep.k, d_);
   }
   if (!r.hist.empty()) {
     m->histogram_width = kHistogramWidthSigma;

@@ -59,6 +59,8 @@ struct TrainerOptions {
 
   double lr = 0.05;
   double momentum = 0.9;
+  // Zero m where r was selected (momentum-factor masking; SelectOptions::mask_momentum).
+  bool momentum_masking = true;
   double weight_decay = 0.0;
   // Linear warm-up over the first lr_warmup_epochs epochs (may be fractional): round t gets
   // lr·(t+1)/T with T = round(lr_warmup_epochs·steps_per_epoch), then the step schedule.

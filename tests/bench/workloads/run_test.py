@@ -58,6 +58,18 @@ class CommandTest(unittest.TestCase):
         self.assertEqual(run.job_paths(job, self.settings())["json"],
                          "/o/jobs/resnet20.topk01.seed1.json")
 
+    def test_nomask_configs_add_the_worker_flag_after_the_separator(self):
+        for config, twin in (("topk01_nomask", "topk01"), ("gaussiank01_nomask", "gaussiank01")):
+            job, settings = run.Job("lstm_lm", config, 1), self.settings(contraction_every=0)
+            argv = run.job_command(job, settings)[0]
+            self.assertEqual(argv[argv.index("--"):].count("--momentum_masking=false"), 1)
+            self.assertNotIn("--momentum_masking=false", argv[:argv.index("--")])
+            # The script's flags are its twin's: only the worker flag differs.
+            self.assertEqual(run.script_flags(job, settings),
+                             run.script_flags(run.Job("lstm_lm", twin, 1), settings))
+            twin_argv = run.job_command(run.Job("lstm_lm", twin, 1), settings)[0]
+            self.assertNotIn("--momentum_masking=false", twin_argv)
+
     def test_dense_and_topk1_have_no_warmup(self):
         for config, want in (("dense", ["--compressor=none", "--density_warmup="]),
                              ("topk1", ["--compressor=topk", "--density=0.01",
@@ -137,7 +149,7 @@ class CommandTest(unittest.TestCase):
             self.assertEqual(code, 0)
             self.assertFalse(os.path.exists(f"{tmp}/out"))
         commands = [l for l in out.splitlines() if not l.startswith("#")]
-        self.assertEqual(len(commands), 4 * 5 * 2)
+        self.assertEqual(len(commands), 4 * 7 * 2)  # workloads x configs x seeds
         self.assertIn("# warning:", out)
 
 

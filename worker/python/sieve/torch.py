@@ -58,6 +58,9 @@ __all__ = ["DistributedOptimizer", "Job", "init", "rank", "num_workers", "flat_s
            "default_device", "allreduce", "broadcast", "barrier", "broadcast_parameters",
            "WRAPPER_FLAGS"]
 
+# clip=: where a worker's gradient is clipped, for a clip_norm c and N workers (_clip_grads).
+CLIP_RULES = ("local", "dgc", "average")
+
 # The most elements one collective carries (proto/codec.h, kMaxCollectiveValues).
 MAX_COLLECTIVE_ELEMENTS = 65536
 
@@ -69,7 +72,8 @@ WRAPPER_FLAGS = ("scheduler", "rank", "bind", "host", "port", "curve_dir", "curv
                  "round_timeout_ms", "shutdown_timeout_ms", "compressor", "density",
                  "density_warmup", "wire_values", "wire", "fp16", "checksum", "seed",
                  "metrics_out", "metrics_every", "contraction_every", "straggler",
-                 "dump_weights", "summary_out", "metrics_port", "device", "blas_threads")
+                 "dump_weights", "summary_out", "metrics_port", "device", "blas_threads",
+                 "momentum_masking")
 
 def flat_size(model_or_params):
     """D: the number of trainable (requires_grad) parameter values a model, an optimizer (its
@@ -418,6 +422,7 @@ class _Arguments:
     clip_norm: object  # None: no clipping
     clip: str
     buffers: str
+    momentum_masking: bool
 
     def resolve(self, job):
         """The wire (sieve-worker's --wire_values / --wire): routed flags win, then these
@@ -441,7 +446,7 @@ class _Arguments:
             self.density_warmup = flags.float_list("density_warmup")
             self.density_warmup_steps = 0
         for name in ("seed", "metrics_out", "metrics_every", "contraction_every",
-                     "round_timeout_ms"):
+                     "round_timeout_ms", "momentum_masking"):
             if name in given:
                 setattr(self, name, getattr(flags, name))
 
@@ -465,8 +470,12 @@ class _Arguments:
         every = self.contraction_every
         if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0:
             raise ValueError(f"contraction_every must be an int >= 0, got {every!r}")
-        if self.clip not in ("local", "dgc"):
-            raise ValueError(f"clip must be 'local' or 'dgc', got {self.clip!r}")
+        if self.clip not in CLIP_RULES:
+            raise ValueError(f"clip must be one of {', '.join(map(repr, CLIP_RULES))}, got "
+                             f"{self.clip!r}")
+        if not isinstance(self.momentum_masking, bool):
+            raise ValueError(f"momentum_masking must be True or False, got "
+                             f"{self.momentum_masking!r}")
         norm = self.clip_norm
         if norm is not None and (isinstance(norm, bool) or not isinstance(norm, numbers.Real) or
                                  not 0.0 < norm < math.inf):
@@ -504,7 +513,8 @@ class _SieveState:
         self.density_warmup = []  # densities of epochs 0, 1, ...
         self.density_warmup_steps = 0  # N > 0: the geometric ramp over rounds 0..N
         self.clip_norm = None  # c > 0 clips the gradient to global norm c; None: no clipping
-        self.clip = "local"  # "local" (c) or "dgc" (c / sqrt(num_workers))
+        self.clip = "local"  # a CLIP_RULES name: each worker's threshold (_clip_grads)
+        self.momentum_masking = True  # zero SGD's momentum where r was selected
         self.steps_per_epoch = None  # None: unknown (no epochs in the metrics and progress)
         self.epochs = 1
         self.round_timeout_ms = 0  # a push/pull's and a collective's wait
@@ -592,6 +602,7 @@ class _SieveState:
         self.density_warmup_steps = int(args.density_warmup_steps)
         self.clip_norm = None if args.clip_norm is None else float(args.clip_norm)
         self.clip = args.clip
+        self.momentum_masking = args.momentum_masking
         self.steps_per_epoch, self.epochs = args.steps_per_epoch, args.epochs
         self.round_timeout_ms = args.round_timeout_ms
         self.shutdown_timeout_ms = flags.shutdown_timeout_ms
@@ -1180,14 +1191,18 @@ class _Sieve:
                         "before wrapping (to stop training a group later, set its lr to 0)")
 
     def _clip_grads(self):
-        """clip_norm: the gradient's global norm clipped to c ("local", as
-        torch.nn.utils.clip_grad_norm_) or to c / sqrt(N) ("dgc", N workers), in place."""
+        """clip_norm: the gradient's global norm clipped, in place, to c ("local", as
+        torch.nn.utils.clip_grad_norm_), c / sqrt(N) ("dgc", N workers: Deep Gradient
+        Compression's rule for servers that sum, whose sum then has norm about c) or c * sqrt(N)
+        ("average": the same rule for servers that average, as sieve's do)."""
         s = self._sieve
         if s.clip_norm is None:
             return
         threshold = s.clip_norm
         if s.clip == "dgc":
             threshold = s.clip_norm / math.sqrt(s.num_workers)
+        elif s.clip == "average":
+            threshold = s.clip_norm * math.sqrt(s.num_workers)
         torch.nn.utils.clip_grad_norm_(s.params, threshold)
 
     def _part_plan(self, part, round_):
@@ -1219,10 +1234,13 @@ class _Sieve:
             k = s.d if s.compressor == "none" else _core.k_for_density(
                 self._density_at(round_), s.d)
             sel = part.ef.select(s.compressor, k, seed=seed, out=part.selection,
-                                 round_values=push_values, hints=part.hints)
+                                 round_values=push_values, hints=part.hints,
+                                 mask_momentum=s.momentum_masking)
             # A dense selection (compressor none) leaves the momentum alone, as sieve-worker's
             # ErrorFeedback does: masking every entry would turn SGD with momentum into plain SGD.
-            if s.flat_momentum is not None and len(sel) and not sel.dense:
+            # momentum_masking=False keeps it everywhere.
+            if (s.flat_momentum is not None and s.momentum_masking and len(sel) and
+                    not sel.dense):
                 idx = torch.from_numpy(sel.indices.astype("int64")).to(s.device)
                 s.flat_momentum.index_fill_(0, idx, 0.0)
             return sel, k
@@ -1231,14 +1249,15 @@ class _Sieve:
             compressor, k = self._part_plan(part, round_)
             k_total += k
             sel = part.ef.select(compressor, k, seed=_core.counter_hash(seed, i),
-                                 out=part.selection, round_values=push_values, hints=part.hints)
+                                 out=part.selection, round_values=push_values, hints=part.hints,
+                                 mask_momentum=s.momentum_masking)
             if sel.dense:  # the group's momentum is not masked (as above)
                 s.comb_r[part.slice] = sel.values
             elif len(sel):
                 idx = sel.indices.astype(np.int64) + part.offset
                 s.comb_r[idx] = sel.values
                 masked.append(idx)
-        if s.flat_momentum is not None and masked:
+        if s.flat_momentum is not None and s.momentum_masking and masked:
             idx = torch.from_numpy(np.concatenate(masked)).to(s.device)
             s.flat_momentum.index_fill_(0, idx, 0.0)
         # The combined pairs: the exact top-k of a vector that holds them and zeros elsewhere.
@@ -1509,12 +1528,8 @@ class _Sieve:
         selections with per-group settings) and its bounds 1 − k/D and (1 − k/D)², as
         sieve-worker's --contraction_every."""
         s = self._sieve
-        total = sum(part.selection.sumsq_total for part in s.parts)
-        kept = sum(part.selection.sumsq_selected for part in s.parts)
-        m.has_contraction = True
-        m.contraction = min(max((total - kept) / total, 0.0), 1.0) if total > 0 else 0.0
-        m.bound_1 = 1.0 - k / s.d
-        m.bound_2 = m.bound_1 * m.bound_1
+        m.set_contraction(sum(part.selection.sumsq_total for part in s.parts),
+                          sum(part.selection.sumsq_selected for part in s.parts), k, s.d)
 
     def _flush_metrics(self):
         s = self._sieve
@@ -1530,7 +1545,8 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
                          density_warmup=(), steps_per_epoch=None, epochs=1, seed=1,
                          metrics_out="", metrics_every=1, round_timeout_ms=120000, progress=None,
                          job=None, wire_values=None, wire=None, density_warmup_steps=0,
-                         clip_norm=None, clip="local", buffers="local", contraction_every=0):
+                         clip_norm=None, clip="local", buffers="local", contraction_every=0,
+                         momentum_masking=True):
     """Makes `optimizer` (any torch.optim.Optimizer) a sieve worker and returns it (module
     docstring). `model`, when given, names parameters in errors, checks that the optimizer
     holds all of its trainable ones and refuses an nn.Embedding / EmbeddingBag with sparse=True.
@@ -1546,8 +1562,13 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
     values are rounded and their rounding error stays in the residual); wire: "v5" (compact
     index frames) or "v4" (raw indices); None: init()'s (default fp32, v5); clip_norm: c > 0
     clips this worker's gradient before each step, to global norm c (clip="local", as
-    torch.nn.utils.clip_grad_norm_) or c / sqrt(num_workers) (clip="dgc", Deep Gradient
-    Compression's local clipping); None: no clipping. buffers: what becomes of the model's
+    torch.nn.utils.clip_grad_norm_), c / sqrt(num_workers) (clip="dgc", Deep Gradient
+    Compression's local clipping, for servers that sum) or c * sqrt(num_workers)
+    (clip="average", the same rule for servers that average, as sieve's do: the workers' mean
+    then has norm about c, as DDP's clipped average, when their gradients are mostly noise);
+    None: no clipping. momentum_masking: zero SGD's momentum where the residual was selected
+    (Deep Gradient Compression's momentum-factor masking; sieve-worker's --momentum_masking);
+    False keeps it, error feedback on the momentum-SGD step. buffers: what becomes of the model's
     buffers (BatchNorm's running statistics) after each step(): "local" (each worker keeps its
     own), "broadcast" (every worker holds rank 0's, as DDP does) or "average" (their mean over the
     workers); the last two go through the scheduler's collectives (sieve.torch.allreduce), so
@@ -1578,7 +1599,8 @@ def DistributedOptimizer(optimizer, model=None, compressor="topk", density=0.001
     job = job if job is not None else _job()
     args = _Arguments(compressor, density, density_warmup, steps_per_epoch, epochs, seed,
                       metrics_out, metrics_every, contraction_every, round_timeout_ms, progress,
-                      wire_values, wire, density_warmup_steps, clip_norm, clip, buffers)
+                      wire_values, wire, density_warmup_steps, clip_norm, clip, buffers,
+                      momentum_masking)
     base = type(optimizer)
     optimizer.__class__ = type(base.__name__, (_Sieve, base), {"__module__": base.__module__})
     try:

@@ -45,6 +45,8 @@ WORKER_FLAGS = {
     "rounds_per_epoch": (int, 100, "Rounds per epoch of synthetic data"),
     "lr": (float, 0.05, "Learning rate per round"),
     "momentum": (float, 0.9, "Momentum (m = mu*m + g, r += lr*m)"),
+    "momentum_masking": (bool, True, "Zero the momentum where the residual was selected "
+                         "(false: keep it)"),
     "weight_decay": (float, 0.0, "L2 weight decay added to the gradient"),
     "lr_warmup_epochs": (float, 0.0, "Linear learning-rate warm-up, in epochs"),
     "lr_steps": (str, "", "Comma-separated epochs at which lr *= lr_gamma"),
