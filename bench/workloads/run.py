@@ -21,6 +21,9 @@ Configurations:
                --momentum_masking=false: SGD's momentum is kept where the residual was selected)
   ddp          torch DistributedDataParallel on gloo, started by the script itself
                (--backend=ddp --ddp_ranks=W)
+  compute      no communication at all: W local ranks of the script each train alone
+               (--backend=none --ddp_ranks=W), the compute-only bound of a step; only its time
+               counts (its metric is a model trained on 1/W of the data: the table shows none)
 
 A sieve job is `BUILD/deploy/sieve launch --num_servers=S --num_workers=W
 --worker_cmd="PYTHON examples/torch/SCRIPT FLAGS" -- --consistency=bsp --summary_out=...
@@ -102,7 +105,7 @@ PAPER_WARMUP = "0.015625,0.004"  # densities of epochs 0 and 1, then --density
 @dataclass(frozen=True)
 class Config:
     name: str
-    backend: str  # "sieve" or "ddp"
+    backend: str  # "sieve", "ddp" or "none" (the script's --backend)
     flags: tuple  # the script's flags that make this configuration
     description: str
     worker_flags: tuple = ()  # sieve's worker flags (after the launcher's `--`)
@@ -126,6 +129,7 @@ CONFIGS = {c.name: c for c in (
            ("--compressor=gaussiank", "--density=0.001", f"--density_warmup={PAPER_WARMUP}"),
            "sieve, Gaussian-k 0.1 % after warm-up, momentum kept", ("--momentum_masking=false",)),
     Config("ddp", "ddp", (), "torch DDP (gloo), dense"),
+    Config("compute", "none", (), "no communication (the compute-only bound)"),
 )}
 
 REFERENCE = "dense"  # the configuration every other one is compared with
@@ -233,8 +237,8 @@ def script_flags(job, settings):
     configuration's, then --extra)."""
     workload, config = WORKLOADS[job.workload], CONFIGS[job.config]
     flags = []
-    if config.backend == "ddp":
-        flags += ["--backend=ddp", f"--ddp_ranks={settings.workers}"]
+    if config.backend != "sieve":
+        flags += [f"--backend={config.backend}", f"--ddp_ranks={settings.workers}"]
     epochs = settings.epochs if settings.epochs is not None else workload.epochs
     if epochs is not None:
         flags.append(f"--epochs={epochs}")
@@ -253,8 +257,8 @@ def job_command(job, settings):
 
     sieve: the launcher with the script as --worker_cmd; the summaries and the status file are
     daemon flags after `--` (routed to the workers and servers, and to the scheduler).
-    ddp: the script itself (its own local launcher starts the ranks), with --result_json naming
-    the file its rank 0 writes the result to.
+    ddp and compute: the script itself (its own local launcher starts the ranks), with
+    --result_json naming the file its rank 0 writes the result to.
     """
     workload, config = WORKLOADS[job.workload], CONFIGS[job.config]
     paths = job_paths(job, settings)
@@ -587,6 +591,8 @@ def summarize(records):
             runs = sorted(configs[config], key=lambda r: r["seed"])
             good = [r for r in runs if r.get("ok") and r.get("value") is not None]
             n, mean, std = spread([r["value"] for r in good])
+            if config in CONFIGS and CONFIGS[config].backend == "none":
+                mean = std = None  # a model trained on 1/W of the data: its time only
 
             def mean_of(key):
                 values = [r[key] for r in good if r.get(key) is not None]
@@ -703,10 +709,6 @@ def write_summary(out_dir):
         f.write(text)
     write_json(os.path.join(out_dir, "summary.json"), tables)
     return text
-
-
-# ---------------------------------------------------------------------------------------------
-# A DDP job: the script run through this file, so its recorded metrics reach a file
 
 
 # ---------------------------------------------------------------------------------------------
@@ -831,7 +833,7 @@ def main(argv=None):
         for i, job in enumerate(jobs, 1):
             argv_, env_add, env_del, script_cmd = job_command(job, settings)
             print(f"# [{i}/{len(jobs)}] {job.key}")
-            if CONFIGS[job.config].backend == "ddp":
+            if CONFIGS[job.config].backend != "sieve":
                 print(f"#   (the script's own command: {shlex.join(script_cmd)})")
             print(shell_line(argv_, env_add, env_del))
         return 0

@@ -23,6 +23,10 @@ define a Workload (the model, its optimizer, the loss of one step, the evaluatio
   workers' averaged gradient's with DDP and, with sieve, each worker's local gradient clipped to
   c * sqrt(W) (`--clip_rule=average`, sieve.torch's clip="average": Deep Gradient Compression's
   rule for servers that average), since no worker sees the average.
+- **The compute-only bound.** `--backend=none` starts `--ddp_ranks` local ranks as DDP does,
+  but they exchange nothing: each trains its own replica on its own part of the data. Its
+  steps_per_s is the bound a communicating job's round approaches on the same machine; its
+  metrics are a model trained on 1/W of the data and are not compared.
 - **Length.** `--epochs` epochs of `steps_per_epoch` steps (the same on every rank), or fewer
   with `--max_steps=N`. The learning rate follows a linear warm-up over `--lr_warmup_steps` and a
   cosine decay to 0 at the last step, stepped per step.
@@ -530,6 +534,43 @@ class DdpBackend:
         self.dist.destroy_process_group()
 
 
+class ComputeOnlyBackend:
+    """No communication at all (--backend=none): a rank of `--ddp_ranks` local processes, each
+    training its own replica on its own part of the data with the wrapped optimizer alone. What
+    it measures is the compute-only bound of a step on this machine (the same script, batch and
+    number of processes as a sieve or DDP job, nothing exchanged); rank 0's metrics are those of
+    a model trained on 1/W of the data, not comparable with the other backends'."""
+
+    name = "none"
+
+    def __init__(self, args):
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.steps = 0
+        self.clip = None
+        self.opt = None
+
+    def wrap(self, model, optimizer, steps_per_epoch, epochs, clip_norm, buffers):
+        self.clip, self.opt, self.params = clip_norm, optimizer, list(model.parameters())
+        return model, optimizer
+
+    @property
+    def round(self):
+        return self.steps
+
+    def step(self, model, loss):
+        if self.clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.opt.step()
+        self.steps += 1
+
+    def record(self, metrics):
+        pass  # printed by the loop
+
+    def finish(self):
+        pass
+
+
 # ---------------------------------------------------------------------------------------------
 # The flags, the loop, the local DDP launcher
 
@@ -558,10 +599,12 @@ def fashion_mnist_worker(batch_size):
 def make_parser(workload, description):
     p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--backend", choices=("sieve", "ddp"), default="sieve",
-                   help="sieve: a worker of `sieve launch --worker_cmd`; ddp: torch DDP on gloo")
+    p.add_argument("--backend", choices=("sieve", "ddp", "none"), default="sieve",
+                   help="sieve: a worker of `sieve launch --worker_cmd`; ddp: torch DDP on gloo; "
+                        "none: no communication, each rank trains alone (the compute-only bound)")
     p.add_argument("--ddp_ranks", type=int, default=2,
-                   help="--backend=ddp without RANK in the environment: local ranks to start")
+                   help="--backend=ddp|none without RANK in the environment: local ranks to "
+                        "start")
     p.add_argument("--epochs", type=int, default=1, help="epochs over this rank's part")
     p.add_argument("--max_steps", type=int, default=0, help="stop after N steps (0: the epochs')")
     p.add_argument("--batch_size", type=int, default=32, help="per worker")
@@ -710,10 +753,11 @@ def main(workload, description, argv=None):
     program = os.path.basename(sys.argv[0])
     try:
         workload.check_data(args)
-        if args.backend == "ddp":
+        if args.backend in ("ddp", "none"):
             if "RANK" not in os.environ:
                 return spawn_ranks(args.ddp_ranks, argv)
-            return train(workload, args, DdpBackend(args))
+            backend = DdpBackend if args.backend == "ddp" else ComputeOnlyBackend
+            return train(workload, args, backend(args))
         return train(workload, args, SieveBackend(args))
     except WorkloadError as e:
         print(f"{program}: error: {e}", file=sys.stderr, flush=True)

@@ -7,6 +7,10 @@ char_transformer.py, sharing workload_common.py), tiny and short, on both backen
   - as torch DDP ranks (`--backend=ddp --ddp_ranks=2`, gloo, started by the script itself) each
     trains 20 steps, exits 0 and prints `workload finished: backend=ddp workers=2 steps=20 ...`
     with the same metric;
+  - resnet20 and lstm_lm with no communication (`--backend=none --ddp_ranks=2`, the compute-only
+    bound): 20 steps, exit 0, a result JSON with backend none, 2 workers and the metric; rank
+    0's metrics equal, to the last digit, those of rank 0 started alone (RANK=0 WORLD_SIZE=2,
+    no other process): nothing from rank 1 reached it;
   - PythonWorkloadCorpus: the King James Bible's split by books is the documented one (the
     sha256 of each split's characters and word tokens, its verse count), and a missing corpus file
     or Fashion-MNIST directory ends the script with exit 1 and an error naming the Debian package.
@@ -14,11 +18,13 @@ char_transformer.py, sharing workload_common.py), tiny and short, on both backen
 usage: workloads_test.py BUILD_DIR [TEST_CLASS...]   (default: every class)
 """
 
+import json
 import math
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -48,12 +54,15 @@ def script(name):
     return os.path.join(EXAMPLES, name)
 
 
-def run_ddp(name, args, timeout_s=120):
-    """Runs `SCRIPT --backend=ddp --ddp_ranks=2 ARGS`; returns (exit code, output)."""
+def run_ddp(name, args, timeout_s=120, backend="ddp", env_add=None):
+    """Runs `SCRIPT --backend=BACKEND --ddp_ranks=2 ARGS` (BACKEND ddp or none) with `env_add`
+    in its environment; returns (exit code, output)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         env.pop(var, None)
-    r = subprocess.run([sys.executable, script(name), "--backend=ddp", "--ddp_ranks=2", *args],
+    env.update(env_add or {})
+    r = subprocess.run([sys.executable, script(name), f"--backend={backend}", "--ddp_ranks=2",
+                        *args],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                        timeout=timeout_s, cwd=cluster.source_dir())
     return r.returncode, r.stdout
@@ -75,6 +84,7 @@ class WorkloadCase:
     ARGS = ()
     ROUTED = ()  # worker flags given to sieve launch after `--`
     METRICS = ()
+    COMPUTE_ONLY = False  # whether --backend=none is tested too
 
     def check_metrics(self, fields, out):
         for name in self.METRICS:
@@ -109,12 +119,33 @@ class WorkloadCase:
         self.assertEqual(result["steps"], str(STEPS))
         self.check_metrics(result, out)
 
+    def test_compute_only(self):
+        if not self.COMPUTE_ONLY:
+            self.skipTest("tested on resnet20 and lstm_lm")
+        with tempfile.TemporaryDirectory() as tmp:
+            results = []
+            for name, env in (("both", None), ("alone", {"RANK": "0", "WORLD_SIZE": "2"})):
+                path = os.path.join(tmp, f"{name}.json")
+                code, out = run_ddp(self.SCRIPT, [f"--max_steps={STEPS}", *self.ARGS,
+                                                  f"--result_json={path}"],
+                                    backend="none", env_add=env)
+                self.assertEqual(code, 0, out[-4000:])
+                with open(path) as f:
+                    results.append(json.load(f))
+        both, alone = results
+        print(f"compute only: {both}")
+        self.assertEqual((both["backend"], both["workers"], both["steps"]), ("none", 2, STEPS))
+        self.assertGreater(both["steps_per_s"], 0.0)
+        self.check_metrics({k: str(v) for k, v in both["metrics"].items()}, str(both))
+        self.assertEqual(both["metrics"], alone["metrics"])
+
 
 class PythonWorkloadResnet20(WorkloadCase, unittest.TestCase):
     SCRIPT = "resnet20.py"
     ARGS = ("--width=4", "--batch_size=16", "--eval_limit=500")
     ROUTED = ("--compressor=gaussiank", "--density=0.01")
     METRICS = ("test_acc",)
+    COMPUTE_ONLY = True
 
 
 class PythonWorkloadResnet18(WorkloadCase, unittest.TestCase):
@@ -127,6 +158,7 @@ class PythonWorkloadLstmLm(WorkloadCase, unittest.TestCase):
     SCRIPT = "lstm_lm.py"
     ARGS = ("--width=16", "--vocab=2000", "--eval_limit=2000")
     METRICS = ("perplexity", "val_loss", "test_perplexity")
+    COMPUTE_ONLY = True
 
 
 class PythonWorkloadCharTransformer(WorkloadCase, unittest.TestCase):

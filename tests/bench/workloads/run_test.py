@@ -58,6 +58,14 @@ class CommandTest(unittest.TestCase):
         self.assertEqual(run.job_paths(job, self.settings())["json"],
                          "/o/jobs/resnet20.topk01.seed1.json")
 
+    def test_compute_job_is_the_script_alone_without_communication(self):
+        job = run.Job("resnet20", "compute", 1)
+        argv, env, unset, script_cmd = run.job_command(job, self.settings())
+        self.assertEqual(argv, ["/usr/bin/python3", os.path.join(run.EXAMPLES, "resnet20.py"),
+                                "--backend=none", "--ddp_ranks=4", "--epochs=15", "--seed=1",
+                                "--result_json=/o/runs/resnet20.compute.seed1/ddp-result.json"])
+        self.assertEqual(unset, run.DDP_OUTER_ENV)
+
     def test_nomask_configs_add_the_worker_flag_after_the_separator(self):
         for config, twin in (("topk01_nomask", "topk01"), ("gaussiank01_nomask", "gaussiank01")):
             job, settings = run.Job("lstm_lm", config, 1), self.settings(contraction_every=0)
@@ -149,7 +157,7 @@ class CommandTest(unittest.TestCase):
             self.assertEqual(code, 0)
             self.assertFalse(os.path.exists(f"{tmp}/out"))
         commands = [l for l in out.splitlines() if not l.startswith("#")]
-        self.assertEqual(len(commands), 4 * 7 * 2)  # workloads x configs x seeds
+        self.assertEqual(len(commands), 4 * 8 * 2)  # workloads x configs x seeds
         self.assertIn("# warning:", out)
 
 
@@ -251,6 +259,7 @@ class TableTest(unittest.TestCase):
                    contraction={"mean": 0.96, "bound_2": 0.998}),
             record("resnet20", "gaussiank01", 1, None, ok=False),
             record("resnet20", "gaussiank01", 2, 0.88),
+            record("resnet20", "compute", 1, 0.70, wall_s=40.0, steps=50),
             record("lstm_lm", "topk1", 1, 126.0),
             record("lstm_lm", "dense", 2, 110.0),
             record("lstm_lm", "dense", 1, 100.0),
@@ -265,7 +274,11 @@ class TableTest(unittest.TestCase):
         self.assertEqual(list(tables), ["resnet20", "lstm_lm", "char_transformer"])
         rows = {r["config"]: r for r in tables["resnet20"]["rows"]}
         self.assertEqual([r["config"] for r in tables["resnet20"]["rows"]],
-                         ["dense", "topk01", "gaussiank01"])
+                         ["dense", "topk01", "gaussiank01", "compute"])
+        # The compute-only bound's model trained on 1/W of the data: its time only.
+        compute = rows["compute"]
+        self.assertEqual((compute["n"], compute["mean"], compute["diff"]), (1, None, None))
+        self.assertAlmostEqual(compute["s_per_step"], 0.8)
         dense, topk, gk = rows["dense"], rows["topk01"], rows["gaussiank01"]
         self.assertAlmostEqual(dense["mean"], 0.91)
         self.assertIsNone(dense["diff"])
@@ -298,6 +311,7 @@ class TableTest(unittest.TestCase):
         self.assertIn("| topk01 | 1, 2 | 89.50 % ± 0.71 pp | −1.50 pp | 20 B | 0.0050 "
                       "| 0.9500 / 0.9980 | — | — | — |", lines)
         self.assertIn("| gaussiank01 | 2 | 88.00 % | −3.00 pp | — | — | — | — | — | 1 |", lines)
+        self.assertIn("| compute | 1 | — | — | — | — | — | 40.0 s | 0.800 | — |", lines)
         self.assertIn("| topk1 | 1 | 126.00 | +20.00 % | — | — | — | — | — | — |", lines)
         self.assertIn("| ddp | 1, 2 | 1.2300 ± 0.0141 | −0.0200 nats | — | — | — | — | — "
                       "| — |", lines)
