@@ -496,50 +496,13 @@ class SieveBackend:
         self.opt.finish()
 
 
-class DdpBackend:
-    """A rank of a torch DistributedDataParallel job on gloo, from env:// (RANK, WORLD_SIZE,
-    MASTER_ADDR, MASTER_PORT)."""
-
-    name = "ddp"
-
-    def __init__(self, args):
-        import torch.distributed as dist
-        self.dist = dist
-        dist.init_process_group("gloo", init_method="env://")
-        self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.steps = 0
-        self.clip = None
-        self.opt = None
-
-    def wrap(self, model, optimizer, steps_per_epoch, epochs, clip_norm, buffers):
-        from torch.nn.parallel import DistributedDataParallel
-        self.clip, self.opt, self.params = clip_norm, optimizer, list(model.parameters())
-        return DistributedDataParallel(model, broadcast_buffers=True), optimizer
-
-    @property
-    def round(self):
-        return self.steps
-
-    def step(self, model, loss):
-        if self.clip is not None:  # the averaged gradient (after DDP's all-reduce)
-            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.opt.step()
-        self.steps += 1
-
-    def record(self, metrics):
-        pass  # printed by the loop
-
-    def finish(self):
-        self.dist.barrier()
-        self.dist.destroy_process_group()
-
-
 class ComputeOnlyBackend:
     """No communication at all (--backend=none): a rank of `--ddp_ranks` local processes, each
     training its own replica on its own part of the data with the wrapped optimizer alone. What
     it measures is the compute-only bound of a step on this machine (the same script, batch and
     number of processes as a sieve or DDP job, nothing exchanged); rank 0's metrics are those of
-    a model trained on 1/W of the data, not comparable with the other backends'."""
+    a model trained on 1/W of the data, not comparable with the other backends'. DdpBackend is
+    the same with torch's all-reduce of the gradients."""
 
     name = "none"
 
@@ -559,7 +522,7 @@ class ComputeOnlyBackend:
         return self.steps
 
     def step(self, model, loss):
-        if self.clip is not None:
+        if self.clip is not None:  # DDP: the averaged gradient (after its all-reduce)
             torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         self.opt.step()
         self.steps += 1
@@ -569,6 +532,29 @@ class ComputeOnlyBackend:
 
     def finish(self):
         pass
+
+
+class DdpBackend(ComputeOnlyBackend):
+    """A rank of a torch DistributedDataParallel job on gloo, from env:// (RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT)."""
+
+    name = "ddp"
+
+    def __init__(self, args):
+        super().__init__(args)
+        import torch.distributed as dist
+        self.dist = dist
+        dist.init_process_group("gloo", init_method="env://")
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+
+    def wrap(self, model, optimizer, steps_per_epoch, epochs, clip_norm, buffers):
+        from torch.nn.parallel import DistributedDataParallel
+        super().wrap(model, optimizer, steps_per_epoch, epochs, clip_norm, buffers)
+        return DistributedDataParallel(model, broadcast_buffers=True), optimizer
+
+    def finish(self):
+        self.dist.barrier()
+        self.dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------------------------------------
