@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Integration tests of deploy/local/netns/run.
-# Usage: netns_test.sh tiny_job|interrupt|uneven_links BUILD_DIR
+# Usage: netns_test.sh tiny_job|interrupt|uneven_links|torch_workers|ddp_ranks BUILD_DIR
 #   tiny_job:  1 scheduler + 1 server + 2 workers (synthetic model, 5 rounds), each in its own
 #              namespace on a 1 Gbit/s shaped link; the job must succeed, every node must have used
 #              its namespace address, and no namespace or process of the run may be left.
@@ -13,7 +13,16 @@
 #              80 KB: worker 1's median communication time per round is many times worker 0's;
 #              the harness names the kernel's congestion control; a link for a worker the job
 #              lacks, an unknown --tcp_cc and a bad --upload_queue are usage errors naming them.
-# Exit 77 (skipped) without root or working `ip netns`.
+#   torch_workers: --worker_cmd, the workers a sieve.torch script (examples/torch/resnet20.py, tiny,
+#              20 steps) with routed worker flags, 1 server, on 1 Gbit/s links: the job succeeds,
+#              both workers' run summaries say 20 rounds and worker 1 registered from its
+#              namespace address; a worker flag the script does not implement is a usage error
+#              (exit 2) naming it, before anything starts.
+#   ddp_ranks: --ddp_cmd, the same script as 2 torch DDP ranks (gloo), one per namespace, no sieve
+#              daemon: rank 0 writes its result (backend ddp, 2 workers, 20 steps). Rank 1 reaches
+#              rank 0 only at node 0's namespace address (MASTER_ADDR), which the root namespace
+#              does not have. Daemon flags with --ddp_cmd are a usage error.
+# Exit 77 (skipped) without root or working `ip netns` (and the last two without Debian's torch).
 set -euo pipefail
 test_case=$1
 build=$2
@@ -157,6 +166,46 @@ PY
     "${job[@]}" --upload_queue=deep -- "${daemon[@]}" >"$logs/bad.txt" 2>&1 || rc=$?
     [ $rc = 2 ] && grep -q "'deep' is not a queue" "$logs/bad.txt" ||
       { cat "$logs/bad.txt"; fail "a bad --upload_queue: exit $rc"; }
+    leftovers
+    ;;
+  torch_workers)
+    /usr/bin/python3 -c "import torch" 2>/dev/null || skip "Debian's python3-torch not installed"
+    script="/usr/bin/python3 $PWD/examples/torch/resnet20.py --max_steps=20 --width=4"
+    script+=" --batch_size=16 --eval_limit=500"
+    rc=0
+    "${job[@]}" --link=1gbit --timeout=100 --worker_cmd="$script" -- --consistency=bsp \
+      --compressor=gaussiank --density=0.01 --status_file="$logs/status.json" \
+      --summary_out="$logs/{role}-{rank}.json" || rc=$?
+    [ $rc = 0 ] || { tail -n 20 "$logs"/*.log; fail "job exited with $rc"; }
+    summary=$(/usr/bin/python3 -c '
+import json, sys
+nodes = json.load(open(f"{sys.argv[1]}/status.json"))["nodes"]
+print(*[(json.load(open(f"{sys.argv[1]}/worker-{r}.json"))["rounds"]) for r in (0, 1)],
+      *[n["address"] for n in nodes if n["role"] == "ROLE_WORKER" and n["rank"] == 1])' \
+      "$logs" 2>&1) || true
+    [ "$summary" = "20 20 $subnet.4:9500" ] || fail "summaries and worker 1's address: $summary"
+    rc=0
+    "${job[@]}" --worker_cmd="$script" -- --histogram_rounds=1 >"$logs/bad.txt" 2>&1 || rc=$?
+    [ $rc = 2 ] && grep -q -- "--histogram_rounds is not implemented by the worker command" \
+      "$logs/bad.txt" || { cat "$logs/bad.txt"; fail "an unimplemented worker flag: exit $rc"; }
+    leftovers
+    ;;
+  ddp_ranks)
+    /usr/bin/python3 -c "import torch" 2>/dev/null || skip "Debian's python3-torch not installed"
+    rc=0
+    "${job[@]}" --link=1gbit --timeout=100 --ddp_cmd="/usr/bin/python3 \
+      $PWD/examples/torch/resnet20.py --backend=ddp --max_steps=20 --width=4 --batch_size=16 \
+      --eval_limit=500 --result_json=$logs/ddp.json" || rc=$?
+    [ $rc = 0 ] || { tail -n 20 "$logs"/*.log; fail "job exited with $rc"; }
+    result=$(/usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["backend"], r["workers"], r["steps"])' "$logs/ddp.json" 2>&1) || true
+    [ "$result" = "ddp 2 20" ] || fail "rank 0's result: $result"
+    rc=0
+    "${job[@]}" --ddp_cmd=true -- --lr=1 >"$logs/bad.txt" 2>&1 || rc=$?
+    [ $rc = 2 ] && grep -q "it takes neither --worker_cmd nor daemon flags" "$logs/bad.txt" ||
+      { cat "$logs/bad.txt"; fail "daemon flags with --ddp_cmd: exit $rc"; }
     leftovers
     ;;
   *) fail "unknown case $test_case" ;;
