@@ -600,7 +600,9 @@ def summarize(records):
 
             steps_rate = [r["wall_s"] / r["steps"] for r in good
                           if r.get("wall_s") is not None and r.get("steps")]
-            contraction = [r["contraction"] for r in good if r.get("contraction")]
+            # A dense job selects all of D (k = D): its ratio and bound are 0, not a sample.
+            contraction = [r["contraction"] for r in good
+                           if r.get("contraction") and (r["contraction"].get("bound_2") or 0) > 0]
             rows.append({"config": config, "n": n, "seeds": [r["seed"] for r in good],
                          "failed": [r["seed"] for r in runs if r not in good],
                          "mean": mean, "std": std, "bytes_pushed": mean_of("bytes_pushed"),

@@ -250,7 +250,7 @@ class TableTest(unittest.TestCase):
     def records(self):
         return [
             record("resnet20", "dense", 1, 0.90, wall_s=100.0, steps=50, bytes_pushed=4000,
-                   bytes_ratio=1.0),
+                   bytes_ratio=1.0, contraction={"mean": 0.0, "bound_2": 0.0}),
             record("resnet20", "dense", 2, 0.92, wall_s=120.0, steps=50, bytes_pushed=4000,
                    bytes_ratio=1.0),
             record("resnet20", "topk01", 2, 0.90, bytes_pushed=30, bytes_ratio=0.0075,
